@@ -1,0 +1,30 @@
+# sluice: one command builds, vets and tests every module of the workspace.
+GO      ?= go
+MODULES := $(shell $(GO) list -m -f '{{.Dir}}' 2>/dev/null)
+
+.PHONY: test vet fmt race bench demo fuzz
+
+## test: gofmt check, go vet and race-enabled tests of every module.
+test: fmt vet race
+
+fmt:
+	@out=$$(gofmt -l $(MODULES) 2>/dev/null | grep -v '/testdata/' || true); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+vet:
+	@set -e; for m in $(MODULES); do echo "== vet $$m"; (cd $$m && $(GO) vet ./...); done
+
+race:
+	@set -e; for m in $(MODULES); do echo "== test -race $$m"; (cd $$m && $(GO) test -race -count=1 -timeout 20m ./...); done
+
+## bench: the hot-path benchmarks (see docs/benchmarks.md for the figures).
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 . ./stat/... ./slots/...
+
+## fuzz: a short fuzzing pass over the rule decoders.
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 30s ./rules
+
+## demo: the quickstart example.
+demo:
+	$(GO) run ./examples/quickstart

@@ -1,0 +1,71 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// ErrBlocked is matched by every error returned for an entry that a rule
+// refused: errors.Is(err, ErrBlocked) is true for any *BlockError.
+var ErrBlocked = errors.New("sluice: blocked")
+
+// BlockError describes why an entry was refused. It is always returned as an
+// error (never as a typed nil) and is reached with errors.As.
+type BlockError struct {
+	// Type is the kind of rule that fired.
+	Type BlockType
+	// Resource is the name of the resource the entry was for.
+	Resource string
+	// Rule is the rule that fired, as a pointer to the rule value in force
+	// (for example *rules.Flow). It must be treated as read-only.
+	Rule any
+	// Observed is the value the rule measured when it refused the entry, in
+	// the rule's own unit (requests per interval, in-flight count, ratio...).
+	Observed float64
+	// Threshold is the limit the observed value was compared with, in the
+	// same unit.
+	Threshold float64
+	// RetryAfter is how long the caller should wait before trying again, when
+	// the rule can tell; zero when it cannot.
+	RetryAfter time.Duration
+	// Reason is a short free-form explanation for cases the numbers do not
+	// carry (for example "wait exceeds max queueing"); it may be empty.
+	Reason string
+}
+
+// Error returns a one-line description naming the block type, resource, the
+// observed value and the threshold.
+func (e *BlockError) Error() string {
+	b := make([]byte, 0, 96)
+	b = append(b, "sluice: blocked by "...)
+	b = append(b, e.Type.String()...)
+	b = append(b, " rule on "...)
+	b = strconv.AppendQuote(b, e.Resource)
+	b = append(b, ": observed "...)
+	b = strconv.AppendFloat(b, e.Observed, 'g', -1, 64)
+	b = append(b, ", threshold "...)
+	b = strconv.AppendFloat(b, e.Threshold, 'g', -1, 64)
+	if e.Reason != "" {
+		b = append(b, " ("...)
+		b = append(b, e.Reason...)
+		b = append(b, ')')
+	}
+	if e.RetryAfter > 0 {
+		b = append(b, ", retry after "...)
+		b = append(b, e.RetryAfter.String()...)
+	}
+	return string(b)
+}
+
+// Is reports whether target is ErrBlocked.
+func (e *BlockError) Is(target error) bool { return target == ErrBlocked }
+
+// Format implements fmt.Formatter so that %+v also prints the rule.
+func (e *BlockError) Format(s fmt.State, verb rune) {
+	_, _ = fmt.Fprint(s, e.Error())
+	if verb == 'v' && s.Flag('+') && e.Rule != nil {
+		_, _ = fmt.Fprintf(s, " rule=%+v", e.Rule)
+	}
+}

@@ -1,0 +1,265 @@
+package sluice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/slots/statistic"
+	"github.com/sluice-go/sluice/stat"
+)
+
+// ErrBadBatch is returned (wrapped) by Entry for a batch count below one or
+// above MaxBatch.
+var ErrBadBatch = errors.New("sluice: invalid batch count")
+
+// MaxBatch is the largest batch count one entry may carry.
+const MaxBatch = 1 << 30
+
+// EntryOption configures one entry. Options are plain values (no closures)
+// so that building them and applying them never allocates.
+//
+// There is deliberately no option carrying a context.Context: use
+// EntryContext. A context held in the options would make the Go compiler move
+// every argument given with WithArgs to the heap (see docs/architecture.md).
+type EntryOption struct {
+	kind optKind
+	n    int64
+	args []any
+	key  string
+	val  any
+}
+
+type optKind uint8
+
+const (
+	optNone optKind = iota
+	optTraffic
+	optBatch
+	optArgs
+	optAttachment
+)
+
+// MaxAttachments is the most named values one entry may carry.
+const MaxAttachments = 8
+
+// ErrTooManyAttachments is returned (wrapped) by Entry for an entry with
+// more than MaxAttachments attachments.
+var ErrTooManyAttachments = errors.New("sluice: too many attachments")
+
+// WithTraffic sets the entry's traffic type. The default is Inbound.
+func WithTraffic(t TrafficType) EntryOption { return EntryOption{kind: optTraffic, n: int64(t)} }
+
+// WithBatch makes the entry stand for n requests: QPS rules count n, and
+// concurrency rules count n in flight. n must be in [1, MaxBatch]; a batch
+// larger than a rule's threshold is always refused by that rule.
+func WithBatch(n int) EntryOption { return EntryOption{kind: optBatch, n: int64(n)} }
+
+// WithArgs passes positional arguments for param rules. They belong to the
+// entry: the engine reads them during Entry and keeps none of them, so
+// strings and integers passed here cost no allocation.
+func WithArgs(args ...any) EntryOption { return EntryOption{kind: optArgs, args: args} }
+
+// WithAttachment attaches a named value, for param rules that read a named
+// key. Like WithArgs, it is read during Entry and not kept. An entry carries
+// at most MaxAttachments; a later attachment with the same key wins.
+func WithAttachment(key string, value any) EntryOption {
+	return EntryOption{kind: optAttachment, key: key, val: value}
+}
+
+// Pass is one admitted call into a resource: what Entry returns when every
+// rule lets the call through. Call Exit exactly once when the protected work
+// ends (a second Exit does nothing); typically `defer p.Exit()` right after a
+// successful Entry, which also releases the pass if the protected code
+// panics.
+//
+// A Pass belongs to the goroutine that made it: SetError and Exit are not
+// safe to call concurrently with each other. (It is not called Entry because
+// Go does not allow a type and a function of the same name in one package,
+// and sluice.Entry is the verb every Sentinel user knows.)
+type Pass struct {
+	eng    *Engine
+	res    *resource
+	ctx    core.EntryContext
+	err    error
+	custom *core.EntryContext // copy given to custom slots, nil without them
+	done   bool
+}
+
+// Resource returns the name of the resource the pass is for.
+func (e *Pass) Resource() string { return e.ctx.Resource }
+
+// SetError records err as the outcome of the protected work; circuit
+// breakers and error statistics see it at Exit. A nil err clears it.
+func (e *Pass) SetError(err error) { e.err = err }
+
+// Err returns the error recorded with SetError.
+func (e *Pass) Err() error { return e.err }
+
+// Exit ends the entry: it records completion, RT and error, and releases
+// everything the entry held (concurrency, circuit-breaker probes). Calling
+// Exit again, or on a nil *Pass, does nothing.
+func (e *Pass) Exit() {
+	if e == nil || e.done {
+		return
+	}
+	e.done = true
+	g := e.eng
+	now := g.clock.Nanotime()
+	x := core.ExitInfo{Start: e.ctx.Start, End: now, Batch: e.ctx.Batch, Err: e.err}
+	e.ctx.ReleaseTickets(x)
+	var in *stat.Node
+	if e.ctx.Traffic == core.Inbound {
+		in = g.inbound
+	}
+	statistic.Exit(x, e.res.node, in)
+	if e.custom != nil {
+		if snap := g.chain.Snapshot(); snap != nil {
+			for _, s := range snap.Stat {
+				s.OnExit(e.custom, x)
+			}
+		}
+	}
+}
+
+// Entry asks to enter resource. It returns a *Pass when every rule lets the
+// call through, and otherwise a nil *Pass and an error: a *BlockError (matching
+// ErrBlocked) when a rule refused it, ErrBadBatch for an invalid batch, or
+// ErrClosed.
+func (g *Engine) Entry(resource string, opts ...EntryOption) (*Pass, error) {
+	// Small enough to inline: the Entry is then allocated in the caller's
+	// frame and, when the caller keeps it local, never reaches the heap.
+	return g.enter(new(Pass), nil, resource, opts)
+}
+
+// EntryContext is Entry with a context that bounds any wait.
+func (g *Engine) EntryContext(ctx context.Context, resource string, opts ...EntryOption) (*Pass, error) {
+	return g.enter(new(Pass), ctx, resource, opts)
+}
+
+// enter runs e through the chain and returns it, or nil and the reason.
+func (g *Engine) enter(e *Pass, ctx context.Context, name string, opts []EntryOption) (*Pass, error) {
+	e.eng = g
+	c := &e.ctx
+	c.Resource = name
+	c.Batch = 1
+	// Arguments stay in this frame and are lent to the param slot only.
+	var (
+		args  core.Args
+		named [MaxAttachments]core.Attachment
+		nn    int
+	)
+	for i := range opts {
+		o := &opts[i]
+		switch o.kind {
+		case optTraffic:
+			c.Traffic = core.TrafficType(o.n)
+		case optBatch:
+			c.Batch = o.n
+		case optArgs:
+			args.Positional = o.args
+		case optAttachment:
+			if nn == len(named) {
+				return nil, fmt.Errorf("%w: more than %d", ErrTooManyAttachments, MaxAttachments)
+			}
+			named[nn] = core.Attachment{Key: o.key, Value: o.val}
+			nn++
+		}
+	}
+	args.Named = named[:nn]
+	if c.Batch < 1 || c.Batch > MaxBatch {
+		return nil, fmt.Errorf("%w: %d (want 1 to %d)", ErrBadBatch, c.Batch, MaxBatch)
+	}
+	if g.closed.Load() {
+		return nil, ErrClosed
+	}
+	r := g.resource(name)
+	e.res = r
+	c.Start = g.clock.Nanotime()
+	var in *stat.Node
+	if c.Traffic == core.Inbound {
+		in = g.inbound
+	}
+	snap := g.chain.Snapshot()
+	if snap != nil {
+		e.custom = customCopy(c)
+		for _, s := range snap.Prepare {
+			s.Prepare(e.custom)
+		}
+	}
+	if be := g.check(ctx, e, args, r, in, snap); be != nil {
+		c.ReleaseTickets(core.ExitInfo{Start: c.Start, End: c.Start, Batch: c.Batch, Blocked: true})
+		statistic.Block(c, r.node, in)
+		if snap != nil {
+			for _, s := range snap.Stat {
+				s.OnBlock(e.custom, be)
+			}
+		}
+		return nil, be
+	}
+	statistic.Pass(c, r.node, in)
+	if snap != nil {
+		for _, s := range snap.Stat {
+			s.OnPass(e.custom)
+		}
+	}
+	return e, nil
+}
+
+// check runs the rule checks in chain order; the first refusal wins.
+func (g *Engine) check(ctx context.Context, e *Pass, args core.Args, r *resource, in *stat.Node, snap *core.ChainSnapshot) *core.BlockError {
+	c := &e.ctx
+	if in != nil && g.system.Active() {
+		if be := g.system.Check(c); be != nil {
+			return be
+		}
+	}
+	if rs := r.rules.Load(); rs != nil {
+		for _, f := range rs.flow {
+			if be := f.Check(ctx, c, g.clock); be != nil {
+				return be
+			}
+		}
+		for _, f := range rs.isolation {
+			if be := f.Check(c); be != nil {
+				return be
+			}
+		}
+		for _, f := range rs.param {
+			if be := f.Check(ctx, c, args, g.clock); be != nil {
+				return be
+			}
+		}
+		for _, f := range rs.degrade {
+			if be := f.Check(c); be != nil {
+				return be
+			}
+		}
+	}
+	if snap != nil {
+		for _, s := range snap.Check {
+			if be := s.Check(e.custom); be != nil {
+				if be.Type == 0 {
+					be.Type = core.BlockCustom
+				}
+				if be.Resource == "" {
+					be.Resource = c.Resource
+				}
+				return be
+			}
+		}
+	}
+	return nil
+}
+
+// customCopy is the context custom slots see: a heap copy of the entry's
+// context (its arguments never leave the entry).
+func customCopy(c *core.EntryContext) *core.EntryContext {
+	return &core.EntryContext{
+		Resource: c.Resource,
+		Traffic:  c.Traffic,
+		Batch:    c.Batch,
+		Start:    c.Start,
+	}
+}

@@ -1,0 +1,61 @@
+package rules
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// Error is a validation failure of one rule. Loaders return it (possibly
+// wrapped) when they refuse a rule set.
+type Error struct {
+	// Kind is the rule kind: "flow", "isolation", "system", "circuit
+	// breaker", "param".
+	Kind string
+	// Index is the rule's position in the set that was loaded, or -1 when a
+	// single rule was validated on its own.
+	Index int
+	// Resource is the rule's resource (empty for system rules).
+	Resource string
+	// Field is the offending field's Go name.
+	Field string
+	// Reason says what is wrong.
+	Reason string
+}
+
+func (e *Error) Error() string {
+	b := make([]byte, 0, 96)
+	b = append(b, "rules: "...)
+	b = append(b, e.Kind...)
+	b = append(b, " rule"...)
+	if e.Index >= 0 {
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, int64(e.Index), 10)
+	}
+	if e.Resource != "" {
+		b = append(b, " (resource "...)
+		b = strconv.AppendQuote(b, e.Resource)
+		b = append(b, ')')
+	}
+	b = append(b, ": "...)
+	if e.Field != "" {
+		b = append(b, e.Field...)
+		b = append(b, ": "...)
+	}
+	b = append(b, e.Reason...)
+	return string(b)
+}
+
+func fieldErr(kind, resource, field, format string, args ...any) *Error {
+	return &Error{Kind: kind, Index: -1, Resource: resource, Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// At returns err with its Index set to i when it is an *Error; other errors
+// are returned unchanged. Loaders use it to name the rule's position.
+func At(err error, i int) error {
+	if e, ok := err.(*Error); ok {
+		c := *e
+		c.Index = i
+		return &c
+	}
+	return err
+}

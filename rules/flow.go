@@ -1,0 +1,188 @@
+package rules
+
+import (
+	"math"
+	"time"
+)
+
+// Flow limits how many requests a resource admits.
+//
+// With Metric QPS, at most Threshold requests are admitted per StatInterval,
+// counted over a sliding window of ten buckets (StatInterval/10 each). With
+// Metric Concurrency, at most Threshold requests are in flight at once.
+//
+// The zero values of the optional fields are: Metric QPS, Strategy Direct,
+// Behavior Reject, StatInterval one second, ColdFactor 3, no queueing, and the
+// rule's own resource as the one measured.
+type Flow struct {
+	// ID is an optional label for the rule, shown in block errors and logs.
+	// It plays no part in matching rules across reloads.
+	ID string `json:"id,omitempty" yaml:"id,omitempty"`
+	// Resource is the name of the resource the rule protects. Required.
+	Resource string `json:"resource" yaml:"resource"`
+	// Metric is what the rule counts: QPS (default) or Concurrency.
+	Metric FlowMetric `json:"metric,omitempty" yaml:"metric,omitempty"`
+	// Threshold is the limit: requests per StatInterval for QPS, requests
+	// in flight for Concurrency. It must be positive.
+	Threshold float64 `json:"threshold" yaml:"threshold"`
+	// Strategy is Direct (default) or WarmUp. WarmUp needs Metric QPS.
+	Strategy TokenStrategy `json:"strategy,omitempty" yaml:"strategy,omitempty"`
+	// Behavior is Reject (default) or Throttle. Throttle needs Metric QPS.
+	Behavior ControlBehavior `json:"behavior,omitempty" yaml:"behavior,omitempty"`
+	// MaxQueueing is, with Throttle, the longest a request may wait for its
+	// turn; a request whose wait would be longer is refused at once. Zero
+	// means requests never wait: one is admitted each 1/rate, the others are
+	// refused.
+	MaxQueueing time.Duration `json:"maxQueueing,omitempty" yaml:"maxQueueing,omitempty"`
+	// WarmUpPeriod is, with WarmUp, how long a cold resource takes to reach
+	// Threshold. Required with WarmUp.
+	WarmUpPeriod time.Duration `json:"warmUpPeriod,omitempty" yaml:"warmUpPeriod,omitempty"`
+	// ColdFactor is, with WarmUp, how many times below Threshold a cold
+	// resource starts (it admits Threshold/ColdFactor). Zero means 3; other
+	// values must be greater than 1.
+	ColdFactor float64 `json:"coldFactor,omitempty" yaml:"coldFactor,omitempty"`
+	// StatInterval is, for QPS, the period Threshold is counted over. Zero
+	// means one second (Threshold is then QPS). It must be a whole number of
+	// milliseconds, at least 10 ms and at most one hour. Associated-resource
+	// rules read the other resource's one-second window and need one
+	// second.
+	StatInterval time.Duration `json:"statInterval,omitempty" yaml:"statInterval,omitempty"`
+	// RefResource, when set, makes the rule measure that other resource
+	// instead of its own: Resource is blocked while RefResource's QPS (or
+	// concurrency) is over Threshold. Used to let a write path yield to a
+	// read path, for example.
+	RefResource string `json:"refResource,omitempty" yaml:"refResource,omitempty"`
+}
+
+const (
+	// DefaultStatInterval is the statistic interval of a rule whose
+	// StatInterval is zero.
+	DefaultStatInterval = time.Second
+	// DefaultColdFactor is the cold factor of a WarmUp rule whose ColdFactor
+	// is zero.
+	DefaultColdFactor = 3.0
+	// MaxThreshold bounds every threshold; larger values are refused as
+	// absurd.
+	MaxThreshold = 1e12
+)
+
+// Interval returns StatInterval, or DefaultStatInterval when it is zero.
+func (r *Flow) Interval() time.Duration {
+	if r.StatInterval == 0 {
+		return DefaultStatInterval
+	}
+	return r.StatInterval
+}
+
+// Cold returns ColdFactor, or DefaultColdFactor when it is zero.
+func (r *Flow) Cold() float64 {
+	if r.ColdFactor == 0 {
+		return DefaultColdFactor
+	}
+	return r.ColdFactor
+}
+
+// Validate reports the first problem with the rule as an *Error, or nil.
+func (r *Flow) Validate() error {
+	const kind = "flow"
+	switch {
+	case r.Resource == "":
+		return fieldErr(kind, r.Resource, "Resource", "must not be empty")
+	case !flowMetricEnum.valid(uint8(r.Metric)):
+		return fieldErr(kind, r.Resource, "Metric", "unknown metric %d", r.Metric)
+	case !tokenStrategyEnum.valid(uint8(r.Strategy)):
+		return fieldErr(kind, r.Resource, "Strategy", "unknown strategy %d", r.Strategy)
+	case !controlBehaviorEnum.valid(uint8(r.Behavior)):
+		return fieldErr(kind, r.Resource, "Behavior", "unknown behavior %d", r.Behavior)
+	}
+	if err := checkThreshold(kind, r.Resource, "Threshold", r.Threshold); err != nil {
+		return err
+	}
+	if r.Metric == Concurrency && r.Threshold != math.Trunc(r.Threshold) {
+		return fieldErr(kind, r.Resource, "Threshold", "must be a whole number for the concurrency metric, got %v", r.Threshold)
+	}
+	if r.StatInterval != 0 {
+		iv := r.StatInterval
+		if iv < 10*time.Millisecond || iv > time.Hour || iv%time.Millisecond != 0 {
+			return fieldErr(kind, r.Resource, "StatInterval", "must be a whole number of milliseconds in [10ms, 1h], got %v", iv)
+		}
+		if r.Metric == Concurrency {
+			return fieldErr(kind, r.Resource, "StatInterval", "has no meaning for the concurrency metric; leave it zero")
+		}
+	}
+	if r.MaxQueueing < 0 || r.MaxQueueing > time.Hour {
+		return fieldErr(kind, r.Resource, "MaxQueueing", "must be in [0, 1h], got %v", r.MaxQueueing)
+	}
+	if r.MaxQueueing != 0 && r.Behavior != Throttle {
+		return fieldErr(kind, r.Resource, "MaxQueueing", "is only used with the throttle behavior; leave it zero or set Behavior throttle")
+	}
+	if r.Metric == Concurrency && r.Behavior == Throttle {
+		return fieldErr(kind, r.Resource, "Behavior", "throttle needs the qps metric (requests cannot be paced by concurrency)")
+	}
+	if r.Strategy == WarmUp {
+		if r.Metric != QPS {
+			return fieldErr(kind, r.Resource, "Strategy", "warm-up needs the qps metric")
+		}
+		if r.WarmUpPeriod <= 0 || r.WarmUpPeriod > 24*time.Hour {
+			return fieldErr(kind, r.Resource, "WarmUpPeriod", "must be in (0, 24h] with warm-up, got %v", r.WarmUpPeriod)
+		}
+		if r.ColdFactor != 0 && (r.ColdFactor <= 1 || r.ColdFactor > 1000 || math.IsNaN(r.ColdFactor)) {
+			return fieldErr(kind, r.Resource, "ColdFactor", "must be in (1, 1000] (or 0 for 3), got %v", r.ColdFactor)
+		}
+		if r.RefResource != "" {
+			return fieldErr(kind, r.Resource, "RefResource", "warm-up applies to the rule's own resource only")
+		}
+	} else {
+		if r.WarmUpPeriod != 0 {
+			return fieldErr(kind, r.Resource, "WarmUpPeriod", "is only used with the warm-up strategy")
+		}
+		if r.ColdFactor != 0 {
+			return fieldErr(kind, r.Resource, "ColdFactor", "is only used with the warm-up strategy")
+		}
+	}
+	if r.RefResource != "" {
+		if r.RefResource == r.Resource {
+			return fieldErr(kind, r.Resource, "RefResource", "names the rule's own resource; leave it empty")
+		}
+		if r.Behavior == Throttle {
+			return fieldErr(kind, r.Resource, "Behavior", "throttle cannot pace on another resource's traffic")
+		}
+		if r.Interval() != time.Second {
+			return fieldErr(kind, r.Resource, "StatInterval", "associated-resource rules read the one-second window; leave it zero")
+		}
+	}
+	return nil
+}
+
+func checkThreshold(kind, resource, field string, v float64) error {
+	if math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
+		return fieldErr(kind, resource, field, "must be a positive number, got %v", v)
+	}
+	if v > MaxThreshold {
+		return fieldErr(kind, resource, field, "must be at most %g, got %v", MaxThreshold, v)
+	}
+	return nil
+}
+
+// Isolation caps the number of requests of a resource in flight at once.
+type Isolation struct {
+	// ID is an optional label for the rule.
+	ID string `json:"id,omitempty" yaml:"id,omitempty"`
+	// Resource is the name of the resource the rule protects. Required.
+	Resource string `json:"resource" yaml:"resource"`
+	// Threshold is the most requests (by batch) in flight at once. It must
+	// be at least 1.
+	Threshold int64 `json:"threshold" yaml:"threshold"`
+}
+
+// Validate reports the first problem with the rule as an *Error, or nil.
+func (r *Isolation) Validate() error {
+	const kind = "isolation"
+	if r.Resource == "" {
+		return fieldErr(kind, r.Resource, "Resource", "must not be empty")
+	}
+	if r.Threshold < 1 || r.Threshold > MaxThreshold {
+		return fieldErr(kind, r.Resource, "Threshold", "must be in [1, %g], got %d", MaxThreshold, r.Threshold)
+	}
+	return nil
+}

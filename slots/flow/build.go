@@ -1,0 +1,40 @@
+package flow
+
+import "github.com/sluice-go/sluice/rules"
+
+// Build validates every rule first and, only if all are valid, returns the
+// controllers grouped by resource, in rule order. A rule that counts the same
+// way as a controller in old (same resource, metric, strategy, behavior,
+// interval and associated resource) takes over that controller's counting
+// state, so reloading rules under traffic neither resets counters nor admits a
+// fresh burst. Each old controller is inherited at most once.
+//
+// The error names the offending rule's index, resource and field (an
+// *rules.Error).
+func Build(rs []rules.Flow, old map[string][]*Controller, nodes NodeFunc) (map[string][]*Controller, error) {
+	for i := range rs {
+		if err := rs[i].Validate(); err != nil {
+			return nil, rules.At(err, i)
+		}
+	}
+	pool := make(map[stateKey][]*Controller)
+	for _, cs := range old {
+		for _, c := range cs {
+			pool[c.key()] = append(pool[c.key()], c)
+		}
+	}
+	out := make(map[string][]*Controller, len(rs))
+	for i := range rs {
+		c, err := NewController(rs[i], nodes)
+		if err != nil {
+			return nil, rules.At(err, i)
+		}
+		k := c.key()
+		if prev := pool[k]; len(prev) > 0 {
+			c.inherit(prev[0])
+			pool[k] = prev[1:]
+		}
+		out[c.rule.Resource] = append(out[c.rule.Resource], c)
+	}
+	return out, nil
+}

@@ -1,0 +1,400 @@
+package flow
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"go.uber.org/atomic"
+
+	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/rules"
+	"github.com/sluice-go/sluice/stat"
+)
+
+// NodeFunc returns the statistics node of a resource, creating it when
+// needed. Controllers of associated-resource rules use it once, when built.
+type NodeFunc func(resource string) *stat.Node
+
+type mode uint8
+
+const (
+	modeReject     mode = iota // QPS, direct, reject: sliding window
+	modeThrottle               // QPS, direct, throttle: pacing
+	modeWarmUp                 // QPS, warm-up, reject
+	modeWarmUpPace             // QPS, warm-up, throttle
+	modeConcurrency
+	modeRefQPS
+	modeRefConcurrency
+)
+
+// Controller enforces one flow rule. It is safe for concurrent use. A
+// Controller is also the core.Ticket its admitted entries hold.
+type Controller struct {
+	rule      rules.Flow
+	mode      mode
+	threshold float64
+	interval  int64 // ns
+	width     int64 // ns per window bucket
+
+	win      *stat.LeapArray[uint8] // admitted, by bucket (reject modes)
+	inflight *atomic.Int64          // concurrency mode
+	latest   *atomic.Int64          // pacing: time of the last scheduled pass
+	cost     float64                // pacing: ns per request at threshold
+	maxQueue int64                  // pacing: ns
+	ref      *stat.Node             // associated resource
+	warm     *warmUp
+}
+
+var _ core.Ticket = (*Controller)(nil)
+
+// windowBuckets is the number of buckets of a QPS rule's window.
+const windowBuckets = 10
+
+// NewController builds the controller of rule r, which must be valid.
+func NewController(r rules.Flow, nodes NodeFunc) (*Controller, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Controller{rule: r, threshold: r.Threshold, interval: int64(r.Interval())}
+	c.width = c.interval / windowBuckets
+	switch {
+	case r.RefResource != "" && r.Metric == rules.Concurrency:
+		c.mode = modeRefConcurrency
+		c.ref = nodes(r.RefResource)
+	case r.RefResource != "":
+		c.mode = modeRefQPS
+		c.ref = nodes(r.RefResource)
+	case r.Metric == rules.Concurrency:
+		c.mode = modeConcurrency
+		c.inflight = atomic.NewInt64(0)
+	case r.Strategy == rules.WarmUp:
+		c.mode = modeWarmUp
+		if r.Behavior == rules.Throttle {
+			c.mode = modeWarmUpPace
+		}
+		c.warm = newWarmUp(&c.rule)
+	case r.Behavior == rules.Throttle:
+		c.mode = modeThrottle
+	default:
+		c.mode = modeReject
+	}
+	switch c.mode {
+	case modeReject, modeWarmUp:
+		w, err := stat.NewLeapArray[uint8](time.Duration(c.interval), windowBuckets, []stat.Kind{stat.Sum}, nil)
+		if err != nil {
+			return nil, fmt.Errorf("flow: %w", err)
+		}
+		c.win = w
+	case modeThrottle, modeWarmUpPace:
+		c.latest = atomic.NewInt64(math.MinInt64 / 2)
+		c.cost = float64(c.interval) / c.threshold
+		c.maxQueue = int64(r.MaxQueueing)
+	}
+	return c, nil
+}
+
+// Rule returns the rule the controller enforces.
+func (c *Controller) Rule() rules.Flow { return c.rule }
+
+// stateKey identifies the counting state a controller can hand to its
+// successor when rules are reloaded: same resource, same kind of counting,
+// same window.
+type stateKey struct {
+	resource, ref string
+	mode          mode
+	interval      int64
+}
+
+func (c *Controller) key() stateKey {
+	return stateKey{resource: c.rule.Resource, ref: c.rule.RefResource, mode: c.mode, interval: c.interval}
+}
+
+// inherit takes over old's counting state: the window of admitted requests,
+// the in-flight count, the pacing schedule and, for an identical rule, the
+// warm-up tokens. A threshold change therefore neither forgets what was
+// admitted nor lets a new burst through.
+func (c *Controller) inherit(old *Controller) {
+	if c.win != nil && old.win != nil {
+		c.win = old.win
+	}
+	if c.inflight != nil && old.inflight != nil {
+		c.inflight = old.inflight
+	}
+	if c.latest != nil && old.latest != nil {
+		c.latest = old.latest
+	}
+	if c.warm != nil && old.warm != nil && c.rule == old.rule {
+		c.warm = old.warm
+	}
+}
+
+// Check decides on one entry at ec.Start. It returns nil and records a
+// ticket on ec when the entry may pass, or a block error. Throttling
+// controllers may wait, at most MaxQueueing and never past ctx, reading clk.
+func (c *Controller) Check(ctx context.Context, ec *core.EntryContext, clk core.Clock) *core.BlockError {
+	now, n := ec.Start, ec.Batch
+	switch c.mode {
+	case modeReject:
+		ep := now / c.width
+		ok, seen := c.win.TryAdd(ep, 0, uint64(n), c.threshold)
+		if !ok {
+			return c.blocked(ec, float64(seen), c.width-now%c.width, "")
+		}
+		ec.AddTicket(c)
+		return nil
+	case modeConcurrency:
+		for {
+			cur := c.inflight.Load()
+			if float64(cur+n) > c.threshold {
+				return c.blocked(ec, float64(cur), 0, "")
+			}
+			if c.inflight.CompareAndSwap(cur, cur+n) {
+				ec.AddTicket(c)
+				return nil
+			}
+		}
+	case modeRefQPS:
+		if v := c.ref.QPS(now, stat.Pass); v > c.threshold {
+			return c.blocked(ec, v, int64(stat.BucketWidth)-now%int64(stat.BucketWidth), "associated resource "+c.rule.RefResource+" over threshold")
+		}
+		return nil
+	case modeRefConcurrency:
+		if v := c.ref.Concurrency(); float64(v) > c.threshold {
+			return c.blocked(ec, float64(v), 0, "associated resource "+c.rule.RefResource+" over threshold")
+		}
+		return nil
+	case modeThrottle:
+		return c.pace(ctx, ec, clk, c.cost*float64(n))
+	case modeWarmUp:
+		return c.warm.check(c, ec)
+	case modeWarmUpPace:
+		return c.warm.pace(ctx, c, ec, clk)
+	}
+	return nil
+}
+
+// Release gives back what an entry holds: its in-flight slot, or, when a
+// later check refused the entry, its place in the window or the schedule.
+func (c *Controller) Release(x core.ExitInfo) {
+	switch c.mode {
+	case modeConcurrency:
+		c.inflight.Sub(x.Batch)
+	case modeReject, modeWarmUp:
+		if x.Blocked {
+			c.win.Sub(x.Start/c.width, 0, uint64(x.Batch))
+		}
+	}
+}
+
+// InFlight returns the number of requests holding a slot of a concurrency
+// rule (zero for other rules).
+func (c *Controller) InFlight() int64 {
+	if c.inflight == nil {
+		return 0
+	}
+	return c.inflight.Load()
+}
+
+func (c *Controller) blocked(ec *core.EntryContext, observed float64, retry int64, reason string) *core.BlockError {
+	return &core.BlockError{
+		Type:       core.BlockFlow,
+		Resource:   ec.Resource,
+		Rule:       &c.rule,
+		Observed:   observed,
+		Threshold:  c.threshold,
+		RetryAfter: time.Duration(retry),
+		Reason:     reason,
+	}
+}
+
+// pace schedules the entry cost nanoseconds after the previously scheduled
+// one (or now, when the schedule is behind), and waits for its turn. A wait
+// longer than MaxQueueing is refused at once.
+func (c *Controller) pace(ctx context.Context, ec *core.EntryContext, clk core.Clock, cost float64) *core.BlockError {
+	now := ec.Start
+	step := int64(math.Round(cost))
+	var next int64
+	for {
+		last := c.latest.Load()
+		next = last + step
+		if next < now {
+			next = now
+		}
+		if wait := next - now; wait > c.maxQueue {
+			be := c.blocked(ec, float64(wait)/1e6, wait-c.maxQueue, "wait exceeds max queueing")
+			be.Threshold = float64(c.maxQueue) / 1e6
+			return be
+		}
+		if c.latest.CompareAndSwap(last, next) {
+			break
+		}
+	}
+	if wait := next - now; wait > 0 {
+		if err := core.Sleep(ctxOrBackground(ctx), clk, time.Duration(wait)); err != nil {
+			c.latest.Sub(step) // give the slot back: the next caller takes it
+			be := c.blocked(ec, float64(wait)/1e6, 0, "wait cancelled: "+err.Error())
+			be.Threshold = float64(c.maxQueue) / 1e6
+			return be
+		}
+	}
+	return nil
+}
+
+func ctxOrBackground(ctx context.Context) context.Context {
+	if ctx == nil {
+		return context.Background()
+	}
+	return ctx
+}
+
+// warmUp is the token state of a warm-up rule: Sentinel's WarmUpController
+// (after Guava's SmoothWarmingUp) counted in statistic intervals rather than
+// seconds. Tokens are refilled at each interval boundary from what was
+// admitted in the previous interval; while more than warningToken tokens are
+// stored the resource is cold and admits less than the threshold.
+type warmUp struct {
+	mu sync.Mutex
+
+	threshold    float64
+	coldFactor   float64
+	warningToken float64
+	maxToken     float64
+	slope        float64
+	interval     int64
+
+	stored     float64
+	lastFilled int64 // interval index of the last refill
+	cur        int64 // interval index being counted
+	curCount   float64
+	prevCount  float64
+	latest     int64 // pacing, for warm-up throttle
+	primed     bool
+}
+
+func newWarmUp(r *rules.Flow) *warmUp {
+	t := r.Threshold
+	cf := r.Cold()
+	periods := float64(r.WarmUpPeriod) / float64(r.Interval())
+	w := &warmUp{threshold: t, coldFactor: cf, interval: int64(r.Interval()), latest: math.MinInt64 / 2}
+	w.warningToken = periods * t / (cf - 1)
+	w.maxToken = w.warningToken + 2*periods*t/(1+cf)
+	w.slope = (cf - 1) / t / (w.maxToken - w.warningToken)
+	return w
+}
+
+// sync rolls the interval counters forward to now and refills tokens at an
+// interval boundary. Must hold mu.
+func (w *warmUp) sync(now int64) {
+	idx := now / w.interval
+	if !w.primed {
+		w.primed = true
+		w.cur = idx
+		w.lastFilled = idx - 1
+		w.stored = w.maxToken
+		return
+	}
+	if idx != w.cur {
+		if idx == w.cur+1 {
+			w.prevCount = w.curCount
+		} else {
+			w.prevCount = 0
+		}
+		w.curCount = 0
+		w.cur = idx
+	}
+	if idx <= w.lastFilled {
+		return
+	}
+	old := w.stored
+	v := old
+	refill := float64(idx-w.lastFilled) * w.threshold
+	if old < w.warningToken {
+		v = old + refill
+	} else if old > w.warningToken && w.prevCount < math.Floor(w.threshold/w.coldFactor) {
+		v = old + refill
+	}
+	v = math.Min(v, w.maxToken)
+	v -= w.prevCount
+	if v < 0 {
+		v = 0
+	}
+	w.stored = v
+	w.lastFilled = idx
+}
+
+// limit returns the number of requests allowed per interval in the current
+// token state. Must hold mu.
+func (w *warmUp) limit() float64 {
+	if w.stored >= w.warningToken {
+		above := w.stored - w.warningToken
+		return 1 / (above*w.slope + 1/w.threshold)
+	}
+	return w.threshold
+}
+
+// Limit returns the rule's current allowance per interval at now (for
+// observation and tests).
+func (c *Controller) Limit(now int64) float64 {
+	if c.warm == nil {
+		return c.threshold
+	}
+	c.warm.mu.Lock()
+	defer c.warm.mu.Unlock()
+	c.warm.sync(now)
+	return c.warm.limit()
+}
+
+func (w *warmUp) check(c *Controller, ec *core.EntryContext) *core.BlockError {
+	now, n := ec.Start, ec.Batch
+	w.mu.Lock()
+	w.sync(now)
+	lim := w.limit()
+	ok, seen := c.win.TryAdd(now/c.width, 0, uint64(n), lim)
+	if ok {
+		w.curCount += float64(n)
+	}
+	w.mu.Unlock()
+	if !ok {
+		be := c.blocked(ec, float64(seen), c.width-now%c.width, "warming up")
+		be.Threshold = lim
+		return be
+	}
+	ec.AddTicket(c)
+	return nil
+}
+
+func (w *warmUp) pace(ctx context.Context, c *Controller, ec *core.EntryContext, clk core.Clock) *core.BlockError {
+	now, n := ec.Start, ec.Batch
+	w.mu.Lock()
+	w.sync(now)
+	step := int64(math.Round(float64(w.interval) / w.limit() * float64(n)))
+	next := w.latest + step
+	if next < now {
+		next = now
+	}
+	wait := next - now
+	if wait > c.maxQueue {
+		w.mu.Unlock()
+		be := c.blocked(ec, float64(wait)/1e6, wait-c.maxQueue, "wait exceeds max queueing")
+		be.Threshold = float64(c.maxQueue) / 1e6
+		return be
+	}
+	w.latest = next
+	w.curCount += float64(n)
+	w.mu.Unlock()
+	if wait > 0 {
+		if err := core.Sleep(ctxOrBackground(ctx), clk, time.Duration(wait)); err != nil {
+			w.mu.Lock()
+			w.latest -= step
+			w.curCount -= float64(n)
+			w.mu.Unlock()
+			be := c.blocked(ec, float64(wait)/1e6, 0, "wait cancelled: "+err.Error())
+			be.Threshold = float64(c.maxQueue) / 1e6
+			return be
+		}
+	}
+	return nil
+}

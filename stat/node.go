@@ -1,0 +1,220 @@
+package stat
+
+import (
+	"time"
+
+	"go.uber.org/atomic"
+)
+
+// Metric names a counter of a resource node.
+type Metric uint8
+
+const (
+	// Pass counts entries (by batch) that passed every check.
+	Pass Metric = iota
+	// Block counts entries (by batch) that a rule refused.
+	Block
+	// Complete counts entries (by batch) that exited.
+	Complete
+	// Error counts exited entries (by batch) that recorded an error.
+	Error
+	// RT is the sum of response times of exited entries, in microseconds,
+	// weighted by batch.
+	RT
+	// MinRT is the smallest response time of an exited entry, in
+	// microseconds.
+	MinRT
+	metricCount
+)
+
+var nodeKinds = []Kind{Sum, Sum, Sum, Sum, Sum, Min}
+
+// The node's windows. The second-level window backs rule checks; the minute
+// window backs reporting. Both are fixed so that the hot path divides by
+// constants.
+const (
+	// SecondBuckets is the number of buckets of the second-level window.
+	SecondBuckets = 10
+	// BucketWidth is the width of one second-level bucket.
+	BucketWidth = time.Second / SecondBuckets
+	// MinuteBuckets is the number of one-second buckets of the minute window.
+	MinuteBuckets = 60
+)
+
+// maxRTMicros caps one entry's contribution to RT sums (about 17.9 minutes),
+// so a few very long entries cannot saturate a bucket.
+const maxRTMicros = int64(MaxAdd)
+
+// Node holds the statistics of one resource (or of all inbound traffic): a
+// one-second sliding window of ten 100 ms buckets for rule checks, a
+// one-minute window of sixty one-second buckets for reporting, totals since
+// creation, and the current concurrency.
+//
+// Only the second-level window is written on the request path. When one of
+// its counters is reset for a new bucket, the old value moves, once, into the
+// minute window; minute counters move into the totals the same way. Every
+// event therefore sits in exactly one place, which is what makes Totals exact.
+//
+// A Node is safe for concurrent use; its methods never block or allocate.
+type Node struct {
+	sec   *LeapArray[Metric]
+	min   *LeapArray[Metric]
+	total [metricCount]atomic.Uint64
+
+	concurrency atomic.Int64
+}
+
+// NewNode returns an empty node.
+func NewNode() *Node {
+	n := &Node{}
+	n.min = MustLeapArray(time.Minute, MinuteBuckets, nodeKinds, n.retireMinute)
+	n.sec = MustLeapArray(time.Second, SecondBuckets, nodeKinds, n.retireSecond)
+	return n
+}
+
+func (n *Node) retireSecond(m Metric, start int64, v uint64) {
+	n.min.Add(start, m, v)
+}
+
+func (n *Node) retireMinute(m Metric, _ int64, v uint64) {
+	if nodeKinds[m] == Sum {
+		n.total[m].Add(v)
+	}
+}
+
+// AddPass records batch passed requests at now and raises concurrency by
+// batch.
+func (n *Node) AddPass(now, batch int64) {
+	n.sec.AddEpoch(now/int64(BucketWidth), Pass, uint64(batch))
+	n.concurrency.Add(batch)
+}
+
+// AddBlock records batch blocked requests at now.
+func (n *Node) AddBlock(now, batch int64) {
+	n.sec.AddEpoch(now/int64(BucketWidth), Block, uint64(batch))
+}
+
+// AddComplete records batch requests that exited at now after rt
+// nanoseconds, failed when they recorded an error, and lowers concurrency by
+// batch.
+func (n *Node) AddComplete(now, rt, batch int64, failed bool) {
+	ep := now / int64(BucketWidth)
+	us := rt / 1000
+	if us < 0 {
+		us = 0
+	} else if us > maxRTMicros {
+		us = maxRTMicros
+	}
+	n.sec.AddEpoch(ep, Complete, uint64(batch))
+	n.sec.AddEpoch(ep, RT, uint64(us*batch))
+	n.sec.AddEpoch(ep, MinRT, uint64(us))
+	if failed {
+		n.sec.AddEpoch(ep, Error, uint64(batch))
+	}
+	n.concurrency.Add(-batch)
+}
+
+// Concurrency returns the number of requests in flight.
+func (n *Node) Concurrency() int64 { return n.concurrency.Load() }
+
+// Sum returns metric m summed over the one-second window ending at now.
+func (n *Node) Sum(now int64, m Metric) uint64 {
+	return n.sec.SumEpoch(now/int64(BucketWidth), m, SecondBuckets)
+}
+
+// QPS returns metric m per second over the one-second window ending at now.
+func (n *Node) QPS(now int64, m Metric) float64 { return float64(n.Sum(now, m)) }
+
+// AvgRT returns the mean response time over the one-second window, in
+// microseconds, or zero when nothing completed.
+func (n *Node) AvgRT(now int64) float64 {
+	c := n.Sum(now, Complete)
+	if c == 0 {
+		return 0
+	}
+	return float64(n.Sum(now, RT)) / float64(c)
+}
+
+// MinRT returns the smallest response time in the one-second window in
+// microseconds, and false when nothing completed.
+func (n *Node) MinRT(now int64) (int64, bool) {
+	v, ok := n.sec.MinOf(now, MinRT)
+	return int64(v), ok
+}
+
+// MaxCompletePerSecond returns the highest completion rate of any single
+// bucket of the one-second window, scaled to per second. BBR uses it as the
+// best throughput the resource has shown.
+func (n *Node) MaxCompletePerSecond(now int64) float64 {
+	return float64(n.sec.MaxBucket(now, Complete)) * SecondBuckets
+}
+
+// Bucket returns metric m of the single 100 ms bucket that contains t.
+func (n *Node) Bucket(t int64, m Metric) uint64 {
+	return n.sec.Value(t/int64(BucketWidth), m)
+}
+
+// MinuteSum returns metric m summed over the one-minute window ending at now
+// (for MinRT, use MinuteMinRT). It is exact when no adds race it.
+func (n *Node) MinuteSum(now int64, m Metric) uint64 {
+	s := n.min.Sum(now, m)
+	from := (now/int64(time.Second) - MinuteBuckets + 1) * int64(time.Second)
+	n.sec.Unretired(now, m, func(start int64, v uint64) {
+		if start >= from && start <= now {
+			s += v
+		}
+	})
+	return s
+}
+
+// Total returns metric m since the node was made (Sum metrics only). It is
+// exact when no adds race it: every event is in exactly one of the second
+// window, the minute window and the totals.
+func (n *Node) Total(now int64, m Metric) uint64 {
+	s := n.total[m].Load()
+	add := func(_ int64, v uint64) { s += v }
+	n.min.Unretired(now, m, add)
+	n.sec.Unretired(now, m, add)
+	return s
+}
+
+// Snapshot is a read-only copy of a node's figures at one instant.
+type Snapshot struct {
+	// PassQPS, BlockQPS, CompleteQPS and ErrorQPS are per-second counts over
+	// the last second.
+	PassQPS, BlockQPS, CompleteQPS, ErrorQPS float64
+	// AvgRT and MinRT are over the last second; zero when nothing completed.
+	AvgRT, MinRT time.Duration
+	// Concurrency is the number of requests in flight.
+	Concurrency int64
+	// MinutePass, MinuteBlock, MinuteComplete and MinuteError are counts over
+	// the last minute.
+	MinutePass, MinuteBlock, MinuteComplete, MinuteError uint64
+	// TotalPass, TotalBlock, TotalComplete and TotalError are counts since
+	// the node was made.
+	TotalPass, TotalBlock, TotalComplete, TotalError uint64
+}
+
+// Snapshot returns the node's figures at now.
+func (n *Node) Snapshot(now int64) Snapshot {
+	s := Snapshot{
+		PassQPS:        n.QPS(now, Pass),
+		BlockQPS:       n.QPS(now, Block),
+		CompleteQPS:    n.QPS(now, Complete),
+		ErrorQPS:       n.QPS(now, Error),
+		AvgRT:          time.Duration(n.AvgRT(now) * 1000),
+		Concurrency:    n.Concurrency(),
+		MinutePass:     n.MinuteSum(now, Pass),
+		MinuteBlock:    n.MinuteSum(now, Block),
+		MinuteComplete: n.MinuteSum(now, Complete),
+		MinuteError:    n.MinuteSum(now, Error),
+		TotalPass:      n.Total(now, Pass),
+		TotalBlock:     n.Total(now, Block),
+		TotalComplete:  n.Total(now, Complete),
+		TotalError:     n.Total(now, Error),
+	}
+	if v, ok := n.MinRT(now); ok {
+		s.MinRT = time.Duration(v) * time.Microsecond
+	}
+	return s
+}
