@@ -33,7 +33,14 @@ type BlockError struct {
 	// Reason is a short free-form explanation for cases the numbers do not
 	// carry (for example "wait exceeds max queueing"); it may be empty.
 	Reason string
+	// Cause is the underlying error when the entry was refused because of
+	// one, such as the caller's context ending while it waited in a queue;
+	// errors.Is(err, context.Canceled) then holds. Nil otherwise.
+	Cause error
 }
+
+// Unwrap returns Cause.
+func (e *BlockError) Unwrap() error { return e.Cause }
 
 // Error returns a one-line description naming the block type, resource, the
 // observed value and the threshold.

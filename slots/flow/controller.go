@@ -41,7 +41,7 @@ type Controller struct {
 
 	win      *stat.LeapArray[uint8] // admitted, by bucket (reject modes)
 	inflight *atomic.Int64          // concurrency mode
-	latest   *atomic.Int64          // pacing: time of the last scheduled pass
+	latest   *atomic.Uint64         // pacing: float64 bits of the last scheduled pass (ns)
 	cost     float64                // pacing: ns per request at threshold
 	maxQueue int64                  // pacing: ns
 	ref      *stat.Node             // associated resource
@@ -89,7 +89,7 @@ func NewController(r rules.Flow, nodes NodeFunc) (*Controller, error) {
 		}
 		c.win = w
 	case modeThrottle, modeWarmUpPace:
-		c.latest = atomic.NewInt64(math.MinInt64 / 2)
+		c.latest = atomic.NewUint64(math.Float64bits(math.Inf(-1)))
 		c.cost = float64(c.interval) / c.threshold
 		c.maxQueue = int64(r.MaxQueueing)
 	}
@@ -141,6 +141,9 @@ func (c *Controller) Check(ctx context.Context, ec *core.EntryContext, clk core.
 		ep := now / c.width
 		ok, seen := c.win.TryAdd(ep, 0, uint64(n), c.threshold)
 		if !ok {
+			if float64(n) > c.threshold {
+				return c.blocked(ec, float64(n), 0, "batch larger than threshold")
+			}
 			return c.blocked(ec, float64(seen), c.width-now%c.width, "")
 		}
 		ec.AddTicket(c)
@@ -182,9 +185,28 @@ func (c *Controller) Release(x core.ExitInfo) {
 	switch c.mode {
 	case modeConcurrency:
 		c.inflight.Sub(x.Batch)
-	case modeReject, modeWarmUp:
+	case modeReject:
 		if x.Blocked {
 			c.win.Sub(x.Start/c.width, 0, uint64(x.Batch))
+		}
+	case modeWarmUp:
+		if x.Blocked {
+			c.win.Sub(x.Start/c.width, 0, uint64(x.Batch))
+			c.warm.mu.Lock()
+			c.warm.give(float64(x.Batch))
+			c.warm.mu.Unlock()
+		}
+	case modeThrottle:
+		if x.Blocked {
+			c.unschedule(c.cost * float64(x.Batch))
+		}
+	case modeWarmUpPace:
+		if x.Blocked {
+			w := c.warm
+			w.mu.Lock()
+			w.latest -= int64(math.Round(float64(w.interval) / w.limit() * float64(x.Batch)))
+			w.give(float64(x.Batch))
+			w.mu.Unlock()
 		}
 	}
 }
@@ -212,35 +234,47 @@ func (c *Controller) blocked(ec *core.EntryContext, observed float64, retry int6
 
 // pace schedules the entry cost nanoseconds after the previously scheduled
 // one (or now, when the schedule is behind), and waits for its turn. A wait
-// longer than MaxQueueing is refused at once.
+// longer than MaxQueueing is refused at once. The schedule is kept in
+// floating-point nanoseconds, so slot k of a rate R is at exactly k/R s
+// whatever R (no rounding drift above 1,000/s, or at 7,000/s).
 func (c *Controller) pace(ctx context.Context, ec *core.EntryContext, clk core.Clock, cost float64) *core.BlockError {
 	now := ec.Start
-	step := int64(math.Round(cost))
-	var next int64
+	var next float64
+	var wait int64
 	for {
-		last := c.latest.Load()
-		next = last + step
-		if next < now {
-			next = now
-		}
-		if wait := next - now; wait > c.maxQueue {
+		lastBits := c.latest.Load()
+		next = math.Max(math.Float64frombits(lastBits)+cost, float64(now))
+		wait = int64(math.Round(next)) - now
+		if wait > c.maxQueue {
 			be := c.blocked(ec, float64(wait)/1e6, wait-c.maxQueue, "wait exceeds max queueing")
 			be.Threshold = float64(c.maxQueue) / 1e6
 			return be
 		}
-		if c.latest.CompareAndSwap(last, next) {
+		if c.latest.CompareAndSwap(lastBits, math.Float64bits(next)) {
 			break
 		}
 	}
-	if wait := next - now; wait > 0 {
+	if wait > 0 {
 		if err := core.Sleep(ctxOrBackground(ctx), clk, time.Duration(wait)); err != nil {
-			c.latest.Sub(step) // give the slot back: the next caller takes it
-			be := c.blocked(ec, float64(wait)/1e6, 0, "wait cancelled: "+err.Error())
+			c.unschedule(cost) // give the slot back: the next caller takes it
+			be := c.blocked(ec, float64(wait)/1e6, 0, "wait cancelled")
 			be.Threshold = float64(c.maxQueue) / 1e6
+			be.Cause = err
 			return be
 		}
 	}
+	ec.AddTicket(c)
 	return nil
+}
+
+// unschedule moves the pacing schedule one request of the given cost back.
+func (c *Controller) unschedule(cost float64) {
+	for {
+		old := c.latest.Load()
+		if c.latest.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)-cost)) {
+			return
+		}
+	}
 }
 
 func ctxOrBackground(ctx context.Context) context.Context {
@@ -252,9 +286,12 @@ func ctxOrBackground(ctx context.Context) context.Context {
 
 // warmUp is the token state of a warm-up rule: Sentinel's WarmUpController
 // (after Guava's SmoothWarmingUp) counted in statistic intervals rather than
-// seconds. Tokens are refilled at each interval boundary from what was
-// admitted in the previous interval; while more than warningToken tokens are
-// stored the resource is cold and admits less than the threshold.
+// seconds. Admissions consume stored tokens at once; at each interval
+// boundary a resource used at less than threshold/coldFactor in the previous
+// interval refills threshold tokens per elapsed interval (cooling towards
+// maxToken), and a busier one below the warning level refills up to the
+// warning level only. While more than warningToken tokens are stored the
+// resource is cold and admits less than the threshold.
 type warmUp struct {
 	mu sync.Mutex
 
@@ -311,18 +348,33 @@ func (w *warmUp) sync(now int64) {
 	old := w.stored
 	v := old
 	refill := float64(idx-w.lastFilled) * w.threshold
-	if old < w.warningToken {
+	if w.prevCount < math.Floor(w.threshold/w.coldFactor) {
+		// Lightly used (or idle): cool down towards maxToken.
 		v = old + refill
-	} else if old > w.warningToken && w.prevCount < math.Floor(w.threshold/w.coldFactor) {
-		v = old + refill
+	} else if old < w.warningToken {
+		// Busy and warm: top up, but never past the warning level, so a
+		// resource at full load stays warm.
+		v = math.Min(old+refill, w.warningToken)
 	}
-	v = math.Min(v, w.maxToken)
-	v -= w.prevCount
-	if v < 0 {
-		v = 0
-	}
-	w.stored = v
+	w.stored = math.Min(v, w.maxToken)
 	w.lastFilled = idx
+}
+
+// take records n admitted requests: they count towards this interval and
+// consume stored tokens at once (Sentinel deducts them only at the next
+// interval's refill, which makes its warm-up lag one interval behind
+// Guava's; consuming at admission reaches the threshold exactly at the end
+// of the warm-up period). Must hold mu.
+func (w *warmUp) take(n float64) {
+	w.curCount += n
+	w.stored = math.Max(w.stored-n, 0)
+}
+
+// give undoes take for a request that did not go through after all. Must
+// hold mu.
+func (w *warmUp) give(n float64) {
+	w.curCount -= n
+	w.stored = math.Min(w.stored+n, w.maxToken)
 }
 
 // limit returns the number of requests allowed per interval in the current
@@ -354,7 +406,7 @@ func (w *warmUp) check(c *Controller, ec *core.EntryContext) *core.BlockError {
 	lim := w.limit()
 	ok, seen := c.win.TryAdd(now/c.width, 0, uint64(n), lim)
 	if ok {
-		w.curCount += float64(n)
+		w.take(float64(n))
 	}
 	w.mu.Unlock()
 	if !ok {
@@ -383,18 +435,20 @@ func (w *warmUp) pace(ctx context.Context, c *Controller, ec *core.EntryContext,
 		return be
 	}
 	w.latest = next
-	w.curCount += float64(n)
+	w.take(float64(n))
 	w.mu.Unlock()
 	if wait > 0 {
 		if err := core.Sleep(ctxOrBackground(ctx), clk, time.Duration(wait)); err != nil {
 			w.mu.Lock()
 			w.latest -= step
-			w.curCount -= float64(n)
+			w.give(float64(n))
 			w.mu.Unlock()
-			be := c.blocked(ec, float64(wait)/1e6, 0, "wait cancelled: "+err.Error())
+			be := c.blocked(ec, float64(wait)/1e6, 0, "wait cancelled")
 			be.Threshold = float64(c.maxQueue) / 1e6
+			be.Cause = err
 			return be
 		}
 	}
+	ec.AddTicket(c)
 	return nil
 }

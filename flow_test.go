@@ -1,0 +1,519 @@
+package sluice
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/atomic"
+
+	"github.com/sluice-go/sluice/rules"
+)
+
+const ms = int64(time.Millisecond)
+
+// Behaviour 1: reject, threshold T, steady overload of 5T for 10 s.
+func TestFlowRejectSteadyOverload(t *testing.T) {
+	const T = 200
+	g, clk := newTestEngine(t, 0)
+	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: T})
+
+	var admitted []int64 // admission times
+	step := 5 * ms       // 5T/s = 1,000/s: 5 requests every 5 ms
+	for now := int64(0); now < 10*int64(time.Second); now += step {
+		clk.Set(now)
+		for i := 0; i < 5; i++ {
+			if try(g, "r") {
+				admitted = append(admitted, now)
+			}
+		}
+	}
+	perSecond := make([]int, 10)
+	for _, at := range admitted {
+		perSecond[at/int64(time.Second)]++
+	}
+	for s, n := range perSecond {
+		assert.InDelta(t, T, n, T*0.01, "second %d admitted %d", s, n)
+	}
+	// No sliding one-second window admits more than 1.1 T.
+	maxWin := 0
+	for i, j := 0, 0; j < len(admitted); j++ {
+		for admitted[j]-admitted[i] >= int64(time.Second) {
+			i++
+		}
+		if n := j - i + 1; n > maxWin {
+			maxWin = n
+		}
+	}
+	assert.LessOrEqual(t, maxWin, int(1.1*T), "max admitted in any sliding second")
+	s, ok := g.Snapshot("r")
+	require.True(t, ok)
+	assert.Equal(t, uint64(len(admitted)), s.TotalPass)
+	assert.Equal(t, uint64(10*int64(time.Second)/step*5)-uint64(len(admitted)), s.TotalBlock)
+}
+
+// Behaviour 2: the fixed-window double-rate case.
+func TestFlowRejectNoDoubleRateAtSecondBoundary(t *testing.T) {
+	const T = 100
+	g, clk := newTestEngine(t, 0)
+	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: T})
+	pass := func(from int64) int {
+		n := 0
+		for i := 0; i < T; i++ {
+			clk.Set(from + int64(i)*ms)
+			if try(g, "r") {
+				n++
+			}
+		}
+		return n
+	}
+	require.Equal(t, T, pass(900*ms), "T in the last 100 ms of second 0")
+	require.Equal(t, 0, pass(1000*ms), "T in the first 100 ms of second 1 must not pass")
+	// Once the burst has left the window, the resource admits again.
+	clk.Set(1900 * ms)
+	require.True(t, try(g, "r"))
+}
+
+func TestFlowRejectCustomStatInterval(t *testing.T) {
+	// 30 per minute: the window is one minute of 6 s buckets.
+	g, clk := newTestEngine(t, 0)
+	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 30, StatInterval: time.Minute})
+	n := 0
+	for i := 0; i < 120; i++ { // one request per second for two minutes
+		clk.Set(int64(i) * int64(time.Second))
+		if try(g, "r") {
+			n++
+		}
+	}
+	// First 30 s admit 30; then each 6 s bucket leaving the window frees
+	// the 6 it held.
+	require.Equal(t, 60, n)
+}
+
+// Behaviour 3: throttle, 10/s with MaxQueueing 500 ms, 20 callers together.
+func TestFlowThrottlePacesAndBoundsTheQueue(t *testing.T) {
+	g, clk := newTestEngine(t, 0)
+	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 10, Behavior: rules.Throttle, MaxQueueing: 500 * time.Millisecond})
+
+	type result struct {
+		passed bool
+		at     int64 // clock when Entry returned
+		err    error
+	}
+	results := make(chan result, 20)
+	var wg sync.WaitGroup
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, err := g.Entry("r")
+			results <- result{passed: err == nil, at: clk.Nanotime(), err: err}
+			if p != nil {
+				p.Exit()
+			}
+		}()
+	}
+	// 1 passes at once, 5 wait (100..500 ms), 14 are refused at once: all of
+	// that happens before the clock moves.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, clk.BlockUntil(ctx, 5))
+	var immediate []result
+	for i := 0; i < 15; i++ {
+		immediate = append(immediate, <-results)
+	}
+	passedNow := 0
+	for _, r := range immediate {
+		require.Equal(t, int64(0), r.at)
+		if r.passed {
+			passedNow++
+		} else {
+			var be *BlockError
+			require.ErrorAs(t, r.err, &be)
+			assert.Equal(t, "wait exceeds max queueing", be.Reason)
+			assert.Positive(t, be.RetryAfter)
+		}
+	}
+	require.Equal(t, 1, passedNow)
+	// Each 100 ms releases exactly one queued caller.
+	for k := int64(1); k <= 5; k++ {
+		clk.Advance(100 * time.Millisecond)
+		r := <-results
+		require.True(t, r.passed)
+		require.Equal(t, k*100*ms, r.at)
+		select {
+		case r := <-results:
+			t.Fatalf("two callers released at %v: %+v", time.Duration(r.at), r)
+		default:
+		}
+	}
+	wg.Wait()
+}
+
+func TestFlowThrottleCancelledWaitGivesSlotBack(t *testing.T) {
+	g, clk := newTestEngine(t, 0)
+	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 10, Behavior: rules.Throttle, MaxQueueing: time.Second})
+	require.True(t, try(g, "r")) // passes at 0, next slot at 100 ms
+
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		p, err := g.EntryContext(ctx, "r") // queued for 100 ms
+		if p != nil {
+			p.Exit()
+		}
+		errc <- err
+	}()
+	bctx, bcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer bcancel()
+	require.NoError(t, clk.BlockUntil(bctx, 1))
+	cancel()
+	err := <-errc
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorIs(t, err, ErrBlocked)
+	require.Equal(t, int64(0), clk.Nanotime(), "returned without the clock moving")
+
+	// The freed slot (100 ms) goes to the next caller, not 200 ms.
+	done := make(chan int64, 1)
+	go func() {
+		p, err := g.Entry("r")
+		if err == nil {
+			p.Exit()
+		}
+		done <- clk.Nanotime()
+	}()
+	require.NoError(t, clk.BlockUntil(bctx, 1))
+	clk.Advance(100 * time.Millisecond)
+	require.Equal(t, 100*ms, <-done)
+}
+
+func TestFlowThrottleIsExactAboveOneThousandPerSecond(t *testing.T) {
+	// R callers arrive together with a one-second queue: the pacer must
+	// schedule slot k at k/R s for k = 0..R, so exactly R+1 pass within the
+	// second and the last one leaves at 1 s. (Millisecond arithmetic, as in
+	// sentinel-golang, rounds the spacing to 0 above 1,000/s and lets
+	// everyone through.)
+	tests := []struct{ rate int }{{1500}, {3000}, {7000}}
+	for _, tt := range tests {
+		t.Run("", func(t *testing.T) {
+			g, clk := newTestEngine(t, 0)
+			mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: float64(tt.rate), Behavior: rules.Throttle, MaxQueueing: time.Second})
+			const extra = 25
+			var passed atomic.Int64
+			var last atomic.Int64
+			refusedc := make(chan struct{}, extra+tt.rate)
+			var wg sync.WaitGroup
+			for i := 0; i < tt.rate+1+extra; i++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					p, err := g.Entry("r")
+					if err != nil {
+						refusedc <- struct{}{}
+						return
+					}
+					passed.Inc()
+					if now := clk.Nanotime(); now > last.Load() {
+						last.Store(now)
+					}
+					p.Exit()
+				}()
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			err := clk.BlockUntil(ctx, tt.rate) // everyone but slot 0 waits
+			for i := 0; i < extra && err == nil; i++ {
+				select { // the surplus is refused without the clock moving
+				case <-refusedc:
+				case <-ctx.Done():
+					err = ctx.Err()
+				}
+			}
+			clk.Advance(time.Second)
+			if err != nil {
+				clk.Advance(time.Hour) // release any stragglers before failing
+			}
+			wg.Wait()
+			require.NoError(t, err)
+			assert.Equal(t, int64(tt.rate+1), passed.Load())
+			assert.Empty(t, refusedc, "no refusal beyond the surplus")
+			assert.Equal(t, int64(time.Second), last.Load())
+		})
+	}
+}
+
+func TestFlowThrottleWithoutQueueSpacesPasses(t *testing.T) {
+	g, clk := newTestEngine(t, 0)
+	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 4000, Behavior: rules.Throttle})
+	// 250 µs spacing: a caller every 50 µs sees exactly every fifth pass.
+	var passes []int64
+	for now := int64(0); now < 10*int64(time.Millisecond); now += 50 * int64(time.Microsecond) {
+		clk.Set(now)
+		if try(g, "r") {
+			passes = append(passes, now)
+		}
+	}
+	require.Len(t, passes, 40)
+	for i := 1; i < len(passes); i++ {
+		require.Equal(t, 250*int64(time.Microsecond), passes[i]-passes[i-1])
+	}
+}
+
+// Behaviour 4: warm-up, threshold T, cold factor 3.
+func TestFlowWarmUpCurve(t *testing.T) {
+	const T = 300
+	g, clk := newTestEngine(t, 0)
+	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: T, Strategy: rules.WarmUp, WarmUpPeriod: 10 * time.Second})
+
+	run := func(from int64, seconds int) []int {
+		per := make([]int, seconds)
+		for now := from; now < from+int64(seconds)*int64(time.Second); now += ms {
+			clk.Set(now)
+			if try(g, "r") { // 1,000/s offered: far over T
+				per[(now-from)/int64(time.Second)]++
+			}
+		}
+		return per
+	}
+	per := run(0, 14)
+	want := warmUpCurve(T, 3, 10, 14)
+	t.Logf("admitted per second while warming: %v", per)
+	t.Logf("Guava curve, integrated:           %v", want)
+	// The check compares a one-second sliding window, filled at the
+	// earlier, lower allowances, with the current allowance: admissions
+	// lead the curve, by less than one second.
+	for s := range per {
+		hi := float64(T)
+		if s+1 < len(want) {
+			hi = want[s+1]
+		}
+		assert.GreaterOrEqual(t, float64(per[s]), want[s]-2, "second %d below the curve", s)
+		assert.LessOrEqual(t, float64(per[s]), hi+2, "second %d more than a second ahead of the curve", s)
+	}
+	assert.InEpsilon(t, T/3, per[0], 0.06, "a cold resource admits about T/3")
+	assert.Equal(t, T, per[10], "warm at the end of the period")
+	// An idle period as long as the warm-up period makes it cold again.
+	idle := run(34*int64(time.Second), 1)
+	assert.Equal(t, per[0], idle[0], "cold again after being idle")
+}
+
+// warmUpCurve integrates the warm-up model under saturation: stored tokens
+// above the warning level x fall at the admitted rate r(x) = 1/(a·x + 1/T)
+// from X = 2·P·T/(1+cf) to 0 (when r reaches T), with a = (cf-1)/(T·X). It
+// returns the requests admitted in each second.
+func warmUpCurve(T, cf, P float64, seconds int) []float64 {
+	X := 2 * P * T / (1 + cf)
+	a := (cf - 1) / (T * X)
+	out := make([]float64, seconds)
+	x := X
+	const dt = 1e-5
+	for i := 0; i < seconds*int(1/dt); i++ {
+		r := T
+		if x > 0 {
+			r = 1 / (a*x + 1/T)
+		}
+		x -= r * dt
+		out[int(float64(i)*dt)] += r * dt
+	}
+	for i := range out {
+		out[i] = float64(int(out[i] + 0.5))
+	}
+	return out
+}
+
+func TestFlowWarmUpThrottlePacesAtTheWarmRate(t *testing.T) {
+	const T = 100
+	g, clk := newTestEngine(t, 0)
+	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: T, Strategy: rules.WarmUp, Behavior: rules.Throttle, WarmUpPeriod: 10 * time.Second})
+	count := func(from int64) int {
+		n := 0
+		for now := from; now < from+int64(time.Second); now += ms {
+			clk.Set(now)
+			if try(g, "r") {
+				n++
+			}
+		}
+		return n
+	}
+	cold := count(0)
+	assert.InDelta(t, T/3, cold, 2, "cold: one pass each 30 ms")
+	var last int
+	for s := int64(1); s < 14; s++ {
+		last = count(s * int64(time.Second))
+	}
+	assert.InDelta(t, T, last, 2, "warm: one pass each 10 ms")
+}
+
+// Behaviour 5: concurrency limits, flow metric and isolation.
+func TestConcurrencyLimitsHoldUnder64Goroutines(t *testing.T) {
+	tests := []struct {
+		name string
+		load func(g *Engine) error
+	}{
+		{"flow concurrency", func(g *Engine) error {
+			_, err := g.LoadFlowRules([]rules.Flow{{Resource: "r", Metric: rules.Concurrency, Threshold: 7}})
+			return err
+		}},
+		{"isolation", func(g *Engine) error {
+			_, err := g.LoadIsolationRules([]rules.Isolation{{Resource: "r", Threshold: 7}})
+			return err
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g, _ := newTestEngine(t, 0)
+			require.NoError(t, tt.load(g))
+			var inFlight, maxSeen, passed atomic.Int64
+			var wg sync.WaitGroup
+			for w := 0; w < 64; w++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := 0; i < 300; i++ {
+						p, err := g.Entry("r")
+						if err != nil {
+							require.ErrorIs(t, err, ErrBlocked)
+							continue
+						}
+						n := inFlight.Inc()
+						for {
+							m := maxSeen.Load()
+							if n <= m || maxSeen.CompareAndSwap(m, n) {
+								break
+							}
+						}
+						passed.Inc()
+						inFlight.Dec()
+						p.Exit()
+					}
+				}()
+			}
+			wg.Wait()
+			assert.LessOrEqual(t, maxSeen.Load(), int64(7))
+			assert.Positive(t, passed.Load())
+			s, _ := g.Snapshot("r")
+			assert.Equal(t, int64(0), s.Concurrency)
+			// All slots came back: 7 can be held at once again, not 8.
+			var held []*Pass
+			for i := 0; i < 8; i++ {
+				if p, err := g.Entry("r"); err == nil {
+					held = append(held, p)
+				}
+			}
+			assert.Len(t, held, 7)
+			for _, p := range held {
+				p.Exit()
+			}
+		})
+	}
+}
+
+// Behaviour 6: associated resource.
+func TestFlowAssociatedResource(t *testing.T) {
+	g, clk := newTestEngine(t, 0)
+	mustLoadFlow(t, g, rules.Flow{Resource: "write", RefResource: "read", Threshold: 10})
+	for i := 0; i < 11; i++ {
+		require.True(t, try(g, "read"))
+	}
+	p, err := g.Entry("write")
+	require.Nil(t, p)
+	var be *BlockError
+	require.ErrorAs(t, err, &be)
+	assert.Equal(t, float64(11), be.Observed)
+	assert.Equal(t, float64(10), be.Threshold)
+	// Once read is quiet (its second has passed), write passes.
+	clk.Advance(time.Second)
+	require.True(t, try(g, "write"))
+	// read at exactly the threshold is not over it.
+	for i := 0; i < 10; i++ {
+		require.True(t, try(g, "read"))
+	}
+	require.True(t, try(g, "write"))
+}
+
+// Behaviour 7: batch counts.
+func TestFlowBatchCounts(t *testing.T) {
+	g, _ := newTestEngine(t, 0)
+	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 10})
+	for i := 0; i < 3; i++ {
+		require.True(t, try(g, "r", WithBatch(3)), "batch %d", i)
+	}
+	require.False(t, try(g, "r", WithBatch(3)), "9+3 > 10")
+	require.True(t, try(g, "r", WithBatch(1)), "9+1 = 10")
+	require.False(t, try(g, "r"))
+
+	// A batch larger than the threshold is refused, clearly, even when idle.
+	g2, _ := newTestEngine(t, 0)
+	mustLoadFlow(t, g2, rules.Flow{Resource: "r", Threshold: 10})
+	_, err := g2.Entry("r", WithBatch(11))
+	var be *BlockError
+	require.ErrorAs(t, err, &be)
+	assert.Equal(t, "batch larger than threshold", be.Reason)
+	assert.Equal(t, float64(11), be.Observed)
+
+	for _, n := range []int{0, -1, MaxBatch + 1} {
+		_, err := g2.Entry("r", WithBatch(n))
+		require.ErrorIs(t, err, ErrBadBatch, "batch %d", n)
+		require.NotErrorIs(t, err, ErrBlocked)
+	}
+	s, _ := g2.Snapshot("r")
+	assert.Equal(t, uint64(0), s.TotalPass)
+}
+
+// Behaviour 8: a panic between Entry and a deferred Exit, and double Exit.
+func TestPanicReleasesAndDoubleExitIsNoop(t *testing.T) {
+	g, _ := newTestEngine(t, 0)
+	_, err := g.LoadIsolationRules([]rules.Isolation{{Resource: "r", Threshold: 1}})
+	require.NoError(t, err)
+	func() {
+		defer func() { require.Equal(t, "boom", recover()) }()
+		p, err := g.Entry("r")
+		require.NoError(t, err)
+		defer p.Exit()
+		panic("boom")
+	}()
+	s, _ := g.Snapshot("r")
+	require.Equal(t, int64(0), s.Concurrency)
+
+	p, err := g.Entry("r")
+	require.NoError(t, err)
+	p.Exit()
+	p.Exit()
+	var nilPass *Pass
+	nilPass.Exit()
+	s, _ = g.Snapshot("r")
+	require.Equal(t, int64(0), s.Concurrency)
+	require.Equal(t, uint64(2), s.TotalComplete)
+	// The isolation slot was released once, not twice: still exactly one.
+	p1, err := g.Entry("r")
+	require.NoError(t, err)
+	_, err = g.Entry("r")
+	require.ErrorIs(t, err, ErrBlocked)
+	p1.Exit()
+}
+
+func TestBlockErrorShape(t *testing.T) {
+	g, _ := newTestEngine(t, 0)
+	mustLoadFlow(t, g, rules.Flow{ID: "orders-qps", Resource: "GET /orders", Threshold: 1})
+	require.True(t, try(g, "GET /orders"))
+	p, err := g.Entry("GET /orders")
+	require.Nil(t, p)
+	require.Error(t, err)
+	require.True(t, errors.Is(err, ErrBlocked))
+	var be *BlockError
+	require.True(t, errors.As(err, &be))
+	assert.Equal(t, BlockType(1), be.Type)
+	assert.Equal(t, "flow", be.Type.String())
+	assert.Equal(t, "GET /orders", be.Resource)
+	r, ok := be.Rule.(*rules.Flow)
+	require.True(t, ok)
+	assert.Equal(t, "orders-qps", r.ID)
+	assert.Equal(t, float64(1), be.Observed)
+	assert.Equal(t, float64(1), be.Threshold)
+	assert.Equal(t, 100*time.Millisecond, be.RetryAfter)
+	assert.Equal(t, `sluice: blocked by flow rule on "GET /orders": observed 1, threshold 1, retry after 100ms`, be.Error())
+}

@@ -1,0 +1,281 @@
+package stat
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+type testMetric uint8
+
+const (
+	mCount testMetric = iota
+	mMin
+)
+
+func newTestArray(t *testing.T, retire RetireFunc[testMetric]) *LeapArray[testMetric] {
+	t.Helper()
+	a, err := NewLeapArray(time.Second, 10, []Kind{Sum, Min}, retire)
+	require.NoError(t, err)
+	return a
+}
+
+const ms = int64(time.Millisecond)
+
+func TestNewLeapArrayRejectsBadShapes(t *testing.T) {
+	tests := []struct {
+		name     string
+		interval time.Duration
+		buckets  int
+		kinds    []Kind
+	}{
+		{"zero buckets", time.Second, 0, []Kind{Sum}},
+		{"indivisible interval", time.Second + 1, 10, []Kind{Sum}},
+		{"zero interval", 0, 10, []Kind{Sum}},
+		{"no metrics", time.Second, 10, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := NewLeapArray[testMetric](tt.interval, tt.buckets, tt.kinds, nil)
+			require.Error(t, err)
+		})
+	}
+}
+
+func TestLeapArraySumAtBucketBoundaries(t *testing.T) {
+	a := newTestArray(t, nil)
+	// One event at the start of each 100 ms bucket for 2 s, plus one at the
+	// last nanosecond of each bucket.
+	for b := int64(0); b < 20; b++ {
+		a.Add(b*100*ms, mCount, 1)
+		a.Add(b*100*ms+100*ms-1, mCount, 1)
+	}
+	tests := []struct {
+		give int64
+		want uint64
+	}{
+		{give: 1999 * ms, want: 20},       // last full window: buckets 10..19
+		{give: 2000 * ms, want: 18},       // bucket 20 empty, buckets 11..19
+		{give: 2899 * ms, want: 2},        // only bucket 19 left
+		{give: 2900 * ms, want: 0},        // everything expired
+		{give: 1500*ms + 3, want: 20},     // buckets 6..15
+		{give: 10_000 * ms, want: 0},      // long after
+		{give: 1000 * ms, want: 20},       // buckets 1..10
+		{give: 1100*ms - 1, want: 20},     // buckets 1..10
+		{give: 1100 * ms, want: 20},       // buckets 2..11
+		{give: 1950 * ms, want: 20},       // buckets 10..19
+		{give: 2050 * ms, want: 18},       // buckets 11..20
+		{give: 2150 * ms, want: 16},       // buckets 12..21
+		{give: 2850 * ms, want: 2},        // buckets 19..28
+		{give: 2950 * ms, want: 0},        // buckets 20..29
+		{give: 1_000_000 * ms, want: 0},   // far future
+		{give: 1999*ms + 999, want: 20},   // same bucket as 1999ms
+		{give: 1900 * ms, want: 20},       // buckets 10..19
+		{give: 1899 * ms, want: 20},       // buckets 9..18
+		{give: 2100 * ms, want: 16},       // buckets 12..21
+		{give: 2500 * ms, want: 8},        // buckets 16..25
+		{give: 2700 * ms, want: 4},        // buckets 18..27
+		{give: 2800 * ms, want: 2},        // buckets 19..28
+		{give: 2899*ms + 1, want: 2},      // still bucket 28
+		{give: 3000 * ms, want: 0},        // empty
+		{give: 5_000_000 * ms, want: 0},   // empty
+		{give: 2600 * ms, want: 6},        // buckets 17..26
+		{give: 2300 * ms, want: 12},       // buckets 14..23
+		{give: 2200 * ms, want: 14},       // buckets 13..22
+		{give: 2400 * ms, want: 10},       // buckets 15..24
+		{give: 1200 * ms, want: 20},       // buckets 3..12
+		{give: 1300 * ms, want: 20},       // buckets 4..13
+		{give: 1400 * ms, want: 20},       // buckets 5..14
+		{give: 1600 * ms, want: 20},       // buckets 7..16
+		{give: 1700 * ms, want: 20},       // buckets 8..17
+		{give: 1800 * ms, want: 20},       // buckets 9..18
+		{give: 2000*ms - 1, want: 20},     // buckets 10..19
+		{give: 2000*ms + 99*ms, want: 18}, // buckets 11..20
+	}
+	// (Readers earlier than 1 s would see slots already reused by buckets
+	// 10..19; those newer buckets are counted on purpose, so a reader whose
+	// clock lags a writer's never under-counts.)
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, a.Sum(tt.give, mCount), "Sum(%v)", time.Duration(tt.give))
+	}
+}
+
+func TestLeapArrayResetRetiresOldValueOnce(t *testing.T) {
+	var retired []uint64
+	var starts []int64
+	a := newTestArray(t, func(m testMetric, start int64, v uint64) {
+		require.Equal(t, mCount, m)
+		retired = append(retired, v)
+		starts = append(starts, start)
+	})
+	a.Add(50*ms, mCount, 7)
+	a.Add(60*ms, mCount, 3)
+	// Same slot one interval later: resets and retires bucket 0's 10.
+	a.Add(1050*ms, mCount, 1)
+	require.Equal(t, []uint64{10}, retired)
+	require.Equal(t, []int64{0}, starts)
+	require.Equal(t, uint64(1), a.Sum(1050*ms, mCount))
+	// A late writer still in bucket 0 counts into the newer bucket, not lost.
+	a.Add(70*ms, mCount, 1)
+	require.Equal(t, uint64(2), a.Sum(1050*ms, mCount))
+	require.Equal(t, []uint64{10}, retired)
+}
+
+func TestLeapArrayMin(t *testing.T) {
+	a := newTestArray(t, nil)
+	_, ok := a.MinOf(0, mMin)
+	require.False(t, ok)
+	a.Add(10*ms, mMin, 40)
+	a.Add(20*ms, mMin, 0) // zero is a value, not "empty"
+	a.Add(150*ms, mMin, 30)
+	v, ok := a.MinOf(150*ms, mMin)
+	require.True(t, ok)
+	require.Equal(t, uint64(0), v)
+	v, ok = a.MinOf(1050*ms, mMin) // bucket 0 left the window
+	require.True(t, ok)
+	require.Equal(t, uint64(30), v)
+	_, ok = a.MinOf(1150*ms, mMin)
+	require.False(t, ok)
+}
+
+func TestLeapArrayTryAddIsExactUnderContention(t *testing.T) {
+	tests := []struct {
+		name    string
+		limit   float64
+		workers int
+		tries   int
+		batch   uint64
+		want    uint64
+	}{
+		{"unit batches", 1000, 64, 100, 1, 1000},
+		{"batches of 3", 100, 32, 50, 3, 99},
+		{"fractional limit", 10.5, 16, 10, 1, 10},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := newTestArray(t, nil)
+			// Pre-fill older buckets of the window: they count against the
+			// limit.
+			a.Add(0, mCount, 0)
+			now := 900 * ms
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			var admitted uint64
+			for w := 0; w < tt.workers; w++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := 0; i < tt.tries; i++ {
+						if ok, _ := a.TryAdd(now/(100*ms), mCount, tt.batch, tt.limit); ok {
+							mu.Lock()
+							admitted += tt.batch
+							mu.Unlock()
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			require.Equal(t, tt.want, admitted)
+			require.Equal(t, tt.want, a.Sum(now, mCount))
+		})
+	}
+}
+
+func TestLeapArrayTryAddCountsWholeWindow(t *testing.T) {
+	a := newTestArray(t, nil)
+	a.Add(950*ms, mCount, 8) // last bucket of second 0
+	ok, seen := a.TryAdd(1000*ms/(100*ms), mCount, 3, 10)
+	require.False(t, ok, "8 in the previous 100 ms + 3 exceeds 10")
+	require.Equal(t, uint64(8), seen)
+	ok, _ = a.TryAdd(1000*ms/(100*ms), mCount, 2, 10)
+	require.True(t, ok)
+	// Once bucket 9 leaves the window (t >= 1.9 s) the room comes back.
+	ok, seen = a.TryAdd(1900*ms/(100*ms), mCount, 8, 10)
+	require.True(t, ok)
+	require.Equal(t, uint64(2), seen)
+}
+
+func TestLeapArraySubUndoesOnlyLiveBuckets(t *testing.T) {
+	a := newTestArray(t, nil)
+	ep := (300 * ms) / (100 * ms)
+	ok, _ := a.TryAdd(ep, mCount, 5, 10)
+	require.True(t, ok)
+	require.True(t, a.Sub(ep, mCount, 2))
+	require.Equal(t, uint64(3), a.Sum(300*ms, mCount))
+	// The slot moved on a full interval later: nothing to undo.
+	a.Add(1300*ms, mCount, 4)
+	require.False(t, a.Sub(ep, mCount, 3))
+	require.Equal(t, uint64(4), a.Sum(1300*ms, mCount))
+}
+
+// TestNodeNoCountLostAcrossResets sends a known number of events from many
+// goroutines whose clocks interleave across hundreds of bucket rollovers, so
+// that resets race adds constantly; every event must be found exactly once in
+// the node's totals.
+func TestNodeNoCountLostAcrossResets(t *testing.T) {
+	const (
+		workers = 16
+		events  = 20000
+	)
+	n := NewNode()
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; i < events; i++ {
+				// Time advances 1 ms per event, each worker offset so the
+				// goroutines straddle bucket boundaries differently; about
+				// 200 s of simulated time, 2,000 second-level and 200
+				// minute-level rollovers per slot.
+				now := int64(i)*ms + int64(w)*7*ms
+				n.AddPass(now, 1)
+				n.AddComplete(now, 1000, 1, i%3 == 0)
+				if i%5 == 0 {
+					n.AddBlock(now, 2)
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	end := int64(events+workers*7) * ms
+	assert.Equal(t, uint64(workers*events), n.Total(end, Pass))
+	assert.Equal(t, uint64(workers*events), n.Total(end, Complete))
+	assert.Equal(t, uint64(workers*((events+2)/3)), n.Total(end, Error))
+	assert.Equal(t, uint64(workers*events/5*2), n.Total(end, Block))
+	assert.Equal(t, uint64(workers*events), n.Total(end, RT), "1 µs per completion")
+	assert.Equal(t, int64(0), n.Concurrency())
+}
+
+func TestNodeWindowsAndSnapshot(t *testing.T) {
+	n := NewNode()
+	for i := int64(0); i < 10; i++ {
+		now := i * 100 * ms
+		n.AddPass(now, 2)
+		n.AddComplete(now+5*ms, int64(i+1)*int64(time.Millisecond), 2, i == 9)
+	}
+	now := 999 * ms
+	require.Equal(t, uint64(20), n.Sum(now, Pass))
+	require.Equal(t, float64(20), n.QPS(now, Pass))
+	mn, ok := n.MinRT(now)
+	require.True(t, ok)
+	require.Equal(t, int64(1000), mn, "1 ms in µs")
+	require.InDelta(t, 5500.0, n.AvgRT(now), 0.001, "mean of 1..10 ms in µs")
+	require.Equal(t, float64(20), n.MaxCompletePerSecond(now), "2 per 100 ms bucket")
+	// A minute later the second window is empty but the minute window and
+	// totals keep everything.
+	later := 30 * int64(time.Second)
+	require.Equal(t, uint64(0), n.Sum(later, Pass))
+	require.Equal(t, uint64(20), n.MinuteSum(later, Pass))
+	s := n.Snapshot(later)
+	require.Equal(t, uint64(20), s.MinutePass)
+	require.Equal(t, uint64(20), s.TotalPass)
+	require.Equal(t, uint64(2), s.TotalError)
+	// Past the minute, only the totals remain.
+	much := 200 * int64(time.Second)
+	require.Equal(t, uint64(0), n.MinuteSum(much, Pass))
+	require.Equal(t, uint64(20), n.Total(much, Pass))
+}
