@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"go.uber.org/atomic"
 
@@ -59,6 +60,10 @@ type Option func(*config)
 type config struct {
 	clock        core.Clock
 	maxResources int
+	isFailure    func(error) bool  // circuit breakers' error classifier (degrade.go)
+	sysSource    stat.SystemSource // system metrics (system.go)
+	sysInterval  time.Duration
+	sysOnError   func(error)
 }
 
 // WithClock makes the engine read time from c instead of the system's
@@ -89,6 +94,7 @@ type Engine struct {
 	isoCtl    map[string][]*isolation.Controller
 	cbRules   []rules.CircuitBreaker
 	cbCtl     map[string][]*degrade.Breaker
+	cbHub     *degrade.Hub // classifier, listeners and transition order of the breakers
 	parRules  []rules.Param
 	parCtl    map[string][]*param.Controller
 }
@@ -104,7 +110,11 @@ func New(opts ...Option) *Engine {
 	}
 	g := &Engine{clock: cf.clock, max: cf.maxResources, inbound: stat.NewNode()}
 	g.reg.init()
-	g.system = system.New(system.Config{Clock: g.clock, Inbound: g.inbound})
+	g.system = system.New(system.Config{
+		Clock: g.clock, Inbound: g.inbound,
+		Source: cf.sysSource, Interval: cf.sysInterval, OnError: cf.sysOnError,
+	})
+	g.cbHub = degrade.NewHub(cf.isFailure)
 	return g
 }
 

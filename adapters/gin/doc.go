@@ -1,0 +1,33 @@
+// Package sluicegin guards gin routes with sluice.
+//
+// Middleware returns a gin.HandlerFunc that runs each request through an
+// inbound sluice entry:
+//
+//	r := gin.New()
+//	r.Use(gin.Recovery(), sluicegin.Middleware(engine))
+//	r.GET("/users/:id", getUser)
+//
+// # Resource names
+//
+// A request's resource is "METHOD template", with the route template gin
+// matched (gin.Context.FullPath): every request to /users/42, /users/43...
+// is the one resource "GET /users/:id". A request no route matches (gin runs
+// global middleware for those too, before its 404) is named by its path:
+// "GET /no/such/page"; the engine bounds how many such resources it tracks
+// (sluice.WithMaxResources). WithResourceName overrides the naming.
+//
+// # Outcomes
+//
+// A refused request is aborted with the block handler's response: by default
+// 429 Too Many Requests, with a Retry-After header (whole seconds, rounded
+// up) when the rule that refused it knows how long to wait. Any other Entry
+// error (a closed engine) lets the request through unguarded.
+//
+// When the handlers are done, the entry records as its error the last error
+// they added with gin.Context.Error (other than binding errors, which are
+// the client's fault) or, failing that, a *sluicehttp.StatusError for a 5xx
+// status; WithErrorFunc replaces that choice. A handler that panics still
+// exits its entry, with sluicehttp.ErrHandlerPanic recorded, and the panic
+// goes on to gin.Recovery (which must be installed before this middleware to
+// see it).
+package sluicegin

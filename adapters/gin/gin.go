@@ -1,0 +1,248 @@
+package sluicegin
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/gin-gonic/gin"
+	"go.uber.org/atomic"
+
+	"github.com/sluice-go/sluice"
+	sluicehttp "github.com/sluice-go/sluice/adapters/http"
+)
+
+// ArgFunc extracts one argument for param rules from a request. A nil result
+// means the request has no value for it.
+type ArgFunc func(c *gin.Context) any
+
+// ClientIP extracts the client's IP address as gin.Context.ClientIP reports
+// it (which trusts forwarding headers only from the engine's trusted
+// proxies), as a string.
+func ClientIP() ArgFunc {
+	return func(c *gin.Context) any {
+		if ip := c.ClientIP(); ip != "" {
+			return ip
+		}
+		return nil
+	}
+}
+
+// Header extracts the first value of the named request header as a string,
+// or nil when it is absent or empty.
+func Header(name string) ArgFunc {
+	key := http.CanonicalHeaderKey(name)
+	return func(c *gin.Context) any {
+		if v := c.Request.Header.Get(key); v != "" {
+			return v
+		}
+		return nil
+	}
+}
+
+// Param extracts the named path parameter of the route (":id" is
+// Param("id")) as a string, or nil when it is empty.
+func Param(name string) ArgFunc {
+	return func(c *gin.Context) any {
+		if v := c.Param(name); v != "" {
+			return v
+		}
+		return nil
+	}
+}
+
+// Query extracts the first value of the named URL query parameter as a
+// string, or nil when it is absent or empty.
+func Query(name string) ArgFunc {
+	return func(c *gin.Context) any {
+		if v := c.Query(name); v != "" {
+			return v
+		}
+		return nil
+	}
+}
+
+// BlockHandler writes the response to a request that sluice refused. err
+// matches sluice.ErrBlocked; errors.As gives the *sluice.BlockError. The
+// middleware aborts the context after it returns.
+type BlockHandler func(c *gin.Context, err error)
+
+// DefaultBlockHandler is the block handler used without WithBlockHandler: it
+// aborts with 429 Too Many Requests and, when the block error's RetryAfter
+// is positive, a Retry-After header in whole seconds, rounded up.
+func DefaultBlockHandler(c *gin.Context, err error) {
+	if s := sluicehttp.RetryAfterSeconds(err); s > 0 {
+		c.Header("Retry-After", strconv.FormatInt(s, 10))
+	}
+	c.Abort()
+	c.String(http.StatusTooManyRequests, http.StatusText(http.StatusTooManyRequests))
+}
+
+// DefaultErrorFunc is the error func used without WithErrorFunc: the last
+// error recorded with gin.Context.Error whose type is not
+// gin.ErrorTypeBind, or else a *sluicehttp.StatusError when the response
+// status is 5xx, or else nil.
+func DefaultErrorFunc(c *gin.Context) error {
+	for i := len(c.Errors) - 1; i >= 0; i-- {
+		if e := c.Errors[i]; e.Type != gin.ErrorTypeBind && e.Err != nil {
+			return e.Err
+		}
+	}
+	if st := c.Writer.Status(); st >= 500 && st < 600 {
+		return &sluicehttp.StatusError{Code: st}
+	}
+	return nil
+}
+
+// Option configures Middleware.
+type Option func(*config)
+
+type config struct {
+	name  func(*gin.Context) string
+	args  []ArgFunc
+	block BlockHandler
+	errf  func(*gin.Context) error
+}
+
+// WithResourceName names each request's resource with f instead of the
+// default "METHOD template". If f returns "", the request is served without
+// any entry.
+func WithResourceName(f func(c *gin.Context) string) Option {
+	return func(cf *config) { cf.name = f }
+}
+
+// WithArgs passes, for param rules, the values the extractors give, in order,
+// as the entry's positional arguments (sluice.WithArgs). Later calls append.
+func WithArgs(extractors ...ArgFunc) Option {
+	return func(cf *config) { cf.args = append(cf.args, extractors...) }
+}
+
+// WithBlockHandler replaces DefaultBlockHandler as the response to refused
+// requests.
+func WithBlockHandler(h BlockHandler) Option {
+	return func(cf *config) { cf.block = h }
+}
+
+// WithErrorFunc replaces DefaultErrorFunc: once the handlers are done, f
+// returns the error to record on the entry (nil for success), for circuit
+// breakers and error statistics.
+func WithErrorFunc(f func(c *gin.Context) error) Option {
+	return func(cf *config) { cf.errf = f }
+}
+
+// maxStackArgs is how many extracted arguments live on the stack.
+const maxStackArgs = 4
+
+// Middleware returns a gin middleware that runs each request through an
+// inbound entry of g (nil means the default engine, looked up on each
+// request). It is safe for concurrent use.
+func Middleware(g *sluice.Engine, opts ...Option) gin.HandlerFunc {
+	cf := config{block: DefaultBlockHandler, errf: DefaultErrorFunc}
+	for _, o := range opts {
+		o(&cf)
+	}
+	if cf.block == nil {
+		cf.block = DefaultBlockHandler
+	}
+	if cf.errf == nil {
+		cf.errf = DefaultErrorFunc
+	}
+	ns := new(names)
+	return func(c *gin.Context) {
+		var name string
+		if cf.name != nil {
+			if name = cf.name(c); name == "" {
+				c.Next()
+				return
+			}
+		} else if tmpl := c.FullPath(); tmpl != "" {
+			name = ns.get(c.Request.Method, tmpl)
+		} else {
+			name = c.Request.Method + " " + c.Request.URL.Path
+		}
+		opts := [2]sluice.EntryOption{sluice.WithTraffic(sluice.Inbound)}
+		n := 1
+		if len(cf.args) > 0 {
+			var buf [maxStackArgs]any
+			args := buf[:0]
+			for _, f := range cf.args {
+				args = append(args, f(c))
+			}
+			opts[1] = sluice.WithArgs(args...)
+			n = 2
+		}
+		var (
+			p   *sluice.Pass
+			err error
+		)
+		if g == nil {
+			p, err = sluice.EntryContext(c.Request.Context(), name, opts[:n]...)
+		} else {
+			p, err = g.EntryContext(c.Request.Context(), name, opts[:n]...)
+		}
+		if err != nil {
+			if errors.Is(err, sluice.ErrBlocked) {
+				cf.block(c, err)
+				c.Abort()
+				return
+			}
+			c.Next() // fail open: see the package doc
+			return
+		}
+		done := false
+		defer func() {
+			if !done {
+				p.SetError(sluicehttp.ErrHandlerPanic)
+			} else if err := cf.errf(c); err != nil {
+				p.SetError(err)
+			}
+			p.Exit()
+		}()
+		c.Next()
+		done = true
+	}
+}
+
+// maxNames bounds the cache of resource names built from method and
+// template; names beyond it are built per request.
+const maxNames = 1024
+
+type nameKey struct{ method, tmpl string }
+
+// names caches "METHOD template" strings so that naming a routed request
+// costs a map read and no allocation. Reads are lock-free; writes copy.
+type names struct {
+	m  atomic.Pointer[map[nameKey]string]
+	mu sync.Mutex
+}
+
+func (n *names) get(method, tmpl string) string {
+	if m := n.m.Load(); m != nil {
+		if s, ok := (*m)[nameKey{method, tmpl}]; ok {
+			return s
+		}
+	}
+	return n.add(method, tmpl)
+}
+
+func (n *names) add(method, tmpl string) string {
+	s := method + " " + tmpl
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var old map[nameKey]string
+	if m := n.m.Load(); m != nil {
+		old = *m
+	}
+	if len(old) >= maxNames {
+		return s
+	}
+	m := make(map[nameKey]string, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	m[nameKey{strings.Clone(method), strings.Clone(tmpl)}] = s
+	n.m.Store(&m)
+	return s
+}

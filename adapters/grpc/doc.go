@@ -1,0 +1,45 @@
+// Package sluicegrpc guards gRPC calls with sluice: interceptors for the
+// server (inbound entries) and for the client (outbound entries), unary and
+// streaming.
+//
+//	srv := grpc.NewServer(
+//		grpc.ChainUnaryInterceptor(recovery, sluicegrpc.UnaryServerInterceptor(engine)),
+//		grpc.ChainStreamInterceptor(recovery, sluicegrpc.StreamServerInterceptor(engine)),
+//	)
+//	conn, err := grpc.NewClient(target,
+//		grpc.WithUnaryInterceptor(sluicegrpc.UnaryClientInterceptor(engine)),
+//		grpc.WithStreamInterceptor(sluicegrpc.StreamClientInterceptor(engine)),
+//	)
+//
+// The resource of a call is its full method name ("/pkg.Service/Method"),
+// unless WithResourceName says otherwise. A process that both serves and
+// calls the same method with one engine counts both sides under one
+// resource; name one side differently with WithResourceName.
+//
+// # Entries and streams
+//
+// A unary entry lasts from the interceptor to the handler's (or the
+// invoker's) return. A server stream entry lasts until the stream handler
+// returns. A client stream entry lasts until the stream ends, which the
+// interceptor sees when RecvMsg returns an error (io.EOF included), when
+// RecvMsg returns the single response of a stream whose server does not
+// stream, or when the call's context is done, whichever comes first; it
+// starts no goroutine of its own for that. A client that abandons a stream
+// without doing any of those (gRPC leaks such a stream too) keeps its entry
+// in flight.
+//
+// # Outcomes
+//
+// A refused call returns the block func's error, by default
+// codes.ResourceExhausted with a google.rpc.RetryInfo detail when the rule
+// that refused it knows how long to wait (see WithBlockFunc). Any other
+// Entry error (a closed engine) lets the call through unguarded.
+//
+// A call that ends with an error whose status code is one of the error
+// codes (by default those meaning the server failed: Unknown,
+// DeadlineExceeded, Unimplemented, Internal, Unavailable and DataLoss; see
+// WithErrorCodes) records that error on the entry, so circuit breakers see
+// it. A handler that panics still exits its entry, with ErrHandlerPanic
+// recorded, and the panic goes on to the recovery interceptor chained
+// before this one.
+package sluicegrpc

@@ -1,0 +1,289 @@
+package sluicehttp
+
+import (
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/atomic"
+
+	"github.com/sluice-go/sluice"
+)
+
+// ErrHandlerPanic is the error recorded on the entry of a request whose
+// handler panicked.
+var ErrHandlerPanic = errors.New("sluicehttp: handler panicked")
+
+// StatusError is the error recorded on the entry of a request whose response
+// status counts as a failure (by default, any 5xx).
+type StatusError struct {
+	// Code is the response's HTTP status code.
+	Code int
+}
+
+// Error returns "sluicehttp: response status N".
+func (e *StatusError) Error() string {
+	return "sluicehttp: response status " + strconv.Itoa(e.Code)
+}
+
+// ArgFunc extracts one argument for param rules from a request. A nil
+// result means the request has no value for it.
+type ArgFunc func(r *http.Request) any
+
+// ClientIP extracts the client's IP address: the host part of
+// http.Request.RemoteAddr, as a string. It does not read forwarding headers,
+// which any client can forge; behind a trusted proxy use
+// Header("X-Real-Ip") or your own ArgFunc.
+func ClientIP() ArgFunc {
+	return func(r *http.Request) any {
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		if err != nil {
+			host = r.RemoteAddr
+		}
+		if host == "" {
+			return nil
+		}
+		return host
+	}
+}
+
+// Header extracts the first value of the named request header as a string,
+// or nil when the header is absent or empty.
+func Header(name string) ArgFunc {
+	key := http.CanonicalHeaderKey(name)
+	return func(r *http.Request) any {
+		if v := r.Header.Get(key); v != "" {
+			return v
+		}
+		return nil
+	}
+}
+
+// PathValue extracts the named wildcard of the route pattern
+// (http.Request.PathValue) as a string, or nil when it is empty. The value is
+// known only once a ServeMux has routed the request, so the middleware must
+// wrap the route (mux.Handle(pattern, mw(h))), not the mux.
+func PathValue(name string) ArgFunc {
+	return func(r *http.Request) any {
+		if v := r.PathValue(name); v != "" {
+			return v
+		}
+		return nil
+	}
+}
+
+// BlockHandler writes the response to a request that sluice refused. err
+// matches sluice.ErrBlocked; errors.As gives the *sluice.BlockError.
+type BlockHandler func(w http.ResponseWriter, r *http.Request, err error)
+
+// DefaultBlockHandler is the block handler used without WithBlockHandler:
+// it answers 429 Too Many Requests and, when the block error's RetryAfter is
+// positive, a Retry-After header in whole seconds, rounded up.
+func DefaultBlockHandler(w http.ResponseWriter, r *http.Request, err error) {
+	if s := RetryAfterSeconds(err); s > 0 {
+		w.Header().Set("Retry-After", strconv.FormatInt(s, 10))
+	}
+	http.Error(w, http.StatusText(http.StatusTooManyRequests), http.StatusTooManyRequests)
+}
+
+// RetryAfterSeconds returns the wait a block error asks for, in whole
+// seconds rounded up, or 0 when err is not a *sluice.BlockError or carries
+// no RetryAfter.
+func RetryAfterSeconds(err error) int64 {
+	var be *sluice.BlockError
+	if !errors.As(err, &be) || be.RetryAfter <= 0 {
+		return 0
+	}
+	return int64((be.RetryAfter + time.Second - 1) / time.Second)
+}
+
+// Option configures Middleware.
+type Option func(*config)
+
+type config struct {
+	name    func(*http.Request) string
+	args    []ArgFunc
+	block   BlockHandler
+	isError func(status int) bool
+}
+
+// WithResourceName names each request's resource with f instead of the
+// default "METHOD pattern". If f returns "", the request is served without
+// any entry (for health checks, say).
+func WithResourceName(f func(r *http.Request) string) Option {
+	return func(c *config) { c.name = f }
+}
+
+// WithArgs passes, for param rules, the values the extractors give, in order,
+// as the entry's positional arguments (sluice.WithArgs). Later calls append.
+func WithArgs(extractors ...ArgFunc) Option {
+	return func(c *config) { c.args = append(c.args, extractors...) }
+}
+
+// WithBlockHandler replaces DefaultBlockHandler as the response to refused
+// requests. The next handler is not called for them.
+func WithBlockHandler(h BlockHandler) Option {
+	return func(c *config) { c.block = h }
+}
+
+// WithErrorStatus decides which response statuses are recorded on the entry
+// as errors (a *StatusError), for circuit breakers and error statistics. The
+// default counts 500 to 599.
+func WithErrorStatus(f func(status int) bool) Option {
+	return func(c *config) { c.isError = f }
+}
+
+func serverError(status int) bool { return status >= 500 && status < 600 }
+
+// Middleware returns middleware that runs each request through an inbound
+// entry of g (nil means the default engine, sluice.Default, looked up on each
+// request). The returned function, and the handlers it makes, are safe for
+// concurrent use.
+func Middleware(g *sluice.Engine, opts ...Option) func(http.Handler) http.Handler {
+	cf := config{block: DefaultBlockHandler, isError: serverError}
+	for _, o := range opts {
+		o(&cf)
+	}
+	if cf.block == nil {
+		cf.block = DefaultBlockHandler
+	}
+	if cf.isError == nil {
+		cf.isError = serverError
+	}
+	return func(next http.Handler) http.Handler {
+		mux, _ := next.(*http.ServeMux)
+		return &handler{eng: g, cf: cf, next: next, mux: mux}
+	}
+}
+
+type handler struct {
+	eng   *sluice.Engine
+	cf    config
+	next  http.Handler
+	mux   *http.ServeMux // next, when it is one
+	names names
+}
+
+// maxStackArgs is how many extracted arguments live on the stack.
+const maxStackArgs = 4
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var name string
+	if h.cf.name != nil {
+		name = h.cf.name(r)
+		if name == "" {
+			h.next.ServeHTTP(w, r)
+			return
+		}
+	} else {
+		name = h.resource(r)
+	}
+	opts := [2]sluice.EntryOption{sluice.WithTraffic(sluice.Inbound)}
+	n := 1
+	if len(h.cf.args) > 0 {
+		var buf [maxStackArgs]any
+		args := buf[:0]
+		for _, f := range h.cf.args {
+			args = append(args, f(r))
+		}
+		opts[1] = sluice.WithArgs(args...)
+		n = 2
+	}
+	// Entry is called here, not in a helper, so that the Pass it returns can
+	// stay in this frame.
+	var (
+		p   *sluice.Pass
+		err error
+	)
+	if h.eng == nil {
+		p, err = sluice.EntryContext(r.Context(), name, opts[:n]...)
+	} else {
+		p, err = h.eng.EntryContext(r.Context(), name, opts[:n]...)
+	}
+	if err != nil {
+		if errors.Is(err, sluice.ErrBlocked) {
+			h.cf.block(w, r, err)
+			return
+		}
+		h.next.ServeHTTP(w, r) // fail open: see the package doc
+		return
+	}
+	sw := &statusWriter{ResponseWriter: w}
+	done := false
+	defer func() {
+		if !done {
+			p.SetError(ErrHandlerPanic)
+		} else if st := sw.code(); !sw.hijacked && h.cf.isError(st) {
+			p.SetError(&StatusError{Code: st})
+		}
+		p.Exit()
+	}()
+	h.next.ServeHTTP(sw, r)
+	done = true
+}
+
+// resource returns the default resource name of r.
+func (h *handler) resource(r *http.Request) string {
+	pattern := r.Pattern
+	if pattern == "" && h.mux != nil {
+		_, pattern = h.mux.Handler(r)
+	}
+	if pattern == "" {
+		return r.Method + " " + r.URL.Path
+	}
+	return h.names.get(r.Method, pattern)
+}
+
+// maxNames bounds the cache of resource names built from method and
+// pattern; names beyond it are built per request.
+const maxNames = 1024
+
+type nameKey struct{ method, pattern string }
+
+// names caches "METHOD pattern" strings so that naming a routed request
+// costs a map read and no allocation. Reads are lock-free; writes copy.
+type names struct {
+	m  atomic.Pointer[map[nameKey]string]
+	mu sync.Mutex
+}
+
+func (n *names) get(method, pattern string) string {
+	if m := n.m.Load(); m != nil {
+		if s, ok := (*m)[nameKey{method, pattern}]; ok {
+			return s
+		}
+	}
+	return n.add(method, pattern)
+}
+
+func (n *names) add(method, pattern string) string {
+	s := method + " " + stripMethod(pattern)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var old map[nameKey]string
+	if m := n.m.Load(); m != nil {
+		old = *m
+	}
+	if len(old) >= maxNames {
+		return s
+	}
+	m := make(map[nameKey]string, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	m[nameKey{strings.Clone(method), pattern}] = s
+	n.m.Store(&m)
+	return s
+}
+
+// stripMethod removes the method of a ServeMux pattern ("GET /a" → "/a").
+func stripMethod(p string) string {
+	if i := strings.IndexAny(p, " \t"); i >= 0 {
+		return strings.TrimLeft(p[i+1:], " \t")
+	}
+	return p
+}

@@ -1,0 +1,88 @@
+// Command gin shows sluicegin limiting a gin route: a flow rule admits 3
+// requests per second to GET /users/:id, whatever the id, and the rest get
+// 429 with a Retry-After header. It serves on 127.0.0.1, sends a burst of
+// requests to itself, prints what came back and exits.
+//
+//	go run ./examples/gin
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/sluice-go/sluice"
+	sluicegin "github.com/sluice-go/sluice/adapters/gin"
+	"github.com/sluice-go/sluice/rules"
+)
+
+func main() {
+	if err := run(); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run() error {
+	engine := sluice.New()
+	defer engine.Close()
+	// One rule for the route template: /users/1, /users/2... share it.
+	if _, err := engine.LoadFlowRules([]rules.Flow{{Resource: "GET /users/:id", Threshold: 3}}); err != nil {
+		return err
+	}
+
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.Use(gin.Recovery(), sluicegin.Middleware(engine))
+	r.GET("/users/:id", func(c *gin.Context) { c.String(http.StatusOK, "user %s", c.Param("id")) })
+
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: r, ReadHeaderTimeout: 5 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
+
+	client := &http.Client{Timeout: 5 * time.Second}
+	base := "http://" + lis.Addr().String()
+	admitted := 0
+	for id := 1; id <= 6; id++ {
+		resp, err := client.Get(fmt.Sprintf("%s/users/%d", base, id))
+		if err != nil {
+			return err
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		line := fmt.Sprintf("GET /users/%d -> %d %s", id, resp.StatusCode, body)
+		if ra := resp.Header.Get("Retry-After"); ra != "" {
+			line += " (Retry-After: " + ra + ")"
+		}
+		fmt.Println(line)
+		if resp.StatusCode == http.StatusOK {
+			admitted++
+		}
+	}
+	if s, ok := engine.Snapshot("GET /users/:id"); ok {
+		fmt.Printf("resource %q: %d passed, %d blocked\n", "GET /users/:id", s.TotalPass, s.TotalBlock)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		return err
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	if admitted != 3 {
+		return fmt.Errorf("expected 3 admitted requests, got %d", admitted)
+	}
+	return nil
+}

@@ -1,0 +1,61 @@
+package sluice
+
+import (
+	"slices"
+
+	"github.com/sluice-go/sluice/rules"
+	"github.com/sluice-go/sluice/slots/param"
+)
+
+// LoadParamRules replaces every param (hot-parameter) rule of the engine
+// with rs. The whole set is validated first: if any rule is invalid, nothing
+// changes and the error (an *rules.Error, reached with errors.As) names the
+// rule's index, resource and field. A rule that counts the same way as one in
+// force (same resource, argument, metric, behavior, duration and capacity)
+// keeps that rule's per-value state — token buckets, pacing schedules and
+// in-flight counts — even when its thresholds, burst or exceptions change, so
+// a reload under traffic neither forgets a value nor hands out a fresh burst.
+//
+// It reports whether the rules in force changed. Passing nil or an empty
+// slice removes all param rules. The engine keeps its own copy of rs
+// (including the Exceptions maps).
+func (g *Engine) LoadParamRules(rs []rules.Param) (bool, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if slices.EqualFunc(g.parRules, rs, rules.Param.Equal) {
+		return false, nil
+	}
+	ctl, err := param.Build(rs, g.parCtl)
+	if err != nil {
+		return false, err
+	}
+	g.parRules = cloneParams(rs)
+	g.parCtl = ctl
+	g.publish()
+	return true, nil
+}
+
+// ParamRules returns a copy of the param rules in force.
+func (g *Engine) ParamRules() []rules.Param {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return cloneParams(g.parRules)
+}
+
+func cloneParams(rs []rules.Param) []rules.Param {
+	if len(rs) == 0 {
+		return nil
+	}
+	out := make([]rules.Param, len(rs))
+	for i := range rs {
+		out[i] = rs[i].Clone()
+	}
+	return out
+}
+
+// LoadParamRules replaces the default engine's param rules (see
+// Engine.LoadParamRules).
+func LoadParamRules(rs []rules.Param) (bool, error) { return defaultEngine().LoadParamRules(rs) }
+
+// ParamRules returns the default engine's param rules.
+func ParamRules() []rules.Param { return defaultEngine().ParamRules() }

@@ -1,0 +1,299 @@
+package sluice
+
+import (
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/rules"
+	"github.com/sluice-go/sluice/slots/param"
+)
+
+func mustLoadParam(t testing.TB, g *Engine, rs ...rules.Param) {
+	t.Helper()
+	_, err := g.LoadParamRules(rs)
+	require.NoError(t, err)
+}
+
+// paramCtl returns the controller of the i-th param rule on res.
+func paramCtl(g *Engine, res string, i int) *param.Controller {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.parCtl[res][i]
+}
+
+func TestParamPerUserAndPerIP(t *testing.T) {
+	g, clk := newTestEngine(t, 1e12)
+	mustLoadParam(t, g,
+		rules.Param{Resource: "GET /feed", Threshold: 2, Duration: time.Minute, Exceptions: map[string]int64{"vip": 4}},
+		rules.Param{Resource: "GET /feed", Key: "ip", Threshold: 5, Duration: time.Minute},
+	)
+	entry := func(user, ip string) bool {
+		return try(g, "GET /feed", WithArgs(user), WithAttachment("ip", ip))
+	}
+	tests := []struct {
+		user, ip string
+		want     bool
+	}{
+		{"alice", "10.0.0.1", true},
+		{"alice", "10.0.0.1", true},
+		{"alice", "10.0.0.1", false}, // alice: 2 per minute
+		{"bob", "10.0.0.1", true},    // bob is counted apart
+		{"vip", "10.0.0.1", true},
+		{"vip", "10.0.0.2", true},
+		{"vip", "10.0.0.2", true},
+		{"vip", "10.0.0.2", true},
+		{"vip", "10.0.0.2", false}, // vip: 4 per minute
+		{"carol", "10.0.0.1", true},
+		{"dave", "10.0.0.1", false}, // 10.0.0.1: 5 per minute
+	}
+	for i, tt := range tests {
+		assert.Equal(t, tt.want, entry(tt.user, tt.ip), "entry %d (%s from %s)", i, tt.user, tt.ip)
+	}
+	_, err := g.Entry("GET /feed", WithArgs("alice"))
+	var be *BlockError
+	require.ErrorAs(t, err, &be)
+	assert.True(t, errors.Is(err, ErrBlocked))
+	assert.Equal(t, core.BlockParam, be.Type)
+	assert.Equal(t, 30*time.Second, be.RetryAfter)
+	clk.Advance(30 * time.Second)
+	assert.True(t, entry("alice", "10.0.0.9"), "one token back after Duration/Threshold")
+}
+
+func TestLoadParamRulesRefusesWholeKeepsOld(t *testing.T) {
+	g, _ := newTestEngine(t, 1e12)
+	good := []rules.Param{{Resource: "r", Threshold: 1, Exceptions: map[string]int64{"v": 2}}}
+	changed, err := g.LoadParamRules(good)
+	require.NoError(t, err)
+	require.True(t, changed)
+	changed, err = g.LoadParamRules([]rules.Param{{Resource: "r", Threshold: 1, Exceptions: map[string]int64{"v": 2}}})
+	require.NoError(t, err)
+	assert.False(t, changed, "an equal set (maps compared by content) changes nothing")
+
+	_, err = g.LoadParamRules([]rules.Param{{Resource: "r", Threshold: 9}, {Resource: "r", Threshold: 1, Burst: 1, Behavior: rules.Throttle}})
+	var re *rules.Error
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, 1, re.Index)
+	assert.Equal(t, "Burst", re.Field)
+	assert.Equal(t, good, g.ParamRules(), "old rules stay in force")
+	assert.True(t, try(g, "r", WithArgs("u")))
+	assert.False(t, try(g, "r", WithArgs("u")), "old threshold 1 still enforced")
+
+	// The engine keeps its own copies of the exception maps.
+	good[0].Exceptions["v"] = 100
+	got := g.ParamRules()
+	got[0].Exceptions["v"] = 100
+	assert.Equal(t, int64(2), g.ParamRules()[0].Exceptions["v"])
+
+	changed, err = g.LoadParamRules(nil)
+	require.NoError(t, err)
+	assert.True(t, changed)
+	assert.Empty(t, g.ParamRules())
+	assert.True(t, try(g, "r", WithArgs("u")), "no rule: passes")
+}
+
+func TestParamEquivalentReloadKeepsState(t *testing.T) {
+	g, _ := newTestEngine(t, 1e12)
+	mustLoadParam(t, g, rules.Param{Resource: "r", Threshold: 3, Duration: time.Hour})
+	for i := 0; i < 3; i++ {
+		require.True(t, try(g, "r", WithArgs("u")))
+	}
+	// New ID and threshold, same counting: u's empty bucket carries over.
+	mustLoadParam(t, g, rules.Param{ID: "v2", Resource: "r", Threshold: 4, Duration: time.Hour})
+	assert.False(t, try(g, "r", WithArgs("u")), "reload handed out no fresh burst")
+	assert.True(t, try(g, "r", WithArgs("w")))
+	// A different window is a different rule: fresh state.
+	mustLoadParam(t, g, rules.Param{Resource: "r", Threshold: 4, Duration: time.Minute})
+	assert.True(t, try(g, "r", WithArgs("u")))
+}
+
+func TestParamConcurrencyUnder64Goroutines(t *testing.T) {
+	g, _ := newTestEngine(t, 1e12)
+	const threshold = 2
+	mustLoadParam(t, g, rules.Param{Resource: "r", Metric: rules.Concurrency, Threshold: threshold})
+	users := []string{"a", "b", "c"}
+	var inside, maxSeen [3]atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < 64; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 200; i++ {
+				k := (w + i) % len(users)
+				p, err := g.Entry("r", WithArgs(users[k]))
+				if err != nil {
+					continue
+				}
+				n := inside[k].Add(1)
+				for m := maxSeen[k].Load(); n > m && !maxSeen[k].CompareAndSwap(m, n); m = maxSeen[k].Load() {
+				}
+				inside[k].Add(-1)
+				p.Exit()
+			}
+		}()
+	}
+	wg.Wait()
+	c := paramCtl(g, "r", 0)
+	for k, u := range users {
+		assert.LessOrEqual(t, maxSeen[k].Load(), int64(threshold), "max in flight of %s", u)
+		assert.Positive(t, maxSeen[k].Load())
+		assert.Equal(t, int64(0), c.InFlight(u), "in flight of %s after all exits", u)
+	}
+}
+
+// TestParamArgsNeverShared runs entries with distinct arguments from many
+// goroutines (integers formatted on each entry's stack, strings built per
+// goroutine): each value's bucket must show exactly its own entries.
+func TestParamArgsNeverShared(t *testing.T) {
+	g, clk := newTestEngine(t, 1e12)
+	const (
+		workers = 32
+		each    = 50
+	)
+	mustLoadParam(t, g,
+		rules.Param{Resource: "r", Threshold: 1000, Duration: time.Hour},
+		rules.Param{Resource: "r", Index: 1, Threshold: 1000, Duration: time.Hour},
+	)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			name := "user-" + strconv.Itoa(w)
+			for i := 0; i < each*(w+1)/workers+1; i++ {
+				p, err := g.Entry("r", WithArgs(name, 1_000_000+w))
+				if err != nil {
+					t.Errorf("worker %d: %v", w, err)
+					return
+				}
+				p.Exit()
+			}
+		}()
+	}
+	wg.Wait()
+	now := clk.Nanotime()
+	for w := 0; w < workers; w++ {
+		want := 1000 - int64(each*(w+1)/workers+1)
+		got, ok := paramCtl(g, "r", 0).Tokens("user-"+strconv.Itoa(w), now)
+		require.True(t, ok)
+		assert.Equal(t, want, got, "tokens of user-%d", w)
+		got, _ = paramCtl(g, "r", 1).Tokens(strconv.Itoa(1_000_000+w), now)
+		assert.Equal(t, want, got, "tokens of %d", 1_000_000+w)
+	}
+}
+
+type refuseAll struct{}
+
+func (refuseAll) Check(*core.EntryContext) *core.BlockError {
+	return &core.BlockError{Reason: "custom"}
+}
+
+func TestParamTokensReturnedWhenALaterCheckRefuses(t *testing.T) {
+	g, clk := newTestEngine(t, 1e12)
+	mustLoadParam(t, g, rules.Param{Resource: "r", Threshold: 2, Duration: time.Minute})
+	require.NoError(t, g.RegisterSlot(refuseAll{}, 0))
+	for i := 0; i < 5; i++ {
+		_, err := g.Entry("r", WithArgs("u"))
+		var be *BlockError
+		require.ErrorAs(t, err, &be)
+		require.Equal(t, core.BlockCustom, be.Type)
+	}
+	got, _ := paramCtl(g, "r", 0).Tokens("u", clk.Nanotime())
+	assert.Equal(t, int64(2), got, "refused entries spent nothing")
+}
+
+// TestParamEntryExitNoAllocs guards the zero-allocation contract: a string
+// or integer argument checked by a param rule costs nothing on the heap.
+func TestParamEntryExitNoAllocs(t *testing.T) {
+	g, _ := newTestEngine(t, 1e12)
+	mustLoadParam(t, g,
+		rules.Param{Resource: "r", Threshold: rules.MaxThreshold},
+		rules.Param{Resource: "r", Index: 1, Threshold: rules.MaxThreshold},
+		rules.Param{Resource: "r", Key: "tenant", Metric: rules.Concurrency, Threshold: 1000},
+	)
+	user := strconv.Itoa(12345) + "-user" // not a constant
+	id := 1 << 40
+	require.True(t, try(g, "r", WithArgs(user, id), WithAttachment("tenant", user)))
+	allocs := testing.AllocsPerRun(1000, func() {
+		p, err := g.Entry("r", WithArgs(user, id), WithAttachment("tenant", user))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Exit()
+	})
+	assert.Equal(t, 0.0, allocs, "allocs per Entry+Exit with param rules")
+}
+
+const benchParamKeys = 100_000
+
+// BenchmarkParamEntryExit compares Entry+Exit with a string argument on a
+// resource without and with a param rule tracking 100,000 live values,
+// visited in a scattered order (every visit a different value) or cycling
+// through them in order.
+func BenchmarkParamEntryExit(b *testing.B) {
+	keys := make([]string, benchParamKeys)
+	for i := range keys {
+		keys[i] = "user-" + strconv.Itoa(i*7919)
+	}
+	g := New()
+	b.Cleanup(func() { _ = g.Close() })
+	_, err := g.LoadParamRules([]rules.Param{{Resource: "param", Threshold: rules.MaxThreshold, Capacity: 2 * benchParamKeys}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, k := range keys {
+		if !try(g, "param", WithArgs(k)) {
+			b.Fatal("refused")
+		}
+	}
+	if n := paramCtl(g, "param", 0).Tracked(); n != benchParamKeys {
+		b.Fatalf("tracked %d values, want %d", n, benchParamKeys)
+	}
+	orders := []struct {
+		name   string
+		stride int
+	}{{"scattered", 7919}, {"cycling", 1}}
+	for _, o := range orders {
+		for _, res := range []string{"none", "param"} {
+			b.Run(o.name+"/"+res+"/serial", func(b *testing.B) {
+				b.ReportAllocs()
+				j := 0
+				for b.Loop() {
+					p, err := g.Entry(res, WithArgs(keys[j]))
+					if err != nil {
+						b.Fatal(err)
+					}
+					p.Exit()
+					if j += o.stride; j >= benchParamKeys {
+						j -= benchParamKeys
+					}
+				}
+			})
+			b.Run(o.name+"/"+res+"/parallel", func(b *testing.B) {
+				b.ReportAllocs()
+				var seq atomic.Int64
+				b.RunParallel(func(pb *testing.PB) {
+					j := int(seq.Add(1)*50_021) % benchParamKeys
+					for pb.Next() {
+						p, err := g.Entry(res, WithArgs(keys[j]))
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						p.Exit()
+						if j += o.stride; j >= benchParamKeys {
+							j -= benchParamKeys
+						}
+					}
+				})
+			})
+		}
+	}
+}

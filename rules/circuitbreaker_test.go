@@ -1,0 +1,111 @@
+package rules
+
+import (
+	"encoding/json"
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestCircuitBreakerValidate(t *testing.T) {
+	slow := CircuitBreaker{Resource: "db", Strategy: SlowRequestRatio, Threshold: 0.5, MaxAllowedRT: 100 * time.Millisecond, RetryTimeout: time.Second}
+	errRatio := CircuitBreaker{Resource: "db", Strategy: ErrorRatio, Threshold: 0.5, RetryTimeout: time.Second}
+	errCount := CircuitBreaker{Resource: "db", Strategy: ErrorCount, Threshold: 3, RetryTimeout: time.Second}
+	with := func(r CircuitBreaker, f func(*CircuitBreaker)) CircuitBreaker { f(&r); return r }
+	tests := []struct {
+		name      string
+		give      CircuitBreaker
+		wantField string // "" means valid
+	}{
+		{"slow ratio", slow, ""},
+		{"error ratio", errRatio, ""},
+		{"error count", errCount, ""},
+		{"ratio 0", with(errRatio, func(r *CircuitBreaker) { r.Threshold = 0 }), ""},
+		{"ratio 1", with(errRatio, func(r *CircuitBreaker) { r.Threshold = 1 }), ""},
+		{"all optional fields", with(slow, func(r *CircuitBreaker) {
+			r.MinRequestAmount, r.StatInterval, r.Probes = 1, 10*time.Millisecond, MaxProbes
+		}), ""},
+		{"no resource", with(slow, func(r *CircuitBreaker) { r.Resource = "" }), "Resource"},
+		{"unknown strategy", with(slow, func(r *CircuitBreaker) { r.Strategy = 3 }), "Strategy"},
+		{"ratio above 1", with(errRatio, func(r *CircuitBreaker) { r.Threshold = 1.01 }), "Threshold"},
+		{"negative ratio", with(slow, func(r *CircuitBreaker) { r.Threshold = -0.1 }), "Threshold"},
+		{"NaN ratio", with(errRatio, func(r *CircuitBreaker) { r.Threshold = math.NaN() }), "Threshold"},
+		{"infinite count", with(errCount, func(r *CircuitBreaker) { r.Threshold = math.Inf(1) }), "Threshold"},
+		{"count 0", with(errCount, func(r *CircuitBreaker) { r.Threshold = 0 }), "Threshold"},
+		{"fractional count", with(errCount, func(r *CircuitBreaker) { r.Threshold = 2.5 }), "Threshold"},
+		{"absurd count", with(errCount, func(r *CircuitBreaker) { r.Threshold = 2e12 }), "Threshold"},
+		{"slow without max RT", with(slow, func(r *CircuitBreaker) { r.MaxAllowedRT = 0 }), "MaxAllowedRT"},
+		{"slow with max RT over 1h", with(slow, func(r *CircuitBreaker) { r.MaxAllowedRT = time.Hour + 1 }), "MaxAllowedRT"},
+		{"max RT on error ratio", with(errRatio, func(r *CircuitBreaker) { r.MaxAllowedRT = time.Second }), "MaxAllowedRT"},
+		{"negative min requests", with(errRatio, func(r *CircuitBreaker) { r.MinRequestAmount = -1 }), "MinRequestAmount"},
+		{"absurd min requests", with(errRatio, func(r *CircuitBreaker) { r.MinRequestAmount = 1e9 + 1 }), "MinRequestAmount"},
+		{"interval below 10ms", with(errRatio, func(r *CircuitBreaker) { r.StatInterval = 9 * time.Millisecond }), "StatInterval"},
+		{"interval not whole ms", with(errRatio, func(r *CircuitBreaker) { r.StatInterval = 10*time.Millisecond + 1 }), "StatInterval"},
+		{"interval over 1h", with(errRatio, func(r *CircuitBreaker) { r.StatInterval = time.Hour + time.Millisecond }), "StatInterval"},
+		{"no retry timeout", with(errRatio, func(r *CircuitBreaker) { r.RetryTimeout = 0 }), "RetryTimeout"},
+		{"retry timeout over 24h", with(errRatio, func(r *CircuitBreaker) { r.RetryTimeout = 25 * time.Hour }), "RetryTimeout"},
+		{"negative probes", with(errRatio, func(r *CircuitBreaker) { r.Probes = -1 }), "Probes"},
+		{"too many probes", with(errRatio, func(r *CircuitBreaker) { r.Probes = MaxProbes + 1 }), "Probes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.give.Validate()
+			if tt.wantField == "" {
+				require.NoError(t, err)
+				return
+			}
+			var re *Error
+			require.True(t, errors.As(err, &re), "Validate() = %v, want *rules.Error", err)
+			assert.Equal(t, "circuit breaker", re.Kind)
+			assert.Equal(t, tt.wantField, re.Field, "Validate() = %v", err)
+			assert.Equal(t, -1, re.Index)
+			assert.Equal(t, tt.give.Resource, re.Resource)
+		})
+	}
+}
+
+func TestCircuitBreakerDefaults(t *testing.T) {
+	var r CircuitBreaker
+	assert.Equal(t, time.Second, r.Interval())
+	assert.Equal(t, int64(DefaultMinRequestAmount), r.MinRequests())
+	assert.Equal(t, 1, r.ProbeCount())
+	r = CircuitBreaker{StatInterval: 2 * time.Second, MinRequestAmount: 1, Probes: 4}
+	assert.Equal(t, 2*time.Second, r.Interval())
+	assert.Equal(t, int64(1), r.MinRequests())
+	assert.Equal(t, 4, r.ProbeCount())
+}
+
+func TestBreakerStrategyText(t *testing.T) {
+	tests := []struct {
+		give string
+		want BreakerStrategy
+	}{
+		{"slow-request-ratio", SlowRequestRatio},
+		{"SlowRequestRatio", SlowRequestRatio},
+		{"error_ratio", ErrorRatio},
+		{"Error Count", ErrorCount},
+	}
+	for _, tt := range tests {
+		var s BreakerStrategy
+		require.NoError(t, s.UnmarshalText([]byte(tt.give)), "UnmarshalText(%q)", tt.give)
+		assert.Equal(t, tt.want, s, "UnmarshalText(%q)", tt.give)
+	}
+	var s BreakerStrategy
+	require.Error(t, s.UnmarshalText([]byte("error-rate")))
+	_, err := BreakerStrategy(3).MarshalText()
+	require.Error(t, err)
+	assert.Equal(t, "breaker strategy(3)", BreakerStrategy(3).String())
+	assert.Equal(t, "error-ratio", ErrorRatio.String())
+
+	in := CircuitBreaker{Resource: "db", Strategy: ErrorCount, Threshold: 3, RetryTimeout: time.Second, Probes: 2}
+	b, err := json.Marshal(in)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"resource":"db","strategy":"error-count","threshold":3,"retryTimeout":1000000000,"probes":2}`, string(b))
+	var out CircuitBreaker
+	require.NoError(t, json.Unmarshal(b, &out))
+	assert.Equal(t, in, out)
+}

@@ -1,0 +1,542 @@
+package rules
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const sampleYAML = `# sample
+flow:
+  - resource: GET /orders
+    threshold: 500
+  - id: paced
+    resource: POST /orders
+    threshold: 20
+    behavior: throttle
+    maxQueueing: 500ms
+  - resource: GET /search
+    threshold: 100
+    strategy: warm-up
+    warmUpPeriod: 1m30s
+    coldFactor: 4
+    statInterval: 2s
+isolation:
+  - resource: db
+    threshold: 16
+`
+
+const sampleJSON = `{
+  "flow": [
+    {"resource": "GET /orders", "threshold": 500},
+    {"id": "paced", "resource": "POST /orders", "threshold": 20, "behavior": "throttle", "maxQueueing": "500ms"},
+    {"resource": "GET /search", "threshold": 1e2, "strategy": "WARM_UP", "warmUpPeriod": "90s",
+     "coldFactor": 4, "statInterval": "2000ms"}
+  ],
+  "isolation": [{"resource": "db", "threshold": 16}]
+}`
+
+func sampleSet() Set {
+	return Set{
+		Flow: []Flow{
+			{Resource: "GET /orders", Threshold: 500},
+			{ID: "paced", Resource: "POST /orders", Threshold: 20, Behavior: Throttle, MaxQueueing: 500 * time.Millisecond},
+			{Resource: "GET /search", Threshold: 100, Strategy: WarmUp, WarmUpPeriod: 90 * time.Second, ColdFactor: 4, StatInterval: 2 * time.Second},
+		},
+		Isolation: []Isolation{{Resource: "db", Threshold: 16}},
+	}
+}
+
+func TestDecode(t *testing.T) {
+	tests := []struct {
+		name   string
+		give   string
+		format Format
+		want   Set
+	}{
+		{"yaml", sampleYAML, YAML, sampleSet()},
+		{"json", sampleJSON, JSON, sampleSet()},
+		{"empty map yaml", "{}", YAML, Set{}},
+		{"empty map json", "{}", JSON, Set{}},
+		{"null and empty kinds are nil", "flow: []\nisolation: null\n", YAML, Set{}},
+		{"null field is the zero value", `{"flow":[{"resource":"a","threshold":1,"maxQueueing":null}]}`, JSON,
+			Set{Flow: []Flow{{Resource: "a", Threshold: 1}}}},
+		{"bare zero duration", "flow:\n- {resource: a, threshold: 1, maxQueueing: 0}\n", YAML,
+			Set{Flow: []Flow{{Resource: "a", Threshold: 1}}}},
+		{"whole float for an integer", `{"isolation":[{"resource":"a","threshold":4.0}]}`, JSON,
+			Set{Isolation: []Isolation{{Resource: "a", Threshold: 4}}}},
+		{"yaml hex integer", "isolation:\n- {resource: a, threshold: 0x10}\n", YAML,
+			Set{Isolation: []Isolation{{Resource: "a", Threshold: 16}}}},
+		{"yaml anchors and merge keys", `
+flow:
+  - &a {resource: a, threshold: 10, behavior: throttle, maxQueueing: 1s}
+  - <<: *a
+    resource: b
+    threshold: 20
+`, YAML, Set{Flow: []Flow{
+			{Resource: "a", Threshold: 10, Behavior: Throttle, MaxQueueing: time.Second},
+			{Resource: "b", Threshold: 20, Behavior: Throttle, MaxQueueing: time.Second},
+		}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Decode([]byte(tt.give), tt.format)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestDecodeErrors(t *testing.T) {
+	tests := []struct {
+		name   string
+		give   string
+		format Format
+		want   string
+		// wantRule, when set, is the *Error the message comes from.
+		wantRule *Error
+	}{
+		{
+			name:   "unknown field",
+			give:   "flow:\n- {resource: a, threshold: 1}\n- {resource: b, threshold: 1}\n- resource: c\n  thresold: 5\n",
+			format: YAML,
+			want:   `rules: flow rule 2 (resource "c"): unknown field "thresold" at line 5 (did you mean "threshold"?)`,
+			wantRule: &Error{Kind: "flow", Index: 2, Resource: "c",
+				Reason: `unknown field "thresold" at line 5 (did you mean "threshold"?)`},
+		},
+		{
+			name:   "unknown field json without suggestion",
+			give:   `{"isolation": [{"resource": "a", "threshold": 1, "colour": "red"}]}`,
+			format: JSON,
+			want:   `rules: isolation rule 0 (resource "a"): unknown field "colour" at line 1`,
+		},
+		{
+			name:   "field names are case-sensitive",
+			give:   "isolation:\n- {resource: a, Threshold: 3}\n",
+			format: YAML,
+			want:   `rules: isolation rule 0 (resource "a"): unknown field "Threshold" at line 2 (did you mean "threshold"?)`,
+		},
+		{
+			name:   "type mismatch names the field",
+			give:   "{\"flow\": [\n  {\"resource\": \"a\",\n   \"threshold\": \"ten\"}]}",
+			format: JSON,
+			want:   `rules: flow rule 0 (resource "a"): Threshold: want a number, got string "ten" at line 3`,
+			wantRule: &Error{Kind: "flow", Index: 0, Resource: "a", Field: "Threshold",
+				Reason: `want a number, got string "ten" at line 3`},
+		},
+		{
+			name:   "number for a string",
+			give:   "isolation:\n- {resource: 123, threshold: 3}\n",
+			format: YAML,
+			want:   `rules: isolation rule 0: Resource: want a string, got number 123 (quote it) at line 2`,
+		},
+		{
+			name:   "integer duration",
+			give:   "flow:\n- resource: a\n  threshold: 1\n  behavior: throttle\n  maxQueueing: 500\n",
+			format: YAML,
+			want:   `rules: flow rule 0 (resource "a"): MaxQueueing: want a duration string such as "500ms", got the number 500 at line 5 (a bare number has no unit; write "500ms" for milliseconds)`,
+		},
+		{
+			name:   "bad duration string",
+			give:   `{"flow":[{"resource":"a","threshold":1,"strategy":"warm-up","warmUpPeriod":"ten seconds"}]}`,
+			format: JSON,
+			want:   `rules: flow rule 0 (resource "a"): WarmUpPeriod: want a duration such as "500ms" or "1m30s", got "ten seconds" at line 1`,
+		},
+		{
+			name:   "unknown enum",
+			give:   "flow:\n- {resource: a, threshold: 1, metric: rps}\n",
+			format: YAML,
+			want:   `rules: flow rule 0 (resource "a"): Metric: unknown flow metric "rps" (want one of qps, concurrency) at line 2`,
+		},
+		{
+			name:   "fraction for an integer",
+			give:   `{"isolation":[{"resource":"a","threshold":2.5}]}`,
+			format: JSON,
+			want:   `rules: isolation rule 0 (resource "a"): Threshold: want a whole number that fits in 64 bits, got 2.5 at line 1`,
+		},
+		{
+			name:   "integer out of range",
+			give:   `{"isolation":[{"resource":"a","threshold":99999999999999999999}]}`,
+			format: JSON,
+			want:   `rules: isolation rule 0 (resource "a"): Threshold: want a whole number that fits in 64 bits, got 99999999999999999999 at line 1`,
+		},
+		{
+			name:   "nan",
+			give:   "flow:\n- {resource: a, threshold: .nan}\n",
+			format: YAML,
+			want:   `rules: flow rule 0 (resource "a"): Threshold: want a finite number, got NaN at line 2`,
+		},
+		{
+			name:   "invalid rule is refused with index and field",
+			give:   "flow:\n- {resource: a, threshold: 1}\n- {resource: b, threshold: 1}\n- {resource: c, threshold: -5}\n",
+			format: YAML,
+			want:   `rules: flow rule 2 (resource "c"): Threshold: must be a positive number, got -5`,
+			wantRule: &Error{Kind: "flow", Index: 2, Resource: "c", Field: "Threshold",
+				Reason: "must be a positive number, got -5"},
+		},
+		{
+			name:   "invalid isolation rule after valid flow rules",
+			give:   `{"flow":[{"resource":"a","threshold":1}],"isolation":[{"resource":"b","threshold":0}]}`,
+			format: JSON,
+			want:   `rules: isolation rule 0 (resource "b"): Threshold: must be in [1, 1e+12], got 0`,
+		},
+		{
+			name:   "unknown kind",
+			give:   "flows:\n- {resource: a, threshold: 1}\n",
+			format: YAML,
+			want:   `rules: unknown rule kind "flows" at line 1 (did you mean "flow"?); the kinds are flow, isolation, system, circuitBreaker, param`,
+		},
+		{
+			name:   "kind is not a list",
+			give:   `{"flow": {"resource": "a"}}`,
+			format: JSON,
+			want:   `rules: flow: want a list of rules, got a map at line 1`,
+		},
+		{
+			name:   "rule is not a map",
+			give:   "isolation:\n- db\n",
+			format: YAML,
+			want:   `rules: isolation rule 0: want a map of fields, got string "db" at line 2`,
+		},
+		{
+			name:   "top level is a list",
+			give:   `[]`,
+			format: JSON,
+			want:   `rules: want a map of rule kinds (flow, isolation, ...) at the top of the document, got a list at line 1`,
+		},
+		{name: "empty yaml", give: "# nothing\n", format: YAML, want: `rules: empty document; write {} for a document with no rules`},
+		{name: "null yaml", give: "null\n", format: YAML, want: `rules: empty document; write {} for a document with no rules`},
+		{name: "empty json", give: " \n", format: JSON, want: `rules: empty document; write {} for a document with no rules`},
+		{
+			name:   "duplicate key yaml",
+			give:   "isolation:\n- resource: a\n  threshold: 1\n  threshold: 2\n",
+			format: YAML,
+			want:   `rules: yaml: key "threshold" at line 4 is given twice (first at line 3)`,
+		},
+		{
+			name:   "duplicate key json",
+			give:   "{\"isolation\": [{\"resource\": \"a\",\n \"resource\": \"b\", \"threshold\": 1}]}",
+			format: JSON,
+			want:   `rules: json: key "resource" at line 2 is given twice (first at line 1)`,
+		},
+		{
+			name:   "json syntax error",
+			give:   "{\"flow\": [\n  {\"resource\": \"a\", \"threshold\": 1,}\n]}",
+			format: JSON,
+			want:   `rules: json: invalid character '}' looking for beginning of object key string at line 2`,
+		},
+		{
+			name:   "json trailing data",
+			give:   "{}\n{}",
+			format: JSON,
+			want:   `rules: json: unexpected data after the document at line 2`,
+		},
+		{
+			name:   "two yaml documents",
+			give:   "{}\n---\nflow: []\n",
+			format: YAML,
+			want:   `rules: yaml: want one document, found another at line 2`,
+		},
+		{
+			name:   "yaml syntax error",
+			give:   "flow:\n  - resource: a\n   threshold: 1\n",
+			format: YAML,
+			want:   `rules: yaml: line 1: did not find expected '-' indicator`,
+		},
+		{name: "unknown format", give: "{}", format: 0, want: `rules: unknown format Format(0)`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Decode([]byte(tt.give), tt.format)
+			require.Error(t, err)
+			assert.Equal(t, tt.want, err.Error())
+			assert.Equal(t, Set{}, got, "a failed decode returns an empty Set")
+			if tt.wantRule != nil {
+				var re *Error
+				require.True(t, errors.As(err, &re), "error %T is not an *Error", err)
+				assert.Equal(t, tt.wantRule, re)
+			}
+		})
+	}
+}
+
+func TestDecodeBoundsHostileInput(t *testing.T) {
+	// A billion-laughs document: each level doubles the expansion.
+	var b strings.Builder
+	b.WriteString("a00: &a00 [x, x]\n")
+	for i := 1; i < 40; i++ {
+		b.WriteString("a" + itoa(i) + ": &a" + itoa(i) + " [*a" + itoa(i-1) + ", *a" + itoa(i-1) + "]\n")
+	}
+	_, err := Decode([]byte(b.String()), YAML)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "more than 262144 values")
+
+	deep := strings.Repeat("[", 200) + strings.Repeat("]", 200)
+	_, err = Decode([]byte(`{"flow":`+deep+`}`), JSON)
+	require.EqualError(t, err, "rules: json: nesting deeper than 64 at line 1")
+	_, err = Decode([]byte(`flow: `+deep), YAML)
+	require.EqualError(t, err, "rules: yaml: nesting deeper than 64 at line 1")
+}
+
+func itoa(i int) string { return string(rune('0'+i/10)) + string(rune('0'+i%10)) }
+
+func TestEncodeRoundTrip(t *testing.T) {
+	sets := map[string]Set{
+		"empty":  {},
+		"sample": sampleSet(),
+		"awkward strings": {Flow: []Flow{
+			{ID: "123", Resource: "true", Threshold: 0.25},
+			{ID: "null", Resource: "line\nbreak: \"quoted\" # not a comment", Threshold: 1e11},
+			{Resource: "- looks: like yaml", Threshold: 1, Metric: Concurrency},
+		}},
+	}
+	for name, s := range sets {
+		for _, f := range []Format{JSON, YAML} {
+			t.Run(name+"/"+f.String(), func(t *testing.T) {
+				data, err := Encode(s, f)
+				require.NoError(t, err)
+				got, err := Decode(data, f)
+				require.NoError(t, err, "encoded document:\n%s", data)
+				assert.Equal(t, s, got)
+			})
+		}
+	}
+}
+
+func TestEncode(t *testing.T) {
+	s := Set{Flow: []Flow{{ID: "paced", Resource: "POST /orders", Threshold: 20, Behavior: Throttle, MaxQueueing: 1500 * time.Millisecond}}}
+	gotYAML, err := Encode(s, YAML)
+	require.NoError(t, err)
+	assert.Equal(t, `flow:
+  - id: paced
+    resource: POST /orders
+    threshold: 20
+    behavior: throttle
+    maxQueueing: 1.5s
+`, string(gotYAML))
+	gotJSON, err := Encode(s, JSON)
+	require.NoError(t, err)
+	assert.Equal(t, `{
+  "flow": [
+    {
+      "id": "paced",
+      "resource": "POST /orders",
+      "threshold": 20,
+      "behavior": "throttle",
+      "maxQueueing": "1.5s"
+    }
+  ]
+}
+`, string(gotJSON))
+
+	_, err = Encode(Set{Isolation: []Isolation{{Resource: "\xff"}}}, JSON)
+	require.EqualError(t, err, `rules: encode: isolation: resource: string "\xff" is not valid UTF-8`)
+	_, err = Encode(Set{}, 7)
+	require.EqualError(t, err, "rules: unknown format Format(7)")
+}
+
+// generic is a stand-in for rule types colleagues extend: it has every
+// shape of field the decoder must handle without knowing the type.
+type generic struct {
+	Name       string                     `json:"name"`
+	Limit      int32                      `json:"limit,omitempty"`
+	Count      uint16                     `json:"count,omitempty"`
+	Ratio      float32                    `json:"ratio,omitempty"`
+	On         bool                       `json:"on,omitempty"`
+	Window     time.Duration              `json:"window,omitempty"`
+	Metric     FlowMetric                 `json:"metric,omitempty"`
+	Exceptions map[string]int64           `json:"exceptions,omitempty"`
+	ByID       map[int64]float64          `json:"byId,omitempty"`
+	Windows    []time.Duration            `json:"windows,omitempty"`
+	Behaviors  map[string]ControlBehavior `json:"behaviors,omitempty"`
+	Nested     *genericNested             `json:"nested,omitempty"`
+	Any        any                        `json:"any,omitempty"`
+	Skipped    string                     `json:"-"`
+	genericEmbedded
+}
+
+type genericNested struct {
+	Items []genericNested `json:"items,omitempty"`
+	Level int             `json:"level"`
+}
+
+type genericEmbedded struct {
+	Extra string `json:"extra,omitempty"`
+}
+
+func decodeGeneric(t *testing.T, data string, f Format) (generic, *decodeErr) {
+	t.Helper()
+	var root *node
+	var err error
+	if f == JSON {
+		root, err = parseJSON([]byte(data))
+	} else {
+		root, err = parseYAML([]byte(data))
+	}
+	require.NoError(t, err)
+	var g generic
+	return g, decodeValue(root, reflect.ValueOf(&g).Elem())
+}
+
+func TestDecodeGenericFields(t *testing.T) {
+	want := generic{
+		Name: "x", Limit: -7, Count: 65535, Ratio: 0.5, On: true, Window: 90 * time.Second, Metric: Concurrency,
+		Exceptions:      map[string]int64{"alice": 10, "42": 0, "007": 3},
+		ByID:            map[int64]float64{1: 0.5, -2: 3},
+		Windows:         []time.Duration{time.Second, time.Millisecond},
+		Behaviors:       map[string]ControlBehavior{"a": Throttle},
+		Nested:          &genericNested{Level: 1, Items: []genericNested{{Level: 2}}},
+		Any:             map[string]any{"k": []any{int64(1), 1.5, "s", true, nil}},
+		genericEmbedded: genericEmbedded{Extra: "e"},
+	}
+	yamlDoc := `
+name: x
+limit: -7
+count: 65535
+ratio: 0.5
+on: true
+window: 1m30s
+metric: concurrency
+exceptions: {alice: 10, 42: 0, 007: 3}
+byId: {1: 0.5, -2: 3}
+windows: [1s, 1ms]
+behaviors: {a: throttle}
+nested: {level: 1, items: [{level: 2}]}
+any: {k: [1, 1.5, s, true, null]}
+extra: e
+`
+	jsonDoc := `{"name":"x","limit":-7,"count":65535,"ratio":0.5,"on":true,"window":"1m30s","metric":"concurrency",
+"exceptions":{"alice":10,"42":0,"007":3},"byId":{"1":0.5,"-2":3},"windows":["1s","1ms"],"behaviors":{"a":"throttle"},
+"nested":{"level":1,"items":[{"level":2}]},"any":{"k":[1,1.5,"s",true,null]},"extra":"e"}`
+	for _, tc := range []struct {
+		f   Format
+		doc string
+	}{{YAML, yamlDoc}, {JSON, jsonDoc}} {
+		t.Run(tc.f.String(), func(t *testing.T) {
+			got, derr := decodeGeneric(t, tc.doc, tc.f)
+			require.Nil(t, derr)
+			assert.Equal(t, want, got)
+
+			// Encoding and decoding again gives the same value.
+			n, err := encodeValue(reflect.ValueOf(want))
+			require.NoError(t, err)
+			var again generic
+			require.Nil(t, decodeValue(n, reflect.ValueOf(&again).Elem()))
+			assert.Equal(t, want, again)
+		})
+	}
+}
+
+func TestDecodeGenericErrors(t *testing.T) {
+	tests := []struct {
+		give string
+		want string
+	}{
+		{`count: 65536`, "want a non-negative whole number that fits in 16 bits, got 65536 at line 1"},
+		{`count: -1`, "want a non-negative whole number that fits in 16 bits, got -1 at line 1"},
+		{`limit: 2147483648`, "want a whole number that fits in 32 bits, got 2147483648 at line 1"},
+		{`ratio: 1e39`, "want a finite number, got 1e+39 at line 1"},
+		{`on: yes`, `want true or false, got string "yes" at line 1`},
+		{"exceptions:\n  alice: lots", `want an integer, got string "lots" at line 2`},
+		{`byId: {x: 1}`, `key "x": want a whole number that fits in 64 bits, got x at line 1`},
+		{`byId: {1: 1, 01: 2}`, `key "01" is the same as an earlier key at line 1`},
+		{`windows: [1s, 5]`, `want a duration string such as "500ms", got the number 5 at line 1 (a bare number has no unit; write "5ms" for milliseconds)`},
+		{`behaviors: {a: pace}`, `unknown control behavior "pace" (want one of reject, throttle) at line 1`},
+		{"nested:\n  items:\n    - levl: 3", `unknown field "levl" at line 3 (did you mean "level"?)`},
+		{`nested: 5`, `want a map of fields, got number 5 at line 1`},
+		{`skipped: x`, `unknown field "skipped" at line 1`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.give, func(t *testing.T) {
+			_, derr := decodeGeneric(t, tt.give, YAML)
+			require.NotNil(t, derr)
+			assert.Equal(t, tt.want, derr.reason())
+		})
+	}
+	_, derr := decodeGeneric(t, "exceptions:\n  alice: lots", YAML)
+	assert.Equal(t, []string{"Exceptions", `"alice"`}, derr.path, "the path names the Go field, then the key")
+}
+
+// TestTagsAgree checks that every rule type's yaml tags say what its json
+// tags say, since the decoder reads the json tags for both formats.
+func TestTagsAgree(t *testing.T) {
+	for _, typ := range []reflect.Type{
+		reflect.TypeOf(Set{}), reflect.TypeOf(Flow{}), reflect.TypeOf(Isolation{}),
+		reflect.TypeOf(System{}), reflect.TypeOf(CircuitBreaker{}), reflect.TypeOf(Param{}),
+	} {
+		for i := 0; i < typ.NumField(); i++ {
+			f := typ.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			assert.Equal(t, f.Tag.Get("json"), f.Tag.Get("yaml"), "%s.%s: json and yaml tags differ", typ.Name(), f.Name)
+			assert.NotEmpty(t, f.Tag.Get("json"), "%s.%s has no json tag", typ.Name(), f.Name)
+		}
+	}
+	st := reflect.TypeOf(Set{})
+	require.Equal(t, st.NumField(), len(kinds))
+	for _, k := range kinds {
+		name, _, _ := strings.Cut(st.Field(k.field).Tag.Get("json"), ",")
+		assert.Equal(t, name, k.key)
+	}
+}
+
+func TestDecodeFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+		return p
+	}
+	for _, name := range []string{"rules.yaml", "rules.YML"} {
+		got, err := DecodeFile(write(name, sampleYAML))
+		require.NoError(t, err)
+		assert.Equal(t, sampleSet(), got)
+	}
+	got, err := DecodeFile(write("rules.json", sampleJSON))
+	require.NoError(t, err)
+	assert.Equal(t, sampleSet(), got)
+
+	bad := write("bad.yaml", "flow:\n- {resource: a, threshold: -1}\n")
+	_, err = DecodeFile(bad)
+	require.EqualError(t, err, bad+`: rules: flow rule 0 (resource "a"): Threshold: must be a positive number, got -1`)
+	var re *Error
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, "Threshold", re.Field)
+
+	_, err = DecodeFile(write("rules.toml", ""))
+	require.EqualError(t, err, `rules: cannot tell the format of "`+filepath.Join(dir, "rules.toml")+`": want a .json, .yaml or .yml file`)
+	_, err = DecodeFile(filepath.Join(dir, "missing.yaml"))
+	require.ErrorIs(t, err, os.ErrNotExist)
+}
+
+func TestSeedCorpus(t *testing.T) {
+	bad := map[string]string{
+		"typo.yaml":         "unknown field",
+		"invalid.json":      "must be a positive number",
+		"int-duration.yaml": "a bare number has no unit",
+		"syntax.json":       "invalid character",
+	}
+	seeds, err := filepath.Glob(filepath.Join("testdata", "seed", "*"))
+	require.NoError(t, err)
+	for _, p := range seeds {
+		t.Run(filepath.Base(p), func(t *testing.T) {
+			s, err := DecodeFile(p)
+			if want, ok := bad[filepath.Base(p)]; ok {
+				require.ErrorContains(t, err, want)
+				return
+			}
+			require.NoError(t, err)
+			if filepath.Base(p) != "empty.json" {
+				assert.NotZero(t, s.Len())
+			}
+		})
+	}
+}

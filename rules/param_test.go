@@ -1,0 +1,93 @@
+package rules
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestParamValidate(t *testing.T) {
+	ok := Param{Resource: "r", Threshold: 1}
+	tests := []struct {
+		name      string
+		give      func(r *Param)
+		wantField string // "" for valid
+	}{
+		{"minimal", func(r *Param) {}, ""},
+		{"per day with burst and exceptions", func(r *Param) {
+			r.Duration, r.Burst, r.Exceptions = 24*time.Hour, 5, map[string]int64{"vip": 100, "banned": 0}
+		}, ""},
+		{"attachment key", func(r *Param) { r.Key = "ip" }, ""},
+		{"throttle", func(r *Param) { r.Behavior, r.MaxQueueing = Throttle, time.Second }, ""},
+		{"concurrency", func(r *Param) { r.Metric = Concurrency }, ""},
+		{"no resource", func(r *Param) { r.Resource = "" }, "Resource"},
+		{"zero threshold", func(r *Param) { r.Threshold = 0 }, "Threshold"},
+		{"absurd threshold", func(r *Param) { r.Threshold = 2e12 }, "Threshold"},
+		{"negative index", func(r *Param) { r.Index = -1 }, "Index"},
+		{"index too large", func(r *Param) { r.Index = MaxParamIndex + 1 }, "Index"},
+		{"index with key", func(r *Param) { r.Key, r.Index = "ip", 1 }, "Index"},
+		{"negative burst", func(r *Param) { r.Burst = -1 }, "Burst"},
+		{"burst with throttle", func(r *Param) { r.Burst, r.Behavior = 1, Throttle }, "Burst"},
+		{"burst with concurrency", func(r *Param) { r.Burst, r.Metric = 1, Concurrency }, "Burst"},
+		{"unknown metric", func(r *Param) { r.Metric = 9 }, "Metric"},
+		{"unknown behavior", func(r *Param) { r.Behavior = 9 }, "Behavior"},
+		{"concurrency throttle", func(r *Param) { r.Metric, r.Behavior = Concurrency, Throttle }, "Behavior"},
+		{"concurrency duration", func(r *Param) { r.Metric, r.Duration = Concurrency, time.Second }, "Duration"},
+		{"sub-millisecond duration", func(r *Param) { r.Duration = time.Microsecond }, "Duration"},
+		{"fractional-ms duration", func(r *Param) { r.Duration = 1500 * time.Microsecond }, "Duration"},
+		{"duration over a year", func(r *Param) { r.Duration = MaxParamDuration + time.Millisecond }, "Duration"},
+		{"queueing without throttle", func(r *Param) { r.MaxQueueing = time.Second }, "MaxQueueing"},
+		{"queueing too long", func(r *Param) { r.Behavior, r.MaxQueueing = Throttle, 2*time.Hour }, "MaxQueueing"},
+		{"negative capacity", func(r *Param) { r.Capacity = -1 }, "Capacity"},
+		{"capacity too large", func(r *Param) { r.Capacity = MaxParamCapacity + 1 }, "Capacity"},
+		{"negative exception", func(r *Param) { r.Exceptions = map[string]int64{"b": -1, "a": -2} }, "Exceptions"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := ok.Clone()
+			tt.give(&r)
+			err := r.Validate()
+			if tt.wantField == "" {
+				require.NoError(t, err)
+				return
+			}
+			var re *Error
+			require.ErrorAs(t, err, &re)
+			assert.Equal(t, tt.wantField, re.Field)
+			assert.Equal(t, "param", re.Kind)
+		})
+	}
+}
+
+func TestParamExceptionErrorIsDeterministic(t *testing.T) {
+	r := Param{Resource: "r", Threshold: 1, Exceptions: map[string]int64{"b": -1, "a": -2, "c": -3}}
+	for i := 0; i < 20; i++ {
+		assert.Contains(t, r.Validate().Error(), `threshold of "a" must be`)
+	}
+}
+
+func TestParamDefaultsEqualClone(t *testing.T) {
+	r := Param{Resource: "r", Threshold: 2, Exceptions: map[string]int64{"v": 1}}
+	assert.Equal(t, time.Second, r.Window())
+	assert.Equal(t, DefaultParamCapacity, r.Cap())
+	assert.Equal(t, int64(1), r.ThresholdOf("v"))
+	assert.Equal(t, int64(2), r.ThresholdOf("w"))
+	c := r.Clone()
+	require.True(t, r.Equal(c))
+	c.Exceptions["v"] = 9
+	assert.Equal(t, int64(1), r.Exceptions["v"], "clone shares no map")
+	assert.False(t, r.Equal(c))
+	assert.False(t, r.Equal(Param{Resource: "r", Threshold: 2}))
+	assert.True(t, Param{Resource: "r"}.Equal(Param{Resource: "r", Exceptions: map[string]int64{}}), "nil and empty exceptions are equal")
+}
+
+func TestParamJSON(t *testing.T) {
+	in := `{"resource":"GET /feed","key":"ip","threshold":10,"burst":2,"duration":60000000000,"behavior":"reject","exceptions":{"vip-1":100}}`
+	var r Param
+	require.NoError(t, json.Unmarshal([]byte(in), &r))
+	assert.True(t, r.Equal(Param{Resource: "GET /feed", Key: "ip", Threshold: 10, Burst: 2, Duration: time.Minute, Exceptions: map[string]int64{"vip-1": 100}}))
+	require.NoError(t, r.Validate())
+}

@@ -1,0 +1,271 @@
+package sluice
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/sluice-go/sluice/rules"
+)
+
+func fullRuleSet() rules.Set {
+	return rules.Set{
+		Flow: []rules.Flow{
+			{Resource: "GET /orders", Threshold: 5},
+			{Resource: "POST /orders", Threshold: 20, Behavior: rules.Throttle, MaxQueueing: 500 * time.Millisecond},
+		},
+		Isolation:      []rules.Isolation{{Resource: "db", Threshold: 4}},
+		Param:          []rules.Param{{Resource: "GET /orders", Key: "user", Threshold: 2, Exceptions: map[string]int64{"vip": 10}}},
+		System:         []rules.System{{Metric: rules.InboundQPS, Threshold: 1000}},
+		CircuitBreaker: []rules.CircuitBreaker{{Resource: "inventory", Strategy: rules.ErrorRatio, Threshold: 0.5, MinRequestAmount: 10, StatInterval: 10 * time.Second, RetryTimeout: 30 * time.Second}},
+	}
+}
+
+func TestLoadRuleSet(t *testing.T) {
+	g, _ := newTestEngine(t, 0)
+	want := fullRuleSet()
+	require.NoError(t, g.LoadRuleSet(want))
+	assert.Equal(t, want, g.RuleSet())
+	assert.Equal(t, want.Flow, g.FlowRules())
+	assert.Equal(t, want.Isolation, g.IsolationRules())
+	assert.Equal(t, want.System, g.SystemRules())
+	assert.Equal(t, want.CircuitBreaker, g.CircuitBreakerRules())
+	assert.Equal(t, want.Param, g.ParamRules())
+
+	assert.True(t, try(g, "db"), "isolation rules are in force")
+
+	// A set without a kind removes that kind.
+	require.NoError(t, g.LoadRuleSet(rules.Set{Flow: want.Flow[:1]}))
+	assert.Equal(t, rules.Set{Flow: want.Flow[:1]}, g.RuleSet())
+	require.NoError(t, g.LoadRuleSet(rules.Set{}))
+	assert.Equal(t, rules.Set{}, g.RuleSet())
+}
+
+func TestLoadRuleSetRefusesWhole(t *testing.T) {
+	tests := []struct {
+		name string
+		give rules.Set
+		want string
+		// wantKind and wantIndex are the *rules.Error's.
+		wantKind  string
+		wantIndex int
+		wantField string
+	}{
+		{
+			name: "negative flow threshold at index 2",
+			give: rules.Set{Flow: []rules.Flow{
+				{Resource: "a", Threshold: 1}, {Resource: "b", Threshold: 1}, {Resource: "c", Threshold: -1},
+			}},
+			want:     `rules: flow rule 2 (resource "c"): Threshold: must be a positive number, got -1`,
+			wantKind: "flow", wantIndex: 2, wantField: "Threshold",
+		},
+		{
+			name: "valid flow rules, invalid isolation rule",
+			give: rules.Set{
+				Flow:      []rules.Flow{{Resource: "new", Threshold: 1}},
+				Isolation: []rules.Isolation{{Resource: "db", Threshold: 1}, {Resource: "", Threshold: 1}},
+			},
+			want:     `rules: isolation rule 1: Resource: must not be empty`,
+			wantKind: "isolation", wantIndex: 1, wantField: "Resource",
+		},
+		{
+			name: "valid flow rules, invalid circuit breaker rule",
+			give: rules.Set{
+				Flow:           []rules.Flow{{Resource: "new", Threshold: 1}},
+				CircuitBreaker: []rules.CircuitBreaker{{Resource: "inventory", Strategy: rules.ErrorRatio, Threshold: 2, RetryTimeout: time.Second}},
+			},
+			wantKind: "circuit breaker", wantIndex: 0, wantField: "Threshold",
+		},
+		{
+			name: "valid flow and isolation rules, invalid param rule",
+			give: rules.Set{
+				Flow:      []rules.Flow{{Resource: "new", Threshold: 1}},
+				Isolation: []rules.Isolation{{Resource: "db", Threshold: 9}},
+				Param:     []rules.Param{{Resource: "p", Threshold: 0}},
+			},
+			wantKind: "param", wantIndex: 0, wantField: "Threshold",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g, _ := newTestEngine(t, 0)
+			before := fullRuleSet()
+			require.NoError(t, g.LoadRuleSet(before))
+
+			err := g.LoadRuleSet(tt.give)
+			require.Error(t, err)
+			if tt.want != "" {
+				assert.EqualError(t, err, tt.want)
+			}
+			var re *rules.Error
+			require.ErrorAs(t, err, &re)
+			assert.Equal(t, tt.wantKind, re.Kind)
+			assert.Equal(t, tt.wantIndex, re.Index)
+			assert.Equal(t, tt.wantField, re.Field)
+			assert.Equal(t, before, g.RuleSet(), "nothing changed")
+			assert.Equal(t, before.Flow, g.FlowRules())
+		})
+	}
+}
+
+func TestLoadRuleSetRollsBack(t *testing.T) {
+	g, _ := newTestEngine(t, 0)
+	before := fullRuleSet()
+	require.NoError(t, g.LoadRuleSet(before))
+
+	// A loader that refuses after validation passed (a cross-rule check):
+	// the kinds loaded before it are put back.
+	refused := errors.New("refused by the last loader")
+	saved := ruleKinds
+	ruleKinds = append(append([]ruleKind(nil), saved...), ruleKind{
+		name: "refusing",
+		load: func(*Engine, rules.Set) error { return refused },
+		get:  func(*Engine, *rules.Set) {},
+	})
+	defer func() { ruleKinds = saved }()
+
+	err := g.LoadRuleSet(rules.Set{Flow: []rules.Flow{{Resource: "other", Threshold: 1}}})
+	require.ErrorIs(t, err, refused)
+	assert.Equal(t, before, g.RuleSet())
+}
+
+// ruleFile is a rule file watched by an engine on a manual clock.
+type ruleFile struct {
+	t    *testing.T
+	path string
+	mu   sync.Mutex
+	errs []error
+}
+
+func (f *ruleFile) write(content string) {
+	f.t.Helper()
+	require.NoError(f.t, os.WriteFile(f.path, []byte(content), 0o600))
+}
+
+func (f *ruleFile) report(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.errs = append(f.errs, err)
+}
+
+func (f *ruleFile) reported() []error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]error(nil), f.errs...)
+}
+
+func TestWatchRuleFile(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	g, clk := newTestEngine(t, 0)
+	f := &ruleFile{t: t, path: filepath.Join(t.TempDir(), "rules.yaml")}
+	f.write("flow:\n  - resource: api\n    threshold: 1\n")
+
+	src, err := g.WatchRuleFile(f.path, rules.WithErrorHandler(f.report))
+	require.NoError(t, err)
+	defer src.Close()
+	assert.Equal(t, []rules.Flow{{Resource: "api", Threshold: 1}}, g.FlowRules(), "loaded at once")
+	assert.True(t, try(g, "api"))
+	assert.False(t, try(g, "api"), "threshold 1 is in force")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// poll moves the engine's clock one poll interval and waits until the
+	// watcher has looked at the file and waits again.
+	poll := func() {
+		t.Helper()
+		require.NoError(t, clk.BlockUntil(ctx, 1))
+		clk.Advance(rules.DefaultPollInterval)
+		require.NoError(t, clk.BlockUntil(ctx, 1))
+	}
+	inForce := []rules.Flow{{Resource: "api", Threshold: 1}}
+
+	// A malformed file keeps the rules.
+	f.write("flow:\n  - resource: api\n    threshold: [\n")
+	poll()
+	assert.Equal(t, inForce, g.FlowRules())
+	require.Len(t, f.reported(), 1)
+	assert.ErrorContains(t, f.reported()[0], "rules: yaml: ")
+
+	// An invalid rule is refused whole, naming its index and field.
+	f.write(`flow:
+  - {resource: api, threshold: 50}
+  - {resource: b, threshold: 1}
+  - {resource: c, threshold: -2}
+`)
+	poll()
+	assert.Equal(t, inForce, g.FlowRules(), "the valid rules of a refused file are not loaded either")
+	require.Len(t, f.reported(), 2)
+	assert.EqualError(t, f.reported()[1], f.path+`: rules: flow rule 2 (resource "c"): Threshold: must be a positive number, got -2`)
+	var re *rules.Error
+	require.ErrorAs(t, f.reported()[1], &re)
+	assert.Equal(t, 2, re.Index)
+	assert.Equal(t, "Threshold", re.Field)
+
+	// A valid edit is loaded at the next poll.
+	f.write("flow:\n  - resource: api\n    threshold: 3\nisolation:\n  - resource: db\n    threshold: 2\n")
+	poll()
+	assert.Equal(t, []rules.Flow{{Resource: "api", Threshold: 3}}, g.FlowRules())
+	assert.Equal(t, []rules.Isolation{{Resource: "db", Threshold: 2}}, g.IsolationRules())
+	assert.Len(t, f.reported(), 2, "no new error")
+	passed := 0
+	for range 5 {
+		if try(g, "api") {
+			passed++
+		}
+	}
+	assert.Equal(t, 3, passed, "the new threshold is in force")
+
+	// A file that disappears is reported and keeps the rules.
+	require.NoError(t, os.Remove(f.path))
+	poll()
+	assert.Equal(t, []rules.Flow{{Resource: "api", Threshold: 3}}, g.FlowRules())
+	require.Len(t, f.reported(), 3)
+	assert.ErrorIs(t, f.reported()[2], os.ErrNotExist)
+
+	require.NoError(t, src.Close())
+	assert.Equal(t, 0, clk.Waiters(), "Close stops the watcher")
+}
+
+func TestWatchRuleFileRefusesBadStart(t *testing.T) {
+	g, clk := newTestEngine(t, 0)
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "rules.json")
+	require.NoError(t, os.WriteFile(bad, []byte(`{"flow": [{"resource": "a", "threshold": "x"}]}`), 0o600))
+	before := []rules.Flow{{Resource: "keep", Threshold: 1}}
+	mustLoadFlow(t, g, before...)
+
+	src, err := g.WatchRuleFile(bad)
+	require.EqualError(t, err, bad+`: rules: flow rule 0 (resource "a"): Threshold: want a number, got string "x" at line 1`)
+	assert.Nil(t, src)
+	assert.Equal(t, before, g.FlowRules())
+	assert.Equal(t, 0, clk.Waiters(), "nothing is watched")
+
+	_, err = g.WatchRuleFile(filepath.Join(dir, "missing.yaml"))
+	require.ErrorIs(t, err, os.ErrNotExist)
+}
+
+func TestPackageLevelRuleSet(t *testing.T) {
+	g, _ := newTestEngine(t, 0)
+	old := SetDefault(g)
+	defer SetDefault(old)
+
+	set := rules.Set{Flow: []rules.Flow{{Resource: "x", Threshold: 2}}}
+	require.NoError(t, LoadRuleSet(set))
+	assert.Equal(t, set, RuleSet())
+	assert.Equal(t, set, g.RuleSet())
+
+	p := filepath.Join(t.TempDir(), "rules.yaml")
+	require.NoError(t, os.WriteFile(p, []byte("isolation:\n  - {resource: y, threshold: 3}\n"), 0o600))
+	src, err := WatchRuleFile(p)
+	require.NoError(t, err)
+	require.NoError(t, src.Close())
+	assert.Equal(t, rules.Set{Isolation: []rules.Isolation{{Resource: "y", Threshold: 3}}}, g.RuleSet())
+}

@@ -1,0 +1,142 @@
+package degrade
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/sluice-go/sluice/rules"
+)
+
+// State is a circuit breaker's state.
+type State uint8
+
+const (
+	// Closed lets calls through and counts their outcomes.
+	Closed State = iota
+	// Open refuses every call until the retry timeout has passed.
+	Open
+	// HalfOpen lets a fixed number of probe calls through to decide whether
+	// to close or open again.
+	HalfOpen
+)
+
+// String returns "closed", "open" or "half-open".
+func (s State) String() string {
+	switch s {
+	case Closed:
+		return "closed"
+	case Open:
+		return "open"
+	case HalfOpen:
+		return "half-open"
+	}
+	return fmt.Sprintf("State(%d)", uint8(s))
+}
+
+// Transition is one change of a breaker's state.
+type Transition struct {
+	// Resource is the breaker's resource.
+	Resource string
+	// Rule is the breaker's rule in force when it changed state.
+	Rule rules.CircuitBreaker
+	// From and To are the states before and after.
+	From, To State
+	// Snapshot is the value that caused the change:
+	//   - Closed to Open: the observed value that crossed the threshold (the
+	//     ratio of slow or failed calls, or the error count);
+	//   - Open to HalfOpen: 0;
+	//   - HalfOpen to Open: the failed probe's response time in
+	//     milliseconds, or, when probes that never exited were given up, the
+	//     milliseconds since the last of them was admitted;
+	//   - HalfOpen to Closed: the number of successful probes.
+	Snapshot float64
+	// At is the clock reading of the change, in nanoseconds.
+	At int64
+}
+
+// Listener receives breaker state changes. It runs outside any lock of the
+// breaker and may call back into the engine.
+type Listener func(Transition)
+
+// Hub is what the breakers of one engine share: the error classifier, the
+// listeners, and the ordered delivery of state changes. It is safe for
+// concurrent use.
+type Hub struct {
+	isFailure func(error) bool
+
+	mu        sync.Mutex // serializes transitions and guards the fields below
+	listeners []*listener
+	queue     []Transition
+	head      int
+	draining  bool
+}
+
+type listener struct{ f Listener }
+
+// NewHub returns a Hub whose breakers count an error recorded with SetError
+// as a failure when isFailure reports true for it. A nil isFailure counts
+// every non-nil error.
+func NewHub(isFailure func(error) bool) *Hub { return &Hub{isFailure: isFailure} }
+
+// AddListener registers l to receive every state change that happens after
+// it returns, and returns a function that unregisters it (calling that more
+// than once does nothing). A nil l is ignored.
+func (h *Hub) AddListener(l Listener) (remove func()) {
+	if l == nil {
+		return func() {}
+	}
+	e := &listener{f: l}
+	h.mu.Lock()
+	// Copy on write: a drain in progress keeps iterating its own slice.
+	h.listeners = append(h.listeners[:len(h.listeners):len(h.listeners)], e)
+	h.mu.Unlock()
+	return func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		kept := make([]*listener, 0, len(h.listeners))
+		for _, x := range h.listeners {
+			if x != e {
+				kept = append(kept, x)
+			}
+		}
+		h.listeners = kept
+	}
+}
+
+// drain delivers queued transitions, in order, unless another call is
+// already doing so (possibly further up this goroutine's stack, when a
+// listener caused a transition): that call delivers them when the current
+// listener returns. A panicking listener propagates its panic; the
+// transitions still queued are delivered by the next drain.
+func (h *Hub) drain() {
+	h.mu.Lock()
+	if h.draining {
+		h.mu.Unlock()
+		return
+	}
+	h.draining = true
+	done := false
+	defer func() {
+		if !done {
+			h.mu.Lock()
+			h.draining = false
+			h.mu.Unlock()
+		}
+	}()
+	for h.head < len(h.queue) {
+		t := h.queue[h.head]
+		h.queue[h.head] = Transition{}
+		h.head++
+		ls := h.listeners
+		h.mu.Unlock()
+		for _, l := range ls {
+			l.f(t)
+		}
+		h.mu.Lock()
+	}
+	h.queue = h.queue[:0]
+	h.head = 0
+	h.draining = false
+	done = true
+	h.mu.Unlock()
+}

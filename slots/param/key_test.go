@@ -1,0 +1,97 @@
+package param
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/netip"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+type point struct {
+	X, Y int
+	Tag  string
+}
+
+type celsius float64
+
+func TestKeyOf(t *testing.T) {
+	addr := netip.MustParseAddr("10.1.2.3")
+	var nilPtr *point
+	tests := []struct {
+		name   string
+		give   any
+		want   string
+		wantOK bool
+	}{
+		{"string", "user-1", "user-1", true},
+		{"empty string", "", "", true},
+		{"int", 42, "42", true},
+		{"negative int8", int8(-5), "-5", true},
+		{"min int64", int64(math.MinInt64), "-9223372036854775808", true},
+		{"max uint64", uint64(math.MaxUint64), "18446744073709551615", true},
+		{"uint8", uint8(7), "7", true},
+		{"uintptr", uintptr(9), "9", true},
+		{"int32", int32(-1), "-1", true},
+		{"uint32", uint32(1), "1", true},
+		{"int16", int16(300), "300", true},
+		{"uint16", uint16(300), "300", true},
+		{"uint", uint(3), "3", true},
+		{"bool", true, "true", true},
+		{"float", 1.5, "1.5", true},
+		{"named float", celsius(-3.25), "-3.25", true},
+		{"complex", complex(1, -2), "(1-2i)", true},
+		{"bytes", []byte("ab"), "ab", true},
+		{"stringer", addr, "10.1.2.3", true},
+		{"error", errors.New("boom"), "boom", true},
+		{"struct", point{1, 2, "x"}, "{1 2 x}", true},
+		{"pointer to struct", &point{1, 2, "x"}, "&{1 2 x}", true},
+		{"slice", []int{1, 2}, "[1 2]", true},
+		{"array", [2]string{"a", "b"}, "[a b]", true},
+		{"map sorted", map[string]int{"b": 2, "a": 1}, "map[a:1 b:2]", true},
+		{"nil", nil, "", false},
+		{"nil pointer", nilPtr, "", false},
+		{"channel", make(chan int), "", false},
+		{"func", func() {}, "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf keyBuf
+			got, ok := keyOf(tt.give, &buf)
+			require.Equal(t, tt.wantOK, ok, "keyOf(%#v) ok", tt.give)
+			assert.Equal(t, tt.want, got, "keyOf(%#v)", tt.give)
+			if ok {
+				switch tt.give.(type) {
+				case error, []byte: // their message; the bytes as a string
+				default:
+					assert.Equal(t, fmt.Sprint(tt.give), got, "matches fmt's %%v form")
+				}
+			}
+		})
+	}
+}
+
+func TestKeyOfNoAllocs(t *testing.T) {
+	s, n := "user-12345", 123456789
+	var buf keyBuf
+	var sink string
+	allocs := testing.AllocsPerRun(1000, func() {
+		sink, _ = keyOf(s, &buf)
+		sink, _ = keyOf(n, &buf)
+		sink, _ = keyOf(uint32(n), &buf)
+	})
+	assert.Equal(t, 0.0, allocs)
+	assert.Equal(t, "123456789", sink)
+}
+
+func TestFormatDepthBound(t *testing.T) {
+	type node struct{ Next *node }
+	n := &node{}
+	n.Next = n // a cycle
+	var buf keyBuf
+	_, ok := keyOf(n, &buf)
+	assert.False(t, ok, "cycles have no stable form")
+}

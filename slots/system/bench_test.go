@@ -1,0 +1,113 @@
+package system_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/rules"
+	"github.com/sluice-go/sluice/slots/system"
+	"github.com/sluice-go/sluice/stat"
+)
+
+// fullSet is one rule per metric, none of which fires.
+var fullSet = []rules.System{
+	{Metric: rules.InboundQPS, Threshold: 1e9},
+	{Metric: rules.InboundConcurrency, Threshold: 1e6},
+	{Metric: rules.InboundAvgRT, Threshold: 1e6},
+	{Metric: rules.Load1, Threshold: 1000},
+	{Metric: rules.CPUUsage, Threshold: 0.99, Strategy: rules.BBR},
+}
+
+// benchSlot returns a slot with rs in force, sampled values in place, and an
+// inbound node with traffic in every bucket of the window.
+func benchSlot(b *testing.B, rs []rules.System, load, cpu float64) (*system.Slot, *stat.Node, *core.ManualClock) {
+	b.Helper()
+	clock := core.NewManualClock(int64(time.Hour))
+	node := stat.NewNode()
+	for i := 0; i < 10; i++ {
+		node.AddPass(clock.Nanotime(), 100)
+		node.AddComplete(clock.Nanotime(), int64(5*time.Millisecond), 100, false)
+		clock.Advance(100 * time.Millisecond)
+	}
+	s := system.New(system.Config{Clock: clock, Inbound: node, Source: newFakeSource(load, cpu), Interval: time.Second})
+	b.Cleanup(func() { _ = s.Close() })
+	if _, err := s.Load(rs); err != nil {
+		b.Fatal(err)
+	}
+	for s.Metrics().CPUUsageAge < 0 { // wait for the first sample
+		time.Sleep(time.Millisecond)
+	}
+	return s, node, clock
+}
+
+// BenchmarkCheck is the request-path cost of a full set of passing system
+// rules, at a fixed instant (the window cache is warm).
+func BenchmarkCheck(b *testing.B) {
+	s, _, clock := benchSlot(b, fullSet, 1, 0.5)
+	ec := &core.EntryContext{Resource: "r", Batch: 1, Start: clock.Nanotime()}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if s.Check(ec) != nil {
+			b.Fatal("blocked")
+		}
+	}
+}
+
+// BenchmarkCheckMovingClock moves time 1 µs per check, so the window cache
+// is refilled every 100,000 checks (as at 100k QPS).
+func BenchmarkCheckMovingClock(b *testing.B) {
+	s, _, clock := benchSlot(b, fullSet, 1, 0.5)
+	ec := &core.EntryContext{Resource: "r", Batch: 1}
+	start := clock.Nanotime()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		ec.Start = start + int64(i)*1000
+		if s.Check(ec) != nil {
+			b.Fatal("blocked")
+		}
+	}
+}
+
+func BenchmarkCheckParallel(b *testing.B) {
+	s, _, clock := benchSlot(b, fullSet, 1, 0.5)
+	now := clock.Nanotime()
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		ec := &core.EntryContext{Resource: "r", Batch: 1, Start: now}
+		for pb.Next() {
+			if s.Check(ec) != nil {
+				b.Error("blocked")
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkCheckBBRBlock is the cost of refusing an entry under a CPU BBR
+// rule (the capacity is computed from the inbound node).
+func BenchmarkCheckBBRBlock(b *testing.B) {
+	s, node, clock := benchSlot(b, []rules.System{{Metric: rules.CPUUsage, Threshold: 0.5, Strategy: rules.BBR}}, 0, 0.9)
+	node.AddPass(clock.Nanotime(), 1000) // far above capacity
+	ec := &core.EntryContext{Resource: "r", Batch: 1, Start: clock.Nanotime()}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if s.Check(ec) == nil {
+			b.Fatal("passed")
+		}
+	}
+}
+
+func BenchmarkActive(b *testing.B) {
+	s, _, _ := benchSlot(b, fullSet, 1, 0.5)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if !s.Active() {
+			b.Fatal("inactive")
+		}
+	}
+}

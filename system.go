@@ -1,0 +1,57 @@
+package sluice
+
+import (
+	"time"
+
+	"github.com/sluice-go/sluice/rules"
+	"github.com/sluice-go/sluice/stat"
+)
+
+// WithSystemMetrics makes the engine's system rules read load1 and CPU usage
+// from src instead of the real process (a stat.HostSource: gopsutil, with
+// CPU usage relative to the cgroup CPU quota when one applies). Tests pass a
+// fake source to drive system rules deterministically.
+func WithSystemMetrics(src stat.SystemSource) Option {
+	return func(cf *config) { cf.sysSource = src }
+}
+
+// WithSystemSampleInterval sets how often the engine samples load1 and CPU
+// usage, on the engine's clock. Zero or less means one second.
+func WithSystemSampleInterval(d time.Duration) Option {
+	return func(cf *config) { cf.sysInterval = d }
+}
+
+// WithSystemErrorHandler makes the engine report system metrics sampling
+// errors to f instead of slog.Warn. f receives the first error of each run of
+// failures of a metric, from the sampler's goroutine; meanwhile the last good
+// value stays in use for up to five sample intervals.
+func WithSystemErrorHandler(f func(error)) Option {
+	return func(cf *config) { cf.sysOnError = f }
+}
+
+// LoadSystemRules replaces every system rule of the engine with rs. System
+// rules protect the whole process and apply to inbound entries only. The
+// whole set is validated first: if any rule is invalid, nothing changes and
+// the error (an *rules.Error, reached with errors.As) names the rule's index
+// and field.
+//
+// Loading a rule on load1 or CPU usage starts the engine's metrics sampler
+// (one goroutine, stopped by Close). It reports whether the rules in force
+// changed. Passing nil or an empty slice removes all system rules.
+func (g *Engine) LoadSystemRules(rs []rules.System) (bool, error) { return g.system.Load(rs) }
+
+// SystemRules returns a copy of the system rules in force.
+func (g *Engine) SystemRules() []rules.System { return g.system.Rules() }
+
+// SystemMetrics returns the last good load1, CPU usage and memory readings
+// of the engine's sampler, with their ages. Values are NaN (memory zero, age
+// -1) until the sampler, started by loading a load1 or CPU rule, has read
+// them.
+func (g *Engine) SystemMetrics() stat.SystemSnapshot { return g.system.Metrics() }
+
+// LoadSystemRules replaces the default engine's system rules (see
+// Engine.LoadSystemRules).
+func LoadSystemRules(rs []rules.System) (bool, error) { return defaultEngine().LoadSystemRules(rs) }
+
+// SystemRules returns the default engine's system rules.
+func SystemRules() []rules.System { return defaultEngine().SystemRules() }
