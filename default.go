@@ -3,63 +3,52 @@ package sluice
 import (
 	"context"
 	"sync"
-
-	"go.uber.org/atomic"
+	"sync/atomic"
 
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/stat"
 )
 
+// The default engine always exists: making one starts no goroutine (the
+// system sampler starts only when system rules need it), and keeping the
+// pointer non-nil lets the package-level Entry inline, so its *Pass stays on
+// the caller's stack. (sync/atomic rather than go.uber.org/atomic here: the
+// wrapper's extra call puts Entry over the inliner's budget.)
 var (
 	defaultMu  sync.Mutex
-	defaultEng *Engine
 	defaultPtr atomic.Pointer[Engine]
 )
 
-// Default returns the engine the package-level functions act on, creating it
-// on first use. It starts no goroutine until a feature that needs one (such
-// as system rules) is used; Close stops those.
-func Default() *Engine {
-	defaultMu.Lock()
-	defer defaultMu.Unlock()
-	if defaultEng == nil || defaultEng.closed.Load() {
-		defaultEng = New()
-		defaultPtr.Store(defaultEng)
-	}
-	return defaultEng
-}
+func init() { defaultPtr.Store(New()) }
+
+// Default returns the engine the package-level functions act on. After
+// Close, a fresh default engine takes its place.
+func Default() *Engine { return defaultPtr.Load() }
 
 // SetDefault replaces the default engine with g (for example one built with
-// a custom clock) and returns the previous one, which is not closed.
+// a custom clock) and returns the previous one, which is not closed. A nil g
+// installs a fresh engine.
 func SetDefault(g *Engine) *Engine {
+	if g == nil {
+		g = New()
+	}
 	defaultMu.Lock()
 	defer defaultMu.Unlock()
-	old := defaultEng
-	defaultEng = g
-	defaultPtr.Store(g)
-	return old
+	return defaultPtr.Swap(g)
 }
 
-// defaultEngine is the fast path of Default: after the first call the
-// engine is read without locking.
-func defaultEngine() *Engine {
-	if g := defaultPtr.Load(); g != nil {
-		return g
-	}
-	g := Default()
-	defaultPtr.Store(g)
-	return g
-}
+// defaultEngine returns the default engine.
+func defaultEngine() *Engine { return defaultPtr.Load() }
 
 // Entry asks the default engine to enter resource (see Engine.Entry).
 func Entry(resource string, opts ...EntryOption) (*Pass, error) {
-	return defaultEngine().enter(new(Pass), nil, resource, opts)
+	return defaultPtr.Load().enterNoCtx(new(Pass), resource, opts)
 }
 
 // EntryContext is Entry with a context that bounds any wait (see
 // Engine.EntryContext).
 func EntryContext(ctx context.Context, resource string, opts ...EntryOption) (*Pass, error) {
-	return defaultEngine().enter(new(Pass), ctx, resource, opts)
+	return defaultPtr.Load().enter(new(Pass), ctx, resource, opts)
 }
 
 // LoadFlowRules replaces the default engine's flow rules (see
@@ -81,16 +70,8 @@ func IsolationRules() []rules.Isolation { return defaultEngine().IsolationRules(
 // Snapshot returns the default engine's statistics of a resource.
 func Snapshot(resource string) (stat.Snapshot, bool) { return defaultEngine().Snapshot(resource) }
 
-// Close closes the default engine (see Engine.Close). A later package-level
-// call starts a fresh default engine.
+// Close closes the default engine (see Engine.Close) and installs a fresh
+// one for later package-level calls.
 func Close() error {
-	defaultMu.Lock()
-	g := defaultEng
-	defaultEng = nil
-	defaultPtr.Store(nil)
-	defaultMu.Unlock()
-	if g == nil {
-		return nil
-	}
-	return g.Close()
+	return SetDefault(nil).Close()
 }

@@ -130,12 +130,20 @@ func (e *Pass) Exit() {
 func (g *Engine) Entry(resource string, opts ...EntryOption) (*Pass, error) {
 	// Small enough to inline: the Entry is then allocated in the caller's
 	// frame and, when the caller keeps it local, never reaches the heap.
-	return g.enter(new(Pass), nil, resource, opts)
+	return g.enterNoCtx(new(Pass), resource, opts)
 }
 
 // EntryContext is Entry with a context that bounds any wait.
 func (g *Engine) EntryContext(ctx context.Context, resource string, opts ...EntryOption) (*Pass, error) {
 	return g.enter(new(Pass), ctx, resource, opts)
+}
+
+// enterNoCtx is enter without a context. It has one parameter fewer, which
+// keeps the package-level Entry within the inliner's budget.
+//
+//go:noinline
+func (g *Engine) enterNoCtx(e *Pass, name string, opts []EntryOption) (*Pass, error) {
+	return g.enter(e, nil, name, opts)
 }
 
 // enter runs e through the chain and returns it, or nil and the reason.

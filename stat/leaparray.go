@@ -60,6 +60,7 @@ type LeapArray[M ~uint8] struct {
 	width   int64
 	buckets int
 	metrics int
+	minMask uint64 // bit m set: metric m is a Min metric
 	kinds   []Kind
 	words   []atomic.Uint64
 	retire  RetireFunc[M]
@@ -79,14 +80,20 @@ func NewLeapArray[M ~uint8](interval time.Duration, buckets int, kinds []Kind, r
 	if len(kinds) == 0 || len(kinds) > 255 {
 		return nil, fmt.Errorf("stat: metric count %d out of range [1, 255]", len(kinds))
 	}
-	return &LeapArray[M]{
+	a := &LeapArray[M]{
 		width:   int64(interval) / int64(buckets),
 		buckets: buckets,
 		metrics: len(kinds),
 		kinds:   append([]Kind(nil), kinds...),
 		words:   make([]atomic.Uint64, buckets*len(kinds)),
 		retire:  retire,
-	}, nil
+	}
+	for i, k := range kinds {
+		if k == Min && i < 64 {
+			a.minMask |= 1 << uint(i)
+		}
+	}
+	return a, nil
 }
 
 // MustLeapArray is NewLeapArray for arguments known to be valid; it panics on
@@ -128,10 +135,34 @@ func (a *LeapArray[M]) AddEpoch(epoch int64, m M, n uint64) {
 	}
 	w := a.word(epoch, m)
 	e := uint64(epoch) & epochMask
-	if a.kinds[m] == Min {
+	if a.minMask&(1<<uint(m)) != 0 {
 		a.min(w, m, epoch, e, n+1) // +1: zero means "no value"
 		return
 	}
+	a.addSum(w, m, epoch, e, n)
+}
+
+// Slot returns the counters of the bucket slot that holds epoch, one per
+// metric, for callers that write several metrics of one bucket (see
+// AddSumAt and AddMinAt).
+func (a *LeapArray[M]) Slot(epoch int64) []atomic.Uint64 {
+	i := int(epoch%int64(a.buckets)) * a.metrics
+	return a.words[i : i+a.metrics : i+a.metrics]
+}
+
+// AddSumAt adds n to Sum metric m of slot (from Slot(epoch)). n must not
+// exceed MaxAdd.
+func (a *LeapArray[M]) AddSumAt(slot []atomic.Uint64, epoch int64, m M, n uint64) {
+	a.addSum(&slot[m], m, epoch, uint64(epoch)&epochMask, n)
+}
+
+// AddMinAt lowers Min metric m of slot (from Slot(epoch)) to v. v must not
+// exceed MaxAdd.
+func (a *LeapArray[M]) AddMinAt(slot []atomic.Uint64, epoch int64, m M, v uint64) {
+	a.min(&slot[m], m, epoch, uint64(epoch)&epochMask, v+1)
+}
+
+func (a *LeapArray[M]) addSum(w *atomic.Uint64, m M, epoch int64, e, n uint64) {
 	for {
 		old := w.Load()
 		oe := old >> valueBits
@@ -182,7 +213,7 @@ func (a *LeapArray[M]) retired(m M, epoch int64, e, oe, v uint64) {
 	}
 	back := int64((e - oe) & epochMask)
 	start := (epoch - back) * a.width
-	if a.kinds[m] == Min {
+	if a.minMask&(1<<uint(m)) != 0 {
 		v-- // stored with +1
 	}
 	a.retire(m, start, v)

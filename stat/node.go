@@ -85,8 +85,19 @@ func (n *Node) retireMinute(m Metric, _ int64, v uint64) {
 // AddPass records batch passed requests at now and raises concurrency by
 // batch.
 func (n *Node) AddPass(now, batch int64) {
-	n.sec.AddEpoch(now/int64(BucketWidth), Pass, uint64(batch))
+	ep := now / int64(BucketWidth)
+	n.sec.AddSumAt(n.sec.Slot(ep), ep, Pass, clampAdd(batch))
 	n.concurrency.Add(batch)
+}
+
+func clampAdd(v int64) uint64 {
+	if v < 0 {
+		return 0
+	}
+	if uint64(v) > MaxAdd {
+		return MaxAdd
+	}
+	return uint64(v)
 }
 
 // AddBlock records batch blocked requests at now.
@@ -105,11 +116,12 @@ func (n *Node) AddComplete(now, rt, batch int64, failed bool) {
 	} else if us > maxRTMicros {
 		us = maxRTMicros
 	}
-	n.sec.AddEpoch(ep, Complete, uint64(batch))
-	n.sec.AddEpoch(ep, RT, uint64(us*batch))
-	n.sec.AddEpoch(ep, MinRT, uint64(us))
+	slot := n.sec.Slot(ep)
+	n.sec.AddSumAt(slot, ep, Complete, clampAdd(batch))
+	n.sec.AddSumAt(slot, ep, RT, clampAdd(us*batch))
+	n.sec.AddMinAt(slot, ep, MinRT, uint64(us))
 	if failed {
-		n.sec.AddEpoch(ep, Error, uint64(batch))
+		n.sec.AddSumAt(slot, ep, Error, clampAdd(batch))
 	}
 	n.concurrency.Add(-batch)
 }

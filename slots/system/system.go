@@ -125,7 +125,8 @@ func (s *Slot) Active() bool { return s.set.Load() != nil }
 //   - InboundQPS: passed in the last second + batch > threshold;
 //   - InboundAvgRT: average RT of the last second (ms) > threshold;
 //   - Load1, CPUUsage: the sampled value > threshold, and with BBR also
-//     concurrency > 1 && concurrency > maxCompletedPerSecond × minRT(s).
+//     concurrency > 1 && concurrency > maxCompletedPerSecond × minRT(s)
+//     (see Capacity: minRT is the shortest of the last ten seconds).
 //
 // The checks read the inbound node without reserving anything, so entries
 // racing each other may together overshoot a QPS or concurrency threshold by
@@ -179,22 +180,36 @@ func (s *Slot) Check(ec *core.EntryContext) *core.BlockError {
 	return nil
 }
 
-// overCapacity is the BBR condition on the global inbound node at now.
+// overCapacity is the BBR condition on the global inbound node at now:
+// concurrency > 1 && concurrency > maxCompletedPerSecond × minRT(s), with
+// the figures of Capacity read through the window cache. In whole numbers
+// (maxCompleted is per 100 ms bucket, minRT in µs): n·10^5 > done·minRT.
 func (s *Slot) overCapacity(now int64) bool {
 	n := s.inbound.Concurrency()
 	if n <= 1 {
 		return false
 	}
-	return float64(n) > Capacity(s.inbound, now)
+	done, rt, ok := s.win.Best(now)
+	if !ok {
+		return true // nothing completed: capacity 0
+	}
+	// done and rt are at most 2^30 each (stat.MaxAdd); the product fits.
+	return uint64(n)*(1e6/stat.SecondBuckets) > done*rt
 }
 
 // Capacity returns the number of inbound requests the process can have in
 // flight without queueing, by Little's law: the highest completion rate of
 // the last second (per second, from its best 100 ms bucket) times the
-// shortest response time of the last second (in seconds). It is zero when
-// nothing completed in the last second.
+// shortest response time (in seconds) of the last stat.MinRTMemory (ten
+// seconds). It is zero when nothing completed in the last second.
+//
+// The minimum RT has the longer memory because, under sustained overload,
+// the shortest RT of the last second is itself inflated by queueing (every
+// request shares the CPU with the others) and the product would settle at
+// whatever concurrency the process already has; see
+// docs/system-adaptive.md.
 func Capacity(inbound *stat.Node, now int64) float64 {
-	minRT, ok := inbound.MinRT(now)
+	minRT, ok := inbound.RecentMinRT(now)
 	if !ok {
 		return 0
 	}

@@ -110,6 +110,14 @@ func (h *harness) sample(load, cpu float64) {
 	h.parked()
 }
 
+// advance moves the clock by d and lets the sampler take any sample that
+// came due (its reading is unchanged).
+func (h *harness) advance(d time.Duration) {
+	h.t.Helper()
+	h.clock.Advance(d)
+	h.parked()
+}
+
 func (h *harness) check(batch int64) *core.BlockError {
 	return h.slot.Check(&core.EntryContext{Resource: "GET /x", Traffic: core.Inbound, Batch: batch, Start: h.clock.Nanotime()})
 }
@@ -598,4 +606,100 @@ func TestLowestThresholdSpeaks(t *testing.T) {
 	be = h.check(1)
 	require.NotNil(t, be)
 	assert.Equal(t, "bbr", be.Rule.(*rules.System).ID)
+}
+
+// TestCheckBBRMinRTMemory plays a sustained overload: a calm start where
+// requests take 5 ms, then seconds in which every request waits behind the
+// others and takes 50 ms. Capacity keeps the 5 ms service time for
+// stat.MinRTMemory (ten seconds), so BBR holds concurrency near what the
+// process completes without queueing instead of settling at the queue it
+// already has (400/s × 50 ms = 20).
+func TestCheckBBRMinRTMemory(t *testing.T) {
+	tests := []struct {
+		name         string
+		overload     time.Duration // of 40 completions per 100 ms at 50 ms each
+		inFlight     int64
+		wantCapacity float64
+		wantBlock    bool
+	}{
+		// 40 per 100 ms = 400/s; × 5 ms = 2.
+		{"early overload, at capacity", 2 * time.Second, 2, 2, false},
+		{"early overload, over capacity", 2 * time.Second, 3, 2, true},
+		{"late overload, over capacity", 9 * time.Second, 3, 2, true},
+		{"one-second min rt would admit this", 5 * time.Second, 19, 2, true},
+		// The calm second left the memory: the service time is now 50 ms.
+		{"calm start forgotten, at capacity", 10 * time.Second, 20, 20, false},
+		{"calm start forgotten, over capacity", 10 * time.Second, 21, 20, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, 0, 0.95)
+			h.load(cpuBBR)
+			h.clock.Set(h.clock.Nanotime() / int64(time.Second) * int64(time.Second)) // whole second
+			h.completed(4, 5*time.Millisecond)                                          // the calm second
+			h.advance(time.Second)
+			for d := time.Duration(0); d < tt.overload; d += 100 * time.Millisecond {
+				h.completed(40, 50*time.Millisecond)
+				h.advance(100 * time.Millisecond)
+			}
+			h.completed(40, 50*time.Millisecond) // the current bucket
+			h.inFlight(tt.inFlight)
+			now := h.clock.Nanotime()
+			require.InDelta(t, tt.wantCapacity, system.Capacity(h.node, now), 1e-9)
+			require.InDelta(t, 400*0.05, h.node.MaxCompletePerSecond(now)*float64(mustMinRT(t, h.node, now))/1e6, 1e-9,
+				"the one-second window alone says 20")
+			for k := 0; k < 2; k++ { // a cold read of the window cache and a warm one
+				be := h.check(1)
+				if !tt.wantBlock {
+					require.Nil(t, be, "Check() = %v, want pass", be)
+					continue
+				}
+				require.NotNil(t, be, "Check() = nil, want block")
+				assert.Equal(t, 0.95, be.Observed)
+			}
+		})
+	}
+}
+
+func mustMinRT(t *testing.T, n *stat.Node, now int64) int64 {
+	t.Helper()
+	v, ok := n.MinRT(now)
+	require.True(t, ok)
+	return v
+}
+
+// TestCheckBBRBoundary checks the request-path arithmetic (whole numbers
+// through the window cache) against Capacity at its edges, with the best
+// bucket and the shortest RT in closed buckets or in the current one.
+func TestCheckBBRBoundary(t *testing.T) {
+	tests := []struct {
+		name    string
+		closed  [2]int64 // completions, RT in µs, in the previous bucket
+		current [2]int64 // the same, in the current bucket
+		want    float64  // capacity
+	}{
+		{"closed only", [2]int64{30, 7000}, [2]int64{0, 0}, 2.1},
+		{"current holds the max", [2]int64{10, 7000}, [2]int64{30, 9000}, 2.1},
+		{"current holds the min", [2]int64{30, 9000}, [2]int64{10, 7000}, 2.1},
+		{"sub-millisecond rt", [2]int64{500, 300}, [2]int64{0, 0}, 1.5},
+		{"whole capacity", [2]int64{25, 20000}, [2]int64{25, 20000}, 5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, 0, 0.95)
+			h.load(cpuBBR)
+			h.completed(tt.closed[0], time.Duration(tt.closed[1])*time.Microsecond)
+			h.advance(100 * time.Millisecond)
+			h.completed(tt.current[0], time.Duration(tt.current[1])*time.Microsecond)
+			require.InDelta(t, tt.want, system.Capacity(h.node, h.clock.Nanotime()), 1e-9)
+			// Concurrency up to capacity passes; one more is refused.
+			limit := int64(math.Floor(tt.want + 1e-9))
+			h.inFlight(max(2, limit))
+			if limit >= 2 {
+				require.Nil(t, h.check(1), "Check() at concurrency %d, capacity %v", limit, tt.want)
+			}
+			h.inFlight(1)
+			require.NotNil(t, h.check(1), "Check() at concurrency %d, capacity %v", max(2, limit)+1, tt.want)
+		})
+	}
 }

@@ -1,0 +1,161 @@
+package sluice
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+
+	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/rules"
+)
+
+// benchEngine returns an engine on the system clock with one passing QPS
+// rule per named resource (the threshold is far above any benchmark's rate).
+func benchEngine(b *testing.B, resources ...string) *Engine {
+	b.Helper()
+	g := New(WithMaxResources(len(resources) + 10))
+	b.Cleanup(func() { _ = g.Close() })
+	rs := make([]rules.Flow, len(resources))
+	for i, r := range resources {
+		rs[i] = rules.Flow{Resource: r, Threshold: 1e12}
+	}
+	if _, err := g.LoadFlowRules(rs); err != nil {
+		b.Fatal(err)
+	}
+	return g
+}
+
+// BenchmarkEntryExit is the budget path: Entry+Exit with one passing QPS
+// rule (<= 150 ns/op, 0 allocs/op, serial and parallel on one resource).
+func BenchmarkEntryExit(b *testing.B) {
+	b.Run("serial", func(b *testing.B) {
+		g := benchEngine(b, "r")
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			p, err := g.Entry("r")
+			if err != nil {
+				b.Fatal(err)
+			}
+			p.Exit()
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		g := benchEngine(b, "r")
+		b.ReportAllocs()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				p, err := g.Entry("r")
+				if err != nil {
+					b.Fatal(err)
+				}
+				p.Exit()
+			}
+		})
+	})
+	b.Run("no-rules", func(b *testing.B) {
+		g := New()
+		b.Cleanup(func() { _ = g.Close() })
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			p, _ := g.Entry("r")
+			p.Exit()
+		}
+	})
+	b.Run("default-engine", func(b *testing.B) {
+		if _, err := LoadFlowRules([]rules.Flow{{Resource: "bench-default", Threshold: 1e12}}); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _, _ = LoadFlowRules(nil) })
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			p, err := Entry("bench-default")
+			if err != nil {
+				b.Fatal(err)
+			}
+			p.Exit()
+		}
+	})
+}
+
+// BenchmarkEntryBlocked is a refused Entry (<= 200 ns/op, <= 1 alloc/op: the
+// *BlockError).
+func BenchmarkEntryBlocked(b *testing.B) {
+	run := func(b *testing.B, parallel bool) {
+		// A manual clock that never moves keeps the resource blocked.
+		g := New(WithClock(core.NewManualClock(0)))
+		b.Cleanup(func() { _ = g.Close() })
+		mustLoadFlow(b, g, rules.Flow{Resource: "r", Threshold: 1})
+		p, _ := g.Entry("r")
+		p.Exit()
+		b.ReportAllocs()
+		b.ResetTimer()
+		if !parallel {
+			for i := 0; i < b.N; i++ {
+				if _, err := g.Entry("r"); err == nil {
+					b.Fatal("passed")
+				}
+			}
+			return
+		}
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := g.Entry("r"); err == nil {
+					b.Fatal("passed")
+				}
+			}
+		})
+	}
+	b.Run("serial", func(b *testing.B) { run(b, false) })
+	b.Run("parallel", func(b *testing.B) { run(b, true) })
+}
+
+// BenchmarkManyResources spreads Entry+Exit over 10,000 resources, each with
+// its rule (budget: within 2x of the single-resource figure).
+func BenchmarkManyResources(b *testing.B) {
+	for _, n := range []int{1, 10000} {
+		names := make([]string, n)
+		for i := range names {
+			names[i] = fmt.Sprintf("GET /api/v1/items/%d", i)
+		}
+		b.Run(fmt.Sprintf("resources=%d", n), func(b *testing.B) {
+			g := benchEngine(b, names...)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				p, err := g.Entry(names[i%n])
+				if err != nil {
+					b.Fatal(err)
+				}
+				p.Exit()
+			}
+		})
+	}
+}
+
+// BenchmarkIdleResourceMemory reports the heap cost of one tracked resource
+// with a flow rule, as bytes/resource.
+func BenchmarkIdleResourceMemory(b *testing.B) {
+	const n = 10000
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("res-%d", i)
+	}
+	for i := 0; i < b.N; i++ {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		g := New(WithMaxResources(n))
+		for _, r := range names {
+			p, _ := g.Entry(r)
+			p.Exit()
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "bytes/resource")
+		runtime.KeepAlive(g)
+		_ = g.Close()
+	}
+}
