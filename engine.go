@@ -144,9 +144,15 @@ func (g *Engine) RegisterSlot(s core.Slot, order int) error {
 
 // resource is one tracked resource: its statistics and the rules on it.
 type resource struct {
-	name  string
-	node  *stat.Node
 	rules atomic.Pointer[ruleSet]
+	name  string
+	node  stat.Node // by value: the hot statistics share the allocation
+}
+
+func newResource(name string) *resource {
+	r := &resource{name: name}
+	r.node.Init()
+	return r
 }
 
 // ruleSet is the immutable set of controllers on one resource, swapped whole
@@ -245,19 +251,19 @@ func (g *Engine) slowResource(name string, force bool) *resource {
 		if !force && len(g.reg.all) >= g.max {
 			return nil
 		}
-		return &resource{name: strings.Clone(name), node: stat.NewNode()}
+		return newResource(strings.Clone(name))
 	})
 	if x != nil {
 		return x
 	}
 	return g.reg.lookup(OverflowResource, func() *resource {
-		return &resource{name: OverflowResource, node: stat.NewNode()}
+		return newResource(OverflowResource)
 	})
 }
 
 // node returns the statistics node of name, creating the resource whatever
 // the limit. Rules use it for the resources they name.
-func (g *Engine) node(name string) *stat.Node { return g.slowResource(name, true).node }
+func (g *Engine) node(name string) *stat.Node { return &g.slowResource(name, true).node }
 
 // publish rebuilds every resource's rule set from the controllers in force.
 // Must hold g.mu.

@@ -113,7 +113,7 @@ func (e *Pass) Exit() {
 	if e.ctx.Traffic == core.Inbound {
 		in = g.inbound
 	}
-	statistic.Exit(x, e.res.node, in)
+	statistic.Exit(x, &e.res.node, in)
 	if e.custom != nil {
 		if snap := g.chain.Snapshot(); snap != nil {
 			for _, s := range snap.Stat {
@@ -198,7 +198,7 @@ func (g *Engine) enter(e *Pass, ctx context.Context, name string, opts []EntryOp
 	}
 	if be := g.check(ctx, e, args, r, in, snap); be != nil {
 		c.ReleaseTickets(core.ExitInfo{Start: c.Start, End: c.Start, Batch: c.Batch, Blocked: true})
-		statistic.Block(c, r.node, in)
+		statistic.Block(c, &r.node, in)
 		if snap != nil {
 			for _, s := range snap.Stat {
 				s.OnBlock(e.custom, be)
@@ -206,7 +206,7 @@ func (g *Engine) enter(e *Pass, ctx context.Context, name string, opts []EntryOp
 		}
 		return nil, be
 	}
-	statistic.Pass(c, r.node, in)
+	statistic.Pass(c, &r.node, in)
 	if snap != nil {
 		for _, s := range snap.Stat {
 			s.OnPass(e.custom)

@@ -14,8 +14,9 @@ import (
 // sluice.WithAttachment) or, when Key is empty, by Index (a position in
 // sluice.WithArgs). Values are identified by their string form: the string
 // itself, the decimal form of an integer ("42" for int(42), int64(42) and
-// uint8(42) alike), or, for other types, their String or Error method or a
-// %v-like rendering. An entry without the argument (too few positional
+// uint8(42) alike), or, for other types, a %v-like rendering of their
+// structure (String and Error methods are not called: pass s.String()
+// yourself for such types). An entry without the argument (too few positional
 // arguments, no such attachment, a nil value) is not counted by the rule and
 // passes it.
 //

@@ -71,29 +71,43 @@ type LeapArray[M ~uint8] struct {
 // retire, if not nil, receives each stale counter's value. It returns an
 // error when the interval is not a positive multiple of buckets nanoseconds.
 func NewLeapArray[M ~uint8](interval time.Duration, buckets int, kinds []Kind, retire RetireFunc[M]) (*LeapArray[M], error) {
+	a := &LeapArray[M]{}
+	if err := a.init(interval, buckets, kinds, retire, nil); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// init sets up a, using words for the counters when it has exactly
+// buckets*len(kinds) of them (so an owner can keep them inline), or fresh
+// storage otherwise.
+func (a *LeapArray[M]) init(interval time.Duration, buckets int, kinds []Kind, retire RetireFunc[M], words []atomic.Uint64) error {
 	if buckets <= 0 || buckets > 1<<16 {
-		return nil, fmt.Errorf("stat: bucket count %d out of range [1, 65536]", buckets)
+		return fmt.Errorf("stat: bucket count %d out of range [1, 65536]", buckets)
 	}
 	if interval <= 0 || int64(interval)%int64(buckets) != 0 {
-		return nil, fmt.Errorf("stat: interval %v is not a positive multiple of %d buckets", interval, buckets)
+		return fmt.Errorf("stat: interval %v is not a positive multiple of %d buckets", interval, buckets)
 	}
-	if len(kinds) == 0 || len(kinds) > 255 {
-		return nil, fmt.Errorf("stat: metric count %d out of range [1, 255]", len(kinds))
+	if len(kinds) == 0 || len(kinds) > 64 {
+		return fmt.Errorf("stat: metric count %d out of range [1, 64]", len(kinds))
 	}
-	a := &LeapArray[M]{
+	if len(words) != buckets*len(kinds) {
+		words = make([]atomic.Uint64, buckets*len(kinds))
+	}
+	*a = LeapArray[M]{
 		width:   int64(interval) / int64(buckets),
 		buckets: buckets,
 		metrics: len(kinds),
 		kinds:   append([]Kind(nil), kinds...),
-		words:   make([]atomic.Uint64, buckets*len(kinds)),
+		words:   words,
 		retire:  retire,
 	}
 	for i, k := range kinds {
-		if k == Min && i < 64 {
+		if k == Min {
 			a.minMask |= 1 << uint(i)
 		}
 	}
-	return a, nil
+	return nil
 }
 
 // MustLeapArray is NewLeapArray for arguments known to be valid; it panics on

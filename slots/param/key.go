@@ -1,7 +1,6 @@
 package param
 
 import (
-	"fmt"
 	"math"
 	"reflect"
 	"sort"
@@ -25,8 +24,11 @@ type keyBuf [24]byte
 // a single path that kept v would move every argument of every entry to the
 // heap. Types other than strings and integers are therefore formatted through
 // an unsafe copy of the interface that escape analysis cannot follow
-// (noescape); the methods called on it (String, Error) and formatValue only
-// read the value during the call.
+// (noescape). That is sound only because nothing reached through it outlives
+// the call: formatValue reads the value and copies what it reads, and no
+// user code runs on it. (Calling a String or Error method would let that
+// method keep a pointer into the caller's stack, so keys of such types are
+// rendered by their structure, not by their methods.)
 func keyOf(v any, buf *keyBuf) (string, bool) {
 	switch x := v.(type) {
 	case nil:
@@ -79,17 +81,13 @@ func noescape(v any) any {
 }
 
 // slowKey gives the string form of a value that is neither a string nor an
-// integer: its String or Error method, or formatValue's rendering. It
-// allocates.
+// integer: formatValue's rendering of its structure (methods such as String
+// are deliberately not called, see keyOf). It allocates.
 func slowKey(v any) (string, bool) {
 	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && rv.IsNil() {
 		return "", false // a nil pointer has no value to count (and its String may panic)
 	}
 	switch x := v.(type) {
-	case fmt.Stringer:
-		return x.String(), true
-	case error:
-		return x.Error(), true
 	case []byte:
 		return string(x), true
 	case bool:

@@ -617,7 +617,7 @@ func TestLowestThresholdSpeaks(t *testing.T) {
 func TestCheckBBRMinRTMemory(t *testing.T) {
 	tests := []struct {
 		name         string
-		overload     time.Duration // of 40 completions per 100 ms at 50 ms each
+		overload     time.Duration // after the calm second, 40 completions per 100 ms at 50 ms each
 		inFlight     int64
 		wantCapacity float64
 		wantBlock    bool
@@ -625,18 +625,19 @@ func TestCheckBBRMinRTMemory(t *testing.T) {
 		// 40 per 100 ms = 400/s; × 5 ms = 2.
 		{"early overload, at capacity", 2 * time.Second, 2, 2, false},
 		{"early overload, over capacity", 2 * time.Second, 3, 2, true},
-		{"late overload, over capacity", 9 * time.Second, 3, 2, true},
+		{"last moment of the memory", 8900 * time.Millisecond, 3, 2, true},
 		{"one-second min rt would admit this", 5 * time.Second, 19, 2, true},
-		// The calm second left the memory: the service time is now 50 ms.
-		{"calm start forgotten, at capacity", 10 * time.Second, 20, 20, false},
-		{"calm start forgotten, over capacity", 10 * time.Second, 21, 20, true},
+		// Now in the eleventh second since the calm one: it left the memory
+		// and the service time is now 50 ms.
+		{"calm start forgotten, at capacity", 9 * time.Second, 20, 20, false},
+		{"calm start forgotten, over capacity", 9 * time.Second, 21, 20, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, 0, 0.95)
 			h.load(cpuBBR)
 			h.clock.Set(h.clock.Nanotime() / int64(time.Second) * int64(time.Second)) // whole second
-			h.completed(4, 5*time.Millisecond)                                          // the calm second
+			h.completed(4, 5*time.Millisecond)                                        // the calm second
 			h.advance(time.Second)
 			for d := time.Duration(0); d < tt.overload; d += 100 * time.Millisecond {
 				h.completed(40, 50*time.Millisecond)
