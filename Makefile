@@ -2,10 +2,11 @@
 GO      ?= go
 MODULES := $(shell $(GO) list -m -f '{{.Dir}}' 2>/dev/null)
 
-.PHONY: test vet fmt race bench demo fuzz
+.PHONY: test vet fmt race allocs bench demo fuzz
 
-## test: gofmt check, go vet and race-enabled tests of every module.
-test: fmt vet race
+## test: gofmt check, go vet, race-enabled tests of every module, and the
+## allocation tests without the race detector (which changes inlining).
+test: fmt vet race allocs
 
 fmt:
 	@out=$$(gofmt -l $(MODULES) 2>/dev/null | grep -v '/testdata/' || true); \
@@ -16,6 +17,10 @@ vet:
 
 race:
 	@set -e; for m in $(MODULES); do echo "== test -race $$m"; (cd $$m && $(GO) test -race -count=1 -timeout 20m ./...); done
+
+allocs:
+	@echo "== allocation tests (no -race)"
+	@$(GO) test -count=1 -run 'Alloc' ./...
 
 ## bench: the hot-path benchmarks (see docs/benchmarks.md for the figures).
 bench:

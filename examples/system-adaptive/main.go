@@ -1,18 +1,23 @@
 // Command system-adaptive shows system adaptive protection on a real
 // workload: an HTTP service whose handler burns CPU is driven past
-// saturation by a built-in open-loop load generator, twice: once without
-// protection and once with a CPU-usage BBR rule. It prints throughput,
-// p50/p99 latency and blocked counts for both runs and exits 0.
+// saturation by an open-loop load generator, twice: once without protection
+// and once with a CPU-usage BBR rule. It prints throughput, p50/p99 latency
+// and blocked counts for both runs and exits 0.
 //
 // Without protection the excess requests queue (in the listen backlog, the
 // Go scheduler, the handler), so latency grows with the backlog. With the
 // rule, once CPU usage is over the threshold the engine admits only as many
-// requests as the process has shown it can complete (maxCompleted/s × min
-// RT, Little's law) and refuses the rest at once with 429, so admitted
-// requests keep a short, bounded latency while throughput stays near the
-// peak.
+// requests as the process has shown it can complete without queueing
+// (maxCompleted/s × min RT, Little's law) and refuses the rest at once with
+// 429, so admitted requests keep a short, bounded latency while throughput
+// stays near the peak.
 //
-// Everything runs on 127.0.0.1 in this process, in about 12 seconds:
+// The load generator runs in a child process (this program, re-executed
+// with SLUICE_EXAMPLE_LOADGEN set), so that its goroutines and its CPU time
+// are not the server's: the server's CPU usage, run queue and statistics are
+// its own. The child is waited for after each phase and killed if the
+// program is interrupted; it exits by itself if its parent dies. Everything
+// runs on 127.0.0.1, in about 20 seconds:
 //
 //	go run ./examples/system-adaptive
 package main
@@ -20,6 +25,7 @@ package main
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -28,8 +34,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
+	"os/signal"
 	"runtime"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,45 +48,83 @@ import (
 	"github.com/sluice-go/sluice/stat"
 )
 
-const resource = "GET /work"
+const (
+	resource   = "GET /work"
+	sentHeader = "X-Sent"                 // the client's send time, Unix nanoseconds
+	childEnv   = "SLUICE_EXAMPLE_LOADGEN" // holds the child's job as JSON
+)
 
 var (
 	work      = flag.Duration("work", 5*time.Millisecond, "CPU time each request burns")
-	duration  = flag.Duration("duration", 4*time.Second, "length of each run")
-	overload  = flag.Float64("overload", 2, "offered load as a multiple of the measured peak throughput")
+	duration  = flag.Duration("duration", 5*time.Second, "measured length of each run")
+	warmup    = flag.Duration("warmup", time.Second, "load offered before each run's measurement starts")
+	overload  = flag.Float64("overload", 1.75, "offered load as a multiple of the measured peak throughput")
 	threshold = flag.Float64("cpu", 0, "CPU usage threshold of the BBR rule (ratio of the CPU the process may use); 0 means 0.75 × the usage measured at peak")
 	maxOut    = flag.Int("outstanding", 256, "most requests the generator keeps in flight; further arrivals are dropped")
 )
 
 func main() {
+	if job := os.Getenv(childEnv); job != "" {
+		if err := loadgen(job); err != nil {
+			log.Printf("load generator: %v", err)
+			os.Exit(1)
+		}
+		return
+	}
 	flag.Parse()
-	if err := run(); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	err := run(ctx)
+	stop()
+	if err != nil {
 		log.Print(err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
+func run(ctx context.Context) error {
 	iters := calibrateBurn(*work)
-	limit, _ := stat.NewHostSource(stat.HostConfig{}).CPULimit()
-	fmt.Printf("handler burns ~%v of CPU per request; GOMAXPROCS %d, CPU limit %.2g CPUs\n", *work, runtime.GOMAXPROCS(0), limit)
+	limit, err := stat.NewHostSource(stat.HostConfig{}).CPULimit()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("handler burns ~%v of CPU per request; GOMAXPROCS %d, CPU limit %.2g CPUs; load generator in a child process\n",
+		*work, runtime.GOMAXPROCS(0), limit)
 
-	// Peak: a few closed-loop clients on an unprotected server, and the CPU
-	// usage the process reaches when saturated on this host (on a shared
-	// host it can be well below 1: other processes take their share).
+	// Peak: closed-loop clients on an unprotected server. The server's own
+	// CPU time per request gives the throughput its CPUs can sustain (on a
+	// shared host the closed-loop figure also depends on what the other
+	// processes take at that moment); the CPU usage it reaches when
+	// saturated sets the rule's trigger.
+	clients := 2*runtime.GOMAXPROCS(0) + 2
 	host := stat.NewHostSource(stat.HostConfig{})
-	peak, err := withServer(nil, iters, func(url string, _ *sluice.Engine) (result, error) {
+	var peak struct {
+		load        result
+		cpu, perReq float64 // usage ratio; CPU seconds per request
+	}
+	err = withServer(ctx, nil, iters, func(srv *server) error {
 		_, _ = host.CPUUsage() // start of the measurement
-		res := closedLoop(url, 2*runtime.GOMAXPROCS(0), time.Second)
-		res.cpu, _ = host.CPUUsage()
-		return res, nil
+		before, start := srv.done.Load(), time.Now()
+		r, err := generate(ctx, job{URL: srv.url, Clients: clients, Warmup: 300 * time.Millisecond, Duration: 1500 * time.Millisecond})
+		peak.cpu, _ = host.CPUUsage()
+		n := srv.done.Load() - before
+		peak.load = r
+		if n > 0 {
+			peak.perReq = peak.cpu * limit * time.Since(start).Seconds() / float64(n)
+		}
+		return err
 	})
 	if err != nil {
 		return err
 	}
-	rate := peak.okPerSec * *overload
-	fmt.Printf("peak: %.0f req/s at CPU usage %.2f (closed loop, %d clients)\noffered load: %.0f req/s open loop for %v, at most %d outstanding\n\n",
-		peak.okPerSec, peak.cpu, 2*runtime.GOMAXPROCS(0), rate, *duration, *maxOut)
+	capacity := peak.load.OKPerSec
+	if peak.perReq > 0 {
+		capacity = max(capacity, limit/peak.perReq)
+	}
+	rate := capacity * *overload
+	fmt.Printf("peak: %.0f req/s closed loop (%d clients) at CPU usage %.2f; %.2f ms of server CPU per request → %.0f req/s on %.2g CPUs\n",
+		peak.load.OKPerSec, clients, peak.cpu, peak.perReq*1e3, limit/max(peak.perReq, 1e-9), limit)
+	fmt.Printf("offered load: %.0f req/s open loop (%.2g × %.0f) for %v warm-up + %v measured, at most %d outstanding\n\n",
+		rate, *overload, capacity, *warmup, *duration, *maxOut)
 	if *threshold <= 0 {
 		*threshold = min(1, max(0.05, 0.75*peak.cpu))
 	}
@@ -88,72 +135,160 @@ func run() error {
 		rules []rules.System
 	}{
 		{"unprotected", nil},
-		{fmt.Sprintf("cpu bbr > %.2g", *threshold), []rules.System{rule}},
+		{fmt.Sprintf("cpu bbr > %.2f", *threshold), []rules.System{rule}},
 	}
-	fmt.Printf("%-16s %8s %9s %9s %9s %9s %9s\n", "run", "ok/s", "p50", "p99", "blocked", "dropped", "cpu")
+	fmt.Printf("%-15s %6s %6s %8s %8s %8s %9s %8s %9s %8s %8s %5s\n", "run", "sent/s", "ok/s", "p50", "p99", "max", "blocked/s", "dropped", "in flight", "svc p99", "wait p99", "cpu")
 	for _, r := range runs {
-		res, err := withServer(r.rules, iters, func(url string, g *sluice.Engine) (result, error) {
-			res := openLoop(url, rate, *duration, *maxOut)
-			res.cpu = g.SystemMetrics().CPUUsage
-			return res, nil
+		var res result
+		var st serverStats
+		var cpu float64
+		err := withServer(ctx, r.rules, iters, func(srv *server) error {
+			stats := srv.measureFrom(time.Now().Add(*warmup), *duration)
+			var err error
+			res, err = generate(ctx, job{URL: srv.url, Rate: rate, MaxOut: *maxOut, Warmup: *warmup, Duration: *duration})
+			st = stats()
+			cpu = srv.engine.SystemMetrics().CPUUsage
+			return err
 		})
 		if err != nil {
 			return err
 		}
-		cpu := "-"
-		if res.cpu == res.cpu { // not NaN: the sampler ran
-			cpu = fmt.Sprintf("%.2f", res.cpu)
+		cpuText := "-"
+		if cpu == cpu { // not NaN: the sampler ran
+			cpuText = fmt.Sprintf("%.2f", cpu)
 		}
-		fmt.Printf("%-16s %8.0f %9v %9v %9d %9d %9s\n", r.name, res.okPerSec,
-			res.p50.Round(100*time.Microsecond), res.p99.Round(100*time.Microsecond), res.blocked, res.dropped, cpu)
-		if res.errors > 0 {
-			fmt.Printf("%-16s %d requests failed\n", "", res.errors)
+		secs := res.Elapsed.Seconds()
+		fmt.Printf("%-15s %6.0f %6.0f %8v %8v %8v %9.0f %8d %9.1f %8v %8v %5s\n", r.name, float64(res.Sent)/secs, res.OKPerSec,
+			round(res.P50), round(res.P99), round(res.Max), float64(res.Blocked)/secs, res.Dropped, st.inFlight, round(st.svcP99), round(st.waitP99), cpuText)
+		if res.Failed > 0 {
+			fmt.Printf("%-15s %d requests failed\n", "", res.Failed)
 		}
 	}
-	fmt.Println("\nblocked: refused by sluice (429); dropped: arrivals the generator skipped because", *maxOut, "were outstanding")
+	fmt.Printf("\nok/s, latencies (of ok requests) and counts cover the %v after the warm-up. blocked: refused by sluice (429);\n"+
+		"dropped: arrivals the generator skipped because %d were outstanding; in flight: mean admitted requests in the handler;\n"+
+		"svc p99: p99 of the handler's time from Entry to Exit; cpu: the server's last sampled CPU usage.\n", *duration, *maxOut)
 	return nil
+}
+
+func round(d time.Duration) time.Duration {
+	if d < 100*time.Millisecond {
+		return d.Round(100 * time.Microsecond)
+	}
+	return d.Round(time.Millisecond)
+}
+
+// server is the service under test: an engine with its rules and an HTTP
+// server on 127.0.0.1 whose handler burns CPU.
+type server struct {
+	url    string
+	engine *sluice.Engine
+	iters  int
+	done   atomic.Int64 // requests completed by the handler (admitted or not)
+
+	from, to atomic.Int64 // measured period, Unix nanoseconds
+	mu       sync.Mutex
+	svc      []time.Duration // Entry to Exit of admitted requests while measuring
+	wait     []time.Duration // client send to handler start of the same
 }
 
 // withServer runs f against a fresh engine with rs in force, behind an HTTP
 // server on 127.0.0.1, and shuts both down.
-func withServer(rs []rules.System, iters int, f func(url string, g *sluice.Engine) (result, error)) (result, error) {
+func withServer(ctx context.Context, rs []rules.System, iters int, f func(*server) error) error {
+	// A short sample interval: BBR engages within ~100 ms of the CPU running
+	// hot.
 	g := sluice.New(sluice.WithSystemSampleInterval(100 * time.Millisecond))
 	defer g.Close()
 	if _, err := g.LoadSystemRules(rs); err != nil {
-		return result{}, err
+		return err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return result{}, err
+		return err
 	}
-	srv := &http.Server{Handler: handler(g, iters), ReadHeaderTimeout: 5 * time.Second}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
+	s := &server{url: "http://" + ln.Addr().String() + "/work", engine: g, iters: iters}
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 5 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
 	if len(rs) > 0 {
-		time.Sleep(200 * time.Millisecond) // let the sampler take a first CPU reading
+		// Let the sampler take a first CPU reading.
+		select {
+		case <-time.After(200 * time.Millisecond):
+		case <-ctx.Done():
+		}
 	}
-	res, ferr := f("http://"+ln.Addr().String()+"/work", g)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ferr := f(s)
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := srv.Shutdown(ctx); err != nil {
-		return res, err
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
+		<-served
+		return errors.Join(ferr, err)
 	}
-	if err := <-done; !errors.Is(err, http.ErrServerClosed) {
-		return res, err
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		return errors.Join(ferr, err)
 	}
-	return res, ferr
+	return ferr
 }
 
-func handler(g *sluice.Engine, iters int) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, err := g.Entry(resource)
-		if err != nil {
-			http.Error(w, "busy", http.StatusTooManyRequests)
-			return
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer s.done.Add(1)
+	arrived := time.Now()
+	p, err := s.engine.Entry(resource)
+	if err != nil {
+		http.Error(w, "busy", http.StatusTooManyRequests)
+		return
+	}
+	start := time.Now()
+	sum := burn(s.iters)
+	p.Exit()
+	if t := start.UnixNano(); t >= s.from.Load() && t < s.to.Load() {
+		svc := time.Since(start)
+		var wait time.Duration
+		if sent, err := strconv.ParseInt(r.Header.Get(sentHeader), 10, 64); err == nil {
+			wait = arrived.Sub(time.Unix(0, sent))
 		}
-		defer p.Exit()
-		_, _ = fmt.Fprintf(w, "%x\n", burn(iters))
-	})
+		s.mu.Lock()
+		s.svc = append(s.svc, svc)
+		s.wait = append(s.wait, wait)
+		s.mu.Unlock()
+	}
+	_, _ = fmt.Fprintf(w, "%x\n", sum)
+}
+
+// serverStats is what the server saw of a run's measured period.
+type serverStats struct {
+	inFlight float64       // mean admitted requests in the handler (Σ service time / period)
+	svcP99   time.Duration // p99 of Entry to Exit
+	waitP99  time.Duration // p99 of client send to handler start, admitted requests
+}
+
+// measure makes the handler record requests that start in [from, from+d),
+// and returns a function that returns what was recorded once the period is
+// over.
+func (s *server) measureFrom(from time.Time, d time.Duration) func() serverStats {
+	s.from.Store(from.UnixNano())
+	s.to.Store(from.Add(d).UnixNano())
+	return func() serverStats {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		var st serverStats
+		var total time.Duration
+		for _, v := range s.svc {
+			total += v
+		}
+		st.inFlight = total.Seconds() / d.Seconds()
+		st.svcP99 = p99(s.svc)
+		st.waitP99 = p99(s.wait)
+		return st
+	}
+}
+
+func p99(v []time.Duration) time.Duration {
+	if len(v) == 0 {
+		return 0
+	}
+	slices.Sort(v)
+	return v[min(len(v)-1, len(v)*99/100)]
 }
 
 // burn hashes a buffer iters times.
@@ -182,11 +317,76 @@ func calibrateBurn(d time.Duration) int {
 	return max(1, int(d/per))
 }
 
+// job is what the load generator child is asked to do: Clients closed-loop
+// clients, or (Clients zero) Rate requests per second open loop with at most
+// MaxOut outstanding, for Warmup and then Duration, recording only requests
+// sent during Duration.
+type job struct {
+	URL              string
+	Clients          int
+	Rate             float64
+	MaxOut           int
+	Warmup, Duration time.Duration
+}
+
+// result is what the child reports, for the measured period.
 type result struct {
-	okPerSec                 float64
-	p50, p99                 time.Duration
-	blocked, dropped, errors int64
-	cpu                      float64
+	Sent, OK, Blocked, Dropped, Failed int64
+	Elapsed                            time.Duration
+	OKPerSec                           float64
+	P50, P99, Max                      time.Duration
+}
+
+// generate runs the load generator child for j and returns its report. The
+// child is killed if ctx ends or it overruns, and always waited for.
+func generate(ctx context.Context, j job) (result, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return result{}, err
+	}
+	spec, err := json.Marshal(j)
+	if err != nil {
+		return result{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, j.Warmup+j.Duration+20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, exe)
+	cmd.Env = append(os.Environ(), childEnv+"="+string(spec))
+	cmd.Stderr = os.Stderr
+	// The child reads its stdin until EOF: the pipe closes when this process
+	// exits, however it exits, and then the child does too.
+	if _, err := cmd.StdinPipe(); err != nil {
+		return result{}, err
+	}
+	out, err := cmd.Output() // starts, waits, closes the pipe
+	if err != nil {
+		return result{}, fmt.Errorf("load generator: %w", err)
+	}
+	var r result
+	if err := json.Unmarshal(out, &r); err != nil {
+		return result{}, fmt.Errorf("load generator: %w", err)
+	}
+	return r, nil
+}
+
+// loadgen is the child's main: it runs the job in spec and prints its result
+// as JSON on stdout.
+func loadgen(spec string) error {
+	var j job
+	if err := json.Unmarshal([]byte(spec), &j); err != nil {
+		return err
+	}
+	go func() { // the parent is gone: stop
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		os.Exit(2)
+	}()
+	var r result
+	if j.Clients > 0 {
+		r = closedLoop(j)
+	} else {
+		r = openLoop(j)
+	}
+	return json.NewEncoder(os.Stdout).Encode(r)
 }
 
 func newClient(conns int) *http.Client {
@@ -196,16 +396,30 @@ func newClient(conns int) *http.Client {
 	}
 }
 
-// recorder collects the outcome of requests.
+// recorder collects the outcome of requests sent during the measurement.
 type recorder struct {
-	mu              sync.Mutex
-	lat             []time.Duration // of successful requests
-	blocked, failed atomic.Int64
+	mu                    sync.Mutex
+	lat                   []time.Duration // of successful requests
+	sent, blocked, failed atomic.Int64
 }
 
-func (r *recorder) do(c *http.Client, url string) {
+func (r *recorder) do(c *http.Client, url string, record bool) {
 	start := time.Now()
-	resp, err := c.Get(url)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		r.failed.Add(1)
+		return
+	}
+	req.Header.Set(sentHeader, strconv.FormatInt(start.UnixNano(), 10))
+	resp, err := c.Do(req)
+	if !record {
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+		}
+		return
+	}
+	r.sent.Add(1)
 	if err != nil {
 		r.failed.Add(1)
 		return
@@ -229,74 +443,83 @@ func (r *recorder) result(elapsed time.Duration) result {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	slices.Sort(r.lat)
+	n := len(r.lat)
 	res := result{
-		okPerSec: float64(len(r.lat)) / elapsed.Seconds(),
-		blocked:  r.blocked.Load(),
-		errors:   r.failed.Load(),
+		Sent:     r.sent.Load(),
+		OK:       int64(n),
+		Blocked:  r.blocked.Load(),
+		Failed:   r.failed.Load(),
+		Elapsed:  elapsed,
+		OKPerSec: float64(n) / elapsed.Seconds(),
 	}
-	if n := len(r.lat); n > 0 {
-		res.p50 = r.lat[n*50/100]
-		res.p99 = r.lat[min(n-1, n*99/100)]
+	if n > 0 {
+		res.P50 = r.lat[n*50/100]
+		res.P99 = r.lat[min(n-1, n*99/100)]
+		res.Max = r.lat[n-1]
 	}
 	return res
 }
 
-// closedLoop runs n clients that each send requests back to back for d.
-func closedLoop(url string, n int, d time.Duration) result {
-	c := newClient(n)
+// closedLoop runs j.Clients clients that each send requests back to back.
+func closedLoop(j job) result {
+	c := newClient(j.Clients)
 	defer c.CloseIdleConnections()
 	var rec recorder
 	var wg sync.WaitGroup
 	start := time.Now()
-	for i := 0; i < n; i++ {
+	end := start.Add(j.Warmup + j.Duration)
+	for i := 0; i < j.Clients; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for time.Since(start) < d {
-				rec.do(c, url)
+			for now := time.Now(); now.Before(end); now = time.Now() {
+				rec.do(c, j.URL, now.Sub(start) >= j.Warmup)
 			}
 		}()
 	}
 	wg.Wait()
-	return rec.result(time.Since(start))
+	return rec.result(j.Duration)
 }
 
-// openLoop offers rate requests per second for d, whatever the answers,
-// with at most maxOut outstanding; arrivals beyond that are dropped (a
-// bounded generator: it never queues without limit itself). It waits for
-// every request it sent.
-func openLoop(url string, rate float64, d time.Duration, maxOut int) result {
-	c := newClient(maxOut)
+// openLoop offers j.Rate requests per second whatever the answers, with at
+// most j.MaxOut outstanding; arrivals beyond that are dropped (a bounded
+// generator: it never queues without limit itself). It waits for every
+// request it sent.
+func openLoop(j job) result {
+	c := newClient(j.MaxOut)
 	defer c.CloseIdleConnections()
 	var rec recorder
 	var wg sync.WaitGroup
 	var dropped int64
-	sem := make(chan struct{}, maxOut)
+	sem := make(chan struct{}, j.MaxOut)
 	start := time.Now()
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	sent := 0
 	for now := range tick.C {
 		el := now.Sub(start)
-		if el >= d {
+		if el >= j.Warmup+j.Duration {
 			break
 		}
-		for due := int(rate * el.Seconds()); sent < due; sent++ {
+		record := el >= j.Warmup
+		for due := int(j.Rate * el.Seconds()); sent < due; sent++ {
 			select {
 			case sem <- struct{}{}:
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
 					defer func() { <-sem }()
-					rec.do(c, url)
+					rec.do(c, j.URL, record)
 				}()
 			default:
-				dropped++
+				if record {
+					dropped++
+				}
 			}
 		}
 	}
 	wg.Wait()
-	res := rec.result(d)
-	res.dropped = dropped
+	res := rec.result(j.Duration)
+	res.Dropped = dropped
 	return res
 }

@@ -1,0 +1,365 @@
+package sluice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/atomic"
+
+	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/rules"
+)
+
+func TestLoadFlowRulesRefusesInvalidSetWhole(t *testing.T) {
+	g, _ := newTestEngine(t, 0)
+	good := []rules.Flow{{Resource: "a", Threshold: 5}}
+	mustLoadFlow(t, g, good...)
+
+	tests := []struct {
+		name      string
+		give      []rules.Flow
+		wantIndex int
+		wantField string
+		wantRes   string
+	}{
+		{"negative threshold", []rules.Flow{{Resource: "a", Threshold: 10}, {Resource: "b", Threshold: -1}}, 1, "Threshold", "b"},
+		{"empty resource", []rules.Flow{{Threshold: 1}}, 0, "Resource", ""},
+		{"queueing without throttle", []rules.Flow{{Resource: "c", Threshold: 1, MaxQueueing: time.Second}}, 0, "MaxQueueing", "c"},
+		{"warm-up without period", []rules.Flow{{Resource: "a", Threshold: 1}, {Resource: "a", Threshold: 1}, {Resource: "d", Threshold: 1, Strategy: rules.WarmUp}}, 2, "WarmUpPeriod", "d"},
+		{"bad interval", []rules.Flow{{Resource: "e", Threshold: 1, StatInterval: 1500 * time.Microsecond}}, 0, "StatInterval", "e"},
+		{"throttle on concurrency", []rules.Flow{{Resource: "f", Threshold: 1, Metric: rules.Concurrency, Behavior: rules.Throttle}}, 0, "Behavior", "f"},
+		{"associated self", []rules.Flow{{Resource: "g", RefResource: "g", Threshold: 1}}, 0, "RefResource", "g"},
+		{"absurd threshold", []rules.Flow{{Resource: "h", Threshold: 1e13}}, 0, "Threshold", "h"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			changed, err := g.LoadFlowRules(tt.give)
+			require.Error(t, err)
+			assert.False(t, changed)
+			var re *rules.Error
+			require.ErrorAs(t, err, &re)
+			assert.Equal(t, tt.wantIndex, re.Index)
+			assert.Equal(t, tt.wantField, re.Field)
+			assert.Equal(t, tt.wantRes, re.Resource)
+			assert.Equal(t, "flow", re.Kind)
+			assert.Contains(t, err.Error(), fmt.Sprintf("flow rule %d", tt.wantIndex))
+			assert.Equal(t, good, g.FlowRules(), "the rules in force stay in force")
+		})
+	}
+	// And the old rule still enforces its limit.
+	n := 0
+	for i := 0; i < 10; i++ {
+		if try(g, "a") {
+			n++
+		}
+	}
+	assert.Equal(t, 5, n)
+}
+
+func TestReloadKeepsCountingState(t *testing.T) {
+	g, clk := newTestEngine(t, 0)
+	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 10})
+	for i := 0; i < 10; i++ {
+		require.True(t, try(g, "r"))
+	}
+	// Identical rules: nothing changes.
+	changed, err := g.LoadFlowRules([]rules.Flow{{Resource: "r", Threshold: 10}})
+	require.NoError(t, err)
+	assert.False(t, changed)
+	require.False(t, try(g, "r"))
+
+	// A new threshold keeps what was admitted this second: 10 more, not 20.
+	changed, err = g.LoadFlowRules([]rules.Flow{{ID: "raised", Resource: "r", Threshold: 20}})
+	require.NoError(t, err)
+	assert.True(t, changed)
+	n := 0
+	for i := 0; i < 30; i++ {
+		if try(g, "r") {
+			n++
+		}
+	}
+	assert.Equal(t, 10, n)
+
+	// A different kind of counting (another interval) starts fresh.
+	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 20, StatInterval: 2 * time.Second})
+	assert.True(t, try(g, "r"))
+
+	// Removing the rules lets everything through; the next second is clean.
+	mustLoadFlow(t, g)
+	assert.Empty(t, g.FlowRules())
+	for i := 0; i < 100; i++ {
+		require.True(t, try(g, "r"))
+	}
+	clk.Advance(time.Second)
+}
+
+func TestReloadKeepsInFlightConcurrency(t *testing.T) {
+	g, _ := newTestEngine(t, 0)
+	_, err := g.LoadIsolationRules([]rules.Isolation{{Resource: "r", Threshold: 3}})
+	require.NoError(t, err)
+	var held []*Pass
+	for i := 0; i < 3; i++ {
+		p, err := g.Entry("r")
+		require.NoError(t, err)
+		held = append(held, p)
+	}
+	// Raise to 4 while 3 are in flight: exactly one more fits.
+	_, err = g.LoadIsolationRules([]rules.Isolation{{Resource: "r", Threshold: 4}})
+	require.NoError(t, err)
+	p, err := g.Entry("r")
+	require.NoError(t, err)
+	held = append(held, p)
+	_, err = g.Entry("r")
+	require.ErrorIs(t, err, ErrBlocked)
+	for _, p := range held {
+		p.Exit()
+	}
+	assert.Equal(t, []rules.Isolation{{Resource: "r", Threshold: 4}}, g.IsolationRules())
+}
+
+// TestReloadUnderTrafficIsExact reloads equivalent rules (new IDs, same
+// counting) continuously while 32 goroutines hammer the resource at one
+// instant: exactly the threshold passes, whatever the interleaving.
+func TestReloadUnderTrafficIsExact(t *testing.T) {
+	const T = 500
+	g, _ := newTestEngine(t, 0)
+	mustLoadFlow(t, g, rules.Flow{ID: "v0", Resource: "r", Threshold: T})
+	var passed atomic.Int64
+	stop := make(chan struct{})
+	var reloads sync.WaitGroup
+	reloads.Add(1)
+	go func() {
+		defer reloads.Done()
+		for i := 1; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_, err := g.LoadFlowRules([]rules.Flow{{ID: fmt.Sprintf("v%d", i), Resource: "r", Threshold: T}})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for w := 0; w < 32; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 100; i++ {
+				if try(g, "r") {
+					passed.Inc()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	reloads.Wait()
+	assert.Equal(t, int64(T), passed.Load())
+}
+
+type denySlot struct {
+	resource string
+	checked  atomic.Int64
+}
+
+func (d *denySlot) Check(ec *core.EntryContext) *core.BlockError {
+	d.checked.Inc()
+	if ec.Resource == d.resource {
+		return &core.BlockError{Reason: "denied by custom slot", Threshold: 0}
+	}
+	return nil
+}
+
+type countSlot struct {
+	mu                  sync.Mutex
+	pass, block, exited int
+	lastRT              int64
+}
+
+func (c *countSlot) OnPass(*core.EntryContext) { c.mu.Lock(); c.pass++; c.mu.Unlock() }
+func (c *countSlot) OnBlock(_ *core.EntryContext, be *core.BlockError) {
+	c.mu.Lock()
+	c.block++
+	c.mu.Unlock()
+}
+func (c *countSlot) OnExit(_ *core.EntryContext, x core.ExitInfo) {
+	c.mu.Lock()
+	c.exited++
+	c.lastRT = x.RT()
+	c.mu.Unlock()
+}
+
+func TestCustomSlots(t *testing.T) {
+	g, clk := newTestEngine(t, 0)
+	require.Error(t, g.RegisterSlot(struct{}{}, 0), "a value that is no slot is refused")
+	deny := &denySlot{resource: "secret"}
+	counts := &countSlot{}
+	require.NoError(t, g.RegisterSlot(deny, 10))
+	require.NoError(t, g.RegisterSlot(counts, 20))
+	mustLoadFlow(t, g, rules.Flow{Resource: "secret", Threshold: 1})
+
+	// The custom check runs after the built-in ones and its refusal gives
+	// back what flow reserved: the flow rule still has its one token.
+	_, err := g.Entry("secret")
+	var be *BlockError
+	require.ErrorAs(t, err, &be)
+	assert.Equal(t, core.BlockCustom, be.Type)
+	assert.Equal(t, "secret", be.Resource)
+	assert.Equal(t, "denied by custom slot", be.Reason)
+
+	p, err := g.Entry("public")
+	require.NoError(t, err)
+	clk.Advance(3 * time.Millisecond)
+	p.Exit()
+	counts.mu.Lock()
+	assert.Equal(t, 1, counts.pass)
+	assert.Equal(t, 1, counts.block)
+	assert.Equal(t, 1, counts.exited)
+	assert.Equal(t, int64(3*time.Millisecond), counts.lastRT)
+	counts.mu.Unlock()
+
+	// Removing the denial shows the flow token was never spent.
+	deny.resource = "nothing"
+	require.True(t, try(g, "secret"))
+	require.False(t, try(g, "secret"))
+}
+
+func TestEnginesAreIndependent(t *testing.T) {
+	a, clkA := newTestEngine(t, 0)
+	b, _ := newTestEngine(t, 0)
+	mustLoadFlow(t, a, rules.Flow{Resource: "r", Threshold: 1})
+	require.True(t, try(a, "r"))
+	require.False(t, try(a, "r"))
+	for i := 0; i < 5; i++ {
+		require.True(t, try(b, "r"), "engine b has no rules")
+	}
+	assert.Empty(t, b.FlowRules())
+	clkA.Advance(time.Second)
+	require.True(t, try(a, "r"), "engine a's clock moved, b's did not matter")
+	sa, _ := a.Snapshot("r")
+	sb, _ := b.Snapshot("r")
+	assert.Equal(t, uint64(2), sa.TotalPass)
+	assert.Equal(t, uint64(5), sb.TotalPass)
+}
+
+func TestResourceLimitAndOverflow(t *testing.T) {
+	g, _ := newTestEngine(t, 0, WithMaxResources(2))
+	require.True(t, try(g, "a"))
+	require.True(t, try(g, "b"))
+	require.True(t, try(g, "c")) // beyond the limit: counted under the overflow resource
+	_, ok := g.Snapshot("c")
+	assert.False(t, ok)
+	s, ok := g.Snapshot(OverflowResource)
+	require.True(t, ok)
+	assert.Equal(t, uint64(1), s.TotalPass)
+	// A rule on a new resource is always tracked, whatever the limit.
+	mustLoadFlow(t, g, rules.Flow{Resource: "d", Threshold: 1})
+	require.True(t, try(g, "d"))
+	require.False(t, try(g, "d"))
+}
+
+func TestInboundAndOutboundStatistics(t *testing.T) {
+	g, clk := newTestEngine(t, 0)
+	p, err := g.Entry("in")
+	require.NoError(t, err)
+	q, err := g.Entry("out", WithTraffic(Outbound))
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), g.InboundSnapshot().Concurrency, "only inbound counts globally")
+	clk.Advance(5 * time.Millisecond)
+	q.Exit()
+	p.SetError(errors.New("failed"))
+	assert.Error(t, p.Err())
+	p.Exit()
+	in := g.InboundSnapshot()
+	assert.Equal(t, uint64(1), in.TotalPass)
+	assert.Equal(t, uint64(1), in.TotalError)
+	assert.Equal(t, 5*time.Millisecond, in.AvgRT)
+	out, _ := g.Snapshot("out")
+	assert.Equal(t, uint64(1), out.TotalComplete)
+	assert.Equal(t, uint64(0), out.TotalError)
+}
+
+func TestClosedEngineRefusesEntries(t *testing.T) {
+	g, _ := newTestEngine(t, 0)
+	p, err := g.Entry("r")
+	require.NoError(t, err)
+	require.NoError(t, g.Close())
+	require.NoError(t, g.Close(), "Close is idempotent")
+	p.Exit() // in-flight entries may still exit
+	_, err = g.Entry("r")
+	require.ErrorIs(t, err, ErrClosed)
+	require.NotErrorIs(t, err, ErrBlocked)
+	_, err = g.EntryContext(context.Background(), "r")
+	require.ErrorIs(t, err, ErrClosed)
+}
+
+func TestTooManyAttachments(t *testing.T) {
+	g, _ := newTestEngine(t, 0)
+	opts := make([]EntryOption, MaxAttachments+1)
+	for i := range opts {
+		opts[i] = WithAttachment(fmt.Sprint(i), i)
+	}
+	_, err := g.Entry("r", opts...)
+	require.ErrorIs(t, err, ErrTooManyAttachments)
+	require.True(t, try(g, "r", opts[:MaxAttachments]...))
+}
+
+func TestDefaultEngine(t *testing.T) {
+	clk := core.NewManualClock(0)
+	old := SetDefault(New(WithClock(clk)))
+	t.Cleanup(func() { _ = SetDefault(old).Close() })
+	_, err := LoadFlowRules([]rules.Flow{{Resource: "pkg", Threshold: 2}})
+	require.NoError(t, err)
+	assert.Len(t, FlowRules(), 1)
+	for i := 0; i < 2; i++ {
+		p, err := Entry("pkg")
+		require.NoError(t, err)
+		p.Exit()
+	}
+	_, err = EntryContext(context.Background(), "pkg")
+	require.ErrorIs(t, err, ErrBlocked)
+	s, ok := Snapshot("pkg")
+	require.True(t, ok)
+	assert.Equal(t, uint64(2), s.TotalPass)
+	_, err = LoadIsolationRules([]rules.Isolation{{Resource: "pkg", Threshold: 1}})
+	require.NoError(t, err)
+	assert.Len(t, IsolationRules(), 1)
+}
+
+func TestEntryExitAllocatesNothing(t *testing.T) {
+	g, _ := newTestEngine(t, 0)
+	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 1e12})
+	_, err := g.LoadIsolationRules([]rules.Isolation{{Resource: "r", Threshold: 1e9}})
+	require.NoError(t, err)
+	user := fmt.Sprint("user-", 42)
+	tests := []struct {
+		name string
+		run  func()
+	}{
+		{"engine", func() { p, _ := g.Entry("r"); p.Exit() }},
+		{"engine with options", func() {
+			p, _ := g.Entry("r", WithTraffic(Outbound), WithBatch(2), WithArgs(user, 7), WithAttachment("ip", user))
+			p.Exit()
+		}},
+		{"engine with context", func() { p, _ := g.EntryContext(context.Background(), "r"); p.Exit() }},
+		{"package level", func() { p, _ := Entry("r"); p.Exit() }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if raceEnabled && tt.name == "package level" {
+				t.Skip("the race detector changes inlining; make test checks this without -race (make allocs)")
+			}
+			assert.Zero(t, testing.AllocsPerRun(200, tt.run))
+		})
+	}
+}
