@@ -1,0 +1,245 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"go.uber.org/ratelimit"
+	"golang.org/x/time/rate"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/rules"
+)
+
+// path is one admission check measured by the comparison. setup builds the
+// limiter outside the timer and returns the operation to time and a function
+// that releases what setup started. The operation returns nil when the call
+// was admitted and an error when it was refused.
+type path struct {
+	name    string // benchmark name, as in BenchmarkSluiceOneRule
+	blocked bool   // the operation is meant to be refused every time
+	setup   func() (op func() error, done func(), err error)
+}
+
+// errDenied is what the x/time/rate operations return when Allow says no.
+var errDenied = errors.New("benchcompare: denied")
+
+// resource is the resource every sluice path enters.
+const resource = "GET /items"
+
+// user is the param rule's argument. It is built at run time, as a real
+// request's value would be, so that the compiler cannot treat it as a
+// constant.
+var user = fmt.Sprint("user-", 42)
+
+var (
+	// sluiceOneRule is Entry+Exit on sluice.New() with one passing QPS
+	// rule (budget: <= 150 ns/op and 0 allocs/op, serial and parallel).
+	sluiceOneRule = path{name: "SluiceOneRule", setup: setupSluiceOneRule}
+	// sluiceAllKinds is Entry+Exit with WithArgs(user) on a resource with a
+	// rule of every kind: flow QPS, isolation, circuit breaker, param on the
+	// string argument, and a system rule (budget: <= 400 ns/op, 0 allocs).
+	sluiceAllKinds = path{name: "SluiceAllKinds", setup: setupSluiceAllKinds}
+	// sluiceBlocked is Entry on a resource whose QPS rule refuses it
+	// (budget: <= 200 ns/op, <= 1 alloc/op: the *BlockError).
+	sluiceBlocked = path{name: "SluiceBlocked", blocked: true, setup: setupSluiceBlocked}
+	// rateInfAllow is x/time/rate Allow on an infinite limiter, which
+	// returns right after taking the limiter's mutex.
+	rateInfAllow = path{name: "RateInfAllow", setup: setupRateInf}
+	// rateAllow is x/time/rate Allow on a finite limiter whose burst never
+	// runs out: the full token-bucket arithmetic under the mutex.
+	rateAllow = path{name: "RateAllow", setup: setupRate}
+	// ratelimitTake is go.uber.org/ratelimit Take at one permit per
+	// nanosecond without slack. Take paces callers by sleeping; at this rate
+	// the next permit is due before a caller could ask for it, so what is
+	// measured is Take's bookkeeping (a clock read and a CAS loop), not a
+	// wait. Two parallel callers within the same nanosecond would make one
+	// of them sleep for 1 ns.
+	ratelimitTake = path{name: "RatelimitTake", setup: setupRatelimit}
+)
+
+// paths lists every path in the order the program prints them.
+var paths = []path{sluiceOneRule, sluiceAllKinds, sluiceBlocked, rateInfAllow, rateAllow, ratelimitTake}
+
+// reference is the path the program's ratio column divides by.
+var reference = rateAllow
+
+func setupSluiceOneRule() (func() error, func(), error) {
+	g := sluice.New()
+	if _, err := g.LoadFlowRules([]rules.Flow{{Resource: resource, Threshold: rules.MaxThreshold}}); err != nil {
+		_ = g.Close()
+		return nil, nil, err
+	}
+	return func() error {
+		p, err := g.Entry(resource)
+		if err != nil {
+			return err
+		}
+		p.Exit()
+		return nil
+	}, closer(g), nil
+}
+
+// newAllKindsEngine returns an engine with one rule of every kind on
+// resource, each set far above any benchmark's rate so that all of them pass.
+func newAllKindsEngine() (*sluice.Engine, error) {
+	g := sluice.New()
+	err := firstErr(
+		load(g.LoadFlowRules([]rules.Flow{{Resource: resource, Threshold: rules.MaxThreshold}})),
+		load(g.LoadIsolationRules([]rules.Isolation{{Resource: resource, Threshold: 1 << 20}})),
+		load(g.LoadCircuitBreakerRules([]rules.CircuitBreaker{{
+			Resource: resource, Strategy: rules.ErrorRatio, Threshold: 0.5, RetryTimeout: time.Second,
+		}})),
+		load(g.LoadParamRules([]rules.Param{{Resource: resource, Index: 0, Threshold: rules.MaxThreshold}})),
+		// InboundQPS needs no metrics sampler: it reads the engine's own
+		// inbound node, as every inbound entry (the default) is checked.
+		load(g.LoadSystemRules([]rules.System{{Metric: rules.InboundQPS, Threshold: rules.MaxThreshold}})),
+	)
+	if err != nil {
+		_ = g.Close()
+		return nil, err
+	}
+	return g, nil
+}
+
+func setupSluiceAllKinds() (func() error, func(), error) {
+	g, err := newAllKindsEngine()
+	if err != nil {
+		return nil, nil, err
+	}
+	return func() error {
+		p, err := g.Entry(resource, sluice.WithArgs(user))
+		if err != nil {
+			return err
+		}
+		p.Exit()
+		return nil
+	}, closer(g), nil
+}
+
+func setupSluiceBlocked() (func() error, func(), error) {
+	// A manual clock that never moves keeps the one-per-second rule spent.
+	g := sluice.New(sluice.WithClock(core.NewManualClock(0)))
+	if _, err := g.LoadFlowRules([]rules.Flow{{Resource: resource, Threshold: 1}}); err != nil {
+		_ = g.Close()
+		return nil, nil, err
+	}
+	p, err := g.Entry(resource)
+	if err != nil {
+		_ = g.Close()
+		return nil, nil, fmt.Errorf("first entry: %w", err)
+	}
+	p.Exit()
+	return func() error {
+		p, err := g.Entry(resource)
+		if err != nil {
+			return err
+		}
+		p.Exit()
+		return nil
+	}, closer(g), nil
+}
+
+func setupRateInf() (func() error, func(), error) {
+	return allow(rate.NewLimiter(rate.Inf, 1)), func() {}, nil
+}
+
+func setupRate() (func() error, func(), error) {
+	// A burst of 1e9 refilled at 1e9/s: no benchmark can drain it.
+	return allow(rate.NewLimiter(1e9, 1e9)), func() {}, nil
+}
+
+func setupRatelimit() (func() error, func(), error) {
+	rl := ratelimit.New(1e9, ratelimit.WithoutSlack)
+	return func() error {
+		rl.Take()
+		return nil
+	}, func() {}, nil
+}
+
+func allow(l *rate.Limiter) func() error {
+	return func() error {
+		if !l.Allow() {
+			return errDenied
+		}
+		return nil
+	}
+}
+
+func closer(g *sluice.Engine) func() { return func() { _ = g.Close() } }
+
+func load(_ bool, err error) error { return err }
+
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// verify builds the path and runs its operation n times, returning an error
+// unless every call was admitted (or, for a blocked path, refused by a sluice
+// flow rule).
+func (p path) verify(n int) error {
+	op, done, err := p.setup()
+	if err != nil {
+		return fmt.Errorf("%s: setup: %w", p.name, err)
+	}
+	defer done()
+	for i := 0; i < n; i++ {
+		if err := p.check(op()); err != nil {
+			return fmt.Errorf("%s: call %d: %w", p.name, i, err)
+		}
+	}
+	return nil
+}
+
+// check returns nil when err is the outcome p expects.
+func (p path) check(err error) error {
+	if !p.blocked {
+		if err != nil {
+			return fmt.Errorf("refused, want admitted: %w", err)
+		}
+		return nil
+	}
+	var be *sluice.BlockError
+	if !errors.As(err, &be) {
+		return fmt.Errorf("got %v, want a *sluice.BlockError", err)
+	}
+	if be.Type != core.BlockFlow {
+		return fmt.Errorf("blocked by %v, want %v", be.Type, core.BlockFlow)
+	}
+	return nil
+}
+
+// run measures p serially and, when parallel, with b.RunParallel.
+func (p path) run(b *testing.B, parallel bool) {
+	op, done, err := p.setup()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(done)
+	b.ReportAllocs()
+	b.ResetTimer()
+	if !parallel {
+		for i := 0; i < b.N; i++ {
+			if err := op(); (err != nil) != p.blocked {
+				b.Fatalf("%s: unexpected outcome %v", p.name, err)
+			}
+		}
+		return
+	}
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := op(); (err != nil) != p.blocked {
+				b.Errorf("%s: unexpected outcome %v", p.name, err)
+				return
+			}
+		}
+	})
+}

@@ -1,0 +1,128 @@
+package rules
+
+import (
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestFlowValidate(t *testing.T) {
+	ok := Flow{Resource: "r", Threshold: 10}
+	tests := []struct {
+		name      string
+		give      func(r *Flow)
+		wantField string // empty: valid
+	}{
+		{"minimal", func(r *Flow) {}, ""},
+		{"empty resource", func(r *Flow) { r.Resource = "" }, "Resource"},
+		{"zero threshold", func(r *Flow) { r.Threshold = 0 }, "Threshold"},
+		{"NaN threshold", func(r *Flow) { r.Threshold = math.NaN() }, "Threshold"},
+		{"infinite threshold", func(r *Flow) { r.Threshold = math.Inf(1) }, "Threshold"},
+		{"absurd threshold", func(r *Flow) { r.Threshold = 2 * MaxThreshold }, "Threshold"},
+		{"fractional QPS is fine", func(r *Flow) { r.Threshold = 0.5 }, ""},
+		{"fractional concurrency", func(r *Flow) { r.Metric = Concurrency; r.Threshold = 1.5 }, "Threshold"},
+		{"unknown metric", func(r *Flow) { r.Metric = 9 }, "Metric"},
+		{"unknown strategy", func(r *Flow) { r.Strategy = 9 }, "Strategy"},
+		{"unknown behavior", func(r *Flow) { r.Behavior = 9 }, "Behavior"},
+		{"interval 10ms", func(r *Flow) { r.StatInterval = 10 * time.Millisecond }, ""},
+		{"interval 1h", func(r *Flow) { r.StatInterval = time.Hour }, ""},
+		{"interval too short", func(r *Flow) { r.StatInterval = 9 * time.Millisecond }, "StatInterval"},
+		{"interval too long", func(r *Flow) { r.StatInterval = time.Hour + time.Millisecond }, "StatInterval"},
+		{"interval not whole ms", func(r *Flow) { r.StatInterval = 20*time.Millisecond + 1 }, "StatInterval"},
+		{"interval with concurrency", func(r *Flow) { r.Metric = Concurrency; r.StatInterval = time.Second }, "StatInterval"},
+		{"negative queueing", func(r *Flow) { r.Behavior = Throttle; r.MaxQueueing = -1 }, "MaxQueueing"},
+		{"queueing without throttle", func(r *Flow) { r.MaxQueueing = time.Second }, "MaxQueueing"},
+		{"throttle with queueing", func(r *Flow) { r.Behavior = Throttle; r.MaxQueueing = time.Second }, ""},
+		{"throttle on concurrency", func(r *Flow) { r.Metric = Concurrency; r.Behavior = Throttle }, "Behavior"},
+		{"warm-up", func(r *Flow) { r.Strategy = WarmUp; r.WarmUpPeriod = time.Minute }, ""},
+		{"warm-up with cold factor", func(r *Flow) { r.Strategy = WarmUp; r.WarmUpPeriod = time.Minute; r.ColdFactor = 4 }, ""},
+		{"warm-up without period", func(r *Flow) { r.Strategy = WarmUp }, "WarmUpPeriod"},
+		{"warm-up cold factor 1", func(r *Flow) { r.Strategy = WarmUp; r.WarmUpPeriod = time.Minute; r.ColdFactor = 1 }, "ColdFactor"},
+		{"warm-up on concurrency", func(r *Flow) { r.Strategy = WarmUp; r.WarmUpPeriod = time.Minute; r.Metric = Concurrency }, "Strategy"},
+		{"warm-up on another resource", func(r *Flow) { r.Strategy = WarmUp; r.WarmUpPeriod = time.Minute; r.RefResource = "x" }, "RefResource"},
+		{"period without warm-up", func(r *Flow) { r.WarmUpPeriod = time.Minute }, "WarmUpPeriod"},
+		{"cold factor without warm-up", func(r *Flow) { r.ColdFactor = 3 }, "ColdFactor"},
+		{"associated", func(r *Flow) { r.RefResource = "other" }, ""},
+		{"associated self", func(r *Flow) { r.RefResource = "r" }, "RefResource"},
+		{"associated throttle", func(r *Flow) { r.RefResource = "o"; r.Behavior = Throttle }, "Behavior"},
+		{"associated interval", func(r *Flow) { r.RefResource = "o"; r.StatInterval = 2 * time.Second }, "StatInterval"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := ok
+			tt.give(&r)
+			err := r.Validate()
+			if tt.wantField == "" {
+				require.NoError(t, err)
+				return
+			}
+			var re *Error
+			require.True(t, errors.As(err, &re), "Validate() = %v, want *Error", err)
+			assert.Equal(t, tt.wantField, re.Field)
+			assert.Equal(t, "flow", re.Kind)
+			assert.Equal(t, -1, re.Index)
+			assert.Contains(t, err.Error(), tt.wantField)
+		})
+	}
+}
+
+func TestIsolationValidate(t *testing.T) {
+	tests := []struct {
+		give      Isolation
+		wantField string
+	}{
+		{Isolation{Resource: "r", Threshold: 1}, ""},
+		{Isolation{Threshold: 1}, "Resource"},
+		{Isolation{Resource: "r"}, "Threshold"},
+		{Isolation{Resource: "r", Threshold: -3}, "Threshold"},
+	}
+	for _, tt := range tests {
+		err := tt.give.Validate()
+		if tt.wantField == "" {
+			assert.NoError(t, err)
+			continue
+		}
+		var re *Error
+		require.ErrorAs(t, err, &re)
+		assert.Equal(t, tt.wantField, re.Field)
+	}
+}
+
+func TestErrorMessageAndAt(t *testing.T) {
+	err := At((&Flow{Resource: "GET /x", Threshold: -1}).Validate(), 3)
+	assert.Equal(t, `rules: flow rule 3 (resource "GET /x"): Threshold: must be a positive number, got -1`, err.Error())
+	plain := errors.New("x")
+	assert.Equal(t, plain, At(plain, 2))
+}
+
+func TestFlowEnumsText(t *testing.T) {
+	tests := []struct {
+		text string
+		into func([]byte) (string, error)
+	}{
+		{"qps", func(b []byte) (string, error) { var m FlowMetric; err := m.UnmarshalText(b); return m.String(), err }},
+		{"concurrency", func(b []byte) (string, error) { var m FlowMetric; err := m.UnmarshalText(b); return m.String(), err }},
+		{"direct", func(b []byte) (string, error) { var s TokenStrategy; err := s.UnmarshalText(b); return s.String(), err }},
+		{"warm-up", func(b []byte) (string, error) { var s TokenStrategy; err := s.UnmarshalText(b); return s.String(), err }},
+		{"reject", func(b []byte) (string, error) { var c ControlBehavior; err := c.UnmarshalText(b); return c.String(), err }},
+		{"throttle", func(b []byte) (string, error) { var c ControlBehavior; err := c.UnmarshalText(b); return c.String(), err }},
+	}
+	for _, tt := range tests {
+		got, err := tt.into([]byte(tt.text))
+		require.NoError(t, err)
+		assert.Equal(t, tt.text, got)
+	}
+	var s TokenStrategy
+	require.NoError(t, s.UnmarshalText([]byte("WarmUp")), "case and separators are forgiven")
+	assert.Equal(t, WarmUp, s)
+	var m FlowMetric
+	err := m.UnmarshalText([]byte("rps"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "qps, concurrency")
+	_, err = FlowMetric(7).MarshalText()
+	require.Error(t, err)
+}
