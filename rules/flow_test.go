@@ -108,8 +108,16 @@ func TestFlowEnumsText(t *testing.T) {
 		{"concurrency", func(b []byte) (string, error) { var m FlowMetric; err := m.UnmarshalText(b); return m.String(), err }},
 		{"direct", func(b []byte) (string, error) { var s TokenStrategy; err := s.UnmarshalText(b); return s.String(), err }},
 		{"warm-up", func(b []byte) (string, error) { var s TokenStrategy; err := s.UnmarshalText(b); return s.String(), err }},
-		{"reject", func(b []byte) (string, error) { var c ControlBehavior; err := c.UnmarshalText(b); return c.String(), err }},
-		{"throttle", func(b []byte) (string, error) { var c ControlBehavior; err := c.UnmarshalText(b); return c.String(), err }},
+		{"reject", func(b []byte) (string, error) {
+			var c ControlBehavior
+			err := c.UnmarshalText(b)
+			return c.String(), err
+		}},
+		{"throttle", func(b []byte) (string, error) {
+			var c ControlBehavior
+			err := c.UnmarshalText(b)
+			return c.String(), err
+		}},
 	}
 	for _, tt := range tests {
 		got, err := tt.into([]byte(tt.text))
