@@ -4,11 +4,8 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"strings"
-	"sync"
 
 	"github.com/gin-gonic/gin"
-	"go.uber.org/atomic"
 
 	"github.com/sluice-go/sluice"
 	sluicehttp "github.com/sluice-go/sluice/adapters/http"
@@ -149,7 +146,7 @@ func Middleware(g *sluice.Engine, opts ...Option) gin.HandlerFunc {
 	if cf.errf == nil {
 		cf.errf = DefaultErrorFunc
 	}
-	ns := new(names)
+	ns := new(sluicehttp.Names)
 	return func(c *gin.Context) {
 		var name string
 		if cf.name != nil {
@@ -158,7 +155,7 @@ func Middleware(g *sluice.Engine, opts ...Option) gin.HandlerFunc {
 				return
 			}
 		} else if tmpl := c.FullPath(); tmpl != "" {
-			name = ns.get(c.Request.Method, tmpl)
+			name = ns.Get(c.Request.Method, tmpl)
 		} else {
 			name = c.Request.Method + " " + c.Request.URL.Path
 		}
@@ -203,46 +200,4 @@ func Middleware(g *sluice.Engine, opts ...Option) gin.HandlerFunc {
 		c.Next()
 		done = true
 	}
-}
-
-// maxNames bounds the cache of resource names built from method and
-// template; names beyond it are built per request.
-const maxNames = 1024
-
-type nameKey struct{ method, tmpl string }
-
-// names caches "METHOD template" strings so that naming a routed request
-// costs a map read and no allocation. Reads are lock-free; writes copy.
-type names struct {
-	m  atomic.Pointer[map[nameKey]string]
-	mu sync.Mutex
-}
-
-func (n *names) get(method, tmpl string) string {
-	if m := n.m.Load(); m != nil {
-		if s, ok := (*m)[nameKey{method, tmpl}]; ok {
-			return s
-		}
-	}
-	return n.add(method, tmpl)
-}
-
-func (n *names) add(method, tmpl string) string {
-	s := method + " " + tmpl
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	var old map[nameKey]string
-	if m := n.m.Load(); m != nil {
-		old = *m
-	}
-	if len(old) >= maxNames {
-		return s
-	}
-	m := make(map[nameKey]string, len(old)+1)
-	for k, v := range old {
-		m[k] = v
-	}
-	m[nameKey{strings.Clone(method), strings.Clone(tmpl)}] = s
-	n.m.Store(&m)
-	return s
 }

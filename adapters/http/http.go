@@ -165,7 +165,7 @@ type handler struct {
 	cf    config
 	next  http.Handler
 	mux   *http.ServeMux // next, when it is one
-	names names
+	names Names
 }
 
 // maxStackArgs is how many extracted arguments live on the stack.
@@ -235,33 +235,36 @@ func (h *handler) resource(r *http.Request) string {
 	if pattern == "" {
 		return r.Method + " " + r.URL.Path
 	}
-	return h.names.get(r.Method, pattern)
+	return h.names.Get(r.Method, stripMethod(pattern))
 }
 
-// maxNames bounds the cache of resource names built from method and
-// pattern; names beyond it are built per request.
+// maxNames bounds a Names cache; names beyond it are built per request.
 const maxNames = 1024
 
-type nameKey struct{ method, pattern string }
+type nameKey struct{ method, template string }
 
-// names caches "METHOD pattern" strings so that naming a routed request
-// costs a map read and no allocation. Reads are lock-free; writes copy.
-type names struct {
+// Names caches "METHOD template" resource names, so that naming a routed
+// request costs a map read and no allocation. Reads are lock-free; a new
+// name copies the map. It holds at most 1024 names; beyond that, names are
+// built per call. The zero value is ready to use, and it is safe for
+// concurrent use. The gin adapter uses it too.
+type Names struct {
 	m  atomic.Pointer[map[nameKey]string]
 	mu sync.Mutex
 }
 
-func (n *names) get(method, pattern string) string {
+// Get returns method + " " + template, from the cache when it is there.
+func (n *Names) Get(method, template string) string {
 	if m := n.m.Load(); m != nil {
-		if s, ok := (*m)[nameKey{method, pattern}]; ok {
+		if s, ok := (*m)[nameKey{method, template}]; ok {
 			return s
 		}
 	}
-	return n.add(method, pattern)
+	return n.add(method, template)
 }
 
-func (n *names) add(method, pattern string) string {
-	s := method + " " + stripMethod(pattern)
+func (n *Names) add(method, template string) string {
+	s := method + " " + template
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	var old map[nameKey]string
@@ -275,7 +278,7 @@ func (n *names) add(method, pattern string) string {
 	for k, v := range old {
 		m[k] = v
 	}
-	m[nameKey{strings.Clone(method), pattern}] = s
+	m[nameKey{strings.Clone(method), strings.Clone(template)}] = s
 	n.m.Store(&m)
 	return s
 }
