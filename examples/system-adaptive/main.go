@@ -1,5 +1,5 @@
 // Command system-adaptive shows system adaptive protection on a real
-// workload: an HTTP service whose handler burns CPU is driven past
+// workload: an HTTP service whose handler burns ~5 ms of CPU is driven past
 // saturation by an open-loop load generator, twice: once without protection
 // and once with a CPU-usage BBR rule. It prints throughput, p50/p99 latency
 // and blocked counts for both runs and exits 0.
@@ -16,8 +16,23 @@
 // with SLUICE_EXAMPLE_LOADGEN set), so that its goroutines and its CPU time
 // are not the server's: the server's CPU usage, run queue and statistics are
 // its own. The child is waited for after each phase and killed if the
-// program is interrupted; it exits by itself if its parent dies. Everything
-// runs on 127.0.0.1, in about 20 seconds:
+// program is interrupted; it exits by itself if its parent dies.
+//
+// Two choices matter, and docs/system-adaptive.md shows what happens
+// without them:
+//   - The handler yields to the Go scheduler every 0.5 ms of work (-slice),
+//     as a handler that does I/O would. A loop that never yields keeps its P
+//     until the scheduler preempts it (10 ms); with as many admitted
+//     requests as Ps, new requests then wait in the run queue before they
+//     reach Entry, where no in-process limiter can see or refuse them.
+//   - The trigger is low (-cpu 0.2). This host is shared and sets no CPU
+//     quota: a saturated process gets anywhere from a third to all of its
+//     two CPUs, depending on its neighbours, so a trigger like 0.8 switches
+//     BBR off exactly while the process is starved, and each such gap
+//     admits a burst. BBR refuses only work beyond capacity, so a low
+//     trigger costs little.
+//
+// Everything runs on 127.0.0.1, in about 15 seconds:
 //
 //	go run ./examples/system-adaptive
 package main
@@ -59,8 +74,10 @@ var (
 	duration  = flag.Duration("duration", 5*time.Second, "measured length of each run")
 	warmup    = flag.Duration("warmup", time.Second, "load offered before each run's measurement starts")
 	overload  = flag.Float64("overload", 1.75, "offered load as a multiple of the measured peak throughput")
-	threshold = flag.Float64("cpu", 0, "CPU usage threshold of the BBR rule (ratio of the CPU the process may use); 0 means 0.75 × the usage measured at peak")
+	threshold = flag.Float64("cpu", 0.2, "CPU usage threshold of the BBR rule (ratio of the CPU the process may use)")
+	trace     = flag.Bool("trace", false, "print the server's view every 100 ms to stderr")
 	maxOut    = flag.Int("outstanding", 256, "most requests the generator keeps in flight; further arrivals are dropped")
+	slice     = flag.Duration("slice", 500*time.Microsecond, "the handler yields to the Go scheduler after each slice of CPU work; 0 means never")
 )
 
 func main() {
@@ -123,11 +140,8 @@ func run(ctx context.Context) error {
 	rate := capacity * *overload
 	fmt.Printf("peak: %.0f req/s closed loop (%d clients) at CPU usage %.2f; %.2f ms of server CPU per request → %.0f req/s on %.2g CPUs\n",
 		peak.load.OKPerSec, clients, peak.cpu, peak.perReq*1e3, limit/max(peak.perReq, 1e-9), limit)
-	fmt.Printf("offered load: %.0f req/s open loop (%.2g × %.0f) for %v warm-up + %v measured, at most %d outstanding\n\n",
+	fmt.Printf("offered load: %.0f req/s open loop (%.2f × %.0f) for %v warm-up + %v measured, at most %d outstanding\n\n",
 		rate, *overload, capacity, *warmup, *duration, *maxOut)
-	if *threshold <= 0 {
-		*threshold = min(1, max(0.05, 0.75*peak.cpu))
-	}
 
 	rule := rules.System{ID: "cpu-bbr", Metric: rules.CPUUsage, Threshold: *threshold, Strategy: rules.BBR}
 	runs := []struct {
@@ -137,36 +151,40 @@ func run(ctx context.Context) error {
 		{"unprotected", nil},
 		{fmt.Sprintf("cpu bbr > %.2f", *threshold), []rules.System{rule}},
 	}
-	fmt.Printf("%-15s %6s %6s %8s %8s %8s %9s %8s %9s %8s %8s %5s\n", "run", "sent/s", "ok/s", "p50", "p99", "max", "blocked/s", "dropped", "in flight", "svc p99", "wait p99", "cpu")
+	fmt.Printf("%-15s %6s %6s %8s %8s %8s %9s %8s %9s %8s %8s %5s %8s\n", "run", "sent/s", "ok/s", "p50", "p99", "max", "blocked/s", "dropped", "in flight", "svc p99", "wait p99", "cpu", "ok/cpu-s")
 	for _, r := range runs {
 		var res result
 		var st serverStats
-		var cpu float64
 		err := withServer(ctx, r.rules, iters, func(srv *server) error {
-			stats := srv.measureFrom(time.Now().Add(*warmup), *duration)
+			from := time.Now().Add(*warmup)
+			stats := srv.measureFrom(from, *duration)
+			// The server's CPU usage over the measured period (the child's
+			// is not in it).
+			cpu := stat.NewHostSource(stat.HostConfig{})
+			timer := time.AfterFunc(time.Until(from), func() { _, _ = cpu.CPUUsage() })
 			var err error
 			res, err = generate(ctx, job{URL: srv.url, Rate: rate, MaxOut: *maxOut, Warmup: *warmup, Duration: *duration})
-			st = stats()
-			cpu = srv.engine.SystemMetrics().CPUUsage
+			if !timer.Stop() {
+				st = stats()
+				st.cpu, _ = cpu.CPUUsage()
+			}
 			return err
 		})
 		if err != nil {
 			return err
 		}
-		cpuText := "-"
-		if cpu == cpu { // not NaN: the sampler ran
-			cpuText = fmt.Sprintf("%.2f", cpu)
-		}
 		secs := res.Elapsed.Seconds()
-		fmt.Printf("%-15s %6.0f %6.0f %8v %8v %8v %9.0f %8d %9.1f %8v %8v %5s\n", r.name, float64(res.Sent)/secs, res.OKPerSec,
-			round(res.P50), round(res.P99), round(res.Max), float64(res.Blocked)/secs, res.Dropped, st.inFlight, round(st.svcP99), round(st.waitP99), cpuText)
+		fmt.Printf("%-15s %6.0f %6.0f %8v %8v %8v %9.0f %8d %9.1f %8v %8v %5.2f %8.0f\n", r.name, float64(res.Sent)/secs, res.OKPerSec,
+			round(res.P50), round(res.P99), round(res.Max), float64(res.Blocked)/secs, res.Dropped, st.inFlight, round(st.svcP99), round(st.waitP99), st.cpu, res.OKPerSec/(st.cpu*limit))
 		if res.Failed > 0 {
 			fmt.Printf("%-15s %d requests failed\n", "", res.Failed)
 		}
 	}
 	fmt.Printf("\nok/s, latencies (of ok requests) and counts cover the %v after the warm-up. blocked: refused by sluice (429);\n"+
 		"dropped: arrivals the generator skipped because %d were outstanding; in flight: mean admitted requests in the handler;\n"+
-		"svc p99: p99 of the handler's time from Entry to Exit; cpu: the server's last sampled CPU usage.\n", *duration, *maxOut)
+		"svc p99: p99 of Entry to Exit; wait p99: p99 of client send to handler start (admitted requests);\n"+
+		"cpu: the server's CPU usage (of %.2g CPUs; other processes on the host take the rest); ok/cpu-s: ok requests per\n"+
+		"second of server CPU, which compares the runs when the neighbours leave the server more CPU in one than in the other.\n", *duration, *maxOut, limit)
 	return nil
 }
 
@@ -183,6 +201,7 @@ type server struct {
 	url    string
 	engine *sluice.Engine
 	iters  int
+	slice  int          // burn iterations per slice
 	done   atomic.Int64 // requests completed by the handler (admitted or not)
 
 	from, to atomic.Int64 // measured period, Unix nanoseconds
@@ -206,6 +225,7 @@ func withServer(ctx context.Context, rs []rules.System, iters int, f func(*serve
 		return err
 	}
 	s := &server{url: "http://" + ln.Addr().String() + "/work", engine: g, iters: iters}
+	s.slice = max(1, int(int64(iters)*int64(*slice)/int64(*work)))
 	srv := &http.Server{Handler: s, ReadHeaderTimeout: 5 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -216,7 +236,31 @@ func withServer(ctx context.Context, rs []rules.System, iters int, f func(*serve
 		case <-ctx.Done():
 		}
 	}
+	dbgStop := make(chan struct{})
+	dbgDone := make(chan struct{})
+	go func() {
+		defer close(dbgDone)
+		if !*trace {
+			return
+		}
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		start := time.Now()
+		for {
+			select {
+			case <-dbgStop:
+				return
+			case <-t.C:
+				m := g.SystemMetrics()
+				in := g.InboundSnapshot()
+				fmt.Fprintf(os.Stderr, "  %4.1fs cpu %.2f in flight %3d; last second: passed %4.0f, blocked %4.0f, completed %4.0f, min rt %v, avg rt %v\n",
+					time.Since(start).Seconds(), m.CPUUsage, in.Concurrency, in.PassQPS, in.BlockQPS, in.CompleteQPS, round(in.MinRT), round(in.AvgRT))
+			}
+		}
+	}()
 	ferr := f(s)
+	close(dbgStop)
+	<-dbgDone
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
@@ -239,7 +283,17 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := time.Now()
-	sum := burn(s.iters)
+	var sum [32]byte
+	if *slice > 0 {
+		// Work in slices with a scheduling point between them, as a handler
+		// that does I/O or hands data around has.
+		for left := s.iters; left > 0; left -= s.slice {
+			sum = burn(min(left, s.slice))
+			runtime.Gosched()
+		}
+	} else {
+		sum = burn(s.iters)
+	}
 	p.Exit()
 	if t := start.UnixNano(); t >= s.from.Load() && t < s.to.Load() {
 		svc := time.Since(start)
@@ -260,6 +314,7 @@ type serverStats struct {
 	inFlight float64       // mean admitted requests in the handler (Σ service time / period)
 	svcP99   time.Duration // p99 of Entry to Exit
 	waitP99  time.Duration // p99 of client send to handler start, admitted requests
+	cpu      float64       // the server's CPU usage
 }
 
 // measure makes the handler record requests that start in [from, from+d),

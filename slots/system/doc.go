@@ -15,9 +15,11 @@
 //
 //	concurrency > 1 && concurrency > maxCompletedPerSecond × minRT(s)
 //
-// which is Little's law (L = λ·W) applied to the best throughput and the
-// shortest response time of the last second: work beyond that is queueing,
-// not being served. See docs/system-adaptive.md.
+// which is Little's law (L = λ·W) applied to the best throughput of the last
+// second and the shortest response time of the last ten seconds
+// (stat.MinRTMemory): work beyond that is queueing, not being served. The
+// minimum RT has the longer memory because a sustained overload inflates
+// every RT, the shortest included. See docs/system-adaptive.md.
 //
 // The slot owns the sampler: it starts it when rules that need load1 or CPU
 // usage are loaded (or on Start) and stops it on Close.
