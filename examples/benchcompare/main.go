@@ -6,7 +6,8 @@
 //	go run ./examples/benchcompare
 //
 // It runs the functions the package's benchmarks run (see paths.go), each
-// for -benchtime (1s by default), so the whole table takes about 15 s. For
+// for -benchtime (500ms by default, at most 1s), so the whole table takes
+// about 10 s (at most about 25 s). For
 // figures to compare across changes, use the benchmarks with -count and
 // benchstat instead:
 //
@@ -27,10 +28,10 @@ import (
 )
 
 func main() {
-	benchtime := flag.Duration("benchtime", time.Second, "how long to run each benchmark, at most 2s")
+	benchtime := flag.Duration("benchtime", 500*time.Millisecond, "how long to run each benchmark, at most 1s")
 	flag.Parse()
-	if *benchtime <= 0 || *benchtime > 2*time.Second {
-		fmt.Fprintln(os.Stderr, "benchcompare: -benchtime must be in (0, 2s]")
+	if *benchtime <= 0 || *benchtime > time.Second {
+		fmt.Fprintln(os.Stderr, "benchcompare: -benchtime must be in (0, 1s]")
 		os.Exit(2)
 	}
 	// testing.Benchmark reads the testing package's -test.benchtime flag.
