@@ -146,7 +146,7 @@ func (g *Engine) RegisterSlot(s core.Slot, order int) error {
 type resource struct {
 	rules atomic.Pointer[ruleSet]
 	name  string
-	node  stat.Node // by value: the hot statistics share the allocation
+	node  stat.Node // by value: the hot statistics share the allocation (padded inside)
 }
 
 func newResource(name string) *resource {

@@ -58,7 +58,9 @@ type RetireFunc[M ~uint8] func(m M, bucketStart int64, v uint64)
 // the bucket now in its slot counts into that newer bucket.
 type LeapArray[M ~uint8] struct {
 	width   int64
-	buckets int
+	buckets int   // buckets in the window
+	ring    int   // slots in storage: the power of two >= buckets
+	mask    int64 // ring - 1: slot of epoch e is e & mask (no division)
 	metrics int
 	minMask uint64 // bit m set: metric m is a Min metric
 	kinds   []Kind
@@ -78,9 +80,22 @@ func NewLeapArray[M ~uint8](interval time.Duration, buckets int, kinds []Kind, r
 	return a, nil
 }
 
+// RingSize returns the number of slots a window of buckets buckets keeps:
+// the smallest power of two at least buckets. Storage is a ring of that
+// many slots, so finding a bucket's slot is a mask rather than a division;
+// slots beyond the window's buckets hold older buckets, which the epochs
+// exclude from every sum.
+func RingSize(buckets int) int {
+	r := 1
+	for r < buckets {
+		r <<= 1
+	}
+	return r
+}
+
 // init sets up a, using words for the counters when it has exactly
-// buckets*len(kinds) of them (so an owner can keep them inline), or fresh
-// storage otherwise.
+// RingSize(buckets)*len(kinds) of them (so an owner can keep them inline),
+// or fresh storage otherwise.
 func (a *LeapArray[M]) init(interval time.Duration, buckets int, kinds []Kind, retire RetireFunc[M], words []atomic.Uint64) error {
 	if buckets <= 0 || buckets > 1<<16 {
 		return fmt.Errorf("stat: bucket count %d out of range [1, 65536]", buckets)
@@ -91,12 +106,15 @@ func (a *LeapArray[M]) init(interval time.Duration, buckets int, kinds []Kind, r
 	if len(kinds) == 0 || len(kinds) > 64 {
 		return fmt.Errorf("stat: metric count %d out of range [1, 64]", len(kinds))
 	}
-	if len(words) != buckets*len(kinds) {
-		words = make([]atomic.Uint64, buckets*len(kinds))
+	ring := RingSize(buckets)
+	if len(words) != ring*len(kinds) {
+		words = make([]atomic.Uint64, ring*len(kinds))
 	}
 	*a = LeapArray[M]{
 		width:   int64(interval) / int64(buckets),
 		buckets: buckets,
+		ring:    ring,
+		mask:    int64(ring - 1),
 		metrics: len(kinds),
 		kinds:   append([]Kind(nil), kinds...),
 		words:   words,
@@ -133,7 +151,11 @@ func (a *LeapArray[M]) Interval() int64 { return a.width * int64(a.buckets) }
 func (a *LeapArray[M]) Epoch(now int64) int64 { return now / a.width }
 
 func (a *LeapArray[M]) word(epoch int64, m M) *atomic.Uint64 {
-	return &a.words[int(epoch%int64(a.buckets))*a.metrics+int(m)]
+	return &a.words[a.slotOf(epoch)*a.metrics+int(m)]
+}
+
+// slotOf returns the storage slot of bucket epoch.
+func (a *LeapArray[M]) slotOf(epoch int64) int { return int(epoch & a.mask)
 }
 
 // Add adds n to metric m in the bucket that contains now (for a Min metric it
@@ -160,7 +182,7 @@ func (a *LeapArray[M]) AddEpoch(epoch int64, m M, n uint64) {
 // metric, for callers that write several metrics of one bucket (see
 // AddSumAt and AddMinAt).
 func (a *LeapArray[M]) Slot(epoch int64) []atomic.Uint64 {
-	i := int(epoch%int64(a.buckets)) * a.metrics
+	i := a.slotOf(epoch) * a.metrics
 	return a.words[i : i+a.metrics : i+a.metrics]
 }
 
@@ -240,8 +262,9 @@ func (a *LeapArray[M]) Sum(now int64, m M) uint64 {
 }
 
 // SumEpoch returns the total of metric m over the last n buckets up to and
-// including bucket epoch (n is capped at Buckets). Buckets written by callers
-// with a slightly later clock reading are included.
+// including bucket epoch (n is capped at Buckets). The bucket after epoch is
+// included too when a caller with a slightly later clock reading has already
+// started it, so a reader that lags a writer never under-counts.
 func (a *LeapArray[M]) SumEpoch(epoch int64, m M, n int) uint64 {
 	if n > a.buckets {
 		n = a.buckets
@@ -249,10 +272,10 @@ func (a *LeapArray[M]) SumEpoch(epoch int64, m M, n int) uint64 {
 	e := uint64(epoch) & epochMask
 	var s uint64
 	base := int(m)
-	for i := 0; i < a.buckets; i++ {
+	for i := 0; i < a.ring; i++ {
 		v := a.words[i*a.metrics+base].Load()
 		d := (e - v>>valueBits) & epochMask
-		if d < uint64(n) || d > epochMask-uint64(a.buckets) {
+		if d < uint64(n) || d == epochMask {
 			s += v & valueMask
 		}
 	}
@@ -280,10 +303,10 @@ func (a *LeapArray[M]) Value(epoch int64, m M) uint64 {
 func (a *LeapArray[M]) MinOf(now int64, m M) (uint64, bool) {
 	e := uint64(now/a.width) & epochMask
 	best, ok := uint64(0), false
-	for i := 0; i < a.buckets; i++ {
+	for i := 0; i < a.ring; i++ {
 		v := a.words[i*a.metrics+int(m)].Load()
 		d := (e - v>>valueBits) & epochMask
-		if (d < uint64(a.buckets) || d > epochMask-uint64(a.buckets)) && v&valueMask != 0 {
+		if (d < uint64(a.buckets) || d == epochMask) && v&valueMask != 0 {
 			if x := v&valueMask - 1; !ok || x < best {
 				best, ok = x, true
 			}
@@ -297,10 +320,10 @@ func (a *LeapArray[M]) MinOf(now int64, m M) (uint64, bool) {
 func (a *LeapArray[M]) MaxBucket(now int64, m M) uint64 {
 	e := uint64(now/a.width) & epochMask
 	var best uint64
-	for i := 0; i < a.buckets; i++ {
+	for i := 0; i < a.ring; i++ {
 		v := a.words[i*a.metrics+int(m)].Load()
 		d := (e - v>>valueBits) & epochMask
-		if d < uint64(a.buckets) || d > epochMask-uint64(a.buckets) {
+		if d < uint64(a.buckets) || d == epochMask {
 			if x := v & valueMask; x > best {
 				best = x
 			}
@@ -315,7 +338,7 @@ func (a *LeapArray[M]) MaxBucket(now int64, m M) uint64 {
 func (a *LeapArray[M]) Unretired(now int64, m M, f func(bucketStart int64, v uint64)) {
 	epoch := now / a.width
 	e := uint64(epoch) & epochMask
-	for i := 0; i < a.buckets; i++ {
+	for i := 0; i < a.ring; i++ {
 		v := a.words[i*a.metrics+int(m)].Load()
 		val := v & valueMask
 		if val == 0 {
@@ -380,15 +403,15 @@ func (a *LeapArray[M]) TryAdd(epoch int64, m M, n uint64, limit float64) (bool, 
 // the slot of epoch itself.
 func (a *LeapArray[M]) sumOthers(epoch int64, m M) uint64 {
 	e := uint64(epoch) & epochMask
-	skip := int(epoch % int64(a.buckets))
+	skip := a.slotOf(epoch)
 	var s uint64
-	for i := 0; i < a.buckets; i++ {
+	for i := 0; i < a.ring; i++ {
 		if i == skip {
 			continue
 		}
 		v := a.words[i*a.metrics+int(m)].Load()
 		d := (e - v>>valueBits) & epochMask
-		if d < uint64(a.buckets) || d > epochMask-uint64(a.buckets) {
+		if d < uint64(a.buckets) || d == epochMask {
 			s += v & valueMask
 		}
 	}

@@ -46,61 +46,49 @@ func TestNewLeapArrayRejectsBadShapes(t *testing.T) {
 }
 
 func TestLeapArraySumAtBucketBoundaries(t *testing.T) {
-	a := newTestArray(t, nil)
-	// One event at the start of each 100 ms bucket for 2 s, plus one at the
-	// last nanosecond of each bucket.
+	// One event at the first and one at the last nanosecond of each 100 ms
+	// bucket for 2 s, written in time order; each row reads the window at
+	// give after writing every event up to give.
+	var events []int64
 	for b := int64(0); b < 20; b++ {
-		a.Add(b*100*ms, mCount, 1)
-		a.Add(b*100*ms+100*ms-1, mCount, 1)
+		events = append(events, b*100*ms, b*100*ms+100*ms-1)
 	}
 	tests := []struct {
 		give int64
 		want uint64
 	}{
-		{give: 1999 * ms, want: 20},       // last full window: buckets 10..19
-		{give: 2000 * ms, want: 18},       // bucket 20 empty, buckets 11..19
-		{give: 2899 * ms, want: 2},        // only bucket 19 left
-		{give: 2900 * ms, want: 0},        // everything expired
-		{give: 1500*ms + 3, want: 20},     // buckets 6..15
-		{give: 10_000 * ms, want: 0},      // long after
-		{give: 1000 * ms, want: 20},       // buckets 1..10
-		{give: 1100*ms - 1, want: 20},     // buckets 1..10
-		{give: 1100 * ms, want: 20},       // buckets 2..11
-		{give: 1950 * ms, want: 20},       // buckets 10..19
-		{give: 2050 * ms, want: 18},       // buckets 11..20
-		{give: 2150 * ms, want: 16},       // buckets 12..21
-		{give: 2850 * ms, want: 2},        // buckets 19..28
-		{give: 2950 * ms, want: 0},        // buckets 20..29
-		{give: 1_000_000 * ms, want: 0},   // far future
-		{give: 1999*ms + 999, want: 20},   // same bucket as 1999ms
-		{give: 1900 * ms, want: 20},       // buckets 10..19
-		{give: 1899 * ms, want: 20},       // buckets 9..18
-		{give: 2100 * ms, want: 16},       // buckets 12..21
-		{give: 2500 * ms, want: 8},        // buckets 16..25
-		{give: 2700 * ms, want: 4},        // buckets 18..27
-		{give: 2800 * ms, want: 2},        // buckets 19..28
-		{give: 2899*ms + 1, want: 2},      // still bucket 28
-		{give: 3000 * ms, want: 0},        // empty
-		{give: 5_000_000 * ms, want: 0},   // empty
-		{give: 2600 * ms, want: 6},        // buckets 17..26
-		{give: 2300 * ms, want: 12},       // buckets 14..23
-		{give: 2200 * ms, want: 14},       // buckets 13..22
-		{give: 2400 * ms, want: 10},       // buckets 15..24
-		{give: 1200 * ms, want: 20},       // buckets 3..12
-		{give: 1300 * ms, want: 20},       // buckets 4..13
-		{give: 1400 * ms, want: 20},       // buckets 5..14
-		{give: 1600 * ms, want: 20},       // buckets 7..16
-		{give: 1700 * ms, want: 20},       // buckets 8..17
-		{give: 1800 * ms, want: 20},       // buckets 9..18
-		{give: 2000*ms - 1, want: 20},     // buckets 10..19
-		{give: 2000*ms + 99*ms, want: 18}, // buckets 11..20
+		{give: 0, want: 1},
+		{give: 100*ms - 1, want: 2},
+		{give: 999 * ms, want: 19},          // buckets 0..9, the last one half
+		{give: 1000*ms - 1, want: 20},       // buckets 0..9
+		{give: 1000 * ms, want: 19},         // buckets 1..10: bucket 0 left
+		{give: 1100*ms - 1, want: 20},       // buckets 1..10
+		{give: 1500*ms + 3, want: 19},       // buckets 6..15; 0..5 still in the ring, not counted
+		{give: 1600 * ms, want: 19},         // buckets 7..16: slot 0 reused
+		{give: 2000*ms - 1, want: 20},       // buckets 10..19
+		{give: 2000 * ms, want: 18},         // buckets 11..20, 20 empty
+		{give: 2150 * ms, want: 16},         // buckets 12..21
+		{give: 2899 * ms, want: 2},          // bucket 19 only
+		{give: 2900 * ms, want: 0},          // everything left
+		{give: 10_000 * ms, want: 0},        // long after
+		{give: 1_000_000_000 * ms, want: 0}, // far after: every slot's epoch is stale
 	}
-	// (Readers earlier than 1 s would see slots already reused by buckets
-	// 10..19; those newer buckets are counted on purpose, so a reader whose
-	// clock lags a writer's never under-counts.)
 	for _, tt := range tests {
+		a := newTestArray(t, nil)
+		for _, at := range events {
+			if at <= tt.give {
+				a.Add(at, mCount, 1)
+			}
+		}
 		assert.Equal(t, tt.want, a.Sum(tt.give, mCount), "Sum(%v)", time.Duration(tt.give))
 	}
+}
+
+func TestLeapArrayCountsAWriterOneBucketAhead(t *testing.T) {
+	a := newTestArray(t, nil)
+	a.Add(1050*ms, mCount, 3) // a writer whose clock is in bucket 10
+	assert.Equal(t, uint64(3), a.Sum(999*ms, mCount), "a reader still in bucket 9 sees it")
+	assert.Equal(t, uint64(0), a.Sum(899*ms, mCount), "two buckets ahead is not lag, it is the future")
 }
 
 func TestLeapArrayResetRetiresOldValueOnce(t *testing.T) {
@@ -113,14 +101,15 @@ func TestLeapArrayResetRetiresOldValueOnce(t *testing.T) {
 	})
 	a.Add(50*ms, mCount, 7)
 	a.Add(60*ms, mCount, 3)
-	// Same slot one interval later: resets and retires bucket 0's 10.
-	a.Add(1050*ms, mCount, 1)
+	// The same slot a ring later (16 slots of 100 ms): resets and retires
+	// bucket 0's 10.
+	a.Add(1650*ms, mCount, 1)
 	require.Equal(t, []uint64{10}, retired)
 	require.Equal(t, []int64{0}, starts)
-	require.Equal(t, uint64(1), a.Sum(1050*ms, mCount))
+	require.Equal(t, uint64(1), a.Sum(1650*ms, mCount))
 	// A late writer still in bucket 0 counts into the newer bucket, not lost.
 	a.Add(70*ms, mCount, 1)
-	require.Equal(t, uint64(2), a.Sum(1050*ms, mCount))
+	require.Equal(t, uint64(2), a.Sum(1650*ms, mCount))
 	require.Equal(t, []uint64{10}, retired)
 }
 
@@ -205,10 +194,10 @@ func TestLeapArraySubUndoesOnlyLiveBuckets(t *testing.T) {
 	require.True(t, ok)
 	require.True(t, a.Sub(ep, mCount, 2))
 	require.Equal(t, uint64(3), a.Sum(300*ms, mCount))
-	// The slot moved on a full interval later: nothing to undo.
-	a.Add(1300*ms, mCount, 4)
+	// The slot moved on a ring later: nothing to undo.
+	a.Add(1900*ms, mCount, 4)
 	require.False(t, a.Sub(ep, mCount, 3))
-	require.Equal(t, uint64(4), a.Sum(1300*ms, mCount))
+	require.Equal(t, uint64(4), a.Sum(1900*ms, mCount))
 }
 
 // TestNodeNoCountLostAcrossResets sends a known number of events from many

@@ -39,6 +39,8 @@ const (
 	BucketWidth = time.Second / SecondBuckets
 	// MinuteBuckets is the number of one-second buckets of the minute window.
 	MinuteBuckets = 60
+	// secRing is RingSize(SecondBuckets).
+	secRing = 16
 )
 
 // maxRTMicros caps one entry's contribution to RT sums (about 17.9 minutes),
@@ -61,12 +63,21 @@ const maxRTMicros = int64(MaxAdd)
 // that embeds its Node keeps everything the request path touches in one
 // allocation (this matters with many resources: fewer cache and TLB misses).
 type Node struct {
-	sec         LeapArray[Metric]
+	// Read on every call, written only at construction.
+	sec LeapArray[Metric]
+	min *LeapArray[Metric]
+	_   [cacheLine]byte // keep the write-hot counters below off the header's cache line
+	// Written on every call.
 	concurrency atomic.Int64
-	min         *LeapArray[Metric]
+	_           [cacheLine - 8]byte
+	secWords    [secRing * int(metricCount)]atomic.Uint64
 	total       [metricCount]atomic.Uint64
-	secWords    [SecondBuckets * int(metricCount)]atomic.Uint64
 }
+
+// cacheLine is the padding that keeps fields written on every call away
+// from fields that are only read, so one core's writes do not invalidate
+// the other cores' reads (false sharing).
+const cacheLine = 64
 
 // NewNode returns an empty node.
 func NewNode() *Node {

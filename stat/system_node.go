@@ -57,8 +57,8 @@ func (w *WindowCache) Sums(now int64) (pass, complete, rtMicros uint64) {
 		pass, complete, rtMicros = w.fill(now, seq)
 	}
 	// The current bucket: one slot of the window, three words.
-	a := w.node.sec
-	base := int(ep%SecondBuckets) * a.metrics
+	a := &w.node.sec
+	base := a.slotOf(ep) * a.metrics
 	e := uint64(ep) & epochMask
 	if v := a.words[base+int(Pass)].Load(); v>>valueBits == e {
 		pass += v & valueMask
@@ -137,17 +137,17 @@ func (n *Node) minRTSince(now, from, until int64) (uint64, bool) {
 // maxCompleteBefore returns the largest Complete count of a single bucket of
 // the one-second window ending at bucket epoch, leaving out that bucket.
 func (n *Node) maxCompleteBefore(epoch int64) uint64 {
-	a := n.sec
+	a := &n.sec
 	e := uint64(epoch) & epochMask
-	skip := int(epoch % SecondBuckets)
+	skip := a.slotOf(epoch)
 	var best uint64
-	for i := 0; i < SecondBuckets; i++ {
+	for i := 0; i < a.ring; i++ {
 		if i == skip {
 			continue
 		}
 		v := a.words[i*a.metrics+int(Complete)].Load()
 		d := (e - v>>valueBits) & epochMask
-		if d < SecondBuckets || d > epochMask-SecondBuckets {
+		if d < SecondBuckets || d == epochMask {
 			best = max(best, v&valueMask)
 		}
 	}
@@ -175,8 +175,8 @@ func (w *WindowCache) Best(now int64) (maxComplete, minRT uint64, ok bool) {
 	} else {
 		maxComplete, closedMin = w.fillBest(now, seq)
 	}
-	a := w.node.sec
-	base := int(ep%SecondBuckets) * a.metrics
+	a := &w.node.sec
+	base := a.slotOf(ep) * a.metrics
 	e := uint64(ep) & epochMask
 	if v := a.words[base+int(Complete)].Load(); v>>valueBits == e {
 		maxComplete = max(maxComplete, v&valueMask)
