@@ -155,7 +155,8 @@ func (a *LeapArray[M]) word(epoch int64, m M) *atomic.Uint64 {
 }
 
 // slotOf returns the storage slot of bucket epoch.
-func (a *LeapArray[M]) slotOf(epoch int64) int { return int(epoch & a.mask)
+func (a *LeapArray[M]) slotOf(epoch int64) int {
+	return int(epoch & a.mask)
 }
 
 // Add adds n to metric m in the bucket that contains now (for a Min metric it
