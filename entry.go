@@ -206,6 +206,7 @@ func (g *Engine) enter(e *Pass, ctx context.Context, name string, opts []EntryOp
 		}
 		return nil, be
 	}
+	c.DropUndo()
 	statistic.Pass(c, &r.node, in)
 	if snap != nil {
 		for _, s := range snap.Stat {

@@ -17,6 +17,9 @@ type EntryContext struct {
 	tickets [4]Ticket
 	n       int
 	more    []Ticket
+	undo    [4]Ticket
+	nu      int
+	moreU   []Ticket
 }
 
 // Ticket is something a rule check holds for an entry that passed it: a
@@ -56,9 +59,43 @@ func (c *EntryContext) AddTicket(t Ticket) {
 	c.more = append(c.more, t)
 }
 
+// AddUndo records t to be released only if a later check refuses the entry
+// (x.Blocked); when the entry passes, the engine forgets it (DropUndo) and t
+// is never called. It is for reservations that need giving back only on
+// refusal, such as a token taken from a window, and spares them a call at
+// Exit.
+func (c *EntryContext) AddUndo(t Ticket) {
+	if c.nu < len(c.undo) {
+		c.undo[c.nu] = t
+		c.nu++
+		return
+	}
+	c.moreU = append(c.moreU, t)
+}
+
+// DropUndo forgets the tickets recorded with AddUndo: the entry passed.
+// Engines call it; slots do not.
+func (c *EntryContext) DropUndo() {
+	c.nu = 0
+	c.moreU = c.moreU[:0]
+}
+
 // ReleaseTickets releases every ticket once, in reverse order of
-// acquisition, and forgets them. Engines call it; slots do not.
+// acquisition, and forgets them; with x.Blocked it also releases the tickets
+// recorded with AddUndo. Engines call it; slots do not.
 func (c *EntryContext) ReleaseTickets(x ExitInfo) {
+	if x.Blocked {
+		for i := len(c.moreU) - 1; i >= 0; i-- {
+			c.moreU[i].Release(x)
+			c.moreU[i] = nil
+		}
+		c.moreU = c.moreU[:0]
+		for i := c.nu - 1; i >= 0; i-- {
+			c.undo[i].Release(x)
+			c.undo[i] = nil
+		}
+		c.nu = 0
+	}
 	for i := len(c.more) - 1; i >= 0; i-- {
 		c.more[i].Release(x)
 		c.more[i] = nil
@@ -71,8 +108,9 @@ func (c *EntryContext) ReleaseTickets(x ExitInfo) {
 	c.n = 0
 }
 
-// Tickets returns how many tickets the entry holds.
-func (c *EntryContext) Tickets() int { return c.n + len(c.more) }
+// Tickets returns how many tickets the entry holds, undo-only ones
+// included.
+func (c *EntryContext) Tickets() int { return c.n + len(c.more) + c.nu + len(c.moreU) }
 
 // Attachment is a named argument of an entry (sluice.WithAttachment).
 type Attachment struct {

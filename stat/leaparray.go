@@ -270,15 +270,24 @@ func (a *LeapArray[M]) SumEpoch(epoch int64, m M, n int) uint64 {
 	if n > a.buckets {
 		n = a.buckets
 	}
-	e := uint64(epoch) & epochMask
+	return a.sumRange(epoch, m, 0, n)
+}
+
+// sumRange sums metric m over buckets epoch-from .. epoch-(to-1) and the
+// bucket after epoch (a writer one bucket ahead). It visits exactly those
+// slots and counts a word only when its epoch is the expected one.
+func (a *LeapArray[M]) sumRange(epoch int64, m M, from, to int) uint64 {
 	var s uint64
-	base := int(m)
-	for i := 0; i < a.ring; i++ {
-		v := a.words[i*a.metrics+base].Load()
-		d := (e - v>>valueBits) & epochMask
-		if d < uint64(n) || d == epochMask {
+	for k := from; k < to; k++ {
+		ep := epoch - int64(k)
+		v := a.words[a.slotOf(ep)*a.metrics+int(m)].Load()
+		if v>>valueBits == uint64(ep)&epochMask {
 			s += v & valueMask
 		}
+	}
+	next := epoch + 1
+	if v := a.words[a.slotOf(next)*a.metrics+int(m)].Load(); v>>valueBits == uint64(next)&epochMask {
+		s += v & valueMask
 	}
 	return s
 }
@@ -403,20 +412,10 @@ func (a *LeapArray[M]) TryAdd(epoch int64, m M, n uint64, limit float64) (bool, 
 // sumOthers sums metric m over the window ending at bucket epoch, leaving out
 // the slot of epoch itself.
 func (a *LeapArray[M]) sumOthers(epoch int64, m M) uint64 {
-	e := uint64(epoch) & epochMask
-	skip := a.slotOf(epoch)
-	var s uint64
-	for i := 0; i < a.ring; i++ {
-		if i == skip {
-			continue
-		}
-		v := a.words[i*a.metrics+int(m)].Load()
-		d := (e - v>>valueBits) & epochMask
-		if d < uint64(a.buckets) || d == epochMask {
-			s += v & valueMask
-		}
+	if a.ring == 1 {
+		return 0
 	}
-	return s
+	return a.sumRange(epoch, m, 1, a.buckets)
 }
 
 // Sub takes back n from Sum metric m in bucket epoch, undoing an earlier Add

@@ -146,7 +146,7 @@ func (c *Controller) Check(ctx context.Context, ec *core.EntryContext, clk core.
 			}
 			return c.blocked(ec, float64(seen), c.width-now%c.width, "")
 		}
-		ec.AddTicket(c)
+		ec.AddUndo(c)
 		return nil
 	case modeConcurrency:
 		for {
@@ -263,7 +263,7 @@ func (c *Controller) pace(ctx context.Context, ec *core.EntryContext, clk core.C
 			return be
 		}
 	}
-	ec.AddTicket(c)
+	ec.AddUndo(c)
 	return nil
 }
 
@@ -414,7 +414,7 @@ func (w *warmUp) check(c *Controller, ec *core.EntryContext) *core.BlockError {
 		be.Threshold = lim
 		return be
 	}
-	ec.AddTicket(c)
+	ec.AddUndo(c)
 	return nil
 }
 
@@ -449,6 +449,6 @@ func (w *warmUp) pace(ctx context.Context, c *Controller, ec *core.EntryContext,
 			return be
 		}
 	}
-	ec.AddTicket(c)
+	ec.AddUndo(c)
 	return nil
 }
