@@ -2,9 +2,12 @@ package param
 
 import (
 	"hash/maphash"
+	"math/rand/v2"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -132,7 +135,7 @@ func TestMillionKeys(t *testing.T) {
 	runtime.KeepAlive(c)
 }
 
-func TestCacheHashCollisionsChain(t *testing.T) {
+func TestCacheHashCollisions(t *testing.T) {
 	c := newCache(3, modeReject)
 	s := &c.shards[0]
 	s.mu.Lock()
@@ -145,10 +148,92 @@ func TestCacheHashCollisionsChain(t *testing.T) {
 	assert.Same(t, b, s.find("b", 7))
 	assert.Same(t, d, s.find("d", 7))
 	assert.Nil(t, s.find("e", 7))
-	// remove recomputes the real hash; detach b from the forced chain by hand.
-	s.m[maphash.String(s.seed, "b")] = s.m[7]
-	delete(s.m, 7)
-	s.remove(b)
-	assert.Nil(t, s.find("b", maphash.String(s.seed, "b")))
+	s.remove(b, 7)
+	assert.Nil(t, s.find("b", 7))
+	assert.Same(t, a, s.find("a", 7))
+	assert.Same(t, d, s.find("d", 7))
 	assert.Equal(t, 2, s.n)
+}
+
+// TestEntryLayout pins down what the check of a cold value relies on: an
+// entry is one 128-byte size class (two aligned cache lines) and everything
+// a check touches, up to the first bytes of the key, is in the first line.
+func TestEntryLayout(t *testing.T) {
+	var e entry
+	require.Equal(t, uintptr(128), unsafe.Sizeof(e))
+	assert.LessOrEqual(t, unsafe.Offsetof(e.kbuf)+22, uintptr(64), "22 key bytes in the first line")
+	for _, off := range []uintptr{unsafe.Offsetof(e.shard), unsafe.Offsetof(e.tokens), unsafe.Offsetof(e.part),
+		unsafe.Offsetof(e.last), unsafe.Offsetof(e.inflight), unsafe.Offsetof(e.freq), unsafe.Offsetof(e.klen)} {
+		assert.Less(t, off, uintptr(64))
+	}
+}
+
+func TestEntryKeys(t *testing.T) {
+	c := newCache(1000, modeReject)
+	keys := []string{"", "a", strings.Repeat("x", inlineKey-1), strings.Repeat("x", inlineKey),
+		strings.Repeat("x", inlineKey+1), strings.Repeat("y", inlineKey+1), strings.Repeat("x", 1000)}
+	got := make(map[string]*entry)
+	for _, k := range keys {
+		buf := []byte(k) // the cache must copy what it keeps
+		e := touch(c, string(buf))
+		clear(buf)
+		got[k] = e
+	}
+	for _, k := range keys {
+		e := c.lookup(k)
+		require.Same(t, got[k], e, "lookup(%q)", k)
+		assert.True(t, e.is(k))
+		assert.Equal(t, maphash.String(c.seed, k), e.hash(c.seed), "hash of %q", k)
+		for _, other := range keys {
+			if other != k {
+				assert.False(t, e.is(other), "entry of %q is %q", k, other)
+			}
+		}
+	}
+	assert.Equal(t, len(keys), c.len())
+}
+
+// TestTableMatchesMap inserts and removes entries with hashes crowded into a
+// few home slots (long runs, wrapping around the end, equal hashes) and
+// checks every lookup against a map.
+func TestTableMatchesMap(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(1, 2))
+	var tab table
+	want := make(map[string]*entry)
+	hashes := make(map[string]uint64)
+	var live []string
+	for step := 0; step < 20_000; step++ {
+		if len(live) > 0 && (rnd.IntN(2) == 0 || len(live) > 300) {
+			i := rnd.IntN(len(live))
+			k := live[i]
+			live[i] = live[len(live)-1]
+			live = live[:len(live)-1]
+			tab.remove(hashes[k], want[k])
+			delete(want, k)
+		} else {
+			k := strconv.Itoa(step)
+			// Hashes whose top bits name few slots, the last ones near the end.
+			h := uint64(rnd.IntN(4))<<62 | uint64(rnd.IntN(3))<<58 | uint64(rnd.IntN(2))
+			e := &entry{klen: uint8(len(k))}
+			copy(e.kbuf[:], k)
+			tab.insert(h, e, len(live)+1)
+			want[k], hashes[k] = e, h
+			live = append(live, k)
+		}
+		if step%97 == 0 || len(live) < 5 {
+			n := 0
+			for _, sl := range tab.slots {
+				if sl.e != nil {
+					n++
+				}
+			}
+			require.Equal(t, len(live), n, "step %d: entries in the table", step)
+			for k, e := range want {
+				require.Same(t, e, tab.find(k, hashes[k]), "step %d: find(%q)", step, k)
+			}
+			if len(live) > 0 {
+				require.Nil(t, tab.find("absent", hashes[live[0]]))
+			}
+		}
+	}
 }

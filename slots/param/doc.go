@@ -4,8 +4,9 @@
 // counter for each value.
 //
 // Per-value state lives in a bounded cache: sharded by the value's hash,
-// each shard a map under one short mutex with S3-FIFO eviction, which keeps
-// frequently used values when a scan of values seen once passes through.
+// each shard an open-addressing table under one short mutex with S3-FIFO
+// eviction, which keeps frequently used values when a scan of values seen
+// once passes through.
 // Values with requests in flight are never evicted, so every release reaches
 // the live count. A check on a string or integer argument does not allocate
 // once the value is tracked, and the arguments never leave the caller's
