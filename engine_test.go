@@ -228,6 +228,17 @@ func TestCustomSlots(t *testing.T) {
 	assert.Equal(t, int64(3*time.Millisecond), counts.lastRT)
 	counts.mu.Unlock()
 
+	// A stat slot registered while an entry is in flight does not see that
+	// entry's exit (it never saw it pass).
+	late := &countSlot{}
+	inFlight, err := g.Entry("public")
+	require.NoError(t, err)
+	require.NoError(t, g.RegisterSlot(late, 30))
+	inFlight.Exit()
+	late.mu.Lock()
+	assert.Equal(t, 0, late.exited)
+	late.mu.Unlock()
+
 	// Removing the denial shows the flow token was never spent.
 	deny.resource = "nothing"
 	require.True(t, try(g, "secret"))

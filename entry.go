@@ -83,7 +83,8 @@ type Pass struct {
 	res    *resource
 	ctx    core.EntryContext
 	err    error
-	custom *core.EntryContext // copy given to custom slots, nil without them
+	custom *core.EntryContext  // copy given to custom slots, nil without them
+	slots  *core.ChainSnapshot // the custom slots the entry ran through
 	done   bool
 }
 
@@ -114,11 +115,11 @@ func (e *Pass) Exit() {
 		in = g.inbound
 	}
 	statistic.Exit(x, &e.res.node, in)
-	if e.custom != nil {
-		if snap := g.chain.Snapshot(); snap != nil {
-			for _, s := range snap.Stat {
-				s.OnExit(e.custom, x)
-			}
+	if e.slots != nil {
+		// The slots the entry passed through, not whatever is registered
+		// now: a slot added meanwhile never saw this entry pass.
+		for _, s := range e.slots.Stat {
+			s.OnExit(e.custom, x)
 		}
 	}
 }
@@ -192,6 +193,7 @@ func (g *Engine) enter(e *Pass, ctx context.Context, name string, opts []EntryOp
 	snap := g.chain.Snapshot()
 	if snap != nil {
 		e.custom = customCopy(c)
+		e.slots = snap
 		for _, s := range snap.Prepare {
 			s.Prepare(e.custom)
 		}

@@ -1,6 +1,7 @@
 package system_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -37,8 +38,14 @@ func benchSlot(b *testing.B, rs []rules.System, load, cpu float64) (*system.Slot
 	if _, err := s.Load(rs); err != nil {
 		b.Fatal(err)
 	}
-	for s.Metrics().CPUUsageAge < 0 { // wait for the first sample
-		time.Sleep(time.Millisecond)
+	// The sampler takes its first sample, then parks on the clock's timer.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := clock.BlockUntil(ctx, 1); err != nil {
+		b.Fatal("no first sample:", err)
+	}
+	if s.Metrics().CPUUsageAge < 0 {
+		b.Fatal("sampler parked without a reading")
 	}
 	return s, node, clock
 }
