@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"go.uber.org/atomic"
 
@@ -143,107 +144,91 @@ func (g *Engine) RegisterSlot(s core.Slot, order int) error {
 }
 
 // resource is one tracked resource: its statistics and the rules on it.
+//
+// Its first cache line holds all that a registry lookup compares: the name
+// and, when it is at most shortName bytes long, the name's bytes themselves
+// (name then points into short). The counters the request path writes follow
+// in the embedded node.
 type resource struct {
-	rules atomic.Pointer[ruleSet]
 	name  string
-	node  stat.Node // by value: the hot statistics share the allocation (padded inside)
+	short [shortName]byte
+	rules atomic.Pointer[ruleSet] // authoritative; the registry's bindings copy it
+	node  stat.Node               // by value: the hot statistics share the allocation (padded inside)
 }
 
+// shortName is the longest name kept inside the resource.
+const shortName = 40
+
 func newResource(name string) *resource {
-	r := &resource{name: name}
+	r := &resource{}
+	if len(name) <= shortName && len(name) > 0 {
+		copy(r.short[:], name)
+		r.name = unsafe.String(&r.short[0], len(name))
+	} else {
+		r.name = strings.Clone(name)
+	}
 	r.node.Init()
 	return r
 }
 
 // ruleSet is the immutable set of controllers on one resource, swapped whole
 // when rules change.
+//
+// It is laid out for a resource that is not in cache: a check follows
+// resource -> rule set -> counters, nothing longer. Flow controllers are
+// held by value (a Controller is configuration plus pointers to its counting
+// state, so a copy shares the state with the original), and a single one is
+// stored inside the rule set itself, next to the slice that points to it.
+// The rarer kinds sit behind one pointer that is nil when there are none.
 type ruleSet struct {
-	flow      []*flow.Controller
+	flow  []flow.Controller
+	other *otherRules
+	flow1 [1]flow.Controller // flow's storage when it holds one controller
+}
+
+// otherRules are the controllers of a resource other than flow ones.
+type otherRules struct {
 	isolation []*isolation.Controller
 	param     []*param.Controller
 	degrade   []*degrade.Breaker
 }
 
-func (rs *ruleSet) empty() bool {
-	return len(rs.flow) == 0 && len(rs.isolation) == 0 && len(rs.param) == 0 && len(rs.degrade) == 0
+func (o *otherRules) empty() bool {
+	return len(o.isolation) == 0 && len(o.param) == 0 && len(o.degrade) == 0
 }
 
-// registry maps names to resources. Reads are lock-free: a read-only map
-// behind an atomic pointer; misses fall back to a locked map of all
-// resources, which is promoted to the read map once misses have paid for the
-// copy.
-type registry struct {
-	read   atomic.Pointer[map[string]*resource]
-	mu     sync.Mutex
-	all    map[string]*resource
-	misses int
-}
-
-func (r *registry) init() {
-	m := map[string]*resource{}
-	r.read.Store(&m)
-	r.all = map[string]*resource{}
-}
-
-func (r *registry) load(name string) *resource {
-	return (*r.read.Load())[name]
-}
-
-// lookup returns the resource, creating it with mk when absent and allowed.
-// It returns nil when mk does.
-func (r *registry) lookup(name string, mk func() *resource) *resource {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if x, ok := r.all[name]; ok {
-		r.miss()
-		return x
-	}
-	x := mk()
-	if x == nil {
+// newRuleSet returns the rule set of the given controllers, or nil when
+// there are none.
+func newRuleSet(fl []*flow.Controller, o otherRules) *ruleSet {
+	if len(fl) == 0 && o.empty() {
 		return nil
 	}
-	r.all[x.name] = x
-	r.miss()
-	return x
-}
-
-// miss records a read-map miss and promotes the full map once misses reach
-// an eighth of its size, so the copy costs at most eight entries per miss.
-// Must hold mu.
-func (r *registry) miss() {
-	r.misses++
-	if r.misses < len(r.all)/8+1 {
-		return
+	rs := &ruleSet{}
+	switch len(fl) {
+	case 0:
+	case 1:
+		rs.flow1[0] = *fl[0]
+		rs.flow = rs.flow1[:]
+	default:
+		rs.flow = make([]flow.Controller, len(fl))
+		for i, c := range fl {
+			rs.flow[i] = *c
+		}
 	}
-	m := make(map[string]*resource, len(r.all))
-	for k, v := range r.all {
-		m[k] = v
+	if !o.empty() {
+		rs.other = &o
 	}
-	r.read.Store(&m)
-	r.misses = 0
-}
-
-func (r *registry) len() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.all)
-}
-
-func (r *registry) each(f func(*resource)) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, x := range r.all {
-		f(x)
-	}
+	return rs
 }
 
 // resource returns the named resource, creating it if the limit allows, or
-// the overflow resource.
-func (g *Engine) resource(name string) *resource {
-	if x := g.reg.load(name); x != nil {
-		return x
+// the overflow resource, with the rule set in force on it.
+func (g *Engine) resource(name string) binding {
+	if b := g.reg.load(name); b.res != nil {
+		return b
 	}
-	return g.slowResource(name, false)
+	x := g.slowResource(name, false)
+	return binding{res: x, rules: x.rules.Load()}
 }
 
 func (g *Engine) slowResource(name string, force bool) *resource {
@@ -251,7 +236,7 @@ func (g *Engine) slowResource(name string, force bool) *resource {
 		if !force && len(g.reg.all) >= g.max {
 			return nil
 		}
-		return newResource(strings.Clone(name))
+		return newResource(name)
 	})
 	if x != nil {
 		return x
@@ -268,17 +253,14 @@ func (g *Engine) node(name string) *stat.Node { return &g.slowResource(name, tru
 // publish rebuilds every resource's rule set from the controllers in force.
 // Must hold g.mu.
 func (g *Engine) publish() {
-	sets := map[string]*ruleSet{}
-	get := func(res string) *ruleSet {
-		s := sets[res]
-		if s == nil {
-			s = &ruleSet{}
-			sets[res] = s
+	others := map[string]*otherRules{}
+	get := func(res string) *otherRules {
+		o := others[res]
+		if o == nil {
+			o = &otherRules{}
+			others[res] = o
 		}
-		return s
-	}
-	for res, cs := range g.flowCtl {
-		get(res).flow = cs
+		return o
 	}
 	for res, cs := range g.isoCtl {
 		get(res).isolation = cs
@@ -289,27 +271,25 @@ func (g *Engine) publish() {
 	for res, cs := range g.cbCtl {
 		get(res).degrade = cs
 	}
-	for res := range sets {
+	for res := range g.flowCtl {
 		g.slowResource(res, true)
 	}
-	g.reg.each(func(x *resource) {
-		s := sets[x.name]
-		if s != nil && s.empty() {
-			s = nil
+	for res := range others {
+		g.slowResource(res, true)
+	}
+	g.reg.rebind(func(x *resource) *ruleSet {
+		var o otherRules
+		if p := others[x.name]; p != nil {
+			o = *p
 		}
-		x.rules.Store(s)
+		return newRuleSet(g.flowCtl[x.name], o)
 	})
 }
 
 // Snapshot returns the statistics of a resource at the engine clock's
 // current reading, and false when the engine does not track it.
 func (g *Engine) Snapshot(resourceName string) (stat.Snapshot, bool) {
-	x := g.reg.load(resourceName)
-	if x == nil {
-		g.reg.mu.Lock()
-		x = g.reg.all[resourceName]
-		g.reg.mu.Unlock()
-	}
+	x := g.reg.get(resourceName)
 	if x == nil {
 		return stat.Snapshot{}, false
 	}

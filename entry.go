@@ -183,9 +183,11 @@ func (g *Engine) enter(e *Pass, ctx context.Context, name string, opts []EntryOp
 	if g.closed.Load() {
 		return nil, ErrClosed
 	}
-	r := g.resource(name)
+	b := g.resource(name)
+	r := b.res
 	e.res = r
 	c.Start = g.clock.Nanotime()
+	r.node.Prefetch(c.Start)
 	var in *stat.Node
 	if c.Traffic == core.Inbound {
 		in = g.inbound
@@ -198,7 +200,7 @@ func (g *Engine) enter(e *Pass, ctx context.Context, name string, opts []EntryOp
 			s.Prepare(e.custom)
 		}
 	}
-	if be := g.check(ctx, e, args, r, in, snap); be != nil {
+	if be := g.check(ctx, e, args, b.rules, in, snap); be != nil {
 		c.ReleaseTickets(core.ExitInfo{Start: c.Start, End: c.Start, Batch: c.Batch, Blocked: true})
 		statistic.Block(c, &r.node, in)
 		if snap != nil {
@@ -219,32 +221,34 @@ func (g *Engine) enter(e *Pass, ctx context.Context, name string, opts []EntryOp
 }
 
 // check runs the rule checks in chain order; the first refusal wins.
-func (g *Engine) check(ctx context.Context, e *Pass, args core.Args, r *resource, in *stat.Node, snap *core.ChainSnapshot) *core.BlockError {
+func (g *Engine) check(ctx context.Context, e *Pass, args core.Args, rs *ruleSet, in *stat.Node, snap *core.ChainSnapshot) *core.BlockError {
 	c := &e.ctx
 	if in != nil && g.system.Active() {
 		if be := g.system.Check(c); be != nil {
 			return be
 		}
 	}
-	if rs := r.rules.Load(); rs != nil {
-		for _, f := range rs.flow {
-			if be := f.Check(ctx, c, g.clock); be != nil {
+	if rs != nil {
+		for i := range rs.flow {
+			if be := rs.flow[i].Check(ctx, c, g.clock); be != nil {
 				return be
 			}
 		}
-		for _, f := range rs.isolation {
-			if be := f.Check(c); be != nil {
-				return be
+		if o := rs.other; o != nil {
+			for _, f := range o.isolation {
+				if be := f.Check(c); be != nil {
+					return be
+				}
 			}
-		}
-		for _, f := range rs.param {
-			if be := f.Check(ctx, c, args, g.clock); be != nil {
-				return be
+			for _, f := range o.param {
+				if be := f.Check(ctx, c, args, g.clock); be != nil {
+					return be
+				}
 			}
-		}
-		for _, f := range rs.degrade {
-			if be := f.Check(c); be != nil {
-				return be
+			for _, f := range o.degrade {
+				if be := f.Check(c); be != nil {
+					return be
+				}
 			}
 		}
 	}

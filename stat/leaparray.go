@@ -57,14 +57,14 @@ type RetireFunc[M ~uint8] func(m M, bucketStart int64, v uint64)
 // lost and never counted twice. A caller whose clock reading is older than
 // the bucket now in its slot counts into that newer bucket.
 type LeapArray[M ~uint8] struct {
+	// The counters, their shape (words per slot = metrics; mask = ring - 1,
+	// so the slot of epoch e is e & mask, no division) and the number of
+	// buckets in the window.
+	view
 	width   int64
-	buckets int   // buckets in the window
-	ring    int   // slots in storage: the power of two >= buckets
-	mask    int64 // ring - 1: slot of epoch e is e & mask (no division)
-	metrics int
+	ring    int    // slots in storage: the power of two >= buckets
 	minMask uint64 // bit m set: metric m is a Min metric
 	kinds   []Kind
-	words   []atomic.Uint64
 	retire  RetireFunc[M]
 }
 
@@ -111,14 +111,11 @@ func (a *LeapArray[M]) init(interval time.Duration, buckets int, kinds []Kind, r
 		words = make([]atomic.Uint64, ring*len(kinds))
 	}
 	*a = LeapArray[M]{
-		width:   int64(interval) / int64(buckets),
-		buckets: buckets,
-		ring:    ring,
-		mask:    int64(ring - 1),
-		metrics: len(kinds),
-		kinds:   append([]Kind(nil), kinds...),
-		words:   words,
-		retire:  retire,
+		view:   view{words: words, stride: len(kinds), mask: int64(ring - 1), buckets: buckets},
+		width:  int64(interval) / int64(buckets),
+		ring:   ring,
+		kinds:  append([]Kind(nil), kinds...),
+		retire: retire,
 	}
 	for i, k := range kinds {
 		if k == Min {
@@ -151,7 +148,7 @@ func (a *LeapArray[M]) Interval() int64 { return a.width * int64(a.buckets) }
 func (a *LeapArray[M]) Epoch(now int64) int64 { return now / a.width }
 
 func (a *LeapArray[M]) word(epoch int64, m M) *atomic.Uint64 {
-	return &a.words[a.slotOf(epoch)*a.metrics+int(m)]
+	return &a.words[a.slotOf(epoch)*a.stride+int(m)]
 }
 
 // slotOf returns the storage slot of bucket epoch.
@@ -183,8 +180,8 @@ func (a *LeapArray[M]) AddEpoch(epoch int64, m M, n uint64) {
 // metric, for callers that write several metrics of one bucket (see
 // AddSumAt and AddMinAt).
 func (a *LeapArray[M]) Slot(epoch int64) []atomic.Uint64 {
-	i := a.slotOf(epoch) * a.metrics
-	return a.words[i : i+a.metrics : i+a.metrics]
+	i := a.slotOf(epoch) * a.stride
+	return a.words[i : i+a.stride : i+a.stride]
 }
 
 // AddSumAt adds n to Sum metric m of slot (from Slot(epoch)). n must not
@@ -274,22 +271,9 @@ func (a *LeapArray[M]) SumEpoch(epoch int64, m M, n int) uint64 {
 }
 
 // sumRange sums metric m over buckets epoch-from .. epoch-(to-1) and the
-// bucket after epoch (a writer one bucket ahead). It visits exactly those
-// slots and counts a word only when its epoch is the expected one.
+// bucket after epoch (a writer one bucket ahead).
 func (a *LeapArray[M]) sumRange(epoch int64, m M, from, to int) uint64 {
-	var s uint64
-	for k := from; k < to; k++ {
-		ep := epoch - int64(k)
-		v := a.words[a.slotOf(ep)*a.metrics+int(m)].Load()
-		if v>>valueBits == uint64(ep)&epochMask {
-			s += v & valueMask
-		}
-	}
-	next := epoch + 1
-	if v := a.words[a.slotOf(next)*a.metrics+int(m)].Load(); v>>valueBits == uint64(next)&epochMask {
-		s += v & valueMask
-	}
-	return s
+	return a.view.sumRange(epoch, int(m), from, to)
 }
 
 // Value returns metric m in the single bucket epoch, or zero when the slot
@@ -314,7 +298,7 @@ func (a *LeapArray[M]) MinOf(now int64, m M) (uint64, bool) {
 	e := uint64(now/a.width) & epochMask
 	best, ok := uint64(0), false
 	for i := 0; i < a.ring; i++ {
-		v := a.words[i*a.metrics+int(m)].Load()
+		v := a.words[i*a.stride+int(m)].Load()
 		d := (e - v>>valueBits) & epochMask
 		if (d < uint64(a.buckets) || d == epochMask) && v&valueMask != 0 {
 			if x := v&valueMask - 1; !ok || x < best {
@@ -331,7 +315,7 @@ func (a *LeapArray[M]) MaxBucket(now int64, m M) uint64 {
 	e := uint64(now/a.width) & epochMask
 	var best uint64
 	for i := 0; i < a.ring; i++ {
-		v := a.words[i*a.metrics+int(m)].Load()
+		v := a.words[i*a.stride+int(m)].Load()
 		d := (e - v>>valueBits) & epochMask
 		if d < uint64(a.buckets) || d == epochMask {
 			if x := v & valueMask; x > best {
@@ -349,7 +333,7 @@ func (a *LeapArray[M]) Unretired(now int64, m M, f func(bucketStart int64, v uin
 	epoch := now / a.width
 	e := uint64(epoch) & epochMask
 	for i := 0; i < a.ring; i++ {
-		v := a.words[i*a.metrics+int(m)].Load()
+		v := a.words[i*a.stride+int(m)].Load()
 		val := v & valueMask
 		if val == 0 {
 			continue
@@ -374,39 +358,19 @@ func (a *LeapArray[M]) Unretired(now int64, m M, f func(bucketStart int64, v uin
 // the add are one atomic step on the bucket's counter: concurrent callers can
 // never together take the total past limit.
 func (a *LeapArray[M]) TryAdd(epoch int64, m M, n uint64, limit float64) (bool, uint64) {
-	if n > MaxAdd {
-		n = MaxAdd
+	r := a.view.tryAdd(epoch, int(m), n, limit)
+	if r.reset {
+		a.retired(m, epoch, uint64(epoch)&epochMask, r.oldEpoch, r.oldValue)
 	}
-	w := a.word(epoch, m)
-	e := uint64(epoch) & epochMask
-	for {
-		old := w.Load()
-		oe := old >> valueBits
-		stale := oe != e && (e-oe)&epochMask < epochHalf
-		// Everything but the current slot: buckets only the past writes to.
-		others := a.sumOthers(epoch, m)
-		cur := uint64(0)
-		if !stale {
-			cur = old & valueMask
-		}
-		total := others + cur
-		if float64(total+n) > limit {
-			return false, total
-		}
-		if stale {
-			if w.CompareAndSwap(old, e<<valueBits|n) {
-				a.retired(m, epoch, e, oe, old&valueMask)
-				return true, total
-			}
-			continue
-		}
-		if cur+n > valueMask-valueHeadroom {
-			return false, total
-		}
-		if w.CompareAndSwap(old, old+n) {
-			return true, total
-		}
-	}
+	return r.ok, r.total
+}
+
+// Sub takes back n from Sum metric m in bucket epoch, undoing an earlier Add
+// or TryAdd there. When the slot has since moved to a later bucket, the
+// earlier add has already left the window and nothing is done. It reports
+// whether it took anything back.
+func (a *LeapArray[M]) Sub(epoch int64, m M, n uint64) bool {
+	return a.view.sub(epoch, int(m), n)
 }
 
 // sumOthers sums metric m over the window ending at bucket epoch, leaving out
@@ -416,29 +380,4 @@ func (a *LeapArray[M]) sumOthers(epoch int64, m M) uint64 {
 		return 0
 	}
 	return a.sumRange(epoch, m, 1, a.buckets)
-}
-
-// Sub takes back n from Sum metric m in bucket epoch, undoing an earlier Add
-// or TryAdd there. When the slot has since moved to a later bucket, the
-// earlier add has already left the window and nothing is done. It reports
-// whether it took anything back.
-func (a *LeapArray[M]) Sub(epoch int64, m M, n uint64) bool {
-	if n > MaxAdd {
-		n = MaxAdd
-	}
-	w := a.word(epoch, m)
-	e := uint64(epoch) & epochMask
-	for {
-		old := w.Load()
-		if old>>valueBits != e {
-			return false
-		}
-		v := old & valueMask
-		if v < n {
-			n = v
-		}
-		if w.CompareAndSwap(old, old-n) {
-			return true
-		}
-	}
 }

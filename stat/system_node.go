@@ -58,7 +58,7 @@ func (w *WindowCache) Sums(now int64) (pass, complete, rtMicros uint64) {
 	}
 	// The current bucket: one slot of the window, three words.
 	a := &w.node.sec
-	base := a.slotOf(ep) * a.metrics
+	base := a.slotOf(ep) * a.stride
 	e := uint64(ep) & epochMask
 	if v := a.words[base+int(Pass)].Load(); v>>valueBits == e {
 		pass += v & valueMask
@@ -145,7 +145,7 @@ func (n *Node) maxCompleteBefore(epoch int64) uint64 {
 		if i == skip {
 			continue
 		}
-		v := a.words[i*a.metrics+int(Complete)].Load()
+		v := a.words[i*a.stride+int(Complete)].Load()
 		d := (e - v>>valueBits) & epochMask
 		if d < SecondBuckets || d == epochMask {
 			best = max(best, v&valueMask)
@@ -176,7 +176,7 @@ func (w *WindowCache) Best(now int64) (maxComplete, minRT uint64, ok bool) {
 		maxComplete, closedMin = w.fillBest(now, seq)
 	}
 	a := &w.node.sec
-	base := a.slotOf(ep) * a.metrics
+	base := a.slotOf(ep) * a.stride
 	e := uint64(ep) & epochMask
 	if v := a.words[base+int(Complete)].Load(); v>>valueBits == e {
 		maxComplete = max(maxComplete, v&valueMask)

@@ -1,0 +1,143 @@
+package stat
+
+import (
+	"math/rand"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestWindowMatchesLeapArray drives a Window and a LeapArray of the same
+// shape (ten buckets, one Sum counter, power-of-two ring) with one random
+// sequence of operations and requires identical answers: Window is the same
+// algorithm with its shape fixed at compile time.
+func TestWindowMatchesLeapArray(t *testing.T) {
+	for _, seed := range []int64{1, 2, 3, 42} {
+		rng := rand.New(rand.NewSource(seed))
+		w := new(Window)
+		a := MustLeapArray[uint8](time.Second, WindowBuckets, []Kind{Sum}, nil)
+		ep := int64(1000)
+		for i := 0; i < 20000; i++ {
+			switch r := rng.Intn(100); {
+			case r < 10: // time moves on, sometimes past the whole window
+				ep += int64(rng.Intn(3))
+				if rng.Intn(50) == 0 {
+					ep += int64(rng.Intn(40))
+				}
+			case r < 70:
+				at := ep - int64(rng.Intn(2)) // a caller with an older reading
+				n := uint64(rng.Intn(4))
+				limit := float64(rng.Intn(60)) + rng.Float64()
+				ok1, seen1 := w.TryAdd(at, n, limit)
+				ok2, seen2 := a.TryAdd(at, 0, n, limit)
+				require.Equal(t, ok2, ok1, "op %d", i)
+				require.Equal(t, seen2, seen1, "op %d", i)
+			case r < 85:
+				at := ep - int64(rng.Intn(12))
+				n := uint64(rng.Intn(3))
+				require.Equal(t, a.Sub(at, 0, n), w.Sub(at, n), "op %d", i)
+			default:
+				at := ep - int64(rng.Intn(2))
+				require.Equal(t, a.SumEpoch(at, 0, WindowBuckets), w.Sum(at), "op %d", i)
+			}
+		}
+	}
+}
+
+func TestWindowTryAddIsExactUnderContention(t *testing.T) {
+	tests := []struct {
+		name    string
+		limit   float64
+		workers int
+		tries   int
+		batch   uint64
+		want    uint64
+	}{
+		{"unit batches", 1000, 64, 100, 1, 1000},
+		{"batches of 3", 100, 32, 50, 3, 99},
+		{"fractional limit", 10.5, 16, 10, 1, 10},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := new(Window)
+			const ep = 9
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			var admitted uint64
+			for g := 0; g < tt.workers; g++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := 0; i < tt.tries; i++ {
+						// Half the callers read a clock one bucket later: they
+						// start bucket ep+1, which the others must count.
+						at := int64(ep + g%2)
+						if ok, _ := w.TryAdd(at, tt.batch, tt.limit); ok {
+							mu.Lock()
+							admitted += tt.batch
+							mu.Unlock()
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			require.Equal(t, tt.want, admitted)
+			require.Equal(t, tt.want, w.Sum(ep))
+		})
+	}
+}
+
+func TestWindowCountsWholeWindowAndSubUndoesLiveBuckets(t *testing.T) {
+	w := new(Window)
+	ok, _ := w.TryAdd(9, 8, 10) // last bucket of second 0
+	require.True(t, ok)
+	ok, seen := w.TryAdd(10, 3, 10)
+	require.False(t, ok, "8 in the previous bucket + 3 exceeds 10")
+	require.Equal(t, uint64(8), seen)
+	ok, _ = w.TryAdd(10, 2, 10)
+	require.True(t, ok)
+	// Once bucket 9 leaves the window (bucket 19) the room comes back.
+	ok, seen = w.TryAdd(19, 8, 10)
+	require.True(t, ok)
+	require.Equal(t, uint64(2), seen)
+	require.Equal(t, uint64(10), w.Sum(19))
+
+	require.True(t, w.Sub(19, 5))
+	require.Equal(t, uint64(5), w.Sum(19))
+	require.False(t, w.Sub(3, 1), "bucket 3's slot holds bucket 19 now")
+	// Buckets 16 slots apart share a slot: 35 replaces 19.
+	ok, _ = w.TryAdd(35, 1, 10)
+	require.True(t, ok)
+	require.False(t, w.Sub(19, 1))
+	require.Equal(t, uint64(1), w.Sum(35))
+}
+
+func TestWindowClampsAndSaturates(t *testing.T) {
+	w := new(Window)
+	ok, _ := w.TryAdd(1, MaxAdd+5, 1e18)
+	require.True(t, ok)
+	require.Equal(t, MaxAdd, w.Sum(1), "amounts above MaxAdd are clamped")
+}
+
+func BenchmarkWindowTryAdd(b *testing.B) {
+	b.Run("serial", func(b *testing.B) {
+		w := new(Window)
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			w.TryAdd(int64(i>>16), 1, 1e12)
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		w := new(Window)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			i := 0
+			for pb.Next() {
+				w.TryAdd(int64(i>>16), 1, 1e12)
+				i++
+			}
+		})
+	})
+}
