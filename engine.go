@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unsafe"
 
 	"go.uber.org/atomic"
 
@@ -144,29 +143,16 @@ func (g *Engine) RegisterSlot(s core.Slot, order int) error {
 }
 
 // resource is one tracked resource: its statistics and the rules on it.
-//
-// Its first cache line holds all that a registry lookup compares: the name
-// and, when it is at most shortName bytes long, the name's bytes themselves
-// (name then points into short). The counters the request path writes follow
-// in the embedded node.
 type resource struct {
+	// First, so the node's hot lines fall on line boundaries (see stat.Node;
+	// TestResourceLayout checks it).
+	node  stat.Node // by value: the counters a call writes share the allocation
 	name  string
-	short [shortName]byte
 	rules atomic.Pointer[ruleSet] // authoritative; the registry's bindings copy it
-	node  stat.Node               // by value: the hot statistics share the allocation (padded inside)
 }
 
-// shortName is the longest name kept inside the resource.
-const shortName = 40
-
 func newResource(name string) *resource {
-	r := &resource{}
-	if len(name) <= shortName && len(name) > 0 {
-		copy(r.short[:], name)
-		r.name = unsafe.String(&r.short[0], len(name))
-	} else {
-		r.name = strings.Clone(name)
-	}
+	r := &resource{name: strings.Clone(name)}
 	r.node.Init()
 	return r
 }
@@ -184,7 +170,14 @@ type ruleSet struct {
 	flow  []flow.Controller
 	other *otherRules
 	flow1 [1]flow.Controller // flow's storage when it holds one controller
+	// Pads the size to a multiple of the cache line, so the allocator
+	// aligns rule sets to lines and the fields above plus the first
+	// controller's hot fields (see flow.Controller) share the first line.
+	_ [ruleSetPad]byte
 }
+
+// ruleSetPad rounds ruleSet up to 256 bytes (TestRuleSetLayout).
+const ruleSetPad = 32
 
 // otherRules are the controllers of a resource other than flow ones.
 type otherRules struct {

@@ -107,22 +107,33 @@ func (r *registry) rebind(rules func(x *resource) *ruleSet) {
 
 // table is an immutable open-addressing hash table (linear probing, at most
 // half full) from resource names to bindings. It replaces a Go map on the
-// read path because a probe then touches one cache line of the table, and
-// the name comparison reads the resource's first line, which holds the
-// name's bytes when they are short (see resource); a Go map probe touches
-// its control word, its slot and the key's separately allocated bytes.
+// read path because a probe then touches exactly one cache line: the slot
+// holds the name's bytes (when short) beside the binding, where a Go map
+// probe touches its control word, its slot and the key's separately
+// allocated bytes, and a table of pointers would need the resource's line to
+// compare names.
 type table struct {
 	seed  maphash.Seed
 	mask  uint64
 	slots []tableSlot
 }
 
-// tableSlot is 32 bytes: two to a cache line, never split across two.
+// tableSlot is one cache line: never split across two, since the slots'
+// array is page-aligned and the size is 64.
 type tableSlot struct {
 	hash uint64 // the name's hash with the low bit set; 0 marks an empty slot
-	n    int    // the name's length, compared before its bytes
 	b    binding
+	n    uint8 // the name's length, or longName
+	name [slotName]byte
 }
+
+const (
+	// slotName is the longest name held in a table slot.
+	slotName = 39
+	// longName marks a slot whose name is longer than slotName: the
+	// comparison then reads the resource's name.
+	longName = 255
+)
 
 func newTable(seed maphash.Seed, all map[string]*resource) *table {
 	size := 8
@@ -136,7 +147,12 @@ func newTable(seed maphash.Seed, all map[string]*resource) *table {
 		for t.slots[i&t.mask].hash != 0 {
 			i++
 		}
-		t.slots[i&t.mask] = tableSlot{hash: h, n: len(name), b: binding{res: x, rules: x.rules.Load()}}
+		s := &t.slots[i&t.mask]
+		*s = tableSlot{hash: h, b: binding{res: x, rules: x.rules.Load()}, n: longName}
+		if len(name) <= slotName {
+			s.n = uint8(len(name))
+			copy(s.name[:], name)
+		}
 	}
 	return t
 }
@@ -150,11 +166,18 @@ func (t *table) get(name string) binding {
 	h := t.hash(name)
 	for i := h; ; i++ {
 		s := &t.slots[i&t.mask]
-		if s.hash == h && s.n == len(name) && s.b.res.name == name {
+		if s.hash == h && s.matches(name) {
 			return s.b
 		}
 		if s.hash == 0 {
 			return binding{}
 		}
 	}
+}
+
+func (s *tableSlot) matches(name string) bool {
+	if s.n == longName {
+		return s.b.res.name == name
+	}
+	return int(s.n) == len(name) && string(s.name[:s.n]) == name
 }

@@ -15,30 +15,13 @@ import (
 	"github.com/sluice-go/sluice/rules"
 )
 
-func TestNewResourceKeepsShortNamesInside(t *testing.T) {
-	tests := []struct {
-		name   string
-		inside bool
-	}{
-		{"", false},
-		{"r", true},
-		{strings.Repeat("x", shortName), true},
-		{strings.Repeat("y", shortName+1), false},
-		{"GET /api/v1/items/{id}", true},
+func TestNewResourceClonesName(t *testing.T) {
+	src := []byte("GET /api/v1/items/{id}")
+	r := newResource(string(src))
+	for i := range src {
+		src[i] = '!' // the caller's bytes may change; the name must not
 	}
-	for _, tt := range tests {
-		t.Run(fmt.Sprintf("len=%d", len(tt.name)), func(t *testing.T) {
-			src := []byte(tt.name)
-			r := newResource(string(src))
-			for i := range src {
-				src[i] = '!' // the caller's bytes may change; the name must not
-			}
-			require.Equal(t, tt.name, r.name)
-			if tt.inside {
-				require.Equal(t, unsafe.Pointer(&r.short[0]), unsafe.Pointer(unsafe.StringData(r.name)))
-			}
-		})
-	}
+	require.Equal(t, "GET /api/v1/items/{id}", r.name)
 }
 
 func TestTableFindsEveryNameAndNothingElse(t *testing.T) {
@@ -52,7 +35,7 @@ func TestTableFindsEveryNameAndNothingElse(t *testing.T) {
 				name := fmt.Sprintf("res-%d", i)
 				switch i % 4 {
 				case 1:
-					name = strings.Repeat("p", i%97)
+					name = strings.Repeat("p", i%97) // around slotName too
 				case 2:
 					name = strings.Repeat("long/", 10) + name
 				}
@@ -63,10 +46,20 @@ func TestTableFindsEveryNameAndNothingElse(t *testing.T) {
 			}
 			tb := newTable(reg.seed, all)
 			require.LessOrEqual(t, 2*len(all), len(tb.slots), "at most half full")
+			inline := 0
 			for name, x := range all {
 				b := tb.get(name)
 				require.Same(t, x, b.res, name)
+				if len(name) <= slotName {
+					inline++
+				}
 			}
+			for i := range tb.slots {
+				if s := &tb.slots[i]; s.hash != 0 && s.n != longName {
+					inline--
+				}
+			}
+			require.Zero(t, inline, "every name of at most slotName bytes is held in its slot")
 			for _, absent := range []string{"res--1", "nope", strings.Repeat("p", 98), strings.Repeat("long/", 10)} {
 				if all[absent] == nil {
 					require.Nil(t, tb.get(absent).res, absent)
@@ -150,4 +143,24 @@ func TestLookupsRaceCreationAndReloads(t *testing.T) {
 	s, ok := g.Snapshot("w1-99")
 	require.True(t, ok)
 	require.Equal(t, uint64(5), s.TotalPass)
+}
+
+// TestRuleSetLayout guards the layout that keeps a single-flow-rule check to
+// one cache line of its rule set: a size the allocator aligns to lines, and
+// the slice, the other rules and the controller's first 32 bytes (its hot
+// fields) in the first 64.
+func TestRuleSetLayout(t *testing.T) {
+	var rs ruleSet
+	require.Zero(t, unsafe.Sizeof(rs)%64, "size %d", unsafe.Sizeof(rs))
+	require.LessOrEqual(t, unsafe.Offsetof(rs.flow1)+32, uintptr(64))
+	require.Equal(t, uintptr(64), unsafe.Sizeof(tableSlot{}))
+}
+
+// TestResourceLayout checks that resources are cache-line aligned, so the
+// node's hot lines (stat.Node) fall on line boundaries.
+func TestResourceLayout(t *testing.T) {
+	for i := 0; i < 100; i++ {
+		r := newResource(fmt.Sprint(i))
+		require.True(t, r.node.CacheAligned(), "resource %d at %p", i, r)
+	}
 }

@@ -74,7 +74,7 @@ type LeapArray[M ~uint8] struct {
 // error when the interval is not a positive multiple of buckets nanoseconds.
 func NewLeapArray[M ~uint8](interval time.Duration, buckets int, kinds []Kind, retire RetireFunc[M]) (*LeapArray[M], error) {
 	a := &LeapArray[M]{}
-	if err := a.init(interval, buckets, kinds, retire, nil); err != nil {
+	if err := a.init(interval, buckets, kinds, retire, nil, 0); err != nil {
 		return nil, err
 	}
 	return a, nil
@@ -94,9 +94,11 @@ func RingSize(buckets int) int {
 }
 
 // init sets up a, using words for the counters when it has exactly
-// RingSize(buckets)*len(kinds) of them (so an owner can keep them inline),
-// or fresh storage otherwise.
-func (a *LeapArray[M]) init(interval time.Duration, buckets int, kinds []Kind, retire RetireFunc[M], words []atomic.Uint64) error {
+// RingSize(buckets)*stride of them (so an owner can keep them inline), or
+// fresh storage otherwise. stride is the number of words per slot: at least
+// len(kinds) (zero means len(kinds)); a larger stride pads each slot, so an
+// owner can give every slot a cache line of its own.
+func (a *LeapArray[M]) init(interval time.Duration, buckets int, kinds []Kind, retire RetireFunc[M], words []atomic.Uint64, stride int) error {
 	if buckets <= 0 || buckets > 1<<16 {
 		return fmt.Errorf("stat: bucket count %d out of range [1, 65536]", buckets)
 	}
@@ -106,12 +108,15 @@ func (a *LeapArray[M]) init(interval time.Duration, buckets int, kinds []Kind, r
 	if len(kinds) == 0 || len(kinds) > 64 {
 		return fmt.Errorf("stat: metric count %d out of range [1, 64]", len(kinds))
 	}
+	if stride < len(kinds) {
+		stride = len(kinds)
+	}
 	ring := RingSize(buckets)
-	if len(words) != ring*len(kinds) {
-		words = make([]atomic.Uint64, ring*len(kinds))
+	if len(words) != ring*stride {
+		words = make([]atomic.Uint64, ring*stride)
 	}
 	*a = LeapArray[M]{
-		view:   view{words: words, stride: len(kinds), mask: int64(ring - 1), buckets: buckets},
+		view:   view{words: words, stride: stride, mask: int64(ring - 1), buckets: buckets},
 		width:  int64(interval) / int64(buckets),
 		ring:   ring,
 		kinds:  append([]Kind(nil), kinds...),
@@ -180,8 +185,8 @@ func (a *LeapArray[M]) AddEpoch(epoch int64, m M, n uint64) {
 // metric, for callers that write several metrics of one bucket (see
 // AddSumAt and AddMinAt).
 func (a *LeapArray[M]) Slot(epoch int64) []atomic.Uint64 {
-	i := a.slotOf(epoch) * a.stride
-	return a.words[i : i+a.stride : i+a.stride]
+	i, n := a.slotOf(epoch)*a.stride, len(a.kinds)
+	return a.words[i : i+n : i+n]
 }
 
 // AddSumAt adds n to Sum metric m of slot (from Slot(epoch)). n must not
@@ -358,10 +363,9 @@ func (a *LeapArray[M]) Unretired(now int64, m M, f func(bucketStart int64, v uin
 // the add are one atomic step on the bucket's counter: concurrent callers can
 // never together take the total past limit.
 func (a *LeapArray[M]) TryAdd(epoch int64, m M, n uint64, limit float64) (bool, uint64) {
-	r := a.view.tryAdd(epoch, int(m), n, limit)
-	if r.reset {
-		a.retired(m, epoch, uint64(epoch)&epochMask, r.oldEpoch, r.oldValue)
-	}
+	r := a.view.tryAdd(epoch, int(m), n, limit, func(oe, v uint64) {
+		a.retired(m, epoch, uint64(epoch)&epochMask, oe, v)
+	})
 	return r.ok, r.total
 }
 

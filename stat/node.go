@@ -2,6 +2,7 @@ package stat
 
 import (
 	"time"
+	"unsafe"
 
 	"go.uber.org/atomic"
 )
@@ -63,17 +64,41 @@ const maxRTMicros = int64(MaxAdd)
 // that embeds its Node keeps everything the request path touches in one
 // allocation (this matters with many resources: fewer cache and TLB misses).
 type Node struct {
-	// The windows' headers, written only at construction and read only
+	// The windows' headers: written only at construction and read only
 	// off the request path (the request path indexes secWords with
-	// constants), so the write-hot counter after them may share their
-	// cache line.
-	sec LeapArray[Metric]
-	min *LeapArray[Metric]
-	// Written on every call.
+	// constants). 120 bytes: with the 8-byte header the Go runtime puts
+	// before every allocation of this size that holds pointers, they fill
+	// the first cache line of a resource, so the counters below fall on
+	// line boundaries (CacheAligned reports it; the engine's tests check):
+	//
+	//   admitted     with concurrency, two lines: the admission window of
+	//   concurrency  the first flow rule that claims it (ClaimWindow), next
+	//                to the counter every call writes, so a call on a
+	//                resource that is not in cache finds both in the lines
+	//                Prefetch starts loading
+	//   secWords     one line per bucket slot (slotWords words, of which
+	//                metricCount are used), so a call writes one line
+	//   then the cold totals
+	sec         LeapArray[Metric]
+	min         *LeapArray[Metric]
+	_           [8]byte // to 120 bytes
+	admitted    Window
 	concurrency atomic.Int64
-	secWords    [secRing * int(metricCount)]atomic.Uint64
+	_           [3]atomic.Uint64 // to the line boundary
+	secWords    [secRing * slotWords]atomic.Uint64
 	total       [metricCount]atomic.Uint64
+	claimed     atomic.Bool
 }
+
+// CacheAligned reports whether the node's write-hot counters start on cache
+// line boundaries, as they do in a Node at the start of a resource.
+func (n *Node) CacheAligned() bool {
+	return uintptr(unsafe.Pointer(&n.admitted))%64 == 0 && uintptr(unsafe.Pointer(&n.secWords))%64 == 0 &&
+		uintptr(unsafe.Pointer(&n.concurrency))/64 == uintptr(unsafe.Pointer(&n.admitted.words[windowRing-1]))/64
+}
+
+// slotWords is the stride of the second-level window: a cache line.
+const slotWords = 8
 
 // NewNode returns an empty node.
 func NewNode() *Node {
@@ -86,7 +111,7 @@ func NewNode() *Node {
 // does it for you). It must be called once, before any other method.
 func (n *Node) Init() {
 	n.min = MustLeapArray(time.Minute, MinuteBuckets, nodeKinds, n.retireMinute)
-	if err := n.sec.init(time.Second, SecondBuckets, nodeKinds, n.retireSecond, n.secWords[:]); err != nil {
+	if err := n.sec.init(time.Second, SecondBuckets, nodeKinds, n.retireSecond, n.secWords[:], slotWords); err != nil {
 		panic(err)
 	}
 	if &n.sec.words[0] != &n.secWords[0] {
@@ -110,7 +135,7 @@ func (n *Node) retireMinute(m Metric, _ int64, v uint64) {
 // path reads no window header, only the counters it writes (one cache miss
 // fewer per call on a resource that is not in cache).
 func (n *Node) slot(epoch int64) []atomic.Uint64 {
-	i := int(epoch&(secRing-1)) * int(metricCount)
+	i := int(epoch&(secRing-1)) * slotWords
 	return n.secWords[i : i+int(metricCount) : i+int(metricCount)]
 }
 
@@ -120,8 +145,20 @@ func (n *Node) slot(epoch int64) []atomic.Uint64 {
 // instead of following it.
 func (n *Node) Prefetch(now int64) {
 	ep := now / int64(BucketWidth)
-	n.concurrency.Load()
-	n.secWords[int(ep&(secRing-1))*int(metricCount)].Load()
+	n.admitted.words[0].Load()
+	n.concurrency.Load() // the window's second line
+	n.secWords[int(ep&(secRing-1))*slotWords].Load()
+}
+
+// ClaimWindow returns the node's own admission window the first time it is
+// called, and nil after: the window then belongs to the caller (a flow rule
+// and the rules that inherit its state) for the node's lifetime. Prefetch
+// loads it with the node's counters.
+func (n *Node) ClaimWindow() *Window {
+	if n.claimed.CompareAndSwap(false, true) {
+		return &n.admitted
+	}
+	return nil
 }
 
 // AddPass records batch passed requests at now and raises concurrency by

@@ -39,43 +39,72 @@ func (v *view) sumRange(epoch int64, m, from, to int) uint64 {
 	return s
 }
 
-// tryAddResult is what tryAdd did. When reset is set, the caller won the
-// reset of a stale counter that held oldValue for bucket oldEpoch (truncated)
-// and must retire it.
+// tryAddResult is what a check-and-add did: whether it added, and the
+// total it saw before adding.
 type tryAddResult struct {
-	ok       bool
-	reset    bool
-	total    uint64
-	oldEpoch uint64
-	oldValue uint64
+	ok    bool
+	total uint64
 }
 
+// retireFunc receives the value oldValue of a stale counter of bucket
+// oldEpoch (truncated) that a check-and-add reset.
+type retireFunc func(oldEpoch, oldValue uint64)
+
 // tryAdd adds n to Sum metric m in bucket epoch only if the window's total
-// plus n stays at or below limit; see LeapArray.TryAdd.
-func (v *view) tryAdd(epoch int64, m int, n uint64, limit float64) tryAddResult {
+// plus n stays at or below limit; see LeapArray.TryAdd. retire is called for
+// a stale counter the add reset.
+func (v *view) tryAdd(epoch int64, m int, n uint64, limit float64, retire retireFunc) tryAddResult {
 	if n > MaxAdd {
 		n = MaxAdd
 	}
 	w := v.word(epoch, m)
 	e := uint64(epoch) & epochMask
 	for {
+		var nb neighbours
+		if v.mask != 0 {
+			nb.watch(v.word(epoch-1, m), v.word(epoch+1, m))
+		}
 		old := w.Load()
 		// Everything but the current slot: buckets only the past writes to.
 		var others uint64
 		if v.mask != 0 {
 			others = v.sumRange(epoch, m, 1, v.buckets)
 		}
-		if r, done := tryAddStep(w, old, e, n, others, limit); done {
+		if r, done := tryAddStep(w, old, e, n, others, limit, &nb, retire); done {
 			return r
 		}
 	}
 }
 
+// neighbours are the counters of the buckets just before and after the one
+// a check-and-add writes, as read before its check. Callers whose clock
+// readings straddle a bucket boundary write those: a check-and-add that finds
+// either changed after its own add cannot tell whether the other caller's
+// check saw its add, so it takes its add back and tries again. That makes
+// admissions exact across a boundary, not only within one bucket. (A caller
+// whose reading is two or more buckets stale, preempted for 100 ms between
+// reading the clock and adding, is not covered: its add can exceed the limit
+// by its own amount once.)
+type neighbours struct {
+	prevW, nextW *atomic.Uint64
+	prev, next   uint64
+}
+
+func (nb *neighbours) watch(prevW, nextW *atomic.Uint64) {
+	nb.prevW, nb.nextW = prevW, nextW
+	nb.prev, nb.next = prevW.Load(), nextW.Load()
+}
+
+func (nb *neighbours) changed() bool {
+	return nb.prevW != nil && (nb.prevW.Load() != nb.prev || nb.nextW.Load() != nb.next)
+}
+
 // tryAddStep is one attempt of a check-and-add of n on counter w, read as
 // old, for bucket e (truncated), where the other buckets of the window sum
-// to others. It reports done=false when a concurrent change to w made the
-// attempt fail; the caller then reads again and retries.
-func tryAddStep(w *atomic.Uint64, old, e, n, others uint64, limit float64) (r tryAddResult, done bool) {
+// to others. It reports done=false when a concurrent change to w or to a
+// neighbour made the attempt fail; the caller then reads again and retries.
+// retire, if not nil, is called when the attempt reset a stale counter.
+func tryAddStep(w *atomic.Uint64, old, e, n, others uint64, limit float64, nb *neighbours, retire retireFunc) (r tryAddResult, done bool) {
 	oe := old >> valueBits
 	stale := oe != e && (e-oe)&epochMask < epochHalf
 	cur := uint64(0)
@@ -86,17 +115,23 @@ func tryAddStep(w *atomic.Uint64, old, e, n, others uint64, limit float64) (r tr
 	if float64(r.total+n) > limit {
 		return r, true
 	}
-	if stale {
+	switch {
+	case stale:
 		if !w.CompareAndSwap(old, e<<valueBits|n) {
 			return r, false
 		}
-		r.ok, r.reset, r.oldEpoch, r.oldValue = true, true, oe, old&valueMask
+		if retire != nil {
+			retire(oe, old&valueMask)
+		}
+	case cur+n > valueMask-valueHeadroom:
 		return r, true
+	default:
+		if !w.CompareAndSwap(old, old+n) {
+			return r, false
+		}
 	}
-	if cur+n > valueMask-valueHeadroom {
-		return r, true
-	}
-	if !w.CompareAndSwap(old, old+n) {
+	if nb.changed() {
+		subWord(w, e, n)
 		return r, false
 	}
 	r.ok = true
@@ -105,11 +140,15 @@ func tryAddStep(w *atomic.Uint64, old, e, n, others uint64, limit float64) (r tr
 
 // sub takes back n from Sum metric m in bucket epoch; see LeapArray.Sub.
 func (v *view) sub(epoch int64, m int, n uint64) bool {
+	return subWord(v.word(epoch, m), uint64(epoch)&epochMask, n)
+}
+
+// subWord takes back n from counter w if it still holds bucket e
+// (truncated), and reports whether it did.
+func subWord(w *atomic.Uint64, e, n uint64) bool {
 	if n > MaxAdd {
 		n = MaxAdd
 	}
-	w := v.word(epoch, m)
-	e := uint64(epoch) & epochMask
 	for {
 		old := w.Load()
 		if old>>valueBits != e {

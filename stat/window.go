@@ -5,76 +5,99 @@ import "go.uber.org/atomic"
 // WindowBuckets is the number of buckets of a Window.
 const WindowBuckets = 10
 
-// windowRing is RingSize(WindowBuckets).
-const windowRing = 16
+// windowRing is the number of slots of a Window: the window's buckets and
+// the one after them (a writer with a slightly later clock reading may have
+// started it), and one more so the ring is a multiple of four words.
+const windowRing = 12
 
 // Window is a sliding window of WindowBuckets buckets with one Sum counter
-// each: a LeapArray whose shape is fixed at compile time. It has no header;
-// its sixteen counter words (128 bytes, two cache lines) are all it holds,
-// so a check reads nothing but the counters it sums. Flow rules keep their
+// each: the algorithm of LeapArray with the shape fixed at compile time. It
+// has no header: its twelve counter words (96 bytes) are all it holds, so a
+// check reads nothing but the counters it sums, and an owner can fit it in
+// two cache lines with other hot words (see Node). Flow rules keep their
 // admission counts in one.
 //
+// The ring is not a power of two (a LeapArray's is): the slot of a bucket is
+// its index modulo twelve, which the compiler turns into a multiplication;
+// the slots of a sum are found by stepping down from there.
+//
 // The bucket width is the caller's: every method takes a bucket index
-// (epoch), the time divided by the width the caller chose. Its zero value is
-// an empty window, safe for concurrent use.
+// (epoch), the time divided by the width the caller chose; it must not be
+// negative. Its zero value is an empty window, safe for concurrent use.
 type Window struct {
 	words [windowRing]atomic.Uint64
 }
 
-func (w *Window) view() *view {
-	return &view{words: w.words[:], stride: 1, mask: windowRing - 1, buckets: WindowBuckets}
-}
+func windowSlot(epoch int64) int { return int(uint64(epoch) % windowRing) }
 
 // TryAdd adds n to bucket epoch only if the window's total (the last
 // WindowBuckets buckets up to epoch) plus n stays at or below limit. It
 // reports whether it added, and the total it saw before adding; as with
 // LeapArray.TryAdd, concurrent callers can never together take the total past
-// limit.
+// limit, even when their clock readings straddle a bucket boundary.
 func (w *Window) TryAdd(epoch int64, n uint64, limit float64) (bool, uint64) {
 	if n > MaxAdd {
 		n = MaxAdd
 	}
-	c := &w.words[epoch&(windowRing-1)]
+	s := windowSlot(epoch)
+	c := &w.words[s]
 	e := uint64(epoch) & epochMask
+	prev, next := s-1, s+1
+	if prev < 0 {
+		prev = windowRing - 1
+	}
+	if next == windowRing {
+		next = 0
+	}
 	for {
+		var nb neighbours
+		nb.watch(&w.words[prev], &w.words[next])
 		old := c.Load()
-		if r, done := tryAddStep(c, old, e, n, w.others(epoch), limit); done {
+		if r, done := tryAddStep(c, old, e, n, w.others(epoch, s), limit, &nb, nil); done {
 			return r.ok, r.total
 		}
 	}
 }
 
-// others sums the window ending with bucket epoch, leaving out epoch's own
-// slot: the buckets before it and a bucket after it that a writer with a
-// later clock reading has already started. The shape is constant, so the
-// loop reads nothing but counters.
-func (w *Window) others(epoch int64) uint64 {
-	var s uint64
-	for k := int64(1); k < WindowBuckets; k++ {
-		ep := epoch - k
-		if x := w.words[ep&(windowRing-1)].Load(); x>>valueBits == uint64(ep)&epochMask {
-			s += x & valueMask
+// others sums the window ending with bucket epoch (in slot s), leaving out
+// epoch's own slot: the buckets before it and the bucket after it, which a
+// writer with a later clock reading may have started. A word counts only
+// when it holds the bucket expected in its slot.
+func (w *Window) others(epoch int64, s int) uint64 {
+	var sum uint64
+	for k := 1; k < WindowBuckets; k++ {
+		i := s - k
+		if i < 0 {
+			i += windowRing
+		}
+		ep := epoch - int64(k)
+		if x := w.words[i].Load(); x>>valueBits == uint64(ep)&epochMask {
+			sum += x & valueMask
 		}
 	}
-	next := epoch + 1
-	if x := w.words[next&(windowRing-1)].Load(); x>>valueBits == uint64(next)&epochMask {
-		s += x & valueMask
+	i := s + 1
+	if i == windowRing {
+		i = 0
 	}
-	return s
+	next := epoch + 1
+	if x := w.words[i].Load(); x>>valueBits == uint64(next)&epochMask {
+		sum += x & valueMask
+	}
+	return sum
 }
 
 // Sub takes back n from bucket epoch, undoing an earlier TryAdd there; it
 // does nothing (and reports false) once the bucket has left its slot.
 func (w *Window) Sub(epoch int64, n uint64) bool {
-	return w.view().sub(epoch, 0, n)
+	return subWord(&w.words[windowSlot(epoch)], uint64(epoch)&epochMask, n)
 }
 
 // Sum returns the total of the window that ends with bucket epoch.
 func (w *Window) Sum(epoch int64) uint64 {
-	e := w.words[epoch&(windowRing-1)].Load()
-	s := w.others(epoch)
-	if e>>valueBits == uint64(epoch)&epochMask {
-		s += e & valueMask
+	s := windowSlot(epoch)
+	sum := w.others(epoch, s)
+	if x := w.words[s].Load(); x>>valueBits == uint64(epoch)&epochMask {
+		sum += x & valueMask
 	}
-	return s
+	return sum
 }

@@ -3,6 +3,7 @@ package stat
 import (
 	"math/rand"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -106,12 +107,12 @@ func TestWindowCountsWholeWindowAndSubUndoesLiveBuckets(t *testing.T) {
 
 	require.True(t, w.Sub(19, 5))
 	require.Equal(t, uint64(5), w.Sum(19))
-	require.False(t, w.Sub(3, 1), "bucket 3's slot holds bucket 19 now")
-	// Buckets 16 slots apart share a slot: 35 replaces 19.
-	ok, _ = w.TryAdd(35, 1, 10)
+	require.False(t, w.Sub(7, 1), "bucket 7's slot holds bucket 19 now")
+	// Buckets twelve apart share a slot: 31 replaces 19.
+	ok, _ = w.TryAdd(31, 1, 10)
 	require.True(t, ok)
 	require.False(t, w.Sub(19, 1))
-	require.Equal(t, uint64(1), w.Sum(35))
+	require.Equal(t, uint64(1), w.Sum(31))
 }
 
 func TestWindowClampsAndSaturates(t *testing.T) {
@@ -140,4 +141,38 @@ func BenchmarkWindowTryAdd(b *testing.B) {
 			}
 		})
 	})
+}
+
+// TestWindowExactAcrossABucketBoundary races callers whose clock readings
+// straddle a bucket boundary (half at bucket 9, half at 10): each checks the
+// other's bucket and adds to its own, so without validation both sides can
+// pass on the same room. Many short rounds make the interleaving likely.
+func TestWindowExactAcrossABucketBoundary(t *testing.T) {
+	const (
+		rounds  = 2000
+		workers = 8
+		limit   = 64
+	)
+	for r := 0; r < rounds; r++ {
+		w := new(Window)
+		var wg sync.WaitGroup
+		var admitted atomic.Int64
+		start := make(chan struct{})
+		for g := 0; g < workers; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				for i := 0; i < 2*limit/workers; i++ {
+					if ok, _ := w.TryAdd(int64(9+g%2), 1, limit); ok {
+						admitted.Add(1)
+					}
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		require.Equal(t, int64(limit), admitted.Load(), "round %d", r)
+		require.Equal(t, uint64(limit), w.Sum(10), "round %d", r)
+	}
 }

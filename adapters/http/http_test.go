@@ -375,9 +375,21 @@ func TestWriterKeepsFlushAndHijack(t *testing.T) {
 		_, err := w.(io.ReaderFrom).ReadFrom(strings.NewReader("copied"))
 		require.NoError(t, err)
 	})
-	srv, c := serve(t, sluicehttp.Middleware(g)(mux))
+	// A hijacked connection's client can read the whole response before the
+	// handler (and so the middleware's Exit) returns: the outer handler
+	// tells when the middleware is done, so the snapshot below never races
+	// the Exit.
+	rawDone := make(chan struct{})
+	protected := sluicehttp.Middleware(g)(mux)
+	srv, c := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		protected.ServeHTTP(w, r)
+		if r.URL.Path == "/raw" {
+			close(rawDone)
+		}
+	}))
 	assert.Equal(t, response{status: 200, body: "ab"}, get(t, c, "GET", srv.URL+"/stream"))
 	assert.Equal(t, response{status: 503, body: "raw"}, get(t, c, "GET", srv.URL+"/raw"))
+	<-rawDone
 	assert.Equal(t, response{status: 200, body: "copied"}, get(t, c, "GET", srv.URL+"/copy"))
 	for _, res := range []string{"GET /stream", "GET /raw", "GET /copy"} {
 		pass, _, errs, conc := snapshot(t, g, res)

@@ -84,7 +84,11 @@ func NewController(r rules.Flow, nodes NodeFunc) (*Controller, error) {
 	}
 	switch c.mode {
 	case modeReject, modeWarmUp:
-		c.win = new(stat.Window)
+		// The resource's own window when it is free (see stat.Node.ClaimWindow):
+		// a check then reads counters next to the ones every call writes.
+		if c.win = nodes(r.Resource).ClaimWindow(); c.win == nil {
+			c.win = new(stat.Window)
+		}
 	case modeThrottle, modeWarmUpPace:
 		c.latest = atomic.NewUint64(math.Float64bits(math.Inf(-1)))
 		c.cost = float64(c.interval) / c.threshold

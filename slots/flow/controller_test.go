@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -156,4 +157,13 @@ func BenchmarkRejectCheck(b *testing.B) {
 			}
 		})
 	})
+}
+
+// TestControllerHotFieldsFirst guards the layout the engine's rule set
+// relies on: everything a reject check reads in the first 32 bytes.
+func TestControllerHotFieldsFirst(t *testing.T) {
+	var c Controller
+	require.LessOrEqual(t, unsafe.Offsetof(c.win)+unsafe.Sizeof(c.win), uintptr(32))
+	require.LessOrEqual(t, unsafe.Offsetof(c.width)+unsafe.Sizeof(c.width), uintptr(32))
+	require.LessOrEqual(t, unsafe.Offsetof(c.threshold)+unsafe.Sizeof(c.threshold), uintptr(32))
 }
