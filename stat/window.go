@@ -5,17 +5,17 @@ import "go.uber.org/atomic"
 // WindowBuckets is the number of buckets of a Window.
 const WindowBuckets = 10
 
-// windowRing is the number of slots of a Window: the window's buckets and
-// the one after them (a writer with a slightly later clock reading may have
-// started it), and one more so the ring is a multiple of four words.
+// windowRing is the number of slots of a Window: the window's buckets, the
+// one after them (a writer with a slightly later clock reading may have
+// started it) and one spare, 96 bytes in all.
 const windowRing = 12
 
 // Window is a sliding window of WindowBuckets buckets with one Sum counter
 // each: the algorithm of LeapArray with the shape fixed at compile time. It
-// has no header: its twelve counter words (96 bytes) are all it holds, so a
-// check reads nothing but the counters it sums, and an owner can fit it in
-// two cache lines with other hot words (see Node). Flow rules keep their
-// admission counts in one.
+// has no header: its twelve counter words are all it holds, so a check reads
+// nothing but the counters it sums (two cache lines at most). Flow rules keep
+// their admission counts in one, preferably the one inside their resource's
+// Node (Node.ClaimWindow).
 //
 // The ring is not a power of two (a LeapArray's is): the slot of a bucket is
 // its index modulo twelve, which the compiler turns into a multiplication;
