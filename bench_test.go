@@ -136,7 +136,7 @@ func BenchmarkManyResources(b *testing.B) {
 }
 
 // BenchmarkIdleResourceMemory reports the heap cost of one tracked resource
-// with a flow rule, as bytes/resource.
+// without rules (node, minute window, registry slot), as bytes/resource.
 func BenchmarkIdleResourceMemory(b *testing.B) {
 	const n = 10000
 	names := make([]string, n)

@@ -71,7 +71,7 @@ type config struct {
 func WithClock(c Clock) Option { return func(cf *config) { cf.clock = c } }
 
 // WithMaxResources bounds the number of distinct resources the engine keeps
-// statistics for (each costs about 3.5 KiB). Entries of further resources
+// statistics for (each costs about 5 KiB). Entries of further resources
 // without rules are counted together under OverflowResource. Zero or less
 // means DefaultMaxResources.
 func WithMaxResources(n int) Option { return func(cf *config) { cf.maxResources = n } }
