@@ -130,49 +130,6 @@ func TestLeapArrayMin(t *testing.T) {
 	require.False(t, ok)
 }
 
-func TestLeapArrayTryAddIsExactUnderContention(t *testing.T) {
-	tests := []struct {
-		name    string
-		limit   float64
-		workers int
-		tries   int
-		batch   uint64
-		want    uint64
-	}{
-		{"unit batches", 1000, 64, 100, 1, 1000},
-		{"batches of 3", 100, 32, 50, 3, 99},
-		{"fractional limit", 10.5, 16, 10, 1, 10},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			a := newTestArray(t, nil)
-			// Pre-fill older buckets of the window: they count against the
-			// limit.
-			a.Add(0, mCount, 0)
-			now := 900 * ms
-			var wg sync.WaitGroup
-			var mu sync.Mutex
-			var admitted uint64
-			for w := 0; w < tt.workers; w++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for i := 0; i < tt.tries; i++ {
-						if ok, _ := a.TryAdd(now/(100*ms), mCount, tt.batch, tt.limit); ok {
-							mu.Lock()
-							admitted += tt.batch
-							mu.Unlock()
-						}
-					}
-				}()
-			}
-			wg.Wait()
-			require.Equal(t, tt.want, admitted)
-			require.Equal(t, tt.want, a.Sum(now, mCount))
-		})
-	}
-}
-
 func TestLeapArrayTryAddCountsWholeWindow(t *testing.T) {
 	a := newTestArray(t, nil)
 	a.Add(950*ms, mCount, 8) // last bucket of second 0

@@ -60,15 +60,12 @@ func (v *view) tryAdd(epoch int64, m int, n uint64, limit float64, retire retire
 	w := v.word(epoch, m)
 	e := uint64(epoch) & epochMask
 	for {
-		var nb neighbours
-		if v.mask != 0 {
-			nb.watch(v.word(epoch-1, m), v.word(epoch+1, m))
-		}
 		old := w.Load()
-		// Everything but the current slot: buckets only the past writes to.
+		// Everything but the current slot; the neighbours' words as read.
+		var nb neighbours
 		var others uint64
 		if v.mask != 0 {
-			others = v.sumRange(epoch, m, 1, v.buckets)
+			others = v.sumOthers(epoch, m, &nb)
 		}
 		if r, done := tryAddStep(w, old, e, n, others, limit, &nb, retire); done {
 			return r
@@ -76,23 +73,46 @@ func (v *view) tryAdd(epoch int64, m int, n uint64, limit float64, retire retire
 	}
 }
 
+// sumOthers is sumRange(epoch, m, 1, buckets) that also records in nb the
+// words of the buckets just before and after epoch as it read them.
+func (v *view) sumOthers(epoch int64, m int, nb *neighbours) uint64 {
+	words, stride, mask := v.words, v.stride, v.mask
+	var s uint64
+	for k := 1; k < v.buckets; k++ {
+		ep := epoch - int64(k)
+		p := &words[int(ep&mask)*stride+m]
+		w := p.Load()
+		if k == 1 {
+			nb.prevW, nb.prev = p, w
+		}
+		if w>>valueBits == uint64(ep)&epochMask {
+			s += w & valueMask
+		}
+	}
+	next := epoch + 1
+	p := &words[int(next&mask)*stride+m]
+	w := p.Load()
+	nb.nextW, nb.next = p, w
+	if w>>valueBits == uint64(next)&epochMask {
+		s += w & valueMask
+	}
+	return s
+}
+
 // neighbours are the counters of the buckets just before and after the one
-// a check-and-add writes, as read before its check. Callers whose clock
+// a check-and-add writes, as its check read them. Callers whose clock
 // readings straddle a bucket boundary write those: a check-and-add that finds
 // either changed after its own add cannot tell whether the other caller's
 // check saw its add, so it takes its add back and tries again. That makes
-// admissions exact across a boundary, not only within one bucket. (A caller
-// whose reading is two or more buckets stale, preempted for 100 ms between
-// reading the clock and adding, is not covered: its add can exceed the limit
-// by its own amount once.)
+// admissions exact across a boundary, not only within one bucket. The
+// comparison is with the values the check used (not values read before
+// it), so a neighbour that changed and changed back in between cannot
+// pass unnoticed. (A caller whose reading is two or more buckets stale,
+// preempted for 100 ms between reading the clock and adding, is not
+// covered: its add can exceed the limit by its own amount once.)
 type neighbours struct {
-	prevW, nextW *atomic.Uint64
+	prevW, nextW *atomic.Uint64 // nil prevW: nothing to validate
 	prev, next   uint64
-}
-
-func (nb *neighbours) watch(prevW, nextW *atomic.Uint64) {
-	nb.prevW, nb.nextW = prevW, nextW
-	nb.prev, nb.next = prevW.Load(), nextW.Load()
 }
 
 func (nb *neighbours) changed() bool {

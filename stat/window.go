@@ -42,18 +42,11 @@ func (w *Window) TryAdd(epoch int64, n uint64, limit float64) (bool, uint64) {
 	s := windowSlot(epoch)
 	c := &w.words[s]
 	e := uint64(epoch) & epochMask
-	prev, next := s-1, s+1
-	if prev < 0 {
-		prev = windowRing - 1
-	}
-	if next == windowRing {
-		next = 0
-	}
 	for {
-		var nb neighbours
-		nb.watch(&w.words[prev], &w.words[next])
 		old := c.Load()
-		if r, done := tryAddStep(c, old, e, n, w.others(epoch, s), limit, &nb, nil); done {
+		var nb neighbours
+		others := w.others(epoch, s, &nb)
+		if r, done := tryAddStep(c, old, e, n, others, limit, &nb, nil); done {
 			return r.ok, r.total
 		}
 	}
@@ -62,8 +55,9 @@ func (w *Window) TryAdd(epoch int64, n uint64, limit float64) (bool, uint64) {
 // others sums the window ending with bucket epoch (in slot s), leaving out
 // epoch's own slot: the buckets before it and the bucket after it, which a
 // writer with a later clock reading may have started. A word counts only
-// when it holds the bucket expected in its slot.
-func (w *Window) others(epoch int64, s int) uint64 {
+// when it holds the bucket expected in its slot. When nb is not nil it
+// records the words of the buckets just before and after epoch as read.
+func (w *Window) others(epoch int64, s int, nb *neighbours) uint64 {
 	var sum uint64
 	for k := 1; k < WindowBuckets; k++ {
 		i := s - k
@@ -71,7 +65,11 @@ func (w *Window) others(epoch int64, s int) uint64 {
 			i += windowRing
 		}
 		ep := epoch - int64(k)
-		if x := w.words[i].Load(); x>>valueBits == uint64(ep)&epochMask {
+		x := w.words[i].Load()
+		if k == 1 && nb != nil {
+			nb.prevW, nb.prev = &w.words[i], x
+		}
+		if x>>valueBits == uint64(ep)&epochMask {
 			sum += x & valueMask
 		}
 	}
@@ -80,7 +78,11 @@ func (w *Window) others(epoch int64, s int) uint64 {
 		i = 0
 	}
 	next := epoch + 1
-	if x := w.words[i].Load(); x>>valueBits == uint64(next)&epochMask {
+	x := w.words[i].Load()
+	if nb != nil {
+		nb.nextW, nb.next = &w.words[i], x
+	}
+	if x>>valueBits == uint64(next)&epochMask {
 		sum += x & valueMask
 	}
 	return sum
@@ -95,7 +97,7 @@ func (w *Window) Sub(epoch int64, n uint64) bool {
 // Sum returns the total of the window that ends with bucket epoch.
 func (w *Window) Sum(epoch int64) uint64 {
 	s := windowSlot(epoch)
-	sum := w.others(epoch, s)
+	sum := w.others(epoch, s, nil)
 	if x := w.words[s].Load(); x>>valueBits == uint64(epoch)&epochMask {
 		sum += x & valueMask
 	}

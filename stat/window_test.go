@@ -1,6 +1,7 @@
 package stat
 
 import (
+	"fmt"
 	"math/rand"
 	"sync"
 	"sync/atomic"
@@ -47,7 +48,32 @@ func TestWindowMatchesLeapArray(t *testing.T) {
 	}
 }
 
-func TestWindowTryAddIsExactUnderContention(t *testing.T) {
+// TestTryAddIsExactUnderContention checks both check-and-add
+// implementations (Window, and LeapArray with a second metric beside the
+// counted one): however many goroutines race, the admitted total is exactly
+// what the limit allows. Half the callers read a clock one bucket later:
+// they start bucket ep+1, which the others must count, and vice versa.
+func TestTryAddIsExactUnderContention(t *testing.T) {
+	type impl struct {
+		add func(epoch int64, n uint64, limit float64) bool
+		sum func(epoch int64) uint64
+	}
+	impls := map[string]func(t *testing.T) impl{
+		"Window": func(*testing.T) impl {
+			w := new(Window)
+			return impl{
+				add: func(ep int64, n uint64, limit float64) bool { ok, _ := w.TryAdd(ep, n, limit); return ok },
+				sum: w.Sum,
+			}
+		},
+		"LeapArray": func(t *testing.T) impl {
+			a := newTestArray(t, nil)
+			return impl{
+				add: func(ep int64, n uint64, limit float64) bool { ok, _ := a.TryAdd(ep, mCount, n, limit); return ok },
+				sum: func(ep int64) uint64 { return a.SumEpoch(ep, mCount, 10) },
+			}
+		},
+	}
 	tests := []struct {
 		name    string
 		limit   float64
@@ -60,33 +86,29 @@ func TestWindowTryAddIsExactUnderContention(t *testing.T) {
 		{"batches of 3", 100, 32, 50, 3, 99},
 		{"fractional limit", 10.5, 16, 10, 1, 10},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			w := new(Window)
-			const ep = 9
-			var wg sync.WaitGroup
-			var mu sync.Mutex
-			var admitted uint64
-			for g := 0; g < tt.workers; g++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for i := 0; i < tt.tries; i++ {
-						// Half the callers read a clock one bucket later: they
-						// start bucket ep+1, which the others must count.
-						at := int64(ep + g%2)
-						if ok, _ := w.TryAdd(at, tt.batch, tt.limit); ok {
-							mu.Lock()
-							admitted += tt.batch
-							mu.Unlock()
+	for name, mk := range impls {
+		for _, tt := range tests {
+			t.Run(name+"/"+tt.name, func(t *testing.T) {
+				x := mk(t)
+				const ep = 9
+				var wg sync.WaitGroup
+				var admitted atomic.Uint64
+				for g := 0; g < tt.workers; g++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for i := 0; i < tt.tries; i++ {
+							if x.add(int64(ep+g%2), tt.batch, tt.limit) {
+								admitted.Add(tt.batch)
+							}
 						}
-					}
-				}()
-			}
-			wg.Wait()
-			require.Equal(t, tt.want, admitted)
-			require.Equal(t, tt.want, w.Sum(ep))
-		})
+					}()
+				}
+				wg.Wait()
+				require.Equal(t, tt.want, admitted.Load())
+				require.Equal(t, tt.want, x.sum(ep))
+			})
+		}
 	}
 }
 
@@ -172,7 +194,16 @@ func TestWindowExactAcrossABucketBoundary(t *testing.T) {
 		}
 		close(start)
 		wg.Wait()
-		require.Equal(t, int64(limit), admitted.Load(), "round %d", r)
-		require.Equal(t, uint64(limit), w.Sum(10), "round %d", r)
+		require.Equal(t, int64(limit), admitted.Load(), "admitted, round %d, words %v", r, w.dump())
+		require.Equal(t, uint64(limit), w.Sum(10), "sum, round %d", r)
 	}
+}
+
+func (w *Window) dump() []string {
+	var out []string
+	for i := range w.words {
+		v := w.words[i].Load()
+		out = append(out, fmt.Sprintf("%d:%d", v>>valueBits, v&valueMask))
+	}
+	return out
 }

@@ -30,7 +30,10 @@ const (
 )
 
 // Controller enforces one flow rule. It is safe for concurrent use. A
-// Controller is also the core.Ticket its admitted entries hold.
+// Controller is also the core.Ticket its admitted entries hold. Its counting
+// state lives behind pointers and the rest never changes after NewController,
+// so a copy (the engine keeps copies in its rule sets) shares the state and
+// counts exactly as the original does.
 type Controller struct {
 	// Read by every check: kept together at the start, so a controller
 	// copied into a resource's rule set brings them in one cache line.
