@@ -376,12 +376,3 @@ func (a *LeapArray[M]) TryAdd(epoch int64, m M, n uint64, limit float64) (bool, 
 func (a *LeapArray[M]) Sub(epoch int64, m M, n uint64) bool {
 	return a.view.sub(epoch, int(m), n)
 }
-
-// sumOthers sums metric m over the window ending at bucket epoch, leaving out
-// the slot of epoch itself.
-func (a *LeapArray[M]) sumOthers(epoch int64, m M) uint64 {
-	if a.ring == 1 {
-		return 0
-	}
-	return a.sumRange(epoch, m, 1, a.buckets)
-}

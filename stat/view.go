@@ -63,26 +63,28 @@ func (v *view) tryAdd(epoch int64, m int, n uint64, limit float64, retire retire
 		old := w.Load()
 		// Everything but the current slot; the neighbours' words as read.
 		var nb neighbours
-		var others uint64
-		if v.mask != 0 {
-			others = v.sumOthers(epoch, m, &nb)
-		}
+		others := v.sumOthers(epoch, m, &nb)
 		if r, done := tryAddStep(w, old, e, n, others, limit, &nb, retire); done {
 			return r
 		}
 	}
 }
 
-// sumOthers is sumRange(epoch, m, 1, buckets) that also records in nb the
-// words of the buckets just before and after epoch as it read them.
+// sumOthers sums metric m over the window ending at bucket epoch, leaving
+// out the slot of epoch itself (zero for a one-slot ring). When nb is not
+// nil it records the words of the buckets just before and after epoch as
+// read (left empty for a one-slot ring: nothing to validate).
 func (v *view) sumOthers(epoch int64, m int, nb *neighbours) uint64 {
+	if v.mask == 0 {
+		return 0
+	}
 	words, stride, mask := v.words, v.stride, v.mask
 	var s uint64
 	for k := 1; k < v.buckets; k++ {
 		ep := epoch - int64(k)
 		p := &words[int(ep&mask)*stride+m]
 		w := p.Load()
-		if k == 1 {
+		if k == 1 && nb != nil {
 			nb.prevW, nb.prev = p, w
 		}
 		if w>>valueBits == uint64(ep)&epochMask {
@@ -92,7 +94,9 @@ func (v *view) sumOthers(epoch int64, m int, nb *neighbours) uint64 {
 	next := epoch + 1
 	p := &words[int(next&mask)*stride+m]
 	w := p.Load()
-	nb.nextW, nb.next = p, w
+	if nb != nil {
+		nb.nextW, nb.next = p, w
+	}
 	if w>>valueBits == uint64(next)&epochMask {
 		s += w & valueMask
 	}
