@@ -3,6 +3,7 @@ package sluice
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -143,18 +144,95 @@ func (g *Engine) RegisterSlot(s core.Slot, order int) error {
 }
 
 // resource is one tracked resource: its statistics and the rules on it.
+//
+// Its first cache line (after the 8 bytes the Go runtime puts before an
+// allocation of this size) holds everything a call reads before it starts
+// writing: the name when it is short, which the registry compares, and the
+// rules in force, including the fast check below. Rule loads write it;
+// calls only read it, so cores share it without transfers. The node starts
+// on the next line (stat.NodeLead). TestResourceLayout checks the layout.
 type resource struct {
-	// First, so the node's hot lines fall on line boundaries (see stat.Node;
-	// TestResourceLayout checks it).
+	rules atomic.Pointer[ruleSet] // the rules in force; nil for none
+	// fast is the threshold (as float64 bits) of the rules in force when they
+	// are a single QPS reject rule counted per second in the node's own
+	// window, and 0 otherwise (a threshold is positive, so its bits are
+	// not 0). A call that finds it set makes that rule's whole check, one
+	// check-and-add on the node, without reading the rule set.
+	fast  atomic.Uint64
+	n     uint8 // the name's length, or longName
+	short [shortName]byte
 	node  stat.Node // by value: the counters a call writes share the allocation
 	name  string
-	rules atomic.Pointer[ruleSet] // authoritative; the registry's bindings copy it
 }
 
+const (
+	// shortName is the longest name held in a resource's first line.
+	shortName = stat.NodeLead - 8 - 8 - 1
+	// longName marks a resource whose name is longer than shortName:
+	// lookups then compare the name itself.
+	longName = 255
+)
+
 func newResource(name string) *resource {
-	r := &resource{name: strings.Clone(name)}
+	r := &resource{name: strings.Clone(name), n: longName}
+	if len(name) <= shortName {
+		r.n = uint8(len(name))
+		copy(r.short[:], name)
+	}
 	r.node.Init()
 	return r
+}
+
+// named reports whether the resource's name is name.
+func (x *resource) named(name string) bool {
+	if x.n == longName {
+		return x.name == name
+	}
+	return int(x.n) == len(name) && string(x.short[:x.n]) == name
+}
+
+// setRules puts rs in force. The rule set and the fast check are stored one
+// after the other, and a call reads the fast check first and, only when it
+// is not set, the rule set: either way it checks against one version of the
+// rules, the old or the new.
+func (x *resource) setRules(rs *ruleSet) {
+	var fast uint64
+	if rs != nil && rs.other == nil && len(rs.flow) == 1 {
+		if t, ok := rs.flow[0].OwnWindowLimit(&x.node); ok && t > 0 {
+			fast = math.Float64bits(t)
+		}
+	}
+	x.rules.Store(rs)
+	x.fast.Store(fast)
+}
+
+// admit is the fast check (see resource.fast): it takes batch from the
+// node's own window at c.Start if the window stays within limit.
+func (x *resource) admit(c *core.EntryContext, fast uint64) *core.BlockError {
+	limit := math.Float64frombits(fast)
+	ok, seen := x.node.OwnWindow().TryAdd(c.Start/int64(stat.BucketWidth), uint64(c.Batch), limit)
+	if ok {
+		c.AddUndo((*admission)(x))
+		return nil
+	}
+	// The rule set, for the rule to report: the one the fast check came
+	// from unless a reload has just replaced it.
+	if rs := x.rules.Load(); rs != nil && len(rs.flow) == 1 {
+		if t, ok := rs.flow[0].OwnWindowLimit(&x.node); ok && t == limit {
+			return rs.flow[0].Refusal(c, seen)
+		}
+	}
+	return flow.Refusal(c, nil, limit, seen, int64(stat.BucketWidth))
+}
+
+// admission is the ticket of a fast check: when a later check refuses the
+// entry, it gives the batch back to the node's window.
+type admission resource
+
+func (a *admission) Release(x core.ExitInfo) {
+	if x.Blocked {
+		a.node.OwnWindow().Sub(x.Start/int64(stat.BucketWidth), uint64(x.Batch))
+	}
 }
 
 // ruleSet is the immutable set of controllers on one resource, swapped whole
@@ -215,13 +293,13 @@ func newRuleSet(fl []*flow.Controller, o otherRules) *ruleSet {
 }
 
 // resource returns the named resource, creating it if the limit allows, or
-// the overflow resource, with the rule set in force on it.
-func (g *Engine) resource(name string) binding {
-	if b := g.reg.load(name); b.res != nil {
-		return b
+// the overflow resource, and starts loading the counters a call at now will
+// use (stat.Node.Prefetch).
+func (g *Engine) resource(name string, now int64) *resource {
+	if x := g.reg.load(name, now); x != nil {
+		return x
 	}
-	x := g.slowResource(name, false)
-	return binding{res: x, rules: x.rules.Load()}
+	return g.slowResource(name, false)
 }
 
 func (g *Engine) slowResource(name string, force bool) *resource {

@@ -183,11 +183,9 @@ func (g *Engine) enter(e *Pass, ctx context.Context, name string, opts []EntryOp
 	if g.closed.Load() {
 		return nil, ErrClosed
 	}
-	b := g.resource(name)
-	r := b.res
-	e.res = r
 	c.Start = g.clock.Nanotime()
-	r.node.Prefetch(c.Start)
+	r := g.resource(name, c.Start)
+	e.res = r
 	var in *stat.Node
 	if c.Traffic == core.Inbound {
 		in = g.inbound
@@ -200,7 +198,7 @@ func (g *Engine) enter(e *Pass, ctx context.Context, name string, opts []EntryOp
 			s.Prepare(e.custom)
 		}
 	}
-	if be := g.check(ctx, e, args, b.rules, in, snap); be != nil {
+	if be := g.check(ctx, e, args, r, in, snap); be != nil {
 		c.ReleaseTickets(core.ExitInfo{Start: c.Start, End: c.Start, Batch: c.Batch, Blocked: true})
 		statistic.Block(c, &r.node, in)
 		if snap != nil {
@@ -221,14 +219,18 @@ func (g *Engine) enter(e *Pass, ctx context.Context, name string, opts []EntryOp
 }
 
 // check runs the rule checks in chain order; the first refusal wins.
-func (g *Engine) check(ctx context.Context, e *Pass, args core.Args, rs *ruleSet, in *stat.Node, snap *core.ChainSnapshot) *core.BlockError {
+func (g *Engine) check(ctx context.Context, e *Pass, args core.Args, r *resource, in *stat.Node, snap *core.ChainSnapshot) *core.BlockError {
 	c := &e.ctx
 	if in != nil && g.system.Active() {
 		if be := g.system.Check(c); be != nil {
 			return be
 		}
 	}
-	if rs != nil {
+	if f := r.fast.Load(); f != 0 {
+		if be := r.admit(c, f); be != nil {
+			return be
+		}
+	} else if rs := r.rules.Load(); rs != nil {
 		for i := range rs.flow {
 			if be := rs.flow[i].Check(ctx, c, g.clock); be != nil {
 				return be

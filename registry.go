@@ -10,14 +10,13 @@ import (
 // registry maps names to resources. Reads are lock-free: an immutable hash
 // table behind an atomic pointer. Misses fall back to a locked map of all
 // resources, which is copied into a new table once misses have paid for the
-// copy, and whenever rules change.
+// copy.
 //
-// The table holds, beside each resource, the rule set in force on it (a
-// binding), so one probe gives both pointers at once: a call on a resource
-// that is not in cache waits for the resource's counters and for its rules
-// in parallel, rather than reading the rules pointer out of the resource
-// first. The authoritative rule set is resource.rules; bindings are refreshed
-// from it by every promotion, and publish promotes after storing.
+// The table holds only pointers (and a tag of each name's hash), so it is
+// small enough to stay in a core's private cache with tens of thousands of
+// resources; a probe then costs one read of the resource's first cache
+// line, which holds the name's bytes (when short) beside the rules in force
+// and everything a check of the commonest rule needs (see resource).
 type registry struct {
 	read   atomic.Pointer[table]
 	seed   maphash.Seed
@@ -26,20 +25,16 @@ type registry struct {
 	misses int
 }
 
-// binding is a resource and the rule set in force on it (nil for none).
-type binding struct {
-	res   *resource
-	rules *ruleSet
-}
-
 func (r *registry) init() {
 	r.seed = maphash.MakeSeed()
 	r.all = map[string]*resource{}
 	r.read.Store(newTable(r.seed, r.all))
 }
 
-func (r *registry) load(name string) binding {
-	return r.read.Load().get(name)
+// load returns the named resource if the read table has it (see
+// table.get for now).
+func (r *registry) load(name string, now int64) *resource {
+	return r.read.Load().get(name, now)
 }
 
 // lookup returns the resource, creating it with mk when absent and allowed.
@@ -71,8 +66,7 @@ func (r *registry) miss() {
 	r.promote()
 }
 
-// promote replaces the read table with one of all resources, bound to the
-// rule sets now in force. Must hold mu.
+// promote replaces the read table with one of all resources. Must hold mu.
 func (r *registry) promote() {
 	r.read.Store(newTable(r.seed, r.all))
 	r.misses = 0
@@ -86,98 +80,77 @@ func (r *registry) len() int {
 
 // get returns the named resource, or nil; it does not create one.
 func (r *registry) get(name string) *resource {
-	if b := r.load(name); b.res != nil {
-		return b.res
+	if x := r.load(name, 0); x != nil {
+		return x
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.all[name]
 }
 
-// rebind stores rules(x) as the rule set of every resource and promotes, so
-// the read table binds the new sets.
+// rebind puts rules(x) in force on every resource.
 func (r *registry) rebind(rules func(x *resource) *ruleSet) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, x := range r.all {
-		x.rules.Store(rules(x))
+		x.setRules(rules(x))
 	}
-	r.promote()
 }
 
 // table is an immutable open-addressing hash table (linear probing, at most
-// half full) from resource names to bindings. It replaces a Go map on the
-// read path because a probe then touches exactly one cache line: the slot
-// holds the name's bytes (when short) beside the binding, where a Go map
-// probe touches its control word, its slot and the key's separately
-// allocated bytes, and a table of pointers would need the resource's line to
-// compare names.
+// half full) from resource names to resources. It replaces a Go map on the
+// read path: a probe reads a 32-bit tag from a dense array and a pointer
+// from another, both small enough to stay cached (10,000 resources take
+// 384 KiB in all), and then the resource's first line, which the call needs
+// anyway. A Go map probe touches its control word, its slot and the key's
+// separately allocated bytes.
 type table struct {
-	seed  maphash.Seed
-	mask  uint64
-	slots []tableSlot
+	seed maphash.Seed
+	mask uint64
+	tags []uint32    // the low half of the name's hash, with the low bit set; 0 marks an empty slot
+	res  []*resource // the resource in each slot
 }
-
-// tableSlot is one cache line: never split across two, since the slots'
-// array is page-aligned and the size is 64.
-type tableSlot struct {
-	hash uint64 // the name's hash with the low bit set; 0 marks an empty slot
-	b    binding
-	n    uint8 // the name's length, or longName
-	name [slotName]byte
-}
-
-const (
-	// slotName is the longest name held in a table slot.
-	slotName = 39
-	// longName marks a slot whose name is longer than slotName: the
-	// comparison then reads the resource's name.
-	longName = 255
-)
 
 func newTable(seed maphash.Seed, all map[string]*resource) *table {
-	size := 8
+	// At least 16 slots: the tags then fill a cache line of their own
+	// rather than share one with another allocation that may be written.
+	size := 16
 	for size < 2*len(all) {
 		size <<= 1
 	}
-	t := &table{seed: seed, mask: uint64(size - 1), slots: make([]tableSlot, size)}
+	t := &table{seed: seed, mask: uint64(size - 1), tags: make([]uint32, size), res: make([]*resource, size)}
 	for name, x := range all {
-		h := t.hash(name)
-		i := h
-		for t.slots[i&t.mask].hash != 0 {
+		h := maphash.String(seed, name)
+		i := h >> 32
+		for t.tags[i&t.mask] != 0 {
 			i++
 		}
-		s := &t.slots[i&t.mask]
-		*s = tableSlot{hash: h, b: binding{res: x, rules: x.rules.Load()}, n: longName}
-		if len(name) <= slotName {
-			s.n = uint8(len(name))
-			copy(s.name[:], name)
-		}
+		t.tags[i&t.mask] = uint32(h) | 1
+		t.res[i&t.mask] = x
 	}
 	return t
 }
 
-func (t *table) hash(name string) uint64 {
-	return maphash.String(t.seed, name) | 1
-}
-
-// get returns the binding of name, or a zero binding.
-func (t *table) get(name string) binding {
-	h := t.hash(name)
-	for i := h; ; i++ {
-		s := &t.slots[i&t.mask]
-		if s.hash == h && s.matches(name) {
-			return s.b
-		}
-		if s.hash == 0 {
-			return binding{}
+// get returns the resource named name, or nil. now is the time of the call
+// the resource is for: as soon as a probe has a candidate's address, it
+// starts loading the counters that call will use (stat.Node.Prefetch), so
+// that when they are not in cache, the misses overlap the one on the
+// candidate's first line (which the name comparison reads) instead of
+// following it.
+func (t *table) get(name string, now int64) *resource {
+	h := maphash.String(t.seed, name)
+	tag := uint32(h) | 1
+	for i := h >> 32; ; i++ {
+		j := i & t.mask
+		switch t.tags[j] {
+		case tag:
+			x := t.res[j]
+			x.node.Prefetch(now)
+			if x.named(name) {
+				return x
+			}
+		case 0:
+			return nil
 		}
 	}
-}
-
-func (s *tableSlot) matches(name string) bool {
-	if s.n == longName {
-		return s.b.res.name == name
-	}
-	return int(s.n) == len(name) && string(s.name[:s.n]) == name
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
+	"github.com/sluice-go/sluice/stat"
 )
 
 func TestNewResourceClonesName(t *testing.T) {
@@ -35,7 +36,7 @@ func TestTableFindsEveryNameAndNothingElse(t *testing.T) {
 				name := fmt.Sprintf("res-%d", i)
 				switch i % 4 {
 				case 1:
-					name = strings.Repeat("p", i%97) // around slotName too
+					name = strings.Repeat("p", i%97) // around shortName too
 				case 2:
 					name = strings.Repeat("long/", 10) + name
 				}
@@ -45,24 +46,15 @@ func TestTableFindsEveryNameAndNothingElse(t *testing.T) {
 				all[name] = newResource(name)
 			}
 			tb := newTable(reg.seed, all)
-			require.LessOrEqual(t, 2*len(all), len(tb.slots), "at most half full")
-			inline := 0
+			require.LessOrEqual(t, 2*len(all), len(tb.tags), "at most half full")
+			require.Len(t, tb.res, len(tb.tags))
 			for name, x := range all {
-				b := tb.get(name)
-				require.Same(t, x, b.res, name)
-				if len(name) <= slotName {
-					inline++
-				}
+				require.Same(t, x, tb.get(name, 0), name)
+				require.Equal(t, len(name) <= shortName, x.n != longName, "%q is held in the first line iff it is short", name)
 			}
-			for i := range tb.slots {
-				if s := &tb.slots[i]; s.hash != 0 && s.n != longName {
-					inline--
-				}
-			}
-			require.Zero(t, inline, "every name of at most slotName bytes is held in its slot")
 			for _, absent := range []string{"res--1", "nope", strings.Repeat("p", 98), strings.Repeat("long/", 10)} {
 				if all[absent] == nil {
-					require.Nil(t, tb.get(absent).res, absent)
+					require.Nil(t, tb.get(absent, 0), absent)
 				}
 			}
 		})
@@ -86,7 +78,7 @@ func TestRulesReachResourcesTrackedBeforeThem(t *testing.T) {
 		names[i] = fmt.Sprintf("tracked-%d", i)
 		require.NoError(t, enter(names[i]))
 	}
-	require.NotNil(t, g.reg.load(names[0]).res, "promoted by the misses that followed")
+	require.NotNil(t, g.reg.load(names[0], 0), "promoted by the misses that followed")
 	for _, limit := range []float64{1, 3} {
 		var rs []rules.Flow
 		for _, n := range names {
@@ -153,14 +145,19 @@ func TestRuleSetLayout(t *testing.T) {
 	var rs ruleSet
 	require.Zero(t, unsafe.Sizeof(rs)%64, "size %d", unsafe.Sizeof(rs))
 	require.LessOrEqual(t, unsafe.Offsetof(rs.flow1)+32, uintptr(64))
-	require.Equal(t, uintptr(64), unsafe.Sizeof(tableSlot{}))
 }
 
-// TestResourceLayout checks that resources are cache-line aligned, so the
-// node's hot lines (stat.Node) fall on line boundaries.
+// TestResourceLayout checks that what a call reads before it writes fills
+// the resource's first cache line, and that the node's hot lines (see
+// stat.Node) start on the next: the allocation is line-aligned, behind the
+// runtime's 8-byte header.
 func TestResourceLayout(t *testing.T) {
+	var x resource
+	require.Equal(t, uintptr(stat.NodeLead), unsafe.Offsetof(x.node), "the node starts one line in")
+	require.Equal(t, uintptr(stat.NodeLead), unsafe.Offsetof(x.short)+shortName, "the short name ends the first line")
 	for i := 0; i < 100; i++ {
 		r := newResource(fmt.Sprint(i))
 		require.True(t, r.node.CacheAligned(), "resource %d at %p", i, r)
+		require.Equal(t, uintptr(8), uintptr(unsafe.Pointer(r))%64, "resource %d at %p: one 8-byte header into a line", i, r)
 	}
 }

@@ -225,3 +225,28 @@ func TestNodeWindowsAndSnapshot(t *testing.T) {
 	require.Equal(t, uint64(0), n.MinuteSum(much, Pass))
 	require.Equal(t, uint64(20), n.Total(much, Pass))
 }
+
+// TestNewNodeIsCacheAligned checks the layout Node's hot path expects (see
+// Node): its address on a line no call writes, its write-hot counters on
+// line boundaries.
+func TestNewNodeIsCacheAligned(t *testing.T) {
+	for i := 0; i < 100; i++ {
+		n := NewNode()
+		require.True(t, n.CacheAligned(), "node %d at %p", i, n)
+	}
+}
+
+// TestClaimWindowAfterRelease checks the window's ownership: one owner at a
+// time, and a new owner finds it empty.
+func TestClaimWindowAfterRelease(t *testing.T) {
+	n := NewNode()
+	w := n.ClaimWindow()
+	require.Same(t, n.OwnWindow(), w)
+	require.Nil(t, n.ClaimWindow(), "held")
+	ok, _ := w.TryAdd(7, 5, 10)
+	require.True(t, ok)
+	n.ReleaseWindow()
+	w2 := n.ClaimWindow()
+	require.Same(t, w, w2)
+	require.Zero(t, w2.Sum(7), "a new owner starts empty")
+}

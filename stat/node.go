@@ -64,47 +64,67 @@ const maxRTMicros = int64(MaxAdd)
 // that embeds its Node keeps everything the request path touches in one
 // allocation (this matters with many resources: fewer cache and TLB misses).
 type Node struct {
-	// The layout is for a Node at the start of a resource (the engine's
-	// tests check it with CacheAligned):
+	// The layout is for a Node that starts 8 bytes before a cache line, as
+	// it does in a resource (the engine's tests check it with CacheAligned)
+	// and in NewNode:
 	//
-	//   line 0-1  the windows' headers, written only at construction and
-	//             read only off the request path (which indexes secWords
-	//             with constants), with the 8-byte header the Go runtime
-	//             puts before such an allocation; then concurrency, written
-	//             by every call. It sits beside cold fields on purpose: in
-	//             the window's lines it made both of them written on every
-	//             call, and two cores on one hot resource then missed on
-	//             both (Entry+Exit in parallel 116 -> 153 ns, same run).
-	//   line 2-3  admitted: the admission window of the first flow rule
-	//             that claims it (ClaimWindow), so a call on a resource that
-	//             is not in cache finds it in pages it loads anyway
+	//   line 0    (its last 8 bytes) min, written once. The node's address
+	//             is on this line, which no call writes: Go checks a
+	//             pointer for nil by reading at its address, and when that
+	//             was the concurrency counter's line, every call read a
+	//             line the other cores keep writing (Entry+Exit in parallel
+	//             115 -> 150-220 ns).
+	//   line 1    concurrency, written by every call, beside fields no call
+	//             touches. It does not share a line with the window: there
+	//             it made both of them written on every call, and two cores
+	//             on one hot resource then missed on both (116 -> 153 ns).
+	//   line 2-3  admitted: the admission window of the flow rule that
+	//             claims it (ClaimWindow), so a call on a resource that is
+	//             not in cache finds it in lines it loads anyway
 	//   line 4-19 secWords: one line per bucket slot (slotWords words, of
 	//             which metricCount are used), so a call writes one line
-	//   then the cold totals.
-	sec         LeapArray[Metric]
+	//   then the windows' headers, which the request path never reads (it
+	//   indexes secWords with constants), and the cold totals.
 	min         *LeapArray[Metric]
 	concurrency atomic.Int64
+	claimed     atomic.Bool
+	_           [64 - unsafe.Sizeof(atomic.Int64{}) - unsafe.Sizeof(atomic.Bool{})]byte // to the line boundary
 	admitted    Window
 	_           [4]atomic.Uint64 // to the line boundary
 	secWords    [secRing * slotWords]atomic.Uint64
+	sec         LeapArray[Metric]
 	total       [metricCount]atomic.Uint64
-	claimed     atomic.Bool
 }
 
-// CacheAligned reports whether the node's write-hot counters start on cache
-// line boundaries, as they do in a Node at the start of a resource.
+// CacheAligned reports whether the node is laid out as its hot path
+// expects: its address 8 bytes before a cache line, and its write-hot
+// counters on line boundaries. Nodes made by NewNode are; a Node embedded in
+// a larger allocation is when NodeLead bytes precede it.
 func (n *Node) CacheAligned() bool {
-	return uintptr(unsafe.Pointer(&n.admitted))%64 == 0 && uintptr(unsafe.Pointer(&n.secWords))%64 == 0
+	return uintptr(unsafe.Pointer(n))%64 == 56 &&
+		uintptr(unsafe.Pointer(&n.concurrency))%64 == 0 &&
+		uintptr(unsafe.Pointer(&n.admitted))%64 == 0 &&
+		uintptr(unsafe.Pointer(&n.secWords))%64 == 0
 }
+
+// NodeLead is the number of bytes a struct that embeds a Node should place
+// before it: with the 8-byte header the Go runtime puts before allocations
+// of this size, the Node then starts 8 bytes before a cache line. The rest
+// of the first line is the embedder's; it should hold what calls read but
+// never write.
+const NodeLead = 64 - 8 - 8
 
 // slotWords is the stride of the second-level window: a cache line.
 const slotWords = 8
 
-// NewNode returns an empty node.
+// NewNode returns an empty node, on a cache line boundary.
 func NewNode() *Node {
-	n := &Node{}
-	n.Init()
-	return n
+	p := &struct {
+		_ [NodeLead]byte
+		n Node
+	}{}
+	p.n.Init()
+	return &p.n
 }
 
 // Init prepares a zero Node for use (for Nodes embedded by value; NewNode
@@ -153,16 +173,32 @@ func (n *Node) Prefetch(now int64) {
 	n.secWords[int(ep&(secRing-1))*slotWords].Load()
 }
 
-// ClaimWindow returns the node's own admission window the first time it is
-// called, and nil after: the window then belongs to the caller (a flow rule
-// and the rules that inherit its state) for the node's lifetime. Prefetch
-// loads it with the node's counters.
+// ClaimWindow returns the node's own admission window, empty, when it is
+// free, and nil when it is not: the window then belongs to the caller (a
+// flow rule and the rules that inherit its state) until ReleaseWindow.
+// Prefetch loads it with the node's counters.
 func (n *Node) ClaimWindow() *Window {
-	if n.claimed.CompareAndSwap(false, true) {
-		return &n.admitted
+	if !n.claimed.CompareAndSwap(false, true) {
+		return nil
 	}
-	return nil
+	// Empty, as a new window would be: a window released by a former
+	// owner may hold its counts.
+	for i := range n.admitted.words {
+		n.admitted.words[i].Store(0)
+	}
+	return &n.admitted
 }
+
+// ReleaseWindow gives the window ClaimWindow handed out back, for the next
+// claim. Its owner must be out of use: an entry that still counts in it
+// after the next claim counts toward the new owner (at a rule reload, the
+// few entries in flight).
+func (n *Node) ReleaseWindow() { n.claimed.Store(false) }
+
+// OwnWindow returns the window ClaimWindow hands out, claimed or not, so
+// that its owner's engine can tell a rule that counts in it (by pointer)
+// and check that rule against it directly. Only the claimer may add to it.
+func (n *Node) OwnWindow() *Window { return &n.admitted }
 
 // AddPass records batch passed requests at now and raises concurrency by
 // batch.

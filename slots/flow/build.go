@@ -23,9 +23,9 @@ func Build(rs []rules.Flow, old map[string][]*Controller, nodes NodeFunc) (map[s
 			pool[c.key()] = append(pool[c.key()], c)
 		}
 	}
-	out := make(map[string][]*Controller, len(rs))
+	built := make([]*Controller, len(rs))
 	for i := range rs {
-		c, err := NewController(rs[i], nodes)
+		c, err := newController(rs[i], nodes)
 		if err != nil {
 			return nil, rules.At(err, i)
 		}
@@ -34,6 +34,19 @@ func Build(rs []rules.Flow, old map[string][]*Controller, nodes NodeFunc) (map[s
 			c.inherit(prev[0])
 			pool[k] = prev[1:]
 		}
+		built[i] = c
+	}
+	// The old controllers nobody inherited are dropped: a resource's own
+	// window one of them held goes to the first new controller that needs
+	// a window, fresh, as a window of its own would be.
+	for _, cs := range pool {
+		for _, c := range cs {
+			c.releaseWindow(nodes)
+		}
+	}
+	out := make(map[string][]*Controller, len(rs))
+	for _, c := range built {
+		c.attachWindow(nodes)
 		out[c.rule.Resource] = append(out[c.rule.Resource], c)
 	}
 	return out, nil

@@ -59,6 +59,17 @@ const windowBuckets = stat.WindowBuckets
 
 // NewController builds the controller of rule r, which must be valid.
 func NewController(r rules.Flow, nodes NodeFunc) (*Controller, error) {
+	c, err := newController(r, nodes)
+	if err != nil {
+		return nil, err
+	}
+	c.attachWindow(nodes)
+	return c, nil
+}
+
+// newController is NewController without the admission window, which Build
+// attaches once it knows which controllers inherit one.
+func newController(r rules.Flow, nodes NodeFunc) (*Controller, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
@@ -86,18 +97,41 @@ func NewController(r rules.Flow, nodes NodeFunc) (*Controller, error) {
 		c.mode = modeReject
 	}
 	switch c.mode {
-	case modeReject, modeWarmUp:
-		// The resource's own window when it is free (see stat.Node.ClaimWindow):
-		// a check then reads counters next to the ones every call writes.
-		if c.win = nodes(r.Resource).ClaimWindow(); c.win == nil {
-			c.win = new(stat.Window)
-		}
 	case modeThrottle, modeWarmUpPace:
 		c.latest = atomic.NewUint64(math.Float64bits(math.Inf(-1)))
 		c.cost = float64(c.interval) / c.threshold
 		c.maxQueue = int64(r.MaxQueueing)
 	}
 	return c, nil
+}
+
+// countsInWindow reports whether the controller keeps its admissions in a
+// stat.Window.
+func (c *Controller) countsInWindow() bool { return c.mode == modeReject || c.mode == modeWarmUp }
+
+// attachWindow gives a controller that counts in a window and has none yet
+// its resource's own window when that is free (see stat.Node.ClaimWindow),
+// so a check reads counters next to the ones every call writes, or else a
+// window of its own.
+func (c *Controller) attachWindow(nodes NodeFunc) {
+	if !c.countsInWindow() || c.win != nil {
+		return
+	}
+	if c.win = nodes(c.rule.Resource).ClaimWindow(); c.win == nil {
+		c.win = new(stat.Window)
+	}
+}
+
+// releaseWindow gives back the resource's own window if the controller
+// holds it; the controller must be out of use (entries that still hold a
+// copy may finish counting in it).
+func (c *Controller) releaseWindow(nodes NodeFunc) {
+	if c.win == nil {
+		return
+	}
+	if n := nodes(c.rule.Resource); c.win == n.OwnWindow() {
+		n.ReleaseWindow()
+	}
 }
 
 // Rule returns the rule the controller enforces.
@@ -121,7 +155,7 @@ func (c *Controller) key() stateKey {
 // warm-up tokens. A threshold change therefore neither forgets what was
 // admitted nor lets a new burst through.
 func (c *Controller) inherit(old *Controller) {
-	if c.win != nil && old.win != nil {
+	if c.countsInWindow() && old.win != nil {
 		c.win = old.win
 	}
 	if c.inflight != nil && old.inflight != nil {
@@ -145,10 +179,7 @@ func (c *Controller) Check(ctx context.Context, ec *core.EntryContext, clk core.
 		ep := now / c.width
 		ok, seen := c.win.TryAdd(ep, uint64(n), c.threshold)
 		if !ok {
-			if float64(n) > c.threshold {
-				return c.blocked(ec, float64(n), 0, "batch larger than threshold")
-			}
-			return c.blocked(ec, float64(seen), c.width-now%c.width, "")
+			return c.Refusal(ec, seen)
 		}
 		ec.AddUndo(c)
 		return nil
@@ -181,6 +212,39 @@ func (c *Controller) Check(ctx context.Context, ec *core.EntryContext, clk core.
 		return c.warm.pace(ctx, c, ec, clk)
 	}
 	return nil
+}
+
+// OwnWindowLimit reports whether the controller's whole check is a
+// check-and-add against its threshold, returned, in n's own window
+// (stat.Node.OwnWindow) with n's bucket width: a QPS reject rule with the
+// default one-second interval whose resource is n. An engine may then make
+// that check itself, on the node it has in hand, give the batch back with
+// Sub on the window if a later check refuses the entry, and build the
+// refusal with Refusal.
+func (c *Controller) OwnWindowLimit(n *stat.Node) (float64, bool) {
+	return c.threshold, c.mode == modeReject && c.win == n.OwnWindow() && c.width == int64(stat.BucketWidth)
+}
+
+// Refusal is the error of a reject-mode check of ec that found seen
+// admitted in the window.
+func (c *Controller) Refusal(ec *core.EntryContext, seen uint64) *core.BlockError {
+	return Refusal(ec, &c.rule, c.threshold, seen, c.width)
+}
+
+// Refusal is the error of a QPS reject check of ec, by rule (nil when
+// unknown), that found seen admitted in a window of buckets width
+// nanoseconds wide, against limit.
+func Refusal(ec *core.EntryContext, rule *rules.Flow, limit float64, seen uint64, width int64) *core.BlockError {
+	be := &core.BlockError{Type: core.BlockFlow, Resource: ec.Resource, Threshold: limit}
+	if rule != nil {
+		be.Rule = rule
+	}
+	if n := float64(ec.Batch); n > limit {
+		be.Observed, be.Reason = n, "batch larger than threshold"
+	} else {
+		be.Observed, be.RetryAfter = float64(seen), time.Duration(width-ec.Start%width)
+	}
+	return be
 }
 
 // Release gives back what an entry holds: its in-flight slot, or, when a
