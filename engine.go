@@ -150,7 +150,9 @@ func (g *Engine) RegisterSlot(s core.Slot, order int) error {
 // writing: the name when it is short, which the registry compares, and the
 // rules in force, including the fast check below. Rule loads write it;
 // calls only read it, so cores share it without transfers. The node starts
-// on the next line (stat.NodeLead). TestResourceLayout checks the layout.
+// in its last 8 bytes (stat.NodeLead), so the node's address is on this
+// read-only line and its counters begin on the next. TestResourceLayout
+// checks the layout.
 type resource struct {
 	rules atomic.Pointer[ruleSet] // the rules in force; nil for none
 	// fast is the threshold (as float64 bits) of the rules in force when they

@@ -235,16 +235,10 @@ func (c *Controller) Refusal(ec *core.EntryContext, seen uint64) *core.BlockErro
 // unknown), that found seen admitted in a window of buckets width
 // nanoseconds wide, against limit.
 func Refusal(ec *core.EntryContext, rule *rules.Flow, limit float64, seen uint64, width int64) *core.BlockError {
-	be := &core.BlockError{Type: core.BlockFlow, Resource: ec.Resource, Threshold: limit}
-	if rule != nil {
-		be.Rule = rule
-	}
 	if n := float64(ec.Batch); n > limit {
-		be.Observed, be.Reason = n, "batch larger than threshold"
-	} else {
-		be.Observed, be.RetryAfter = float64(seen), time.Duration(width-ec.Start%width)
+		return refusal(ec, rule, n, limit, 0, "batch larger than threshold")
 	}
-	return be
+	return refusal(ec, rule, float64(seen), limit, width-ec.Start%width, "")
 }
 
 // Release gives back what an entry holds: its in-flight slot, or, when a
@@ -289,15 +283,24 @@ func (c *Controller) InFlight() int64 {
 }
 
 func (c *Controller) blocked(ec *core.EntryContext, observed float64, retry int64, reason string) *core.BlockError {
-	return &core.BlockError{
+	return refusal(ec, &c.rule, observed, c.threshold, retry, reason)
+}
+
+// refusal is a flow rule's block error; rule may be nil (unknown), which
+// leaves BlockError.Rule a nil interface.
+func refusal(ec *core.EntryContext, rule *rules.Flow, observed, limit float64, retry int64, reason string) *core.BlockError {
+	be := &core.BlockError{
 		Type:       core.BlockFlow,
 		Resource:   ec.Resource,
-		Rule:       &c.rule,
 		Observed:   observed,
-		Threshold:  c.threshold,
+		Threshold:  limit,
 		RetryAfter: time.Duration(retry),
 		Reason:     reason,
 	}
+	if rule != nil {
+		be.Rule = rule
+	}
+	return be
 }
 
 // pace schedules the entry cost nanoseconds after the previously scheduled
