@@ -6,8 +6,8 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
+	"github.com/sluice-go/sluice/sluicetest"
 )
 
 // benchEngine returns an engine on the system clock with one passing QPS
@@ -86,7 +86,7 @@ func BenchmarkEntryExit(b *testing.B) {
 func BenchmarkEntryBlocked(b *testing.B) {
 	run := func(b *testing.B, parallel bool) {
 		// A manual clock that never moves keeps the resource blocked.
-		g := New(WithClock(core.NewManualClock(0)))
+		g := New(WithClock(sluicetest.NewManualClock(0)))
 		b.Cleanup(func() { _ = g.Close() })
 		mustLoadFlow(b, g, rules.Flow{Resource: "r", Threshold: 1})
 		p, _ := g.Entry("r")

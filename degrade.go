@@ -1,8 +1,8 @@
 package sluice
 
 import (
+	"github.com/sluice-go/sluice/internal/degrade"
 	"github.com/sluice-go/sluice/rules"
-	"github.com/sluice-go/sluice/slots/degrade"
 )
 
 // Circuit-breaker types, re-exported from slots/degrade.

@@ -13,15 +13,17 @@ import (
 
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
+	"github.com/sluice-go/sluice/slots"
+	"github.com/sluice-go/sluice/sluicetest"
 )
 
 var errDependency = errors.New("dependency failed")
 
 // cbEngine returns an engine on a manual clock with the given breakers, and
 // a log of its transitions.
-func cbEngine(t testing.TB, rs []rules.CircuitBreaker, opts ...Option) (*Engine, *core.ManualClock, *transitions) {
+func cbEngine(t testing.TB, rs []rules.CircuitBreaker, opts ...Option) (*Engine, *sluicetest.ManualClock, *transitions) {
 	t.Helper()
-	clk := core.NewManualClock(int64(time.Hour))
+	clk := sluicetest.NewManualClock(int64(time.Hour))
 	g := New(append([]Option{WithClock(clk)}, opts...)...)
 	t.Cleanup(func() { _ = g.Close() })
 	log := &transitions{}
@@ -55,7 +57,7 @@ func (l *transitions) moves() []string {
 
 // do makes one entry on res that takes rt and ends with err; it returns the
 // entry's error.
-func do(g *Engine, clk *core.ManualClock, res string, rt time.Duration, err error) error {
+func do(g *Engine, clk *sluicetest.ManualClock, res string, rt time.Duration, err error) error {
 	p, e := g.Entry(res)
 	if e != nil {
 		return e
@@ -224,7 +226,7 @@ func TestCircuitBreakerHalfOpenAdmitsExactlyNConcurrentEntries(t *testing.T) {
 // refuser is a custom check slot that refuses every entry while on.
 type refuser struct{ on bool }
 
-func (r *refuser) Check(*core.EntryContext) *core.BlockError {
+func (r *refuser) Check(*slots.Entry) *core.BlockError {
 	if r.on {
 		return &core.BlockError{Reason: "refused by a custom slot"}
 	}
@@ -302,7 +304,7 @@ func TestCircuitBreakerErrorClassifier(t *testing.T) {
 }
 
 func TestCircuitBreakerPackageLevel(t *testing.T) {
-	clk := core.NewManualClock(int64(time.Hour))
+	clk := sluicetest.NewManualClock(int64(time.Hour))
 	g := New(WithClock(clk))
 	old := SetDefault(g)
 	t.Cleanup(func() { SetDefault(old); _ = g.Close() })

@@ -11,12 +11,15 @@ import (
 	"go.uber.org/atomic"
 
 	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/chain"
+	"github.com/sluice-go/sluice/internal/degrade"
+	"github.com/sluice-go/sluice/internal/entry"
+	"github.com/sluice-go/sluice/internal/flow"
+	"github.com/sluice-go/sluice/internal/isolation"
+	"github.com/sluice-go/sluice/internal/param"
+	"github.com/sluice-go/sluice/internal/system"
+	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/rules"
-	"github.com/sluice-go/sluice/slots/degrade"
-	"github.com/sluice-go/sluice/slots/flow"
-	"github.com/sluice-go/sluice/slots/isolation"
-	"github.com/sluice-go/sluice/slots/param"
-	"github.com/sluice-go/sluice/slots/system"
 	"github.com/sluice-go/sluice/stat"
 )
 
@@ -61,14 +64,14 @@ type Option func(*config)
 type config struct {
 	clock        core.Clock
 	maxResources int
-	isFailure    func(error) bool  // circuit breakers' error classifier (degrade.go)
-	sysSource    stat.SystemSource // system metrics (system.go)
+	isFailure    func(error) bool // circuit breakers' error classifier (degrade.go)
+	sysSource    SystemSource     // system metrics (system.go)
 	sysInterval  time.Duration
 	sysOnError   func(error)
 }
 
 // WithClock makes the engine read time from c instead of the system's
-// monotonic clock. Tests pass a *core.ManualClock.
+// monotonic clock. Tests pass a *sluicetest.ManualClock.
 func WithClock(c Clock) Option { return func(cf *config) { cf.clock = c } }
 
 // WithMaxResources bounds the number of distinct resources the engine keeps
@@ -82,9 +85,9 @@ func WithMaxResources(n int) Option { return func(cf *config) { cf.maxResources 
 type Engine struct {
 	clock   core.Clock
 	max     int
-	inbound *stat.Node
+	inbound *window.Node
 	reg     registry
-	chain   core.Chain
+	chain   chain.Chain
 	system  *system.Slot
 	closed  atomic.Bool
 
@@ -109,7 +112,7 @@ func New(opts ...Option) *Engine {
 	if cf.maxResources <= 0 {
 		cf.maxResources = DefaultMaxResources
 	}
-	g := &Engine{clock: cf.clock, max: cf.maxResources, inbound: stat.NewNode()}
+	g := &Engine{clock: cf.clock, max: cf.maxResources, inbound: window.NewNode()}
 	g.reg.init()
 	g.system = system.New(system.Config{
 		Clock: g.clock, Inbound: g.inbound,
@@ -132,13 +135,13 @@ func (g *Engine) Close() error {
 	return g.system.Close()
 }
 
-// RegisterSlot adds a custom slot (a core.PrepareSlot, core.RuleCheckSlot or
-// core.StatSlot) at position order among custom slots; lower runs first.
+// RegisterSlot adds a custom slot (a slots.Preparer, slots.Checker or
+// slots.Observer) at position order among custom slots; lower runs first.
 // Custom slots run after the built-in ones. Engines without custom slots pay
 // one pointer check for the feature.
-func (g *Engine) RegisterSlot(s core.Slot, order int) error {
+func (g *Engine) RegisterSlot(s any, order int) error {
 	if !g.chain.Add(s, order) {
-		return fmt.Errorf("sluice: %T implements none of core.PrepareSlot, core.RuleCheckSlot, core.StatSlot", s)
+		return fmt.Errorf("sluice: %T implements none of slots.Preparer, slots.Checker, slots.Observer", s)
 	}
 	return nil
 }
@@ -150,7 +153,7 @@ func (g *Engine) RegisterSlot(s core.Slot, order int) error {
 // writing: the name when it is short, which the registry compares, and the
 // rules in force, including the fast check below. Rule loads write it;
 // calls only read it, so cores share it without transfers. The node starts
-// in its last 8 bytes (stat.NodeLead), so the node's address is on this
+// in its last 8 bytes (window.NodeLead), so the node's address is on this
 // read-only line and its counters begin on the next. TestResourceLayout
 // checks the layout.
 type resource struct {
@@ -163,13 +166,13 @@ type resource struct {
 	fast  atomic.Uint64
 	n     uint8 // the name's length, or longName
 	short [shortName]byte
-	node  stat.Node // by value: the counters a call writes share the allocation
+	node  window.Node // by value: the counters a call writes share the allocation
 	name  string
 }
 
 const (
 	// shortName is the longest name held in a resource's first line.
-	shortName = stat.NodeLead - 8 - 8 - 1
+	shortName = window.NodeLead - 8 - 8 - 1
 	// longName marks a resource whose name is longer than shortName:
 	// lookups then compare the name itself.
 	longName = 255
@@ -210,9 +213,9 @@ func (x *resource) setRules(rs *ruleSet) {
 
 // admit is the fast check (see resource.fast): it takes batch from the
 // node's own window at c.Start if the window stays within limit.
-func (x *resource) admit(c *core.EntryContext, fast uint64) *core.BlockError {
+func (x *resource) admit(c *entry.Context, fast uint64) *core.BlockError {
 	limit := math.Float64frombits(fast)
-	ok, seen := x.node.OwnWindow().TryAdd(c.Start/int64(stat.BucketWidth), uint64(c.Batch), limit)
+	ok, seen := x.node.OwnWindow().TryAdd(c.Start/int64(window.BucketWidth), uint64(c.Batch), limit)
 	if ok {
 		c.AddUndo((*admission)(x))
 		return nil
@@ -224,16 +227,16 @@ func (x *resource) admit(c *core.EntryContext, fast uint64) *core.BlockError {
 			return rs.flow[0].Refusal(c, seen)
 		}
 	}
-	return flow.Refusal(c, nil, limit, seen, int64(stat.BucketWidth))
+	return flow.Refusal(c, nil, limit, seen, int64(window.BucketWidth))
 }
 
 // admission is the ticket of a fast check: when a later check refuses the
 // entry, it gives the batch back to the node's window.
 type admission resource
 
-func (a *admission) Release(x core.ExitInfo) {
+func (a *admission) Release(x entry.ExitInfo) {
 	if x.Blocked {
-		a.node.OwnWindow().Sub(x.Start/int64(stat.BucketWidth), uint64(x.Batch))
+		a.node.OwnWindow().Sub(x.Start/int64(window.BucketWidth), uint64(x.Batch))
 	}
 }
 
@@ -296,7 +299,7 @@ func newRuleSet(fl []*flow.Controller, o otherRules) *ruleSet {
 
 // resource returns the named resource, creating it if the limit allows, or
 // the overflow resource, and starts loading the counters a call at now will
-// use (stat.Node.Prefetch).
+// use (window.Node.Prefetch).
 func (g *Engine) resource(name string, now int64) *resource {
 	if x := g.reg.load(name, now); x != nil {
 		return x
@@ -321,7 +324,7 @@ func (g *Engine) slowResource(name string, force bool) *resource {
 
 // node returns the statistics node of name, creating the resource whatever
 // the limit. Rules use it for the resources they name.
-func (g *Engine) node(name string) *stat.Node { return &g.slowResource(name, true).node }
+func (g *Engine) node(name string) *window.Node { return &g.slowResource(name, true).node }
 
 // publish rebuilds every resource's rule set from the controllers in force.
 // Must hold g.mu.

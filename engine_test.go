@@ -14,6 +14,8 @@ import (
 
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
+	"github.com/sluice-go/sluice/slots"
+	"github.com/sluice-go/sluice/sluicetest"
 )
 
 func TestLoadFlowRulesRefusesInvalidSetWhole(t *testing.T) {
@@ -172,7 +174,7 @@ type denySlot struct {
 	checked  atomic.Int64
 }
 
-func (d *denySlot) Check(ec *core.EntryContext) *core.BlockError {
+func (d *denySlot) Check(ec *slots.Entry) *core.BlockError {
 	d.checked.Inc()
 	if ec.Resource == d.resource {
 		return &core.BlockError{Reason: "denied by custom slot", Threshold: 0}
@@ -186,16 +188,16 @@ type countSlot struct {
 	lastRT              int64
 }
 
-func (c *countSlot) OnPass(*core.EntryContext) { c.mu.Lock(); c.pass++; c.mu.Unlock() }
-func (c *countSlot) OnBlock(_ *core.EntryContext, be *core.BlockError) {
+func (c *countSlot) OnPass(*slots.Entry) { c.mu.Lock(); c.pass++; c.mu.Unlock() }
+func (c *countSlot) OnBlock(_ *slots.Entry, be *core.BlockError) {
 	c.mu.Lock()
 	c.block++
 	c.mu.Unlock()
 }
-func (c *countSlot) OnExit(_ *core.EntryContext, x core.ExitInfo) {
+func (c *countSlot) OnExit(e *slots.Entry, x slots.Exit) {
 	c.mu.Lock()
 	c.exited++
-	c.lastRT = x.RT()
+	c.lastRT = int64(x.RT(e))
 	c.mu.Unlock()
 }
 
@@ -326,7 +328,7 @@ func TestTooManyAttachments(t *testing.T) {
 }
 
 func TestDefaultEngine(t *testing.T) {
-	clk := core.NewManualClock(0)
+	clk := sluicetest.NewManualClock(0)
 	old := SetDefault(New(WithClock(clk)))
 	t.Cleanup(func() { _ = SetDefault(old).Close() })
 	_, err := LoadFlowRules([]rules.Flow{{Resource: "pkg", Threshold: 2}})

@@ -6,8 +6,11 @@ import (
 	"fmt"
 
 	"github.com/sluice-go/sluice/core"
-	"github.com/sluice-go/sluice/slots/statistic"
-	"github.com/sluice-go/sluice/stat"
+	"github.com/sluice-go/sluice/internal/chain"
+	"github.com/sluice-go/sluice/internal/entry"
+	"github.com/sluice-go/sluice/internal/statistic"
+	"github.com/sluice-go/sluice/internal/window"
+	"github.com/sluice-go/sluice/slots"
 )
 
 // ErrBadBatch is returned (wrapped) by Entry for a batch count below one or
@@ -81,10 +84,10 @@ func WithAttachment(key string, value any) EntryOption {
 type Pass struct {
 	eng    *Engine
 	res    *resource
-	ctx    core.EntryContext
+	ctx    entry.Context
 	err    error
-	custom *core.EntryContext  // copy given to custom slots, nil without them
-	slots  *core.ChainSnapshot // the custom slots the entry ran through
+	custom *slots.Entry    // what custom slots see, nil without them
+	slots  *chain.Snapshot // the custom slots the entry ran through
 	done   bool
 }
 
@@ -108,9 +111,9 @@ func (e *Pass) Exit() {
 	e.done = true
 	g := e.eng
 	now := g.clock.Nanotime()
-	x := core.ExitInfo{Start: e.ctx.Start, End: now, Batch: e.ctx.Batch, Err: e.err}
+	x := entry.ExitInfo{Start: e.ctx.Start, End: now, Batch: e.ctx.Batch, Err: e.err}
 	e.ctx.ReleaseTickets(x)
-	var in *stat.Node
+	var in *window.Node
 	if e.ctx.Traffic == core.Inbound {
 		in = g.inbound
 	}
@@ -119,7 +122,7 @@ func (e *Pass) Exit() {
 		// The slots the entry passed through, not whatever is registered
 		// now: a slot added meanwhile never saw this entry pass.
 		for _, s := range e.slots.Stat {
-			s.OnExit(e.custom, x)
+			s.OnExit(e.custom, slots.Exit{End: now, Err: e.err})
 		}
 	}
 }
@@ -155,8 +158,8 @@ func (g *Engine) enter(e *Pass, ctx context.Context, name string, opts []EntryOp
 	c.Batch = 1
 	// Arguments stay in this frame and are lent to the param slot only.
 	var (
-		args  core.Args
-		named [MaxAttachments]core.Attachment
+		args  entry.Args
+		named [MaxAttachments]entry.Attachment
 		nn    int
 	)
 	for i := range opts {
@@ -172,7 +175,7 @@ func (g *Engine) enter(e *Pass, ctx context.Context, name string, opts []EntryOp
 			if nn == len(named) {
 				return nil, fmt.Errorf("%w: more than %d", ErrTooManyAttachments, MaxAttachments)
 			}
-			named[nn] = core.Attachment{Key: o.key, Value: o.val}
+			named[nn] = entry.Attachment{Key: o.key, Value: o.val}
 			nn++
 		}
 	}
@@ -186,7 +189,7 @@ func (g *Engine) enter(e *Pass, ctx context.Context, name string, opts []EntryOp
 	c.Start = g.clock.Nanotime()
 	r := g.resource(name, c.Start)
 	e.res = r
-	var in *stat.Node
+	var in *window.Node
 	if c.Traffic == core.Inbound {
 		in = g.inbound
 	}
@@ -199,7 +202,7 @@ func (g *Engine) enter(e *Pass, ctx context.Context, name string, opts []EntryOp
 		}
 	}
 	if be := g.check(ctx, e, args, r, in, snap); be != nil {
-		c.ReleaseTickets(core.ExitInfo{Start: c.Start, End: c.Start, Batch: c.Batch, Blocked: true})
+		c.ReleaseTickets(entry.ExitInfo{Start: c.Start, End: c.Start, Batch: c.Batch, Blocked: true})
 		statistic.Block(c, &r.node, in)
 		if snap != nil {
 			for _, s := range snap.Stat {
@@ -219,7 +222,7 @@ func (g *Engine) enter(e *Pass, ctx context.Context, name string, opts []EntryOp
 }
 
 // check runs the rule checks in chain order; the first refusal wins.
-func (g *Engine) check(ctx context.Context, e *Pass, args core.Args, r *resource, in *stat.Node, snap *core.ChainSnapshot) *core.BlockError {
+func (g *Engine) check(ctx context.Context, e *Pass, args entry.Args, r *resource, in *window.Node, snap *chain.Snapshot) *core.BlockError {
 	c := &e.ctx
 	if in != nil && g.system.Active() {
 		if be := g.system.Check(c); be != nil {
@@ -270,10 +273,10 @@ func (g *Engine) check(ctx context.Context, e *Pass, args core.Args, r *resource
 	return nil
 }
 
-// customCopy is the context custom slots see: a heap copy of the entry's
+// customCopy is the entry custom slots see: a heap copy of the entry's
 // context (its arguments never leave the entry).
-func customCopy(c *core.EntryContext) *core.EntryContext {
-	return &core.EntryContext{
+func customCopy(c *entry.Context) *slots.Entry {
+	return &slots.Entry{
 		Resource: c.Resource,
 		Traffic:  c.Traffic,
 		Batch:    c.Batch,

@@ -13,6 +13,8 @@ import (
 
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
+	"github.com/sluice-go/sluice/slots"
+	"github.com/sluice-go/sluice/sluicetest"
 )
 
 // fastThreshold returns the threshold of the fast check in force on the
@@ -30,7 +32,7 @@ func fastThreshold(t *testing.T, g *Engine, name string) (float64, bool) {
 // that counts in its resource's own window, and it follows reloads both
 // ways.
 func TestFastCheckOnlyForASingleOneSecondRejectRule(t *testing.T) {
-	g := New(WithClock(core.NewManualClock(0)))
+	g := New(WithClock(sluicetest.NewManualClock(0)))
 	defer g.Close()
 	plain := rules.Flow{Resource: "a", Threshold: 10}
 
@@ -82,7 +84,7 @@ func TestFastCheckOnlyForASingleOneSecondRejectRule(t *testing.T) {
 // dropped rule held (the fast check's window), as it would in a window of
 // its own.
 func TestReleasedWindowStartsEmpty(t *testing.T) {
-	g := New(WithClock(core.NewManualClock(int64(time.Hour))))
+	g := New(WithClock(sluicetest.NewManualClock(int64(time.Hour))))
 	defer g.Close()
 	// A cold warm-up rule admits a third of its threshold, in the
 	// resource's window, with the one-second rule's buckets.
@@ -114,7 +116,7 @@ func TestFastCheckDecidesAsTheFullCheck(t *testing.T) {
 	for seed := int64(1); seed <= 4; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rule := rules.Flow{ID: "limit", Resource: "r", Threshold: 7}
-			fastClk, fullClk := core.NewManualClock(int64(time.Hour)), core.NewManualClock(int64(time.Hour))
+			fastClk, fullClk := sluicetest.NewManualClock(int64(time.Hour)), sluicetest.NewManualClock(int64(time.Hour))
 			fast, full := New(WithClock(fastClk)), New(WithClock(fullClk))
 			defer fast.Close()
 			defer full.Close()
@@ -167,7 +169,7 @@ type refuseFirst struct {
 	n  int
 }
 
-func (s *refuseFirst) Check(ec *core.EntryContext) *core.BlockError {
+func (s *refuseFirst) Check(ec *slots.Entry) *core.BlockError {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.n == 0 {
@@ -181,7 +183,7 @@ func (s *refuseFirst) Check(ec *core.EntryContext) *core.BlockError {
 // fast check admitted and a later (custom) check refused leaves no trace
 // in the flow rule's window.
 func TestFastCheckGivesBackWhatALaterCheckRefused(t *testing.T) {
-	g := New(WithClock(core.NewManualClock(int64(time.Hour))))
+	g := New(WithClock(sluicetest.NewManualClock(int64(time.Hour))))
 	defer g.Close()
 	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 3})
 	require.NoError(t, g.RegisterSlot(&refuseFirst{n: 5}, 0))
@@ -205,7 +207,7 @@ func TestFastCheckGivesBackWhatALaterCheckRefused(t *testing.T) {
 // admitted, because both count in the same window and a reload keeps it.
 func TestFastAndFullChecksShareOneWindowAcrossReloads(t *testing.T) {
 	const threshold = 200
-	g := New(WithClock(core.NewManualClock(int64(time.Hour))))
+	g := New(WithClock(sluicetest.NewManualClock(int64(time.Hour))))
 	defer g.Close()
 	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: threshold})
 	var (

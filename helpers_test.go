@@ -5,15 +5,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
+	"github.com/sluice-go/sluice/sluicetest"
 )
 
 // newTestEngine returns an engine on a manual clock that reads start, closed
 // at the end of the test.
-func newTestEngine(t testing.TB, start int64, opts ...Option) (*Engine, *core.ManualClock) {
+func newTestEngine(t testing.TB, start int64, opts ...Option) (*Engine, *sluicetest.ManualClock) {
 	t.Helper()
-	clk := core.NewManualClock(start)
+	clk := sluicetest.NewManualClock(start)
 	g := New(append([]Option{WithClock(clk)}, opts...)...)
 	t.Cleanup(func() { _ = g.Close() })
 	return g, clk

@@ -1,9 +1,9 @@
 package sluice
 
 import (
+	"github.com/sluice-go/sluice/internal/flow"
+	"github.com/sluice-go/sluice/internal/isolation"
 	"github.com/sluice-go/sluice/rules"
-	"github.com/sluice-go/sluice/slots/flow"
-	"github.com/sluice-go/sluice/slots/isolation"
 )
 
 // LoadFlowRules replaces every flow rule of the engine with rs. The whole set

@@ -3,8 +3,8 @@ package sluice
 import (
 	"slices"
 
+	"github.com/sluice-go/sluice/internal/param"
 	"github.com/sluice-go/sluice/rules"
-	"github.com/sluice-go/sluice/slots/param"
 )
 
 // LoadParamRules replaces every param (hot-parameter) rule of the engine

@@ -12,8 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/param"
 	"github.com/sluice-go/sluice/rules"
-	"github.com/sluice-go/sluice/slots/param"
+	"github.com/sluice-go/sluice/slots"
 )
 
 func mustLoadParam(t testing.TB, g *Engine, rs ...rules.Param) {
@@ -191,7 +192,7 @@ func TestParamArgsNeverShared(t *testing.T) {
 
 type refuseAll struct{}
 
-func (refuseAll) Check(*core.EntryContext) *core.BlockError {
+func (refuseAll) Check(*slots.Entry) *core.BlockError {
 	return &core.BlockError{Reason: "custom"}
 }
 

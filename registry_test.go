@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/rules"
-	"github.com/sluice-go/sluice/stat"
+	"github.com/sluice-go/sluice/sluicetest"
 )
 
 func TestNewResourceClonesName(t *testing.T) {
@@ -65,7 +65,7 @@ func TestTableFindsEveryNameAndNothingElse(t *testing.T) {
 // the rule set in force: on a resource created by traffic (before and after
 // its promotion to the table), when rules appear, change and go away.
 func TestRulesReachResourcesTrackedBeforeThem(t *testing.T) {
-	clk := core.NewManualClock(0)
+	clk := sluicetest.NewManualClock(0)
 	g := New(WithClock(clk))
 	defer g.Close()
 	enter := func(name string) error {
@@ -107,7 +107,7 @@ func TestRulesReachResourcesTrackedBeforeThem(t *testing.T) {
 // while rules are reloaded, under -race: every entry on a limited resource
 // sees either the old or the new rule set, and nothing is lost.
 func TestLookupsRaceCreationAndReloads(t *testing.T) {
-	clk := core.NewManualClock(0)
+	clk := sluicetest.NewManualClock(0)
 	g := New(WithClock(clk))
 	defer g.Close()
 	var wg sync.WaitGroup
@@ -149,12 +149,12 @@ func TestRuleSetLayout(t *testing.T) {
 
 // TestResourceLayout checks that what a call reads before it writes fills
 // the resource's first cache line, and that the node's hot lines (see
-// stat.Node) start on the next: the allocation is line-aligned, behind the
+// window.Node) start on the next: the allocation is line-aligned, behind the
 // runtime's 8-byte header.
 func TestResourceLayout(t *testing.T) {
 	var x resource
-	require.Equal(t, uintptr(stat.NodeLead), unsafe.Offsetof(x.node), "the node starts one line in")
-	require.Equal(t, uintptr(stat.NodeLead), unsafe.Offsetof(x.short)+shortName, "the short name ends the first line")
+	require.Equal(t, uintptr(window.NodeLead), unsafe.Offsetof(x.node), "the node starts one line in")
+	require.Equal(t, uintptr(window.NodeLead), unsafe.Offsetof(x.short)+shortName, "the short name ends the first line")
 	for i := 0; i < 100; i++ {
 		r := newResource(fmt.Sprint(i))
 		require.True(t, r.node.CacheAligned(), "resource %d at %p", i, r)

@@ -7,11 +7,27 @@ import (
 	"github.com/sluice-go/sluice/stat"
 )
 
+// SystemSource reads the process-wide metrics that system rules on load1
+// and CPU usage use. The engine's sampler calls it from its own goroutine
+// (never on the request path), once per sample interval; an implementation
+// used by one engine need not be safe for concurrent use. Tests implement it
+// to drive system rules with chosen readings.
+type SystemSource interface {
+	// Load1 returns the host's one-minute load average.
+	Load1() (float64, error)
+	// CPUUsage returns the process's CPU usage since the previous call, as a
+	// ratio in [0, 1] of the CPU it may use (the cgroup quota when one
+	// applies). It may return NaN, and no error, when it has no reading yet.
+	CPUUsage() (float64, error)
+	// Memory returns the process's resident set size in bytes.
+	Memory() (uint64, error)
+}
+
 // WithSystemMetrics makes the engine's system rules read load1 and CPU usage
-// from src instead of the real process (a stat.HostSource: gopsutil, with
+// from src instead of the real process (a window.HostSource: gopsutil, with
 // CPU usage relative to the cgroup CPU quota when one applies). Tests pass a
 // fake source to drive system rules deterministically.
-func WithSystemMetrics(src stat.SystemSource) Option {
+func WithSystemMetrics(src SystemSource) Option {
 	return func(cf *config) { cf.sysSource = src }
 }
 
@@ -47,7 +63,7 @@ func (g *Engine) SystemRules() []rules.System { return g.system.Rules() }
 // of the engine's sampler, with their ages. Values are NaN (memory zero, age
 // -1) until the sampler, started by loading a load1 or CPU rule, has read
 // them.
-func (g *Engine) SystemMetrics() stat.SystemSnapshot { return g.system.Metrics() }
+func (g *Engine) SystemMetrics() stat.System { return g.system.Metrics() }
 
 // LoadSystemRules replaces the default engine's system rules (see
 // Engine.LoadSystemRules).

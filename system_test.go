@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
+	"github.com/sluice-go/sluice/sluicetest"
 )
 
 // sysSource is a stat.SystemSource whose readings a test sets.
@@ -24,7 +25,7 @@ func (f *sysSource) Memory() (uint64, error)    { return 1 << 20, nil }
 
 // sysEngine returns an engine on a manual clock whose system metrics come
 // from the returned source, sampled every second.
-func sysEngine(t *testing.T) (*Engine, *core.ManualClock, *sysSource) {
+func sysEngine(t *testing.T) (*Engine, *sluicetest.ManualClock, *sysSource) {
 	t.Helper()
 	src := &sysSource{}
 	g, clk := newTestEngine(t, int64(time.Hour), WithSystemMetrics(src), WithSystemSampleInterval(time.Second))
@@ -33,7 +34,7 @@ func sysEngine(t *testing.T) (*Engine, *core.ManualClock, *sysSource) {
 
 // resample sets the fake readings, moves the clock one interval and waits
 // until the sampler has read them.
-func resample(t *testing.T, clk *core.ManualClock, src *sysSource, load, cpu float64) {
+func resample(t *testing.T, clk *sluicetest.ManualClock, src *sysSource, load, cpu float64) {
 	t.Helper()
 	src.load.Store(load)
 	src.cpu.Store(cpu)
@@ -41,14 +42,14 @@ func resample(t *testing.T, clk *core.ManualClock, src *sysSource, load, cpu flo
 	waitSampler(t, clk)
 }
 
-func waitSampler(t *testing.T, clk *core.ManualClock) {
+func waitSampler(t *testing.T, clk *sluicetest.ManualClock) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	require.NoError(t, clk.BlockUntil(ctx, 1))
 }
 
-func loadSystem(t *testing.T, g *Engine, clk *core.ManualClock, rs ...rules.System) {
+func loadSystem(t *testing.T, g *Engine, clk *sluicetest.ManualClock, rs ...rules.System) {
 	t.Helper()
 	changed, err := g.LoadSystemRules(rs)
 	require.NoError(t, err)
@@ -85,18 +86,18 @@ func TestSystemRulesInboundOnly(t *testing.T) {
 		rule rules.System
 		// over drives the engine over the trigger and returns the observed
 		// value a block reports; under brings it back.
-		over, under func(g *Engine, clk *core.ManualClock, src *sysSource) float64
+		over, under func(g *Engine, clk *sluicetest.ManualClock, src *sysSource) float64
 	}{
 		{
 			name: "qps",
 			rule: rules.System{Metric: rules.InboundQPS, Threshold: 3},
-			over: func(g *Engine, _ *core.ManualClock, _ *sysSource) float64 {
+			over: func(g *Engine, _ *sluicetest.ManualClock, _ *sysSource) float64 {
 				for i := 0; i < 3; i++ {
 					require.True(t, try(g, "GET /b"))
 				}
 				return 3
 			},
-			under: func(_ *Engine, clk *core.ManualClock, _ *sysSource) float64 {
+			under: func(_ *Engine, clk *sluicetest.ManualClock, _ *sysSource) float64 {
 				clk.Advance(time.Second)
 				return 0
 			},
@@ -104,7 +105,7 @@ func TestSystemRulesInboundOnly(t *testing.T) {
 		{
 			name: "concurrency",
 			rule: rules.System{Metric: rules.InboundConcurrency, Threshold: 2},
-			over: func(g *Engine, _ *core.ManualClock, _ *sysSource) float64 {
+			over: func(g *Engine, _ *sluicetest.ManualClock, _ *sysSource) float64 {
 				for i := 0; i < 2; i++ {
 					p, err := g.Entry("GET /b")
 					require.NoError(t, err)
@@ -112,7 +113,7 @@ func TestSystemRulesInboundOnly(t *testing.T) {
 				}
 				return 2
 			},
-			under: func(_ *Engine, _ *core.ManualClock, _ *sysSource) float64 {
+			under: func(_ *Engine, _ *sluicetest.ManualClock, _ *sysSource) float64 {
 				held[0].Exit()
 				return 0
 			},
@@ -120,14 +121,14 @@ func TestSystemRulesInboundOnly(t *testing.T) {
 		{
 			name: "avg rt",
 			rule: rules.System{Metric: rules.InboundAvgRT, Threshold: 10},
-			over: func(g *Engine, clk *core.ManualClock, _ *sysSource) float64 {
+			over: func(g *Engine, clk *sluicetest.ManualClock, _ *sysSource) float64 {
 				p, err := g.Entry("GET /b")
 				require.NoError(t, err)
 				clk.Advance(25 * time.Millisecond)
 				p.Exit()
 				return 25
 			},
-			under: func(_ *Engine, clk *core.ManualClock, _ *sysSource) float64 {
+			under: func(_ *Engine, clk *sluicetest.ManualClock, _ *sysSource) float64 {
 				clk.Advance(time.Second)
 				return 0
 			},
@@ -135,11 +136,11 @@ func TestSystemRulesInboundOnly(t *testing.T) {
 		{
 			name: "load1",
 			rule: rules.System{Metric: rules.Load1, Threshold: 4},
-			over: func(_ *Engine, clk *core.ManualClock, src *sysSource) float64 {
+			over: func(_ *Engine, clk *sluicetest.ManualClock, src *sysSource) float64 {
 				resample(t, clk, src, 4.5, 0)
 				return 4.5
 			},
-			under: func(_ *Engine, clk *core.ManualClock, src *sysSource) float64 {
+			under: func(_ *Engine, clk *sluicetest.ManualClock, src *sysSource) float64 {
 				resample(t, clk, src, 3.5, 0)
 				return 0
 			},
@@ -147,11 +148,11 @@ func TestSystemRulesInboundOnly(t *testing.T) {
 		{
 			name: "cpu usage",
 			rule: rules.System{Metric: rules.CPUUsage, Threshold: 0.7},
-			over: func(_ *Engine, clk *core.ManualClock, src *sysSource) float64 {
+			over: func(_ *Engine, clk *sluicetest.ManualClock, src *sysSource) float64 {
 				resample(t, clk, src, 0, 0.75)
 				return 0.75
 			},
-			under: func(_ *Engine, clk *core.ManualClock, src *sysSource) float64 {
+			under: func(_ *Engine, clk *sluicetest.ManualClock, src *sysSource) float64 {
 				resample(t, clk, src, 0, 0.65)
 				return 0
 			},
@@ -283,7 +284,7 @@ func TestCloseStopsSystemSampler(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	src := &sysSource{}
 	src.load.Store(1.25)
-	clk := core.NewManualClock(0)
+	clk := sluicetest.NewManualClock(0)
 	g := New(WithClock(clk), WithSystemMetrics(src), WithSystemSampleInterval(100*time.Millisecond))
 	assert.Equal(t, time.Duration(-1), g.SystemMetrics().Load1Age, "no sampling before a rule needs it")
 	_, err := g.LoadSystemRules([]rules.System{{Metric: rules.Load1, Threshold: 8, Strategy: rules.BBR}})

@@ -1,8 +1,7 @@
-// Package core holds sluice's runtime contracts: traffic and block types, the
-// block error, the clock, the per-entry context that built-in and custom slots
-// see, and the interfaces and chain for user-registered slots.
+// Package core holds sluice's vocabulary: traffic types, block types, the
+// block error every refusal returns, and the clock an engine reads.
 //
-// Most users never import core directly: the root package sluice re-exports
-// what a caller needs (ErrBlocked, BlockError, Inbound, Outbound). Custom slot
-// authors and tests that drive time by hand (ManualClock) import it.
+// Most programs never import core: the root package sluice re-exports what
+// a caller needs (ErrBlocked, BlockError, the block and traffic types,
+// Clock). Custom slots (package slots) and adapters name these types here.
 package core

@@ -41,7 +41,7 @@ func WithPollInterval(d time.Duration) FileSourceOption {
 }
 
 // WithClock makes the source wait on c between polls instead of the system
-// clock. Tests pass a *core.ManualClock. A nil c is ignored.
+// clock. Tests pass a *sluicetest.ManualClock. A nil c is ignored.
 func WithClock(c core.Clock) FileSourceOption {
 	return func(s *FileSource) {
 		if c != nil {

@@ -10,11 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-go/sluice/sluicetest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
-
-	"github.com/sluice-go/sluice/core"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -23,7 +22,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // applies and reports.
 type watch struct {
 	t     *testing.T
-	clock *core.ManualClock
+	clock *sluicetest.ManualClock
 	path  string
 	src   *FileSource
 
@@ -37,7 +36,7 @@ const pollEvery = 500 * time.Millisecond
 
 func newWatch(t *testing.T, name, content string, opts ...FileSourceOption) *watch {
 	t.Helper()
-	w := &watch{t: t, clock: core.NewManualClock(0), path: filepath.Join(t.TempDir(), name)}
+	w := &watch{t: t, clock: sluicetest.NewManualClock(0), path: filepath.Join(t.TempDir(), name)}
 	if content != "" {
 		w.write(content)
 	}

@@ -17,8 +17,8 @@ import (
 	"github.com/sluice-go/sluice"
 	sluicegin "github.com/sluice-go/sluice/adapters/gin"
 	sluicehttp "github.com/sluice-go/sluice/adapters/http"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
+	"github.com/sluice-go/sluice/sluicetest"
 )
 
 func TestMain(m *testing.M) {
@@ -26,9 +26,9 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-func newEngine(t *testing.T) (*sluice.Engine, *core.ManualClock) {
+func newEngine(t *testing.T) (*sluice.Engine, *sluicetest.ManualClock) {
 	t.Helper()
-	clk := core.NewManualClock(int64(time.Hour))
+	clk := sluicetest.NewManualClock(int64(time.Hour))
 	g := sluice.New(sluice.WithClock(clk))
 	t.Cleanup(func() { require.NoError(t, g.Close()) })
 	return g, clk

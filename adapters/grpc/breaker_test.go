@@ -14,8 +14,8 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	sluicegrpc "github.com/sluice-go/sluice/adapters/grpc"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
+	"github.com/sluice-go/sluice/sluicetest"
 )
 
 // TestCircuitBreakerOpensAndRecovers drives a client-side breaker: an
@@ -37,7 +37,7 @@ func TestCircuitBreakerOpensAndRecovers(t *testing.T) {
 		}
 		return in, nil
 	}
-	clk := f.cli.Clock().(*core.ManualClock)
+	clk := f.cli.Clock().(*sluicetest.ManualClock)
 	tests := []struct {
 		name       string
 		advance    time.Duration

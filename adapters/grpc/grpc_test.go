@@ -22,6 +22,7 @@ import (
 	sluicegrpc "github.com/sluice-go/sluice/adapters/grpc"
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
+	"github.com/sluice-go/sluice/sluicetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -133,8 +134,8 @@ type fixture struct {
 func start(t *testing.T, opts ...sluicegrpc.Option) *fixture {
 	t.Helper()
 	f := &fixture{svc: &echo{}}
-	f.srv = sluice.New(sluice.WithClock(core.NewManualClock(int64(time.Hour))))
-	f.cli = sluice.New(sluice.WithClock(core.NewManualClock(int64(time.Hour))))
+	f.srv = sluice.New(sluice.WithClock(sluicetest.NewManualClock(int64(time.Hour))))
+	f.cli = sluice.New(sluice.WithClock(sluicetest.NewManualClock(int64(time.Hour))))
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	s := grpc.NewServer(

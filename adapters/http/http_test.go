@@ -18,14 +18,15 @@ import (
 	sluicehttp "github.com/sluice-go/sluice/adapters/http"
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
+	"github.com/sluice-go/sluice/sluicetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // newEngine returns an engine on a manual clock, closed when the test ends.
-func newEngine(t *testing.T) (*sluice.Engine, *core.ManualClock) {
+func newEngine(t *testing.T) (*sluice.Engine, *sluicetest.ManualClock) {
 	t.Helper()
-	clk := core.NewManualClock(int64(time.Hour))
+	clk := sluicetest.NewManualClock(int64(time.Hour))
 	g := sluice.New(sluice.WithClock(clk))
 	t.Cleanup(func() { require.NoError(t, g.Close()) })
 	return g, clk

@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
+	"github.com/sluice-go/sluice/sluicetest"
 )
 
 // path is one admission check measured by the comparison. setup builds the
@@ -124,7 +125,7 @@ func setupSluiceAllKinds() (func() error, func(), error) {
 
 func setupSluiceBlocked() (func() error, func(), error) {
 	// A manual clock that never moves keeps the one-per-second rule spent.
-	g := sluice.New(sluice.WithClock(core.NewManualClock(0)))
+	g := sluice.New(sluice.WithClock(sluicetest.NewManualClock(0)))
 	if _, err := g.LoadFlowRules([]rules.Flow{{Resource: resource, Threshold: 1}}); err != nil {
 		_ = g.Close()
 		return nil, nil, err

@@ -59,8 +59,8 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/system"
 	"github.com/sluice-go/sluice/rules"
-	"github.com/sluice-go/sluice/stat"
 )
 
 const (
@@ -100,7 +100,7 @@ func main() {
 
 func run(ctx context.Context) error {
 	iters := calibrateBurn(*work)
-	limit, err := stat.NewHostSource(stat.HostConfig{}).CPULimit()
+	limit, err := system.NewHostSource(system.HostConfig{}).CPULimit()
 	if err != nil {
 		return err
 	}
@@ -113,7 +113,7 @@ func run(ctx context.Context) error {
 	// processes take at that moment); the CPU usage it reaches when
 	// saturated sets the rule's trigger.
 	clients := 2*runtime.GOMAXPROCS(0) + 2
-	host := stat.NewHostSource(stat.HostConfig{})
+	host := system.NewHostSource(system.HostConfig{})
 	var peak struct {
 		load        result
 		cpu, perReq float64 // usage ratio; CPU seconds per request
@@ -160,7 +160,7 @@ func run(ctx context.Context) error {
 			stats := srv.measureFrom(from, *duration)
 			// The server's CPU usage over the measured period (the child's
 			// is not in it).
-			cpu := stat.NewHostSource(stat.HostConfig{})
+			cpu := system.NewHostSource(system.HostConfig{})
 			timer := time.AfterFunc(time.Until(from), func() { _, _ = cpu.CPUUsage() })
 			var err error
 			res, err = generate(ctx, job{URL: srv.url, Rate: rate, MaxOut: *maxOut, Warmup: *warmup, Duration: *duration})

@@ -1,0 +1,143 @@
+// Package entry holds what the built-in slots see of one entry: its
+// identity, batch and start instant, its arguments, and the tickets its
+// checks hold until it ends.
+package entry
+
+import "github.com/sluice-go/sluice/core"
+
+// Context is what the built-in slots see of one entry: a pointer into the
+// entry itself, valid only for the duration of the call.
+type Context struct {
+	// Resource is the name of the protected resource.
+	Resource string
+	// Traffic is the entry's traffic type.
+	Traffic core.TrafficType
+	// Batch is how many requests the entry stands for; at least 1.
+	Batch int64
+	// Start is the engine clock's reading when the entry began, in
+	// nanoseconds.
+	Start int64
+
+	tickets [4]Ticket
+	n       int
+	more    []Ticket
+	undo    [4]Ticket
+	nu      int
+	moreU   []Ticket
+}
+
+// Ticket is something a rule check holds for an entry that passed it: a
+// reserved token, an in-flight slot, a circuit-breaker probe. The engine calls
+// Release exactly once per ticket: when the entry exits, or when a later check
+// blocks the entry.
+type Ticket interface {
+	Release(x ExitInfo)
+}
+
+// ExitInfo is what a ticket learns when its entry ends.
+type ExitInfo struct {
+	// Start is the clock reading when the entry began, in nanoseconds.
+	Start int64
+	// End is the clock reading at Exit, in nanoseconds; equal to Start when
+	// the entry was blocked.
+	End int64
+	// Batch is the entry's batch count.
+	Batch int64
+	// Err is the error recorded with SetError, if any.
+	Err error
+	// Blocked is true when a later check refused the entry: the protected
+	// code never ran and anything reserved must be given back.
+	Blocked bool
+}
+
+// RT returns the entry's response time in nanoseconds (End - Start).
+func (x ExitInfo) RT() int64 { return x.End - x.Start }
+
+// AddTicket records t to be released when the entry ends.
+func (c *Context) AddTicket(t Ticket) {
+	if c.n < len(c.tickets) {
+		c.tickets[c.n] = t
+		c.n++
+		return
+	}
+	c.more = append(c.more, t)
+}
+
+// AddUndo records t to be released only if a later check refuses the entry
+// (x.Blocked); when the entry passes, the engine forgets it (DropUndo) and t
+// is never called. It is for reservations that need giving back only on
+// refusal, such as a token taken from a window, and spares them a call at
+// Exit.
+func (c *Context) AddUndo(t Ticket) {
+	if c.nu < len(c.undo) {
+		c.undo[c.nu] = t
+		c.nu++
+		return
+	}
+	c.moreU = append(c.moreU, t)
+}
+
+// DropUndo forgets the tickets recorded with AddUndo: the entry passed.
+// Engines call it; slots do not.
+func (c *Context) DropUndo() {
+	c.nu = 0
+	c.moreU = c.moreU[:0]
+}
+
+// ReleaseTickets releases every ticket once, in reverse order of
+// acquisition, and forgets them; with x.Blocked it also releases the tickets
+// recorded with AddUndo. Engines call it; slots do not.
+func (c *Context) ReleaseTickets(x ExitInfo) {
+	if x.Blocked {
+		for i := len(c.moreU) - 1; i >= 0; i-- {
+			c.moreU[i].Release(x)
+			c.moreU[i] = nil
+		}
+		c.moreU = c.moreU[:0]
+		for i := c.nu - 1; i >= 0; i-- {
+			c.undo[i].Release(x)
+			c.undo[i] = nil
+		}
+		c.nu = 0
+	}
+	for i := len(c.more) - 1; i >= 0; i-- {
+		c.more[i].Release(x)
+		c.more[i] = nil
+	}
+	c.more = c.more[:0]
+	for i := c.n - 1; i >= 0; i-- {
+		c.tickets[i].Release(x)
+		c.tickets[i] = nil
+	}
+	c.n = 0
+}
+
+// Tickets returns how many tickets the entry holds, undo-only ones
+// included.
+func (c *Context) Tickets() int { return c.n + len(c.more) + c.nu + len(c.moreU) }
+
+// Attachment is a named argument of an entry (sluice.WithAttachment).
+type Attachment struct {
+	Key   string
+	Value any
+}
+
+// Args are an entry's arguments: positional ones (sluice.WithArgs) and named
+// ones (sluice.WithAttachment). They belong to the entry and are lent to the
+// param slot for the duration of its check; nothing may keep them, which is
+// what lets string and integer arguments stay off the heap.
+type Args struct {
+	Positional []any
+	Named      []Attachment
+}
+
+// Get returns the value attached under key, and false when there is none.
+// When a key was attached twice, the last value wins.
+func (a Args) Get(key string) (any, bool) {
+	for i := len(a.Named) - 1; i >= 0; i-- {
+		if a.Named[i].Key == key {
+			return a.Named[i].Value, true
+		}
+	}
+	return nil, false
+}

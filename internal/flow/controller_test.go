@@ -1,0 +1,170 @@
+package flow
+
+import (
+	"context"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/entry"
+	"github.com/sluice-go/sluice/internal/window"
+	"github.com/sluice-go/sluice/rules"
+)
+
+func nodes(map[string]*window.Node) NodeFunc {
+	m := map[string]*window.Node{}
+	return func(r string) *window.Node {
+		if m[r] == nil {
+			m[r] = window.NewNode()
+		}
+		return m[r]
+	}
+}
+
+func newEntry(now, batch int64) *entry.Context {
+	return &entry.Context{Resource: "r", Batch: batch, Start: now}
+}
+
+func TestBuildInheritsMatchingStateOnce(t *testing.T) {
+	nf := nodes(nil)
+	old, err := Build([]rules.Flow{
+		{Resource: "r", Threshold: 2},
+		{Resource: "r", Threshold: 2, StatInterval: 2 * time.Second},
+	}, nil, nf)
+	require.NoError(t, err)
+	// Fill both windows.
+	for i := 0; i < 2; i++ {
+		for _, c := range old["r"] {
+			require.Nil(t, c.Check(context.Background(), newEntry(0, 1), nil))
+		}
+	}
+	tests := []struct {
+		name     string
+		give     []rules.Flow
+		wantPass []bool // first check of each new controller
+	}{
+		{"same counting, new threshold", []rules.Flow{{Resource: "r", Threshold: 3}}, []bool{true}},
+		{"same counting, same threshold", []rules.Flow{{ID: "x", Resource: "r", Threshold: 2}}, []bool{false}},
+		{"two rules, only one old state of that kind", []rules.Flow{{Resource: "r", Threshold: 2}, {Resource: "r", Threshold: 2}}, []bool{false, true}},
+		{"other interval inherits the other window", []rules.Flow{{Resource: "r", Threshold: 2, StatInterval: 2 * time.Second}}, []bool{false}},
+		{"other resource starts fresh", []rules.Flow{{Resource: "s", Threshold: 2}}, []bool{true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Build(tt.give, old, nf)
+			require.NoError(t, err)
+			var cs []*Controller
+			for _, r := range tt.give {
+				cs = got[r.Resource]
+			}
+			require.Len(t, cs, len(tt.wantPass))
+			for i, c := range cs {
+				ec := newEntry(0, 1)
+				be := c.Check(context.Background(), ec, nil)
+				assert.Equal(t, tt.wantPass[i], be == nil, "controller %d", i)
+				if be == nil {
+					// Give it back so the shared old window is unchanged
+					// for the next case.
+					ec.ReleaseTickets(entry.ExitInfo{Start: 0, End: 0, Batch: 1, Blocked: true})
+				}
+			}
+		})
+	}
+}
+
+func TestBuildValidatesWholeSetFirst(t *testing.T) {
+	_, err := Build([]rules.Flow{{Resource: "a", Threshold: 1}, {Resource: "b"}}, nil, nodes(nil))
+	var re *rules.Error
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, 1, re.Index)
+	assert.Equal(t, "Threshold", re.Field)
+}
+
+func TestReleaseGivesBackWhenBlockedLater(t *testing.T) {
+	tests := []struct {
+		name string
+		rule rules.Flow
+	}{
+		{"reject", rules.Flow{Resource: "r", Threshold: 1}},
+		{"concurrency", rules.Flow{Resource: "r", Threshold: 1, Metric: rules.Concurrency}},
+		{"throttle", rules.Flow{Resource: "r", Threshold: 1, Behavior: rules.Throttle}},
+		{"warm-up", rules.Flow{Resource: "r", Threshold: 3, Strategy: rules.WarmUp, WarmUpPeriod: time.Second}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := NewController(tt.rule, nodes(nil))
+			require.NoError(t, err)
+			ec := newEntry(0, 1)
+			require.Nil(t, c.Check(context.Background(), ec, nil))
+			require.Equal(t, 1, ec.Tickets())
+			// A later check refused the entry: everything comes back, so an
+			// identical entry passes again.
+			ec.ReleaseTickets(entry.ExitInfo{Start: 0, End: 0, Batch: 1, Blocked: true})
+			require.Nil(t, c.Check(context.Background(), newEntry(0, 1), nil))
+			assert.NotNil(t, c.Check(context.Background(), newEntry(0, 1), nil), "and the limit still holds")
+		})
+	}
+}
+
+func TestConcurrencyControllerReleasesOnExit(t *testing.T) {
+	c, err := NewController(rules.Flow{Resource: "r", Threshold: 2, Metric: rules.Concurrency}, nodes(nil))
+	require.NoError(t, err)
+	a, b := newEntry(0, 1), newEntry(0, 1)
+	require.Nil(t, c.Check(context.Background(), a, nil))
+	require.Nil(t, c.Check(context.Background(), b, nil))
+	be := c.Check(context.Background(), newEntry(0, 1), nil)
+	require.NotNil(t, be)
+	assert.Equal(t, float64(2), be.Observed)
+	assert.Equal(t, int64(2), c.InFlight())
+	a.ReleaseTickets(entry.ExitInfo{Batch: 1})
+	assert.Equal(t, int64(1), c.InFlight())
+	require.Nil(t, c.Check(context.Background(), newEntry(0, 1), nil))
+}
+
+func TestWarmUpLimitStartsColdAndIsObservable(t *testing.T) {
+	c, err := NewController(rules.Flow{Resource: "r", Threshold: 90, Strategy: rules.WarmUp, WarmUpPeriod: 10 * time.Second}, nodes(nil))
+	require.NoError(t, err)
+	assert.InDelta(t, 30, c.Limit(0), 1e-9, "cold: threshold / cold factor")
+	other, err := NewController(rules.Flow{Resource: "r", Threshold: 90}, nodes(nil))
+	require.NoError(t, err)
+	assert.Equal(t, float64(90), other.Limit(0))
+	assert.Equal(t, int64(0), other.InFlight())
+}
+
+func BenchmarkRejectCheck(b *testing.B) {
+	c, err := NewController(rules.Flow{Resource: "r", Threshold: 1e12}, nodes(nil))
+	require.NoError(b, err)
+	clk := core.SystemClock()
+	b.ReportAllocs()
+	b.Run("serial", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			ec := entry.Context{Resource: "r", Batch: 1, Start: clk.Nanotime()}
+			if c.Check(context.Background(), &ec, clk) != nil {
+				b.Fatal("blocked")
+			}
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				ec := entry.Context{Resource: "r", Batch: 1, Start: clk.Nanotime()}
+				if c.Check(context.Background(), &ec, clk) != nil {
+					b.Fatal("blocked")
+				}
+			}
+		})
+	})
+}
+
+// TestControllerHotFieldsFirst guards the layout the engine's rule set
+// relies on: everything a reject check reads in the first 32 bytes.
+func TestControllerHotFieldsFirst(t *testing.T) {
+	var c Controller
+	require.LessOrEqual(t, unsafe.Offsetof(c.win)+unsafe.Sizeof(c.win), uintptr(32))
+	require.LessOrEqual(t, unsafe.Offsetof(c.width)+unsafe.Sizeof(c.width), uintptr(32))
+	require.LessOrEqual(t, unsafe.Offsetof(c.threshold)+unsafe.Sizeof(c.threshold), uintptr(32))
+}

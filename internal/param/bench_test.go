@@ -1,0 +1,81 @@
+package param
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"testing"
+
+	"github.com/sluice-go/sluice/internal/entry"
+	"github.com/sluice-go/sluice/rules"
+)
+
+const benchKeys = 100_000
+
+func benchValues() []string {
+	vs := make([]string, benchKeys)
+	for i := range vs {
+		vs[i] = "user-" + strconv.Itoa(i*7919)
+	}
+	return vs
+}
+
+// BenchmarkCheck measures one check with 100,000 live values, visited in a
+// scattered order, on rules that never refuse.
+func BenchmarkCheck(b *testing.B) {
+	vs := benchValues()
+	modes := []struct {
+		name string
+		rule rules.Param
+	}{
+		{"qps", rules.Param{Resource: "r", Threshold: rules.MaxThreshold, Capacity: 2 * benchKeys}},
+		{"concurrency", rules.Param{Resource: "r", Metric: rules.Concurrency, Threshold: rules.MaxThreshold, Capacity: 2 * benchKeys}},
+	}
+	for _, m := range modes {
+		c, err := NewController(m.rule)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, v := range vs {
+			ec := &entry.Context{Resource: "r", Batch: 1, Start: 1}
+			_ = c.Check(context.Background(), ec, entry.Args{Positional: []any{v}}, nil)
+			ec.ReleaseTickets(entry.ExitInfo{Batch: 1})
+		}
+		one := func(i int, ec *entry.Context) {
+			ec.Start = int64(i)
+			if be := c.Check(context.Background(), ec, entry.Args{Positional: []any{vs[(i*31)%benchKeys]}}, nil); be != nil {
+				b.Fatal(be)
+			}
+			ec.ReleaseTickets(entry.ExitInfo{Batch: 1})
+		}
+		b.Run(m.name+"/string/serial", func(b *testing.B) {
+			b.ReportAllocs()
+			ec := &entry.Context{Resource: "r", Batch: 1}
+			for i := 0; b.Loop(); i++ {
+				one(i, ec)
+			}
+		})
+		b.Run(m.name+"/string/parallel", func(b *testing.B) {
+			b.ReportAllocs()
+			var seq atomic.Int64
+			b.RunParallel(func(pb *testing.PB) {
+				ec := &entry.Context{Resource: "r", Batch: 1}
+				i := int(seq.Add(1)) * 10_007
+				for pb.Next() {
+					one(i, ec)
+					i++
+				}
+			})
+		})
+	}
+	b.Run("qps/int/serial", func(b *testing.B) {
+		c, _ := NewController(rules.Param{Resource: "r", Threshold: rules.MaxThreshold, Capacity: 2 * benchKeys})
+		ec := &entry.Context{Resource: "r", Batch: 1}
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			ec.Start = int64(i)
+			_ = c.Check(context.Background(), ec, entry.Args{Positional: []any{(i * 31) % benchKeys}}, nil)
+			ec.ReleaseTickets(entry.ExitInfo{Batch: 1})
+		}
+	})
+}

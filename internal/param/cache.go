@@ -1,0 +1,440 @@
+package param
+
+import (
+	"hash/maphash"
+	"math/bits"
+	"strings"
+	"sync"
+
+	"github.com/sluice-go/sluice/internal/entry"
+	"go.uber.org/atomic"
+)
+
+// entry is the state of one tracked value. Its fields other than the key,
+// shard and inflight are guarded by shard.mu. An entry is also the
+// entry.Ticket its admitted requests hold: the release goes to this object,
+// whether or not it is still in the cache.
+//
+// The layout serves a check on a value nobody has touched for a while,
+// where every cache line read is a main-memory read: an entry is 128 bytes
+// (a size class whose objects are 128-byte aligned, so exactly two cache
+// lines), and the first line holds everything a check reads or writes —
+// the shard, the bucket or schedule, the in-flight count, the use counter,
+// the key's length and its first bytes. The key's bytes live in the entry
+// (up to inlineKey of them), so the comparison that confirms a hash match
+// reads memory the check needs anyway; longer keys are kept in long.
+// TestEntryLayout pins this down.
+type keyState struct {
+	shard *shard
+
+	// QPS reject: tokens and part are the bucket's content (tokens +
+	// part/window), last the instant it was last refilled.
+	// Throttle: last is the latest scheduled pass, part the fraction of a
+	// nanosecond beyond it, in units of 1/threshold.
+	tokens int64
+	part   uint64
+	last   int64
+
+	// inflight counts requests in flight (concurrency rules). It is raised
+	// only under shard.mu and lowered without it.
+	inflight atomic.Int64
+
+	freq uint8 // S3-FIFO access counter, 0..maxFreq
+
+	// klen is the length of the key held in kbuf, or longKey when the key
+	// (longer than inlineKey bytes) is held in long.
+	klen   uint8
+	kbuf   [inlineKey]byte
+	inMain bool   // in the main queue (else the small one)
+	long   string // owned copy of a key longer than inlineKey
+}
+
+// inlineKey is the longest key stored inside its entry; the first 22 of its
+// bytes share the entry's first cache line.
+const inlineKey = 69
+
+// longKey is entry.klen for a key held in entry.long.
+const longKey = 0xff
+
+func newEntry(s *shard, key string, tokens, last int64) *keyState {
+	e := &keyState{shard: s, tokens: tokens, last: last}
+	if len(key) <= inlineKey {
+		e.klen = uint8(len(key))
+		copy(e.kbuf[:], key)
+	} else {
+		e.klen = longKey
+		e.long = strings.Clone(key)
+	}
+	return e
+}
+
+// is reports whether e is the state of key.
+func (e *keyState) is(key string) bool {
+	if len(key) <= inlineKey {
+		return int(e.klen) == len(key) && string(e.kbuf[:len(key)]) == key
+	}
+	return e.klen == longKey && e.long == key
+}
+
+// hash returns the hash of e's key with seed.
+func (e *keyState) hash(seed maphash.Seed) uint64 {
+	if e.klen == longKey {
+		return maphash.String(seed, e.long)
+	}
+	return maphash.Bytes(seed, e.kbuf[:e.klen])
+}
+
+var _ entry.Ticket = (*keyState)(nil)
+
+// Release gives back what an admitted request holds: its in-flight count,
+// or, when a later check refused the entry, the tokens it took.
+func (e *keyState) Release(x entry.ExitInfo) {
+	s := e.shard
+	switch s.mode {
+	case modeConcurrency:
+		e.inflight.Sub(x.Batch)
+	case modeReject:
+		if x.Blocked {
+			s.mu.Lock()
+			e.tokens += x.Batch // clamped to the bucket size at the next refill
+			s.mu.Unlock()
+		}
+	}
+}
+
+const maxFreq = 3
+
+// cache holds the per-value state of one rule: a fixed number of shards,
+// each a hash table (see table) and an S3-FIFO eviction policy (Yang et al.,
+// SOSP 2023) under one short mutex. New values enter a small FIFO queue (a
+// tenth of the shard); values seen again before they reach its end move to
+// the main queue, the others are forgotten and remembered in a ghost set of
+// hashes, so a value that comes back soon goes straight to main. The main queue is a
+// CLOCK: a value reaching its end is kept (with its counter lowered) while
+// it has been used since. A scan of values seen once only churns the small
+// queue, so frequently used values survive it, and a hit costs a counter
+// increment rather than a list move.
+//
+// Values with requests in flight are never evicted (they are kept as if
+// used): the cache then holds more than its capacity, by at most the number
+// of such values, and shrinks back as they finish.
+type cache struct {
+	seed   maphash.Seed
+	mask   uint64
+	shards []shard
+	mode   mode
+	cap    int
+}
+
+type shard struct {
+	mu       sync.Mutex
+	tab      table
+	n        int // number of entries
+	small    fifo
+	main     fifo
+	ghost    ghost
+	cap      int
+	smallCap int
+	mode     mode
+	seed     maphash.Seed
+	_        [64]byte // keep neighbouring shards' mutexes off this cache line
+}
+
+// minShardSize is the fewest values a shard is sized for: smaller caches
+// use fewer shards, so tiny capacities are exact and keep S3-FIFO's queues
+// meaningful.
+const minShardSize = 64
+
+// maxShards is the most shards a cache uses.
+const maxShards = 64
+
+func newCache(capacity int, m mode) *cache {
+	n := 1
+	for n < maxShards && capacity/(2*n) >= minShardSize {
+		n *= 2
+	}
+	c := &cache{seed: maphash.MakeSeed(), mask: uint64(n - 1), shards: make([]shard, n), mode: m, cap: capacity}
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.cap = capacity / n
+		if i < capacity%n {
+			s.cap++
+		}
+		s.smallCap = max(1, s.cap/10)
+		s.ghost.init(max(1, s.cap-s.smallCap))
+		s.mode = m
+		s.seed = c.seed
+	}
+	return c
+}
+
+// shardOf returns the shard of key and key's hash.
+func (c *cache) shardOf(key string) (*shard, uint64) {
+	h := maphash.String(c.seed, key)
+	return &c.shards[h&c.mask], h
+}
+
+// get returns the entry of key, inserting one with the given initial tokens
+// and last instant when absent. The caller must hold s.mu; key is copied
+// before it is kept.
+func (s *shard) get(key string, h uint64, tokens, last int64) *keyState {
+	if e := s.find(key, h); e != nil {
+		if e.freq < maxFreq {
+			e.freq++
+		}
+		return e
+	}
+	for s.n >= s.cap {
+		if !s.evict() {
+			break
+		}
+	}
+	e := newEntry(s, key, tokens, last)
+	s.tab.insert(h, e, s.n+1)
+	s.n++
+	if s.ghost.take(h) {
+		e.inMain = true
+		s.main.push(e)
+	} else {
+		s.small.push(e)
+	}
+	return e
+}
+
+// evict forgets one value and reports true, or reports false when every
+// value has requests in flight. Must hold s.mu.
+func (s *shard) evict() bool {
+	for budget := 4*(s.small.n+s.main.n) + 8; budget > 0; budget-- {
+		if s.small.n > 0 && (s.small.n >= s.smallCap || s.main.n == 0) {
+			e := s.small.pop()
+			if e.freq > 0 || e.inflight.Load() > 0 {
+				e.freq = 0
+				e.inMain = true
+				s.main.push(e)
+				continue
+			}
+			h := e.hash(s.seed)
+			s.remove(e, h)
+			s.ghost.add(h)
+			return true
+		}
+		if s.main.n == 0 {
+			return false
+		}
+		e := s.main.pop()
+		if e.freq > 0 {
+			e.freq--
+			s.main.push(e)
+			continue
+		}
+		if e.inflight.Load() > 0 {
+			s.main.push(e)
+			continue
+		}
+		s.remove(e, e.hash(s.seed))
+		return true
+	}
+	return false
+}
+
+// find returns the entry of key, whose hash is h, or nil. Must hold s.mu.
+func (s *shard) find(key string, h uint64) *keyState {
+	return s.tab.find(key, h)
+}
+
+// remove takes e, whose key's hash is h, out of the table. Must hold s.mu.
+func (s *shard) remove(e *keyState, h uint64) {
+	s.tab.remove(h, e)
+	s.n--
+}
+
+// len returns the number of values tracked.
+func (c *cache) len() int {
+	n := 0
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		n += s.n
+		s.mu.Unlock()
+	}
+	return n
+}
+
+// lookup returns the entry of key without inserting or touching it, or nil.
+func (c *cache) lookup(key string) *keyState {
+	s, h := c.shardOf(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.find(key, h)
+}
+
+// table maps key hashes to entries: open addressing with linear probing in a
+// power-of-two array of (hash, entry) pairs, at most seven eighths full,
+// growing by doubling (it never shrinks, as Go maps don't). The high bound
+// keeps the table small, so more of it stays in cache (in a same-run
+// benchmark with 100,000 cold values it beat three quarters). A lookup that
+// finds its key probes (1 + 1/(1-load))/2 slots on average: 4.5 at the
+// bound, about two cache lines; only inserts, which allocate anyway, probe
+// far. A slot is 16
+// bytes, four to a cache line, so a lookup usually reads one line of the
+// table and then the entry, where a Go map reads its group's control word, the
+// slot (often on another line) and then the entry. Keys with the same 64-bit
+// hash take separate slots and are told apart by the entry's key. A slot is
+// indexed by the hash's top bits; the shard was chosen by its bottom bits.
+type table struct {
+	slots []slot
+	shift uint // 64 - log2(len(slots))
+}
+
+type slot struct {
+	h uint64
+	e *keyState // nil: empty
+}
+
+// minTable is the length of a new table.
+const minTable = 16
+
+func (t *table) find(key string, h uint64) *keyState {
+	if len(t.slots) == 0 {
+		return nil
+	}
+	mask := uint64(len(t.slots) - 1)
+	for i := h >> t.shift; ; i = (i + 1) & mask {
+		sl := &t.slots[i]
+		if sl.e == nil {
+			return nil
+		}
+		if sl.h == h && sl.e.is(key) {
+			return sl.e
+		}
+	}
+}
+
+// insert adds e, whose key's hash is h, to a table that will then hold n
+// entries.
+func (t *table) insert(h uint64, e *keyState, n int) {
+	if 8*n > 7*len(t.slots) {
+		t.grow(max(minTable, 2*len(t.slots)))
+	}
+	t.put(h, e)
+}
+
+func (t *table) put(h uint64, e *keyState) {
+	mask := uint64(len(t.slots) - 1)
+	i := h >> t.shift
+	for t.slots[i].e != nil {
+		i = (i + 1) & mask
+	}
+	t.slots[i] = slot{h, e}
+}
+
+func (t *table) grow(size int) {
+	old := t.slots
+	t.slots = make([]slot, size)
+	t.shift = uint(64 - bits.TrailingZeros(uint(size)))
+	for _, sl := range old {
+		if sl.e != nil {
+			t.put(sl.h, sl.e)
+		}
+	}
+}
+
+// remove takes e, whose key's hash is h, out of the table, which must hold
+// it. Entries after it in its run move back to keep every entry reachable
+// from its home slot without gaps (backward-shift deletion, no tombstones).
+func (t *table) remove(h uint64, e *keyState) {
+	mask := uint64(len(t.slots) - 1)
+	i := h >> t.shift
+	for t.slots[i].e != e {
+		i = (i + 1) & mask
+	}
+	for j := i; ; {
+		j = (j + 1) & mask
+		sl := t.slots[j]
+		if sl.e == nil {
+			break
+		}
+		// sl may fill the hole at i unless its home lies cyclically in (i, j].
+		home := sl.h >> t.shift
+		if (i < j && (home <= i || home > j)) || (i > j && home <= i && home > j) {
+			t.slots[i] = sl
+			i = j
+		}
+	}
+	t.slots[i] = slot{}
+}
+
+// fifo is a growable ring of entries.
+type fifo struct {
+	buf     []*keyState
+	head, n int
+}
+
+func (q *fifo) push(e *keyState) {
+	if q.n == len(q.buf) {
+		nb := make([]*keyState, max(8, 2*len(q.buf)))
+		for i := 0; i < q.n; i++ {
+			nb[i] = q.buf[(q.head+i)%len(q.buf)]
+		}
+		q.buf, q.head = nb, 0
+	}
+	i := q.head + q.n
+	if i >= len(q.buf) {
+		i -= len(q.buf)
+	}
+	q.buf[i] = e
+	q.n++
+}
+
+func (q *fifo) pop() *keyState {
+	e := q.buf[q.head]
+	q.buf[q.head] = nil
+	q.head++
+	if q.head == len(q.buf) {
+		q.head = 0
+	}
+	q.n--
+	return e
+}
+
+// ghost remembers the hashes of the last values evicted from the small
+// queue, at most size of them; its ring grows as it fills. It is a
+// heuristic: a hash taken out of the set stays in the ring, and overwriting
+// it later may forget a newer copy early.
+type ghost struct {
+	ring []uint64
+	size int
+	next int
+	set  map[uint64]struct{}
+}
+
+func (g *ghost) init(size int) {
+	g.size = size
+	g.set = make(map[uint64]struct{})
+}
+
+func (g *ghost) add(h uint64) {
+	if _, ok := g.set[h]; ok {
+		return
+	}
+	if len(g.ring) < g.size {
+		g.ring = append(g.ring, h)
+	} else {
+		delete(g.set, g.ring[g.next])
+		g.ring[g.next] = h
+		g.next++
+		if g.next == len(g.ring) {
+			g.next = 0
+		}
+	}
+	g.set[h] = struct{}{}
+}
+
+// take reports whether h is remembered, and forgets it.
+func (g *ghost) take(h uint64) bool {
+	if _, ok := g.set[h]; !ok {
+		return false
+	}
+	delete(g.set, h)
+	return true
+}

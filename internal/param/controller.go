@@ -1,0 +1,352 @@
+package param
+
+import (
+	"context"
+	"maps"
+	"math"
+	"math/bits"
+	"time"
+
+	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/clock"
+	"github.com/sluice-go/sluice/internal/entry"
+	"github.com/sluice-go/sluice/rules"
+)
+
+type mode uint8
+
+const (
+	modeReject      mode = iota // QPS, reject: token bucket per value
+	modeThrottle                // QPS, throttle: pacer per value
+	modeConcurrency             // in-flight counter per value
+)
+
+// Controller enforces one param rule. It is safe for concurrent use.
+type Controller struct {
+	rule     rules.Param
+	mode     mode
+	window   uint64           // Duration in ns (QPS)
+	burst    int64            // Burst
+	maxQueue int64            // MaxQueueing in ns (throttle)
+	exc      map[string]int64 // own copy of Exceptions; nil when empty
+	cache    *cache
+}
+
+// NewController builds the controller of rule r, tracking no value yet.
+func NewController(r rules.Param) (*Controller, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	c := newController(r)
+	c.cache = newCache(r.Cap(), c.mode)
+	return c, nil
+}
+
+// newController builds the controller of the valid rule r, without a cache.
+func newController(r rules.Param) *Controller {
+	c := &Controller{
+		rule:     r.Clone(),
+		window:   uint64(r.Window()),
+		burst:    r.Burst,
+		maxQueue: int64(r.MaxQueueing),
+	}
+	if len(r.Exceptions) > 0 {
+		c.exc = maps.Clone(r.Exceptions)
+	}
+	switch {
+	case r.Metric == rules.Concurrency:
+		c.mode = modeConcurrency
+	case r.Behavior == rules.Throttle:
+		c.mode = modeThrottle
+	default:
+		c.mode = modeReject
+	}
+	return c
+}
+
+// Rule returns (a copy of) the rule the controller enforces.
+func (c *Controller) Rule() rules.Param { return c.rule.Clone() }
+
+// Tracked returns the number of distinct values whose state the controller
+// holds.
+func (c *Controller) Tracked() int { return c.cache.len() }
+
+// InFlight returns the number of requests in flight for the value whose
+// string form is v (concurrency rules; zero for others or untracked values).
+func (c *Controller) InFlight(v string) int64 {
+	if e := c.cache.lookup(v); e != nil {
+		return e.inflight.Load()
+	}
+	return 0
+}
+
+// Tokens returns the tokens the bucket of value v would hold at now without
+// taking any (QPS reject rules), and false when the value is not tracked, in
+// which case its bucket is full. For observation and tests.
+func (c *Controller) Tokens(v string, now int64) (int64, bool) {
+	if c.mode != modeReject {
+		return 0, false
+	}
+	s, h := c.cache.shardOf(v)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.find(v, h)
+	if e == nil {
+		return 0, false
+	}
+	c.refill(e, now, c.threshold(v))
+	return e.tokens, true
+}
+
+func (c *Controller) threshold(key string) int64 {
+	if c.exc != nil {
+		if t, ok := c.exc[key]; ok {
+			return t
+		}
+	}
+	return c.rule.Threshold
+}
+
+// Check decides on one entry at ec.Start, for the value of the rule's
+// argument in args. It returns nil (recording a ticket on ec when the entry
+// holds something) or a block error. Throttling rules may wait, at most
+// MaxQueueing and never past ctx, on clk. Entries without the argument pass.
+//
+// Check reads args and keeps nothing reachable from them (a new value's
+// string form is copied), so arguments stay on the caller's stack.
+func (c *Controller) Check(ctx context.Context, ec *entry.Context, args entry.Args, clk core.Clock) *core.BlockError {
+	var v any
+	if c.rule.Key != "" {
+		v, _ = args.Get(c.rule.Key)
+	} else if c.rule.Index < len(args.Positional) {
+		v = args.Positional[c.rule.Index]
+	}
+	var buf keyBuf
+	key, ok := keyOf(v, &buf)
+	if !ok {
+		return nil
+	}
+	return c.CheckKey(ctx, ec, key, clk)
+}
+
+// CheckKey is Check for a value given by its string form. key is not kept.
+func (c *Controller) CheckKey(ctx context.Context, ec *entry.Context, key string, clk core.Clock) *core.BlockError {
+	t := c.threshold(key)
+	if t == 0 {
+		return c.blocked(ec, 0, 0, 0, "value refused by its exception")
+	}
+	now, n := ec.Start, ec.Batch
+	s, h := c.cache.shardOf(key)
+	switch c.mode {
+	case modeReject:
+		size := t + c.burst
+		s.mu.Lock()
+		e := s.get(key, h, size, now)
+		c.refill(e, now, t)
+		if e.tokens >= n {
+			e.tokens -= n
+			s.mu.Unlock()
+			ec.AddTicket(e)
+			return nil
+		}
+		have, part := e.tokens, e.part
+		s.mu.Unlock()
+		retry := int64(0)
+		if n <= size {
+			retry = c.wait(n-have, part, t)
+		}
+		return c.blocked(ec, float64(size-have), float64(size), retry, "")
+	case modeConcurrency:
+		s.mu.Lock()
+		e := s.get(key, h, 0, 0)
+		cur := e.inflight.Load()
+		if cur+n > t {
+			s.mu.Unlock()
+			return c.blocked(ec, float64(cur), float64(t), 0, "")
+		}
+		e.inflight.Add(n)
+		s.mu.Unlock()
+		ec.AddTicket(e)
+		return nil
+	default:
+		return c.pace(ctx, ec, clk, s, h, key, t)
+	}
+}
+
+// refill adds the tokens value e has earned since its last refill, at t per
+// window, exactly: the product elapsed×t and the carried remainder are kept
+// in 128 bits, the whole tokens are added and the rest carried in part, so t
+// tokens are earned per window however t and the window divide. The bucket
+// never holds more than t+Burst. Must hold e's shard lock.
+func (c *Controller) refill(e *keyState, now, t int64) {
+	size := t + c.burst
+	if e.tokens >= size {
+		e.tokens, e.part = size, 0
+	}
+	el := now - e.last
+	if el <= 0 {
+		return // another entry with a later start refilled already
+	}
+	e.last = now
+	if e.tokens == size {
+		return
+	}
+	hi, lo := bits.Mul64(uint64(el), uint64(t))
+	var carry uint64
+	lo, carry = bits.Add64(lo, e.part, 0)
+	hi += carry
+	if hi >= c.window { // more than 2^64 tokens: full
+		e.tokens, e.part = size, 0
+		return
+	}
+	q, r := bits.Div64(hi, lo, c.window)
+	if q >= uint64(size-e.tokens) {
+		e.tokens, e.part = size, 0
+		return
+	}
+	e.tokens += int64(q)
+	e.part = r
+}
+
+// wait returns the nanoseconds until a bucket short of need tokens, holding
+// part/window of the next one, has earned them at t per window (rounded up).
+func (c *Controller) wait(need int64, part uint64, t int64) int64 {
+	hi, lo := bits.Mul64(uint64(need), c.window)
+	var borrow uint64
+	lo, borrow = bits.Sub64(lo, part, 0)
+	hi -= borrow
+	lo, carry := bits.Add64(lo, uint64(t-1), 0) // round up
+	hi += carry
+	if hi >= uint64(t) {
+		return math.MaxInt64
+	}
+	q, _ := bits.Div64(hi, lo, uint64(t))
+	if q > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(q)
+}
+
+// pace schedules the entry window×n/t nanoseconds after the value's
+// previously scheduled pass (or now, when that is past), exactly (the
+// fraction of a nanosecond is carried), and waits for its turn. A wait longer
+// than MaxQueueing is refused at once; a cancelled wait gives its turn back
+// when no later entry of the value has been scheduled behind it.
+func (c *Controller) pace(ctx context.Context, ec *entry.Context, clk core.Clock, s *shard, h uint64, key string, t int64) *core.BlockError {
+	now, n := ec.Start, ec.Batch
+	s.mu.Lock()
+	e := s.get(key, h, 0, math.MinInt64/2)
+	hi, lo := bits.Mul64(c.window, uint64(n))
+	var carry uint64
+	lo, carry = bits.Add64(lo, e.part, 0)
+	hi += carry
+	var step, part uint64
+	if hi >= uint64(t) {
+		step = math.MaxInt64
+	} else {
+		step, part = bits.Div64(hi, lo, uint64(t))
+	}
+	var next int64
+	if step > uint64(math.MaxInt64/4) {
+		next = math.MaxInt64 // a batch this large never fits a queue
+	} else {
+		next = e.last + int64(step)
+	}
+	if next < now {
+		next, part = now, 0
+	}
+	wait := next - now
+	if wait > c.maxQueue {
+		s.mu.Unlock()
+		be := c.blocked(ec, float64(wait)/1e6, float64(c.maxQueue)/1e6, 0, "wait exceeds max queueing")
+		if next != math.MaxInt64 {
+			be.RetryAfter = time.Duration(wait - c.maxQueue)
+		}
+		return be
+	}
+	prevLast, prevPart := e.last, e.part
+	e.last, e.part = next, part
+	s.mu.Unlock()
+	if wait > 0 {
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		if err := clock.Sleep(ctx, clk, time.Duration(wait)); err != nil {
+			s.mu.Lock()
+			if e.last == next && e.part == part {
+				e.last, e.part = prevLast, prevPart
+			}
+			s.mu.Unlock()
+			return c.blocked(ec, float64(wait)/1e6, float64(c.maxQueue)/1e6, 0, "wait cancelled: "+err.Error())
+		}
+	}
+	return nil
+}
+
+func (c *Controller) blocked(ec *entry.Context, observed, threshold float64, retry int64, reason string) *core.BlockError {
+	return &core.BlockError{
+		Type:       core.BlockParam,
+		Resource:   ec.Resource,
+		Rule:       &c.rule,
+		Observed:   observed,
+		Threshold:  threshold,
+		RetryAfter: time.Duration(retry),
+		Reason:     reason,
+	}
+}
+
+// stateKey identifies the per-value state a controller can hand to its
+// successor when rules are reloaded: same resource, same argument, same
+// kind of counting, same window and capacity. Threshold, Burst, Exceptions,
+// MaxQueueing and ID may differ: the successor applies its own to the values
+// already tracked.
+type stateKey struct {
+	resource, key string
+	index         int
+	mode          mode
+	window        uint64
+	capacity      int
+}
+
+func (c *Controller) stateKey() stateKey {
+	return stateKey{resource: c.rule.Resource, key: c.rule.Key, index: c.rule.Index, mode: c.mode, window: c.window, capacity: c.rule.Cap()}
+}
+
+// Build validates every rule first and, only if all are valid, returns the
+// controllers grouped by resource, in rule order. A rule that counts the
+// same way as a controller in old (same resource, argument, metric,
+// behavior, duration and capacity) takes over that controller's per-value
+// state (buckets, schedules, in-flight counts), so an equivalent reload —
+// including one that only changes thresholds, burst or exceptions — neither
+// forgets a value nor hands out a fresh burst. Each old controller is
+// inherited at most once.
+//
+// The error names the offending rule's index, resource and field (an
+// *rules.Error).
+func Build(rs []rules.Param, old map[string][]*Controller) (map[string][]*Controller, error) {
+	for i := range rs {
+		if err := rs[i].Validate(); err != nil {
+			return nil, rules.At(err, i)
+		}
+	}
+	pool := make(map[stateKey][]*Controller)
+	for _, cs := range old {
+		for _, c := range cs {
+			k := c.stateKey()
+			pool[k] = append(pool[k], c)
+		}
+	}
+	out := make(map[string][]*Controller, len(rs))
+	for i := range rs {
+		c := newController(rs[i])
+		k := c.stateKey()
+		if prev := pool[k]; len(prev) > 0 {
+			c.cache = prev[0].cache
+			pool[k] = prev[1:]
+		} else {
+			c.cache = newCache(rs[i].Cap(), c.mode)
+		}
+		out[c.rule.Resource] = append(out[c.rule.Resource], c)
+	}
+	return out, nil
+}

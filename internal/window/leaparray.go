@@ -1,0 +1,378 @@
+package window
+
+import (
+	"fmt"
+	"time"
+
+	"go.uber.org/atomic"
+)
+
+// Word layout: every counter is one 64-bit word holding the (truncated) epoch
+// of the bucket it belongs to in its top epochBits bits and the value in the
+// low valueBits bits. Resetting a stale counter and adding the first event of
+// the new bucket is then a single compare-and-swap: exactly one caller wins
+// the reset, it learns the exact old value (which it hands to the retire
+// hook), and no add is lost or counted twice across the reset.
+const (
+	epochBits = 28
+	valueBits = 64 - epochBits
+	valueMask = uint64(1)<<valueBits - 1
+	epochMask = uint64(1)<<epochBits - 1
+	// half of the epoch space: a stored epoch less than this far behind the
+	// caller's is stale, anything else is the caller's own or newer.
+	epochHalf = uint64(1) << (epochBits - 1)
+	// headroom kept free below valueMask so that racing adders can never
+	// carry into the epoch bits.
+	valueHeadroom = uint64(1) << 32
+	// MaxAdd is the largest amount one Add may carry; larger amounts are
+	// clamped.
+	MaxAdd = uint64(1) << 30
+)
+
+// Kind says how a metric's bucket combines values.
+type Kind uint8
+
+const (
+	// Sum adds values (counts, RT sums).
+	Sum Kind = iota
+	// Min keeps the smallest value (minimum RT).
+	Min
+)
+
+// RetireFunc receives the value of a counter whose bucket went stale, with
+// the start time (nanoseconds) of the bucket it belonged to. It is called by
+// exactly one goroutine per retired counter, outside any lock.
+type RetireFunc[M ~uint8] func(m M, bucketStart int64, v uint64)
+
+// LeapArray is a lock-free sliding window of fixed-width time buckets, each
+// holding one counter per metric M. Buckets are reused in place as time
+// moves: the slot of bucket b is b mod Buckets.
+//
+// Time is passed in by the caller as nanoseconds from a monotonic clock and
+// must not be negative. Add and Read are safe for concurrent use and never
+// block or allocate.
+//
+// An add that races a reset lands either in the new bucket (when the reset
+// happened first) or in the old one just before it is retired; it is never
+// lost and never counted twice. A caller whose clock reading is older than
+// the bucket now in its slot counts into that newer bucket.
+type LeapArray[M ~uint8] struct {
+	// The counters, their shape (words per slot = metrics; mask = ring - 1,
+	// so the slot of epoch e is e & mask, no division) and the number of
+	// buckets in the window.
+	view
+	width   int64
+	ring    int    // slots in storage: the power of two >= buckets
+	minMask uint64 // bit m set: metric m is a Min metric
+	kinds   []Kind
+	retire  RetireFunc[M]
+}
+
+// NewLeapArray returns a window of the given interval split into buckets
+// buckets, counting len(kinds) metrics (metric i combines with kinds[i]).
+// retire, if not nil, receives each stale counter's value. It returns an
+// error when the interval is not a positive multiple of buckets nanoseconds.
+func NewLeapArray[M ~uint8](interval time.Duration, buckets int, kinds []Kind, retire RetireFunc[M]) (*LeapArray[M], error) {
+	a := &LeapArray[M]{}
+	if err := a.init(interval, buckets, kinds, retire, nil, 0); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// RingSize returns the number of slots a window of buckets buckets keeps:
+// the smallest power of two at least buckets. Storage is a ring of that
+// many slots, so finding a bucket's slot is a mask rather than a division;
+// slots beyond the window's buckets hold older buckets, which the epochs
+// exclude from every sum.
+func RingSize(buckets int) int {
+	r := 1
+	for r < buckets {
+		r <<= 1
+	}
+	return r
+}
+
+// init sets up a, using words for the counters when it has exactly
+// RingSize(buckets)*stride of them (so an owner can keep them inline), or
+// fresh storage otherwise. stride is the number of words per slot: at least
+// len(kinds) (zero means len(kinds)); a larger stride pads each slot, so an
+// owner can give every slot a cache line of its own.
+func (a *LeapArray[M]) init(interval time.Duration, buckets int, kinds []Kind, retire RetireFunc[M], words []atomic.Uint64, stride int) error {
+	if buckets <= 0 || buckets > 1<<16 {
+		return fmt.Errorf("stat: bucket count %d out of range [1, 65536]", buckets)
+	}
+	if interval <= 0 || int64(interval)%int64(buckets) != 0 {
+		return fmt.Errorf("stat: interval %v is not a positive multiple of %d buckets", interval, buckets)
+	}
+	if len(kinds) == 0 || len(kinds) > 64 {
+		return fmt.Errorf("stat: metric count %d out of range [1, 64]", len(kinds))
+	}
+	if stride < len(kinds) {
+		stride = len(kinds)
+	}
+	ring := RingSize(buckets)
+	if len(words) != ring*stride {
+		words = make([]atomic.Uint64, ring*stride)
+	}
+	*a = LeapArray[M]{
+		view:   view{words: words, stride: stride, mask: int64(ring - 1), buckets: buckets},
+		width:  int64(interval) / int64(buckets),
+		ring:   ring,
+		kinds:  append([]Kind(nil), kinds...),
+		retire: retire,
+	}
+	for i, k := range kinds {
+		if k == Min {
+			a.minMask |= 1 << uint(i)
+		}
+	}
+	return nil
+}
+
+// MustLeapArray is NewLeapArray for arguments known to be valid; it panics on
+// an error.
+func MustLeapArray[M ~uint8](interval time.Duration, buckets int, kinds []Kind, retire RetireFunc[M]) *LeapArray[M] {
+	a, err := NewLeapArray(interval, buckets, kinds, retire)
+	if err != nil {
+		panic(err)
+	}
+	return a
+}
+
+// BucketWidth returns the length of one bucket in nanoseconds.
+func (a *LeapArray[M]) BucketWidth() int64 { return a.width }
+
+// Buckets returns the number of buckets.
+func (a *LeapArray[M]) Buckets() int { return a.buckets }
+
+// Interval returns the window's length in nanoseconds.
+func (a *LeapArray[M]) Interval() int64 { return a.width * int64(a.buckets) }
+
+// Epoch returns the index of the bucket that contains now.
+func (a *LeapArray[M]) Epoch(now int64) int64 { return now / a.width }
+
+func (a *LeapArray[M]) word(epoch int64, m M) *atomic.Uint64 {
+	return &a.words[a.slotOf(epoch)*a.stride+int(m)]
+}
+
+// slotOf returns the storage slot of bucket epoch.
+func (a *LeapArray[M]) slotOf(epoch int64) int {
+	return int(epoch & a.mask)
+}
+
+// Add adds n to metric m in the bucket that contains now (for a Min metric it
+// lowers the bucket's minimum to n). Amounts above MaxAdd are clamped.
+func (a *LeapArray[M]) Add(now int64, m M, n uint64) {
+	a.AddEpoch(now/a.width, m, n)
+}
+
+// AddEpoch is Add for a precomputed bucket index (see Epoch).
+func (a *LeapArray[M]) AddEpoch(epoch int64, m M, n uint64) {
+	if n > MaxAdd {
+		n = MaxAdd
+	}
+	w := a.word(epoch, m)
+	e := uint64(epoch) & epochMask
+	if a.minMask&(1<<uint(m)) != 0 {
+		a.min(w, m, epoch, e, n+1) // +1: zero means "no value"
+		return
+	}
+	a.addSum(w, m, epoch, e, n)
+}
+
+// Slot returns the counters of the bucket slot that holds epoch, one per
+// metric, for callers that write several metrics of one bucket (see
+// AddSumAt and AddMinAt).
+func (a *LeapArray[M]) Slot(epoch int64) []atomic.Uint64 {
+	i, n := a.slotOf(epoch)*a.stride, len(a.kinds)
+	return a.words[i : i+n : i+n]
+}
+
+// AddSumAt adds n to Sum metric m of slot (from Slot(epoch)). n must not
+// exceed MaxAdd.
+func (a *LeapArray[M]) AddSumAt(slot []atomic.Uint64, epoch int64, m M, n uint64) {
+	a.addSum(&slot[m], m, epoch, uint64(epoch)&epochMask, n)
+}
+
+// AddMinAt lowers Min metric m of slot (from Slot(epoch)) to v. v must not
+// exceed MaxAdd.
+func (a *LeapArray[M]) AddMinAt(slot []atomic.Uint64, epoch int64, m M, v uint64) {
+	a.min(&slot[m], m, epoch, uint64(epoch)&epochMask, v+1)
+}
+
+func (a *LeapArray[M]) addSum(w *atomic.Uint64, m M, epoch int64, e, n uint64) {
+	for {
+		old := w.Load()
+		oe := old >> valueBits
+		if oe != e && (e-oe)&epochMask < epochHalf {
+			// Stale: reset it with our value in one step; the winner retires
+			// the old value.
+			if w.CompareAndSwap(old, e<<valueBits|n) {
+				a.retired(m, epoch, e, oe, old&valueMask)
+				return
+			}
+			continue
+		}
+		if old&valueMask+n > valueMask-valueHeadroom {
+			// Saturate rather than carry into the epoch bits.
+			if w.CompareAndSwap(old, oe<<valueBits|(valueMask-valueHeadroom)) {
+				return
+			}
+			continue
+		}
+		w.Add(n)
+		return
+	}
+}
+
+func (a *LeapArray[M]) min(w *atomic.Uint64, m M, epoch int64, e, v uint64) {
+	for {
+		old := w.Load()
+		oe := old >> valueBits
+		if oe != e && (e-oe)&epochMask < epochHalf {
+			if w.CompareAndSwap(old, e<<valueBits|v) {
+				a.retired(m, epoch, e, oe, old&valueMask)
+				return
+			}
+			continue
+		}
+		if cur := old & valueMask; cur != 0 && cur <= v {
+			return
+		}
+		if w.CompareAndSwap(old, oe<<valueBits|v) {
+			return
+		}
+	}
+}
+
+func (a *LeapArray[M]) retired(m M, epoch int64, e, oe, v uint64) {
+	if a.retire == nil || v == 0 {
+		return
+	}
+	back := int64((e - oe) & epochMask)
+	start := (epoch - back) * a.width
+	if a.minMask&(1<<uint(m)) != 0 {
+		v-- // stored with +1
+	}
+	a.retire(m, start, v)
+}
+
+// Sum returns the total of Sum metric m over the buckets of the window that
+// ends with the bucket containing now.
+func (a *LeapArray[M]) Sum(now int64, m M) uint64 {
+	return a.SumEpoch(now/a.width, m, a.buckets)
+}
+
+// SumEpoch returns the total of metric m over the last n buckets up to and
+// including bucket epoch (n is capped at Buckets). The bucket after epoch is
+// included too when a caller with a slightly later clock reading has already
+// started it, so a reader that lags a writer never under-counts.
+func (a *LeapArray[M]) SumEpoch(epoch int64, m M, n int) uint64 {
+	if n > a.buckets {
+		n = a.buckets
+	}
+	return a.sumRange(epoch, m, 0, n)
+}
+
+// sumRange sums metric m over buckets epoch-from .. epoch-(to-1) and the
+// bucket after epoch (a writer one bucket ahead).
+func (a *LeapArray[M]) sumRange(epoch int64, m M, from, to int) uint64 {
+	return a.view.sumRange(epoch, int(m), from, to)
+}
+
+// Value returns metric m in the single bucket epoch, or zero when the slot
+// holds another bucket.
+func (a *LeapArray[M]) Value(epoch int64, m M) uint64 {
+	v := a.word(epoch, m).Load()
+	if v>>valueBits != uint64(epoch)&epochMask {
+		return 0
+	}
+	if a.kinds[m] == Min {
+		if v&valueMask == 0 {
+			return 0
+		}
+		return v&valueMask - 1
+	}
+	return v & valueMask
+}
+
+// MinOf returns the smallest value of Min metric m over the window ending
+// with the bucket containing now, and false when no bucket holds a value.
+func (a *LeapArray[M]) MinOf(now int64, m M) (uint64, bool) {
+	e := uint64(now/a.width) & epochMask
+	best, ok := uint64(0), false
+	for i := 0; i < a.ring; i++ {
+		v := a.words[i*a.stride+int(m)].Load()
+		d := (e - v>>valueBits) & epochMask
+		if (d < uint64(a.buckets) || d == epochMask) && v&valueMask != 0 {
+			if x := v&valueMask - 1; !ok || x < best {
+				best, ok = x, true
+			}
+		}
+	}
+	return best, ok
+}
+
+// MaxBucket returns the largest single-bucket value of Sum metric m over the
+// window ending with the bucket containing now.
+func (a *LeapArray[M]) MaxBucket(now int64, m M) uint64 {
+	e := uint64(now/a.width) & epochMask
+	var best uint64
+	for i := 0; i < a.ring; i++ {
+		v := a.words[i*a.stride+int(m)].Load()
+		d := (e - v>>valueBits) & epochMask
+		if d < uint64(a.buckets) || d == epochMask {
+			if x := v & valueMask; x > best {
+				best = x
+			}
+		}
+	}
+	return best
+}
+
+// Unretired calls f with every counter of metric m that still holds a value,
+// whatever its age, with the start time of its bucket computed relative to
+// now. It is how readers account for values that no add has retired yet.
+func (a *LeapArray[M]) Unretired(now int64, m M, f func(bucketStart int64, v uint64)) {
+	epoch := now / a.width
+	e := uint64(epoch) & epochMask
+	for i := 0; i < a.ring; i++ {
+		v := a.words[i*a.stride+int(m)].Load()
+		val := v & valueMask
+		if val == 0 {
+			continue
+		}
+		if a.kinds[m] == Min {
+			val--
+		}
+		d := (e - v>>valueBits) & epochMask
+		var back int64
+		if d < epochHalf {
+			back = int64(d)
+		} else {
+			back = -int64(epochMask + 1 - d)
+		}
+		f((epoch-back)*a.width, val)
+	}
+}
+
+// TryAdd adds n to Sum metric m in bucket epoch only if the window's total
+// (the last Buckets buckets up to epoch) plus n stays at or below limit. It
+// reports whether it added, and the total it saw before adding. The check and
+// the add are one atomic step on the bucket's counter: concurrent callers can
+// never together take the total past limit.
+func (a *LeapArray[M]) TryAdd(epoch int64, m M, n uint64, limit float64) (bool, uint64) {
+	r := a.view.tryAdd(epoch, int(m), n, limit, func(oe, v uint64) {
+		a.retired(m, epoch, uint64(epoch)&epochMask, oe, v)
+	})
+	return r.ok, r.total
+}
+
+// Sub takes back n from Sum metric m in bucket epoch, undoing an earlier Add
+// or TryAdd there. When the slot has since moved to a later bucket, the
+// earlier add has already left the window and nothing is done. It reports
+// whether it took anything back.
+func (a *LeapArray[M]) Sub(epoch int64, m M, n uint64) bool {
+	return a.view.sub(epoch, int(m), n)
+}

@@ -1,0 +1,209 @@
+package window
+
+import (
+	"fmt"
+	"math/rand"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestWindowMatchesLeapArray drives a Window and a LeapArray of the same
+// shape (ten buckets, one Sum counter, power-of-two ring) with one random
+// sequence of operations and requires identical answers: Window is the same
+// algorithm with its shape fixed at compile time.
+func TestWindowMatchesLeapArray(t *testing.T) {
+	for _, seed := range []int64{1, 2, 3, 42} {
+		rng := rand.New(rand.NewSource(seed))
+		w := new(Window)
+		a := MustLeapArray[uint8](time.Second, WindowBuckets, []Kind{Sum}, nil)
+		ep := int64(1000)
+		for i := 0; i < 20000; i++ {
+			switch r := rng.Intn(100); {
+			case r < 10: // time moves on, sometimes past the whole window
+				ep += int64(rng.Intn(3))
+				if rng.Intn(50) == 0 {
+					ep += int64(rng.Intn(40))
+				}
+			case r < 70:
+				at := ep - int64(rng.Intn(2)) // a caller with an older reading
+				n := uint64(rng.Intn(4))
+				limit := float64(rng.Intn(60)) + rng.Float64()
+				ok1, seen1 := w.TryAdd(at, n, limit)
+				ok2, seen2 := a.TryAdd(at, 0, n, limit)
+				require.Equal(t, ok2, ok1, "op %d", i)
+				require.Equal(t, seen2, seen1, "op %d", i)
+			case r < 85:
+				at := ep - int64(rng.Intn(12))
+				n := uint64(rng.Intn(3))
+				require.Equal(t, a.Sub(at, 0, n), w.Sub(at, n), "op %d", i)
+			default:
+				at := ep - int64(rng.Intn(2))
+				require.Equal(t, a.SumEpoch(at, 0, WindowBuckets), w.Sum(at), "op %d", i)
+			}
+		}
+	}
+}
+
+// TestTryAddIsExactUnderContention checks both check-and-add
+// implementations (Window, and LeapArray with a second metric beside the
+// counted one): however many goroutines race, the admitted total is exactly
+// what the limit allows. Half the callers read a clock one bucket later:
+// they start bucket ep+1, which the others must count, and vice versa.
+func TestTryAddIsExactUnderContention(t *testing.T) {
+	type impl struct {
+		add func(epoch int64, n uint64, limit float64) bool
+		sum func(epoch int64) uint64
+	}
+	impls := map[string]func(t *testing.T) impl{
+		"Window": func(*testing.T) impl {
+			w := new(Window)
+			return impl{
+				add: func(ep int64, n uint64, limit float64) bool { ok, _ := w.TryAdd(ep, n, limit); return ok },
+				sum: w.Sum,
+			}
+		},
+		"LeapArray": func(t *testing.T) impl {
+			a := newTestArray(t, nil)
+			return impl{
+				add: func(ep int64, n uint64, limit float64) bool { ok, _ := a.TryAdd(ep, mCount, n, limit); return ok },
+				sum: func(ep int64) uint64 { return a.SumEpoch(ep, mCount, 10) },
+			}
+		},
+	}
+	tests := []struct {
+		name    string
+		limit   float64
+		workers int
+		tries   int
+		batch   uint64
+		want    uint64
+	}{
+		{"unit batches", 1000, 64, 100, 1, 1000},
+		{"batches of 3", 100, 32, 50, 3, 99},
+		{"fractional limit", 10.5, 16, 10, 1, 10},
+	}
+	for name, mk := range impls {
+		for _, tt := range tests {
+			t.Run(name+"/"+tt.name, func(t *testing.T) {
+				x := mk(t)
+				const ep = 9
+				var wg sync.WaitGroup
+				var admitted atomic.Uint64
+				for g := 0; g < tt.workers; g++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for i := 0; i < tt.tries; i++ {
+							if x.add(int64(ep+g%2), tt.batch, tt.limit) {
+								admitted.Add(tt.batch)
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				require.Equal(t, tt.want, admitted.Load())
+				require.Equal(t, tt.want, x.sum(ep))
+			})
+		}
+	}
+}
+
+func TestWindowCountsWholeWindowAndSubUndoesLiveBuckets(t *testing.T) {
+	w := new(Window)
+	ok, _ := w.TryAdd(9, 8, 10) // last bucket of second 0
+	require.True(t, ok)
+	ok, seen := w.TryAdd(10, 3, 10)
+	require.False(t, ok, "8 in the previous bucket + 3 exceeds 10")
+	require.Equal(t, uint64(8), seen)
+	ok, _ = w.TryAdd(10, 2, 10)
+	require.True(t, ok)
+	// Once bucket 9 leaves the window (bucket 19) the room comes back.
+	ok, seen = w.TryAdd(19, 8, 10)
+	require.True(t, ok)
+	require.Equal(t, uint64(2), seen)
+	require.Equal(t, uint64(10), w.Sum(19))
+
+	require.True(t, w.Sub(19, 5))
+	require.Equal(t, uint64(5), w.Sum(19))
+	require.False(t, w.Sub(7, 1), "bucket 7's slot holds bucket 19 now")
+	// Buckets twelve apart share a slot: 31 replaces 19.
+	ok, _ = w.TryAdd(31, 1, 10)
+	require.True(t, ok)
+	require.False(t, w.Sub(19, 1))
+	require.Equal(t, uint64(1), w.Sum(31))
+}
+
+func TestWindowClampsAndSaturates(t *testing.T) {
+	w := new(Window)
+	ok, _ := w.TryAdd(1, MaxAdd+5, 1e18)
+	require.True(t, ok)
+	require.Equal(t, MaxAdd, w.Sum(1), "amounts above MaxAdd are clamped")
+}
+
+func BenchmarkWindowTryAdd(b *testing.B) {
+	b.Run("serial", func(b *testing.B) {
+		w := new(Window)
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			w.TryAdd(int64(i>>16), 1, 1e12)
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		w := new(Window)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			i := 0
+			for pb.Next() {
+				w.TryAdd(int64(i>>16), 1, 1e12)
+				i++
+			}
+		})
+	})
+}
+
+// TestWindowExactAcrossABucketBoundary races callers whose clock readings
+// straddle a bucket boundary (half at bucket 9, half at 10): each checks the
+// other's bucket and adds to its own, so without validation both sides can
+// pass on the same room. Many short rounds make the interleaving likely.
+func TestWindowExactAcrossABucketBoundary(t *testing.T) {
+	const (
+		rounds  = 2000
+		workers = 8
+		limit   = 64
+	)
+	for r := 0; r < rounds; r++ {
+		w := new(Window)
+		var wg sync.WaitGroup
+		var admitted atomic.Int64
+		start := make(chan struct{})
+		for g := 0; g < workers; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				for i := 0; i < 2*limit/workers; i++ {
+					if ok, _ := w.TryAdd(int64(9+g%2), 1, limit); ok {
+						admitted.Add(1)
+					}
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		require.Equal(t, int64(limit), admitted.Load(), "admitted, round %d, words %v", r, w.dump())
+		require.Equal(t, uint64(limit), w.Sum(10), "sum, round %d", r)
+	}
+}
+
+func (w *Window) dump() []string {
+	var out []string
+	for i := range w.words {
+		v := w.words[i].Load()
+		out = append(out, fmt.Sprintf("%d:%d", v>>valueBits, v&valueMask))
+	}
+	return out
+}
