@@ -250,16 +250,32 @@ func TestHostSourceReal(t *testing.T) {
 	assert.Greater(t, limit, 0.0)
 	assert.LessOrEqual(t, limit, float64(h.numCPU))
 
-	// Burn some CPU so the reading is a real one.
+	// Burn CPU until the process's CPU time, as the source reads it, has
+	// moved past the base reading: only then must the usage be positive.
+	// (A wall-clock burn proves nothing on a busy host, where the burning
+	// thread may not run at all, and CPU time advances in clock ticks.)
+	base, err := h.cpuTime()
+	require.NoError(t, err)
 	x := 0.0
-	for start := time.Now(); time.Since(start) < 20*time.Millisecond; {
-		x += math.Sqrt(x + 1)
+	for deadline := time.Now().Add(failsafe); ; {
+		for i := 0; i < 100000; i++ {
+			x += math.Sqrt(x + 1)
+		}
+		now, err := h.cpuTime()
+		require.NoError(t, err)
+		if now > base {
+			break
+		}
+		require.Truef(t, time.Now().Before(deadline), "process CPU time did not advance in %v of burning", failsafe)
 	}
 	u, err := h.CPUUsage()
 	require.NoError(t, err)
 	assert.Greater(t, u, 0.0, "after burning CPU (x=%v)", x)
 	assert.LessOrEqual(t, u, 1.0)
 }
+
+// failsafe bounds waits that only a bug can make long.
+const failsafe = 30 * time.Second
 
 // fakeSource is a Source whose readings a test sets.
 type fakeSource struct {
