@@ -89,10 +89,11 @@ func DefaultBlockFunc(_ context.Context, _ string, err error) error {
 type Option func(*config)
 
 type config struct {
-	name  func(ctx context.Context, method string) string
-	args  []ArgFunc
-	block BlockFunc
-	codes uint32 // bit c set: code c is recorded as an error
+	traffic sluice.TrafficType // of the interceptor's entries
+	name    func(ctx context.Context, method string) string
+	args    []ArgFunc
+	block   BlockFunc
+	codes   uint32 // bit c set: code c is recorded as an error
 }
 
 // WithResourceName names each call's resource with f instead of its full
@@ -130,8 +131,8 @@ func WithErrorCodes(cs ...codes.Code) Option {
 const defaultCodes = 1<<codes.Unknown | 1<<codes.DeadlineExceeded | 1<<codes.Unimplemented |
 	1<<codes.Internal | 1<<codes.Unavailable | 1<<codes.DataLoss
 
-func newConfig(opts []Option) *config {
-	cf := &config{block: DefaultBlockFunc, codes: defaultCodes}
+func newConfig(traffic sluice.TrafficType, opts []Option) *config {
+	cf := &config{traffic: traffic, block: DefaultBlockFunc, codes: defaultCodes}
 	for _, o := range opts {
 		o(cf)
 	}
@@ -182,7 +183,8 @@ func (cf *config) resource(ctx context.Context, method string) string {
 	return method
 }
 
-// entry enters name on g (the default engine when nil).
+// entry enters name on g (the default engine when nil). The Pass it returns
+// is on the heap: it is for entries that outlive the call that made them.
 func entry(g *sluice.Engine, ctx context.Context, name string, opts []sluice.EntryOption) (*sluice.Pass, error) {
 	if g == nil {
 		return sluice.EntryContext(ctx, name, opts...)
@@ -190,51 +192,69 @@ func entry(g *sluice.Engine, ctx context.Context, name string, opts []sluice.Ent
 	return g.EntryContext(ctx, name, opts...)
 }
 
+// guard runs call inside an entry of the call's resource, for the
+// interceptors whose entry ends when call returns (unary calls, server
+// streams). It returns call's error, or the block func's error without
+// calling call when the entry is refused. A call the resource name skips,
+// or that meets an Entry error other than a block (a closed engine), runs
+// unguarded. When call panics, the entry exits with ErrHandlerPanic and the
+// panic goes on.
+//
+// Entry is called here, not in a helper, and call does not escape, so the
+// Pass, the options and the extracted arguments stay in this frame: the
+// guarded call allocates nothing of its own (BenchmarkInterceptors).
+func (cf *config) guard(g *sluice.Engine, ctx context.Context, method string, req any, call func() error) (err error) {
+	name := cf.resource(ctx, method)
+	if name == "" {
+		return call()
+	}
+	var (
+		ob  [2]sluice.EntryOption
+		buf [maxStackArgs]any
+		p   *sluice.Pass
+		eer error
+	)
+	ob[0] = sluice.WithTraffic(cf.traffic)
+	eo := ob[:1]
+	if args := cf.argsInto(&buf, ctx, method, req); args != nil {
+		ob[1] = sluice.WithArgs(args...)
+		eo = ob[:2]
+	}
+	if g == nil {
+		p, eer = sluice.EntryContext(ctx, name, eo...)
+	} else {
+		p, eer = g.EntryContext(ctx, name, eo...)
+	}
+	if eer != nil {
+		if errors.Is(eer, sluice.ErrBlocked) {
+			return cf.blocked(ctx, method, eer)
+		}
+		return call() // fail open
+	}
+	done := false
+	defer func() {
+		if !done {
+			p.SetError(ErrHandlerPanic)
+		} else {
+			cf.record(p, err)
+		}
+		p.Exit()
+	}()
+	err = call()
+	done = true
+	return err
+}
+
 // UnaryServerInterceptor returns a server interceptor that runs each unary
 // call through an inbound entry of g (nil means the default engine, looked
 // up on each call).
 func UnaryServerInterceptor(g *sluice.Engine, opts ...Option) grpc.UnaryServerInterceptor {
-	cf := newConfig(opts)
+	cf := newConfig(sluice.Inbound, opts)
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
-		name := cf.resource(ctx, info.FullMethod)
-		if name == "" {
-			return handler(ctx, req)
-		}
-		var (
-			ob  [2]sluice.EntryOption
-			buf [maxStackArgs]any
-			p   *sluice.Pass
-			eer error
-		)
-		// Built here, not in a helper, so the arguments stay on the stack.
-		ob[0] = sluice.WithTraffic(sluice.Inbound)
-		eo := ob[:1]
-		if args := cf.argsInto(&buf, ctx, info.FullMethod, req); args != nil {
-			ob[1] = sluice.WithArgs(args...)
-			eo = ob[:2]
-		}
-		if g == nil {
-			p, eer = sluice.EntryContext(ctx, name, eo...)
-		} else {
-			p, eer = g.EntryContext(ctx, name, eo...)
-		}
-		if eer != nil {
-			if errors.Is(eer, sluice.ErrBlocked) {
-				return nil, cf.blocked(ctx, info.FullMethod, eer)
-			}
-			return handler(ctx, req) // fail open
-		}
-		done := false
-		defer func() {
-			if !done {
-				p.SetError(ErrHandlerPanic)
-			} else {
-				cf.record(p, err)
-			}
-			p.Exit()
-		}()
-		resp, err = handler(ctx, req)
-		done = true
+		err = cf.guard(g, ctx, info.FullMethod, req, func() (herr error) {
+			resp, herr = handler(ctx, req)
+			return herr
+		})
 		return resp, err
 	}
 }
@@ -243,97 +263,22 @@ func UnaryServerInterceptor(g *sluice.Engine, opts ...Option) grpc.UnaryServerIn
 // stream through an inbound entry of g (nil means the default engine), held
 // until the stream handler returns.
 func StreamServerInterceptor(g *sluice.Engine, opts ...Option) grpc.StreamServerInterceptor {
-	cf := newConfig(opts)
-	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
-		ctx := ss.Context()
-		name := cf.resource(ctx, info.FullMethod)
-		if name == "" {
+	cf := newConfig(sluice.Inbound, opts)
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		return cf.guard(g, ss.Context(), info.FullMethod, nil, func() error {
 			return handler(srv, ss)
-		}
-		var (
-			ob  [2]sluice.EntryOption
-			buf [maxStackArgs]any
-			p   *sluice.Pass
-			eer error
-		)
-		// Built here, not in a helper, so the arguments stay on the stack.
-		ob[0] = sluice.WithTraffic(sluice.Inbound)
-		eo := ob[:1]
-		if args := cf.argsInto(&buf, ctx, info.FullMethod, nil); args != nil {
-			ob[1] = sluice.WithArgs(args...)
-			eo = ob[:2]
-		}
-		if g == nil {
-			p, eer = sluice.EntryContext(ctx, name, eo...)
-		} else {
-			p, eer = g.EntryContext(ctx, name, eo...)
-		}
-		if eer != nil {
-			if errors.Is(eer, sluice.ErrBlocked) {
-				return cf.blocked(ctx, info.FullMethod, eer)
-			}
-			return handler(srv, ss)
-		}
-		done := false
-		defer func() {
-			if !done {
-				p.SetError(ErrHandlerPanic)
-			} else {
-				cf.record(p, err)
-			}
-			p.Exit()
-		}()
-		err = handler(srv, ss)
-		done = true
-		return err
+		})
 	}
 }
 
 // UnaryClientInterceptor returns a client interceptor that runs each unary
 // call through an outbound entry of g (nil means the default engine).
 func UnaryClientInterceptor(g *sluice.Engine, opts ...Option) grpc.UnaryClientInterceptor {
-	cf := newConfig(opts)
-	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, copts ...grpc.CallOption) (err error) {
-		name := cf.resource(ctx, method)
-		if name == "" {
+	cf := newConfig(sluice.Outbound, opts)
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, copts ...grpc.CallOption) error {
+		return cf.guard(g, ctx, method, req, func() error {
 			return invoker(ctx, method, req, reply, cc, copts...)
-		}
-		var (
-			ob  [2]sluice.EntryOption
-			buf [maxStackArgs]any
-			p   *sluice.Pass
-			eer error
-		)
-		// Built here, not in a helper, so the arguments stay on the stack.
-		ob[0] = sluice.WithTraffic(sluice.Outbound)
-		eo := ob[:1]
-		if args := cf.argsInto(&buf, ctx, method, req); args != nil {
-			ob[1] = sluice.WithArgs(args...)
-			eo = ob[:2]
-		}
-		if g == nil {
-			p, eer = sluice.EntryContext(ctx, name, eo...)
-		} else {
-			p, eer = g.EntryContext(ctx, name, eo...)
-		}
-		if eer != nil {
-			if errors.Is(eer, sluice.ErrBlocked) {
-				return cf.blocked(ctx, method, eer)
-			}
-			return invoker(ctx, method, req, reply, cc, copts...)
-		}
-		done := false
-		defer func() {
-			if !done {
-				p.SetError(ErrHandlerPanic)
-			} else {
-				cf.record(p, err)
-			}
-			p.Exit()
-		}()
-		err = invoker(ctx, method, req, reply, cc, copts...)
-		done = true
-		return err
+		})
 	}
 }
 
@@ -342,18 +287,19 @@ func UnaryClientInterceptor(g *sluice.Engine, opts ...Option) grpc.UnaryClientIn
 // until the stream ends (see the package doc). A refused stream fails at
 // creation.
 func StreamClientInterceptor(g *sluice.Engine, opts ...Option) grpc.StreamClientInterceptor {
-	cf := newConfig(opts)
+	cf := newConfig(sluice.Outbound, opts)
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, copts ...grpc.CallOption) (grpc.ClientStream, error) {
 		name := cf.resource(ctx, method)
 		if name == "" {
 			return streamer(ctx, desc, cc, method, copts...)
 		}
+		// The entry outlives this call, so its Pass is on the heap anyway;
+		// the options and arguments still stay in this frame.
 		var (
 			ob  [2]sluice.EntryOption
 			buf [maxStackArgs]any
 		)
-		// Built here, not in a helper, so the arguments stay on the stack.
-		ob[0] = sluice.WithTraffic(sluice.Outbound)
+		ob[0] = sluice.WithTraffic(cf.traffic)
 		eo := ob[:1]
 		if args := cf.argsInto(&buf, ctx, method, nil); args != nil {
 			ob[1] = sluice.WithArgs(args...)
