@@ -2,6 +2,7 @@ package sluicegrpc_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"testing"
 
@@ -102,6 +103,30 @@ func BenchmarkInterceptors(b *testing.B) {
 			}
 		})
 		b.Run("stream-client/sluice"+suffix, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				cs, err := sclient(ctx, bidiDesc, nil, bidiMethod, streamer)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_ = cs.RecvMsg(&reply)
+			}
+		})
+	}
+	// A new stream first looks through the open streams of its resource
+	// whose context can end, when there are at most 64 of them: here 64
+	// (the most it looks through) and 1,000 (it does not look), none
+	// cancelled.
+	for _, n := range []int{64, 1000} {
+		b.Run(fmt.Sprintf("stream-client/sluice-%d-open", n), func(b *testing.B) {
+			sclient := sluicegrpc.StreamClientInterceptor(g)
+			for range n {
+				sctx, scancel := context.WithCancel(ctx)
+				b.Cleanup(scancel)
+				if _, err := sclient(sctx, bidiDesc, nil, bidiMethod, streamer); err != nil {
+					b.Fatal(err)
+				}
+			}
 			b.ReportAllocs()
 			for b.Loop() {
 				cs, err := sclient(ctx, bidiDesc, nil, bidiMethod, streamer)
