@@ -9,11 +9,11 @@
 //
 // # Resource names
 //
-// A request's resource is "METHOD pattern", where pattern is the route
-// template that routed it, without any method or host prefix the pattern
-// was registered with: a request to /users/42 routed by "GET /users/{id}" is
-// the resource "GET /users/{id}", whatever the id. The pattern is found
-// whichever way the middleware is installed:
+// A request's resource is "METHOD template": the route pattern that serves
+// it, with its method, or with the request's method when the pattern has
+// none. A request to /users/42 routed by "GET /users/{id}" is the resource
+// "GET /users/{id}", whatever the id. The pattern is found whichever way the
+// middleware is installed:
 //
 //   - wrapping a single route (mux.Handle("GET /users/{id}", mw(h))), the
 //     mux has already set http.Request.Pattern;
@@ -21,10 +21,18 @@
 //     which pattern matches (http.ServeMux.Handler) before calling it. That
 //     routes each request twice; wrap single routes where that matters.
 //
-// A request with no pattern (another router, or a path no route matches) is
-// named by its path: "GET /no/such/page". Paths are unbounded, so the engine
-// then counts resources beyond its limit together (sluice.WithMaxResources);
-// for other routers, name resources with WithResourceName.
+// A request is counted against the route that serves it. ServeMux serves
+// HEAD requests with "GET" patterns, so a HEAD to /users/42 is the resource
+// "GET /users/{id}" too, and a rule on that name limits both. For a pattern
+// without a method ("/files/"), the name takes the request's method, HEAD
+// again counting as GET, and any method other than net/http's nine as
+// OtherMethod: "DELETE /files/", "OTHER /files/".
+//
+// Every request no pattern names (a path no route matches, a method the
+// route refuses, the mux's own redirects, or a handler that is not a
+// ServeMux) is the one resource NoRoute, so a scan of random paths or
+// methods makes one resource, not one per path. For other routers, name
+// resources with WithResourceName.
 //
 // # Outcomes
 //

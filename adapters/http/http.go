@@ -226,16 +226,71 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	done = true
 }
 
+// NoRoute is the resource of every request no route pattern names: a path
+// no route matches (404), a method the matching route does not serve (405),
+// a redirect the mux makes itself, and any request through a handler that
+// is neither a ServeMux nor routed by one. One resource for all of them
+// keeps a scan of random paths or methods from making a resource per path;
+// a rule on NoRoute limits such traffic as a whole.
+const NoRoute = "(no route)"
+
+// OtherMethod is the method part of the resource name of a request served by
+// a pattern without a method (such as "/files/") whose method is none of the
+// nine net/http names (http.MethodGet to http.MethodTrace): "/files/"
+// serving PROPFIND is the resource "OTHER /files/".
+const OtherMethod = "OTHER"
+
 // resource returns the default resource name of r.
 func (h *handler) resource(r *http.Request) string {
 	pattern := r.Pattern
 	if pattern == "" && h.mux != nil {
 		_, pattern = h.mux.Handler(r)
+		if redirected(r, pattern) {
+			pattern = ""
+		}
 	}
 	if pattern == "" {
-		return r.Method + " " + r.URL.Path
+		return NoRoute
 	}
-	return h.names.Get(r.Method, stripMethod(pattern))
+	method, template := splitPattern(pattern)
+	if method == "" {
+		method = routeMethod(r.Method)
+	}
+	return h.names.Get(method, template)
+}
+
+// redirected reports whether pattern, given by ServeMux.Handler for r, is
+// the path of a trailing-slash redirect rather than a route pattern (the
+// mux does that for CONNECT requests): the path with "/" added. A pattern
+// that matched r's path cannot be that.
+func redirected(r *http.Request, pattern string) bool {
+	p := r.URL.Path
+	return len(pattern) == len(p)+1 && pattern[len(p)] == '/' && pattern[:len(p)] == p
+}
+
+// routeMethod is the method part of the name of a request served by a
+// pattern without a method. HEAD is GET, as a "GET" pattern serves it; a
+// method net/http does not name is OtherMethod.
+func routeMethod(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead:
+		return http.MethodGet
+	case http.MethodPost:
+		return http.MethodPost
+	case http.MethodPut:
+		return http.MethodPut
+	case http.MethodPatch:
+		return http.MethodPatch
+	case http.MethodDelete:
+		return http.MethodDelete
+	case http.MethodConnect:
+		return http.MethodConnect
+	case http.MethodOptions:
+		return http.MethodOptions
+	case http.MethodTrace:
+		return http.MethodTrace
+	}
+	return OtherMethod
 }
 
 // maxNames bounds a Names cache; names beyond it are built per request.
@@ -283,10 +338,11 @@ func (n *Names) add(method, template string) string {
 	return s
 }
 
-// stripMethod removes the method of a ServeMux pattern ("GET /a" → "/a").
-func stripMethod(p string) string {
+// splitPattern splits a ServeMux pattern into its method, "" when it has
+// none, and the rest ("GET /a" gives "GET" and "/a").
+func splitPattern(p string) (method, rest string) {
 	if i := strings.IndexAny(p, " \t"); i >= 0 {
-		return strings.TrimLeft(p[i+1:], " \t")
+		return p[:i], strings.TrimLeft(p[i+1:], " \t")
 	}
-	return p
+	return "", p
 }
