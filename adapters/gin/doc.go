@@ -11,10 +11,13 @@
 //
 // A request's resource is "METHOD template", with the route template gin
 // matched (gin.Context.FullPath): every request to /users/42, /users/43...
-// is the one resource "GET /users/:id". A request no route matches (gin runs
-// global middleware for those too, before its 404) is named by its path:
-// "GET /no/such/page"; the engine bounds how many such resources it tracks
-// (sluice.WithMaxResources). WithResourceName overrides the naming.
+// is the one resource "GET /users/:id". A request is counted against the
+// route that serves it, and gin, unlike net/http's ServeMux, does not serve
+// HEAD with GET routes: a HEAD route ("HEAD /users/:id") is a resource of its
+// own, and a HEAD without one is a 404. Every request no route serves (gin
+// runs global middleware for those too, before its 404 or 405) is the one
+// resource NoRoute, whatever its path or method. WithResourceName overrides
+// the naming.
 //
 // # Outcomes
 //

@@ -11,6 +11,13 @@ import (
 	sluicehttp "github.com/sluice-go/sluice/adapters/http"
 )
 
+// NoRoute is the resource of every request no route serves: gin runs global
+// middleware for those too, before its 404 (or 405, with
+// HandleMethodNotAllowed). It is sluicehttp.NoRoute, so one rule limits such
+// traffic through either adapter, and a scan of random paths or methods
+// makes one resource, not one per path.
+const NoRoute = sluicehttp.NoRoute
+
 // ArgFunc extracts one argument for param rules from a request. A nil result
 // means the request has no value for it.
 type ArgFunc func(c *gin.Context) any
@@ -157,7 +164,7 @@ func Middleware(g *sluice.Engine, opts ...Option) gin.HandlerFunc {
 		} else if tmpl := c.FullPath(); tmpl != "" {
 			name = ns.Get(c.Request.Method, tmpl)
 		} else {
-			name = c.Request.Method + " " + c.Request.URL.Path
+			name = NoRoute
 		}
 		opts := [2]sluice.EntryOption{sluice.WithTraffic(sluice.Inbound)}
 		n := 1
