@@ -36,9 +36,17 @@
 //
 // # Outcomes
 //
-// A refused request gets the block handler's response: by default 429 Too
-// Many Requests, with a Retry-After header (whole seconds, rounded up) when
-// the rule that refused it knows how long to wait (see WithBlockHandler).
+// A refused request gets the refusal policy's response (RefusalPolicy,
+// WithRefusalPolicy), or the block handler's (WithBlockHandler). By default
+// a rate limit (a flow rule counting QPS, a param rule, a cluster or custom
+// rule) is 429 Too Many Requests, and overload (a full concurrency limit,
+// system protection, an open or probing circuit breaker; see Overload) is
+// 503 Service Unavailable. A Retry-After header, in whole seconds rounded
+// up, carries the rule's wait when it knows one, and for overload without
+// one DefaultOverloadRetryAfter (1 s), so that clients retrying in a loop
+// back off. The body is the status text: it names neither the rule nor its
+// numbers, and is the same for every refusal of one status.
+//
 // Any other Entry error (a closed engine) lets the request through
 // unguarded: flow control failing must not take the service down.
 //

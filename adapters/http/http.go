@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"go.uber.org/atomic"
 
@@ -80,25 +79,11 @@ func PathValue(name string) ArgFunc {
 // matches sluice.ErrBlocked; errors.As gives the *sluice.BlockError.
 type BlockHandler func(w http.ResponseWriter, r *http.Request, err error)
 
-// DefaultBlockHandler is the block handler used without WithBlockHandler:
-// it answers 429 Too Many Requests and, when the block error's RetryAfter is
-// positive, a Retry-After header in whole seconds, rounded up.
+// DefaultBlockHandler is the block handler used without WithBlockHandler or
+// WithRefusalPolicy: the default RefusalPolicy's response (429 for rate
+// limits, 503 for overload, with Retry-After; see RefusalPolicy).
 func DefaultBlockHandler(w http.ResponseWriter, r *http.Request, err error) {
-	if s := RetryAfterSeconds(err); s > 0 {
-		w.Header().Set("Retry-After", strconv.FormatInt(s, 10))
-	}
-	http.Error(w, http.StatusText(http.StatusTooManyRequests), http.StatusTooManyRequests)
-}
-
-// RetryAfterSeconds returns the wait a block error asks for, in whole
-// seconds rounded up, or 0 when err is not a *sluice.BlockError or carries
-// no RetryAfter.
-func RetryAfterSeconds(err error) int64 {
-	var be *sluice.BlockError
-	if !errors.As(err, &be) || be.RetryAfter <= 0 {
-		return 0
-	}
-	return int64((be.RetryAfter + time.Second - 1) / time.Second)
+	RefusalPolicy{}.Write(w, err)
 }
 
 // Option configures Middleware.
@@ -107,8 +92,16 @@ type Option func(*config)
 type config struct {
 	name    func(*http.Request) string
 	args    []ArgFunc
-	block   BlockHandler
+	block   BlockHandler // nil: policy's
+	policy  RefusalPolicy
 	isError func(status int) bool
+}
+
+// WithRefusalPolicy answers refused requests with p's status and
+// Retry-After instead of the default policy's. WithBlockHandler, which
+// writes the whole response, takes precedence.
+func WithRefusalPolicy(p RefusalPolicy) Option {
+	return func(c *config) { c.policy = p }
 }
 
 // WithResourceName names each request's resource with f instead of the
@@ -124,8 +117,9 @@ func WithArgs(extractors ...ArgFunc) Option {
 	return func(c *config) { c.args = append(c.args, extractors...) }
 }
 
-// WithBlockHandler replaces DefaultBlockHandler as the response to refused
-// requests. The next handler is not called for them.
+// WithBlockHandler replaces the refusal policy's response to refused
+// requests (DefaultBlockHandler by default) with h, which writes the whole
+// response. The next handler is not called for them.
 func WithBlockHandler(h BlockHandler) Option {
 	return func(c *config) { c.block = h }
 }
@@ -144,12 +138,13 @@ func serverError(status int) bool { return status >= 500 && status < 600 }
 // request). The returned function, and the handlers it makes, are safe for
 // concurrent use.
 func Middleware(g *sluice.Engine, opts ...Option) func(http.Handler) http.Handler {
-	cf := config{block: DefaultBlockHandler, isError: serverError}
+	cf := config{isError: serverError}
 	for _, o := range opts {
 		o(&cf)
 	}
 	if cf.block == nil {
-		cf.block = DefaultBlockHandler
+		p := cf.policy
+		cf.block = func(w http.ResponseWriter, _ *http.Request, err error) { p.Write(w, err) }
 	}
 	if cf.isError == nil {
 		cf.isError = serverError

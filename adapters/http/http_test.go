@@ -142,6 +142,7 @@ func TestRetryAfterRoundsUp(t *testing.T) {
 		{time.Second, 1},
 		{time.Second + time.Millisecond, 2},
 		{90 * time.Second, 90},
+		{time.Duration(1<<63 - 1), 9223372037}, // no overflow
 	}
 	for _, tt := range tests {
 		err := error(&sluice.BlockError{Type: core.BlockFlow, RetryAfter: tt.give})
@@ -405,8 +406,9 @@ func TestConcurrencyHeldWhileInFlight(t *testing.T) {
 	<-entered
 	_, _, _, conc := snapshot(t, g, "GET /slow")
 	assert.Equal(t, int64(1), conc)
-	// The isolation rule cannot tell when a slot frees: no Retry-After.
-	assert.Equal(t, response{status: 429, body: "Too Many Requests"}, get(t, c, "GET", srv.URL+"/slow"))
+	// A full concurrency limit is overload: 503, and the default wait, as
+	// the isolation rule cannot tell when a slot frees.
+	assert.Equal(t, response{status: 503, body: "Service Unavailable", retryAfter: "1"}, get(t, c, "GET", srv.URL+"/slow"))
 	close(release)
 	assert.Equal(t, result{status: 200}, <-first)
 	_, _, _, conc = snapshot(t, g, "GET /slow")
