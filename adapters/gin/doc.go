@@ -21,10 +21,14 @@
 //
 // # Outcomes
 //
-// A refused request is aborted with the block handler's response: by default
-// 429 Too Many Requests, with a Retry-After header (whole seconds, rounded
-// up) when the rule that refused it knows how long to wait. Any other Entry
-// error (a closed engine) lets the request through unguarded.
+// A refused request is aborted with the refusal policy's response
+// (WithRefusalPolicy), or the block handler's (WithBlockHandler). The policy
+// is sluicehttp.RefusalPolicy, so both HTTP adapters answer alike: by
+// default 429 Too Many Requests for rate limits and 503 Service Unavailable
+// for overload (sluicehttp.Overload), with a Retry-After header (whole
+// seconds, rounded up) carrying the rule's wait, or 1 s for overload
+// without one, and the status text as the body. Any other Entry error (a
+// closed engine) lets the request through unguarded.
 //
 // When the handlers are done, the entry records as its error the last error
 // they added with gin.Context.Error (other than binding errors, which are

@@ -288,7 +288,8 @@ func TestConcurrencyHeldWhileInFlight(t *testing.T) {
 	<-entered
 	_, _, _, conc := snapshot(t, g, "GET /slow")
 	assert.Equal(t, int64(1), conc)
-	assert.Equal(t, response{status: 429, body: "Too Many Requests"}, do(t, c, "GET", srv.URL+"/slow"))
+	// A full concurrency limit is overload: 503, and the default wait.
+	assert.Equal(t, response{status: 503, body: "Service Unavailable", retryAfter: "1"}, do(t, c, "GET", srv.URL+"/slow"))
 	close(release)
 	assert.Equal(t, 200, <-first)
 	_, _, _, conc = snapshot(t, g, "GET /slow")
