@@ -43,10 +43,19 @@
 //
 // # Outcomes
 //
-// A refused call returns the block func's error, by default
-// codes.ResourceExhausted with a google.rpc.RetryInfo detail when the rule
-// that refused it knows how long to wait (see WithBlockFunc). Any other
-// Entry error (a closed engine) lets the call through unguarded.
+// A refused call returns the refusal policy's status (RefusalPolicy,
+// WithRefusalPolicy), or the block func's error (WithBlockFunc). By default
+// a rate limit (a flow rule counting QPS, a param rule, a cluster or custom
+// rule) is codes.ResourceExhausted and overload (a full concurrency limit,
+// system protection, an open or probing circuit breaker) codes.Unavailable,
+// as the HTTP adapters answer 429 and 503. The message is the same for
+// every refusal of one block type ("sluice: blocked by flow rule") and names
+// no resource, number or wait, so errors group by message and callers learn
+// nothing of the limits. A google.rpc.RetryInfo detail carries the rule's
+// wait when it knows one, or 1 s for overload without one; a
+// google.rpc.ErrorInfo with the resource, the measurement and the limit is
+// added only with RefusalPolicy.Details. Any other Entry error (a closed
+// engine) lets the call through unguarded.
 //
 // A call that ends with an error whose status code is one of the error
 // codes (by default those meaning the server failed: Unknown,

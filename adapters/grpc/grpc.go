@@ -7,13 +7,11 @@ import (
 	"net"
 	"sync"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluice-go/sluice"
 )
@@ -65,26 +63,6 @@ func PeerIP() ArgFunc {
 	}
 }
 
-// BlockFunc returns the error a refused call ends with. err matches
-// sluice.ErrBlocked; errors.As gives the *sluice.BlockError. A nil result
-// is replaced by DefaultBlockFunc's.
-type BlockFunc func(ctx context.Context, method string, err error) error
-
-// DefaultBlockFunc is the block func used without WithBlockFunc: a
-// codes.ResourceExhausted status carrying err's message and, when the block
-// error's RetryAfter is positive, a google.rpc.RetryInfo detail with that
-// delay.
-func DefaultBlockFunc(_ context.Context, _ string, err error) error {
-	st := status.New(codes.ResourceExhausted, err.Error())
-	var be *sluice.BlockError
-	if errors.As(err, &be) && be.RetryAfter > 0 {
-		if d, derr := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(be.RetryAfter)}); derr == nil {
-			st = d
-		}
-	}
-	return st.Err()
-}
-
 // Option configures an interceptor.
 type Option func(*config)
 
@@ -92,7 +70,8 @@ type config struct {
 	traffic sluice.TrafficType // of the interceptor's entries
 	name    func(ctx context.Context, method string) string
 	args    []ArgFunc
-	block   BlockFunc
+	block   BlockFunc // nil: policy's
+	policy  RefusalPolicy
 	codes   uint32 // bit c set: code c is recorded as an error
 }
 
@@ -106,11 +85,6 @@ func WithResourceName(f func(ctx context.Context, method string) string) Option 
 // as the entry's positional arguments (sluice.WithArgs). Later calls append.
 func WithArgs(extractors ...ArgFunc) Option {
 	return func(cf *config) { cf.args = append(cf.args, extractors...) }
-}
-
-// WithBlockFunc replaces DefaultBlockFunc as the error of refused calls.
-func WithBlockFunc(f BlockFunc) Option {
-	return func(cf *config) { cf.block = f }
 }
 
 // WithErrorCodes sets the status codes that are recorded on the entry as
@@ -132,12 +106,9 @@ const defaultCodes = 1<<codes.Unknown | 1<<codes.DeadlineExceeded | 1<<codes.Uni
 	1<<codes.Internal | 1<<codes.Unavailable | 1<<codes.DataLoss
 
 func newConfig(traffic sluice.TrafficType, opts []Option) *config {
-	cf := &config{traffic: traffic, block: DefaultBlockFunc, codes: defaultCodes}
+	cf := &config{traffic: traffic, codes: defaultCodes}
 	for _, o := range opts {
 		o(cf)
-	}
-	if cf.block == nil {
-		cf.block = DefaultBlockFunc
 	}
 	return cf
 }
@@ -150,14 +121,6 @@ func (cf *config) record(p *sluice.Pass, err error) {
 	if c := status.Code(err); c < 32 && cf.codes&(1<<c) != 0 {
 		p.SetError(err)
 	}
-}
-
-// blocked returns the error for a refused call.
-func (cf *config) blocked(ctx context.Context, method string, err error) error {
-	if e := cf.block(ctx, method, err); e != nil {
-		return e
-	}
-	return DefaultBlockFunc(ctx, method, err)
 }
 
 // maxStackArgs is how many extracted arguments live on the stack.

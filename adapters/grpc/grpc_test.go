@@ -263,7 +263,7 @@ func TestServerStreamHeldUntilHandlerReturns(t *testing.T) {
 	second, err := f.conn.NewStream(ctx, bidiDesc, bidiMethod)
 	require.NoError(t, err, "the client side has no rule")
 	err = second.RecvMsg(new(wrapperspb.StringValue))
-	assert.Equal(t, codes.ResourceExhausted, status.Code(err), "second stream: %v", err)
+	assert.Equal(t, codes.Unavailable, status.Code(err), "second stream, over a concurrency limit: %v", err)
 
 	closeAndDrain(t, first)
 	_, block, _, conc := snapshot(t, f.srv, bidiMethod)
@@ -367,7 +367,7 @@ func TestClientStreamHeldUntilStreamEnds(t *testing.T) {
 				desc = uploadDesc
 			}
 			_, err = f.conn.NewStream(context.Background(), desc, res)
-			require.Equal(t, codes.ResourceExhausted, status.Code(err), "a second stream is refused at creation: %v", err)
+			require.Equal(t, codes.Unavailable, status.Code(err), "a second stream is refused at creation: %v", err)
 
 			tt.end(t, cs, cancel)
 			if tt.async {
@@ -421,7 +421,7 @@ func TestClientStreamCancelReleasesBeforeNextStream(t *testing.T) {
 				cs, err := f.conn.NewStream(ctx, bidiDesc, bidiMethod)
 				if err != nil {
 					cancel()
-					require.Equal(t, codes.ResourceExhausted, status.Code(err), "round %d: %v", i, err)
+					require.Equal(t, codes.Unavailable, status.Code(err), "round %d: %v", i, err)
 					refused++
 					continue
 				}
@@ -463,7 +463,7 @@ func TestClientStreamCancelReleasesWithManyOpen(t *testing.T) {
 		openBidi(t, ctx, f.conn)
 	}
 	_, err = f.conn.NewStream(context.Background(), bidiDesc, bidiMethod)
-	require.Equal(t, codes.ResourceExhausted, status.Code(err), "the limit is reached: %v", err)
+	require.Equal(t, codes.Unavailable, status.Code(err), "the limit is reached: %v", err)
 	for i := range rounds {
 		cancels[i]()
 		ctx, cancel := context.WithCancel(context.Background())
@@ -601,13 +601,4 @@ func TestClosedEngineFailsOpen(t *testing.T) {
 	got, err := f.call(t, context.Background(), "x")
 	require.NoError(t, err)
 	assert.Equal(t, "x", got)
-}
-
-func TestDefaultBlockFuncWithoutRetryAfter(t *testing.T) {
-	err := sluicegrpc.DefaultBlockFunc(context.Background(), unaryMethod,
-		&sluice.BlockError{Type: core.BlockIsolation, Resource: "r", Observed: 1, Threshold: 1})
-	st := status.Convert(err)
-	assert.Equal(t, codes.ResourceExhausted, st.Code())
-	assert.Empty(t, st.Details())
-	assert.Contains(t, st.Message(), "isolation")
 }
