@@ -16,7 +16,7 @@ import (
 
 // TestCircuitBreakerOpensAndRecovers drives a breaker through the
 // middleware with errors recorded by the handler (c.Error, status 200): they
-// open it, it refuses with 429 and the time left, and after its retry
+// open it, it refuses with 503 and the time left, and after its retry
 // timeout a successful probe closes it.
 func TestCircuitBreakerOpensAndRecovers(t *testing.T) {
 	g, clk := newEngine(t)
@@ -49,8 +49,8 @@ func TestCircuitBreakerOpensAndRecovers(t *testing.T) {
 	}{
 		{"failure", "/orders/1", 0, true, response{status: 200, body: "partial"}, 1},
 		{"second failure opens", "/orders/2", 0, true, response{status: 200, body: "partial"}, 2},
-		{"open: another id is the same resource", "/orders/3", 0, false, response{status: 429, body: "Too Many Requests", retryAfter: "10"}, 2},
-		{"open: time left rounds up", "/orders/4", 9500 * time.Millisecond, false, response{status: 429, body: "Too Many Requests", retryAfter: "1"}, 2},
+		{"open: another id is the same resource", "/orders/3", 0, false, response{status: 503, body: "Service Unavailable", retryAfter: "10"}, 2},
+		{"open: time left rounds up", "/orders/4", 9500 * time.Millisecond, false, response{status: 503, body: "Service Unavailable", retryAfter: "1"}, 2},
 		{"half-open: probe succeeds", "/orders/5", 500 * time.Millisecond, false, response{status: 200, body: "order 5"}, 3},
 		{"closed again", "/orders/6", 0, false, response{status: 200, body: "order 6"}, 4},
 	}

@@ -11,6 +11,13 @@ import (
 	sluicehttp "github.com/sluice-go/sluice/adapters/http"
 )
 
+// NoRoute is the resource of every request no route serves: gin runs global
+// middleware for those too, before its 404 (or 405, with
+// HandleMethodNotAllowed). It is sluicehttp.NoRoute, so one rule limits such
+// traffic through either adapter, and a scan of random paths or methods
+// makes one resource, not one per path.
+const NoRoute = sluicehttp.NoRoute
+
 // ArgFunc extracts one argument for param rules from a request. A nil result
 // means the request has no value for it.
 type ArgFunc func(c *gin.Context) any
@@ -66,15 +73,23 @@ func Query(name string) ArgFunc {
 // middleware aborts the context after it returns.
 type BlockHandler func(c *gin.Context, err error)
 
-// DefaultBlockHandler is the block handler used without WithBlockHandler: it
-// aborts with 429 Too Many Requests and, when the block error's RetryAfter
-// is positive, a Retry-After header in whole seconds, rounded up.
+// DefaultBlockHandler is the block handler used without WithBlockHandler or
+// WithRefusalPolicy: the default sluicehttp.RefusalPolicy's response, the
+// same as the net/http adapter's (429 for rate limits, 503 for overload,
+// with Retry-After; see sluicehttp.RefusalPolicy).
 func DefaultBlockHandler(c *gin.Context, err error) {
-	if s := sluicehttp.RetryAfterSeconds(err); s > 0 {
-		c.Header("Retry-After", strconv.FormatInt(s, 10))
+	refuse(c, sluicehttp.RefusalPolicy{}, err)
+}
+
+// refuse aborts c with p's response to the refusal err: its status and
+// Retry-After, and the status text as the body.
+func refuse(c *gin.Context, p sluicehttp.RefusalPolicy, err error) {
+	status, wait := p.Response(err)
+	if wait > 0 {
+		c.Header("Retry-After", strconv.FormatInt(wait, 10))
 	}
 	c.Abort()
-	c.String(http.StatusTooManyRequests, http.StatusText(http.StatusTooManyRequests))
+	c.String(status, http.StatusText(status))
 }
 
 // DefaultErrorFunc is the error func used without WithErrorFunc: the last
@@ -97,10 +112,11 @@ func DefaultErrorFunc(c *gin.Context) error {
 type Option func(*config)
 
 type config struct {
-	name  func(*gin.Context) string
-	args  []ArgFunc
-	block BlockHandler
-	errf  func(*gin.Context) error
+	name   func(*gin.Context) string
+	args   []ArgFunc
+	block  BlockHandler // nil: policy's
+	policy sluicehttp.RefusalPolicy
+	errf   func(*gin.Context) error
 }
 
 // WithResourceName names each request's resource with f instead of the
@@ -116,10 +132,19 @@ func WithArgs(extractors ...ArgFunc) Option {
 	return func(cf *config) { cf.args = append(cf.args, extractors...) }
 }
 
-// WithBlockHandler replaces DefaultBlockHandler as the response to refused
-// requests.
+// WithBlockHandler replaces the refusal policy's response to refused
+// requests (DefaultBlockHandler by default) with h, which writes the whole
+// response.
 func WithBlockHandler(h BlockHandler) Option {
 	return func(cf *config) { cf.block = h }
+}
+
+// WithRefusalPolicy answers refused requests with p's status and
+// Retry-After instead of the default policy's, as the net/http adapter's
+// option of the same name does. WithBlockHandler, which writes the whole
+// response, takes precedence.
+func WithRefusalPolicy(p sluicehttp.RefusalPolicy) Option {
+	return func(cf *config) { cf.policy = p }
 }
 
 // WithErrorFunc replaces DefaultErrorFunc: once the handlers are done, f
@@ -136,12 +161,13 @@ const maxStackArgs = 4
 // inbound entry of g (nil means the default engine, looked up on each
 // request). It is safe for concurrent use.
 func Middleware(g *sluice.Engine, opts ...Option) gin.HandlerFunc {
-	cf := config{block: DefaultBlockHandler, errf: DefaultErrorFunc}
+	cf := config{errf: DefaultErrorFunc}
 	for _, o := range opts {
 		o(&cf)
 	}
 	if cf.block == nil {
-		cf.block = DefaultBlockHandler
+		p := cf.policy
+		cf.block = func(c *gin.Context, err error) { refuse(c, p, err) }
 	}
 	if cf.errf == nil {
 		cf.errf = DefaultErrorFunc
@@ -157,7 +183,7 @@ func Middleware(g *sluice.Engine, opts ...Option) gin.HandlerFunc {
 		} else if tmpl := c.FullPath(); tmpl != "" {
 			name = ns.Get(c.Request.Method, tmpl)
 		} else {
-			name = c.Request.Method + " " + c.Request.URL.Path
+			name = NoRoute
 		}
 		opts := [2]sluice.EntryOption{sluice.WithTraffic(sluice.Inbound)}
 		n := 1

@@ -2,6 +2,7 @@ package sluicegin_test
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -43,6 +44,8 @@ func newRouter(g *sluice.Engine, opts ...sluicegin.Option) *gin.Engine {
 	r.POST("/users/:id", func(c *gin.Context) { c.String(201, "created "+c.Param("id")) })
 	r.GET("/files/*path", func(c *gin.Context) { c.String(200, "file") })
 	r.GET("/health", func(c *gin.Context) { c.String(200, "ok") })
+	r.HEAD("/files/*path", func(c *gin.Context) { c.Status(200) })
+	r.GET("/dirs/:name/", func(c *gin.Context) { c.String(200, "dir") })
 	return r
 }
 
@@ -120,7 +123,10 @@ func TestRouteTemplatesNameResources(t *testing.T) {
 		{"POST", "/users/3", "POST /users/:id"},
 		{"GET", "/files/a/b.txt", "GET /files/*path"},
 		{"GET", "/files/c", "GET /files/*path"},
-		{"GET", "/no/such/page", "GET /no/such/page"}, // no route: the path
+		{"HEAD", "/files/d", "HEAD /files/*path"}, // a HEAD route of its own
+		{"HEAD", "/users/4", sluicegin.NoRoute},   // gin serves HEAD with HEAD routes only: 404
+		{"GET", "/no/such/page", sluicegin.NoRoute},
+		{"PROPFIND", "/users/5", sluicegin.NoRoute},
 	}
 	want := map[string]uint64{}
 	for _, tt := range tests {
@@ -132,6 +138,56 @@ func TestRouteTemplatesNameResources(t *testing.T) {
 		assert.Equal(t, n, pass, "passes of %q", name)
 	}
 	assert.Equal(t, len(want), g.Resources(), "one resource per route, not per path")
+}
+
+// TestUnmatchedScanIsOneResource scans 10,000 distinct paths that no route
+// serves, with common and made-up methods, over one keep-alive connection:
+// the engine must end up with one resource for all of them.
+func TestUnmatchedScanIsOneResource(t *testing.T) {
+	const n = 10_000
+	g, _ := newEngine(t)
+	r := newRouter(g)
+	r.HandleMethodNotAllowed = true
+	srv := httptest.NewServer(r)
+	tr := &http.Transport{}
+	t.Cleanup(func() {
+		tr.CloseIdleConnections()
+		srv.Close()
+	})
+	c := &http.Client{
+		Transport:     tr,
+		Timeout:       10 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	common := []string{"GET", "HEAD", "POST", "DELETE"}
+	statuses := map[int]int{}
+	for i := range n {
+		odd := fmt.Sprintf("X%d", i) // a made-up method, new every time
+		var method, path string
+		switch i % 4 {
+		case 0: // 404
+			method, path = common[i/4%len(common)], fmt.Sprintf("/scan/%d", i)
+		case 1: // 404 with an odd method
+			method, path = odd, fmt.Sprintf("/scan/%d", i)
+		case 2: // 405: GET and POST /users/:id only
+			method, path = odd, fmt.Sprintf("/users/%d", i)
+		case 3: // gin's own redirect to /dirs/<i>/, before any middleware
+			method, path = "GET", fmt.Sprintf("/dirs/%d", i)
+		}
+		req, err := http.NewRequest(method, srv.URL+path, nil)
+		require.NoError(t, err)
+		resp, err := c.Do(req)
+		require.NoError(t, err, "%s %s", method, path)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		statuses[resp.StatusCode]++
+	}
+	assert.Equal(t, map[int]int{404: n / 2, 405: n / 4, 301: n / 4}, statuses)
+	require.Equal(t, 1, g.Resources(), "resources after the scan")
+	pass, block, _, conc := snapshot(t, g, sluicegin.NoRoute)
+	assert.Equal(t, uint64(3*n/4), pass)
+	assert.Zero(t, block)
+	assert.Zero(t, conc)
 }
 
 func TestResourceNameOption(t *testing.T) {
@@ -232,7 +288,8 @@ func TestConcurrencyHeldWhileInFlight(t *testing.T) {
 	<-entered
 	_, _, _, conc := snapshot(t, g, "GET /slow")
 	assert.Equal(t, int64(1), conc)
-	assert.Equal(t, response{status: 429, body: "Too Many Requests"}, do(t, c, "GET", srv.URL+"/slow"))
+	// A full concurrency limit is overload: 503, and the default wait.
+	assert.Equal(t, response{status: 503, body: "Service Unavailable", retryAfter: "1"}, do(t, c, "GET", srv.URL+"/slow"))
 	close(release)
 	assert.Equal(t, 200, <-first)
 	_, _, _, conc = snapshot(t, g, "GET /slow")

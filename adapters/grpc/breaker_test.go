@@ -47,7 +47,7 @@ func TestCircuitBreakerOpensAndRecovers(t *testing.T) {
 	}{
 		{"first failure", 0, true, codes.Unavailable, 1},
 		{"second failure opens", 0, true, codes.Unavailable, 2},
-		{"open: fails fast", 0, false, codes.ResourceExhausted, 2},
+		{"open: fails fast", 0, false, codes.Unavailable, 2},
 		{"half-open: probe succeeds", 5 * time.Second, false, codes.OK, 3},
 		{"closed again", 0, false, codes.OK, 4},
 	}

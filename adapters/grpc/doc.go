@@ -23,17 +23,39 @@
 // returns. A client stream entry lasts until the stream ends, which the
 // interceptor sees when RecvMsg returns an error (io.EOF included), when
 // RecvMsg returns the single response of a stream whose server does not
-// stream, or when the call's context is done, whichever comes first; it
-// starts no goroutine of its own for that. A client that abandons a stream
-// without doing any of those (gRPC leaks such a stream too) keeps its entry
-// in flight.
+// stream, when SendMsg returns an error other than io.EOF, or when the
+// call's context is done, whichever comes first; it starts no goroutine of
+// its own for that. A client that abandons a stream without doing any of
+// those (gRPC leaks such a stream too) keeps its entry in flight.
+//
+// When the caller cancels a stream's context, no later stream of the same
+// engine and resource (through any client interceptor) is refused for the
+// cancelled stream's entry, even if nothing reads the cancelled stream: a
+// new stream first ends the entries of the streams of its resource whose
+// context is done. It does so before asking for its own entry when at most
+// 64 such streams are open, and otherwise only when refused, asking again
+// if that ended any (the engine's statistics then count the first
+// refusal). The context's AfterFunc ends the entry too, from a goroutine of
+// its own, for the case that no stream follows; that may run milliseconds
+// after cancel on a busy host. This holds for contexts of the standard
+// library, whose cancel closes the Done channels of the context and of
+// those derived from it before returning.
 //
 // # Outcomes
 //
-// A refused call returns the block func's error, by default
-// codes.ResourceExhausted with a google.rpc.RetryInfo detail when the rule
-// that refused it knows how long to wait (see WithBlockFunc). Any other
-// Entry error (a closed engine) lets the call through unguarded.
+// A refused call returns the refusal policy's status (RefusalPolicy,
+// WithRefusalPolicy), or the block func's error (WithBlockFunc). By default
+// a rate limit (a flow rule counting QPS, a param rule, a cluster or custom
+// rule) is codes.ResourceExhausted and overload (a full concurrency limit,
+// system protection, an open or probing circuit breaker) codes.Unavailable,
+// as the HTTP adapters answer 429 and 503. The message is the same for
+// every refusal of one block type ("sluice: blocked by flow rule") and names
+// no resource, number or wait, so errors group by message and callers learn
+// nothing of the limits. A google.rpc.RetryInfo detail carries the rule's
+// wait when it knows one, or 1 s for overload without one; a
+// google.rpc.ErrorInfo with the resource, the measurement and the limit is
+// added only with RefusalPolicy.Details. Any other Entry error (a closed
+// engine) lets the call through unguarded.
 //
 // A call that ends with an error whose status code is one of the error
 // codes (by default those meaning the server failed: Unknown,

@@ -2,6 +2,7 @@ package sluicegrpc_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"testing"
@@ -263,7 +264,7 @@ func TestServerStreamHeldUntilHandlerReturns(t *testing.T) {
 	second, err := f.conn.NewStream(ctx, bidiDesc, bidiMethod)
 	require.NoError(t, err, "the client side has no rule")
 	err = second.RecvMsg(new(wrapperspb.StringValue))
-	assert.Equal(t, codes.ResourceExhausted, status.Code(err), "second stream: %v", err)
+	assert.Equal(t, codes.Unavailable, status.Code(err), "second stream, over a concurrency limit: %v", err)
 
 	closeAndDrain(t, first)
 	_, block, _, conc := snapshot(t, f.srv, bidiMethod)
@@ -281,7 +282,7 @@ func TestClientStreamHeldUntilStreamEnds(t *testing.T) {
 		// end finishes the stream opened by open.
 		open    func(t *testing.T, ctx context.Context, conn *grpc.ClientConn) grpc.ClientStream
 		end     func(t *testing.T, cs grpc.ClientStream, cancel context.CancelFunc)
-		async   bool // the end is seen by the context's AfterFunc
+		async   bool // nothing reads the stream after its end
 		wantErr uint64
 	}{
 		{
@@ -367,20 +368,130 @@ func TestClientStreamHeldUntilStreamEnds(t *testing.T) {
 				desc = uploadDesc
 			}
 			_, err = f.conn.NewStream(context.Background(), desc, res)
-			require.Equal(t, codes.ResourceExhausted, status.Code(err), "a second stream is refused at creation: %v", err)
+			require.Equal(t, codes.Unavailable, status.Code(err), "a second stream is refused at creation: %v", err)
 
 			tt.end(t, cs, cancel)
 			if tt.async {
-				require.Eventually(t, func() bool {
-					_, _, _, c := snapshot(t, f.cli, res)
-					return c == 0
-				}, 5*time.Second, time.Millisecond)
+				// Nothing reads the cancelled stream: the next stream
+				// on the resource ends its entry before taking its own.
+				closeAndDrain(t, openBidi(t, context.Background(), f.conn))
 			}
 			_, _, errs, conc := snapshot(t, f.cli, res)
 			assert.Zero(t, conc, "the entry exits when the stream ends")
 			assert.Equal(t, tt.wantErr, errs)
 		})
 	}
+}
+
+// TestClientStreamCancelReleasesBeforeNextStream cancels an open stream
+// under a client concurrency limit of one and opens the next one at once,
+// without touching the cancelled stream again: every reopen must be
+// admitted. The cancelled stream's entry must have exited by the time the
+// next stream asks for its own, whichever way the context ended.
+func TestClientStreamCancelReleasesBeforeNextStream(t *testing.T) {
+	const rounds = 200
+	tests := []struct {
+		name string
+		// open returns a context for one stream and the function that ends it.
+		open func() (context.Context, context.CancelFunc)
+	}{
+		{"cancel the stream's context", func() (context.Context, context.CancelFunc) {
+			return context.WithCancel(context.Background())
+		}},
+		{"cancel a parent context", func() (context.Context, context.CancelFunc) {
+			parent, cancelParent := context.WithCancel(context.Background())
+			ctx, cancel := context.WithCancel(parent)
+			return metadata.AppendToOutgoingContext(ctx, "k", "v"), func() {
+				cancelParent() // ends ctx
+				cancel()
+			}
+		}},
+		{"cancel with a cause", func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancelCause(context.Background())
+			return ctx, func() { cancel(errors.New("caller gave up")) }
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := start(t)
+			_, err := f.cli.LoadFlowRules([]rules.Flow{{Resource: bidiMethod, Metric: rules.Concurrency, Threshold: 1}})
+			require.NoError(t, err)
+			refused := 0
+			for i := 0; i < rounds; i++ {
+				ctx, cancel := tt.open()
+				cs, err := f.conn.NewStream(ctx, bidiDesc, bidiMethod)
+				if err != nil {
+					cancel()
+					require.Equal(t, codes.Unavailable, status.Code(err), "round %d: %v", i, err)
+					refused++
+					continue
+				}
+				require.NoError(t, cs.SendMsg(wrapperspb.String("hello")))
+				cancel() // and never read: the next round opens another stream at once
+			}
+			assert.Zero(t, refused, "reopens refused out of %d", rounds)
+			closeAndDrain(t, openBidi(t, context.Background(), f.conn))
+			pass, block, errs, conc := snapshot(t, f.cli, bidiMethod)
+			assert.Equal(t, uint64(rounds+1), pass)
+			assert.Zero(t, block)
+			assert.Zero(t, errs, "a cancelled stream is not a failure")
+			assert.Zero(t, conc)
+		})
+	}
+}
+
+// TestClientStreamCancelReleasesWithManyOpen is the same with more streams
+// open on the resource than a new stream looks through before asking for
+// its entry: the refused first ask looks through them all and asks again, so
+// no reopen is refused; the engine may count that first refusal.
+func TestClientStreamCancelReleasesWithManyOpen(t *testing.T) {
+	const (
+		limit  = 70 // more than the look-ahead
+		rounds = 50
+	)
+	f := start(t)
+	_, err := f.cli.LoadFlowRules([]rules.Flow{{Resource: bidiMethod, Metric: rules.Concurrency, Threshold: limit}})
+	require.NoError(t, err)
+	cancels := make([]context.CancelFunc, 0, limit+rounds)
+	t.Cleanup(func() {
+		for _, c := range cancels {
+			c()
+		}
+	})
+	for range limit {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancels = append(cancels, cancel)
+		openBidi(t, ctx, f.conn)
+	}
+	_, err = f.conn.NewStream(context.Background(), bidiDesc, bidiMethod)
+	require.Equal(t, codes.Unavailable, status.Code(err), "the limit is reached: %v", err)
+	for i := range rounds {
+		cancels[i]()
+		ctx, cancel := context.WithCancel(context.Background())
+		cancels = append(cancels, cancel)
+		_, err := f.conn.NewStream(ctx, bidiDesc, bidiMethod)
+		require.NoError(t, err, "round %d", i)
+	}
+	pass, block, _, conc := snapshot(t, f.cli, bidiMethod)
+	assert.Equal(t, uint64(limit+rounds), pass)
+	assert.LessOrEqual(t, block, uint64(1+rounds), "the check at the limit, and at most one first ask per round")
+	assert.Equal(t, int64(limit), conc)
+}
+
+// TestClientStreamSendErrorEndsEntry: a SendMsg error other than io.EOF
+// means gRPC aborted the stream; its entry exits before SendMsg returns.
+func TestClientStreamSendErrorEndsEntry(t *testing.T) {
+	f := start(t)
+	cs, err := f.conn.NewStream(context.Background(), bidiDesc, bidiMethod)
+	require.NoError(t, err)
+	_, _, _, conc := snapshot(t, f.cli, bidiMethod)
+	require.Equal(t, int64(1), conc)
+	err = cs.SendMsg("not a protobuf message") // the codec refuses it on the client
+	require.Error(t, err)
+	require.NotErrorIs(t, err, io.EOF)
+	pass, _, _, conc := snapshot(t, f.cli, bidiMethod)
+	assert.Equal(t, uint64(1), pass)
+	assert.Zero(t, conc, "the aborted stream's entry has exited")
 }
 
 func TestPanicWithRecoveryExitsEntry(t *testing.T) {
@@ -491,13 +602,4 @@ func TestClosedEngineFailsOpen(t *testing.T) {
 	got, err := f.call(t, context.Background(), "x")
 	require.NoError(t, err)
 	assert.Equal(t, "x", got)
-}
-
-func TestDefaultBlockFuncWithoutRetryAfter(t *testing.T) {
-	err := sluicegrpc.DefaultBlockFunc(context.Background(), unaryMethod,
-		&sluice.BlockError{Type: core.BlockIsolation, Resource: "r", Observed: 1, Threshold: 1})
-	st := status.Convert(err)
-	assert.Equal(t, codes.ResourceExhausted, st.Code())
-	assert.Empty(t, st.Details())
-	assert.Contains(t, st.Message(), "isolation")
 }

@@ -15,7 +15,7 @@ import (
 )
 
 // TestCircuitBreakerOpensAndRecovers drives a breaker through the
-// middleware: 5xx responses open it, it refuses with 429 and the time left,
+// middleware: 5xx responses open it, it refuses with 503 and the time left,
 // and after its retry timeout a successful probe closes it.
 func TestCircuitBreakerOpensAndRecovers(t *testing.T) {
 	g, clk := newEngine(t)
@@ -46,8 +46,8 @@ func TestCircuitBreakerOpensAndRecovers(t *testing.T) {
 	}{
 		{"first failure", 0, true, response{status: 503, body: "down"}, 1},
 		{"second failure opens", 0, true, response{status: 503, body: "down"}, 2},
-		{"open: refused with the time left", 0, false, response{status: 429, body: "Too Many Requests", retryAfter: "5"}, 2},
-		{"open: still refused", 3 * time.Second, false, response{status: 429, body: "Too Many Requests", retryAfter: "2"}, 2},
+		{"open: refused with the time left", 0, false, response{status: 503, body: "Service Unavailable", retryAfter: "5"}, 2},
+		{"open: still refused", 3 * time.Second, false, response{status: 503, body: "Service Unavailable", retryAfter: "2"}, 2},
 		{"half-open: probe succeeds", 2 * time.Second, false, response{status: 200, body: "up"}, 3},
 		{"closed again", 0, false, response{status: 200, body: "up"}, 4},
 	}

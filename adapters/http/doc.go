@@ -9,11 +9,11 @@
 //
 // # Resource names
 //
-// A request's resource is "METHOD pattern", where pattern is the route
-// template that routed it, without any method or host prefix the pattern
-// was registered with: a request to /users/42 routed by "GET /users/{id}" is
-// the resource "GET /users/{id}", whatever the id. The pattern is found
-// whichever way the middleware is installed:
+// A request's resource is "METHOD template": the route pattern that serves
+// it, with its method, or with the request's method when the pattern has
+// none. A request to /users/42 routed by "GET /users/{id}" is the resource
+// "GET /users/{id}", whatever the id. The pattern is found whichever way the
+// middleware is installed:
 //
 //   - wrapping a single route (mux.Handle("GET /users/{id}", mw(h))), the
 //     mux has already set http.Request.Pattern;
@@ -21,16 +21,32 @@
 //     which pattern matches (http.ServeMux.Handler) before calling it. That
 //     routes each request twice; wrap single routes where that matters.
 //
-// A request with no pattern (another router, or a path no route matches) is
-// named by its path: "GET /no/such/page". Paths are unbounded, so the engine
-// then counts resources beyond its limit together (sluice.WithMaxResources);
-// for other routers, name resources with WithResourceName.
+// A request is counted against the route that serves it. ServeMux serves
+// HEAD requests with "GET" patterns, so a HEAD to /users/42 is the resource
+// "GET /users/{id}" too, and a rule on that name limits both. For a pattern
+// without a method ("/files/"), the name takes the request's method, HEAD
+// again counting as GET, and any method other than net/http's nine as
+// OtherMethod: "DELETE /files/", "OTHER /files/".
+//
+// Every request no pattern names (a path no route matches, a method the
+// route refuses, the mux's own redirects, or a handler that is not a
+// ServeMux) is the one resource NoRoute, so a scan of random paths or
+// methods makes one resource, not one per path. For other routers, name
+// resources with WithResourceName.
 //
 // # Outcomes
 //
-// A refused request gets the block handler's response: by default 429 Too
-// Many Requests, with a Retry-After header (whole seconds, rounded up) when
-// the rule that refused it knows how long to wait (see WithBlockHandler).
+// A refused request gets the refusal policy's response (RefusalPolicy,
+// WithRefusalPolicy), or the block handler's (WithBlockHandler). By default
+// a rate limit (a flow rule counting QPS, a param rule, a cluster or custom
+// rule) is 429 Too Many Requests, and overload (a full concurrency limit,
+// system protection, an open or probing circuit breaker; see Overload) is
+// 503 Service Unavailable. A Retry-After header, in whole seconds rounded
+// up, carries the rule's wait when it knows one, and for overload without
+// one DefaultOverloadRetryAfter (1 s), so that clients retrying in a loop
+// back off. The body is the status text: it names neither the rule nor its
+// numbers, and is the same for every refusal of one status.
+//
 // Any other Entry error (a closed engine) lets the request through
 // unguarded: flow control failing must not take the service down.
 //

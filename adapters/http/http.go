@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"go.uber.org/atomic"
 
@@ -80,25 +79,11 @@ func PathValue(name string) ArgFunc {
 // matches sluice.ErrBlocked; errors.As gives the *sluice.BlockError.
 type BlockHandler func(w http.ResponseWriter, r *http.Request, err error)
 
-// DefaultBlockHandler is the block handler used without WithBlockHandler:
-// it answers 429 Too Many Requests and, when the block error's RetryAfter is
-// positive, a Retry-After header in whole seconds, rounded up.
+// DefaultBlockHandler is the block handler used without WithBlockHandler or
+// WithRefusalPolicy: the default RefusalPolicy's response (429 for rate
+// limits, 503 for overload, with Retry-After; see RefusalPolicy).
 func DefaultBlockHandler(w http.ResponseWriter, r *http.Request, err error) {
-	if s := RetryAfterSeconds(err); s > 0 {
-		w.Header().Set("Retry-After", strconv.FormatInt(s, 10))
-	}
-	http.Error(w, http.StatusText(http.StatusTooManyRequests), http.StatusTooManyRequests)
-}
-
-// RetryAfterSeconds returns the wait a block error asks for, in whole
-// seconds rounded up, or 0 when err is not a *sluice.BlockError or carries
-// no RetryAfter.
-func RetryAfterSeconds(err error) int64 {
-	var be *sluice.BlockError
-	if !errors.As(err, &be) || be.RetryAfter <= 0 {
-		return 0
-	}
-	return int64((be.RetryAfter + time.Second - 1) / time.Second)
+	RefusalPolicy{}.Write(w, err)
 }
 
 // Option configures Middleware.
@@ -107,8 +92,16 @@ type Option func(*config)
 type config struct {
 	name    func(*http.Request) string
 	args    []ArgFunc
-	block   BlockHandler
+	block   BlockHandler // nil: policy's
+	policy  RefusalPolicy
 	isError func(status int) bool
+}
+
+// WithRefusalPolicy answers refused requests with p's status and
+// Retry-After instead of the default policy's. WithBlockHandler, which
+// writes the whole response, takes precedence.
+func WithRefusalPolicy(p RefusalPolicy) Option {
+	return func(c *config) { c.policy = p }
 }
 
 // WithResourceName names each request's resource with f instead of the
@@ -124,8 +117,9 @@ func WithArgs(extractors ...ArgFunc) Option {
 	return func(c *config) { c.args = append(c.args, extractors...) }
 }
 
-// WithBlockHandler replaces DefaultBlockHandler as the response to refused
-// requests. The next handler is not called for them.
+// WithBlockHandler replaces the refusal policy's response to refused
+// requests (DefaultBlockHandler by default) with h, which writes the whole
+// response. The next handler is not called for them.
 func WithBlockHandler(h BlockHandler) Option {
 	return func(c *config) { c.block = h }
 }
@@ -144,12 +138,13 @@ func serverError(status int) bool { return status >= 500 && status < 600 }
 // request). The returned function, and the handlers it makes, are safe for
 // concurrent use.
 func Middleware(g *sluice.Engine, opts ...Option) func(http.Handler) http.Handler {
-	cf := config{block: DefaultBlockHandler, isError: serverError}
+	cf := config{isError: serverError}
 	for _, o := range opts {
 		o(&cf)
 	}
 	if cf.block == nil {
-		cf.block = DefaultBlockHandler
+		p := cf.policy
+		cf.block = func(w http.ResponseWriter, _ *http.Request, err error) { p.Write(w, err) }
 	}
 	if cf.isError == nil {
 		cf.isError = serverError
@@ -226,16 +221,71 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	done = true
 }
 
+// NoRoute is the resource of every request no route pattern names: a path
+// no route matches (404), a method the matching route does not serve (405),
+// a redirect the mux makes itself, and any request through a handler that
+// is neither a ServeMux nor routed by one. One resource for all of them
+// keeps a scan of random paths or methods from making a resource per path;
+// a rule on NoRoute limits such traffic as a whole.
+const NoRoute = "(no route)"
+
+// OtherMethod is the method part of the resource name of a request served by
+// a pattern without a method (such as "/files/") whose method is none of the
+// nine net/http names (http.MethodGet to http.MethodTrace): "/files/"
+// serving PROPFIND is the resource "OTHER /files/".
+const OtherMethod = "OTHER"
+
 // resource returns the default resource name of r.
 func (h *handler) resource(r *http.Request) string {
 	pattern := r.Pattern
 	if pattern == "" && h.mux != nil {
 		_, pattern = h.mux.Handler(r)
+		if redirected(r, pattern) {
+			pattern = ""
+		}
 	}
 	if pattern == "" {
-		return r.Method + " " + r.URL.Path
+		return NoRoute
 	}
-	return h.names.Get(r.Method, stripMethod(pattern))
+	method, template := splitPattern(pattern)
+	if method == "" {
+		method = routeMethod(r.Method)
+	}
+	return h.names.Get(method, template)
+}
+
+// redirected reports whether pattern, given by ServeMux.Handler for r, is
+// the path of a trailing-slash redirect rather than a route pattern (the
+// mux does that for CONNECT requests): the path with "/" added. A pattern
+// that matched r's path cannot be that.
+func redirected(r *http.Request, pattern string) bool {
+	p := r.URL.Path
+	return len(pattern) == len(p)+1 && pattern[len(p)] == '/' && pattern[:len(p)] == p
+}
+
+// routeMethod is the method part of the name of a request served by a
+// pattern without a method. HEAD is GET, as a "GET" pattern serves it; a
+// method net/http does not name is OtherMethod.
+func routeMethod(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead:
+		return http.MethodGet
+	case http.MethodPost:
+		return http.MethodPost
+	case http.MethodPut:
+		return http.MethodPut
+	case http.MethodPatch:
+		return http.MethodPatch
+	case http.MethodDelete:
+		return http.MethodDelete
+	case http.MethodConnect:
+		return http.MethodConnect
+	case http.MethodOptions:
+		return http.MethodOptions
+	case http.MethodTrace:
+		return http.MethodTrace
+	}
+	return OtherMethod
 }
 
 // maxNames bounds a Names cache; names beyond it are built per request.
@@ -283,10 +333,11 @@ func (n *Names) add(method, template string) string {
 	return s
 }
 
-// stripMethod removes the method of a ServeMux pattern ("GET /a" → "/a").
-func stripMethod(p string) string {
+// splitPattern splits a ServeMux pattern into its method, "" when it has
+// none, and the rest ("GET /a" gives "GET" and "/a").
+func splitPattern(p string) (method, rest string) {
 	if i := strings.IndexAny(p, " \t"); i >= 0 {
-		return strings.TrimLeft(p[i+1:], " \t")
+		return p[:i], strings.TrimLeft(p[i+1:], " \t")
 	}
-	return p
+	return "", p
 }

@@ -2,6 +2,7 @@ package sluicehttp_test
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"net/http"
@@ -93,6 +94,9 @@ func routes(g *sluice.Engine, wrapMux bool, opts ...sluicehttp.Option) http.Hand
 	mux.Handle("GET /health", wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "ok")
 	})))
+	mux.Handle("/dirs/{name}/", wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "dir "+r.PathValue("name"))
+	})))
 	if wrapMux {
 		return mw(mux)
 	}
@@ -139,6 +143,7 @@ func TestRetryAfterRoundsUp(t *testing.T) {
 		{time.Second, 1},
 		{time.Second + time.Millisecond, 2},
 		{90 * time.Second, 90},
+		{time.Duration(1<<63 - 1), 9223372037}, // no overflow
 	}
 	for _, tt := range tests {
 		err := error(&sluice.BlockError{Type: core.BlockFlow, RetryAfter: tt.give})
@@ -154,11 +159,14 @@ func TestRouteTemplatesNameResources(t *testing.T) {
 	}{
 		{"GET", "/users/1", "GET /users/{id}"},
 		{"GET", "/users/2", "GET /users/{id}"},
-		{"HEAD", "/users/3", "HEAD /users/{id}"}, // "GET /users/{id}" also routes HEAD
+		{"HEAD", "/users/3", "GET /users/{id}"}, // the pattern that serves it
 		{"POST", "/users/4", "POST /users/{id}"},
 		{"GET", "/files/a/b.txt", "GET /files/"},
+		{"HEAD", "/files/a/b.txt", "GET /files/"}, // as a "GET" pattern would
 		{"DELETE", "/files/c", "DELETE /files/"},
-		{"GET", "/no/such/page", "GET /no/such/page"}, // no pattern: the path
+		{"PROPFIND", "/files/d", "OTHER /files/"},
+		{"GET", "/no/such/page", sluicehttp.NoRoute},
+		{"DELETE", "/users/5", sluicehttp.NoRoute}, // 405
 	}
 	for _, wrapMux := range []bool{false, true} {
 		t.Run(map[bool]string{false: "wrap route", true: "wrap mux"}[wrapMux], func(t *testing.T) {
@@ -167,7 +175,7 @@ func TestRouteTemplatesNameResources(t *testing.T) {
 			want := map[string]uint64{}
 			for _, tt := range tests {
 				get(t, c, tt.method, srv.URL+tt.path)
-				if wrapMux || tt.want != "GET /no/such/page" { // a route-wrapped mux never sees 404s
+				if wrapMux || tt.want != sluicehttp.NoRoute { // a route-wrapped mux never sees 404s
 					want[tt.want]++
 				}
 			}
@@ -179,6 +187,97 @@ func TestRouteTemplatesNameResources(t *testing.T) {
 			_, ok := g.Snapshot("GET /users/1")
 			assert.False(t, ok, "raw paths of routed requests must not name resources")
 		})
+	}
+}
+
+// TestHeadCountsAgainstGetRoute: ServeMux serves HEAD with a "GET" pattern,
+// so a rule on that route must count HEAD requests too.
+func TestHeadCountsAgainstGetRoute(t *testing.T) {
+	for _, wrapMux := range []bool{false, true} {
+		t.Run(map[bool]string{false: "wrap route", true: "wrap mux"}[wrapMux], func(t *testing.T) {
+			g, _ := newEngine(t)
+			_, err := g.LoadFlowRules([]rules.Flow{
+				{Resource: "GET /users/{id}", Threshold: 2},
+				{Resource: "GET /files/", Threshold: 1},
+			})
+			require.NoError(t, err)
+			srv, c := serve(t, routes(g, wrapMux))
+			tests := []struct {
+				method, path string
+				want         int
+			}{
+				{"GET", "/users/1", 200},
+				{"HEAD", "/users/2", 200},
+				{"HEAD", "/users/3", 429},
+				{"GET", "/users/4", 429},
+				{"HEAD", "/files/a", 200},
+				{"HEAD", "/files/b", 429},
+				{"GET", "/files/c", 429},
+			}
+			for _, tt := range tests {
+				assert.Equal(t, tt.want, get(t, c, tt.method, srv.URL+tt.path).status, "%s %s", tt.method, tt.path)
+			}
+			pass, block, _, _ := snapshot(t, g, "GET /users/{id}")
+			assert.Equal(t, [2]uint64{2, 2}, [2]uint64{pass, block}, "GET /users/{id}: pass, block")
+			pass, block, _, _ = snapshot(t, g, "GET /files/")
+			assert.Equal(t, [2]uint64{1, 2}, [2]uint64{pass, block}, "GET /files/: pass, block")
+			assert.Equal(t, 2, g.Resources(), "no HEAD resources")
+		})
+	}
+}
+
+// TestUnmatchedScanIsOneResource scans 10,000 distinct paths that no route
+// serves, with common and made-up methods, over one keep-alive connection:
+// the engine must end up with one resource for all of them, plus one for
+// the odd methods a method-less pattern serves.
+func TestUnmatchedScanIsOneResource(t *testing.T) {
+	const n = 10_000
+	g, _ := newEngine(t)
+	srv := httptest.NewServer(routes(g, true))
+	tr := &http.Transport{}
+	t.Cleanup(func() {
+		tr.CloseIdleConnections()
+		srv.Close()
+	})
+	c := &http.Client{
+		Transport:     tr,
+		Timeout:       10 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	common := []string{"GET", "HEAD", "POST", "DELETE"}
+	want := map[string]uint64{}
+	statuses := map[int]int{}
+	for i := range n {
+		odd := fmt.Sprintf("X%d", i) // a made-up method, new every time
+		var method, path, res string
+		switch i % 5 {
+		case 0: // 404
+			method, path, res = common[i/5%len(common)], fmt.Sprintf("/scan/%d", i), sluicehttp.NoRoute
+		case 1: // 404 with an odd method
+			method, path, res = odd, fmt.Sprintf("/scan/%d", i), sluicehttp.NoRoute
+		case 2: // 405: "GET /users/{id}" and "POST /users/{id}" only
+			method, path, res = odd, fmt.Sprintf("/users/%d", i), sluicehttp.NoRoute
+		case 3: // served by "/files/", which has no method
+			method, path, res = odd, fmt.Sprintf("/files/%d", i), "OTHER /files/"
+		case 4: // the mux's own redirect to "/dirs/<i>/"
+			method, path, res = "CONNECT", fmt.Sprintf("/dirs/%d", i), sluicehttp.NoRoute
+		}
+		req, err := http.NewRequest(method, srv.URL+path, nil)
+		require.NoError(t, err)
+		resp, err := c.Do(req)
+		require.NoError(t, err, "%s %s", method, path)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		statuses[resp.StatusCode]++
+		want[res]++
+	}
+	assert.Equal(t, map[int]int{404: 2 * n / 5, 405: n / 5, 200: n / 5, 307: n / 5}, statuses)
+	require.Equal(t, len(want), g.Resources(), "resources after the scan")
+	for name, count := range want {
+		pass, block, _, conc := snapshot(t, g, name)
+		assert.Equal(t, count, pass, "passes of %q", name)
+		assert.Zero(t, block)
+		assert.Zero(t, conc)
 	}
 }
 
@@ -308,8 +407,9 @@ func TestConcurrencyHeldWhileInFlight(t *testing.T) {
 	<-entered
 	_, _, _, conc := snapshot(t, g, "GET /slow")
 	assert.Equal(t, int64(1), conc)
-	// The isolation rule cannot tell when a slot frees: no Retry-After.
-	assert.Equal(t, response{status: 429, body: "Too Many Requests"}, get(t, c, "GET", srv.URL+"/slow"))
+	// A full concurrency limit is overload: 503, and the default wait, as
+	// the isolation rule cannot tell when a slot frees.
+	assert.Equal(t, response{status: 503, body: "Service Unavailable", retryAfter: "1"}, get(t, c, "GET", srv.URL+"/slow"))
 	close(release)
 	assert.Equal(t, result{status: 200}, <-first)
 	_, _, _, conc = snapshot(t, g, "GET /slow")

@@ -4,8 +4,9 @@
 //   - a flow rule admits 2 unary Check calls per second on the server; the
 //     rest fail with codes.ResourceExhausted;
 //   - a concurrency rule on the client admits one Watch stream at a time: a
-//     second stream is refused while the first is open, and admitted once
-//     the first has ended.
+//     second stream is refused while the first is open (codes.Unavailable,
+//     as a full concurrency limit is overload), and admitted once the first
+//     has ended.
 //
 // It serves on 127.0.0.1, calls itself, prints what happened and exits.
 //

@@ -1,0 +1,176 @@
+package sluicegrpc_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/atomic"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluice-go/sluice"
+	sluicegrpc "github.com/sluice-go/sluice/adapters/grpc"
+	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/rules"
+)
+
+// refuser is a custom rule-check slot that refuses every entry with a copy
+// of the block error it holds, or admits it when it holds none: it makes
+// any block type the engine can return, with any rule, numbers and wait.
+type refuser struct {
+	be atomic.Pointer[core.BlockError]
+}
+
+func (r *refuser) Check(*core.EntryContext) *core.BlockError {
+	if be := r.be.Load(); be != nil {
+		c := *be
+		return &c
+	}
+	return nil
+}
+
+// refusalDetails returns the RetryInfo delay of st (0 without one) and its
+// ErrorInfo (nil without one); it fails on any other detail.
+func refusalDetails(t *testing.T, st *status.Status) (time.Duration, *errdetails.ErrorInfo) {
+	t.Helper()
+	var (
+		delay time.Duration
+		info  *errdetails.ErrorInfo
+	)
+	for _, d := range st.Details() {
+		switch x := d.(type) {
+		case *errdetails.RetryInfo:
+			delay = x.GetRetryDelay().AsDuration()
+		case *errdetails.ErrorInfo:
+			info = x
+		default:
+			t.Fatalf("unexpected detail %T: %v", d, d)
+		}
+	}
+	return delay, info
+}
+
+// TestRefusalStatuses refuses a unary call on a real server with each
+// block type: rate limits end with ResourceExhausted, overload with
+// Unavailable, each with one message per block type and the RetryInfo the
+// policy gives; ErrorInfo only when the policy opts in.
+func TestRefusalStatuses(t *testing.T) {
+	qps := &rules.Flow{ID: "checkout-qps", Threshold: 10}
+	conc := &rules.Flow{Metric: rules.Concurrency, Threshold: 10}
+	tests := []struct {
+		name      string
+		be        core.BlockError
+		policy    *sluicegrpc.RefusalPolicy // nil: the default
+		wantCode  codes.Code
+		wantDelay time.Duration // 0: no RetryInfo
+	}{
+		{"flow QPS", core.BlockError{Type: core.BlockFlow, Rule: qps, Observed: 10, Threshold: 10, RetryAfter: 300 * time.Millisecond}, nil, codes.ResourceExhausted, 300 * time.Millisecond},
+		{"flow QPS, no wait", core.BlockError{Type: core.BlockFlow, Rule: qps}, nil, codes.ResourceExhausted, 0},
+		{"flow QPS fast check (no rule)", core.BlockError{Type: core.BlockFlow, RetryAfter: time.Second}, nil, codes.ResourceExhausted, time.Second},
+		{"flow concurrency", core.BlockError{Type: core.BlockFlow, Rule: conc}, nil, codes.Unavailable, time.Second},
+		{"param", core.BlockError{Type: core.BlockParam, Rule: &rules.Param{}, RetryAfter: 250 * time.Millisecond}, nil, codes.ResourceExhausted, 250 * time.Millisecond},
+		{"param, no wait", core.BlockError{Type: core.BlockParam, Rule: &rules.Param{Metric: rules.Concurrency}}, nil, codes.ResourceExhausted, 0},
+		{"isolation", core.BlockError{Type: core.BlockIsolation, Rule: &rules.Isolation{}}, nil, codes.Unavailable, time.Second},
+		{"system", core.BlockError{Type: core.BlockSystem, Rule: &rules.System{}}, nil, codes.Unavailable, time.Second},
+		{"breaker open", core.BlockError{Type: core.BlockDegrade, RetryAfter: 4200 * time.Millisecond}, nil, codes.Unavailable, 4200 * time.Millisecond},
+		{"breaker half-open", core.BlockError{Type: core.BlockDegrade}, nil, codes.Unavailable, time.Second},
+		{"cluster", core.BlockError{Type: core.BlockCluster}, nil, codes.ResourceExhausted, 0},
+		{"custom", core.BlockError{Type: core.BlockCustom, RetryAfter: 3 * time.Second}, nil, codes.ResourceExhausted, 3 * time.Second},
+		{"policy: overload wait", core.BlockError{Type: core.BlockIsolation},
+			&sluicegrpc.RefusalPolicy{OverloadRetryAfter: 2500 * time.Millisecond}, codes.Unavailable, 2500 * time.Millisecond},
+		{"policy: no overload wait", core.BlockError{Type: core.BlockSystem},
+			&sluicegrpc.RefusalPolicy{OverloadRetryAfter: -1}, codes.Unavailable, 0},
+		{"policy: code", core.BlockError{Type: core.BlockIsolation},
+			&sluicegrpc.RefusalPolicy{Code: func(*sluice.BlockError) codes.Code { return codes.ResourceExhausted }}, codes.ResourceExhausted, time.Second},
+		{"policy: details", core.BlockError{Type: core.BlockFlow, Rule: qps, Observed: 12, Threshold: 10, RetryAfter: time.Second, Reason: "warming up"},
+			&sluicegrpc.RefusalPolicy{Details: true}, codes.ResourceExhausted, time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var opts []sluicegrpc.Option
+			if tt.policy != nil {
+				opts = append(opts, sluicegrpc.WithRefusalPolicy(*tt.policy))
+			}
+			f := start(t, opts...)
+			ref := &refuser{}
+			require.NoError(t, f.srv.RegisterSlot(ref, 0))
+			_, err := f.call(t, context.Background(), "x")
+			require.NoError(t, err)
+			ref.be.Store(&tt.be)
+			_, err = f.call(t, context.Background(), "x")
+
+			st := status.Convert(err)
+			require.Equal(t, tt.wantCode, st.Code(), "%v", err)
+			assert.Equal(t, "sluice: blocked by "+tt.be.Type.String()+" rule", st.Message())
+			delay, info := refusalDetails(t, st)
+			assert.Equal(t, tt.wantDelay, delay, "RetryInfo delay")
+			if tt.policy == nil || !tt.policy.Details {
+				assert.Nil(t, info, "ErrorInfo without Details")
+			} else {
+				require.NotNil(t, info)
+				assert.Equal(t, [2]string{"FLOW", sluicegrpc.ErrorInfoDomain}, [2]string{info.GetReason(), info.GetDomain()})
+				assert.Equal(t, map[string]string{
+					"resource": unaryMethod, "observed": "12", "threshold": "10",
+					"rule_id": "checkout-qps", "reason": "warming up",
+				}, info.GetMetadata())
+			}
+			pass, block, _, conc := snapshot(t, f.srv, unaryMethod)
+			require.Equal(t, [3]uint64{1, 1, 0}, [3]uint64{pass, block, uint64(conc)}, "pass, block, in flight")
+		})
+	}
+}
+
+// TestRefusalMessagesAreStable makes 1,000 refusals on a real server, with
+// every block type and numbers and waits that change at each call, as a
+// busy rule's do: the messages must be as many as the block types, and
+// name no number.
+func TestRefusalMessagesAreStable(t *testing.T) {
+	const n = 1000
+	types := []core.BlockType{
+		core.BlockFlow, core.BlockSystem, core.BlockIsolation, core.BlockParam,
+		core.BlockDegrade, core.BlockCluster, core.BlockCustom,
+	}
+	f := start(t)
+	ref := &refuser{}
+	require.NoError(t, f.srv.RegisterSlot(ref, 0))
+	messages := map[string]int{}
+	for i := range n {
+		ref.be.Store(&core.BlockError{
+			Type:       types[i%len(types)],
+			Observed:   float64(100 + i),
+			Threshold:  100,
+			RetryAfter: time.Duration(i+1) * time.Millisecond,
+		})
+		_, err := f.call(t, context.Background(), "x")
+		require.Error(t, err)
+		messages[status.Convert(err).Message()]++
+	}
+	assert.Equal(t, len(types), len(messages), "distinct messages among %d refusals", n)
+	for m := range messages {
+		assert.False(t, strings.ContainsAny(m, "0123456789"), "message %q names a number", m)
+		assert.NotContains(t, m, unaryMethod)
+	}
+	_, block, _, _ := snapshot(t, f.srv, unaryMethod)
+	assert.Equal(t, uint64(n), block)
+}
+
+// TestBlockFuncNilFallsBackToPolicy: a block func that returns nil gets the
+// policy's status.
+func TestBlockFuncNilFallsBackToPolicy(t *testing.T) {
+	f := start(t,
+		sluicegrpc.WithBlockFunc(func(context.Context, string, error) error { return nil }),
+		sluicegrpc.WithRefusalPolicy(sluicegrpc.RefusalPolicy{OverloadRetryAfter: 2 * time.Second}))
+	ref := &refuser{}
+	require.NoError(t, f.srv.RegisterSlot(ref, 0))
+	ref.be.Store(&core.BlockError{Type: core.BlockIsolation})
+	_, err := f.call(t, context.Background(), "x")
+	st := status.Convert(err)
+	require.Equal(t, codes.Unavailable, st.Code())
+	delay, _ := refusalDetails(t, st)
+	require.Equal(t, 2*time.Second, delay)
+}
