@@ -21,7 +21,6 @@ import (
 
 	"github.com/sluice-go/sluice"
 	sluicegrpc "github.com/sluice-go/sluice/adapters/grpc"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 )

@@ -17,6 +17,7 @@ import (
 	sluicegrpc "github.com/sluice-go/sluice/adapters/grpc"
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
+	"github.com/sluice-go/sluice/slots"
 )
 
 // refuser is a custom rule-check slot that refuses every entry with a copy
@@ -26,7 +27,7 @@ type refuser struct {
 	be atomic.Pointer[core.BlockError]
 }
 
-func (r *refuser) Check(*core.EntryContext) *core.BlockError {
+func (r *refuser) Check(*slots.Entry) *core.BlockError {
 	if be := r.be.Load(); be != nil {
 		c := *be
 		return &c
