@@ -40,4 +40,3 @@ type System struct {
 	// reading.
 	Load1Age, CPUUsageAge, MemoryAge time.Duration
 }
-

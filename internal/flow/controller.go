@@ -41,7 +41,7 @@ type Controller struct {
 	// copied into a resource's rule set brings them in one cache line.
 	mode      mode
 	threshold float64
-	width     int64        // ns per window bucket
+	width     int64          // ns per window bucket
 	win       *window.Window // admitted, by bucket (reject modes)
 
 	interval int64          // ns
@@ -49,7 +49,7 @@ type Controller struct {
 	latest   *atomic.Uint64 // pacing: float64 bits of the last scheduled pass (ns)
 	cost     float64        // pacing: ns per request at threshold
 	maxQueue int64          // pacing: ns
-	ref      *window.Node     // associated resource
+	ref      *window.Node   // associated resource
 	warm     *warmUp
 	rule     rules.Flow
 }
