@@ -1,6 +1,7 @@
 package sluiceredis
 
 import (
+	"math"
 	"strconv"
 	"testing"
 	"time"
@@ -25,11 +26,14 @@ func TestGiveCaps(t *testing.T) {
 		if g := take1(t, s, cluster.Request{Budget: b, N: 8}); g.N != 8 {
 			t.Fatalf("take 8: %+v", g)
 		}
+		t0 := hfloat(t, rc, key, "ts")
 		if err := s.Give(ctxT(t), b, 3); err != nil {
 			t.Fatal(err)
 		}
-		if lv := hfloat(t, rc, key, "t"); lv < 5 || lv > 5.001 {
-			t.Fatalf("level after taking 8 and giving 3: %v, want 5 (plus a trickle)", lv)
+		// 2 left, the refill between the two calls on Redis's clock, 3 back.
+		want := 2 + (hfloat(t, rc, key, "ts")-t0)*10/float64(time.Hour.Microseconds()) + 3
+		if lv := hfloat(t, rc, key, "t"); math.Abs(lv-want) > 1e-9 {
+			t.Fatalf("level after taking 8 and giving 3: %v, want %v", lv, want)
 		}
 		if err := s.Give(ctxT(t), b, 15); err != nil {
 			t.Fatal(err)
@@ -76,18 +80,19 @@ func TestGiveCaps(t *testing.T) {
 	t.Run("pacing unschedules the latest, never before now", func(t *testing.T) {
 		s, rc, _ := standalone(t)
 		clk := watch(s)
-		b := cluster.Budget{Key: "g", Algorithm: cluster.Pacing, Limit: 10, Interval: time.Second, MaxQueue: 10 * time.Second}
+		// T = 1s: the TAT stays seconds ahead of now however busy the host.
+		b := cluster.Budget{Key: "g", Algorithm: cluster.Pacing, Limit: 10, Interval: 10 * time.Second, MaxQueue: 10 * time.Second}
 		key, _ := s.budgetKeys("g", algPacing)
 		take1(t, s, cluster.Request{Budget: b, N: 5})
-		tat := float64(clk.now()) + 5*100e3
+		tat := float64(clk.now()) + 5*1e6
 		if got := rcFloat(t, rc.Get(ctxT(t), key).Val()); got != tat {
 			t.Fatalf("TAT %v, want %v", got, tat)
 		}
 		if err := s.Give(ctxT(t), b, 2); err != nil {
 			t.Fatal(err)
 		}
-		if got := rcFloat(t, rc.Get(ctxT(t), key).Val()); got != tat-2*100e3 {
-			t.Fatalf("TAT after Give 2: %v, want %v", got, tat-2*100e3)
+		if got := rcFloat(t, rc.Get(ctxT(t), key).Val()); got != tat-2*1e6 {
+			t.Fatalf("TAT after Give 2: %v, want %v", got, tat-2*1e6)
 		}
 		if err := s.Give(ctxT(t), b, 100); err != nil {
 			t.Fatal(err)

@@ -123,8 +123,9 @@ func TestTTLOnEveryKey(t *testing.T) {
 			t.Fatalf("unexpected key %q", k)
 		}
 		ttl := rc.PTTL(ctxT(t), k).Val()
-		// The TTL was set moments ago: within a second of the expected one.
-		if ttl <= 0 || ttl > w || ttl < w-time.Second {
+		// The TTL was set moments ago: just under the expected one (a
+		// busy host may take a few seconds to get here).
+		if ttl <= 0 || ttl > w || ttl < w-5*time.Second {
 			t.Errorf("%s: PTTL %v, want just under %v", k, ttl, w)
 		}
 	}

@@ -16,8 +16,10 @@ import (
 func TestPacingWaits(t *testing.T) {
 	s, _, _ := standalone(t)
 	clk := watch(s)
-	b := cluster.Budget{Key: "pace", Algorithm: cluster.Pacing, Limit: 100, Interval: time.Second, MaxQueue: 35 * time.Millisecond}
-	const T = 10e3 // µs between permits
+	// T = 100ms: the queue outgrows MaxQueue unless a round trip takes
+	// longer than T.
+	b := cluster.Budget{Key: "pace", Algorithm: cluster.Pacing, Limit: 10, Interval: time.Second, MaxQueue: 350 * time.Millisecond}
+	const T, maxQ = 100e3, 350e3 // µs
 	var tat float64
 	var granted, refused int
 	for i := 0; i < 40; i++ {
@@ -28,10 +30,10 @@ func TestPacingWaits(t *testing.T) {
 			tat = now
 		}
 		wait := tat - now
-		if wait > 35e3 {
+		if wait > maxQ {
 			refused++
-			if g.N != 0 || g.Wait != 0 || !near(g.RetryAfter, us(wait-35e3)) {
-				t.Fatalf("arrival %d: %+v, want refusal with RetryAfter %v", i, g, us(wait-35e3))
+			if g.N != 0 || g.Wait != 0 || !near(g.RetryAfter, us(wait-maxQ)) {
+				t.Fatalf("arrival %d: %+v, want refusal with RetryAfter %v", i, g, us(wait-maxQ))
 			}
 			continue
 		}
