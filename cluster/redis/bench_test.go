@@ -1,0 +1,77 @@
+package sluiceredis
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sluice-go/sluice/cluster"
+	"github.com/sluice-go/sluice/cluster/redis/internal/redistest"
+)
+
+// benchBatch returns n requests for n budgets, cycling through the three
+// algorithms, with limits high enough that most are granted.
+func benchBatch(n int) []cluster.Request {
+	reqs := make([]cluster.Request, n)
+	for i := range reqs {
+		reqs[i] = cluster.Request{Budget: cluster.Budget{
+			Key: fmt.Sprintf("bench:%d", i), Algorithm: cluster.Algorithm(1 + i%3),
+			Limit: 1e6, Interval: time.Second, Burst: 1e6, MaxQueue: time.Second,
+		}, N: 1, Partial: true}
+	}
+	return reqs
+}
+
+func benchTake(b *testing.B, c redis.UniversalClient) {
+	for _, n := range []int{1, 64} {
+		reqs := benchBatch(n)
+		s := New(c)
+		if err := s.Load(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("requests=%d/serial", n), func(b *testing.B) {
+			ctx := context.Background()
+			g := make([]cluster.Grant, n)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := s.Take(ctx, reqs, g); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/request")
+		})
+		b.Run(fmt.Sprintf("requests=%d/parallel", n), func(b *testing.B) {
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				ctx := context.Background()
+				g := make([]cluster.Grant, n)
+				for pb.Next() {
+					if err := s.Take(ctx, reqs, g); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/request")
+		})
+	}
+}
+
+// BenchmarkTake measures Take against a local redis-server: one request,
+// and 64 requests for 64 budgets in one script invocation.
+func BenchmarkTake(b *testing.B) {
+	srv := redistest.Start(b)
+	benchTake(b, srv.Client(b))
+}
+
+// BenchmarkTakeCluster measures Take against a local 3-primary cluster,
+// where 64 budgets spread over the primaries make one pipeline of one
+// invocation per slot.
+func BenchmarkTakeCluster(b *testing.B) {
+	rc := redistest.StartCluster(b, 3)
+	benchTake(b, rc.Client(b))
+}

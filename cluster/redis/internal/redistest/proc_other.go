@@ -1,0 +1,7 @@
+//go:build !linux
+
+package redistest
+
+import "syscall"
+
+func sysProcAttr() *syscall.SysProcAttr { return nil }

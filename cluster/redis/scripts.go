@@ -1,0 +1,290 @@
+package sluiceredis
+
+import "github.com/redis/go-redis/v9"
+
+// The scripts run on Redis's clock: each reads TIME once and decides every
+// request it carries at that instant. Times are microseconds since the Unix
+// epoch held in Lua numbers (doubles, exact below 2^53 µs, year 2255).
+// Fractions are stored and returned as strings formatted with %.17g, which
+// round-trip a double exactly; Lua numbers returned as Redis integers would
+// be truncated.
+//
+// A sliding-window log member is "<seq>:<count>": seq makes it unique, count
+// is the number of permits the grant carried.
+
+// luaPrelude is shared by the scripts: replication of effects (needed before
+// Redis 5 for a script that writes after TIME; a no-op later), the clock,
+// and helpers.
+const luaPrelude = `
+if redis.replicate_commands then redis.replicate_commands() end
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+
+local function fmt(x) return string.format('%.17g', x) end
+
+-- ms turns a span in µs into a PEXPIRE argument: whole ms, rounded up, >= 1.
+local function ms(us)
+  local m = math.ceil(us / 1000)
+  if m < 1 then m = 1 end
+  return m
+end
+
+local function count(member) return tonumber(string.match(member, ':(%d+)$')) end
+
+-- bucket_level is the token bucket's level now: the stored level plus the
+-- refill since it was stored, capped at burst; a missing bucket is full.
+local function bucket_level(key, rate, burst)
+  local st = redis.call('HMGET', key, 't', 'ts')
+  local tokens, ts = tonumber(st[1]), tonumber(st[2])
+  if tokens == nil or ts == nil then return burst end
+  if now > ts then tokens = tokens + (now - ts) * rate end
+  if tokens > burst then tokens = burst end
+  return tokens
+end
+
+local function bucket_store(key, tokens, rate, burst, ivl)
+  redis.call('HSET', key, 't', fmt(tokens), 'ts', fmt(now))
+  -- The key lives until the bucket would be full again, plus one interval:
+  -- by then a missing key (a full bucket) says the same as the state.
+  redis.call('PEXPIRE', key, ms((burst - tokens) / rate + ivl))
+end
+
+-- window_load drops the grants that left the window (score <= now - ivl)
+-- and returns the permits still in it, the sequence and whether it wrote.
+local function window_load(hkey, zkey, ivl)
+  local st = redis.call('HMGET', hkey, 'n', 'seq')
+  local used, seq = tonumber(st[1]), tonumber(st[2])
+  local changed = false
+  local old = redis.call('ZRANGEBYSCORE', zkey, '-inf', fmt(now - ivl))
+  if #old > 0 then
+    redis.call('ZREMRANGEBYSCORE', zkey, '-inf', fmt(now - ivl))
+    changed = true
+  end
+  if used == nil or seq == nil then
+    -- No summary (normally: no log either). Rebuild it from the log so a
+    -- lost summary never forgets grants, and continue the sequence past
+    -- every member so none is overwritten.
+    used, seq = 0, 0
+    local log = redis.call('ZRANGE', zkey, 0, -1)
+    for _, m in ipairs(log) do
+      used = used + count(m)
+      local s = tonumber(string.match(m, '^(%d+):'))
+      if s > seq then seq = s end
+    end
+    if #log > 0 then changed = true end
+  else
+    for _, m in ipairs(old) do used = used - count(m) end
+    if used < 0 then used = 0 end
+  end
+  return used, seq, changed
+end
+
+local function window_store(hkey, zkey, used, seq, ivl)
+  redis.call('HSET', hkey, 'n', string.format('%d', used), 'seq', string.format('%d', seq))
+  -- Every grant leaves the window ivl after it was made; the keys outlive
+  -- the newest by another ivl.
+  redis.call('PEXPIRE', hkey, ms(2 * ivl))
+  redis.call('PEXPIRE', zkey, ms(2 * ivl))
+end
+`
+
+// takeSrc decides a batch of requests.
+//
+// KEYS: for each request in order, one key (token bucket, pacing) or two
+// (sliding window: summary hash, log zset).
+// ARGV[1]: for each request seven space-separated tokens:
+// algorithm (1 bucket, 2 window, 3 pacing), n, partial (0/1), limit,
+// interval µs, burst, max queue µs.
+// Reply: one string "now g wait retry g wait retry ...", µs.
+const takeSrc = luaPrelude + `
+local function bucket(key, n, partial, limit, ivl, burst)
+  if burst <= 0 then burst = limit end
+  local rate = limit / ivl
+  local tokens = bucket_level(key, rate, burst)
+  local g = 0
+  if tokens >= n then g = n
+  elseif partial and tokens >= 1 then g = math.floor(tokens) end
+  tokens = tokens - g
+  bucket_store(key, tokens, rate, burst, ivl)
+  local rest, retry = n - g, 0
+  if rest > 0 and rest <= burst then retry = (rest - tokens) / rate end
+  return g, 0, retry
+end
+
+local function window(hkey, zkey, n, partial, limit, ivl)
+  local used, seq, changed = window_load(hkey, zkey, ivl)
+  local avail = limit - used
+  local g = 0
+  if n <= avail then g = n
+  elseif partial and avail >= 1 then g = math.floor(avail) end
+  if g > 0 then
+    seq = seq + 1
+    redis.call('ZADD', zkey, fmt(now), string.format('%d:%d', seq, g))
+    used = used + g
+    changed = true
+  end
+  if changed then window_store(hkey, zkey, used, seq, ivl) end
+  local rest, retry = n - g, 0
+  if rest > 0 and rest <= limit then
+    -- The rest fits once need permits have left the window: walk the log
+    -- from the oldest grant; the grant that frees the last of them leaves
+    -- at its score + ivl. The walk is bounded: past 128 grants the answer
+    -- is the 128th's departure, a lower bound.
+    local need = rest - (limit - used)
+    local freed = 0
+    local items = redis.call('ZRANGE', zkey, 0, 127, 'WITHSCORES')
+    for i = 1, #items, 2 do
+      freed = freed + count(items[i])
+      retry = tonumber(items[i + 1]) + ivl - now
+      if freed >= need then break end
+    end
+  end
+  return g, 0, retry
+end
+
+local function pace(key, n, limit, ivl, maxq)
+  local T = ivl / limit
+  local tat = tonumber(redis.call('GET', key))
+  if tat == nil or tat < now then tat = now end
+  local wait = tat - now
+  if wait > maxq then return 0, 0, wait - maxq end
+  local nt = tat + n * T
+  -- The key outlives the last permit it schedules by one interval.
+  redis.call('SET', key, fmt(nt), 'PX', ms(nt - now + ivl))
+  return n, wait, 0
+end
+
+local out = {fmt(now)}
+local k = 1
+local a = {}
+for tok in string.gmatch(ARGV[1], '%S+') do
+  a[#a + 1] = tok
+  if #a == 7 then
+    local alg, n, partial = a[1], tonumber(a[2]), a[3] == '1'
+    local limit, ivl, burst, maxq = tonumber(a[4]), tonumber(a[5]), tonumber(a[6]), tonumber(a[7])
+    local g, w, r
+    if alg == '1' then
+      g, w, r = bucket(KEYS[k], n, partial, limit, ivl, burst)
+      k = k + 1
+    elseif alg == '2' then
+      g, w, r = window(KEYS[k], KEYS[k + 1], n, partial, limit, ivl)
+      k = k + 2
+    else
+      g, w, r = pace(KEYS[k], n, limit, ivl, maxq)
+      k = k + 1
+    end
+    out[#out + 1] = string.format('%d', g)
+    out[#out + 1] = w == 0 and '0' or fmt(w)
+    out[#out + 1] = r == 0 and '0' or fmt(r)
+    a = {}
+  end
+end
+return table.concat(out, ' ')
+`
+
+// giveSrc returns permits to one budget.
+//
+// KEYS: as for one request of takeSrc.
+// ARGV: algorithm, n, limit, interval µs, burst.
+const giveSrc = luaPrelude + `
+local alg, n = ARGV[1], tonumber(ARGV[2])
+local limit, ivl, burst = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+if alg == '1' then
+  if burst <= 0 then burst = limit end
+  local rate = limit / ivl
+  if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end -- already full
+  local tokens = bucket_level(KEYS[1], rate, burst) + n
+  if tokens > burst then tokens = burst end
+  bucket_store(KEYS[1], tokens, rate, burst, ivl)
+elseif alg == '2' then
+  local hkey, zkey = KEYS[1], KEYS[2]
+  local used, seq, changed = window_load(hkey, zkey, ivl)
+  local rem = n
+  -- Forget the rem most recent permits: newest grants first, the last one
+  -- touched keeps what is left of it (rewritten under a new sequence).
+  while rem > 0 do
+    local top = redis.call('ZREVRANGE', zkey, 0, 15, 'WITHSCORES')
+    if #top == 0 then break end
+    for i = 1, #top, 2 do
+      local c = count(top[i])
+      redis.call('ZREM', zkey, top[i])
+      changed = true
+      if c <= rem then
+        rem = rem - c
+        used = used - c
+      else
+        seq = seq + 1
+        redis.call('ZADD', zkey, top[i + 1], string.format('%d:%d', seq, c - rem))
+        used = used - rem
+        rem = 0
+      end
+      if rem == 0 then break end
+    end
+  end
+  if used < 0 then used = 0 end
+  if changed then window_store(hkey, zkey, used, seq, ivl) end
+else
+  local T = ivl / limit
+  local tat = tonumber(redis.call('GET', KEYS[1]))
+  if tat == nil or tat <= now then return 0 end -- nothing scheduled
+  -- Unschedule the n latest permits, never into the past.
+  local nt = tat - n * T
+  if nt < now then nt = now end
+  redis.call('SET', KEYS[1], fmt(nt), 'PX', ms(nt - now + ivl))
+end
+return 0
+`
+
+// beatSrc records a heartbeat.
+//
+// KEYS[1]: the app's index zset (member id, score expiry ms);
+// KEYS[2]: the member's hash.
+// ARGV: id, ttl ms, host, started (Unix ns, "" if unknown), rule version.
+// Reply: the number of live members.
+const beatSrc = `
+if redis.replicate_commands then redis.replicate_commands() end
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local ttl = tonumber(ARGV[2])
+redis.call('HSET', KEYS[2], 'id', ARGV[1], 'host', ARGV[3], 'started', ARGV[4], 'rv', ARGV[5])
+redis.call('PEXPIRE', KEYS[2], ttl)
+redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+-- The index lives as long as its longest-lived member.
+local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+redis.call('PEXPIRE', KEYS[1], math.max(1, tonumber(last[2]) - now))
+return redis.call('ZCARD', KEYS[1])
+`
+
+// membersSrc lists the live members of an app.
+//
+// KEYS[1]: the app's index zset. ARGV[1]: the stem of its member keys (the
+// member's id follows); they share KEYS[1]'s hash tag, hence its slot.
+// Reply: id, host, started, rule version for each live member.
+const membersSrc = `
+if redis.replicate_commands then redis.replicate_commands() end
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+local out = {}
+for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  local m = redis.call('HMGET', ARGV[1] .. id, 'host', 'started', 'rv')
+  if m[1] == false then
+    redis.call('ZREM', KEYS[1], id) -- its record expired or was deleted
+  else
+    out[#out + 1] = id
+    out[#out + 1] = m[1]
+    out[#out + 1] = m[2] or ''
+    out[#out + 1] = m[3] or ''
+  end
+end
+return out
+`
+
+var (
+	takeScript    = redis.NewScript(takeSrc)
+	giveScript    = redis.NewScript(giveSrc)
+	beatScript    = redis.NewScript(beatSrc)
+	membersScript = redis.NewScript(membersSrc)
+	allScripts    = []*redis.Script{takeScript, giveScript, beatScript, membersScript}
+)
