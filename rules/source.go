@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"sync"
@@ -11,6 +12,57 @@ import (
 
 	"github.com/sluice-go/sluice/core"
 )
+
+// MaxFileSize is the largest rule file DecodeFile and FileSource read, in
+// bytes; larger files are refused.
+const MaxFileSize = 16 << 20
+
+// DecodeFile reads the file at path and decodes it with Decode, in the
+// format its extension names (see FormatOf). Errors about the content are
+// prefixed with the path.
+func DecodeFile(path string) (Set, error) {
+	f, err := FormatOf(path)
+	if err != nil {
+		return Set{}, err
+	}
+	data, err := readFile(path)
+	if err != nil {
+		return Set{}, err
+	}
+	s, err := Decode(data, f)
+	if err != nil {
+		return Set{}, &PathError{Path: path, Err: err}
+	}
+	return s, nil
+}
+
+// PathError is an error about the content of a rule file: Err (often an
+// *Error, reached with errors.As) says what is wrong with the file at Path.
+type PathError struct {
+	Path string
+	Err  error
+}
+
+func (e *PathError) Error() string { return e.Path + ": " + e.Err.Error() }
+
+// Unwrap returns Err.
+func (e *PathError) Unwrap() error { return e.Err }
+
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxFileSize {
+		return nil, fmt.Errorf("rules: %s: file is larger than %d bytes", path, MaxFileSize)
+	}
+	return data, nil
+}
 
 // DefaultPollInterval is how often a FileSource looks at its file when no
 // WithPollInterval option is given.
