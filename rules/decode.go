@@ -53,6 +53,60 @@ func FormatOf(path string) (Format, error) {
 	return 0, fmt.Errorf("rules: cannot tell the format of %q: want a .json, .yaml or .yml file", path)
 }
 
+// DecodeLimits bounds what decoding one document may cost, so that a hostile
+// or mistaken document is refused quickly rather than exhausting memory. A
+// field that is zero (or negative) means its default. The zero value is the
+// default limits, which Decode and DecodeFile use; a FileSource takes others
+// with WithDecodeLimits. A DecodeLimits is a plain value, safe to share.
+type DecodeLimits struct {
+	// MaxBytes is the size of the largest document, in bytes; a larger one
+	// is refused before it is parsed (a file, by its size, unread). The
+	// parser holds about 25 bytes of memory per byte of a rule file, and up
+	// to about 210 for a document made to be dense ({a,a,a,...}), so this
+	// bounds memory as well. Default DefaultMaxBytes.
+	MaxBytes int
+	// MaxValues is the most values (each string, number, boolean, null, list
+	// and map, keys included) a document may hold once YAML aliases are
+	// expanded, every use of an alias counting its values again; it bounds
+	// the work of a "billion laughs" document. A two-field rule is 5 values.
+	// Default DefaultMaxValues.
+	MaxValues int
+}
+
+const (
+	// DefaultMaxBytes is the default DecodeLimits.MaxBytes, 4 MiB: about
+	// 80,000 two-field rules in YAML.
+	DefaultMaxBytes = 4 << 20
+	// DefaultMaxValues is the default DecodeLimits.MaxValues, 2^20: more
+	// than a document of DefaultMaxBytes holds without aliases unless it is
+	// made to be dense.
+	DefaultMaxValues = 1 << 20
+	// maxDepth bounds nesting, which no rule document needs beyond 5.
+	maxDepth = 64
+)
+
+func (l DecodeLimits) maxBytes() int {
+	if l.MaxBytes <= 0 {
+		return DefaultMaxBytes
+	}
+	return l.MaxBytes
+}
+
+func (l DecodeLimits) maxValues() int {
+	if l.MaxValues <= 0 {
+		return DefaultMaxValues
+	}
+	return l.MaxValues
+}
+
+func tooLarge(size int64, limit int) error {
+	return fmt.Errorf("rules: document is %d bytes, more than the limit of %d bytes; "+
+		"raise DecodeLimits.MaxBytes (WithDecodeLimits for a FileSource) to read it", size, limit)
+}
+
+// Decode decodes data with the default limits; see DecodeLimits.Decode.
+func Decode(data []byte, format Format) (Set, error) { return DecodeLimits{}.Decode(data, format) }
+
 // Decode parses a rule document and validates every rule in it.
 //
 // The document is a map from rule kind (flow, isolation, system,
@@ -81,12 +135,16 @@ func FormatOf(path string) (Format, error) {
 // JSON document must first pass encoding/json's syntax check, so what JSON
 // forbids (trailing commas, comments, single quotes) is refused.
 //
+// A document over l's limits is refused with an error that names the limit.
 // Errors in a rule are *Error values (reach them with errors.As) with Kind,
 // Index and Field set; decoding errors also give the line. After decoding,
 // the set is validated with Set.Validate and the first problem returned. On
 // error the returned Set is empty.
-func Decode(data []byte, format Format) (Set, error) {
-	root, err := parse(data, format)
+func (l DecodeLimits) Decode(data []byte, format Format) (Set, error) {
+	if len(data) > l.maxBytes() {
+		return Set{}, tooLarge(int64(len(data)), l.maxBytes())
+	}
+	root, err := parse(data, format, l.maxValues())
 	if err != nil {
 		return Set{}, err
 	}
@@ -100,18 +158,11 @@ func Decode(data []byte, format Format) (Set, error) {
 	return s, nil
 }
 
-// Limits on a document's shape, so hostile input (deep nesting, YAML alias
-// expansion) costs bounded time and memory.
-const (
-	maxDepth = 64
-	maxNodes = 1 << 18
-)
-
 var errEmpty = errors.New("rules: empty document; write {} for a document with no rules")
 
 // parse reads the one document in data into a node tree and checks its
 // shape (see checker).
-func parse(data []byte, f Format) (*yaml.Node, error) {
+func parse(data []byte, f Format, maxValues int) (*yaml.Node, error) {
 	switch f {
 	case JSON:
 		if len(bytes.TrimSpace(data)) == 0 {
@@ -142,7 +193,7 @@ func parse(data []byte, f Format) (*yaml.Node, error) {
 	if len(doc.Content) == 0 || tagOf(doc.Content[0]) == "!!null" {
 		return nil, errEmpty
 	}
-	c := checker{format: f}
+	c := checker{format: f, maxValues: maxValues}
 	if err := c.check(doc.Content[0], 0); err != nil {
 		return nil, err
 	}
@@ -209,16 +260,17 @@ func hex4(b []byte) rune {
 
 // checker bounds a parsed document, before anything is decoded: nesting
 // depth, the number of values with YAML aliases expanded (a "billion laughs"
-// document is refused after maxNodes values, not after its billion), keys
+// document is refused after maxValues values, not after its billion), keys
 // (scalars, none given twice) and merge keys.
 type checker struct {
-	format Format
-	values int
+	format            Format
+	values, maxValues int
 }
 
 func (c *checker) check(n *yaml.Node, depth int) error {
-	if c.values++; c.values > maxNodes {
-		return fmt.Errorf("rules: document has more than %d values%s (alias expansion?)", maxNodes, at(n.Line))
+	if c.values++; c.values > c.maxValues {
+		return fmt.Errorf("rules: document has more than %d values%s (a YAML alias counts its values at every use); "+
+			"raise DecodeLimits.MaxValues (WithDecodeLimits for a FileSource) to read it", c.maxValues, at(n.Line))
 	}
 	if depth > maxDepth {
 		return fmt.Errorf("rules: %v: nesting deeper than %d%s", c.format, maxDepth, at(n.Line))

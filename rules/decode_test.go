@@ -1,8 +1,10 @@
 package rules
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -303,13 +305,106 @@ func TestDecodeBoundsHostileInput(t *testing.T) {
 	}
 	_, err := Decode([]byte(b.String()), YAML)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "more than 262144 values")
+	assert.Contains(t, err.Error(), "more than 1048576 values")
 
 	deep := strings.Repeat("[", 200) + strings.Repeat("]", 200)
 	_, err = Decode([]byte(`{"flow":`+deep+`}`), JSON)
 	require.EqualError(t, err, "rules: json: nesting deeper than 64 at line 1")
 	_, err = Decode([]byte(`flow: `+deep), YAML)
 	require.EqualError(t, err, "rules: yaml: nesting deeper than 64 at line 1")
+}
+
+// manyRules returns a document of n flow rules of two fields each, about 52
+// bytes and 5 values a rule in YAML, 56 bytes in JSON.
+func manyRules(n int, f Format) []byte {
+	var b strings.Builder
+	if f == YAML {
+		b.WriteString("flow:\n")
+		for i := range n {
+			fmt.Fprintf(&b, "  - resource: GET /api/v1/r%06d\n    threshold: 500\n", i)
+		}
+		return []byte(b.String())
+	}
+	b.WriteString("{\"flow\": [\n")
+	for i := range n {
+		if i > 0 {
+			b.WriteString(",\n")
+		}
+		fmt.Fprintf(&b, "  {\"resource\": \"GET /api/v1/r%06d\", \"threshold\": 500}", i)
+	}
+	return []byte(b.String() + "]}\n")
+}
+
+// TestDecodeRefusesLargeDocumentBeforeParsing: a document over the byte limit
+// is refused by its length, before it is parsed, with a message that names
+// the limit and the knob; a 100,000-rule file is such a document by default.
+func TestDecodeRefusesLargeDocumentBeforeParsing(t *testing.T) {
+	for _, f := range []Format{YAML, JSON} {
+		t.Run(f.String(), func(t *testing.T) {
+			doc := manyRules(100_000, f)
+			_, err := Decode(doc, f)
+			require.EqualError(t, err, fmt.Sprintf("rules: document is %d bytes, more than the limit of 4194304 bytes; "+
+				"raise DecodeLimits.MaxBytes (WithDecodeLimits for a FileSource) to read it", len(doc)))
+
+			// Not even parsed: a broken document over the limit gets the same
+			// answer, not a syntax error.
+			broken := append([]byte("{[: "), bytes.Repeat([]byte{' '}, 4<<20)...)
+			_, err = Decode(broken, f)
+			require.ErrorContains(t, err, "rules: document is 4194308 bytes, more than the limit of 4194304 bytes")
+		})
+	}
+}
+
+func TestDecodeLimits(t *testing.T) {
+	doc := manyRules(3, YAML) // 18 values on 7 lines
+	for _, tt := range []struct {
+		name   string
+		limits DecodeLimits
+		want   string // empty: decodes
+	}{
+		{"defaults", DecodeLimits{}, ""},
+		{"negative means default", DecodeLimits{MaxBytes: -1, MaxValues: -1}, ""},
+		{"exactly the bytes", DecodeLimits{MaxBytes: len(doc)}, ""},
+		{"a byte short", DecodeLimits{MaxBytes: len(doc) - 1}, fmt.Sprintf("rules: document is %d bytes, more than the limit of %d bytes; "+
+			"raise DecodeLimits.MaxBytes (WithDecodeLimits for a FileSource) to read it", len(doc), len(doc)-1)},
+		{"exactly the values", DecodeLimits{MaxValues: 18}, ""},
+		{"a value short", DecodeLimits{MaxValues: 17}, "rules: document has more than 17 values at line 7 (a YAML alias counts its values at every use); " +
+			"raise DecodeLimits.MaxValues (WithDecodeLimits for a FileSource) to read it"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := tt.limits.Decode(doc, YAML)
+			if tt.want != "" {
+				require.EqualError(t, err, tt.want)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, 3, s.Len())
+		})
+	}
+
+	t.Run("raised for 100,000 rules", func(t *testing.T) {
+		if testing.Short() || raceEnabled {
+			t.Skip("decodes 5 MB: a second, ten under the race detector")
+		}
+		s, err := DecodeLimits{MaxBytes: 8 << 20}.Decode(manyRules(100_000, YAML), YAML)
+		require.NoError(t, err)
+		require.Equal(t, 100_000, len(s.Flow))
+		require.Equal(t, Flow{Resource: "GET /api/v1/r099999", Threshold: 500}, s.Flow[99_999])
+	})
+
+	t.Run("file", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "rules.yaml")
+		require.NoError(t, os.WriteFile(path, doc, 0o600))
+		_, err := DecodeLimits{MaxBytes: 100}.DecodeFile(path)
+		require.EqualError(t, err, fmt.Sprintf("%s: rules: document is %d bytes, more than the limit of 100 bytes; "+
+			"raise DecodeLimits.MaxBytes (WithDecodeLimits for a FileSource) to read it", path, len(doc)))
+		var pe *PathError
+		require.ErrorAs(t, err, &pe)
+		require.Equal(t, path, pe.Path)
+		s, err := DecodeLimits{MaxBytes: len(doc)}.DecodeFile(path)
+		require.NoError(t, err)
+		require.Equal(t, 3, s.Len())
+	})
 }
 
 func itoa(i int) string { return string(rune('0'+i/10)) + string(rune('0'+i%10)) }
@@ -395,7 +490,7 @@ type genericNested struct {
 
 func decodeGeneric(t *testing.T, data string, f Format) (generic, *decodeErr) {
 	t.Helper()
-	root, err := parse([]byte(data), f)
+	root, err := parse([]byte(data), f, DefaultMaxValues)
 	require.NoError(t, err)
 	var g generic
 	return g, decodeValue(root, reflect.ValueOf(&g).Elem())
