@@ -11,6 +11,7 @@ import (
 	"math"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -358,15 +359,25 @@ func pairs(n *yaml.Node) [][2]*yaml.Node {
 }
 
 // tagOf returns the short tag of scalar n as the decoder reads it: a
-// timestamp (2024-01-01) or a lone << is the text as written.
+// timestamp (2024-01-01) or a lone << is the text as written, and a plain
+// number too large for a float64 (1e400), which yaml.v3 leaves a string, is
+// a number.
 func tagOf(n *yaml.Node) string {
 	switch t := n.ShortTag(); t {
 	case "!!timestamp", "!!merge":
 		return "!!str"
+	case "!!str":
+		if v := n.Value; n.Style == 0 && v != "" && strings.IndexByte("+-.0123456789", v[0]) >= 0 && yamlFloat.MatchString(unscore(v)) {
+			return "!!float"
+		}
+		return t
 	default:
 		return t
 	}
 }
+
+// yamlFloat is yaml.v3's pattern for a decimal float.
+var yamlFloat = regexp.MustCompile(`^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$`)
 
 func isNumber(n *yaml.Node) bool {
 	t := tagOf(n)
@@ -567,7 +578,9 @@ func decodeValue(n *yaml.Node, v reflect.Value) *decodeErr {
 			return mismatch("a number", n)
 		}
 		f, err := parseFloat(n.Value)
-		if err != nil {
+		if errors.Is(err, strconv.ErrRange) {
+			return &decodeErr{msg: fmt.Sprintf("number %s is out of range for a 64-bit float", clip(n.Value)), line: n.Line}
+		} else if err != nil {
 			return &decodeErr{msg: "want a finite number, got " + clip(n.Value), line: n.Line}
 		}
 		if math.IsNaN(f) || math.IsInf(f, 0) || v.OverflowFloat(f) {

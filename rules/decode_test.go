@@ -296,6 +296,37 @@ func TestDecodeJSONStrings(t *testing.T) {
 	}
 }
 
+// TestDecodeOutOfRangeNumbers: a number beyond float64's range (which the
+// YAML parser leaves a string) is still a number, refused as out of range.
+func TestDecodeOutOfRangeNumbers(t *testing.T) {
+	tests := []struct {
+		give   string
+		format Format
+		want   string
+	}{
+		{"flow:\n- {resource: a, threshold: 1e400}\n", YAML,
+			`rules: flow rule 0 (resource "a"): Threshold: number 1e400 is out of range for a 64-bit float at line 2`},
+		{`{"flow": [{"resource": "a", "threshold": -1.5E+400}]}`, JSON,
+			`rules: flow rule 0 (resource "a"): Threshold: number -1.5E+400 is out of range for a 64-bit float at line 1`},
+		{`{"isolation": [{"resource": "a", "threshold": 1e400}]}`, JSON,
+			`rules: isolation rule 0 (resource "a"): Threshold: want a whole number that fits in 64 bits, got 1e400 at line 1`},
+		{`{"isolation": [{"resource": 1e400, "threshold": 1}]}`, JSON,
+			`rules: isolation rule 0: Resource: want a string, got number 1e400 (quote it) at line 1`},
+		{"isolation:\n- {resource: 1e400, threshold: 1}\n", YAML,
+			`rules: isolation rule 0: Resource: want a string, got number 1e400 (quote it) at line 2`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.give, func(t *testing.T) {
+			_, err := Decode([]byte(tt.give), tt.format)
+			require.EqualError(t, err, tt.want)
+		})
+	}
+	// Quoted, it is a string like any other.
+	s, err := Decode([]byte("isolation:\n- {resource: \"1e400\", threshold: 1}\n"), YAML)
+	require.NoError(t, err)
+	require.Equal(t, "1e400", s.Isolation[0].Resource)
+}
+
 func TestDecodeBoundsHostileInput(t *testing.T) {
 	// A billion-laughs document: each level doubles the expansion.
 	var b strings.Builder
