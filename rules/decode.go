@@ -469,7 +469,7 @@ func decodeRule(kind string, index int, n *yaml.Node, v reflect.Value) error {
 	if de == nil {
 		return nil
 	}
-	e := &Error{Kind: kind, Index: index, Reason: de.reason()}
+	e := &Error{Kind: kind, Index: index, Field: de.unknown, Reason: de.reason()}
 	if len(de.path) > 0 {
 		e.Field = de.path[0]
 		e.Reason = strings.Join(append(de.path[1:len(de.path):len(de.path)], de.reason()), ": ")
@@ -485,12 +485,14 @@ func decodeRule(kind string, index int, n *yaml.Node, v reflect.Value) error {
 }
 
 // decodeErr is a decoding problem at path (Go name of the rule's field,
-// then keys and indexes inside it).
+// then keys and indexes inside it), or of an unknown field, named as
+// written.
 type decodeErr struct {
-	path []string
-	msg  string
-	line int
-	hint string
+	path    []string
+	msg     string
+	line    int
+	hint    string
+	unknown string
 }
 
 func (e *decodeErr) reason() string { return e.msg + at(e.line) + e.hint }
@@ -700,7 +702,7 @@ func decodeStruct(n *yaml.Node, v reflect.Value) *decodeErr {
 		k := p[0]
 		f, ok := fs.byName[k.Value]
 		if !ok {
-			return &decodeErr{msg: fmt.Sprintf("unknown field %q", clip(k.Value)), line: k.Line, hint: suggest(k.Value, fs.names)}
+			return &decodeErr{msg: unknownField(k.Value), line: k.Line, hint: suggest(k.Value, fs.names), unknown: k.Value}
 		}
 		if err := decodeValue(p[1], v.Field(f.index)); err != nil {
 			return err.in(f.goName)

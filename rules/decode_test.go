@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
 )
 
 const sampleYAML = `# sample
@@ -111,7 +112,7 @@ func TestDecodeErrors(t *testing.T) {
 			give:   "flow:\n- {resource: a, threshold: 1}\n- {resource: b, threshold: 1}\n- resource: c\n  thresold: 5\n",
 			format: YAML,
 			want:   `rules: flow rule 2 (resource "c"): unknown field "thresold" at line 5 (did you mean "threshold"?)`,
-			wantRule: &Error{Kind: "flow", Index: 2, Resource: "c",
+			wantRule: &Error{Kind: "flow", Index: 2, Resource: "c", Field: "thresold",
 				Reason: `unknown field "thresold" at line 5 (did you mean "threshold"?)`},
 		},
 		{
@@ -119,6 +120,8 @@ func TestDecodeErrors(t *testing.T) {
 			give:   `{"isolation": [{"resource": "a", "threshold": 1, "colour": "red"}]}`,
 			format: JSON,
 			want:   `rules: isolation rule 0 (resource "a"): unknown field "colour" at line 1`,
+			wantRule: &Error{Kind: "isolation", Index: 0, Resource: "a", Field: "colour",
+				Reason: `unknown field "colour" at line 1`},
 		},
 		{
 			name:   "field names are case-sensitive",
@@ -527,6 +530,13 @@ func decodeGeneric(t *testing.T, data string, f Format) (generic, *decodeErr) {
 	return g, decodeValue(root, reflect.ValueOf(&g).Elem())
 }
 
+func mustParse(t *testing.T, doc string) *yaml.Node {
+	t.Helper()
+	root, err := parse([]byte(doc), YAML, DefaultMaxValues)
+	require.NoError(t, err)
+	return root
+}
+
 func TestDecodeGenericFields(t *testing.T) {
 	want := generic{
 		Name: "x", Limit: -7, Count: 65535, Ratio: 0.5, On: true, Window: 90 * time.Second, Metric: Concurrency,
@@ -602,6 +612,10 @@ func TestDecodeGenericErrors(t *testing.T) {
 	}
 	_, derr := decodeGeneric(t, "exceptions:\n  alice: lots", YAML)
 	assert.Equal(t, []string{"Exceptions", `"alice"`}, derr.path, "the path names the Go field, then the key")
+
+	// An unknown field of a nested struct keeps the outer field's name.
+	err := decodeRule("flow", 0, mustParse(t, "nested: {levl: 3}"), reflect.ValueOf(new(generic)).Elem())
+	require.EqualError(t, err, `rules: flow rule 0: Nested: unknown field "levl" at line 1 (did you mean "level"?)`)
 }
 
 // TestTagsAgree checks that every rule type's json tags say what its yaml

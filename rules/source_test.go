@@ -184,6 +184,11 @@ func TestFileSourceKeepsRulesOnBadFiles(t *testing.T) {
 			name:    "unknown field",
 			give:    "flow:\n  - resource: a\n    thresold: 3\n",
 			wantErr: `rules: flow rule 0 (resource "a"): unknown field "thresold" at line 3 (did you mean "threshold"?)`,
+			check: func(t *testing.T, err error) {
+				var re *Error
+				require.ErrorAs(t, err, &re)
+				assert.Equal(t, "thresold", re.Field, "Field is the unknown key")
+			},
 		},
 		{
 			name:    "half-written",
