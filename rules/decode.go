@@ -214,13 +214,15 @@ func jsonSyntaxError(data []byte) error {
 	return fmt.Errorf("rules: json: %v%s", se, at(line))
 }
 
-// jsonForYAML rewrites what valid JSON may hold in a string and YAML reads
-// otherwise: the escape \/, surrogate escapes (\ud83d\ude00, joined into
-// one, a lone one read as U+FFFD as encoding/json does), and raw characters
-// YAML refuses or takes for line breaks (DEL, C1 controls, U+2028, U+2029,
-// U+FFFE, U+FFFF, bytes that are not UTF-8). Lines stay where they are.
+// jsonForYAML rewrites what valid JSON may hold and YAML reads otherwise:
+// tabs, which are whitespace in JSON (a string cannot hold one raw) but
+// cannot start a line of YAML, become spaces; in strings, the escape \/,
+// surrogate escapes (\ud83d\ude00, joined into one, a lone one read as
+// U+FFFD as encoding/json does), and raw characters YAML refuses or takes
+// for line breaks (DEL, C1 controls, U+2028, U+2029, U+FFFE, U+FFFF, bytes
+// that are not UTF-8). Lines stay where they are.
 func jsonForYAML(data []byte) []byte {
-	if !bytes.ContainsFunc(data, func(r rune) bool { return r == '\\' || r >= 0x7f }) {
+	if !bytes.ContainsFunc(data, func(r rune) bool { return r == '\\' || r == '\t' || r >= 0x7f }) {
 		return data
 	}
 	out := make([]byte, 0, len(data)+len(data)/8)
@@ -239,6 +241,8 @@ func jsonForYAML(data []byte) []byte {
 			out, i = fmt.Appendf(out, `\U%08X`, r), i+n
 		case c == '\\':
 			out, i = append(out, c, data[i+1]), i+2
+		case c == '\t':
+			out, i = append(out, ' '), i+1
 		case c < 0x7f:
 			out, i = append(out, c), i+1
 		default:

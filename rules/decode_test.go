@@ -330,6 +330,21 @@ func TestDecodeOutOfRangeNumbers(t *testing.T) {
 	require.Equal(t, "1e400", s.Isolation[0].Resource)
 }
 
+// TestDecodeJSONWhitespace: tabs are JSON whitespace anywhere between
+// tokens, though YAML refuses one that starts a line outside brackets.
+func TestDecodeJSONWhitespace(t *testing.T) {
+	for _, doc := range []string{
+		"\t{}",
+		"\t\n{}",
+		"{}\n\t",
+		"{\n\t\"flow\": [\n\t\t{\"resource\":\t\"a\",\t\"threshold\": 1}\n\t]\n}\n\t\n",
+		" \r\n{\"flow\":[]}\r\n",
+	} {
+		_, err := Decode([]byte(doc), JSON)
+		require.NoError(t, err, "%q", doc)
+	}
+}
+
 func TestDecodeBoundsHostileInput(t *testing.T) {
 	// A billion-laughs document: each level doubles the expansion.
 	var b strings.Builder
@@ -678,6 +693,8 @@ func TestSeedCorpus(t *testing.T) {
 		"invalid.json":      "must be a positive number",
 		"int-duration.yaml": "a bare number has no unit",
 		"syntax.json":       "invalid character",
+		"out-of-range.yaml": "number 1e400 is out of range",
+		"duplicate.yaml":    "duplicates rule 0",
 	}
 	seeds, err := filepath.Glob(filepath.Join("testdata", "seed", "*"))
 	require.NoError(t, err)
