@@ -180,8 +180,12 @@ func parse(data []byte, f Format, maxValues int) (*yaml.Node, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc, extra yaml.Node
 	if err := dec.Decode(&doc); err != nil {
-		if err == io.EOF {
+		switch {
+		case err == io.EOF:
 			return nil, errEmpty
+		case f == JSON: // valid JSON the YAML parser cannot read
+			return nil, fmt.Errorf("rules: json: %w (JSON is read by the YAML parser, which needs each key "+
+				"on one line with its colon, and keys under 1024 characters)", err)
 		}
 		return nil, fmt.Errorf("rules: %w", err)
 	}

@@ -343,6 +343,9 @@ func TestDecodeJSONWhitespace(t *testing.T) {
 		_, err := Decode([]byte(doc), JSON)
 		require.NoError(t, err, "%q", doc)
 	}
+	_, err := Decode([]byte("{\"flow\"\n: []}"), JSON)
+	require.EqualError(t, err, "rules: json: yaml: line 1: did not find expected ',' or '}' (JSON is read by the YAML parser, "+
+		"which needs each key on one line with its colon, and keys under 1024 characters)")
 }
 
 func TestDecodeBoundsHostileInput(t *testing.T) {
