@@ -140,7 +140,7 @@ func Decode(data []byte, format Format) (Set, error) { return DecodeLimits{}.Dec
 // Errors in a rule are *Error values (reach them with errors.As) with Kind,
 // Index and Field set; decoding errors also give the line. After decoding,
 // the set is validated with Set.Validate and the first problem returned. On
-// error the returned Set is empty.
+// error the returned Set is empty. Decode is safe for concurrent use.
 func (l DecodeLimits) Decode(data []byte, format Format) (Set, error) {
 	if len(data) > l.maxBytes() {
 		return Set{}, tooLarge(int64(len(data)), l.maxBytes())
@@ -799,7 +799,7 @@ func distance(a, b string) int {
 // fields tagged omitempty are left out when zero; durations are written as
 // Go duration strings, enums by name, map keys sorted. It does not validate
 // s, but refuses values no document can hold (NaN, infinities, strings that
-// are not UTF-8).
+// are not UTF-8). Encode is safe for concurrent use.
 func Encode(s Set, f Format) ([]byte, error) {
 	if f != JSON && f != YAML {
 		return nil, fmt.Errorf("rules: unknown format %v", f)
