@@ -3,90 +3,24 @@ package rules
 import (
 	"bytes"
 	"encoding"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"reflect"
-	"sort"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 )
-
-// Set is a complete set of rules of every kind, as written in a rule file.
-// A kind with no rules is nil. Decode fills it, Encode writes it, and the
-// engine's LoadRuleSet loads it whole.
-type Set struct {
-	// Flow holds the flow rules (file key "flow").
-	Flow []Flow `json:"flow,omitempty" yaml:"flow,omitempty"`
-	// Isolation holds the isolation rules (file key "isolation").
-	Isolation []Isolation `json:"isolation,omitempty" yaml:"isolation,omitempty"`
-	// System holds the system rules (file key "system").
-	System []System `json:"system,omitempty" yaml:"system,omitempty"`
-	// CircuitBreaker holds the circuit breaker (degrade) rules (file key
-	// "circuitBreaker").
-	CircuitBreaker []CircuitBreaker `json:"circuitBreaker,omitempty" yaml:"circuitBreaker,omitempty"`
-	// Param holds the hot-parameter rules (file key "param").
-	Param []Param `json:"param,omitempty" yaml:"param,omitempty"`
-}
-
-// kinds lists the rule kinds of a Set in file order: the file key, the name
-// used in *Error.Kind, and the Set field.
-var kinds = []struct {
-	key, name string
-	field     int
-}{
-	{"flow", "flow", 0},
-	{"isolation", "isolation", 1},
-	{"system", "system", 2},
-	{"circuitBreaker", "circuit breaker", 3},
-	{"param", "param", 4},
-}
-
-// Len returns the number of rules of all kinds in s.
-func (s *Set) Len() int {
-	return len(s.Flow) + len(s.Isolation) + len(s.System) + len(s.CircuitBreaker) + len(s.Param)
-}
-
-// Validate validates every rule of s, kind by kind in the order flow,
-// isolation, system, circuit breaker, param, and returns the first problem
-// with the rule's index set (see At), or nil.
-func (s *Set) Validate() error {
-	for i := range s.Flow {
-		if err := s.Flow[i].Validate(); err != nil {
-			return At(err, i)
-		}
-	}
-	for i := range s.Isolation {
-		if err := s.Isolation[i].Validate(); err != nil {
-			return At(err, i)
-		}
-	}
-	for i := range s.System {
-		if err := s.System[i].Validate(); err != nil {
-			return At(err, i)
-		}
-	}
-	for i := range s.CircuitBreaker {
-		if err := s.CircuitBreaker[i].Validate(); err != nil {
-			return At(err, i)
-		}
-	}
-	for i := range s.Param {
-		if err := s.Param[i].Validate(); err != nil {
-			return At(err, i)
-		}
-	}
-	return nil
-}
 
 // Format is the text format of a rule document.
 type Format uint8
@@ -120,69 +54,65 @@ func FormatOf(path string) (Format, error) {
 	return 0, fmt.Errorf("rules: cannot tell the format of %q: want a .json, .yaml or .yml file", path)
 }
 
-// MaxFileSize is the largest rule file DecodeFile and FileSource read, in
-// bytes; larger files are refused.
-const MaxFileSize = 16 << 20
+// DecodeLimits bounds what decoding one document may cost, so that a hostile
+// or mistaken document is refused quickly rather than exhausting memory. A
+// field that is zero (or negative) means its default. The zero value is the
+// default limits, which Decode and DecodeFile use; a FileSource takes others
+// with WithDecodeLimits. A DecodeLimits is a plain value, safe to share.
+type DecodeLimits struct {
+	// MaxBytes is the size of the largest document, in bytes; a larger one
+	// is refused before it is parsed (a file, by its size, unread). The
+	// parser holds about 25 bytes of memory per byte of a rule file, and up
+	// to about 210 for a document made to be dense ({a,a,a,...}), so this
+	// bounds memory as well. Default DefaultMaxBytes.
+	MaxBytes int
+	// MaxValues is the most values (each string, number, boolean, null, list
+	// and map, keys included) a document may hold once YAML aliases are
+	// expanded, every use of an alias counting its values again; it bounds
+	// the work of a "billion laughs" document. A two-field rule is 5 values.
+	// Default DefaultMaxValues.
+	MaxValues int
+}
 
-// Limits on a document's shape, so hostile input (deep nesting, YAML alias
-// expansion) costs bounded time and memory.
 const (
+	// DefaultMaxBytes is the default DecodeLimits.MaxBytes, 4 MiB: about
+	// 80,000 two-field rules in YAML.
+	DefaultMaxBytes = 4 << 20
+	// DefaultMaxValues is the default DecodeLimits.MaxValues, 2^20: more
+	// than a document of DefaultMaxBytes holds without aliases unless it is
+	// made to be dense.
+	DefaultMaxValues = 1 << 20
+	// maxDepth bounds nesting, which no rule document needs beyond 5.
 	maxDepth = 64
-	maxNodes = 1 << 18
 )
 
-// DecodeFile reads the file at path and decodes it with Decode, in the
-// format its extension names (see FormatOf). Errors about the content are
-// prefixed with the path.
-func DecodeFile(path string) (Set, error) {
-	f, err := FormatOf(path)
-	if err != nil {
-		return Set{}, err
+func (l DecodeLimits) maxBytes() int {
+	if l.MaxBytes <= 0 {
+		return DefaultMaxBytes
 	}
-	data, err := readFile(path)
-	if err != nil {
-		return Set{}, err
-	}
-	s, err := Decode(data, f)
-	if err != nil {
-		return Set{}, &PathError{Path: path, Err: err}
-	}
-	return s, nil
+	return l.MaxBytes
 }
 
-// PathError is an error about the content of a rule file: Err (often an
-// *Error, reached with errors.As) says what is wrong with the file at Path.
-type PathError struct {
-	Path string
-	Err  error
+func (l DecodeLimits) maxValues() int {
+	if l.MaxValues <= 0 {
+		return DefaultMaxValues
+	}
+	return l.MaxValues
 }
 
-func (e *PathError) Error() string { return e.Path + ": " + e.Err.Error() }
-
-// Unwrap returns Err.
-func (e *PathError) Unwrap() error { return e.Err }
-
-func readFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > MaxFileSize {
-		return nil, fmt.Errorf("rules: %s: file is larger than %d bytes", path, MaxFileSize)
-	}
-	return data, nil
+func tooLarge(size int64, limit int) error {
+	return fmt.Errorf("rules: document is %d bytes, more than the limit of %d bytes; "+
+		"raise DecodeLimits.MaxBytes (WithDecodeLimits for a FileSource) to read it", size, limit)
 }
+
+// Decode decodes data with the default limits; see DecodeLimits.Decode.
+func Decode(data []byte, format Format) (Set, error) { return DecodeLimits{}.Decode(data, format) }
 
 // Decode parses a rule document and validates every rule in it.
 //
 // The document is a map from rule kind (flow, isolation, system,
 // circuitBreaker, param) to a list of rules; each rule is a map from field
-// names (the json tags of the rule types, camelCase) to values. Decoding is
+// names (the yaml tags of the rule types, camelCase) to values. Decoding is
 // strict, so that a typo never passes silently:
 //
 //   - An unknown kind or field is an error that names it (and suggests the
@@ -202,23 +132,20 @@ func readFile(path string) ([]byte, error) {
 //     file read halfway through being written is often empty; write {} for
 //     a document with no rules.
 //
+// Both formats are read by one YAML parser (YAML is a superset of JSON); a
+// JSON document must first pass encoding/json's syntax check, so what JSON
+// forbids (trailing commas, comments, single quotes) is refused.
+//
+// A document over l's limits is refused with an error that names the limit.
 // Errors in a rule are *Error values (reach them with errors.As) with Kind,
 // Index and Field set; decoding errors also give the line. After decoding,
 // the set is validated with Set.Validate and the first problem returned. On
-// error the returned Set is empty.
-func Decode(data []byte, format Format) (Set, error) {
-	var (
-		root *node
-		err  error
-	)
-	switch format {
-	case JSON:
-		root, err = parseJSON(data)
-	case YAML:
-		root, err = parseYAML(data)
-	default:
-		return Set{}, fmt.Errorf("rules: unknown format %v", format)
+// error the returned Set is empty. Decode is safe for concurrent use.
+func (l DecodeLimits) Decode(data []byte, format Format) (Set, error) {
+	if len(data) > l.maxBytes() {
+		return Set{}, tooLarge(int64(len(data)), l.maxBytes())
 	}
+	root, err := parse(data, format, l.maxValues())
 	if err != nil {
 		return Set{}, err
 	}
@@ -232,75 +159,256 @@ func Decode(data []byte, format Format) (Set, error) {
 	return s, nil
 }
 
-// Encode writes s as a document in format f that Decode reads back to an
-// equal Set. Fields are written in the order of the rule types' fields, and
-// fields tagged omitempty are left out when zero. It does not validate s,
-// but refuses values no document can hold (NaN, infinities, strings that
-// are not UTF-8).
-func Encode(s Set, f Format) ([]byte, error) {
-	root, err := encodeValue(reflect.ValueOf(s))
-	if err != nil {
-		return nil, fmt.Errorf("rules: encode: %w", err)
-	}
+var errEmpty = errors.New("rules: empty document; write {} for a document with no rules")
+
+// parse reads the one document in data into a node tree and checks its
+// shape (see checker).
+func parse(data []byte, f Format, maxValues int) (*yaml.Node, error) {
 	switch f {
 	case JSON:
-		var b bytes.Buffer
-		writeJSON(&b, root, "")
-		b.WriteByte('\n')
-		return b.Bytes(), nil
+		if len(bytes.TrimSpace(data)) == 0 {
+			return nil, errEmpty
+		}
+		if !json.Valid(data) {
+			return nil, jsonSyntaxError(data)
+		}
+		data = jsonForYAML(data)
 	case YAML:
-		var b bytes.Buffer
-		enc := yaml.NewEncoder(&b)
-		enc.SetIndent(2)
-		if err := enc.Encode(toYAML(root)); err != nil {
-			return nil, fmt.Errorf("rules: encode yaml: %w", err)
-		}
-		if err := enc.Close(); err != nil {
-			return nil, fmt.Errorf("rules: encode yaml: %w", err)
-		}
-		return b.Bytes(), nil
+	default:
+		return nil, fmt.Errorf("rules: unknown format %v", f)
 	}
-	return nil, fmt.Errorf("rules: unknown format %v", f)
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc, extra yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		switch {
+		case err == io.EOF:
+			return nil, errEmpty
+		case f == JSON: // valid JSON the YAML parser cannot read
+			return nil, fmt.Errorf("rules: json: %w (JSON is read by the YAML parser, which needs each key "+
+				"on one line with its colon, and keys under 1024 characters)", err)
+		}
+		return nil, fmt.Errorf("rules: %w", err)
+	}
+	if err := dec.Decode(&extra); err != io.EOF {
+		if err != nil {
+			return nil, fmt.Errorf("rules: %w", err)
+		}
+		return nil, fmt.Errorf("rules: yaml: want one document, found another%s", at(extra.Line))
+	}
+	if len(doc.Content) == 0 || tagOf(doc.Content[0]) == "!!null" {
+		return nil, errEmpty
+	}
+	c := checker{format: f, maxValues: maxValues}
+	if err := c.check(doc.Content[0], 0); err != nil {
+		return nil, err
+	}
+	return doc.Content[0], nil
 }
 
-// node is a parsed document value, the same for JSON and YAML, so one
-// reflection-driven decoder serves both formats.
-type node struct {
-	kind  nodeKind
-	text  string  // scalars: the string, the number literal, "true"/"false"
-	keys  []*node // maps: the keys (scalars), in document order
-	items []*node // lists: the items; maps: the values
-	line  int     // 1-based line where the value starts (0 if unknown)
+// jsonSyntaxError says where data, which is not valid JSON, goes wrong.
+func jsonSyntaxError(data []byte) error {
+	var se *json.SyntaxError
+	if err := json.Unmarshal(data, new(json.RawMessage)); !errors.As(err, &se) {
+		return fmt.Errorf("rules: json: %w", err)
+	}
+	line := 1 + bytes.Count(data[:max(se.Offset-1, 0)], []byte("\n"))
+	if strings.Contains(se.Error(), "after top-level value") {
+		return fmt.Errorf("rules: json: unexpected data after the document%s", at(line))
+	}
+	return fmt.Errorf("rules: json: %v%s", se, at(line))
 }
 
-type nodeKind uint8
+// jsonForYAML rewrites what valid JSON may hold and YAML reads otherwise:
+// tabs, which are whitespace in JSON (a string cannot hold one raw) but
+// cannot start a line of YAML, become spaces; in strings, the escape \/,
+// surrogate escapes (\ud83d\ude00, joined into one, a lone one read as
+// U+FFFD as encoding/json does), and raw characters YAML refuses or takes
+// for line breaks (DEL, C1 controls, U+2028, U+2029, U+FFFE, U+FFFF, bytes
+// that are not UTF-8). Lines stay where they are.
+func jsonForYAML(data []byte) []byte {
+	if !bytes.ContainsFunc(data, func(r rune) bool { return r == '\\' || r == '\t' || r >= 0x7f }) {
+		return data
+	}
+	out := make([]byte, 0, len(data)+len(data)/8)
+	for i := 0; i < len(data); {
+		c := data[i]
+		switch {
+		case c == '\\' && data[i+1] == '/': // JSON is valid: every \ starts an escape
+			out, i = append(out, '/'), i+2
+		case c == '\\' && data[i+1] == 'u' && utf16.IsSurrogate(hex4(data[i+2:])):
+			r, n := utf16.DecodeRune(hex4(data[i+2:]), -1), 6
+			if i+12 <= len(data) && data[i+6] == '\\' && data[i+7] == 'u' {
+				if p := utf16.DecodeRune(hex4(data[i+2:]), hex4(data[i+8:])); p != utf8.RuneError {
+					r, n = p, 12
+				}
+			}
+			out, i = fmt.Appendf(out, `\U%08X`, r), i+n
+		case c == '\\':
+			out, i = append(out, c, data[i+1]), i+2
+		case c == '\t':
+			out, i = append(out, ' '), i+1
+		case c < 0x7f:
+			out, i = append(out, c), i+1
+		default:
+			r, n := utf8.DecodeRune(data[i:])
+			if r == 0x7f || (r >= 0x80 && r < 0xa0) || r == 0x2028 || r == 0x2029 || r >= 0xfffe && r <= 0xffff || n == 1 {
+				out = fmt.Appendf(out, `\u%04X`, r)
+			} else {
+				out = append(out, data[i:i+n]...)
+			}
+			i += n
+		}
+	}
+	return out
+}
 
-const (
-	nullNode nodeKind = iota
-	boolNode
-	numberNode
-	stringNode
-	listNode
-	mapNode
-)
+func hex4(b []byte) rune {
+	v, _ := strconv.ParseUint(string(b[:4]), 16, 16)
+	return rune(v)
+}
 
-func (n *node) scalar() bool { return n.kind != listNode && n.kind != mapNode }
+// checker bounds a parsed document, before anything is decoded: nesting
+// depth, the number of values with YAML aliases expanded (a "billion laughs"
+// document is refused after maxValues values, not after its billion), keys
+// (scalars, none given twice) and merge keys.
+type checker struct {
+	format            Format
+	values, maxValues int
+}
+
+func (c *checker) check(n *yaml.Node, depth int) error {
+	if c.values++; c.values > c.maxValues {
+		return fmt.Errorf("rules: document has more than %d values%s (a YAML alias counts its values at every use); "+
+			"raise DecodeLimits.MaxValues (WithDecodeLimits for a FileSource) to read it", c.maxValues, at(n.Line))
+	}
+	if depth > maxDepth {
+		return fmt.Errorf("rules: %v: nesting deeper than %d%s", c.format, maxDepth, at(n.Line))
+	}
+	switch n.Kind {
+	case yaml.AliasNode:
+		return c.check(n.Alias, depth+1)
+	case yaml.ScalarNode:
+		switch tag := n.ShortTag(); tag {
+		case "!!null", "!!bool", "!!int", "!!float", "!!str", "!!timestamp", "!!merge":
+		default:
+			return fmt.Errorf("rules: yaml: unsupported tag %s%s", clip(tag), at(n.Line))
+		}
+	case yaml.MappingNode:
+		seen := make(map[string]int, len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], deref(n.Content[i+1])
+			switch {
+			case k.ShortTag() == "!!merge":
+				ok := v.Kind == yaml.MappingNode || v.Kind == yaml.SequenceNode
+				for j := 0; ok && v.Kind == yaml.SequenceNode && j < len(v.Content); j++ {
+					ok = deref(v.Content[j]).Kind == yaml.MappingNode
+				}
+				if !ok {
+					return fmt.Errorf("rules: yaml: a merge key (<<) needs a map or a list of maps%s", at(v.Line))
+				}
+			case k.Kind != yaml.ScalarNode || k.ShortTag() == "!!null":
+				return fmt.Errorf("rules: %v: a map key must be a string or number%s", c.format, at(k.Line))
+			default:
+				if first, dup := seen[k.Value]; dup {
+					return fmt.Errorf("rules: %v: key %q%s is given twice (first at line %d)", c.format, clip(k.Value), at(k.Line), first)
+				}
+				seen[k.Value] = k.Line
+			}
+		}
+	}
+	for _, child := range n.Content {
+		if err := c.check(child, depth+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func deref(n *yaml.Node) *yaml.Node {
+	if n.Kind == yaml.AliasNode {
+		return n.Alias
+	}
+	return n
+}
+
+// pairs returns the keys and values of mapping n in document order, then
+// those its merge keys (<<: *defaults) bring that n does not set itself; of
+// a merged list of maps, earlier maps win.
+func pairs(n *yaml.Node) [][2]*yaml.Node {
+	var own, merged [][2]*yaml.Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], deref(n.Content[i+1])
+		if k.ShortTag() != "!!merge" {
+			own = append(own, [2]*yaml.Node{k, v})
+			continue
+		}
+		maps := []*yaml.Node{v}
+		if v.Kind == yaml.SequenceNode {
+			maps = v.Content
+		}
+		for _, m := range maps {
+			merged = append(merged, pairs(deref(m))...)
+		}
+	}
+	if len(merged) == 0 {
+		return own
+	}
+	set := make(map[string]bool, len(own)+len(merged))
+	for _, p := range own {
+		set[p[0].Value] = true
+	}
+	for _, p := range merged {
+		if !set[p[0].Value] {
+			set[p[0].Value] = true
+			own = append(own, p)
+		}
+	}
+	return own
+}
+
+// tagOf returns the short tag of scalar n as the decoder reads it: a
+// timestamp (2024-01-01) or a lone << is the text as written, and a plain
+// number too large for a float64 (1e400), which yaml.v3 leaves a string, is
+// a number.
+func tagOf(n *yaml.Node) string {
+	switch t := n.ShortTag(); t {
+	case "!!timestamp", "!!merge":
+		return "!!str"
+	case "!!str":
+		if v := n.Value; n.Style == 0 && v != "" && strings.IndexByte("+-.0123456789", v[0]) >= 0 && yamlFloat.MatchString(unscore(v)) {
+			return "!!float"
+		}
+		return t
+	default:
+		return t
+	}
+}
+
+// yamlFloat is yaml.v3's pattern for a decimal float.
+var yamlFloat = regexp.MustCompile(`^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$`)
+
+func isNumber(n *yaml.Node) bool {
+	t := tagOf(n)
+	return n.Kind == yaml.ScalarNode && (t == "!!int" || t == "!!float")
+}
 
 // describe names a value for an error message: `string "abc"`, `number 5`.
-func (n *node) describe() string {
-	switch n.kind {
-	case nullNode:
-		return "null"
-	case boolNode:
-		return "boolean " + n.text
-	case numberNode:
-		return "number " + clip(n.text)
-	case stringNode:
-		return "string " + strconv.Quote(clip(n.text))
-	case listNode:
+func describe(n *yaml.Node) string {
+	switch {
+	case n.Kind == yaml.SequenceNode:
 		return "a list"
+	case n.Kind == yaml.MappingNode:
+		return "a map"
+	case isNumber(n):
+		return "number " + clip(n.Value)
 	}
-	return "a map"
+	switch tagOf(n) {
+	case "!!null":
+		return "null"
+	case "!!bool":
+		return "boolean " + n.Value
+	}
+	return "string " + strconv.Quote(clip(n.Value))
 }
 
 func clip(s string) string {
@@ -321,331 +429,36 @@ func at(line int) string {
 	return " at line " + strconv.Itoa(line)
 }
 
-// budget bounds the nodes a parse may create.
-type budget struct{ nodes int }
-
-func (b *budget) add(line int) error {
-	b.nodes++
-	if b.nodes > maxNodes {
-		return fmt.Errorf("rules: document has more than %d values%s (alias expansion?)", maxNodes, at(line))
-	}
-	return nil
-}
-
-// parseJSON reads one JSON value with the token stream, which keeps keys in
-// order and lets duplicates be found.
-func parseJSON(data []byte) (*node, error) {
-	p := jsonParser{data: data, dec: json.NewDecoder(bytes.NewReader(data))}
-	p.dec.UseNumber()
-	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, errors.New("rules: empty document; write {} for a document with no rules")
-	}
-	root, err := p.value(0)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := p.dec.Token(); err != io.EOF {
-		return nil, fmt.Errorf("rules: json: unexpected data after the document%s", at(p.line(p.dec.InputOffset())))
-	}
-	return root, nil
-}
-
-type jsonParser struct {
-	data []byte
-	dec  *json.Decoder
-	nl   []int // offsets of newlines, computed on first use
-	b    budget
-}
-
-func (p *jsonParser) line(off int64) int {
-	if p.nl == nil {
-		p.nl = []int{}
-		for i, c := range p.data {
-			if c == '\n' {
-				p.nl = append(p.nl, i)
-			}
-		}
-	}
-	return sort.SearchInts(p.nl, int(off)) + 1
-}
-
-func (p *jsonParser) token() (json.Token, int, error) {
-	// The offset before the token may point at the whitespace before it;
-	// skip that so the line is the token's own.
-	off := p.dec.InputOffset()
-	for off < int64(len(p.data)) && strings.IndexByte(" \t\r\n,:", p.data[off]) >= 0 {
-		off++
-	}
-	tok, err := p.dec.Token()
-	if err != nil {
-		var se *json.SyntaxError
-		if errors.As(err, &se) {
-			return nil, 0, fmt.Errorf("rules: json: %v%s", se, at(p.line(se.Offset-1)))
-		}
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			return nil, 0, errors.New("rules: json: unexpected end of document")
-		}
-		return nil, 0, fmt.Errorf("rules: json: %w", err)
-	}
-	return tok, p.line(off), nil
-}
-
-func (p *jsonParser) value(depth int) (*node, error) {
-	tok, line, err := p.token()
-	if err != nil {
-		return nil, err
-	}
-	return p.build(tok, line, depth)
-}
-
-func (p *jsonParser) build(tok json.Token, line, depth int) (*node, error) {
-	if err := p.b.add(line); err != nil {
-		return nil, err
-	}
-	switch t := tok.(type) {
-	case nil:
-		return &node{kind: nullNode, line: line}, nil
-	case bool:
-		return &node{kind: boolNode, text: strconv.FormatBool(t), line: line}, nil
-	case json.Number:
-		return &node{kind: numberNode, text: string(t), line: line}, nil
-	case string:
-		return &node{kind: stringNode, text: t, line: line}, nil
-	case json.Delim:
-		if depth >= maxDepth {
-			return nil, fmt.Errorf("rules: json: nesting deeper than %d%s", maxDepth, at(line))
-		}
-		n := &node{kind: listNode, line: line}
-		if t == '{' {
-			n.kind = mapNode
-		}
-		seen := map[string]int{}
-		for p.dec.More() {
-			if n.kind == mapNode {
-				ktok, kline, err := p.token()
-				if err != nil {
-					return nil, err
-				}
-				k, _ := ktok.(string) // the decoder only yields string keys
-				if first, dup := seen[k]; dup {
-					return nil, fmt.Errorf("rules: json: key %q%s is given twice (first at line %d)", clip(k), at(kline), first)
-				}
-				seen[k] = kline
-				n.keys = append(n.keys, &node{kind: stringNode, text: k, line: kline})
-			}
-			v, err := p.value(depth + 1)
-			if err != nil {
-				return nil, err
-			}
-			n.items = append(n.items, v)
-		}
-		if _, _, err := p.token(); err != nil { // the closing delimiter
-			return nil, err
-		}
-		return n, nil
-	}
-	return nil, fmt.Errorf("rules: json: unexpected token %v%s", tok, at(line))
-}
-
-// parseYAML reads one YAML document into nodes, resolving aliases and merge
-// keys.
-func parseYAML(data []byte) (*node, error) {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var doc yaml.Node
-	if err := dec.Decode(&doc); err != nil {
-		if err == io.EOF {
-			return nil, errors.New("rules: empty document; write {} for a document with no rules")
-		}
-		return nil, fmt.Errorf("rules: %w", err)
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); err != io.EOF {
-		if err != nil {
-			return nil, fmt.Errorf("rules: %w", err)
-		}
-		return nil, fmt.Errorf("rules: yaml: want one document, found another%s", at(extra.Line))
-	}
-	var b budget
-	return fromYAML(&doc, &b, 0)
-}
-
-func fromYAML(y *yaml.Node, b *budget, depth int) (*node, error) {
-	if depth > maxDepth {
-		return nil, fmt.Errorf("rules: yaml: nesting deeper than %d%s", maxDepth, at(y.Line))
-	}
-	if err := b.add(y.Line); err != nil {
-		return nil, err
-	}
-	n := &node{line: y.Line}
-	switch y.Kind {
-	case yaml.DocumentNode:
-		if len(y.Content) == 0 {
-			return n, nil
-		}
-		return fromYAML(y.Content[0], b, depth)
-	case yaml.AliasNode:
-		if y.Alias == nil {
-			return nil, fmt.Errorf("rules: yaml: unknown alias%s", at(y.Line))
-		}
-		return fromYAML(y.Alias, b, depth+1)
-	case yaml.ScalarNode:
-		return n, scalarFromYAML(y, n)
-	case yaml.SequenceNode:
-		n.kind = listNode
-		for _, c := range y.Content {
-			v, err := fromYAML(c, b, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			n.items = append(n.items, v)
-		}
-		return n, nil
-	case yaml.MappingNode:
-		n.kind = mapNode
-		return n, mapFromYAML(y, n, b, depth)
-	}
-	return nil, fmt.Errorf("rules: yaml: unexpected node%s", at(y.Line))
-}
-
-func scalarFromYAML(y *yaml.Node, n *node) error {
-	switch tag := y.ShortTag(); tag {
-	case "!!null":
-		n.kind = nullNode
-	case "!!bool":
-		var v bool
-		if err := y.Decode(&v); err != nil {
-			return fmt.Errorf("rules: %w", err)
-		}
-		n.kind, n.text = boolNode, strconv.FormatBool(v)
-	case "!!int":
-		n.kind = numberNode
-		var i int64
-		var u uint64
-		if y.Decode(&i) == nil {
-			n.text = strconv.FormatInt(i, 10)
-		} else if y.Decode(&u) == nil {
-			n.text = strconv.FormatUint(u, 10)
-		} else {
-			return fmt.Errorf("rules: yaml: integer %s%s is out of range", clip(y.Value), at(y.Line))
-		}
-	case "!!float":
-		var f float64
-		if err := y.Decode(&f); err != nil {
-			return fmt.Errorf("rules: %w", err)
-		}
-		n.kind, n.text = numberNode, strconv.FormatFloat(f, 'g', -1, 64)
-	case "!!str", "!!timestamp":
-		n.kind, n.text = stringNode, y.Value
-	default:
-		return fmt.Errorf("rules: yaml: unsupported tag %s%s", clip(tag), at(y.Line))
-	}
-	return nil
-}
-
-func mapFromYAML(y *yaml.Node, n *node, b *budget, depth int) error {
-	seen := map[string]int{}
-	var merges []*yaml.Node
-	for i := 0; i+1 < len(y.Content); i += 2 {
-		ky, vy := y.Content[i], y.Content[i+1]
-		if ky.Kind == yaml.ScalarNode && ky.ShortTag() == "!!merge" {
-			merges = append(merges, vy)
-			continue
-		}
-		k, err := fromYAML(ky, b, depth+1)
-		if err != nil {
-			return err
-		}
-		if !k.scalar() || k.kind == nullNode {
-			return fmt.Errorf("rules: yaml: a map key must be a string or number%s", at(ky.Line))
-		}
-		if ky.Kind == yaml.ScalarNode {
-			k.text = ky.Value // keys keep their text as written: 007 stays "007"
-		}
-		if first, dup := seen[k.text]; dup {
-			return fmt.Errorf("rules: yaml: key %q%s is given twice (first at line %d)", clip(k.text), at(ky.Line), first)
-		}
-		seen[k.text] = ky.Line
-		v, err := fromYAML(vy, b, depth+1)
-		if err != nil {
-			return err
-		}
-		n.keys = append(n.keys, k)
-		n.items = append(n.items, v)
-	}
-	// Merge keys (<<: *defaults) add the keys the map does not set itself;
-	// in a list of maps, earlier maps win.
-	for _, m := range merges {
-		src, err := fromYAML(m, b, depth+1)
-		if err != nil {
-			return err
-		}
-		var maps []*node
-		switch src.kind {
-		case mapNode:
-			maps = []*node{src}
-		case listNode:
-			maps = src.items
-		}
-		if len(maps) == 0 && src.kind != listNode {
-			return fmt.Errorf("rules: yaml: a merge key (<<) needs a map or a list of maps%s", at(m.Line))
-		}
-		for _, mm := range maps {
-			if mm.kind != mapNode {
-				return fmt.Errorf("rules: yaml: a merge key (<<) needs a map or a list of maps%s", at(mm.line))
-			}
-			for j, k := range mm.keys {
-				if _, ok := seen[k.text]; ok {
-					continue
-				}
-				seen[k.text] = k.line
-				n.keys = append(n.keys, k)
-				n.items = append(n.items, mm.items[j])
-			}
-		}
-	}
-	return nil
-}
-
 // decodeSet fills s from the document root.
-func decodeSet(root *node, s *Set) error {
-	switch root.kind {
-	case mapNode:
-	case nullNode:
-		return errors.New("rules: empty document; write {} for a document with no rules")
-	default:
-		return fmt.Errorf("rules: want a map of rule kinds (flow, isolation, ...) at the top of the document, got %s%s", root.describe(), at(root.line))
+func decodeSet(root *yaml.Node, s *Set) error {
+	if root.Kind != yaml.MappingNode {
+		return fmt.Errorf("rules: want a map of rule kinds (flow, isolation, ...) at the top of the document, got %s%s", describe(root), at(root.Line))
 	}
 	sv := reflect.ValueOf(s).Elem()
-	for i, k := range root.keys {
+	for _, p := range pairs(root) {
+		k, list := p[0], p[1]
 		kd := -1
+		names := make([]string, len(kinds))
 		for j := range kinds {
-			if kinds[j].key == k.text {
+			if names[j] = kinds[j].key; names[j] == k.Value {
 				kd = j
 			}
 		}
-		if kd < 0 {
-			names := make([]string, len(kinds))
-			for j := range kinds {
-				names[j] = kinds[j].key
-			}
+		switch {
+		case kd < 0:
 			return fmt.Errorf("rules: unknown rule kind %q%s%s; the kinds are %s",
-				clip(k.text), at(k.line), suggest(k.text, names), strings.Join(names, ", "))
-		}
-		list := root.items[i]
-		switch list.kind {
-		case nullNode:
+				clip(k.Value), at(k.Line), suggest(k.Value, names), strings.Join(names, ", "))
+		case list.Kind == yaml.ScalarNode && tagOf(list) == "!!null":
 			continue
-		case listNode:
-		default:
-			return fmt.Errorf("rules: %s: want a list of rules, got %s%s", k.text, list.describe(), at(list.line))
-		}
-		if len(list.items) == 0 {
+		case list.Kind != yaml.SequenceNode:
+			return fmt.Errorf("rules: %s: want a list of rules, got %s%s", k.Value, describe(list), at(list.Line))
+		case len(list.Content) == 0:
 			continue
 		}
 		fv := sv.Field(kinds[kd].field)
-		out := reflect.MakeSlice(fv.Type(), len(list.items), len(list.items))
-		for j, item := range list.items {
-			if err := decodeRule(kinds[kd].name, j, item, out.Index(j)); err != nil {
+		out := reflect.MakeSlice(fv.Type(), len(list.Content), len(list.Content))
+		for j, item := range list.Content {
+			if err := decodeRule(kinds[kd].name, j, deref(item), out.Index(j)); err != nil {
 				return err
 			}
 		}
@@ -656,36 +469,38 @@ func decodeSet(root *node, s *Set) error {
 
 // decodeRule decodes one rule, turning a decoding problem into an *Error
 // that names the rule and its field.
-func decodeRule(kind string, index int, n *node, v reflect.Value) error {
-	if n.kind != mapNode {
-		return &Error{Kind: kind, Index: index, Reason: fmt.Sprintf("want a map of fields, got %s%s", n.describe(), at(n.line))}
+func decodeRule(kind string, index int, n *yaml.Node, v reflect.Value) error {
+	if n.Kind != yaml.MappingNode {
+		return &Error{Kind: kind, Index: index, Reason: fmt.Sprintf("want a map of fields, got %s%s", describe(n), at(n.Line))}
 	}
 	de := decodeValue(n, v)
 	if de == nil {
 		return nil
 	}
-	e := &Error{Kind: kind, Index: index, Reason: de.reason()}
+	e := &Error{Kind: kind, Index: index, Field: de.unknown, Reason: de.reason()}
 	if len(de.path) > 0 {
 		e.Field = de.path[0]
 		e.Reason = strings.Join(append(de.path[1:len(de.path):len(de.path)], de.reason()), ": ")
 	}
 	// Name the resource when the rule gives one plainly, as validation
 	// errors do.
-	for i, k := range n.keys {
-		if k.text == "resource" && n.items[i].kind == stringNode {
-			e.Resource = n.items[i].text
+	for _, p := range pairs(n) {
+		if p[0].Value == "resource" && p[1].Kind == yaml.ScalarNode && tagOf(p[1]) == "!!str" {
+			e.Resource = p[1].Value
 		}
 	}
 	return e
 }
 
 // decodeErr is a decoding problem at path (Go name of the rule's field,
-// then keys and indexes inside it).
+// then keys and indexes inside it), or of an unknown field, named as
+// written.
 type decodeErr struct {
-	path []string
-	msg  string
-	line int
-	hint string
+	path    []string
+	msg     string
+	line    int
+	hint    string
+	unknown string
 }
 
 func (e *decodeErr) reason() string { return e.msg + at(e.line) + e.hint }
@@ -695,97 +510,103 @@ func (e *decodeErr) in(elem string) *decodeErr {
 	return e
 }
 
-func mismatch(want string, n *node) *decodeErr {
-	msg := "want " + want + ", got " + n.describe()
-	if want == "a string" && n.scalar() && n.kind != nullNode {
+func mismatch(want string, n *yaml.Node) *decodeErr {
+	msg := "want " + want + ", got " + describe(n)
+	if want == "a string" && n.Kind == yaml.ScalarNode && tagOf(n) != "!!null" {
 		msg += " (quote it)"
 	}
-	return &decodeErr{msg: msg, line: n.line}
+	return &decodeErr{msg: msg, line: n.Line}
 }
 
-var (
-	durationType        = reflect.TypeOf(time.Duration(0))
-	textUnmarshalerType = reflect.TypeOf((*encoding.TextUnmarshaler)(nil)).Elem()
-	textMarshalerType   = reflect.TypeOf((*encoding.TextMarshaler)(nil)).Elem()
-)
+var durationType = reflect.TypeFor[time.Duration]()
 
-// decodeValue stores n into v, which must be settable.
-func decodeValue(n *node, v reflect.Value) *decodeErr {
-	if n.kind == nullNode {
+// decodeValue stores n into v, which must be addressable. A type's own
+// UnmarshalText reads its text (enums do); time.Duration, which cannot
+// carry methods, is read by decodeDuration.
+func decodeValue(n *yaml.Node, v reflect.Value) *decodeErr {
+	n = deref(n)
+	if n.Kind == yaml.ScalarNode && tagOf(n) == "!!null" {
 		v.SetZero()
 		return nil
 	}
-	t := v.Type()
-	if t == durationType {
+	if v.Type() == durationType {
 		return decodeDuration(n, v)
 	}
-	if t.Kind() != reflect.Pointer && reflect.PointerTo(t).Implements(textUnmarshalerType) {
-		if !n.scalar() {
+	if u, ok := v.Addr().Interface().(encoding.TextUnmarshaler); ok {
+		if n.Kind != yaml.ScalarNode {
 			return mismatch("a string", n)
 		}
-		if err := v.Addr().Interface().(encoding.TextUnmarshaler).UnmarshalText([]byte(n.text)); err != nil {
-			return &decodeErr{msg: strings.TrimPrefix(err.Error(), "rules: "), line: n.line}
+		if err := u.UnmarshalText([]byte(n.Value)); err != nil {
+			return &decodeErr{msg: strings.TrimPrefix(err.Error(), "rules: "), line: n.Line}
 		}
 		return nil
 	}
-	switch t.Kind() {
+	switch v.Kind() {
 	case reflect.Pointer:
-		p := reflect.New(t.Elem())
+		p := reflect.New(v.Type().Elem())
 		if err := decodeValue(n, p.Elem()); err != nil {
 			return err
 		}
 		v.Set(p)
 	case reflect.String:
-		if n.kind != stringNode {
+		if n.Kind != yaml.ScalarNode || tagOf(n) != "!!str" {
 			return mismatch("a string", n)
 		}
-		v.SetString(n.text)
+		v.SetString(n.Value)
 	case reflect.Bool:
-		if n.kind != boolNode {
+		b, err := strconv.ParseBool(n.Value)
+		if tagOf(n) != "!!bool" || err != nil {
 			return mismatch("true or false", n)
 		}
-		v.SetBool(n.text == "true")
+		v.SetBool(b)
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		if n.kind != numberNode {
+		if !isNumber(n) {
 			return mismatch("an integer", n)
 		}
-		i, ok := parseInt(n.text, t.Bits())
-		if !ok {
-			return &decodeErr{msg: fmt.Sprintf("want a whole number that fits in %d bits, got %s", t.Bits(), clip(n.text)), line: n.line}
+		i, err := strconv.ParseInt(unscore(n.Value), 0, v.Type().Bits())
+		if err != nil { // a whole float (4.0, 1e3) will do
+			f, ferr := parseFloat(n.Value)
+			if i = int64(f); ferr != nil || f != math.Trunc(f) || math.Abs(f) >= 1<<53 || v.OverflowInt(i) {
+				return &decodeErr{msg: fmt.Sprintf("want a whole number that fits in %d bits, got %s", v.Type().Bits(), clip(n.Value)), line: n.Line}
+			}
 		}
 		v.SetInt(i)
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
-		if n.kind != numberNode {
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if !isNumber(n) {
 			return mismatch("a non-negative integer", n)
 		}
-		u, err := strconv.ParseUint(n.text, 10, t.Bits())
+		u, err := strconv.ParseUint(unscore(n.Value), 0, v.Type().Bits())
 		if err != nil {
-			f, ferr := strconv.ParseFloat(n.text, 64)
-			if ferr != nil || f < 0 || f != float64(uint64(f)) || f >= 1<<53 || (t.Bits() < 64 && f >= float64(uint64(1)<<t.Bits())) {
-				return &decodeErr{msg: fmt.Sprintf("want a non-negative whole number that fits in %d bits, got %s", t.Bits(), clip(n.text)), line: n.line}
+			f, ferr := parseFloat(n.Value)
+			if u = uint64(f); ferr != nil || f < 0 || f != math.Trunc(f) || f >= 1<<53 || v.OverflowUint(u) {
+				return &decodeErr{msg: fmt.Sprintf("want a non-negative whole number that fits in %d bits, got %s", v.Type().Bits(), clip(n.Value)), line: n.Line}
 			}
-			u = uint64(f)
 		}
 		v.SetUint(u)
 	case reflect.Float32, reflect.Float64:
-		if n.kind != numberNode {
+		if !isNumber(n) {
 			return mismatch("a number", n)
 		}
-		f, err := strconv.ParseFloat(n.text, t.Bits())
-		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-			return &decodeErr{msg: "want a finite number, got " + clip(n.text), line: n.line}
+		f, err := parseFloat(n.Value)
+		if errors.Is(err, strconv.ErrRange) {
+			return &decodeErr{msg: fmt.Sprintf("number %s is out of range for a 64-bit float", clip(n.Value)), line: n.Line}
+		} else if err != nil {
+			return &decodeErr{msg: "want a finite number, got " + clip(n.Value), line: n.Line}
+		}
+		if math.IsNaN(f) || math.IsInf(f, 0) || v.OverflowFloat(f) {
+			return &decodeErr{msg: "want a finite number, got " + strconv.FormatFloat(f, 'g', -1, 64), line: n.Line}
 		}
 		v.SetFloat(f)
 	case reflect.Slice:
-		if n.kind != listNode {
+		if n.Kind != yaml.SequenceNode {
 			return mismatch("a list", n)
 		}
-		if len(n.items) == 0 {
+		if len(n.Content) == 0 {
 			v.SetZero()
 			return nil
 		}
-		out := reflect.MakeSlice(t, len(n.items), len(n.items))
-		for i, item := range n.items {
+		out := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
+		for i, item := range n.Content {
 			if err := decodeValue(item, out.Index(i)); err != nil {
 				return err.in("[" + strconv.Itoa(i) + "]")
 			}
@@ -795,85 +616,84 @@ func decodeValue(n *node, v reflect.Value) *decodeErr {
 		return decodeMap(n, v)
 	case reflect.Struct:
 		return decodeStruct(n, v)
-	case reflect.Interface:
-		if t.NumMethod() != 0 {
-			return &decodeErr{msg: "cannot decode into Go type " + t.String(), line: n.line}
-		}
-		v.Set(reflect.ValueOf(natural(n)))
 	default:
-		return &decodeErr{msg: "cannot decode into Go type " + t.String(), line: n.line}
+		return &decodeErr{msg: "cannot decode into Go type " + v.Type().String(), line: n.Line}
 	}
 	return nil
 }
 
-// parseInt parses a number literal as a whole number of the given size,
-// accepting float notation (1e3, 5.0) when the value is exactly whole.
-func parseInt(s string, bits int) (int64, bool) {
-	if i, err := strconv.ParseInt(s, 10, bits); err == nil {
-		return i, true
+// unscore drops the underscores YAML allows in numbers (1_000).
+func unscore(s string) string { return strings.ReplaceAll(s, "_", "") }
+
+// parseFloat reads a number as YAML writes it: 1.5, 1e3, 0x10, .inf, .nan.
+func parseFloat(s string) (float64, error) {
+	switch strings.ToLower(strings.TrimPrefix(s, "+")) {
+	case ".inf":
+		return math.Inf(1), nil
+	case "-.inf":
+		return math.Inf(-1), nil
+	case ".nan":
+		return math.NaN(), nil
 	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || f != float64(int64(f)) || f >= 1<<53 || f <= -(1<<53) {
-		return 0, false
+	if i, err := strconv.ParseInt(unscore(s), 0, 64); err == nil {
+		return float64(i), nil
 	}
-	i := int64(f)
-	if bits < 64 && (i >= 1<<(bits-1) || i < -(1<<(bits-1))) {
-		return 0, false
-	}
-	return i, true
+	return strconv.ParseFloat(unscore(s), 64)
 }
 
-func decodeDuration(n *node, v reflect.Value) *decodeErr {
-	switch n.kind {
-	case stringNode:
-		d, err := time.ParseDuration(strings.TrimSpace(n.text))
-		if err != nil {
-			return &decodeErr{msg: fmt.Sprintf("want a duration such as \"500ms\" or \"1m30s\", got %q", clip(n.text)), line: n.line}
-		}
-		v.SetInt(int64(d))
-		return nil
-	case numberNode:
-		if f, err := strconv.ParseFloat(n.text, 64); err == nil && f == 0 {
+func decodeDuration(n *yaml.Node, v reflect.Value) *decodeErr {
+	switch {
+	case isNumber(n):
+		if f, err := parseFloat(n.Value); err == nil && f == 0 {
 			v.SetInt(0)
 			return nil
 		}
 		return &decodeErr{
-			msg:  fmt.Sprintf("want a duration string such as \"500ms\", got the number %s", clip(n.text)),
-			line: n.line,
-			hint: fmt.Sprintf(" (a bare number has no unit; write \"%sms\" for milliseconds)", clip(n.text)),
+			msg:  fmt.Sprintf("want a duration string such as \"500ms\", got the number %s", clip(n.Value)),
+			line: n.Line,
+			hint: fmt.Sprintf(" (a bare number has no unit; write \"%sms\" for milliseconds)", clip(n.Value)),
 		}
+	case n.Kind != yaml.ScalarNode || tagOf(n) != "!!str":
+		return mismatch("a duration string such as \"500ms\"", n)
 	}
-	return mismatch("a duration string such as \"500ms\"", n)
+	d, err := time.ParseDuration(strings.TrimSpace(n.Value))
+	if err != nil {
+		return &decodeErr{msg: fmt.Sprintf("want a duration such as \"500ms\" or \"1m30s\", got %q", clip(n.Value)), line: n.Line}
+	}
+	v.SetInt(int64(d))
+	return nil
 }
 
-func decodeMap(n *node, v reflect.Value) *decodeErr {
-	if n.kind != mapNode {
+func decodeMap(n *yaml.Node, v reflect.Value) *decodeErr {
+	if n.Kind != yaml.MappingNode {
 		return mismatch("a map", n)
 	}
-	if len(n.keys) == 0 {
+	ps := pairs(n)
+	if len(ps) == 0 {
 		v.SetZero()
 		return nil
 	}
 	t := v.Type()
-	out := reflect.MakeMapWithSize(t, len(n.keys))
-	for i, k := range n.keys {
+	out := reflect.MakeMapWithSize(t, len(ps))
+	for _, p := range ps {
+		k := p[0]
 		kv := reflect.New(t.Key()).Elem()
-		kn := k
-		if t.Key().Kind() == reflect.String && !reflect.PointerTo(t.Key()).Implements(textUnmarshalerType) {
-			kn = &node{kind: stringNode, text: k.text, line: k.line} // YAML keys 123: are names here
-		} else if k.kind == stringNode && isNumberKind(t.Key().Kind()) {
-			kn = &node{kind: numberNode, text: k.text, line: k.line} // JSON keys are strings
-		}
-		if err := decodeValue(kn, kv); err != nil {
-			err.msg = "key " + strconv.Quote(clip(k.text)) + ": " + err.msg
-			return err
+		if t.Key().Kind() == reflect.String {
+			kv.SetString(k.Value) // as written: 007 stays "007"
+		} else {
+			kn := *k
+			kn.Tag, kn.Style = "!!float", 0 // JSON writes every key as a string
+			if err := decodeValue(&kn, kv); err != nil {
+				err.msg = "key " + strconv.Quote(clip(k.Value)) + ": " + err.msg
+				return err
+			}
 		}
 		if out.MapIndex(kv).IsValid() {
-			return &decodeErr{msg: fmt.Sprintf("key %q is the same as an earlier key", clip(k.text)), line: k.line}
+			return &decodeErr{msg: fmt.Sprintf("key %q is the same as an earlier key", clip(k.Value)), line: k.Line}
 		}
 		ev := reflect.New(t.Elem()).Elem()
-		if err := decodeValue(n.items[i], ev); err != nil {
-			return err.in(strconv.Quote(clip(k.text)))
+		if err := decodeValue(p[1], ev); err != nil {
+			return err.in(strconv.Quote(clip(k.Value)))
 		}
 		out.SetMapIndex(kv, ev)
 	}
@@ -881,133 +701,67 @@ func decodeMap(n *node, v reflect.Value) *decodeErr {
 	return nil
 }
 
-func isNumberKind(k reflect.Kind) bool {
-	return k >= reflect.Int && k <= reflect.Float64
-}
-
-func decodeStruct(n *node, v reflect.Value) *decodeErr {
-	if n.kind != mapNode {
+func decodeStruct(n *yaml.Node, v reflect.Value) *decodeErr {
+	if n.Kind != yaml.MappingNode {
 		return mismatch("a map of fields", n)
 	}
 	fs := fieldsOf(v.Type())
-	for i, k := range n.keys {
-		f, ok := fs.byName[k.text]
+	for _, p := range pairs(n) {
+		k := p[0]
+		f, ok := fs.byName[k.Value]
 		if !ok {
-			return &decodeErr{
-				msg:  fmt.Sprintf("unknown field %q", clip(k.text)),
-				line: k.line,
-				hint: suggest(k.text, fs.names),
-			}
+			return &decodeErr{msg: unknownField(k.Value), line: k.Line, hint: suggest(k.Value, fs.names), unknown: k.Value}
 		}
-		fv := v.FieldByIndex(f.index)
-		if err := decodeValue(n.items[i], fv); err != nil {
+		if err := decodeValue(p[1], v.Field(f.index)); err != nil {
 			return err.in(f.goName)
 		}
 	}
 	return nil
 }
 
-// natural converts n to plain Go values for an interface{} field: string,
-// bool, int64 or float64, []any, map[string]any, nil.
-func natural(n *node) any {
-	switch n.kind {
-	case boolNode:
-		return n.text == "true"
-	case numberNode:
-		if i, err := strconv.ParseInt(n.text, 10, 64); err == nil {
-			return i
-		}
-		f, _ := strconv.ParseFloat(n.text, 64)
-		return f
-	case stringNode:
-		return n.text
-	case listNode:
-		out := make([]any, len(n.items))
-		for i, it := range n.items {
-			out[i] = natural(it)
-		}
-		return out
-	case mapNode:
-		out := make(map[string]any, len(n.keys))
-		for i, k := range n.keys {
-			out[k.text] = natural(n.items[i])
-		}
-		return out
-	}
-	return nil
-}
-
-// field is a struct field as a document sees it.
-type field struct {
-	name      string // the json tag's name
-	goName    string
-	index     []int
-	omitEmpty bool
-}
-
-type fieldSet struct {
-	list   []field
+// fields are the fields of a struct type as a document names them: by their
+// yaml tags (which the encoder reads too), untagged exported fields by their
+// Go name in lower case as yaml.v3 does, "-" left out.
+type fields struct {
 	byName map[string]field
-	names  []string
+	names  []string // in declaration order
 }
 
-var fieldCache sync.Map // reflect.Type -> *fieldSet
+type field struct {
+	index  int
+	goName string
+}
 
-// fieldsOf returns the fields of struct type t named by their json tags:
-// untagged exported fields by their Go name, "-" left out, untagged
-// embedded structs flattened (as encoding/json does).
-func fieldsOf(t reflect.Type) *fieldSet {
+var fieldCache sync.Map // reflect.Type -> *fields
+
+func fieldsOf(t reflect.Type) *fields {
 	if fs, ok := fieldCache.Load(t); ok {
-		return fs.(*fieldSet)
+		return fs.(*fields)
 	}
-	fs := &fieldSet{byName: map[string]field{}}
-	var walk func(t reflect.Type, index []int)
-	walk = func(t reflect.Type, index []int) {
-		for i := 0; i < t.NumField(); i++ {
-			sf := t.Field(i)
-			tag, hasTag := sf.Tag.Lookup("json")
-			name, opts, _ := strings.Cut(tag, ",")
-			if tag == "-" {
-				continue
-			}
-			idx := append(append([]int(nil), index...), i)
-			if sf.Anonymous && name == "" {
-				ft := sf.Type
-				if ft.Kind() == reflect.Struct {
-					walk(ft, idx)
-					continue
-				}
-			}
-			if !sf.IsExported() {
-				continue
-			}
-			if !hasTag || name == "" {
-				name = sf.Name
-			}
-			if _, dup := fs.byName[name]; dup {
-				continue
-			}
-			f := field{name: name, goName: sf.Name, index: idx, omitEmpty: strings.Contains(","+opts+",", ",omitempty,")}
-			fs.list = append(fs.list, f)
-			fs.byName[name] = f
-			fs.names = append(fs.names, name)
+	fs := &fields{byName: map[string]field{}}
+	for i := 0; i < t.NumField(); i++ {
+		sf := t.Field(i)
+		name, _, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
+		if !sf.IsExported() || name == "-" {
+			continue
 		}
+		if name == "" {
+			name = strings.ToLower(sf.Name)
+		}
+		fs.byName[name] = field{i, sf.Name}
+		fs.names = append(fs.names, name)
 	}
-	walk(t, nil)
 	v, _ := fieldCache.LoadOrStore(t, fs)
-	return v.(*fieldSet)
+	return v.(*fields)
 }
 
 // suggest returns ` (did you mean "x"?)` when one of names is close to s,
 // or "".
 func suggest(s string, names []string) string {
-	norm := func(s string) string {
-		return strings.NewReplacer("_", "", "-", "", " ", "").Replace(strings.ToLower(s))
-	}
+	norm := strings.NewReplacer("_", "", "-", "", " ", "")
 	best, bestD := "", 3
 	for _, n := range names {
-		d := distance(norm(s), norm(n))
-		if d < bestD {
+		if d := distance(norm.Replace(strings.ToLower(s)), norm.Replace(strings.ToLower(n))); d < bestD {
 			best, bestD = n, d
 		}
 	}
@@ -1020,13 +774,9 @@ func suggest(s string, names []string) string {
 // distance is the Levenshtein distance of a and b, capped for long input.
 func distance(a, b string) int {
 	if len(a) > 64 || len(b) > 64 {
-		if a == b {
-			return 0
-		}
 		return 64
 	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
+	prev, cur := make([]int, len(b)+1), make([]int, len(b)+1)
 	for j := range prev {
 		prev[j] = j
 	}
@@ -1044,181 +794,107 @@ func distance(a, b string) int {
 	return prev[len(b)]
 }
 
-// encodeValue converts v to a node, the inverse of decodeValue.
-func encodeValue(v reflect.Value) (*node, error) {
-	t := v.Type()
-	if t == durationType {
-		return &node{kind: stringNode, text: time.Duration(v.Int()).String()}, nil
+// Encode writes s as a document in format f that Decode reads back to an
+// equal Set. Fields are written in the order of the rule types' fields, and
+// fields tagged omitempty are left out when zero; durations are written as
+// Go duration strings, enums by name, map keys sorted. It does not validate
+// s, but refuses values no document can hold (NaN, infinities, strings that
+// are not UTF-8). Encode is safe for concurrent use.
+func Encode(s Set, f Format) ([]byte, error) {
+	if f != JSON && f != YAML {
+		return nil, fmt.Errorf("rules: unknown format %v", f)
 	}
-	if t.Kind() != reflect.Pointer && t.Implements(textMarshalerType) {
-		b, err := v.Interface().(encoding.TextMarshaler).MarshalText()
-		if err != nil {
-			return nil, err
-		}
-		return &node{kind: stringNode, text: string(b)}, nil
+	doc, err := encodeNode(s)
+	if err != nil {
+		return nil, fmt.Errorf("rules: encode: %w", err)
 	}
-	switch t.Kind() {
-	case reflect.Pointer, reflect.Interface:
-		if v.IsNil() {
-			return &node{kind: nullNode}, nil
-		}
-		return encodeValue(v.Elem())
-	case reflect.String:
-		if !utf8.ValidString(v.String()) {
-			return nil, fmt.Errorf("string %q is not valid UTF-8", clip(v.String()))
-		}
-		return &node{kind: stringNode, text: v.String()}, nil
-	case reflect.Bool:
-		return &node{kind: boolNode, text: strconv.FormatBool(v.Bool())}, nil
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return &node{kind: numberNode, text: strconv.FormatInt(v.Int(), 10)}, nil
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
-		return &node{kind: numberNode, text: strconv.FormatUint(v.Uint(), 10)}, nil
-	case reflect.Float32, reflect.Float64:
-		f := v.Float()
-		if math.IsNaN(f) || math.IsInf(f, 0) {
-			return nil, fmt.Errorf("number %v cannot be written", f)
-		}
-		return &node{kind: numberNode, text: strconv.FormatFloat(f, 'g', -1, t.Bits())}, nil
-	case reflect.Slice, reflect.Array:
-		n := &node{kind: listNode}
-		for i := 0; i < v.Len(); i++ {
-			item, err := encodeValue(v.Index(i))
-			if err != nil {
-				return nil, err
-			}
-			n.items = append(n.items, item)
-		}
-		return n, nil
-	case reflect.Map:
-		n := &node{kind: mapNode}
-		type kv struct {
-			k string
-			v reflect.Value
-		}
-		var entries []kv
-		iter := v.MapRange()
-		for iter.Next() {
-			k, err := encodeValue(iter.Key())
-			if err != nil {
-				return nil, err
-			}
-			if !k.scalar() || k.kind == nullNode {
-				return nil, fmt.Errorf("map key of type %s cannot be written", t.Key())
-			}
-			entries = append(entries, kv{k.text, iter.Value()})
-		}
-		sort.Slice(entries, func(i, j int) bool { return entries[i].k < entries[j].k })
-		for _, e := range entries {
-			val, err := encodeValue(e.v)
-			if err != nil {
-				return nil, err
-			}
-			n.keys = append(n.keys, &node{kind: stringNode, text: e.k})
-			n.items = append(n.items, val)
-		}
-		return n, nil
-	case reflect.Struct:
-		n := &node{kind: mapNode}
-		for _, f := range fieldsOf(t).list {
-			fv := v.FieldByIndex(f.index)
-			if f.omitEmpty && isEmpty(fv) {
-				continue
-			}
-			val, err := encodeValue(fv)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", f.name, err)
-			}
-			n.keys = append(n.keys, &node{kind: stringNode, text: f.name})
-			n.items = append(n.items, val)
-		}
-		return n, nil
-	}
-	return nil, fmt.Errorf("cannot encode Go type %s", t)
-}
-
-func isEmpty(v reflect.Value) bool {
-	switch v.Kind() {
-	case reflect.Slice, reflect.Map, reflect.String, reflect.Array:
-		return v.Len() == 0
-	}
-	return v.IsZero()
-}
-
-// writeJSON writes n as indented JSON.
-func writeJSON(b *bytes.Buffer, n *node, indent string) {
-	switch n.kind {
-	case nullNode:
-		b.WriteString("null")
-	case boolNode, numberNode:
-		b.WriteString(n.text)
-	case stringNode:
-		q, _ := json.Marshal(n.text) // a Go string always marshals
-		b.Write(q)
-	case listNode, mapNode:
-		open, closing := byte('['), byte(']')
-		if n.kind == mapNode {
-			open, closing = '{', '}'
-		}
-		b.WriteByte(open)
-		if len(n.items) == 0 {
-			b.WriteByte(closing)
-			return
-		}
-		inner := indent + "  "
-		for i, item := range n.items {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			b.WriteByte('\n')
-			b.WriteString(inner)
-			if n.kind == mapNode {
-				q, _ := json.Marshal(n.keys[i].text)
-				b.Write(q)
-				b.WriteString(": ")
-			}
-			writeJSON(b, item, inner)
-		}
+	var b bytes.Buffer
+	if f == JSON {
+		writeJSON(&b, doc, "")
 		b.WriteByte('\n')
-		b.WriteString(indent)
-		b.WriteByte(closing)
+		return b.Bytes(), nil
 	}
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(doc); err != nil {
+		return nil, fmt.Errorf("rules: encode yaml: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return nil, fmt.Errorf("rules: encode yaml: %w", err)
+	}
+	return b.Bytes(), nil
 }
 
-// toYAML converts n to a yaml.Node; tags make strings that look like
-// numbers come out quoted.
-func toYAML(n *node) *yaml.Node {
-	switch n.kind {
-	case nullNode:
-		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: "null"}
-	case boolNode:
-		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: n.text}
-	case numberNode:
-		tag := "!!float"
-		if _, err := strconv.ParseInt(n.text, 10, 64); err == nil {
-			tag = "!!int"
-		} else if _, err := strconv.ParseUint(n.text, 10, 64); err == nil {
-			tag = "!!int"
-		}
-		return &yaml.Node{Kind: yaml.ScalarNode, Tag: tag, Value: n.text}
-	case stringNode:
-		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: n.text}
-	case listNode:
-		y := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
-		if len(n.items) == 0 {
-			y.Style = yaml.FlowStyle
-		}
-		for _, it := range n.items {
-			y.Content = append(y.Content, toYAML(it))
-		}
-		return y
+// encodeNode encodes v with yaml.v3 (yaml tags, time.Duration.String,
+// MarshalText) into the node of its value and checks that Decode can read
+// it back.
+func encodeNode(v any) (*yaml.Node, error) {
+	var doc yaml.Node
+	if err := doc.Encode(v); err != nil {
+		return nil, err
 	}
-	y := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
-	if len(n.items) == 0 {
-		y.Style = yaml.FlowStyle
+	return &doc, writable(&doc)
+}
+
+// writable refuses what yaml.v3 writes and Decode would not read back: a
+// string that is not UTF-8 (written as !!binary) and NaN or an infinity.
+// The error names the map keys on the way to the value.
+func writable(n *yaml.Node) error {
+	switch tag := n.ShortTag(); {
+	case n.Kind != yaml.ScalarNode:
+		for i, c := range n.Content {
+			if err := writable(c); err != nil {
+				if n.Kind == yaml.MappingNode && i%2 == 1 {
+					return fmt.Errorf("%s: %w", n.Content[i-1].Value, err)
+				}
+				return err
+			}
+		}
+	case tag == "!!binary":
+		b, _ := base64.StdEncoding.DecodeString(strings.Join(strings.Fields(n.Value), ""))
+		return fmt.Errorf("string %q is not valid UTF-8", clip(string(b)))
+	case tag == "!!float":
+		if f, _ := parseFloat(n.Value); math.IsNaN(f) || math.IsInf(f, 0) {
+			return fmt.Errorf("number %v cannot be written", f)
+		}
 	}
-	for i, it := range n.items {
-		y.Content = append(y.Content, toYAML(n.keys[i]), toYAML(it))
+	return nil
+}
+
+// writeJSON writes n, as encodeNode made it, as indented JSON.
+func writeJSON(b *bytes.Buffer, n *yaml.Node, indent string) {
+	if n.Kind == yaml.ScalarNode {
+		switch n.ShortTag() {
+		case "!!null":
+			b.WriteString("null")
+		case "!!bool", "!!int", "!!float":
+			b.WriteString(n.Value)
+		default:
+			q, _ := json.Marshal(n.Value) // a UTF-8 string always marshals
+			b.Write(q)
+		}
+		return
 	}
-	return y
+	open, closing, step := byte('['), byte(']'), 1
+	if n.Kind == yaml.MappingNode {
+		open, closing, step = '{', '}', 2
+	}
+	b.WriteByte(open)
+	inner := indent + "  "
+	for i := 0; i < len(n.Content); i += step {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("\n" + inner)
+		if step == 2 {
+			q, _ := json.Marshal(n.Content[i].Value)
+			b.Write(q)
+			b.WriteString(": ")
+		}
+		writeJSON(b, n.Content[i+step-1], inner)
+	}
+	if len(n.Content) > 0 {
+		b.WriteString("\n" + indent)
+	}
+	b.WriteByte(closing)
 }

@@ -1,7 +1,10 @@
 package rules
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -11,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
 )
 
 const sampleYAML = `# sample
@@ -108,7 +112,7 @@ func TestDecodeErrors(t *testing.T) {
 			give:   "flow:\n- {resource: a, threshold: 1}\n- {resource: b, threshold: 1}\n- resource: c\n  thresold: 5\n",
 			format: YAML,
 			want:   `rules: flow rule 2 (resource "c"): unknown field "thresold" at line 5 (did you mean "threshold"?)`,
-			wantRule: &Error{Kind: "flow", Index: 2, Resource: "c",
+			wantRule: &Error{Kind: "flow", Index: 2, Resource: "c", Field: "thresold",
 				Reason: `unknown field "thresold" at line 5 (did you mean "threshold"?)`},
 		},
 		{
@@ -116,6 +120,8 @@ func TestDecodeErrors(t *testing.T) {
 			give:   `{"isolation": [{"resource": "a", "threshold": 1, "colour": "red"}]}`,
 			format: JSON,
 			want:   `rules: isolation rule 0 (resource "a"): unknown field "colour" at line 1`,
+			wantRule: &Error{Kind: "isolation", Index: 0, Resource: "a", Field: "colour",
+				Reason: `unknown field "colour" at line 1`},
 		},
 		{
 			name:   "field names are case-sensitive",
@@ -267,6 +273,81 @@ func TestDecodeErrors(t *testing.T) {
 	}
 }
 
+// TestDecodeJSONStrings checks that a JSON string decodes as encoding/json
+// reads it, although the YAML parser reads the document: escapes JSON has
+// and YAML lacks (\/, surrogate pairs), and raw characters YAML refuses or
+// takes for line breaks.
+func TestDecodeJSONStrings(t *testing.T) {
+	for _, lit := range []string{
+		`"GET \/orders"`,               // PHP's json_encode writes \/
+		`"\ud83d\ude00 \u00e9 \u0000"`, // Python's json.dumps writes surrogate pairs
+		`"lone \ud800 and \udc00\u0041"`,
+		`"pair split \ud83d\u0041"`,
+		"\"raw \x7f \u0085 \u2028 \u2029 \ufeff \uffff\"",
+		"\"not utf-8: \xff\xfe\"",
+		`"\\u005c and \\\/ and \"quoted\""`,
+		`"` + strings.Repeat("long ", 500) + `"`,
+	} {
+		t.Run(lit[:min(len(lit), 20)], func(t *testing.T) {
+			var want string
+			require.NoError(t, json.Unmarshal([]byte(lit), &want))
+			doc := "{\n\t\"isolation\": [{\"resource\": " + lit + ",\r\n\t\"threshold\": 1}]}"
+			got, err := Decode([]byte(doc), JSON)
+			require.NoError(t, err)
+			require.Equal(t, want, got.Isolation[0].Resource)
+		})
+	}
+}
+
+// TestDecodeOutOfRangeNumbers: a number beyond float64's range (which the
+// YAML parser leaves a string) is still a number, refused as out of range.
+func TestDecodeOutOfRangeNumbers(t *testing.T) {
+	tests := []struct {
+		give   string
+		format Format
+		want   string
+	}{
+		{"flow:\n- {resource: a, threshold: 1e400}\n", YAML,
+			`rules: flow rule 0 (resource "a"): Threshold: number 1e400 is out of range for a 64-bit float at line 2`},
+		{`{"flow": [{"resource": "a", "threshold": -1.5E+400}]}`, JSON,
+			`rules: flow rule 0 (resource "a"): Threshold: number -1.5E+400 is out of range for a 64-bit float at line 1`},
+		{`{"isolation": [{"resource": "a", "threshold": 1e400}]}`, JSON,
+			`rules: isolation rule 0 (resource "a"): Threshold: want a whole number that fits in 64 bits, got 1e400 at line 1`},
+		{`{"isolation": [{"resource": 1e400, "threshold": 1}]}`, JSON,
+			`rules: isolation rule 0: Resource: want a string, got number 1e400 (quote it) at line 1`},
+		{"isolation:\n- {resource: 1e400, threshold: 1}\n", YAML,
+			`rules: isolation rule 0: Resource: want a string, got number 1e400 (quote it) at line 2`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.give, func(t *testing.T) {
+			_, err := Decode([]byte(tt.give), tt.format)
+			require.EqualError(t, err, tt.want)
+		})
+	}
+	// Quoted, it is a string like any other.
+	s, err := Decode([]byte("isolation:\n- {resource: \"1e400\", threshold: 1}\n"), YAML)
+	require.NoError(t, err)
+	require.Equal(t, "1e400", s.Isolation[0].Resource)
+}
+
+// TestDecodeJSONWhitespace: tabs are JSON whitespace anywhere between
+// tokens, though YAML refuses one that starts a line outside brackets.
+func TestDecodeJSONWhitespace(t *testing.T) {
+	for _, doc := range []string{
+		"\t{}",
+		"\t\n{}",
+		"{}\n\t",
+		"{\n\t\"flow\": [\n\t\t{\"resource\":\t\"a\",\t\"threshold\": 1}\n\t]\n}\n\t\n",
+		" \r\n{\"flow\":[]}\r\n",
+	} {
+		_, err := Decode([]byte(doc), JSON)
+		require.NoError(t, err, "%q", doc)
+	}
+	_, err := Decode([]byte("{\"flow\"\n: []}"), JSON)
+	require.EqualError(t, err, "rules: json: yaml: line 1: did not find expected ',' or '}' (JSON is read by the YAML parser, "+
+		"which needs each key on one line with its colon, and keys under 1024 characters)")
+}
+
 func TestDecodeBoundsHostileInput(t *testing.T) {
 	// A billion-laughs document: each level doubles the expansion.
 	var b strings.Builder
@@ -276,13 +357,106 @@ func TestDecodeBoundsHostileInput(t *testing.T) {
 	}
 	_, err := Decode([]byte(b.String()), YAML)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "more than 262144 values")
+	assert.Contains(t, err.Error(), "more than 1048576 values")
 
 	deep := strings.Repeat("[", 200) + strings.Repeat("]", 200)
 	_, err = Decode([]byte(`{"flow":`+deep+`}`), JSON)
 	require.EqualError(t, err, "rules: json: nesting deeper than 64 at line 1")
 	_, err = Decode([]byte(`flow: `+deep), YAML)
 	require.EqualError(t, err, "rules: yaml: nesting deeper than 64 at line 1")
+}
+
+// manyRules returns a document of n flow rules of two fields each, about 52
+// bytes and 5 values a rule in YAML, 56 bytes in JSON.
+func manyRules(n int, f Format) []byte {
+	var b strings.Builder
+	if f == YAML {
+		b.WriteString("flow:\n")
+		for i := range n {
+			fmt.Fprintf(&b, "  - resource: GET /api/v1/r%06d\n    threshold: 500\n", i)
+		}
+		return []byte(b.String())
+	}
+	b.WriteString("{\"flow\": [\n")
+	for i := range n {
+		if i > 0 {
+			b.WriteString(",\n")
+		}
+		fmt.Fprintf(&b, "  {\"resource\": \"GET /api/v1/r%06d\", \"threshold\": 500}", i)
+	}
+	return []byte(b.String() + "]}\n")
+}
+
+// TestDecodeRefusesLargeDocumentBeforeParsing: a document over the byte limit
+// is refused by its length, before it is parsed, with a message that names
+// the limit and the knob; a 100,000-rule file is such a document by default.
+func TestDecodeRefusesLargeDocumentBeforeParsing(t *testing.T) {
+	for _, f := range []Format{YAML, JSON} {
+		t.Run(f.String(), func(t *testing.T) {
+			doc := manyRules(100_000, f)
+			_, err := Decode(doc, f)
+			require.EqualError(t, err, fmt.Sprintf("rules: document is %d bytes, more than the limit of 4194304 bytes; "+
+				"raise DecodeLimits.MaxBytes (WithDecodeLimits for a FileSource) to read it", len(doc)))
+
+			// Not even parsed: a broken document over the limit gets the same
+			// answer, not a syntax error.
+			broken := append([]byte("{[: "), bytes.Repeat([]byte{' '}, 4<<20)...)
+			_, err = Decode(broken, f)
+			require.ErrorContains(t, err, "rules: document is 4194308 bytes, more than the limit of 4194304 bytes")
+		})
+	}
+}
+
+func TestDecodeLimits(t *testing.T) {
+	doc := manyRules(3, YAML) // 18 values on 7 lines
+	for _, tt := range []struct {
+		name   string
+		limits DecodeLimits
+		want   string // empty: decodes
+	}{
+		{"defaults", DecodeLimits{}, ""},
+		{"negative means default", DecodeLimits{MaxBytes: -1, MaxValues: -1}, ""},
+		{"exactly the bytes", DecodeLimits{MaxBytes: len(doc)}, ""},
+		{"a byte short", DecodeLimits{MaxBytes: len(doc) - 1}, fmt.Sprintf("rules: document is %d bytes, more than the limit of %d bytes; "+
+			"raise DecodeLimits.MaxBytes (WithDecodeLimits for a FileSource) to read it", len(doc), len(doc)-1)},
+		{"exactly the values", DecodeLimits{MaxValues: 18}, ""},
+		{"a value short", DecodeLimits{MaxValues: 17}, "rules: document has more than 17 values at line 7 (a YAML alias counts its values at every use); " +
+			"raise DecodeLimits.MaxValues (WithDecodeLimits for a FileSource) to read it"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := tt.limits.Decode(doc, YAML)
+			if tt.want != "" {
+				require.EqualError(t, err, tt.want)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, 3, s.Len())
+		})
+	}
+
+	t.Run("raised for 100,000 rules", func(t *testing.T) {
+		if testing.Short() || raceEnabled {
+			t.Skip("decodes 5 MB: a second, ten under the race detector")
+		}
+		s, err := DecodeLimits{MaxBytes: 8 << 20}.Decode(manyRules(100_000, YAML), YAML)
+		require.NoError(t, err)
+		require.Equal(t, 100_000, len(s.Flow))
+		require.Equal(t, Flow{Resource: "GET /api/v1/r099999", Threshold: 500}, s.Flow[99_999])
+	})
+
+	t.Run("file", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "rules.yaml")
+		require.NoError(t, os.WriteFile(path, doc, 0o600))
+		_, err := DecodeLimits{MaxBytes: 100}.DecodeFile(path)
+		require.EqualError(t, err, fmt.Sprintf("%s: rules: document is %d bytes, more than the limit of 100 bytes; "+
+			"raise DecodeLimits.MaxBytes (WithDecodeLimits for a FileSource) to read it", path, len(doc)))
+		var pe *PathError
+		require.ErrorAs(t, err, &pe)
+		require.Equal(t, path, pe.Path)
+		s, err := DecodeLimits{MaxBytes: len(doc)}.DecodeFile(path)
+		require.NoError(t, err)
+		require.Equal(t, 3, s.Len())
+	})
 }
 
 func itoa(i int) string { return string(rune('0'+i/10)) + string(rune('0'+i%10)) }
@@ -345,56 +519,51 @@ func TestEncode(t *testing.T) {
 // generic is a stand-in for rule types colleagues extend: it has every
 // shape of field the decoder must handle without knowing the type.
 type generic struct {
-	Name       string                     `json:"name"`
-	Limit      int32                      `json:"limit,omitempty"`
-	Count      uint16                     `json:"count,omitempty"`
-	Ratio      float32                    `json:"ratio,omitempty"`
-	On         bool                       `json:"on,omitempty"`
-	Window     time.Duration              `json:"window,omitempty"`
-	Metric     FlowMetric                 `json:"metric,omitempty"`
-	Exceptions map[string]int64           `json:"exceptions,omitempty"`
-	ByID       map[int64]float64          `json:"byId,omitempty"`
-	Windows    []time.Duration            `json:"windows,omitempty"`
-	Behaviors  map[string]ControlBehavior `json:"behaviors,omitempty"`
-	Nested     *genericNested             `json:"nested,omitempty"`
-	Any        any                        `json:"any,omitempty"`
-	Skipped    string                     `json:"-"`
-	genericEmbedded
+	Name       string                     `yaml:"name"`
+	Limit      int32                      `yaml:"limit,omitempty"`
+	Count      uint16                     `yaml:"count,omitempty"`
+	Ratio      float32                    `yaml:"ratio,omitempty"`
+	On         bool                       `yaml:"on,omitempty"`
+	Window     time.Duration              `yaml:"window,omitempty"`
+	Metric     FlowMetric                 `yaml:"metric,omitempty"`
+	Exceptions map[string]int64           `yaml:"exceptions,omitempty"`
+	ByID       map[int64]float64          `yaml:"byId,omitempty"`
+	Windows    []time.Duration            `yaml:"windows,omitempty"`
+	Behaviors  map[string]ControlBehavior `yaml:"behaviors,omitempty"`
+	Nested     *genericNested             `yaml:"nested,omitempty"`
+	Skipped    string                     `yaml:"-"`
+	Untagged   string                     `yaml:",omitempty"`
 }
 
 type genericNested struct {
-	Items []genericNested `json:"items,omitempty"`
-	Level int             `json:"level"`
-}
-
-type genericEmbedded struct {
-	Extra string `json:"extra,omitempty"`
+	Items []genericNested `yaml:"items,omitempty"`
+	Level int             `yaml:"level"`
 }
 
 func decodeGeneric(t *testing.T, data string, f Format) (generic, *decodeErr) {
 	t.Helper()
-	var root *node
-	var err error
-	if f == JSON {
-		root, err = parseJSON([]byte(data))
-	} else {
-		root, err = parseYAML([]byte(data))
-	}
+	root, err := parse([]byte(data), f, DefaultMaxValues)
 	require.NoError(t, err)
 	var g generic
 	return g, decodeValue(root, reflect.ValueOf(&g).Elem())
 }
 
+func mustParse(t *testing.T, doc string) *yaml.Node {
+	t.Helper()
+	root, err := parse([]byte(doc), YAML, DefaultMaxValues)
+	require.NoError(t, err)
+	return root
+}
+
 func TestDecodeGenericFields(t *testing.T) {
 	want := generic{
 		Name: "x", Limit: -7, Count: 65535, Ratio: 0.5, On: true, Window: 90 * time.Second, Metric: Concurrency,
-		Exceptions:      map[string]int64{"alice": 10, "42": 0, "007": 3},
-		ByID:            map[int64]float64{1: 0.5, -2: 3},
-		Windows:         []time.Duration{time.Second, time.Millisecond},
-		Behaviors:       map[string]ControlBehavior{"a": Throttle},
-		Nested:          &genericNested{Level: 1, Items: []genericNested{{Level: 2}}},
-		Any:             map[string]any{"k": []any{int64(1), 1.5, "s", true, nil}},
-		genericEmbedded: genericEmbedded{Extra: "e"},
+		Exceptions: map[string]int64{"alice": 10, "42": 0, "007": 3},
+		ByID:       map[int64]float64{1: 0.5, -2: 3},
+		Windows:    []time.Duration{time.Second, time.Millisecond},
+		Behaviors:  map[string]ControlBehavior{"a": Throttle},
+		Nested:     &genericNested{Level: 1, Items: []genericNested{{Level: 2}}},
+		Untagged:   "u",
 	}
 	yamlDoc := `
 name: x
@@ -409,12 +578,11 @@ byId: {1: 0.5, -2: 3}
 windows: [1s, 1ms]
 behaviors: {a: throttle}
 nested: {level: 1, items: [{level: 2}]}
-any: {k: [1, 1.5, s, true, null]}
-extra: e
+untagged: u
 `
 	jsonDoc := `{"name":"x","limit":-7,"count":65535,"ratio":0.5,"on":true,"window":"1m30s","metric":"concurrency",
 "exceptions":{"alice":10,"42":0,"007":3},"byId":{"1":0.5,"-2":3},"windows":["1s","1ms"],"behaviors":{"a":"throttle"},
-"nested":{"level":1,"items":[{"level":2}]},"any":{"k":[1,1.5,"s",true,null]},"extra":"e"}`
+"nested":{"level":1,"items":[{"level":2}]},"untagged":"u"}`
 	for _, tc := range []struct {
 		f   Format
 		doc string
@@ -425,10 +593,10 @@ extra: e
 			assert.Equal(t, want, got)
 
 			// Encoding and decoding again gives the same value.
-			n, err := encodeValue(reflect.ValueOf(want))
+			doc, err := encodeNode(want)
 			require.NoError(t, err)
 			var again generic
-			require.Nil(t, decodeValue(n, reflect.ValueOf(&again).Elem()))
+			require.Nil(t, decodeValue(doc, reflect.ValueOf(&again).Elem()))
 			assert.Equal(t, want, again)
 		})
 	}
@@ -462,10 +630,15 @@ func TestDecodeGenericErrors(t *testing.T) {
 	}
 	_, derr := decodeGeneric(t, "exceptions:\n  alice: lots", YAML)
 	assert.Equal(t, []string{"Exceptions", `"alice"`}, derr.path, "the path names the Go field, then the key")
+
+	// An unknown field of a nested struct keeps the outer field's name.
+	err := decodeRule("flow", 0, mustParse(t, "nested: {levl: 3}"), reflect.ValueOf(new(generic)).Elem())
+	require.EqualError(t, err, `rules: flow rule 0: Nested: unknown field "levl" at line 1 (did you mean "level"?)`)
 }
 
-// TestTagsAgree checks that every rule type's yaml tags say what its json
-// tags say, since the decoder reads the json tags for both formats.
+// TestTagsAgree checks that every rule type's json tags say what its yaml
+// tags say, since the decoder and the encoder read the yaml tags for both
+// formats and users may marshal the types with encoding/json.
 func TestTagsAgree(t *testing.T) {
 	for _, typ := range []reflect.Type{
 		reflect.TypeOf(Set{}), reflect.TypeOf(Flow{}), reflect.TypeOf(Isolation{}),
@@ -523,6 +696,8 @@ func TestSeedCorpus(t *testing.T) {
 		"invalid.json":      "must be a positive number",
 		"int-duration.yaml": "a bare number has no unit",
 		"syntax.json":       "invalid character",
+		"out-of-range.yaml": "number 1e400 is out of range",
+		"duplicate.yaml":    "duplicates rule 0",
 	}
 	seeds, err := filepath.Glob(filepath.Join("testdata", "seed", "*"))
 	require.NoError(t, err)

@@ -3,6 +3,7 @@ package rules
 import (
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // Error is a validation failure of one rule. Loaders return it (possibly
@@ -16,7 +17,10 @@ type Error struct {
 	Index int
 	// Resource is the rule's resource (empty for system rules).
 	Resource string
-	// Field is the offending field's Go name.
+	// Field is the offending field's Go name, or, for a field the rule type
+	// does not have, the key as the document wrote it (the Reason, which
+	// begins "unknown field", quotes it, so Error does not repeat it). It
+	// is empty when the rule as a whole is the problem (a duplicate).
 	Field string
 	// Reason says what is wrong.
 	Reason string
@@ -37,13 +41,16 @@ func (e *Error) Error() string {
 		b = append(b, ')')
 	}
 	b = append(b, ": "...)
-	if e.Field != "" {
+	if e.Field != "" && !strings.HasPrefix(e.Reason, unknownField(e.Field)) {
 		b = append(b, e.Field...)
 		b = append(b, ": "...)
 	}
 	b = append(b, e.Reason...)
 	return string(b)
 }
+
+// unknownField begins the Reason of an unknown field.
+func unknownField(key string) string { return fmt.Sprintf("unknown field %q", clip(key)) }
 
 func fieldErr(kind, resource, field, format string, args ...any) *Error {
 	return &Error{Kind: kind, Index: -1, Resource: resource, Field: field, Reason: fmt.Sprintf(format, args...)}

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"sync"
@@ -11,6 +12,63 @@ import (
 
 	"github.com/sluice-go/sluice/core"
 )
+
+// DecodeFile decodes the file at path with the default limits; see
+// DecodeLimits.DecodeFile.
+func DecodeFile(path string) (Set, error) { return DecodeLimits{}.DecodeFile(path) }
+
+// DecodeFile reads the file at path and decodes it with Decode, in the
+// format its extension names (see FormatOf). A file over MaxBytes is refused
+// by its size, unread. Errors about the content are *PathError values that
+// prefix the path.
+func (l DecodeLimits) DecodeFile(path string) (Set, error) {
+	f, err := FormatOf(path)
+	if err != nil {
+		return Set{}, err
+	}
+	data, err := readFile(path, l.maxBytes())
+	if err != nil {
+		return Set{}, err
+	}
+	s, err := l.Decode(data, f)
+	if err != nil {
+		return Set{}, &PathError{Path: path, Err: err}
+	}
+	return s, nil
+}
+
+// PathError is an error about the content of a rule file: Err (often an
+// *Error, reached with errors.As) says what is wrong with the file at Path.
+type PathError struct {
+	Path string
+	Err  error
+}
+
+func (e *PathError) Error() string { return e.Path + ": " + e.Err.Error() }
+
+// Unwrap returns Err.
+func (e *PathError) Unwrap() error { return e.Err }
+
+// readFile reads the file at path, refusing it unread, as a *PathError,
+// when it holds more than limit bytes.
+func readFile(path string, limit int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Size() > int64(limit) {
+		return nil, &PathError{Path: path, Err: tooLarge(fi.Size(), limit)}
+	}
+	data, err := io.ReadAll(io.LimitReader(f, int64(limit)+1)) // the file may have grown
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > limit {
+		return nil, &PathError{Path: path, Err: tooLarge(int64(len(data)), limit)}
+	}
+	return data, nil
+}
 
 // DefaultPollInterval is how often a FileSource looks at its file when no
 // WithPollInterval option is given.
@@ -70,6 +128,12 @@ func WithFormat(f Format) FileSourceOption {
 	return func(s *FileSource) { s.format = f }
 }
 
+// WithDecodeLimits makes the source read and decode the file within l
+// instead of the default limits (see DecodeLimits).
+func WithDecodeLimits(l DecodeLimits) FileSourceOption {
+	return func(s *FileSource) { s.limits = l }
+}
+
 // FileSource watches one rule file and hands every new content, decoded and
 // validated, to an apply function, so rules change while a program runs.
 //
@@ -93,6 +157,7 @@ func WithFormat(f Format) FileSourceOption {
 type FileSource struct {
 	path     string
 	format   Format
+	limits   DecodeLimits
 	apply    func(Set) error
 	onError  func(error)
 	clock    core.Clock
@@ -234,7 +299,7 @@ func (s *FileSource) poll(first bool) error {
 		return nil // unchanged, and the stamp is old enough to trust
 	}
 	readAt := time.Now()
-	data, err := readFile(s.path)
+	data, err := readFile(s.path, s.limits.maxBytes())
 	if err != nil {
 		return s.fail(first, err)
 	}
@@ -245,7 +310,7 @@ func (s *FileSource) poll(first bool) error {
 		return nil
 	}
 	s.seen, s.haveSeen = sum, true
-	set, err := Decode(data, s.format)
+	set, err := s.limits.Decode(data, s.format)
 	if err != nil {
 		return &PathError{Path: s.path, Err: err}
 	}

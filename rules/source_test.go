@@ -3,6 +3,7 @@ package rules
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -182,6 +183,11 @@ func TestFileSourceKeepsRulesOnBadFiles(t *testing.T) {
 			name:    "unknown field",
 			give:    "flow:\n  - resource: a\n    thresold: 3\n",
 			wantErr: `rules: flow rule 0 (resource "a"): unknown field "thresold" at line 3 (did you mean "threshold"?)`,
+			check: func(t *testing.T, err error) {
+				var re *Error
+				require.ErrorAs(t, err, &re)
+				assert.Equal(t, "thresold", re.Field, "Field is the unknown key")
+			},
 		},
 		{
 			name:    "half-written",
@@ -329,6 +335,27 @@ func TestFileSourceDefaultInterval(t *testing.T) {
 	w.parked()
 	n, _, _, _ = w.seen()
 	assert.Equal(t, 2, n, "polled after one second")
+}
+
+func TestFileSourceDecodeLimits(t *testing.T) {
+	content := flowYAML(1, 2, 3)
+	small := newWatch(t, "rules.yaml", content, WithDecodeLimits(DecodeLimits{MaxBytes: len(content) - 1}))
+	err := small.src.Start()
+	require.ErrorContains(t, err, fmt.Sprintf("%s: rules: document is %d bytes, more than the limit of %d bytes; raise DecodeLimits.MaxBytes",
+		small.path, len(content), len(content)-1))
+
+	w := newWatch(t, "rules.yaml", content, WithDecodeLimits(DecodeLimits{MaxValues: 18}))
+	w.start()
+	_, last, _, _ := w.seen()
+	assert.Equal(t, flowSet(1, 2, 3), last)
+
+	w.write(flowYAML(1, 2, 3, 4)) // 23 values
+	w.tick()
+	n, _, errs, err := w.seen()
+	assert.Equal(t, 1, n, "a file over the limits is not applied")
+	require.Equal(t, 1, errs)
+	assert.EqualError(t, err, w.path+": rules: document has more than 18 values at line 8 (a YAML alias counts its values at every use); "+
+		"raise DecodeLimits.MaxValues (WithDecodeLimits for a FileSource) to read it")
 }
 
 func TestFileSourceLifecycle(t *testing.T) {

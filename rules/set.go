@@ -1,0 +1,186 @@
+package rules
+
+import (
+	"fmt"
+	"time"
+)
+
+// Set is a complete set of rules of every kind, as written in a rule file.
+// A kind with no rules is nil. Decode fills it, Encode writes it, and the
+// engine's LoadRuleSet loads it whole.
+type Set struct {
+	// Flow holds the flow rules (file key "flow").
+	Flow []Flow `json:"flow,omitempty" yaml:"flow,omitempty"`
+	// Isolation holds the isolation rules (file key "isolation").
+	Isolation []Isolation `json:"isolation,omitempty" yaml:"isolation,omitempty"`
+	// System holds the system rules (file key "system").
+	System []System `json:"system,omitempty" yaml:"system,omitempty"`
+	// CircuitBreaker holds the circuit breaker (degrade) rules (file key
+	// "circuitBreaker").
+	CircuitBreaker []CircuitBreaker `json:"circuitBreaker,omitempty" yaml:"circuitBreaker,omitempty"`
+	// Param holds the hot-parameter rules (file key "param").
+	Param []Param `json:"param,omitempty" yaml:"param,omitempty"`
+}
+
+// kinds lists the rule kinds of a Set in file order: the file key, the name
+// used in *Error.Kind, and the Set field.
+var kinds = []struct {
+	key, name string
+	field     int
+}{
+	{"flow", "flow", 0},
+	{"isolation", "isolation", 1},
+	{"system", "system", 2},
+	{"circuitBreaker", "circuit breaker", 3},
+	{"param", "param", 4},
+}
+
+// Len returns the number of rules of all kinds in s.
+func (s *Set) Len() int {
+	return len(s.Flow) + len(s.Isolation) + len(s.System) + len(s.CircuitBreaker) + len(s.Param)
+}
+
+// Validate validates the rules of s kind by kind, in the order flow,
+// isolation, system, circuit breaker, param, with the kind's slice validator
+// (ValidateFlowRules, ...), and returns the first problem, or nil.
+func (s *Set) Validate() error {
+	for _, err := range []func() error{
+		func() error { return ValidateFlowRules(s.Flow) },
+		func() error { return ValidateIsolationRules(s.Isolation) },
+		func() error { return ValidateSystemRules(s.System) },
+		func() error { return ValidateCircuitBreakerRules(s.CircuitBreaker) },
+		func() error { return ValidateParamRules(s.Param) },
+	} {
+		if err := err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// The slice validators below are what a loader calls before it puts a list
+// of rules of one kind in force. Each validates every rule (its Validate
+// method) and refuses duplicates: two rules of the list that would count the
+// same thing the same way, so that one of them could only shadow the other
+// (5/s beside 3/s on the same count is 3/s) or double it (two breakers on
+// the same outcomes open together and report every transition twice). Rules
+// on one resource that count differently (per second and per minute, QPS and
+// concurrency, two different arguments) are not duplicates.
+//
+// They return the first problem in list order as an *Error with Index set:
+// for a duplicate, the later rule's index, with the earlier one named in the
+// Reason and Field left empty (the rule as a whole is the problem). They are
+// safe for concurrent use and do not modify the list.
+
+// ValidateFlowRules validates rs as one list of flow rules. Two flow rules
+// are duplicates when they have the same Resource, Metric, Strategy,
+// Behavior, Interval() (so a zero StatInterval equals one second) and
+// RefResource.
+func ValidateFlowRules(rs []Flow) error {
+	type key struct {
+		resource, ref string
+		metric        FlowMetric
+		strategy      TokenStrategy
+		behavior      ControlBehavior
+		interval      time.Duration
+	}
+	return validateList("flow", rs, (*Flow).Validate,
+		func(r *Flow) key {
+			return key{r.Resource, r.RefResource, r.Metric, r.Strategy, r.Behavior, r.Interval()}
+		},
+		func(r *Flow) (string, string) {
+			what := r.Metric.String()
+			if r.RefResource != "" {
+				what += fmt.Sprintf(" of %q", r.RefResource)
+			}
+			if r.Metric == QPS {
+				what += " per " + r.Interval().String()
+			}
+			return r.Resource, fmt.Sprintf("both count %s with strategy %s and behavior %s; keep one, "+
+				"or make them differ in metric, strategy, behavior, statInterval or refResource",
+				what, r.Strategy, r.Behavior)
+		})
+}
+
+// ValidateIsolationRules validates rs as one list of isolation rules. Two
+// isolation rules are duplicates when they have the same Resource.
+func ValidateIsolationRules(rs []Isolation) error {
+	return validateList("isolation", rs, (*Isolation).Validate,
+		func(r *Isolation) string { return r.Resource },
+		func(r *Isolation) (string, string) {
+			return r.Resource, "both cap the requests in flight; a resource takes one isolation rule, keep one"
+		})
+}
+
+// ValidateSystemRules validates rs as one list of system rules. Two system
+// rules are duplicates when they have the same Metric, whatever their
+// strategies.
+func ValidateSystemRules(rs []System) error {
+	return validateList("system", rs, (*System).Validate,
+		func(r *System) SystemMetric { return r.Metric },
+		func(r *System) (string, string) {
+			return "", fmt.Sprintf("both measure %s; the process takes one system rule per metric, keep one", r.Metric)
+		})
+}
+
+// ValidateCircuitBreakerRules validates rs as one list of circuit breaker
+// rules. Two circuit breakers are duplicates when they have the same
+// Resource and Strategy.
+func ValidateCircuitBreakerRules(rs []CircuitBreaker) error {
+	type key struct {
+		resource string
+		strategy BreakerStrategy
+	}
+	return validateList("circuit breaker", rs, (*CircuitBreaker).Validate,
+		func(r *CircuitBreaker) key { return key{r.Resource, r.Strategy} },
+		func(r *CircuitBreaker) (string, string) {
+			return r.Resource, fmt.Sprintf("both count %s outcomes; a resource takes one breaker per strategy, keep one", r.Strategy)
+		})
+}
+
+// ValidateParamRules validates rs as one list of param rules. Two param
+// rules are duplicates when they have the same Resource, count the same
+// argument (the same Key, or, with no Key, the same Index) and have the same
+// Metric and Window().
+func ValidateParamRules(rs []Param) error {
+	type key struct {
+		resource, attachment string
+		index                int
+		metric               FlowMetric
+		window               time.Duration
+	}
+	return validateList("param", rs, (*Param).Validate,
+		func(r *Param) key { return key{r.Resource, r.Key, r.Index, r.Metric, r.Window()} },
+		func(r *Param) (string, string) {
+			arg := fmt.Sprintf("argument %d", r.Index)
+			if r.Key != "" {
+				arg = fmt.Sprintf("attachment %q", r.Key)
+			}
+			what := r.Metric.String()
+			if r.Metric == QPS {
+				what += " per " + r.Window().String()
+			}
+			return r.Resource, fmt.Sprintf("both count %s for each value of %s; keep one, "+
+				"or make them differ in argument, metric or duration", what, arg)
+		})
+}
+
+// validateList validates each rule of rs, then refuses it if its key equals
+// an earlier rule's; dup returns the rule's resource and says what the two
+// rules share and what to do.
+func validateList[R any, K comparable](kind string, rs []R, validate func(*R) error, keyOf func(*R) K, dup func(*R) (resource, reason string)) error {
+	seen := make(map[K]int, len(rs))
+	for i := range rs {
+		r := &rs[i]
+		if err := validate(r); err != nil {
+			return At(err, i)
+		}
+		k := keyOf(r)
+		if j, ok := seen[k]; ok {
+			res, reason := dup(r)
+			return &Error{Kind: kind, Index: i, Resource: res, Reason: fmt.Sprintf("duplicates rule %d: %s", j, reason)}
+		}
+		seen[k] = i
+	}
+	return nil
+}

@@ -1,0 +1,159 @@
+package rules
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestSetValidateRefusesDuplicates(t *testing.T) {
+	qps := func(res string, th float64) Flow { return Flow{Resource: res, Threshold: th} }
+	cpu := System{Metric: CPUUsage, Threshold: 0.8}
+	slow := CircuitBreaker{Resource: "a", Threshold: 0.5, MaxAllowedRT: time.Second, RetryTimeout: time.Second}
+	tests := []struct {
+		name string
+		give Set
+		// want is the whole message, empty when the set is valid;
+		// wantIndex and wantResource are the *Error's.
+		want         string
+		wantIndex    int
+		wantResource string
+	}{
+		{
+			name: "flow 5/s beside 3/s",
+			give: Set{Flow: []Flow{qps("a", 5), qps("b", 1), qps("a", 3)}},
+			want: `rules: flow rule 2 (resource "a"): duplicates rule 0: both count qps per 1s with strategy direct ` +
+				`and behavior reject; keep one, or make them differ in metric, strategy, behavior, statInterval or refResource`,
+			wantIndex: 2, wantResource: "a",
+		},
+		{
+			name: "flow zero interval is one second",
+			give: Set{Flow: []Flow{{Resource: "a", Threshold: 5, StatInterval: time.Second}, {ID: "other id", Resource: "a", Threshold: 5}}},
+			want: `rules: flow rule 1 (resource "a"): duplicates rule 0: both count qps per 1s with strategy direct ` +
+				`and behavior reject; keep one, or make them differ in metric, strategy, behavior, statInterval or refResource`,
+			wantIndex: 1, wantResource: "a",
+		},
+		{
+			name: "flow concurrency of another resource",
+			give: Set{Flow: []Flow{
+				{Resource: "a", Metric: Concurrency, Threshold: 2, RefResource: "b"},
+				{Resource: "a", Metric: Concurrency, Threshold: 3, RefResource: "b"},
+			}},
+			want: `rules: flow rule 1 (resource "a"): duplicates rule 0: both count concurrency of "b" with strategy direct ` +
+				`and behavior reject; keep one, or make them differ in metric, strategy, behavior, statInterval or refResource`,
+			wantIndex: 1, wantResource: "a",
+		},
+		{
+			name: "flow rules that count differently",
+			give: Set{Flow: []Flow{
+				qps("a", 5),
+				{Resource: "a", Threshold: 100, StatInterval: time.Minute},
+				{Resource: "a", Threshold: 2, Metric: Concurrency},
+				{Resource: "a", Threshold: 5, Behavior: Throttle},
+				{Resource: "a", Threshold: 5, Strategy: WarmUp, WarmUpPeriod: time.Minute},
+				{Resource: "a", Threshold: 5, RefResource: "b"},
+				{Resource: "a", Threshold: 5, RefResource: "c"},
+				qps("b", 5),
+			}},
+		},
+		{
+			name:      "isolation on one resource",
+			give:      Set{Isolation: []Isolation{{Resource: "db", Threshold: 4}, {Resource: "cache", Threshold: 4}, {Resource: "db", Threshold: 8}}},
+			want:      `rules: isolation rule 2 (resource "db"): duplicates rule 0: both cap the requests in flight; a resource takes one isolation rule, keep one`,
+			wantIndex: 2, wantResource: "db",
+		},
+		{
+			name:      "system rules on one metric, whatever the strategy",
+			give:      Set{System: []System{cpu, {Metric: Load1, Threshold: 4}, {Metric: CPUUsage, Threshold: 0.9, Strategy: BBR}}},
+			want:      `rules: system rule 2: duplicates rule 0: both measure cpu-usage; the process takes one system rule per metric, keep one`,
+			wantIndex: 2,
+		},
+		{
+			name:      "two identical circuit breakers",
+			give:      Set{CircuitBreaker: []CircuitBreaker{slow, slow}},
+			want:      `rules: circuit breaker rule 1 (resource "a"): duplicates rule 0: both count slow-request-ratio outcomes; a resource takes one breaker per strategy, keep one`,
+			wantIndex: 1, wantResource: "a",
+		},
+		{
+			name: "circuit breakers with different strategies",
+			give: Set{CircuitBreaker: []CircuitBreaker{slow, {Resource: "a", Strategy: ErrorCount, Threshold: 5, RetryTimeout: time.Second}}},
+		},
+		{
+			name: "param rules on one attachment",
+			give: Set{Param: []Param{{Resource: "a", Key: "tenant", Threshold: 5}, {Resource: "a", Key: "tenant", Threshold: 9, Duration: time.Second, Burst: 3}}},
+			want: `rules: param rule 1 (resource "a"): duplicates rule 0: both count qps per 1s for each value of attachment "tenant"; ` +
+				`keep one, or make them differ in argument, metric or duration`,
+			wantIndex: 1, wantResource: "a",
+		},
+		{
+			name: "param concurrency on one argument",
+			give: Set{Param: []Param{{Resource: "a", Index: 1, Metric: Concurrency, Threshold: 5}, {Resource: "a", Index: 1, Metric: Concurrency, Threshold: 2}}},
+			want: `rules: param rule 1 (resource "a"): duplicates rule 0: both count concurrency for each value of argument 1; ` +
+				`keep one, or make them differ in argument, metric or duration`,
+			wantIndex: 1, wantResource: "a",
+		},
+		{
+			name: "param rules that count differently",
+			give: Set{Param: []Param{
+				{Resource: "a", Threshold: 5},
+				{Resource: "a", Index: 1, Threshold: 5},
+				{Resource: "a", Key: "tenant", Threshold: 5},
+				{Resource: "a", Threshold: 500, Duration: time.Minute},
+				{Resource: "a", Threshold: 5, Metric: Concurrency},
+				{Resource: "b", Threshold: 5},
+			}},
+		},
+		{
+			name: "an invalid rule before a duplicate is reported first",
+			give: Set{Flow: []Flow{qps("a", 5), qps("b", -1), qps("a", 5)}},
+			want: `rules: flow rule 1 (resource "b"): Threshold: must be a positive number, got -1`, wantIndex: 1, wantResource: "b",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.give.Validate()
+			if tt.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.EqualError(t, err, tt.want)
+			var re *Error
+			require.True(t, errors.As(err, &re), "%T is not an *Error", err)
+			require.Equal(t, tt.wantIndex, re.Index)
+			require.Equal(t, tt.wantResource, re.Resource)
+		})
+	}
+}
+
+// TestSliceValidators checks that each kind's slice validator is what
+// Set.Validate applies to that kind, so loaders that call them refuse what a
+// rule file refuses.
+func TestSliceValidators(t *testing.T) {
+	flows := []Flow{{Resource: "a", Threshold: 5}, {Resource: "a", Threshold: 3}}
+	isos := []Isolation{{Resource: "a", Threshold: 5}, {Resource: "a", Threshold: 3}}
+	syss := []System{{Metric: Load1, Threshold: 5}, {Metric: Load1, Threshold: 3}}
+	cbs := []CircuitBreaker{{Resource: "a", Strategy: ErrorCount, Threshold: 5, RetryTimeout: time.Second},
+		{Resource: "a", Strategy: ErrorCount, Threshold: 3, RetryTimeout: time.Second}}
+	params := []Param{{Resource: "a", Threshold: 5}, {Resource: "a", Threshold: 3}}
+	for _, tc := range []struct {
+		name string
+		err  error
+		set  Set
+	}{
+		{"flow", ValidateFlowRules(flows), Set{Flow: flows}},
+		{"isolation", ValidateIsolationRules(isos), Set{Isolation: isos}},
+		{"system", ValidateSystemRules(syss), Set{System: syss}},
+		{"circuit breaker", ValidateCircuitBreakerRules(cbs), Set{CircuitBreaker: cbs}},
+		{"param", ValidateParamRules(params), Set{Param: params}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.ErrorContains(t, tc.err, "rule 1")
+			require.ErrorContains(t, tc.err, "duplicates rule 0")
+			require.Equal(t, tc.err, tc.set.Validate())
+		})
+	}
+	require.NoError(t, ValidateFlowRules(nil))
+	require.NoError(t, ValidateParamRules(params[:1]))
+}
