@@ -17,6 +17,9 @@ endif
 
 .PHONY: test fmt tidy workspace vet race allocs standalone bench bench-compare demo fuzz
 
+# Rounds of make bench-compare.
+BENCH_COUNT ?= 5
+
 ## test: gofmt check, tidy modules, go vet, race-enabled tests of every module
 ## in the workspace, the allocation tests without the race detector (which
 ## changes inlining), and every module built and tested on its own
@@ -66,6 +69,12 @@ standalone:
 ## bench: the hot-path benchmarks (see docs/benchmarks.md for the figures).
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 . ./stat/... ./slots/...
+
+## bench-compare: sluice beside x/time/rate, uber ratelimit and
+## sentinel-golang, every path measured in each of BENCH_COUNT rounds; prints
+## medians with min-max and the same-run ratios (docs/benchmarks.md).
+bench-compare:
+	cd examples/benchcompare && GOWORK=off $(GO) run . -count $(BENCH_COUNT)
 
 ## fuzz: a short fuzzing pass over the rule decoders.
 fuzz:
