@@ -39,6 +39,10 @@ package doccheck
 // Errors name the document's file and line (the generated files carry
 // //line directives), and the block they belong to.
 //
+// TestDocsSpeakOfTheProject fails on "session 2", "design brief" and the
+// like: findings are dated by commits and dates, and cite only what the
+// repository holds.
+//
 // TestDocsNameExistingIdentifiers reads every `pkg.Name` in inline code and
 // in ```go blocks (comments included), where pkg is the name of a package of
 // this repository, and fails when no such package declares Name: prose and
@@ -541,6 +545,21 @@ func TestDocsNameExistingIdentifiers(t *testing.T) {
 				for _, span := range code.FindAllString(l, -1) {
 					check(doc, i+1, span)
 				}
+			}
+		}
+	}
+}
+
+// TestDocsSpeakOfTheProject fails on words that date findings by stages of
+// the work or cite documents readers of the repository cannot see: the
+// documents speak of behaviour, reasons, measurements, commits and dates.
+func TestDocsSpeakOfTheProject(t *testing.T) {
+	root := repoRoot(t)
+	banned := regexp.MustCompile(`(?i)\bsessions? [0-9]|\bsession's\b|\bdesign (brief|card)\b|\bthe brief\b|\bshared/`)
+	for _, doc := range documents(t, root) {
+		for i, l := range readLines(t, filepath.Join(root, doc)) {
+			if m := banned.FindString(l); m != "" {
+				t.Errorf("%s:%d: %q: date findings by commit and date, and cite only what the repository holds", doc, i+1, m)
 			}
 		}
 	}
