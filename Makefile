@@ -1,6 +1,9 @@
-# sluice: one command builds, vets and tests every module of the workspace.
+# sluice: one command builds, vets and tests every module of the repository.
 GO      ?= go
-MODULES := $(shell $(GO) list -m -f '{{.Dir}}' 2>/dev/null)
+# Every module of the repository: each folder with a go.mod (testdata and
+# hidden folders excluded), found on disk so a new module is covered without
+# editing this file. "." is the root module.
+MODULES := $(sort $(patsubst %/go.mod,%,$(shell find . -name go.mod -not -path "*/testdata/*" -not -path "*/.*/*")))
 # The race detector needs cgo and a C compiler. CI always uses it (and fails
 # if it cannot); elsewhere the tests run without it when the toolchain lacks it.
 CANRACE := $(shell [ "$$($(GO) env CGO_ENABLED)" = "1" ] && command -v "$$($(GO) env CC)" >/dev/null 2>&1 && echo yes)
@@ -12,15 +15,38 @@ else
 RACE :=
 endif
 
-.PHONY: test vet fmt race allocs bench demo fuzz
+.PHONY: test fmt tidy workspace vet race allocs standalone bench bench-compare demo fuzz
 
-## test: gofmt check, go vet, race-enabled tests of every module, and the
-## allocation tests without the race detector (which changes inlining).
-test: fmt vet race allocs
+# Rounds of make bench-compare.
+BENCH_COUNT ?= 5
+
+## test: gofmt check, tidy modules, go vet, race-enabled tests of every module
+## in the workspace, the allocation tests without the race detector (which
+## changes inlining), and every module built and tested on its own
+## (GOWORK=off), as a program that depends on it builds it.
+test: fmt tidy workspace vet race allocs standalone
 
 fmt:
 	@out=$$(gofmt -l $(MODULES) 2>/dev/null | grep -v '/testdata/' || true); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+## tidy: every module's go.mod and go.sum are what `go mod tidy` makes them.
+tidy:
+	@set -e; for m in $(MODULES); do echo "== tidy $$m"; \
+	if ! (cd $$m && GOWORK=off $(GO) mod tidy -diff); then \
+		echo "$$m: go.mod/go.sum not tidy; run: (cd $$m && GOWORK=off $(GO) mod tidy)"; exit 1; fi; done
+
+## workspace: go.work uses every module, and its go.work.sum is complete
+## (resolving the workspace's module graph does not rewrite it).
+workspace:
+	@set -e; used=$$($(GO) list -m -f '{{.Dir}}'); \
+	for m in $(MODULES); do d=$$(cd $$m && pwd -P); \
+		if ! printf '%s\n' "$$used" | grep -qxF "$$d"; then \
+			echo "$$m has a go.mod but go.work does not use it; run: $(GO) work use $$m"; exit 1; fi; done
+	@cp go.work.sum go.work.sum.orig; $(GO) list -m all >/dev/null; \
+	if cmp -s go.work.sum go.work.sum.orig; then rm -f go.work.sum.orig; else \
+		diff go.work.sum.orig go.work.sum || true; mv go.work.sum.orig go.work.sum; \
+		echo "go.work.sum is incomplete; run: $(GO) list -m all, and commit go.work.sum"; exit 1; fi
 
 vet:
 	@set -e; for m in $(MODULES); do echo "== vet $$m"; (cd $$m && $(GO) vet ./...); done
@@ -33,9 +59,22 @@ allocs:
 	@echo "== allocation tests (no -race)"
 	@$(GO) test -count=1 -run 'Alloc' ./...
 
+## standalone: each module on its own, without the workspace: what a program
+## that requires it builds (modules that need the root module or an adapter
+## replace it with the repository's folder in their go.mod).
+standalone:
+	@set -e; for m in $(MODULES); do echo "== GOWORK=off build, vet, test $$m"; \
+	(cd $$m && GOWORK=off $(GO) build -o /dev/null ./... && GOWORK=off $(GO) vet ./... && GOWORK=off $(GO) test -count=1 -timeout 20m ./...); done
+
 ## bench: the hot-path benchmarks (see docs/benchmarks.md for the figures).
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 . ./stat/... ./slots/...
+
+## bench-compare: sluice beside x/time/rate, uber ratelimit and
+## sentinel-golang, every path measured in each of BENCH_COUNT rounds; prints
+## medians with min-max and the same-run ratios (docs/benchmarks.md).
+bench-compare:
+	cd examples/benchcompare && GOWORK=off $(GO) run . -count $(BENCH_COUNT)
 
 ## fuzz: a short fuzzing pass over the rule decoders.
 fuzz:

@@ -5,21 +5,30 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 )
 
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
 // The benchmarks below measure, in one run, sluice's admission paths beside
-// golang.org/x/time/rate Allow and go.uber.org/ratelimit Take, serially and
-// with b.RunParallel. Each path is described where it is declared
-// (paths.go). Run them with
+// sentinel-golang's Entry+Exit, golang.org/x/time/rate Allow and
+// go.uber.org/ratelimit Take, serially and with b.RunParallel. Each path is
+// described where it is declared (paths.go). Run them with
 //
-//	go test -run '^$' -bench . -benchmem -count 5 ./examples/benchcompare/
+//	(cd examples/benchcompare && go test -run '^$' -bench . -benchmem -count 5 .)
+//
+// or, for the same-run ratios with medians and spreads, make bench-compare.
 
 func BenchmarkSluiceOneRule(b *testing.B)  { both(b, sluiceOneRule) }
 func BenchmarkSluiceAllKinds(b *testing.B) { both(b, sluiceAllKinds) }
 func BenchmarkSluiceBlocked(b *testing.B)  { both(b, sluiceBlocked) }
-func BenchmarkRateInfAllow(b *testing.B)   { both(b, rateInfAllow) }
-func BenchmarkRateAllow(b *testing.B)      { both(b, rateAllow) }
-func BenchmarkRatelimitTake(b *testing.B)  { both(b, ratelimitTake) }
+func BenchmarkSluiceManyResources(b *testing.B) {
+	both(b, sluiceManyResources)
+}
+func BenchmarkSentinelOneRule(b *testing.B) { both(b, sentinelOneRule) }
+func BenchmarkRateInfAllow(b *testing.B)    { both(b, rateInfAllow) }
+func BenchmarkRateAllow(b *testing.B)       { both(b, rateAllow) }
+func BenchmarkRatelimitTake(b *testing.B)   { both(b, ratelimitTake) }
 
 func both(b *testing.B, p path) {
 	b.Run("serial", func(b *testing.B) { p.run(b, false) })
@@ -30,7 +39,7 @@ func both(b *testing.B, p path) {
 // blocked one, refuses) as intended, so that no benchmark measures an error
 // path.
 func TestAllPathsPass(t *testing.T) {
-	require.Len(t, paths, 6)
+	require.Len(t, paths, 8)
 	for _, p := range paths {
 		t.Run(p.name, func(t *testing.T) {
 			require.NoError(t, p.verify(1000))
@@ -54,11 +63,12 @@ func TestAllKindsConfigured(t *testing.T) {
 // TestSluicePassNoAllocs guards the budget's zero allocations on the sluice
 // pass paths (the benchmarks report the same figure).
 func TestSluicePassNoAllocs(t *testing.T) {
-	for _, p := range []path{sluiceOneRule, sluiceAllKinds} {
+	for _, p := range []path{sluiceOneRule, sluiceAllKinds, sluiceManyResources} {
 		t.Run(p.name, func(t *testing.T) {
-			op, done, err := p.setup()
+			newOp, done, err := p.setup()
 			require.NoError(t, err)
 			t.Cleanup(done)
+			op := newOp()
 			allocs := testing.AllocsPerRun(1000, func() {
 				if err := op(); err != nil {
 					t.Fatal(err)
@@ -66,5 +76,24 @@ func TestSluicePassNoAllocs(t *testing.T) {
 			})
 			assert.Zero(t, allocs, "allocs per Entry+Exit")
 		})
+	}
+}
+
+func TestSpread(t *testing.T) {
+	m, lo, hi := spread([]float64{3, 1, 2})
+	assert.Equal(t, []float64{2, 1, 3}, []float64{m, lo, hi})
+	m, lo, hi = spread([]float64{4, 1, 3, 2})
+	assert.Equal(t, []float64{2.5, 1, 4}, []float64{m, lo, hi})
+}
+
+// TestRatiosNameMeasuredPaths checks that every ratio the program prints
+// divides two paths it measures.
+func TestRatiosNameMeasuredPaths(t *testing.T) {
+	names := map[string]bool{}
+	for _, p := range paths {
+		names[p.name] = true
+	}
+	for _, q := range ratios {
+		assert.True(t, names[q.num.name] && names[q.den.name], q.label)
 	}
 }

@@ -1,37 +1,58 @@
 // Command benchcompare measures sluice's admission paths beside
-// golang.org/x/time/rate Allow and go.uber.org/ratelimit Take in one run and
-// prints a table: ns/op, allocs/op, and the ratio to x/time/rate Allow on a
-// finite limiter in the same mode (serial or parallel).
+// sentinel-golang, golang.org/x/time/rate Allow and go.uber.org/ratelimit
+// Take in one run, and prints medians with their spread and the same-run
+// ratios that docs/benchmarks.md publishes:
 //
-//	go run ./examples/benchcompare
+//	make bench-compare                # = go run . -count 5 in this folder
+//	go run ./examples/benchcompare -count 7 -benchtime 500ms
 //
-// It runs the functions the package's benchmarks run (see paths.go), each
-// for -benchtime (500ms by default, at most 1s), so the whole table takes
-// about 10 s (at most about 25 s). For
-// figures to compare across changes, use the benchmarks with -count and
-// benchstat instead:
-//
-//	go test -run '^$' -bench . -benchmem -count 5 ./examples/benchcompare/
+// It runs the functions the package's benchmarks run (see paths.go) in
+// rounds: each round measures every path, serially and with all of
+// GOMAXPROCS in parallel, for -benchtime each. A ratio is computed within a
+// round (both sides measured seconds apart, under the same neighbours), and
+// the table gives its median over the rounds with the smallest and largest.
+// The header names the CPU and the load average before and after, since
+// figures from a shared host move with what else runs on it.
 //
 // This is its own module so that the comparison's dependencies never reach
 // the sluice module.
 package main
 
 import (
+	"bufio"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
+	"slices"
+	"strings"
 	"testing"
 	"text/tabwriter"
 	"time"
 )
 
+// ratio is one published comparison: num's time over den's, same mode.
+type ratio struct {
+	label    string
+	num, den path
+}
+
+// ratios are the comparisons the table prints, in order.
+var ratios = []ratio{
+	{"sluice Entry+Exit / x/time/rate Allow", sluiceOneRule, rateAllow},
+	{"sluice Entry+Exit / uber ratelimit Take", sluiceOneRule, ratelimitTake},
+	{"sentinel-golang Entry+Exit / sluice Entry+Exit", sentinelOneRule, sluiceOneRule},
+	{"10,000 resources / one resource (sluice)", sluiceManyResources, sluiceOneRule},
+	{"every rule kind / one rule (sluice)", sluiceAllKinds, sluiceOneRule},
+}
+
 func main() {
-	benchtime := flag.Duration("benchtime", 500*time.Millisecond, "how long to run each benchmark, at most 1s")
+	benchtime := flag.Duration("benchtime", 300*time.Millisecond, "how long to run each benchmark, at most 2s")
+	count := flag.Int("count", 5, "rounds, 1 to 50")
 	flag.Parse()
-	if *benchtime <= 0 || *benchtime > time.Second {
-		fmt.Fprintln(os.Stderr, "benchcompare: -benchtime must be in (0, 1s]")
+	if *benchtime <= 0 || *benchtime > 2*time.Second || *count < 1 || *count > 50 {
+		fmt.Fprintln(os.Stderr, "benchcompare: -benchtime must be in (0, 2s] and -count in [1, 50]")
 		os.Exit(2)
 	}
 	// testing.Benchmark reads the testing package's -test.benchtime flag.
@@ -47,39 +68,90 @@ func main() {
 		}
 	}
 
+	fmt.Printf("cpu: %s; %s/%s, GOMAXPROCS=%d, %s\n", cpuModel(), runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), runtime.Version())
+	fmt.Printf("%d rounds, benchtime %v per benchmark; load average before: %s\n", *count, *benchtime, loadAverage())
 	start := time.Now()
-	type row struct {
-		name string
-		r    testing.BenchmarkResult
+	res, err := measure(*count, os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchcompare:", err)
+		os.Exit(1)
 	}
-	var rows []row
-	ref := map[bool]float64{}
-	for _, p := range paths {
-		for _, parallel := range []bool{false, true} {
-			p, parallel := p, parallel
-			r := testing.Benchmark(func(b *testing.B) { p.run(b, parallel) })
-			if r.N == 0 {
-				fmt.Fprintf(os.Stderr, "benchcompare: %s failed\n", p.name)
-				os.Exit(1)
-			}
-			rows = append(rows, row{name: p.name + "/" + mode(parallel), r: r})
-			if p.name == reference.name {
-				ref[parallel] = nsPerOp(r)
+	fmt.Printf("load average after: %s; took %.0fs\n\n", loadAverage(), time.Since(start).Seconds())
+	printTables(os.Stdout, res)
+}
+
+// results holds, per path and mode, one measurement per round.
+type results map[string][]testing.BenchmarkResult
+
+func key(p path, parallel bool) string { return p.name + "/" + mode(parallel) }
+
+// measure runs count rounds of every path in both modes, printing progress
+// to progress.
+func measure(count int, progress io.Writer) (results, error) {
+	res := results{}
+	for round := 1; round <= count; round++ {
+		fmt.Fprintf(progress, "round %d/%d\n", round, count)
+		for _, p := range paths {
+			for _, parallel := range []bool{false, true} {
+				r := testing.Benchmark(func(b *testing.B) { p.run(b, parallel) })
+				if r.N == 0 {
+					return nil, fmt.Errorf("%s failed", key(p, parallel))
+				}
+				res[key(p, parallel)] = append(res[key(p, parallel)], r)
 			}
 		}
 	}
+	return res, nil
+}
 
-	fmt.Printf("%s/%s, GOMAXPROCS=%d, %s, benchtime %v\n\n",
-		runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), runtime.Version(), *benchtime)
-	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "path\tns/op\tB/op\tallocs/op\tx rate.Allow\t")
-	for i, x := range rows {
-		parallel := i%2 == 1
-		fmt.Fprintf(w, "%s\t%.1f\t%d\t%d\t%.2f\t\n",
-			x.name, nsPerOp(x.r), x.r.AllocedBytesPerOp(), x.r.AllocsPerOp(), nsPerOp(x.r)/ref[parallel])
+func printTables(out io.Writer, res results) {
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "path\tmedian ns/op\tmin-max\tB/op\tallocs/op\t")
+	for _, p := range paths {
+		for _, parallel := range []bool{false, true} {
+			rs := res[key(p, parallel)]
+			ns := make([]float64, len(rs))
+			for i, r := range rs {
+				ns[i] = nsPerOp(r)
+			}
+			last := rs[len(rs)-1]
+			m, lo, hi := spread(ns)
+			fmt.Fprintf(w, "%s\t%.1f\t%.1f-%.1f\t%d\t%d\t\n", key(p, parallel), m, lo, hi, last.AllocedBytesPerOp(), last.AllocsPerOp())
+		}
 	}
 	_ = w.Flush()
-	fmt.Printf("\n(ran in %.1fs; x rate.Allow is ns/op over RateAllow's in the same mode)\n", time.Since(start).Seconds())
+
+	fmt.Fprintln(out)
+	w = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "same-run ratio\tserial median\tmin-max\tparallel median\tmin-max\t")
+	for _, q := range ratios {
+		fmt.Fprintf(w, "%s\t", q.label)
+		for _, parallel := range []bool{false, true} {
+			num, den := res[key(q.num, parallel)], res[key(q.den, parallel)]
+			xs := make([]float64, len(num))
+			for i := range num {
+				xs[i] = nsPerOp(num[i]) / nsPerOp(den[i])
+			}
+			m, lo, hi := spread(xs)
+			fmt.Fprintf(w, "%.2fx\t%.2f-%.2f\t", m, lo, hi)
+		}
+		fmt.Fprintln(w)
+	}
+	_ = w.Flush()
+	fmt.Fprintln(out, "\n(a ratio is taken within each round, then its median and range over the rounds)")
+}
+
+// spread returns the median (the mean of the middle two for an even count),
+// the minimum and the maximum of xs.
+func spread(xs []float64) (median, lo, hi float64) {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	median = s[n/2]
+	if n%2 == 0 {
+		median = (s[n/2-1] + s[n/2]) / 2
+	}
+	return median, s[0], s[n-1]
 }
 
 func mode(parallel bool) string {
@@ -92,4 +164,33 @@ func mode(parallel bool) string {
 // nsPerOp is r's time per operation, unrounded (r.NsPerOp truncates).
 func nsPerOp(r testing.BenchmarkResult) float64 {
 	return float64(r.T.Nanoseconds()) / float64(r.N)
+}
+
+// cpuModel is the CPU's model name as Linux reports it, or "unknown".
+func cpuModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return "unknown"
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
+}
+
+// loadAverage is the 1, 5 and 15 minute load averages, or "n/a".
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "n/a"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "n/a"
+	}
+	return strings.Join(f[:3], " ")
 }

@@ -3,9 +3,14 @@ package main
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	sentinel "github.com/alibaba/sentinel-golang/api"
+	sentinelbase "github.com/alibaba/sentinel-golang/core/base"
+	sentinelflow "github.com/alibaba/sentinel-golang/core/flow"
+	sentinellog "github.com/alibaba/sentinel-golang/logging"
 	"go.uber.org/ratelimit"
 	"golang.org/x/time/rate"
 
@@ -16,14 +21,18 @@ import (
 )
 
 // path is one admission check measured by the comparison. setup builds the
-// limiter outside the timer and returns the operation to time and a function
-// that releases what setup started. The operation returns nil when the call
-// was admitted and an error when it was refused.
+// limiter outside the timer and returns a function that makes the operation
+// to time (once per goroutine, so an operation may keep state of its own)
+// and a function that releases what setup started. The operation returns nil
+// when the call was admitted and an error when it was refused.
 type path struct {
 	name    string // benchmark name, as in BenchmarkSluiceOneRule
 	blocked bool   // the operation is meant to be refused every time
-	setup   func() (op func() error, done func(), err error)
+	setup   func() (newOp func() func() error, done func(), err error)
 }
+
+// same is a newOp for an operation without state of its own.
+func same(op func() error) func() func() error { return func() func() error { return op } }
 
 // errDenied is what the x/time/rate operations return when Allow says no.
 var errDenied = errors.New("benchcompare: denied")
@@ -47,6 +56,16 @@ var (
 	// sluiceBlocked is Entry on a resource whose QPS rule refuses it
 	// (budget: <= 200 ns/op, <= 1 alloc/op: the *BlockError).
 	sluiceBlocked = path{name: "SluiceBlocked", blocked: true, setup: setupSluiceBlocked}
+	// sluiceManyResources is Entry+Exit on 10,000 resources with a passing
+	// QPS rule each, visited in round-robin (each goroutine from its own
+	// offset), so that every call finds a resource that 9,999 calls have
+	// pushed out of the nearer caches (budget: <= 2x one resource).
+	sluiceManyResources = path{name: "SluiceManyResources", setup: setupSluiceManyResources}
+	// sentinelOneRule is sentinel-golang's api.Entry+Exit, inbound, on a
+	// resource with one passing QPS reject rule: SluiceOneRule's path in
+	// sentinel-golang. Nothing is initialised with sentinel's Init*, so no
+	// metric log writer or system collector runs beside it.
+	sentinelOneRule = path{name: "SentinelOneRule", setup: setupSentinelOneRule}
 	// rateInfAllow is x/time/rate Allow on an infinite limiter, which
 	// returns right after taking the limiter's mutex.
 	rateInfAllow = path{name: "RateInfAllow", setup: setupRateInf}
@@ -65,25 +84,31 @@ var (
 )
 
 // paths lists every path in the order the program prints them.
-var paths = []path{sluiceOneRule, sluiceAllKinds, sluiceBlocked, rateInfAllow, rateAllow, ratelimitTake}
+var paths = []path{
+	sluiceOneRule, sluiceAllKinds, sluiceBlocked, sluiceManyResources,
+	sentinelOneRule, rateInfAllow, rateAllow, ratelimitTake,
+}
+
+// manyResources is how many resources sluiceManyResources visits.
+const manyResources = 10000
 
 // reference is the path the program's ratio column divides by.
 var reference = rateAllow
 
-func setupSluiceOneRule() (func() error, func(), error) {
+func setupSluiceOneRule() (func() func() error, func(), error) {
 	g := sluice.New()
 	if _, err := g.LoadFlowRules([]rules.Flow{{Resource: resource, Threshold: rules.MaxThreshold}}); err != nil {
 		_ = g.Close()
 		return nil, nil, err
 	}
-	return func() error {
+	return same(func() error {
 		p, err := g.Entry(resource)
 		if err != nil {
 			return err
 		}
 		p.Exit()
 		return nil
-	}, closer(g), nil
+	}), closer(g), nil
 }
 
 // newAllKindsEngine returns an engine with one rule of every kind on
@@ -108,22 +133,22 @@ func newAllKindsEngine() (*sluice.Engine, error) {
 	return g, nil
 }
 
-func setupSluiceAllKinds() (func() error, func(), error) {
+func setupSluiceAllKinds() (func() func() error, func(), error) {
 	g, err := newAllKindsEngine()
 	if err != nil {
 		return nil, nil, err
 	}
-	return func() error {
+	return same(func() error {
 		p, err := g.Entry(resource, sluice.WithArgs(user))
 		if err != nil {
 			return err
 		}
 		p.Exit()
 		return nil
-	}, closer(g), nil
+	}), closer(g), nil
 }
 
-func setupSluiceBlocked() (func() error, func(), error) {
+func setupSluiceBlocked() (func() func() error, func(), error) {
 	// A manual clock that never moves keeps the one-per-second rule spent.
 	g := sluice.New(sluice.WithClock(sluicetest.NewManualClock(0)))
 	if _, err := g.LoadFlowRules([]rules.Flow{{Resource: resource, Threshold: 1}}); err != nil {
@@ -136,31 +161,89 @@ func setupSluiceBlocked() (func() error, func(), error) {
 		return nil, nil, fmt.Errorf("first entry: %w", err)
 	}
 	p.Exit()
-	return func() error {
+	return same(func() error {
 		p, err := g.Entry(resource)
 		if err != nil {
 			return err
 		}
 		p.Exit()
 		return nil
-	}, closer(g), nil
+	}), closer(g), nil
 }
 
-func setupRateInf() (func() error, func(), error) {
-	return allow(rate.NewLimiter(rate.Inf, 1)), func() {}, nil
+func setupSluiceManyResources() (func() func() error, func(), error) {
+	names := make([]string, manyResources)
+	rs := make([]rules.Flow, manyResources)
+	for i := range names {
+		names[i] = fmt.Sprintf("GET /api/v1/items/%d", i)
+		rs[i] = rules.Flow{Resource: names[i], Threshold: rules.MaxThreshold}
+	}
+	g := sluice.New(sluice.WithMaxResources(manyResources + 10))
+	if _, err := g.LoadFlowRules(rs); err != nil {
+		_ = g.Close()
+		return nil, nil, err
+	}
+	var goroutines atomic.Uint64
+	newOp := func() func() error {
+		// Goroutines start far apart in the cycle and never share a counter.
+		i := (goroutines.Add(1) - 1) * 4999 % manyResources
+		return func() error {
+			p, err := g.Entry(names[i])
+			if i++; i == manyResources {
+				i = 0
+			}
+			if err != nil {
+				return err
+			}
+			p.Exit()
+			return nil
+		}
+	}
+	return newOp, closer(g), nil
 }
 
-func setupRate() (func() error, func(), error) {
+// sentinelResource is the resource of the sentinel-golang path; its rules
+// are sentinel's global state, set by each setup.
+const sentinelResource = "GET /items (sentinel)"
+
+func setupSentinelOneRule() (func() func() error, func(), error) {
+	sentinellog.ResetGlobalLoggerLevel(sentinellog.WarnLevel) // no "rules loaded" line on stdout
+	if _, err := sentinelflow.LoadRules([]*sentinelflow.Rule{{
+		Resource:               sentinelResource,
+		TokenCalculateStrategy: sentinelflow.Direct,
+		ControlBehavior:        sentinelflow.Reject,
+		Threshold:              rules.MaxThreshold,
+		StatIntervalInMs:       1000,
+	}}); err != nil {
+		return nil, nil, err
+	}
+	return same(func() error {
+			e, b := sentinel.Entry(sentinelResource, sentinel.WithTrafficType(sentinelbase.Inbound))
+			if b != nil {
+				return fmt.Errorf("sentinel: blocked: %v", b)
+			}
+			e.Exit()
+			return nil
+		}), func() {
+			_ = sentinelflow.ClearRules()
+		}, nil
+}
+
+func setupRateInf() (func() func() error, func(), error) {
+	return same(allow(rate.NewLimiter(rate.Inf, 1))), func() {}, nil
+}
+
+func setupRate() (func() func() error, func(), error) {
 	// A burst of 1e9 refilled at 1e9/s: no benchmark can drain it.
-	return allow(rate.NewLimiter(1e9, 1e9)), func() {}, nil
+	return same(allow(rate.NewLimiter(1e9, 1e9))), func() {}, nil
 }
 
-func setupRatelimit() (func() error, func(), error) {
+func setupRatelimit() (func() func() error, func(), error) {
 	rl := ratelimit.New(1e9, ratelimit.WithoutSlack)
-	return func() error {
+	return same(func() error {
 		rl.Take()
 		return nil
-	}, func() {}, nil
+	}), func() {}, nil
 }
 
 func allow(l *rate.Limiter) func() error {
@@ -189,11 +272,12 @@ func firstErr(errs ...error) error {
 // unless every call was admitted (or, for a blocked path, refused by a sluice
 // flow rule).
 func (p path) verify(n int) error {
-	op, done, err := p.setup()
+	newOp, done, err := p.setup()
 	if err != nil {
 		return fmt.Errorf("%s: setup: %w", p.name, err)
 	}
 	defer done()
+	op := newOp()
 	for i := 0; i < n; i++ {
 		if err := p.check(op()); err != nil {
 			return fmt.Errorf("%s: call %d: %w", p.name, i, err)
@@ -222,7 +306,7 @@ func (p path) check(err error) error {
 
 // run measures p serially and, when parallel, with b.RunParallel.
 func (p path) run(b *testing.B, parallel bool) {
-	op, done, err := p.setup()
+	newOp, done, err := p.setup()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -230,6 +314,7 @@ func (p path) run(b *testing.B, parallel bool) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	if !parallel {
+		op := newOp()
 		for i := 0; i < b.N; i++ {
 			if err := op(); (err != nil) != p.blocked {
 				b.Fatalf("%s: unexpected outcome %v", p.name, err)
@@ -238,6 +323,7 @@ func (p path) run(b *testing.B, parallel bool) {
 		return
 	}
 	b.RunParallel(func(pb *testing.PB) {
+		op := newOp()
 		for pb.Next() {
 			if err := op(); (err != nil) != p.blocked {
 				b.Errorf("%s: unexpected outcome %v", p.name, err)

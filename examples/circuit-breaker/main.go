@@ -5,8 +5,9 @@
 // breaker (error ratio above 50% over 500 ms, with at least 5 calls) opens
 // within the first few calls, refuses calls for 300 ms at a time, lets 2
 // probes through each time it turns half-open, and closes once both probes
-// succeed. Every state change is printed as it happens; the program runs for
-// about 1.5 s and exits.
+// succeed. Every state change is printed as it happens, with what caused it
+// (the listener's Snapshot value, whose meaning depends on the transition,
+// spelled out); the program runs for about 1.5 s and exits.
 package main
 
 import (
@@ -14,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/sluice-go/sluice"
@@ -48,8 +50,9 @@ func run() error {
 
 	start := time.Now()
 	elapsed := func() time.Duration { return time.Since(start).Round(time.Millisecond) }
+	fmt.Println("  time  transition              cause")
 	g.AddBreakerListener(func(t sluice.BreakerTransition) {
-		fmt.Printf("%6v  %-9s -> %-9s (snapshot %.2f)\n", elapsed(), t.From, t.To, t.Snapshot)
+		fmt.Printf("%6v  %-9s -> %-9s  %s\n", elapsed(), t.From, t.To, describe(t))
 	})
 
 	if _, err := g.LoadCircuitBreakerRules([]rules.CircuitBreaker{{
@@ -97,4 +100,45 @@ func callInventory(g *sluice.Engine, dep inventory) (bool, error) {
 	err = dep.reserve(context.Background())
 	e.SetError(err)
 	return true, err
+}
+
+// describe says what caused a transition, reading t.Snapshot as the
+// transition defines it (see sluice.BreakerTransition).
+func describe(t sluice.BreakerTransition) string {
+	r := t.Rule // zero fields mean the defaults
+	probes := max(r.Probes, 1)
+	if r.StatInterval == 0 {
+		r.StatInterval = rules.DefaultStatInterval
+	}
+	switch {
+	case t.From == sluice.BreakerClosed && t.To == sluice.BreakerOpen:
+		least := r.MinRequestAmount
+		if least == 0 {
+			least = rules.DefaultMinRequestAmount
+		}
+		switch r.Strategy {
+		case rules.ErrorCount:
+			return fmt.Sprintf("%g errors in the last %v reached the threshold %g; refusing calls for %v",
+				t.Snapshot, r.StatInterval, r.Threshold, r.RetryTimeout)
+		case rules.ErrorRatio:
+			return fmt.Sprintf("%.0f%% of the calls in the last %v failed (%d calls at least), over the threshold %.0f%%; refusing calls for %v",
+				100*t.Snapshot, r.StatInterval, least, 100*r.Threshold, r.RetryTimeout)
+		default:
+			return fmt.Sprintf("%.0f%% of the calls in the last %v were slower than %v (%d calls at least), over the threshold %.0f%%; refusing calls for %v",
+				100*t.Snapshot, r.StatInterval, r.MaxAllowedRT, least, 100*r.Threshold, r.RetryTimeout)
+		}
+	case t.To == sluice.BreakerHalfOpen:
+		return fmt.Sprintf("%v since opening: the next %d calls are probes", r.RetryTimeout, probes)
+	case t.From == sluice.BreakerHalfOpen && t.To == sluice.BreakerOpen:
+		rt := time.Duration(t.Snapshot * float64(time.Millisecond))
+		if rt >= r.StatInterval {
+			return fmt.Sprintf("a probe was out %v, not less than the %v interval: given up as failed; refusing calls for %v",
+				rt.Round(time.Millisecond), r.StatInterval, r.RetryTimeout)
+		}
+		return fmt.Sprintf("a probe failed after %s ms; refusing calls for another %v",
+			strconv.FormatFloat(t.Snapshot, 'f', 2, 64), r.RetryTimeout)
+	case t.To == sluice.BreakerClosed:
+		return fmt.Sprintf("%g of %d probes succeeded; counting calls again from an empty window", t.Snapshot, probes)
+	}
+	return fmt.Sprintf("value %g", t.Snapshot)
 }

@@ -412,6 +412,7 @@ func report(out io.Writer, r result) {
 	for _, line := range strings.Split(strings.TrimSuffix(table.String(), "\n"), "\n") {
 		fmt.Fprintln(out, strings.TrimRight(line, " "))
 	}
+	legend(out, r.Config.Limit)
 
 	secs := r.Elapsed.Seconds()
 	if secs <= 0 {
@@ -439,6 +440,16 @@ func report(out io.Writer, r result) {
 		r.Config.Rate, num(r.Config.Limit), float64(r.Passed)/secs)
 	fmt.Fprintf(out, "and answered the excess with 429 at once (in %s on average), holding the handler to its limit.\n",
 		ms(r.BlockedMeanRT))
+}
+
+// legend explains the table's seconds against the flow rule's window.
+func legend(out io.Writer, limit float64) {
+	fmt.Fprintln(out)
+	fmt.Fprintln(out, "A row counts the requests due to be sent in that second of the run. The flow rule")
+	fmt.Fprintf(out, "counts over a sliding window of ten 100 ms buckets: it admits at most %s requests in\n", num(limit))
+	fmt.Fprintln(out, "any ten consecutive buckets, as the window sees them. A row's second is not aligned")
+	fmt.Fprintf(out, "with the buckets, so it can show more than %s passed: passes from the bucket in which\n", num(limit))
+	fmt.Fprintln(out, "it began leave the window before it ends. How far: see docs/architecture.md.")
 }
 
 // ms formats d in milliseconds with two decimals.

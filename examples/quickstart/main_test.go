@@ -13,59 +13,79 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// TestRun runs the demo for one second and checks its numbers.
+// TestRun runs the demo for one second and checks what the code guarantees,
+// whatever the host's scheduling: the generator offers exactly Rate requests
+// (sending or dropping each), every answer is 200 or 429, the engine counts
+// what the client saw, and the flow rule holds.
 //
-// The flow rule counts over a sliding second of ten 100 ms buckets that are
-// not aligned with the generator's seconds, so under overload the run's one
-// second admits between the limit and the limit plus what the first, partial
-// bucket held when it slides out (at most a tenth of the offered rate, here
-// 30): the bounds below are [0.9·limit, limit + rate/10].
+// What it does not check: that the generator sent everything (it drops a
+// request when all its workers are busy, which a busy host causes), or a
+// passed count near the limit. The rule counts over a sliding window of ten
+// 100 ms buckets: at most Limit admissions in any ten consecutive buckets.
+// So a request refused means the window already held Limit passes of this
+// run (the engine is new), and the run's passes fit into the buckets its
+// time span touches, Limit per ten of them.
 func TestRun(t *testing.T) {
 	tests := []struct {
-		name        string
-		give        config
-		wantBlocked bool
+		name string
+		give config
 	}{
 		{
-			name:        "overload is cut to the limit",
-			give:        config{Duration: time.Second, Rate: 300, Limit: 100, Concurrency: 16, Work: time.Millisecond},
-			wantBlocked: true,
+			name: "overload is cut to the limit",
+			give: config{Duration: time.Second, Rate: 300, Limit: 100, Concurrency: 16, Work: time.Millisecond},
 		},
 		{
 			name: "load under the limit all passes",
 			give: config{Duration: time.Second, Rate: 50, Limit: 100, Concurrency: 16, Work: time.Millisecond},
 		},
+		{
+			// Four workers and a 50 ms handler send at most about 80 of
+			// the 300: a generator starved as on a busy host.
+			name: "a saturated generator drops requests",
+			give: config{Duration: time.Second, Rate: 300, Limit: 100, Concurrency: 4, Work: 50 * time.Millisecond},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			start := time.Now()
 			res, err := run(context.Background(), tt.give)
+			span := time.Since(start) // contains every admission of the run
 			require.NoError(t, err)
 
 			require.Len(t, res.Seconds, 1)
-			t.Logf("sent %d: passed %d, blocked %d, dropped %d; passed mean RT %v, p99 %v",
-				res.Sent, res.Passed, res.Blocked, res.Dropped, res.Seconds[0].MeanRT, res.Seconds[0].P99RT)
-			assert.Zero(t, res.Dropped, "requests the generator could not send")
-			assert.Equal(t, tt.give.Rate, res.Sent+res.Dropped, "offered requests")
+			t.Logf("sent %d: passed %d, blocked %d, dropped %d; passed mean RT %v, p99 %v; run took %v",
+				res.Sent, res.Passed, res.Blocked, res.Dropped, res.Seconds[0].MeanRT, res.Seconds[0].P99RT, span)
+			assert.Equal(t, tt.give.Rate, res.Sent+res.Dropped, "offered requests: sent or dropped")
 			// Every response is either 200 or 429.
 			assert.Zero(t, res.Failed, "responses neither 200 nor 429")
 			assert.Equal(t, res.Sent, res.Passed+res.Blocked)
 			// The engine counted exactly what the client saw.
 			assert.Equal(t, uint64(res.Passed), res.EnginePassed, "engine pass count")
 			assert.Equal(t, uint64(res.Blocked), res.EngineBlocked, "engine block count")
-
-			if !tt.wantBlocked {
-				assert.Zero(t, res.Blocked)
-				assert.Equal(t, res.Sent, res.Passed)
-				return
-			}
-			limit := tt.give.Limit
-			assert.GreaterOrEqual(t, float64(res.Passed), 0.9*limit, "passed in one second")
-			assert.LessOrEqual(t, float64(res.Passed), limit+float64(tt.give.Rate)/10, "passed in one second")
-			assert.Positive(t, res.Blocked)
 			assert.Equal(t, res.Seconds[0].Passed, res.Passed)
-			assert.Positive(t, res.Seconds[0].MeanRT)
-			assert.GreaterOrEqual(t, res.Seconds[0].P99RT, res.Seconds[0].MeanRT)
-			assert.Positive(t, res.BlockedMeanRT)
+			assert.Equal(t, res.Seconds[0].Dropped, res.Dropped)
+
+			limit := int(tt.give.Limit)
+			if res.Sent <= limit {
+				// No ten buckets can hold more than were sent.
+				assert.Zero(t, res.Blocked, "refused with fewer requests than the limit")
+			}
+			// A refusal comes only from a window that holds limit passes.
+			assert.GreaterOrEqual(t, res.Passed, min(res.Sent, limit), "passed")
+			// The span touches at most span/100ms + 2 buckets.
+			buckets := int(span/(100*time.Millisecond)) + 2
+			most := limit * ((buckets + 9) / 10)
+			assert.LessOrEqual(t, res.Passed, most, "passed within %v (%d buckets)", span, buckets)
+			if res.Sent > most {
+				assert.Positive(t, res.Blocked)
+			}
+			if res.Passed > 0 {
+				assert.Positive(t, res.Seconds[0].MeanRT)
+				assert.Positive(t, res.Seconds[0].P99RT)
+			}
+			if res.Blocked > 0 {
+				assert.Positive(t, res.BlockedMeanRT)
+			}
 		})
 	}
 }
@@ -146,5 +166,9 @@ func TestReport(t *testing.T) {
 	assert.Contains(t, out, "passed (200)")
 	assert.Contains(t, out, "2.00ms")
 	assert.Contains(t, out, "limit:   100 req/s")
+	// The legend says why a second may show more passes than the limit.
+	assert.Contains(t, out, "sliding window of ten 100 ms buckets")
+	assert.Contains(t, out, "at most 100 requests in\nany ten consecutive buckets")
+	assert.Contains(t, out, "docs/architecture.md")
 	assert.NotContains(t, out, " \n", "trailing spaces")
 }
