@@ -32,7 +32,7 @@ package doccheck
 //     w http.ResponseWriter and r *http.Request (inside a handler), ctx,
 //     engine *sluice.Engine, userID and clientIP (strings), target (a gRPC
 //     address), doWork() error, fallback() error, reserve(ctx) error,
-//     getUser (an http.HandlerFunc), mySlot (a core.Slot), recoverUnary and
+//     getUser (an http.HandlerFunc), mySlot (a custom slot: any), recoverUnary and
 //     recoverStream (gRPC server interceptors). A block that declares one of
 //     these names uses its own.
 //
@@ -109,7 +109,7 @@ var prelude = map[string]struct {
 	"fallback":      {"func fallback() error { return nil }", nil},
 	"reserve":       {"func reserve(context.Context) error { return nil }", []string{"context"}},
 	"getUser":       {"func getUser(http.ResponseWriter, *http.Request) {}", []string{"http"}},
-	"mySlot":        {"var mySlot core.Slot", []string{"core"}},
+	"mySlot":        {"var mySlot any", nil},
 	"recoverUnary":  {"var recoverUnary grpc.UnaryServerInterceptor", []string{"grpc"}},
 	"recoverStream": {"var recoverStream grpc.StreamServerInterceptor", []string{"grpc"}},
 }
