@@ -68,7 +68,7 @@ standalone:
 
 ## bench: the hot-path benchmarks (see docs/benchmarks.md for the figures).
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 5 . ./stat/... ./slots/...
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 . ./internal/...
 
 ## bench-compare: sluice beside x/time/rate, uber ratelimit and
 ## sentinel-golang, every path measured in each of BENCH_COUNT rounds; prints
