@@ -25,16 +25,16 @@ func init() { defaultPtr.Store(New()) }
 // Close, a fresh default engine takes its place.
 func Default() *Engine { return defaultPtr.Load() }
 
-// SetDefault replaces the default engine with g (for example one built with
-// a custom clock) and returns the previous one, which is not closed. A nil g
+// SetDefault replaces the default engine with eng (for example one built with
+// a custom clock) and returns the previous one, which is not closed. A nil eng
 // installs a fresh engine.
-func SetDefault(g *Engine) *Engine {
-	if g == nil {
-		g = New()
+func SetDefault(eng *Engine) *Engine {
+	if eng == nil {
+		eng = New()
 	}
 	defaultMu.Lock()
 	defer defaultMu.Unlock()
-	return defaultPtr.Swap(g)
+	return defaultPtr.Swap(eng)
 }
 
 // defaultEngine returns the default engine.

@@ -65,39 +65,39 @@ func WithErrorClassifier(isFailure func(err error) bool) Option {
 //
 // It reports whether the rules in force changed. Passing nil or an empty
 // slice removes all circuit-breaker rules.
-func (g *Engine) LoadCircuitBreakerRules(rs []rules.CircuitBreaker) (bool, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if equalRules(g.cbRules, rs) {
+func (eng *Engine) LoadCircuitBreakerRules(rs []rules.CircuitBreaker) (bool, error) {
+	eng.mu.Lock()
+	defer eng.mu.Unlock()
+	if equalRules(eng.cbRules, rs) {
 		return false, nil
 	}
-	ctl, err := degrade.Build(rs, g.cbCtl, g.cbHub)
+	ctl, err := degrade.Build(rs, eng.cbCtl, eng.cbHub)
 	if err != nil {
 		return false, err
 	}
-	g.cbRules = append([]rules.CircuitBreaker(nil), rs...)
-	g.cbCtl = ctl
-	g.publish()
+	eng.cbRules = append([]rules.CircuitBreaker(nil), rs...)
+	eng.cbCtl = ctl
+	eng.publish()
 	return true, nil
 }
 
 // CircuitBreakerRules returns a copy of the circuit-breaker rules in force.
-func (g *Engine) CircuitBreakerRules() []rules.CircuitBreaker {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return append([]rules.CircuitBreaker(nil), g.cbRules...)
+func (eng *Engine) CircuitBreakerRules() []rules.CircuitBreaker {
+	eng.mu.Lock()
+	defer eng.mu.Unlock()
+	return append([]rules.CircuitBreaker(nil), eng.cbRules...)
 }
 
 // CircuitBreakerStates returns the state of every circuit-breaker rule in
 // force, in the order of CircuitBreakerRules.
-func (g *Engine) CircuitBreakerStates() []BreakerStatus {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	out := make([]BreakerStatus, len(g.cbRules))
-	seen := make(map[string]int, len(g.cbCtl))
-	for i, r := range g.cbRules {
+func (eng *Engine) CircuitBreakerStates() []BreakerStatus {
+	eng.mu.Lock()
+	defer eng.mu.Unlock()
+	out := make([]BreakerStatus, len(eng.cbRules))
+	seen := make(map[string]int, len(eng.cbCtl))
+	for i, r := range eng.cbRules {
 		// Build keeps each resource's breakers in rule order.
-		b := g.cbCtl[r.Resource][seen[r.Resource]]
+		b := eng.cbCtl[r.Resource][seen[r.Resource]]
 		seen[r.Resource]++
 		out[i] = BreakerStatus{Rule: r, State: b.State()}
 	}
@@ -115,8 +115,8 @@ func (g *Engine) CircuitBreakerStates() []BreakerStatus {
 // into the engine (Entry, rule loading): the changes it causes are delivered
 // after it returns. A panic in a listener propagates to that Entry or Exit;
 // later changes are still delivered.
-func (g *Engine) AddBreakerListener(l BreakerListener) (remove func()) {
-	return g.cbHub.AddListener(l)
+func (eng *Engine) AddBreakerListener(l BreakerListener) (remove func()) {
+	return eng.cbHub.AddListener(l)
 }
 
 // LoadCircuitBreakerRules replaces the default engine's circuit-breaker

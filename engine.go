@@ -43,6 +43,26 @@ const (
 	Outbound = core.Outbound
 )
 
+// The kinds of rule that refuse entries: the values of BlockError.Type.
+const (
+	// BlockFlow is a flow rule (QPS or concurrency, on the resource or an
+	// associated one).
+	BlockFlow = core.BlockFlow
+	// BlockSystem is a system adaptive protection rule.
+	BlockSystem = core.BlockSystem
+	// BlockIsolation is an isolation (in-flight limit) rule.
+	BlockIsolation = core.BlockIsolation
+	// BlockParam is a hot-parameter rule.
+	BlockParam = core.BlockParam
+	// BlockDegrade is an open or probing circuit breaker.
+	BlockDegrade = core.BlockDegrade
+	// BlockCluster is a limit shared across instances (not produced by
+	// this package's rules; reserved for cluster flow control).
+	BlockCluster = core.BlockCluster
+	// BlockCustom is a custom slots.Checker registered with RegisterSlot.
+	BlockCustom = core.BlockCustom
+)
+
 // ErrBlocked matches (errors.Is) every error returned for a refused entry.
 var ErrBlocked = core.ErrBlocked
 
@@ -112,35 +132,35 @@ func New(opts ...Option) *Engine {
 	if cf.maxResources <= 0 {
 		cf.maxResources = DefaultMaxResources
 	}
-	g := &Engine{clock: cf.clock, max: cf.maxResources, inbound: window.NewNode()}
-	g.reg.init()
-	g.system = system.New(system.Config{
-		Clock: g.clock, Inbound: g.inbound,
+	eng := &Engine{clock: cf.clock, max: cf.maxResources, inbound: window.NewNode()}
+	eng.reg.init()
+	eng.system = system.New(system.Config{
+		Clock: eng.clock, Inbound: eng.inbound,
 		Source: cf.sysSource, Interval: cf.sysInterval, OnError: cf.sysOnError,
 	})
-	g.cbHub = degrade.NewHub(cf.isFailure)
-	return g
+	eng.cbHub = degrade.NewHub(cf.isFailure)
+	return eng
 }
 
 // Clock returns the engine's clock.
-func (g *Engine) Clock() Clock { return g.clock }
+func (eng *Engine) Clock() Clock { return eng.clock }
 
 // Close stops everything the engine started (such as the system metrics
 // sampler) and waits for it. Entries made after Close return ErrClosed;
 // entries in flight may still Exit. Close is idempotent.
-func (g *Engine) Close() error {
-	if g.closed.Swap(true) {
+func (eng *Engine) Close() error {
+	if eng.closed.Swap(true) {
 		return nil
 	}
-	return g.system.Close()
+	return eng.system.Close()
 }
 
 // RegisterSlot adds a custom slot (a slots.Preparer, slots.Checker or
 // slots.Observer) at position order among custom slots; lower runs first.
 // Custom slots run after the built-in ones. Engines without custom slots pay
 // one pointer check for the feature.
-func (g *Engine) RegisterSlot(s any, order int) error {
-	if !g.chain.Add(s, order) {
+func (eng *Engine) RegisterSlot(s any, order int) error {
+	if !eng.chain.Add(s, order) {
 		return fmt.Errorf("sluice: %T implements none of slots.Preparer, slots.Checker, slots.Observer", s)
 	}
 	return nil
@@ -300,16 +320,16 @@ func newRuleSet(fl []*flow.Controller, o otherRules) *ruleSet {
 // resource returns the named resource, creating it if the limit allows, or
 // the overflow resource, and starts loading the counters a call at now will
 // use (window.Node.Prefetch).
-func (g *Engine) resource(name string, now int64) *resource {
-	if x := g.reg.load(name, now); x != nil {
+func (eng *Engine) resource(name string, now int64) *resource {
+	if x := eng.reg.load(name, now); x != nil {
 		return x
 	}
-	return g.slowResource(name, false)
+	return eng.slowResource(name, false)
 }
 
-func (g *Engine) slowResource(name string, force bool) *resource {
-	x := g.reg.lookup(name, func() *resource {
-		if !force && len(g.reg.all) >= g.max {
+func (eng *Engine) slowResource(name string, force bool) *resource {
+	x := eng.reg.lookup(name, func() *resource {
+		if !force && len(eng.reg.all) >= eng.max {
 			return nil
 		}
 		return newResource(name)
@@ -317,18 +337,18 @@ func (g *Engine) slowResource(name string, force bool) *resource {
 	if x != nil {
 		return x
 	}
-	return g.reg.lookup(OverflowResource, func() *resource {
+	return eng.reg.lookup(OverflowResource, func() *resource {
 		return newResource(OverflowResource)
 	})
 }
 
 // node returns the statistics node of name, creating the resource whatever
 // the limit. Rules use it for the resources they name.
-func (g *Engine) node(name string) *window.Node { return &g.slowResource(name, true).node }
+func (eng *Engine) node(name string) *window.Node { return &eng.slowResource(name, true).node }
 
 // publish rebuilds every resource's rule set from the controllers in force.
-// Must hold g.mu.
-func (g *Engine) publish() {
+// Must hold eng.mu.
+func (eng *Engine) publish() {
 	others := map[string]*otherRules{}
 	get := func(res string) *otherRules {
 		o := others[res]
@@ -338,44 +358,44 @@ func (g *Engine) publish() {
 		}
 		return o
 	}
-	for res, cs := range g.isoCtl {
+	for res, cs := range eng.isoCtl {
 		get(res).isolation = cs
 	}
-	for res, cs := range g.parCtl {
+	for res, cs := range eng.parCtl {
 		get(res).param = cs
 	}
-	for res, cs := range g.cbCtl {
+	for res, cs := range eng.cbCtl {
 		get(res).degrade = cs
 	}
-	for res := range g.flowCtl {
-		g.slowResource(res, true)
+	for res := range eng.flowCtl {
+		eng.slowResource(res, true)
 	}
 	for res := range others {
-		g.slowResource(res, true)
+		eng.slowResource(res, true)
 	}
-	g.reg.rebind(func(x *resource) *ruleSet {
+	eng.reg.rebind(func(x *resource) *ruleSet {
 		var o otherRules
 		if p := others[x.name]; p != nil {
 			o = *p
 		}
-		return newRuleSet(g.flowCtl[x.name], o)
+		return newRuleSet(eng.flowCtl[x.name], o)
 	})
 }
 
 // Snapshot returns the statistics of a resource at the engine clock's
 // current reading, and false when the engine does not track it.
-func (g *Engine) Snapshot(resourceName string) (stat.Snapshot, bool) {
-	x := g.reg.get(resourceName)
+func (eng *Engine) Snapshot(resourceName string) (stat.Snapshot, bool) {
+	x := eng.reg.get(resourceName)
 	if x == nil {
 		return stat.Snapshot{}, false
 	}
-	return x.node.Snapshot(g.clock.Nanotime()), true
+	return x.node.Snapshot(eng.clock.Nanotime()), true
 }
 
 // InboundSnapshot returns the statistics of all inbound traffic.
-func (g *Engine) InboundSnapshot() stat.Snapshot {
-	return g.inbound.Snapshot(g.clock.Nanotime())
+func (eng *Engine) InboundSnapshot() stat.Snapshot {
+	return eng.inbound.Snapshot(eng.clock.Nanotime())
 }
 
 // Resources returns the number of resources the engine tracks.
-func (g *Engine) Resources() int { return g.reg.len() }
+func (eng *Engine) Resources() int { return eng.reg.len() }

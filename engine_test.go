@@ -215,7 +215,7 @@ func TestCustomSlots(t *testing.T) {
 	_, err := g.Entry("secret")
 	var be *BlockError
 	require.ErrorAs(t, err, &be)
-	assert.Equal(t, core.BlockCustom, be.Type)
+	assert.Equal(t, BlockCustom, be.Type, "re-exported for be.Type == sluice.BlockCustom")
 	assert.Equal(t, "secret", be.Resource)
 	assert.Equal(t, "denied by custom slot", be.Reason)
 

@@ -92,37 +92,37 @@ type Pass struct {
 }
 
 // Resource returns the name of the resource the pass is for.
-func (e *Pass) Resource() string { return e.ctx.Resource }
+func (p *Pass) Resource() string { return p.ctx.Resource }
 
 // SetError records err as the outcome of the protected work; circuit
 // breakers and error statistics see it at Exit. A nil err clears it.
-func (e *Pass) SetError(err error) { e.err = err }
+func (p *Pass) SetError(err error) { p.err = err }
 
 // Err returns the error recorded with SetError.
-func (e *Pass) Err() error { return e.err }
+func (p *Pass) Err() error { return p.err }
 
 // Exit ends the entry: it records completion, RT and error, and releases
 // everything the entry held (concurrency, circuit-breaker probes). Calling
 // Exit again, or on a nil *Pass, does nothing.
-func (e *Pass) Exit() {
-	if e == nil || e.done {
+func (p *Pass) Exit() {
+	if p == nil || p.done {
 		return
 	}
-	e.done = true
-	g := e.eng
-	now := g.clock.Nanotime()
-	x := entry.ExitInfo{Start: e.ctx.Start, End: now, Batch: e.ctx.Batch, Err: e.err}
-	e.ctx.ReleaseTickets(x)
+	p.done = true
+	eng := p.eng
+	now := eng.clock.Nanotime()
+	info := entry.ExitInfo{Start: p.ctx.Start, End: now, Batch: p.ctx.Batch, Err: p.err}
+	p.ctx.ReleaseTickets(info)
 	var in *window.Node
-	if e.ctx.Traffic == core.Inbound {
-		in = g.inbound
+	if p.ctx.Traffic == core.Inbound {
+		in = eng.inbound
 	}
-	statistic.Exit(x, &e.res.node, in)
-	if e.slots != nil {
+	statistic.Exit(info, &p.res.node, in)
+	if p.slots != nil {
 		// The slots the entry passed through, not whatever is registered
 		// now: a slot added meanwhile never saw this entry pass.
-		for _, s := range e.slots.Stat {
-			s.OnExit(e.custom, slots.Exit{End: now, Err: e.err})
+		for _, s := range p.slots.Stat {
+			s.OnExit(p.custom, slots.Exit{End: now, Err: p.err})
 		}
 	}
 }
@@ -131,29 +131,29 @@ func (e *Pass) Exit() {
 // call through, and otherwise a nil *Pass and an error: a *BlockError (matching
 // ErrBlocked) when a rule refused it, ErrBadBatch for an invalid batch, or
 // ErrClosed.
-func (g *Engine) Entry(resource string, opts ...EntryOption) (*Pass, error) {
+func (eng *Engine) Entry(resource string, opts ...EntryOption) (*Pass, error) {
 	// Small enough to inline: the Entry is then allocated in the caller's
 	// frame and, when the caller keeps it local, never reaches the heap.
-	return g.enterNoCtx(new(Pass), resource, opts)
+	return eng.enterNoCtx(new(Pass), resource, opts)
 }
 
 // EntryContext is Entry with a context that bounds any wait.
-func (g *Engine) EntryContext(ctx context.Context, resource string, opts ...EntryOption) (*Pass, error) {
-	return g.enter(new(Pass), ctx, resource, opts)
+func (eng *Engine) EntryContext(ctx context.Context, resource string, opts ...EntryOption) (*Pass, error) {
+	return eng.enter(new(Pass), ctx, resource, opts)
 }
 
 // enterNoCtx is enter without a context. It has one parameter fewer, which
 // keeps the package-level Entry within the inliner's budget.
 //
 //go:noinline
-func (g *Engine) enterNoCtx(e *Pass, name string, opts []EntryOption) (*Pass, error) {
-	return g.enter(e, nil, name, opts)
+func (eng *Engine) enterNoCtx(p *Pass, name string, opts []EntryOption) (*Pass, error) {
+	return eng.enter(p, nil, name, opts)
 }
 
-// enter runs e through the chain and returns it, or nil and the reason.
-func (g *Engine) enter(e *Pass, ctx context.Context, name string, opts []EntryOption) (*Pass, error) {
-	e.eng = g
-	c := &e.ctx
+// enter runs p through the chain and returns it, or nil and the reason.
+func (eng *Engine) enter(p *Pass, ctx context.Context, name string, opts []EntryOption) (*Pass, error) {
+	p.eng = eng
+	c := &p.ctx
 	c.Resource = name
 	c.Batch = 1
 	// Arguments stay in this frame and are lent to the param slot only.
@@ -183,30 +183,30 @@ func (g *Engine) enter(e *Pass, ctx context.Context, name string, opts []EntryOp
 	if c.Batch < 1 || c.Batch > MaxBatch {
 		return nil, fmt.Errorf("%w: %d (want 1 to %d)", ErrBadBatch, c.Batch, MaxBatch)
 	}
-	if g.closed.Load() {
+	if eng.closed.Load() {
 		return nil, ErrClosed
 	}
-	c.Start = g.clock.Nanotime()
-	r := g.resource(name, c.Start)
-	e.res = r
+	c.Start = eng.clock.Nanotime()
+	r := eng.resource(name, c.Start)
+	p.res = r
 	var in *window.Node
 	if c.Traffic == core.Inbound {
-		in = g.inbound
+		in = eng.inbound
 	}
-	snap := g.chain.Snapshot()
+	snap := eng.chain.Snapshot()
 	if snap != nil {
-		e.custom = customCopy(c)
-		e.slots = snap
+		p.custom = customCopy(c)
+		p.slots = snap
 		for _, s := range snap.Prepare {
-			s.Prepare(e.custom)
+			s.Prepare(p.custom)
 		}
 	}
-	if be := g.check(ctx, e, args, r, in, snap); be != nil {
+	if be := eng.check(ctx, p, args, r, in, snap); be != nil {
 		c.ReleaseTickets(entry.ExitInfo{Start: c.Start, End: c.Start, Batch: c.Batch, Blocked: true})
 		statistic.Block(c, &r.node, in)
 		if snap != nil {
 			for _, s := range snap.Stat {
-				s.OnBlock(e.custom, be)
+				s.OnBlock(p.custom, be)
 			}
 		}
 		return nil, be
@@ -215,17 +215,17 @@ func (g *Engine) enter(e *Pass, ctx context.Context, name string, opts []EntryOp
 	statistic.Pass(c, &r.node, in)
 	if snap != nil {
 		for _, s := range snap.Stat {
-			s.OnPass(e.custom)
+			s.OnPass(p.custom)
 		}
 	}
-	return e, nil
+	return p, nil
 }
 
 // check runs the rule checks in chain order; the first refusal wins.
-func (g *Engine) check(ctx context.Context, e *Pass, args entry.Args, r *resource, in *window.Node, snap *chain.Snapshot) *core.BlockError {
-	c := &e.ctx
-	if in != nil && g.system.Active() {
-		if be := g.system.Check(c); be != nil {
+func (eng *Engine) check(ctx context.Context, p *Pass, args entry.Args, r *resource, in *window.Node, snap *chain.Snapshot) *core.BlockError {
+	c := &p.ctx
+	if in != nil && eng.system.Active() {
+		if be := eng.system.Check(c); be != nil {
 			return be
 		}
 	}
@@ -235,7 +235,7 @@ func (g *Engine) check(ctx context.Context, e *Pass, args entry.Args, r *resourc
 		}
 	} else if rs := r.rules.Load(); rs != nil {
 		for i := range rs.flow {
-			if be := rs.flow[i].Check(ctx, c, g.clock); be != nil {
+			if be := rs.flow[i].Check(ctx, c, eng.clock); be != nil {
 				return be
 			}
 		}
@@ -246,7 +246,7 @@ func (g *Engine) check(ctx context.Context, e *Pass, args entry.Args, r *resourc
 				}
 			}
 			for _, f := range o.param {
-				if be := f.Check(ctx, c, args, g.clock); be != nil {
+				if be := f.Check(ctx, c, args, eng.clock); be != nil {
 					return be
 				}
 			}
@@ -259,7 +259,7 @@ func (g *Engine) check(ctx context.Context, e *Pass, args entry.Args, r *resourc
 	}
 	if snap != nil {
 		for _, s := range snap.Check {
-			if be := s.Check(e.custom); be != nil {
+			if be := s.Check(p.custom); be != nil {
 				if be.Type == 0 {
 					be.Type = core.BlockCustom
 				}

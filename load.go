@@ -16,53 +16,53 @@ import (
 //
 // It reports whether the rules in force changed. Passing nil or an empty
 // slice removes all flow rules.
-func (g *Engine) LoadFlowRules(rs []rules.Flow) (bool, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if equalRules(g.flowRules, rs) {
+func (eng *Engine) LoadFlowRules(rs []rules.Flow) (bool, error) {
+	eng.mu.Lock()
+	defer eng.mu.Unlock()
+	if equalRules(eng.flowRules, rs) {
 		return false, nil
 	}
-	ctl, err := flow.Build(rs, g.flowCtl, g.node)
+	ctl, err := flow.Build(rs, eng.flowCtl, eng.node)
 	if err != nil {
 		return false, err
 	}
-	g.flowRules = append([]rules.Flow(nil), rs...)
-	g.flowCtl = ctl
-	g.publish()
+	eng.flowRules = append([]rules.Flow(nil), rs...)
+	eng.flowCtl = ctl
+	eng.publish()
 	return true, nil
 }
 
 // FlowRules returns a copy of the flow rules in force.
-func (g *Engine) FlowRules() []rules.Flow {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return append([]rules.Flow(nil), g.flowRules...)
+func (eng *Engine) FlowRules() []rules.Flow {
+	eng.mu.Lock()
+	defer eng.mu.Unlock()
+	return append([]rules.Flow(nil), eng.flowRules...)
 }
 
 // LoadIsolationRules replaces every isolation rule of the engine with rs,
 // with the same refuse-whole semantics as LoadFlowRules. Requests already in
 // flight keep counting against the new thresholds.
-func (g *Engine) LoadIsolationRules(rs []rules.Isolation) (bool, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if equalRules(g.isoRules, rs) {
+func (eng *Engine) LoadIsolationRules(rs []rules.Isolation) (bool, error) {
+	eng.mu.Lock()
+	defer eng.mu.Unlock()
+	if equalRules(eng.isoRules, rs) {
 		return false, nil
 	}
-	ctl, err := isolation.Build(rs, g.isoCtl)
+	ctl, err := isolation.Build(rs, eng.isoCtl)
 	if err != nil {
 		return false, err
 	}
-	g.isoRules = append([]rules.Isolation(nil), rs...)
-	g.isoCtl = ctl
-	g.publish()
+	eng.isoRules = append([]rules.Isolation(nil), rs...)
+	eng.isoCtl = ctl
+	eng.publish()
 	return true, nil
 }
 
 // IsolationRules returns a copy of the isolation rules in force.
-func (g *Engine) IsolationRules() []rules.Isolation {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return append([]rules.Isolation(nil), g.isoRules...)
+func (eng *Engine) IsolationRules() []rules.Isolation {
+	eng.mu.Lock()
+	defer eng.mu.Unlock()
+	return append([]rules.Isolation(nil), eng.isoRules...)
 }
 
 func equalRules[T comparable](a, b []T) bool {

@@ -25,75 +25,75 @@ type registry struct {
 	misses int
 }
 
-func (r *registry) init() {
-	r.seed = maphash.MakeSeed()
-	r.all = map[string]*resource{}
-	r.read.Store(newTable(r.seed, r.all))
+func (reg *registry) init() {
+	reg.seed = maphash.MakeSeed()
+	reg.all = map[string]*resource{}
+	reg.read.Store(newTable(reg.seed, reg.all))
 }
 
 // load returns the named resource if the read table has it (see
 // table.get for now).
-func (r *registry) load(name string, now int64) *resource {
-	return r.read.Load().get(name, now)
+func (reg *registry) load(name string, now int64) *resource {
+	return reg.read.Load().get(name, now)
 }
 
 // lookup returns the resource, creating it with mk when absent and allowed.
 // It returns nil when mk does.
-func (r *registry) lookup(name string, mk func() *resource) *resource {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if x, ok := r.all[name]; ok {
-		r.miss()
-		return x
+func (reg *registry) lookup(name string, mk func() *resource) *resource {
+	reg.mu.Lock()
+	defer reg.mu.Unlock()
+	if r, ok := reg.all[name]; ok {
+		reg.miss()
+		return r
 	}
-	x := mk()
-	if x == nil {
+	r := mk()
+	if r == nil {
 		return nil
 	}
-	r.all[x.name] = x
-	r.miss()
-	return x
+	reg.all[r.name] = r
+	reg.miss()
+	return r
 }
 
 // miss records a read-table miss and promotes the full map once misses
 // reach an eighth of its size, so the copy costs at most eight entries per
 // miss. Must hold mu.
-func (r *registry) miss() {
-	r.misses++
-	if r.misses < len(r.all)/8+1 {
+func (reg *registry) miss() {
+	reg.misses++
+	if reg.misses < len(reg.all)/8+1 {
 		return
 	}
-	r.promote()
+	reg.promote()
 }
 
 // promote replaces the read table with one of all resources. Must hold mu.
-func (r *registry) promote() {
-	r.read.Store(newTable(r.seed, r.all))
-	r.misses = 0
+func (reg *registry) promote() {
+	reg.read.Store(newTable(reg.seed, reg.all))
+	reg.misses = 0
 }
 
-func (r *registry) len() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.all)
+func (reg *registry) len() int {
+	reg.mu.Lock()
+	defer reg.mu.Unlock()
+	return len(reg.all)
 }
 
 // get returns the named resource, or nil; it does not create one.
-func (r *registry) get(name string) *resource {
-	if x := r.load(name, 0); x != nil {
-		return x
+func (reg *registry) get(name string) *resource {
+	if r := reg.load(name, 0); r != nil {
+		return r
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.all[name]
+	reg.mu.Lock()
+	defer reg.mu.Unlock()
+	return reg.all[name]
 }
 
-// rebind puts rules(x) in force on every resource.
-func (r *registry) rebind(rules func(x *resource) *ruleSet) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, x := range r.all {
-		x.setRules(rules(x))
+// rebind puts rules(r) in force on every resource.
+func (reg *registry) rebind(rules func(r *resource) *ruleSet) {
+	reg.mu.Lock()
+	defer reg.mu.Unlock()
+	for _, r := range reg.all {
+		r.setRules(rules(r))
 	}
 }
 
@@ -119,14 +119,14 @@ func newTable(seed maphash.Seed, all map[string]*resource) *table {
 		size <<= 1
 	}
 	t := &table{seed: seed, mask: uint64(size - 1), tags: make([]uint32, size), res: make([]*resource, size)}
-	for name, x := range all {
+	for name, r := range all {
 		h := maphash.String(seed, name)
 		i := h >> 32
 		for t.tags[i&t.mask] != 0 {
 			i++
 		}
 		t.tags[i&t.mask] = uint32(h) | 1
-		t.res[i&t.mask] = x
+		t.res[i&t.mask] = r
 	}
 	return t
 }
@@ -144,10 +144,10 @@ func (t *table) get(name string, now int64) *resource {
 		j := i & t.mask
 		switch t.tags[j] {
 		case tag:
-			x := t.res[j]
-			x.node.Prefetch(now)
-			if x.named(name) {
-				return x
+			r := t.res[j]
+			r.node.Prefetch(now)
+			if r.named(name) {
+				return r
 			}
 		case 0:
 			return nil

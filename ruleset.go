@@ -10,8 +10,8 @@ import (
 // engine's own loader for that kind.
 type ruleKind struct {
 	name string
-	load func(g *Engine, s rules.Set) error
-	get  func(g *Engine, s *rules.Set)
+	load func(eng *Engine, s rules.Set) error
+	get  func(eng *Engine, s *rules.Set)
 }
 
 // ruleKinds are the kinds LoadRuleSet loads, in the order of the slot
@@ -19,28 +19,28 @@ type ruleKind struct {
 var ruleKinds = []ruleKind{
 	{
 		name: "system",
-		load: func(g *Engine, s rules.Set) error { _, err := g.LoadSystemRules(s.System); return err },
-		get:  func(g *Engine, s *rules.Set) { s.System = nilIfEmpty(g.SystemRules()) },
+		load: func(eng *Engine, s rules.Set) error { _, err := eng.LoadSystemRules(s.System); return err },
+		get:  func(eng *Engine, s *rules.Set) { s.System = nilIfEmpty(eng.SystemRules()) },
 	},
 	{
 		name: "flow",
-		load: func(g *Engine, s rules.Set) error { _, err := g.LoadFlowRules(s.Flow); return err },
-		get:  func(g *Engine, s *rules.Set) { s.Flow = nilIfEmpty(g.FlowRules()) },
+		load: func(eng *Engine, s rules.Set) error { _, err := eng.LoadFlowRules(s.Flow); return err },
+		get:  func(eng *Engine, s *rules.Set) { s.Flow = nilIfEmpty(eng.FlowRules()) },
 	},
 	{
 		name: "isolation",
-		load: func(g *Engine, s rules.Set) error { _, err := g.LoadIsolationRules(s.Isolation); return err },
-		get:  func(g *Engine, s *rules.Set) { s.Isolation = nilIfEmpty(g.IsolationRules()) },
+		load: func(eng *Engine, s rules.Set) error { _, err := eng.LoadIsolationRules(s.Isolation); return err },
+		get:  func(eng *Engine, s *rules.Set) { s.Isolation = nilIfEmpty(eng.IsolationRules()) },
 	},
 	{
 		name: "param",
-		load: func(g *Engine, s rules.Set) error { _, err := g.LoadParamRules(s.Param); return err },
-		get:  func(g *Engine, s *rules.Set) { s.Param = nilIfEmpty(g.ParamRules()) },
+		load: func(eng *Engine, s rules.Set) error { _, err := eng.LoadParamRules(s.Param); return err },
+		get:  func(eng *Engine, s *rules.Set) { s.Param = nilIfEmpty(eng.ParamRules()) },
 	},
 	{
 		name: "circuit breaker",
-		load: func(g *Engine, s rules.Set) error { _, err := g.LoadCircuitBreakerRules(s.CircuitBreaker); return err },
-		get:  func(g *Engine, s *rules.Set) { s.CircuitBreaker = nilIfEmpty(g.CircuitBreakerRules()) },
+		load: func(eng *Engine, s rules.Set) error { _, err := eng.LoadCircuitBreakerRules(s.CircuitBreaker); return err },
+		get:  func(eng *Engine, s *rules.Set) { s.CircuitBreaker = nilIfEmpty(eng.CircuitBreakerRules()) },
 	},
 }
 
@@ -68,17 +68,17 @@ var ruleSetMu sync.Mutex
 // a loader still refuses its rules, the kinds already loaded are put back
 // as they were and its error is returned. An entry made during the load may
 // see the new rules of one kind beside the old rules of another.
-func (g *Engine) LoadRuleSet(set rules.Set) error {
+func (eng *Engine) LoadRuleSet(set rules.Set) error {
 	if err := set.Validate(); err != nil {
 		return err
 	}
 	ruleSetMu.Lock()
 	defer ruleSetMu.Unlock()
-	old := g.RuleSet()
+	old := eng.RuleSet()
 	for i, k := range ruleKinds {
-		if err := k.load(g, set); err != nil {
+		if err := k.load(eng, set); err != nil {
 			for j := i - 1; j >= 0; j-- {
-				_ = ruleKinds[j].load(g, old) // rules that were in force load again
+				_ = ruleKinds[j].load(eng, old) // rules that were in force load again
 			}
 			return err
 		}
@@ -87,10 +87,10 @@ func (g *Engine) LoadRuleSet(set rules.Set) error {
 }
 
 // RuleSet returns a copy of the engine's rules of every kind.
-func (g *Engine) RuleSet() rules.Set {
+func (eng *Engine) RuleSet() rules.Set {
 	var s rules.Set
 	for _, k := range ruleKinds {
-		k.get(g, &s)
+		k.get(eng, &s)
 	}
 	return s
 }
@@ -106,9 +106,9 @@ func (g *Engine) RuleSet() rules.Set {
 // If the file cannot be loaded at first, WatchRuleFile returns the error and
 // watches nothing. Otherwise the caller owns the returned source and must
 // Close it; closing the engine does not.
-func (g *Engine) WatchRuleFile(path string, opts ...rules.FileSourceOption) (*rules.FileSource, error) {
-	opts = append([]rules.FileSourceOption{rules.WithClock(g.clock)}, opts...)
-	src, err := rules.NewFileSource(path, g.LoadRuleSet, opts...)
+func (eng *Engine) WatchRuleFile(path string, opts ...rules.FileSourceOption) (*rules.FileSource, error) {
+	opts = append([]rules.FileSourceOption{rules.WithClock(eng.clock)}, opts...)
+	src, err := rules.NewFileSource(path, eng.LoadRuleSet, opts...)
 	if err != nil {
 		return nil, err
 	}
