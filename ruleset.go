@@ -39,8 +39,11 @@ var ruleKinds = []ruleKind{
 	},
 	{
 		name: "circuit breaker",
-		load: func(eng *Engine, s rules.Set) error { _, err := eng.LoadCircuitBreakerRules(s.CircuitBreaker); return err },
-		get:  func(eng *Engine, s *rules.Set) { s.CircuitBreaker = nilIfEmpty(eng.CircuitBreakerRules()) },
+		load: func(eng *Engine, s rules.Set) error {
+			_, err := eng.LoadCircuitBreakerRules(s.CircuitBreaker)
+			return err
+		},
+		get: func(eng *Engine, s *rules.Set) { s.CircuitBreaker = nilIfEmpty(eng.CircuitBreakerRules()) },
 	},
 }
 

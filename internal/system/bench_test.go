@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/internal/entry"
-	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/internal/system"
+	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 )

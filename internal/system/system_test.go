@@ -15,8 +15,8 @@ import (
 
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/entry"
-	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/internal/system"
+	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 )
