@@ -12,8 +12,8 @@ import (
 // The default engine always exists: making one starts no goroutine (the
 // system sampler starts only when system rules need it), and keeping the
 // pointer non-nil lets the package-level Entry inline, so its *Pass stays on
-// the caller's stack. (sync/atomic rather than go.uber.org/atomic here: the
-// wrapper's extra call puts Entry over the inliner's budget.)
+// the caller's stack (see "Atomics" in docs/architecture.md for why the
+// pointer is a sync/atomic one).
 var (
 	defaultMu  sync.Mutex
 	defaultPtr atomic.Pointer[Engine]

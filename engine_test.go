@@ -8,9 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"sync/atomic"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/atomic"
 
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
@@ -158,7 +159,7 @@ func TestReloadUnderTrafficIsExact(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < 100; i++ {
 				if try(g, "r") {
-					passed.Inc()
+					passed.Add(1)
 				}
 			}
 		}()
@@ -175,7 +176,7 @@ type denySlot struct {
 }
 
 func (d *denySlot) Check(ec *slots.Entry) *core.BlockError {
-	d.checked.Inc()
+	d.checked.Add(1)
 	if ec.Resource == d.resource {
 		return &core.BlockError{Reason: "denied by custom slot", Threshold: 0}
 	}

@@ -4,7 +4,7 @@ import (
 	"hash/maphash"
 	"sync"
 
-	"go.uber.org/atomic"
+	"sync/atomic"
 )
 
 // registry maps names to resources. Reads are lock-free: an immutable hash

@@ -7,7 +7,7 @@
 package isolation
 
 import (
-	"go.uber.org/atomic"
+	"sync/atomic"
 
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/entry"
@@ -28,7 +28,7 @@ func NewController(r rules.Isolation) (*Controller, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
-	return &Controller{rule: r, inflight: atomic.NewInt64(0)}, nil
+	return &Controller{rule: r, inflight: new(atomic.Int64)}, nil
 }
 
 // Rule returns the rule the controller enforces.
@@ -60,7 +60,7 @@ func (c *Controller) Check(ec *entry.Context) *core.BlockError {
 }
 
 // Release gives back the entry's in-flight slots.
-func (c *Controller) Release(x entry.ExitInfo) { c.inflight.Sub(x.Batch) }
+func (c *Controller) Release(x entry.ExitInfo) { c.inflight.Add(-x.Batch) }
 
 // Build validates every rule first and, only if all are valid, returns the
 // controllers grouped by resource. The i-th rule on a resource takes over the

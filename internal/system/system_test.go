@@ -8,9 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"sync/atomic"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/atomic"
 	"go.uber.org/goleak"
 
 	"github.com/sluice-go/sluice/core"
@@ -25,10 +26,27 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // fakeSource is a Source whose readings the test sets.
 type fakeSource struct {
-	load, cpu atomic.Float64
-	err       atomic.Error
+	load, cpu floatVar
+	err       errVar
 	calls     atomic.Int64
 }
+
+// floatVar is a float64 read and written atomically.
+type floatVar struct{ bits atomic.Uint64 }
+
+func (v *floatVar) Load() float64   { return math.Float64frombits(v.bits.Load()) }
+func (v *floatVar) Store(f float64) { v.bits.Store(math.Float64bits(f)) }
+
+// errVar is an error read and written atomically; nil is a valid value.
+type errVar struct{ p atomic.Pointer[error] }
+
+func (v *errVar) Load() error {
+	if p := v.p.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+func (v *errVar) Store(err error) { v.p.Store(&err) }
 
 func newFakeSource(load, cpu float64) *fakeSource {
 	f := &fakeSource{}
@@ -38,7 +56,7 @@ func newFakeSource(load, cpu float64) *fakeSource {
 }
 
 func (f *fakeSource) Load1() (float64, error) {
-	f.calls.Inc()
+	f.calls.Add(1)
 	return f.load.Load(), f.err.Load()
 }
 func (f *fakeSource) CPUUsage() (float64, error) { return f.cpu.Load(), f.err.Load() }
