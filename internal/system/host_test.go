@@ -250,10 +250,20 @@ func TestHostSourceReal(t *testing.T) {
 	assert.Greater(t, limit, 0.0)
 	assert.LessOrEqual(t, limit, float64(h.numCPU))
 
-	// Burn some CPU so the reading is a real one.
+	// Burn CPU until the process's CPU time has visibly moved (the kernel
+	// accounts it in ticks, and a busy host may give this process little of
+	// any fixed wall-clock span), so the reading is a real one. The
+	// deadline only stops a broken cpuTime from hanging the test.
+	before, err := h.cpuTime()
+	require.NoError(t, err)
 	x := 0.0
-	for start := time.Now(); time.Since(start) < 20*time.Millisecond; {
-		x += math.Sqrt(x + 1)
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+		for i := 0; i < 1e5; i++ {
+			x += math.Sqrt(x + 1)
+		}
+		if now, err := h.cpuTime(); err == nil && now > before {
+			break
+		}
 	}
 	u, err := h.CPUUsage()
 	require.NoError(t, err)
