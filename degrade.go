@@ -64,40 +64,26 @@ func WithErrorClassifier(isFailure func(err error) bool) Option {
 // next decision. Other rules start Closed with an empty window.
 //
 // It reports whether the rules in force changed. Passing nil or an empty
-// slice removes all circuit-breaker rules.
+// slice removes all circuit-breaker rules. On a closed engine it returns
+// ErrClosed and changes nothing.
 func (eng *Engine) LoadCircuitBreakerRules(rs []rules.CircuitBreaker) (bool, error) {
-	eng.mu.Lock()
-	defer eng.mu.Unlock()
-	if equalRules(eng.cbRules, rs) {
-		return false, nil
-	}
-	ctl, err := degrade.Build(rs, eng.cbCtl, eng.cbHub)
-	if err != nil {
-		return false, err
-	}
-	eng.cbRules = append([]rules.CircuitBreaker(nil), rs...)
-	eng.cbCtl = ctl
-	eng.publish()
-	return true, nil
+	return load(eng, breakerKind, rs)
 }
 
-// CircuitBreakerRules returns a copy of the circuit-breaker rules in force.
-func (eng *Engine) CircuitBreakerRules() []rules.CircuitBreaker {
-	eng.mu.Lock()
-	defer eng.mu.Unlock()
-	return append([]rules.CircuitBreaker(nil), eng.cbRules...)
-}
+// CircuitBreakerRules returns a copy of the circuit-breaker rules in force
+// (nil when there are none).
+func (eng *Engine) CircuitBreakerRules() []rules.CircuitBreaker { return rulesIn(eng, breakerKind) }
 
 // CircuitBreakerStates returns the state of every circuit-breaker rule in
 // force, in the order of CircuitBreakerRules.
 func (eng *Engine) CircuitBreakerStates() []BreakerStatus {
 	eng.mu.Lock()
 	defer eng.mu.Unlock()
-	out := make([]BreakerStatus, len(eng.cbRules))
-	seen := make(map[string]int, len(eng.cbCtl))
-	for i, r := range eng.cbRules {
+	out := make([]BreakerStatus, len(eng.breakers.rules))
+	seen := make(map[string]int, len(eng.breakers.ctl))
+	for i, r := range eng.breakers.rules {
 		// Build keeps each resource's breakers in rule order.
-		b := eng.cbCtl[r.Resource][seen[r.Resource]]
+		b := eng.breakers.ctl[r.Resource][seen[r.Resource]]
 		seen[r.Resource]++
 		out[i] = BreakerStatus{Rule: r, State: b.State()}
 	}
@@ -116,7 +102,7 @@ func (eng *Engine) CircuitBreakerStates() []BreakerStatus {
 // after it returns. A panic in a listener propagates to that Entry or Exit;
 // later changes are still delivered.
 func (eng *Engine) AddBreakerListener(l BreakerListener) (remove func()) {
-	return eng.cbHub.AddListener(l)
+	return eng.breakerHub.AddListener(l)
 }
 
 // LoadCircuitBreakerRules replaces the default engine's circuit-breaker

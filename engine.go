@@ -66,7 +66,8 @@ const (
 // ErrBlocked matches (errors.Is) every error returned for a refused entry.
 var ErrBlocked = core.ErrBlocked
 
-// ErrClosed is returned by Entry on an engine that has been closed.
+// ErrClosed is returned by Entry, EntryContext and the rule loaders of an
+// engine that has been closed.
 var ErrClosed = errors.New("sluice: engine closed")
 
 // DefaultMaxResources is the number of distinct resources an engine tracks
@@ -101,7 +102,8 @@ func WithClock(c Clock) Option { return func(cf *config) { cf.clock = c } }
 func WithMaxResources(n int) Option { return func(cf *config) { cf.maxResources = n } }
 
 // Engine is an independent instance of sluice: its own clock, resources,
-// statistics and rules. All methods are safe for concurrent use.
+// statistics and rules. Make one with New; the zero value is not usable.
+// All methods are safe for concurrent use.
 type Engine struct {
 	clock   core.Clock
 	max     int
@@ -111,19 +113,20 @@ type Engine struct {
 	system  *system.Slot
 	closed  atomic.Bool
 
-	mu        sync.Mutex // serializes rule loads and resource creation
-	flowRules []rules.Flow
-	flowCtl   map[string][]*flow.Controller
-	isoRules  []rules.Isolation
-	isoCtl    map[string][]*isolation.Controller
-	cbRules   []rules.CircuitBreaker
-	cbCtl     map[string][]*degrade.Breaker
-	cbHub     *degrade.Hub // classifier, listeners and transition order of the breakers
-	parRules  []rules.Param
-	parCtl    map[string][]*param.Controller
+	// mu serializes rule loads and Close (an engine's own: loads into
+	// different engines never wait for each other). The rules of each
+	// kind in force, below, change only under it.
+	mu         sync.Mutex
+	flow       kindState[rules.Flow, map[string][]*flow.Controller]
+	isolation  kindState[rules.Isolation, map[string][]*isolation.Controller]
+	sys        kindState[rules.System, *system.RuleSet]
+	breakers   kindState[rules.CircuitBreaker, map[string][]*degrade.Breaker]
+	param      kindState[rules.Param, map[string][]*param.Controller]
+	breakerHub *degrade.Hub // classifier, listeners and transition order of the breakers
 }
 
-// New returns an engine with no rules.
+// New returns an engine with no rules, configured by opts. It starts no
+// goroutine.
 func New(opts ...Option) *Engine {
 	cf := config{clock: core.SystemClock(), maxResources: DefaultMaxResources}
 	for _, o := range opts {
@@ -138,7 +141,7 @@ func New(opts ...Option) *Engine {
 		Clock: eng.clock, Inbound: eng.inbound,
 		Source: cf.sysSource, Interval: cf.sysInterval, OnError: cf.sysOnError,
 	})
-	eng.cbHub = degrade.NewHub(cf.isFailure)
+	eng.breakerHub = degrade.NewHub(cf.isFailure)
 	return eng
 }
 
@@ -146,10 +149,14 @@ func New(opts ...Option) *Engine {
 func (eng *Engine) Clock() Clock { return eng.clock }
 
 // Close stops everything the engine started (such as the system metrics
-// sampler) and waits for it. Entries made after Close return ErrClosed;
-// entries in flight may still Exit. Close is idempotent.
+// sampler) and waits for it. Afterwards Entry and the rule loaders return
+// ErrClosed; entries in flight may still Exit. Close is idempotent and
+// returns the sampler's error, if any, the first time.
 func (eng *Engine) Close() error {
-	if eng.closed.Swap(true) {
+	eng.mu.Lock()
+	already := eng.closed.Swap(true)
+	eng.mu.Unlock()
+	if already {
 		return nil
 	}
 	return eng.system.Close()
@@ -358,27 +365,27 @@ func (eng *Engine) publish() {
 		}
 		return o
 	}
-	for res, cs := range eng.isoCtl {
+	for res, cs := range eng.isolation.ctl {
 		get(res).isolation = cs
 	}
-	for res, cs := range eng.parCtl {
+	for res, cs := range eng.param.ctl {
 		get(res).param = cs
 	}
-	for res, cs := range eng.cbCtl {
+	for res, cs := range eng.breakers.ctl {
 		get(res).degrade = cs
 	}
-	for res := range eng.flowCtl {
+	for res := range eng.flow.ctl {
 		eng.slowResource(res, true)
 	}
 	for res := range others {
 		eng.slowResource(res, true)
 	}
-	eng.reg.rebind(func(x *resource) *ruleSet {
+	eng.reg.rebind(func(r *resource) *ruleSet {
 		var o otherRules
-		if p := others[x.name]; p != nil {
+		if p := others[r.name]; p != nil {
 			o = *p
 		}
-		return newRuleSet(eng.flowCtl[x.name], o)
+		return newRuleSet(eng.flow.ctl[r.name], o)
 	})
 }
 

@@ -28,7 +28,12 @@ func NewController(r rules.Isolation) (*Controller, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
-	return &Controller{rule: r, inflight: new(atomic.Int64)}, nil
+	return newController(r), nil
+}
+
+// newController builds the controller of the valid rule r.
+func newController(r rules.Isolation) *Controller {
+	return &Controller{rule: r, inflight: new(atomic.Int64)}
 }
 
 // Rule returns the rule the controller enforces.
@@ -62,27 +67,20 @@ func (c *Controller) Check(ec *entry.Context) *core.BlockError {
 // Release gives back the entry's in-flight slots.
 func (c *Controller) Release(x entry.ExitInfo) { c.inflight.Add(-x.Batch) }
 
-// Build validates every rule first and, only if all are valid, returns the
-// controllers grouped by resource. The i-th rule on a resource takes over the
-// in-flight count of the i-th old controller on it, whatever its threshold:
-// requests already in flight keep counting after a reload.
-func Build(rs []rules.Isolation, old map[string][]*Controller) (map[string][]*Controller, error) {
-	for i := range rs {
-		if err := rs[i].Validate(); err != nil {
-			return nil, rules.At(err, i)
-		}
-	}
+// Build returns the controllers of rs grouped by resource. The rules must be
+// valid: the engine validates every rule before building. The i-th rule on
+// a resource takes over the in-flight count of the i-th old controller on
+// it, whatever its threshold: requests already in flight keep counting after
+// a reload. Build changes nothing the controllers in old use.
+func Build(rs []rules.Isolation, old map[string][]*Controller) map[string][]*Controller {
 	out := make(map[string][]*Controller, len(rs))
 	for i := range rs {
-		c, err := NewController(rs[i])
-		if err != nil {
-			return nil, rules.At(err, i)
-		}
+		c := newController(rs[i])
 		res := rs[i].Resource
 		if prev := old[res]; len(prev) > len(out[res]) {
 			c.inflight = prev[len(out[res])].inflight
 		}
 		out[res] = append(out[res], c)
 	}
-	return out, nil
+	return out
 }

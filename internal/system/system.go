@@ -2,7 +2,6 @@ package system
 
 import (
 	"math"
-	"sync"
 	"time"
 
 	"sync/atomic"
@@ -46,16 +45,13 @@ type Slot struct {
 	sampler *Sampler
 	stale   int64 // nanoseconds after which a sampled value is ignored
 
-	set atomic.Pointer[ruleSet] // nil when no rule is in force
-
-	mu    sync.Mutex // serializes Load
-	rules []rules.System
+	set atomic.Pointer[RuleSet] // nil when no rule is in force
 }
 
-// ruleSet is the immutable compiled form of the rules in force: for each
-// metric and strategy, the rule with the lowest threshold (it is the first
-// to fire, so the others never would).
-type ruleSet struct {
+// RuleSet is the immutable compiled form of a set of system rules (see
+// Compile): for each metric and strategy, the rule with the lowest threshold
+// (it is the first to fire, so the others never would).
+type RuleSet struct {
 	rules           []rules.System
 	conc, qps, rt   *check
 	load, cpu       *check // plain threshold
@@ -216,23 +212,14 @@ func Capacity(inbound *window.Node, now int64) float64 {
 	return inbound.MaxCompletePerSecond(now) * float64(minRT) / 1e6
 }
 
-// Load validates rs whole and puts it in force, or returns an error (an
-// *rules.Error naming the rule's index and field) and keeps the rules in
-// force. An empty rs removes every rule. Loading a rule on Load1 or
-// CPUUsage starts the sampler if it is not running; it then runs until
-// Close. It reports whether the rules in force changed.
-func (s *Slot) Load(rs []rules.System) (bool, error) {
-	for i := range rs {
-		if err := rs[i].Validate(); err != nil {
-			return false, rules.At(err, i)
-		}
+// Compile returns the compiled form of rs, which must be valid (the engine
+// validates every rule first), or nil when rs is empty. It keeps its own
+// copy of rs and changes nothing: Use puts the result in force.
+func Compile(rs []rules.System) *RuleSet {
+	if len(rs) == 0 {
+		return nil
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if equal(s.rules, rs) {
-		return false, nil
-	}
-	set := &ruleSet{rules: append([]rules.System(nil), rs...)}
+	set := &RuleSet{rules: append([]rules.System(nil), rs...)}
 	for i := range set.rules {
 		r := &set.rules[i]
 		c := &check{threshold: r.Threshold, rule: r, reason: r.Metric.String()}
@@ -264,34 +251,17 @@ func (s *Slot) Load(rs []rules.System) (bool, error) {
 			*slot = c
 		}
 	}
-	if set.sampled {
+	return set
+}
+
+// Use puts set (from Compile; nil for no rules) in force. A set with a rule
+// on Load1 or CPUUsage starts the sampler if it is not running; it then runs
+// until Close (after Close it starts nothing).
+func (s *Slot) Use(set *RuleSet) {
+	if set != nil && set.sampled {
 		s.sampler.Start()
 	}
-	s.rules = set.rules
-	if len(set.rules) == 0 {
-		set = nil
-	}
 	s.set.Store(set)
-	return true, nil
-}
-
-func equal(a, b []rules.System) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-// Rules returns a copy of the rules in force.
-func (s *Slot) Rules() []rules.System {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]rules.System(nil), s.rules...)
 }
 
 // Start starts the sampler now, so load1 and CPU usage are known before
