@@ -377,3 +377,52 @@ func TestEntryExitAllocatesNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestEntryRefusesWhatItCannotMakeSenseOf checks the entries refused before
+// any rule runs: each error names the problem, none is a block, and nothing
+// is counted or tracked.
+func TestEntryRefusesWhatItCannotMakeSenseOf(t *testing.T) {
+	g, _ := newTestEngine(t, 0)
+	// An inbound concurrency limit that one held entry exhausts: an entry
+	// that slipped past as neither inbound nor outbound would skip it.
+	_, err := g.LoadSystemRules([]rules.System{{Metric: rules.InboundConcurrency, Threshold: 1}})
+	require.NoError(t, err)
+	held, err := g.Entry("held")
+	require.NoError(t, err)
+	defer held.Exit()
+
+	tests := []struct {
+		name     string
+		resource string
+		opts     []EntryOption
+		want     error
+		wantText string
+	}{
+		{"empty resource", "", nil, ErrBadResource, "sluice: invalid resource name: empty"},
+		{"empty resource, outbound", "", []EntryOption{WithTraffic(Outbound)}, ErrBadResource, ""},
+		{"unknown traffic type", "r", []EntryOption{WithTraffic(TrafficType(7))}, ErrBadTraffic, "sluice: invalid traffic type: TrafficType(7)"},
+		{"traffic type 2", "r", []EntryOption{WithTraffic(Outbound + 1)}, ErrBadTraffic, ""},
+		{"zero batch", "r", []EntryOption{WithBatch(0)}, ErrBadBatch, ""},
+		{"batch over MaxBatch", "r", []EntryOption{WithBatch(MaxBatch + 1)}, ErrBadBatch, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := g.Entry(tt.resource, tt.opts...)
+			require.Nil(t, p)
+			require.ErrorIs(t, err, tt.want)
+			require.NotErrorIs(t, err, ErrBlocked)
+			if tt.wantText != "" {
+				require.EqualError(t, err, tt.wantText)
+			}
+			_, err = g.EntryContext(context.Background(), tt.resource, tt.opts...)
+			require.ErrorIs(t, err, tt.want)
+		})
+	}
+	in := g.InboundSnapshot()
+	assert.Equal(t, uint64(1), in.TotalPass, "only the held entry")
+	assert.Zero(t, in.TotalBlock)
+	assert.Equal(t, 1, g.Resources(), "only the held entry's resource is tracked")
+	p, err := g.Entry("r", WithTraffic(Outbound))
+	require.NoError(t, err, "outbound entries are not subject to system rules")
+	p.Exit()
+}

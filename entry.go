@@ -13,9 +13,16 @@ import (
 	"github.com/sluice-go/sluice/slots"
 )
 
-// ErrBadBatch is returned (wrapped) by Entry for a batch count below one or
-// above MaxBatch.
-var ErrBadBatch = errors.New("sluice: invalid batch count")
+// Errors Entry returns (wrapped, with the offending value) for an entry it
+// cannot make sense of. The entry is not counted anywhere.
+var (
+	// ErrBadBatch: a batch count below one or above MaxBatch.
+	ErrBadBatch = errors.New("sluice: invalid batch count")
+	// ErrBadTraffic: a traffic type other than Inbound and Outbound.
+	ErrBadTraffic = errors.New("sluice: invalid traffic type")
+	// ErrBadResource: an empty resource name.
+	ErrBadResource = errors.New("sluice: invalid resource name")
+)
 
 // MaxBatch is the largest batch count one entry may carry.
 const MaxBatch = 1 << 30
@@ -128,9 +135,10 @@ func (p *Pass) Exit() {
 }
 
 // Entry asks to enter resource. It returns a *Pass when every rule lets the
-// call through, and otherwise a nil *Pass and an error: a *BlockError (matching
-// ErrBlocked) when a rule refused it, ErrBadBatch for an invalid batch, or
-// ErrClosed.
+// call through, and otherwise a nil *Pass and an error: a *BlockError
+// (matching ErrBlocked) when a rule refused it; ErrBadResource,
+// ErrBadTraffic, ErrBadBatch or ErrTooManyAttachments (wrapped) for an entry
+// it cannot make sense of; or ErrClosed.
 func (eng *Engine) Entry(resource string, opts ...EntryOption) (*Pass, error) {
 	// Small enough to inline: the Entry is then allocated in the caller's
 	// frame and, when the caller keeps it local, never reaches the heap.
@@ -166,6 +174,9 @@ func (eng *Engine) enter(p *Pass, ctx context.Context, name string, opts []Entry
 		o := &opts[i]
 		switch o.kind {
 		case optTraffic:
+			if o.n != int64(core.Inbound) && o.n != int64(core.Outbound) {
+				return nil, fmt.Errorf("%w: %v", ErrBadTraffic, core.TrafficType(o.n))
+			}
 			c.Traffic = core.TrafficType(o.n)
 		case optBatch:
 			c.Batch = o.n
@@ -182,6 +193,9 @@ func (eng *Engine) enter(p *Pass, ctx context.Context, name string, opts []Entry
 	args.Named = named[:nn]
 	if c.Batch < 1 || c.Batch > MaxBatch {
 		return nil, fmt.Errorf("%w: %d (want 1 to %d)", ErrBadBatch, c.Batch, MaxBatch)
+	}
+	if name == "" {
+		return nil, fmt.Errorf("%w: empty", ErrBadResource)
 	}
 	if eng.closed.Load() {
 		return nil, ErrClosed
