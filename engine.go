@@ -1,7 +1,7 @@
 package sluice
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"math"
 	"strings"
@@ -67,8 +67,9 @@ const (
 var ErrBlocked = core.ErrBlocked
 
 // ErrClosed is returned by Entry, EntryContext and the rule loaders of an
-// engine that has been closed.
-var ErrClosed = errors.New("sluice: engine closed")
+// engine that has been closed, and by entries that were waiting for their
+// turn (throttling rules) when it closed.
+var ErrClosed = entry.ErrClosed
 
 // DefaultMaxResources is the number of distinct resources an engine tracks
 // when WithMaxResources is not given.
@@ -112,6 +113,10 @@ type Engine struct {
 	chain   chain.Chain
 	system  *system.Slot
 	closed  atomic.Bool
+	// life ends at Close (endLife): entries waiting for their turn stop
+	// waiting then (entry.Context.Life).
+	life    context.Context
+	endLife context.CancelFunc
 
 	// mu serializes rule loads and Close (an engine's own: loads into
 	// different engines never wait for each other). The rules of each
@@ -136,6 +141,7 @@ func New(opts ...Option) *Engine {
 		cf.maxResources = DefaultMaxResources
 	}
 	eng := &Engine{clock: cf.clock, max: cf.maxResources, inbound: window.NewNode()}
+	eng.life, eng.endLife = context.WithCancel(context.Background())
 	eng.reg.init()
 	eng.system = system.New(system.Config{
 		Clock: eng.clock, Inbound: eng.inbound,
@@ -150,8 +156,10 @@ func (eng *Engine) Clock() Clock { return eng.clock }
 
 // Close stops everything the engine started (such as the system metrics
 // sampler) and waits for it. Afterwards Entry and the rule loaders return
-// ErrClosed; entries in flight may still Exit. Close is idempotent and
-// returns the sampler's error, if any, the first time.
+// ErrClosed, and so do entries that were waiting for their turn under a
+// throttling rule (they return at once); entries in flight may still Exit.
+// Close is idempotent and returns the sampler's error, if any, the first
+// time.
 func (eng *Engine) Close() error {
 	eng.mu.Lock()
 	already := eng.closed.Swap(true)
@@ -159,6 +167,7 @@ func (eng *Engine) Close() error {
 	if already {
 		return nil
 	}
+	eng.endLife()
 	return eng.system.Close()
 }
 

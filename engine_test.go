@@ -426,3 +426,60 @@ func TestEntryRefusesWhatItCannotMakeSenseOf(t *testing.T) {
 	require.NoError(t, err, "outbound entries are not subject to system rules")
 	p.Exit()
 }
+
+// TestCloseReleasesQueuedEntries queues an entry behind each kind of
+// throttling rule and closes the engine: the entry returns ErrClosed at
+// once, without the clock moving, and its timer is gone.
+func TestCloseReleasesQueuedEntries(t *testing.T) {
+	flowThrottle := rules.Flow{Resource: "r", Threshold: 1, Behavior: rules.Throttle, MaxQueueing: 5 * time.Second}
+	warmThrottle := rules.Flow{Resource: "r", Threshold: 10, Strategy: rules.WarmUp, WarmUpPeriod: 10 * time.Second, Behavior: rules.Throttle, MaxQueueing: 5 * time.Second}
+	paramThrottle := rules.Param{Resource: "r", Index: 0, Threshold: 1, Behavior: rules.Throttle, MaxQueueing: 5 * time.Second}
+	entry := func(g *Engine) (*Pass, error) { return g.Entry("r", WithArgs("user-1")) }
+	withContext := func(g *Engine) (*Pass, error) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		return g.EntryContext(ctx, "r", WithArgs("user-1"))
+	}
+	tests := []struct {
+		name  string
+		set   rules.Set
+		enter func(*Engine) (*Pass, error)
+	}{
+		{"flow throttle, Entry", rules.Set{Flow: []rules.Flow{flowThrottle}}, entry},
+		{"flow throttle, EntryContext", rules.Set{Flow: []rules.Flow{flowThrottle}}, withContext},
+		{"warm-up throttle", rules.Set{Flow: []rules.Flow{warmThrottle}}, entry},
+		{"param throttle, Entry", rules.Set{Param: []rules.Param{paramThrottle}}, entry},
+		{"param throttle, EntryContext", rules.Set{Param: []rules.Param{paramThrottle}}, withContext},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g, clk := newTestEngine(t, 0)
+			require.NoError(t, g.LoadRuleSet(tt.set))
+			p, err := tt.enter(g) // takes the turn at 0
+			require.NoError(t, err)
+			p.Exit()
+
+			errc := make(chan error, 1)
+			go func() {
+				p, err := tt.enter(g) // queued behind it
+				if p != nil {
+					p.Exit()
+				}
+				errc <- err
+			}()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			require.NoError(t, clk.BlockUntil(ctx, 1), "the second entry waits on the clock")
+			require.NoError(t, g.Close())
+			select {
+			case err := <-errc:
+				require.ErrorIs(t, err, ErrClosed)
+				require.NotErrorIs(t, err, ErrBlocked)
+			case <-ctx.Done():
+				t.Fatal("the queued entry is still waiting after Close")
+			}
+			assert.Equal(t, int64(0), clk.Nanotime(), "released without the clock moving")
+			assert.Zero(t, clk.Waiters(), "its timer was stopped")
+		})
+	}
+}

@@ -201,6 +201,7 @@ func (eng *Engine) enter(p *Pass, ctx context.Context, name string, opts []Entry
 		return nil, ErrClosed
 	}
 	c.Start = eng.clock.Nanotime()
+	c.Life = eng.life
 	r := eng.resource(name, c.Start)
 	p.res = r
 	var in *window.Node
@@ -222,6 +223,11 @@ func (eng *Engine) enter(p *Pass, ctx context.Context, name string, opts []Entry
 			for _, s := range snap.Stat {
 				s.OnBlock(p.custom, be)
 			}
+		}
+		if eng.closed.Load() {
+			// Refused while the engine closed (a wait cut short by
+			// Close, or a refusal racing it): the engine's answer.
+			return nil, ErrClosed
 		}
 		return nil, be
 	}
