@@ -483,3 +483,36 @@ func TestCloseReleasesQueuedEntries(t *testing.T) {
 		})
 	}
 }
+
+// TestOversizedBatchSaysWhy checks the refusal of a batch larger than a
+// rule's threshold, which no retry can let through: the reason says so, the
+// batch is what was observed, no RetryAfter is suggested, and nothing stays
+// reserved (a batch of exactly the threshold still passes).
+func TestOversizedBatchSaysWhy(t *testing.T) {
+	tests := []struct {
+		name      string
+		set       rules.Set
+		wantType  BlockType
+		wantLimit float64
+	}{
+		{"flow QPS", rules.Set{Flow: []rules.Flow{{Resource: "r", Threshold: 10}}}, BlockFlow, 10},
+		{"isolation", rules.Set{Isolation: []rules.Isolation{{Resource: "r", Threshold: 10}}}, BlockIsolation, 10},
+		{"system concurrency", rules.Set{System: []rules.System{{Metric: rules.InboundConcurrency, Threshold: 10}}}, BlockSystem, 10},
+		{"system QPS", rules.Set{System: []rules.System{{Metric: rules.InboundQPS, Threshold: 10}}}, BlockSystem, 10},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g, _ := newTestEngine(t, 0)
+			require.NoError(t, g.LoadRuleSet(tt.set))
+			_, err := g.Entry("r", WithBatch(11))
+			var be *BlockError
+			require.ErrorAs(t, err, &be)
+			assert.Equal(t, tt.wantType, be.Type)
+			assert.Equal(t, "batch larger than threshold", be.Reason)
+			assert.Equal(t, 11.0, be.Observed)
+			assert.Equal(t, tt.wantLimit, be.Threshold)
+			assert.Zero(t, be.RetryAfter)
+			assert.True(t, try(g, "r", WithBatch(10)), "the refused batch reserved nothing")
+		})
+	}
+}

@@ -43,24 +43,34 @@ func (c *Controller) Rule() rules.Isolation { return c.rule }
 func (c *Controller) InFlight() int64 { return c.inflight.Load() }
 
 // Check reserves ec.Batch in-flight slots, or refuses the entry when that
-// would exceed the threshold.
+// would exceed the threshold. The refusal observes the requests in flight,
+// or, for a batch larger than the threshold (which no wait can let through),
+// the batch itself, with that reason.
 func (c *Controller) Check(ec *entry.Context) *core.BlockError {
 	n := ec.Batch
 	for {
 		cur := c.inflight.Load()
 		if cur+n > c.rule.Threshold {
-			return &core.BlockError{
-				Type:      core.BlockIsolation,
-				Resource:  ec.Resource,
-				Rule:      &c.rule,
-				Observed:  float64(cur),
-				Threshold: float64(c.rule.Threshold),
+			if n > c.rule.Threshold {
+				return c.blocked(ec, n, "batch larger than threshold")
 			}
+			return c.blocked(ec, cur, "")
 		}
 		if c.inflight.CompareAndSwap(cur, cur+n) {
 			ec.AddTicket(c)
 			return nil
 		}
+	}
+}
+
+func (c *Controller) blocked(ec *entry.Context, observed int64, reason string) *core.BlockError {
+	return &core.BlockError{
+		Type:      core.BlockIsolation,
+		Resource:  ec.Resource,
+		Rule:      &c.rule,
+		Observed:  float64(observed),
+		Threshold: float64(c.rule.Threshold),
+		Reason:    reason,
 	}
 }
 

@@ -83,6 +83,18 @@ func (c *check) block(ec *entry.Context, observed float64) *core.BlockError {
 	}
 }
 
+// blockCount is block for a rule on a count the entry's batch adds to
+// (concurrency, QPS): a batch larger than the threshold, which no wait can
+// let through, is reported as such, observing the batch.
+func (c *check) blockCount(ec *entry.Context, observed float64) *core.BlockError {
+	if ec.Batch > c.max {
+		be := c.block(ec, float64(ec.Batch))
+		be.Reason = "batch larger than threshold"
+		return be
+	}
+	return c.block(ec, observed)
+}
+
 // New returns a slot with no rules. It starts no goroutine.
 func New(cfg Config) *Slot {
 	if cfg.Clock == nil {
@@ -112,7 +124,9 @@ func (s *Slot) Active() bool { return s.set.Load() != nil }
 // Check decides on one inbound entry (the engine never passes outbound ones)
 // at the instant ec.Start. It returns a *core.BlockError of type
 // core.BlockSystem naming the rule, the metric (in Reason), the threshold and
-// the observed value, or nil. It reads only cached values and never blocks
+// the observed value, or nil. A batch larger than a concurrency or QPS
+// threshold is refused with Reason "batch larger than threshold", observing
+// the batch. It reads only cached values and never blocks
 // or allocates when the entry passes.
 //
 // Rules are checked in the order concurrency, QPS, average RT, load1, CPU
@@ -135,7 +149,7 @@ func (s *Slot) Check(ec *entry.Context) *core.BlockError {
 	now := ec.Start
 	if c := rs.conc; c != nil {
 		if v := s.inbound.Concurrency(); v+ec.Batch > c.max {
-			return c.block(ec, float64(v))
+			return c.blockCount(ec, float64(v))
 		}
 	}
 	if rs.window {
@@ -143,7 +157,7 @@ func (s *Slot) Check(ec *entry.Context) *core.BlockError {
 		// Counts are far below 2^63: signed conversions are exact and cheap.
 		pass, done, rt := int64(p), int64(d), int64(r)
 		if c := rs.qps; c != nil && pass+ec.Batch > c.max {
-			return c.block(ec, float64(pass))
+			return c.blockCount(ec, float64(pass))
 		}
 		if c := rs.rt; c != nil && done > 0 && float64(rt) > c.maxRT*float64(done) {
 			return c.block(ec, float64(rt)/float64(done)/1000)
