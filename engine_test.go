@@ -516,3 +516,67 @@ func TestOversizedBatchSaysWhy(t *testing.T) {
 		})
 	}
 }
+
+// panicSlot is a custom slot that panics at one stage while armed.
+type panicSlot struct {
+	at    string // "prepare", "check" or "pass"
+	armed atomic.Bool
+}
+
+type slotPanic struct{ at string }
+
+func (s *panicSlot) boom(at string) {
+	if s.at == at && s.armed.Load() {
+		panic(slotPanic{at})
+	}
+}
+func (s *panicSlot) Prepare(*slots.Entry)                   { s.boom("prepare") }
+func (s *panicSlot) Check(*slots.Entry) *core.BlockError    { s.boom("check"); return nil }
+func (s *panicSlot) OnPass(*slots.Entry)                    { s.boom("pass") }
+func (s *panicSlot) OnBlock(*slots.Entry, *core.BlockError) {}
+func (s *panicSlot) OnExit(*slots.Entry, slots.Exit)        {}
+
+// TestPanickingSlotReleasesEverything makes a custom slot panic at each
+// stage of an entry on a resource whose rules admit one call at a time:
+// the panic reaches the caller unchanged, nothing the built-in checks
+// reserved stays taken (the next entry passes), and the entry that never
+// ran is counted neither as passed nor as blocked.
+func TestPanickingSlotReleasesEverything(t *testing.T) {
+	sets := []struct {
+		name string
+		set  rules.Set
+	}{
+		{"isolation", rules.Set{Isolation: []rules.Isolation{{Resource: "r", Threshold: 1}}}},
+		{"isolation and flow", rules.Set{
+			Flow:      []rules.Flow{{Resource: "r", Threshold: 1}},
+			Isolation: []rules.Isolation{{Resource: "r", Threshold: 1}},
+		}},
+		{"fast check", rules.Set{Flow: []rules.Flow{{Resource: "r", Threshold: 1}}}},
+		{"concurrency flow rule", rules.Set{Flow: []rules.Flow{{Resource: "r", Threshold: 1, Metric: rules.Concurrency}}}},
+	}
+	for _, set := range sets {
+		for _, at := range []string{"prepare", "check", "pass"} {
+			t.Run(set.name+"/"+at, func(t *testing.T) {
+				g, _ := newTestEngine(t, 0)
+				require.NoError(t, g.LoadRuleSet(set.set))
+				slot := &panicSlot{at: at}
+				require.NoError(t, g.RegisterSlot(slot, 0))
+				slot.armed.Store(true)
+				require.PanicsWithValue(t, slotPanic{at}, func() { _, _ = g.Entry("r") })
+				s, ok := g.Snapshot("r")
+				require.True(t, ok)
+				assert.Zero(t, s.TotalPass, "an entry that never ran is not counted as passed")
+				assert.Zero(t, s.TotalBlock)
+				assert.Zero(t, s.Concurrency)
+				assert.Zero(t, g.InboundSnapshot().Concurrency)
+
+				slot.armed.Store(false)
+				p, err := g.Entry("r")
+				require.NoError(t, err, "the panicked entry holds nothing")
+				_, err = g.Entry("r")
+				require.ErrorIs(t, err, ErrBlocked, "one at a time still")
+				p.Exit()
+			})
+		}
+	}
+}

@@ -208,86 +208,128 @@ func (eng *Engine) enter(p *Pass, ctx context.Context, name string, opts []Entry
 	if c.Traffic == core.Inbound {
 		in = eng.inbound
 	}
-	snap := eng.chain.Snapshot()
-	if snap != nil {
-		p.custom = customCopy(c)
-		p.slots = snap
-		for _, s := range snap.Prepare {
-			s.Prepare(p.custom)
-		}
+	if snap := eng.chain.Snapshot(); snap != nil {
+		return eng.enterCustom(ctx, p, args, r, in, snap)
 	}
-	if be := eng.check(ctx, p, args, r, in, snap); be != nil {
-		c.ReleaseTickets(entry.ExitInfo{Start: c.Start, End: c.Start, Batch: c.Batch, Blocked: true})
-		statistic.Block(c, &r.node, in)
-		if snap != nil {
-			for _, s := range snap.Stat {
-				s.OnBlock(p.custom, be)
-			}
-		}
-		if eng.closed.Load() {
-			// Refused while the engine closed (a wait cut short by
-			// Close, or a refusal racing it): the engine's answer.
-			return nil, ErrClosed
-		}
-		return nil, be
+	if be := eng.check(ctx, c, args, r); be != nil {
+		return nil, eng.refuse(c, r, in, be)
 	}
 	c.DropUndo()
 	statistic.Pass(c, &r.node, in)
-	if snap != nil {
-		for _, s := range snap.Stat {
-			s.OnPass(p.custom)
-		}
-	}
 	return p, nil
 }
 
-// check runs the rule checks in chain order; the first refusal wins.
-func (eng *Engine) check(ctx context.Context, p *Pass, args entry.Args, r *resource, in *window.Node, snap *chain.Snapshot) *core.BlockError {
+// enterCustom is the rest of enter on an engine with custom slots: Prepare,
+// the built-in checks, the custom checks, then the observers. If a custom
+// slot panics, the entry gives back everything its checks reserved, is
+// counted neither as passed nor as blocked, and the panic goes on up to the
+// caller of Entry unchanged. (Observers that saw OnPass before the one that
+// panicked see no OnExit: the entry never passed.)
+func (eng *Engine) enterCustom(ctx context.Context, p *Pass, args entry.Args, r *resource, in *window.Node, snap *chain.Snapshot) (*Pass, error) {
 	c := &p.ctx
-	if in != nil && eng.system.Active() {
+	p.custom = customCopy(c)
+	p.slots = snap
+	settled := false
+	defer func() {
+		if !settled { // a slot panicked: the protected code never runs
+			c.ReleaseTickets(entry.ExitInfo{Start: c.Start, End: c.Start, Batch: c.Batch, Blocked: true})
+		}
+	}()
+	for _, s := range snap.Prepare {
+		s.Prepare(p.custom)
+	}
+	be := eng.check(ctx, c, args, r)
+	if be == nil {
+		be = customCheck(c, p.custom, snap)
+	}
+	if be != nil {
+		settled = true
+		err := eng.refuse(c, r, in, be)
+		for _, s := range snap.Stat {
+			s.OnBlock(p.custom, be)
+		}
+		return nil, err
+	}
+	// The observers run before the entry is counted as passed and its
+	// undo-only reservations are dropped, so that one that panics leaves
+	// nothing behind.
+	for _, s := range snap.Stat {
+		s.OnPass(p.custom)
+	}
+	settled = true
+	c.DropUndo()
+	statistic.Pass(c, &r.node, in)
+	return p, nil
+}
+
+// refuse gives back what the checks of a refused entry reserved, counts the
+// block, and returns the error Entry returns: be, or ErrClosed when the
+// engine closed meanwhile (a wait cut short by Close, or a refusal racing
+// it).
+func (eng *Engine) refuse(c *entry.Context, r *resource, in *window.Node, be *core.BlockError) error {
+	c.ReleaseTickets(entry.ExitInfo{Start: c.Start, End: c.Start, Batch: c.Batch, Blocked: true})
+	statistic.Block(c, &r.node, in)
+	if eng.closed.Load() {
+		return ErrClosed
+	}
+	return be
+}
+
+// check runs the built-in rule checks in chain order; the first refusal
+// wins.
+func (eng *Engine) check(ctx context.Context, c *entry.Context, args entry.Args, r *resource) *core.BlockError {
+	if c.Traffic == core.Inbound && eng.system.Active() {
 		if be := eng.system.Check(c); be != nil {
 			return be
 		}
 	}
 	if f := r.fast.Load(); f != 0 {
-		if be := r.admit(c, f); be != nil {
+		return r.admit(c, f)
+	}
+	rs := r.rules.Load()
+	if rs == nil {
+		return nil
+	}
+	for i := range rs.flow {
+		if be := rs.flow[i].Check(ctx, c, eng.clock); be != nil {
 			return be
 		}
-	} else if rs := r.rules.Load(); rs != nil {
-		for i := range rs.flow {
-			if be := rs.flow[i].Check(ctx, c, eng.clock); be != nil {
-				return be
-			}
-		}
-		if o := rs.other; o != nil {
-			for _, f := range o.isolation {
-				if be := f.Check(c); be != nil {
-					return be
-				}
-			}
-			for _, f := range o.param {
-				if be := f.Check(ctx, c, args, eng.clock); be != nil {
-					return be
-				}
-			}
-			for _, f := range o.degrade {
-				if be := f.Check(c); be != nil {
-					return be
-				}
-			}
+	}
+	o := rs.other
+	if o == nil {
+		return nil
+	}
+	for _, f := range o.isolation {
+		if be := f.Check(c); be != nil {
+			return be
 		}
 	}
-	if snap != nil {
-		for _, s := range snap.Check {
-			if be := s.Check(p.custom); be != nil {
-				if be.Type == 0 {
-					be.Type = core.BlockCustom
-				}
-				if be.Resource == "" {
-					be.Resource = c.Resource
-				}
-				return be
+	for _, f := range o.param {
+		if be := f.Check(ctx, c, args, eng.clock); be != nil {
+			return be
+		}
+	}
+	for _, f := range o.degrade {
+		if be := f.Check(c); be != nil {
+			return be
+		}
+	}
+	return nil
+}
+
+// customCheck runs the custom checks in order; the first refusal wins. A
+// refusal without a type is BlockCustom, and one without a resource names
+// the entry's.
+func customCheck(c *entry.Context, e *slots.Entry, snap *chain.Snapshot) *core.BlockError {
+	for _, s := range snap.Check {
+		if be := s.Check(e); be != nil {
+			if be.Type == 0 {
+				be.Type = core.BlockCustom
 			}
+			if be.Resource == "" {
+				be.Resource = c.Resource
+			}
+			return be
 		}
 	}
 	return nil
