@@ -75,9 +75,18 @@ var ErrClosed = entry.ErrClosed
 // when WithMaxResources is not given.
 const DefaultMaxResources = 10000
 
+// IdleResourceTimeout is how long a resource that no rule needs must go
+// without entries (and with none in flight) before the engine may forget
+// it, statistics included; a later entry of its name starts afresh. The
+// engine forgets resources at rule loads, and when a new resource needs room
+// in a full engine (at most once per IdleResourceTimeout/4 of its clock).
+// It starts no goroutine for this.
+const IdleResourceTimeout = reclaimAfter
+
 // OverflowResource is the name under which entries of resources beyond the
-// engine's resource limit are counted. Resources named by rules are always
-// tracked, whatever the limit.
+// engine's resource limit are counted (such an entry takes no lock and
+// allocates nothing). Resources named by rules are always tracked, whatever
+// the limit.
 const OverflowResource = "__sluice_overflow__"
 
 // Option configures an engine built by New.
@@ -98,8 +107,9 @@ func WithClock(c Clock) Option { return func(cf *config) { cf.clock = c } }
 
 // WithMaxResources bounds the number of distinct resources the engine keeps
 // statistics for (each costs about 5 KiB). Entries of further resources
-// without rules are counted together under OverflowResource. Zero or less
-// means DefaultMaxResources.
+// without rules are counted together under OverflowResource until idle
+// resources are forgotten (see IdleResourceTimeout) and make room. Zero or
+// less means DefaultMaxResources.
 func WithMaxResources(n int) Option { return func(cf *config) { cf.maxResources = n } }
 
 // Engine is an independent instance of sluice: its own clock, resources,
@@ -107,7 +117,6 @@ func WithMaxResources(n int) Option { return func(cf *config) { cf.maxResources 
 // All methods are safe for concurrent use.
 type Engine struct {
 	clock   core.Clock
-	max     int
 	inbound *window.Node
 	reg     registry
 	chain   chain.Chain
@@ -140,9 +149,9 @@ func New(opts ...Option) *Engine {
 	if cf.maxResources <= 0 {
 		cf.maxResources = DefaultMaxResources
 	}
-	eng := &Engine{clock: cf.clock, max: cf.maxResources, inbound: window.NewNode()}
+	eng := &Engine{clock: cf.clock, inbound: window.NewNode()}
 	eng.life, eng.endLife = context.WithCancel(context.Background())
-	eng.reg.init()
+	eng.reg.init(cf.maxResources)
 	eng.system = system.New(system.Config{
 		Clock: eng.clock, Inbound: eng.inbound,
 		Source: cf.sysSource, Interval: cf.sysInterval, OnError: cf.sysOnError,
@@ -335,32 +344,70 @@ func newRuleSet(fl []*flow.Controller, o otherRules) *ruleSet {
 
 // resource returns the named resource, creating it if the limit allows, or
 // the overflow resource, and starts loading the counters a call at now will
-// use (window.Node.Prefetch).
+// use (window.Node.Prefetch). An entry of a name the full registry has no
+// room for takes neither a lock nor memory, except when it is time to try
+// to make room (registry.nextSweep).
 func (eng *Engine) resource(name string, now int64) *resource {
-	if x := eng.reg.load(name, now); x != nil {
-		return x
+	t := eng.reg.read.Load()
+	if r := t.get(name, now); r != nil {
+		return r
 	}
-	return eng.slowResource(name, false)
+	if o := t.overflow; o != nil && now < eng.reg.nextSweep.Load() {
+		return o
+	}
+	return eng.missedResource(name, now)
 }
 
-func (eng *Engine) slowResource(name string, force bool) *resource {
-	x := eng.reg.lookup(name, func() *resource {
-		if !force && len(eng.reg.all) >= eng.max {
-			return nil
-		}
-		return newResource(name)
-	})
-	if x != nil {
-		return x
+// missedResource is resource for a name the read table lacks: it finds or
+// makes the resource under the registry's lock. When the registry is full,
+// it first sweeps for room, unless a rule load (which sweeps itself) holds
+// the engine.
+func (eng *Engine) missedResource(name string, now int64) *resource {
+	reg := &eng.reg
+	reg.mu.Lock()
+	defer reg.mu.Unlock()
+	if r := reg.lookup(name, false); r != nil {
+		return r
 	}
-	return eng.reg.lookup(OverflowResource, func() *resource {
-		return newResource(OverflowResource)
-	})
+	if now >= reg.nextSweep.Load() && eng.mu.TryLock() {
+		eng.sweepLocked(now)
+		eng.mu.Unlock()
+		if r := reg.lookup(name, false); r != nil {
+			return r
+		}
+	}
+	return reg.overflowResource()
 }
 
 // node returns the statistics node of name, creating the resource whatever
 // the limit. Rules use it for the resources they name.
-func (eng *Engine) node(name string) *window.Node { return &eng.slowResource(name, true).node }
+func (eng *Engine) node(name string) *window.Node {
+	eng.reg.mu.Lock()
+	defer eng.reg.mu.Unlock()
+	return &eng.reg.lookup(name, true).node
+}
+
+// sweep forgets the resources that have been idle for a while (see
+// registry.sweep), at the engine clock's current reading. Must hold eng.mu.
+func (eng *Engine) sweep() {
+	now := eng.clock.Nanotime()
+	eng.reg.mu.Lock()
+	defer eng.reg.mu.Unlock()
+	eng.sweepLocked(now)
+}
+
+// sweepLocked is sweep at now. Must hold eng.mu and eng.reg.mu. It keeps the
+// resources the rules in force need: those with rules, and the associated
+// resources of flow rules, whose nodes those rules read.
+func (eng *Engine) sweepLocked(now int64) {
+	refs := map[string]bool{}
+	for _, r := range eng.flow.rules {
+		if r.RefResource != "" {
+			refs[r.RefResource] = true
+		}
+	}
+	eng.reg.sweep(now, func(r *resource) bool { return r.rules.Load() != nil || refs[r.name] })
+}
 
 // publish rebuilds every resource's rule set from the controllers in force.
 // Must hold eng.mu.
@@ -384,10 +431,10 @@ func (eng *Engine) publish() {
 		get(res).degrade = cs
 	}
 	for res := range eng.flow.ctl {
-		eng.slowResource(res, true)
+		eng.node(res)
 	}
 	for res := range others {
-		eng.slowResource(res, true)
+		eng.node(res)
 	}
 	eng.reg.rebind(func(r *resource) *ruleSet {
 		var o otherRules
@@ -399,7 +446,9 @@ func (eng *Engine) publish() {
 }
 
 // Snapshot returns the statistics of a resource at the engine clock's
-// current reading, and false when the engine does not track it.
+// current reading, and false when the engine does not track it (it never
+// saw it, the resource limit left it out, or it was forgotten after
+// IdleResourceTimeout).
 func (eng *Engine) Snapshot(resourceName string) (stat.Snapshot, bool) {
 	x := eng.reg.get(resourceName)
 	if x == nil {
@@ -408,10 +457,12 @@ func (eng *Engine) Snapshot(resourceName string) (stat.Snapshot, bool) {
 	return x.node.Snapshot(eng.clock.Nanotime()), true
 }
 
-// InboundSnapshot returns the statistics of all inbound traffic.
+// InboundSnapshot returns the statistics of all inbound traffic at the
+// engine clock's current reading.
 func (eng *Engine) InboundSnapshot() stat.Snapshot {
 	return eng.inbound.Snapshot(eng.clock.Nanotime())
 }
 
-// Resources returns the number of resources the engine tracks.
+// Resources returns the number of resources the engine tracks now,
+// OverflowResource included once an entry has overflowed.
 func (eng *Engine) Resources() int { return eng.reg.len() }

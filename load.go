@@ -199,6 +199,7 @@ func load[R, C any](eng *Engine, k *ruleKind[R, C], rs []R) (bool, error) {
 	if eng.closed.Load() {
 		return false, ErrClosed
 	}
+	defer eng.sweep() // a rule load is the regular time to forget idle resources
 	commit, err := k.stage(eng, rs)
 	if err != nil || commit == nil {
 		return false, err

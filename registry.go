@@ -3,8 +3,10 @@ package sluice
 import (
 	"hash/maphash"
 	"sync"
-
 	"sync/atomic"
+	"time"
+
+	"github.com/sluice-go/sluice/internal/window"
 )
 
 // registry maps names to resources. Reads are lock-free: an immutable hash
@@ -17,42 +19,81 @@ import (
 // resources; a probe then costs one read of the resource's first cache
 // line, which holds the name's bytes (when short) beside the rules in force
 // and everything a check of the commonest rule needs (see resource).
+//
+// Resources come and go. Traffic creates them, up to max; beyond that,
+// entries of further names count under the overflow resource, and the read
+// table, complete whenever the registry is full, answers such an entry by
+// itself: no lock, no allocation. Resources that rules need are created
+// whatever the limit. A sweep (see sweep) forgets resources that no rule
+// needs and that have been idle for reclaimAfter, which makes room again.
 type registry struct {
-	read   atomic.Pointer[table]
-	seed   maphash.Seed
-	mu     sync.Mutex
-	all    map[string]*resource
-	misses int
+	read atomic.Pointer[table]
+	// nextSweep is the clock reading before which entries of names the
+	// registry has no room for go to the overflow resource without trying
+	// to make room (a sweep sets it, sweepEvery ahead).
+	nextSweep atomic.Int64
+	seed      maphash.Seed
+	max       int
+
+	mu       sync.Mutex // guards the fields below
+	all      map[string]*resource
+	overflow *resource // nil until an entry first overflows
+	misses   int
+	idle     map[*resource]idleMark // resources the last sweeps found idle
 }
 
-func (reg *registry) init() {
+// How long a resource must stay idle before a sweep forgets it, and how
+// often, at most, entries that find the registry full try to make room.
+const (
+	reclaimAfter = 2 * time.Minute
+	sweepEvery   = reclaimAfter / 4
+)
+
+// idleMark records a sweep that found a resource idle.
+type idleMark struct {
+	since   int64  // clock reading of that sweep, ns
+	entries uint64 // entries (passed and blocked) the resource had counted then
+}
+
+func (reg *registry) init(max int) {
 	reg.seed = maphash.MakeSeed()
+	reg.max = max
 	reg.all = map[string]*resource{}
-	reg.read.Store(newTable(reg.seed, reg.all))
+	reg.idle = map[*resource]idleMark{}
+	reg.promote()
 }
 
-// load returns the named resource if the read table has it (see
-// table.get for now).
-func (reg *registry) load(name string, now int64) *resource {
-	return reg.read.Load().get(name, now)
-}
-
-// lookup returns the resource, creating it with mk when absent and allowed.
-// It returns nil when mk does.
-func (reg *registry) lookup(name string, mk func() *resource) *resource {
-	reg.mu.Lock()
-	defer reg.mu.Unlock()
-	if r, ok := reg.all[name]; ok {
+// lookup returns the named resource, creating it when the registry has room
+// for it or force is set; otherwise it returns nil. Must hold mu.
+func (reg *registry) lookup(name string, force bool) *resource {
+	if r := reg.all[name]; r != nil {
 		reg.miss()
 		return r
 	}
-	r := mk()
-	if r == nil {
+	if !force && len(reg.all) >= reg.max {
 		return nil
 	}
+	r := newResource(name)
 	reg.all[r.name] = r
-	reg.miss()
+	if len(reg.all) >= reg.max {
+		reg.promote() // full: the table must know every resource
+	} else {
+		reg.miss()
+	}
 	return r
+}
+
+// overflowResource returns the overflow resource, creating it (whatever the
+// limit) the first time, and makes sure the read table answers overflowing
+// names with it. Must hold mu, with the registry full.
+func (reg *registry) overflowResource() *resource {
+	if reg.overflow == nil {
+		reg.overflow = reg.lookup(OverflowResource, true)
+	}
+	if reg.read.Load().overflow != reg.overflow {
+		reg.promote()
+	}
+	return reg.overflow
 }
 
 // miss records a read-table miss and promotes the full map once misses
@@ -68,10 +109,15 @@ func (reg *registry) miss() {
 
 // promote replaces the read table with one of all resources. Must hold mu.
 func (reg *registry) promote() {
-	reg.read.Store(newTable(reg.seed, reg.all))
+	t := newTable(reg.seed, reg.all)
+	if len(reg.all) >= reg.max {
+		t.overflow = reg.overflow
+	}
+	reg.read.Store(t)
 	reg.misses = 0
 }
 
+// len returns the number of resources tracked.
 func (reg *registry) len() int {
 	reg.mu.Lock()
 	defer reg.mu.Unlock()
@@ -80,7 +126,7 @@ func (reg *registry) len() int {
 
 // get returns the named resource, or nil; it does not create one.
 func (reg *registry) get(name string) *resource {
-	if r := reg.load(name, 0); r != nil {
+	if r := reg.read.Load().get(name, 0); r != nil {
 		return r
 	}
 	reg.mu.Lock()
@@ -97,6 +143,42 @@ func (reg *registry) rebind(rules func(r *resource) *ruleSet) {
 	}
 }
 
+// sweep forgets the resources that have been idle for reclaimAfter: those
+// keep does not claim (the engine keeps the ones rules need) with no entry
+// in flight, whose count of entries has not changed since a sweep at least
+// reclaimAfter ago found them idle. It runs at now, a reading of the
+// engine's clock, and allows the next sweep from entries sweepEvery later.
+// Must hold mu.
+//
+// A forgotten resource is gone for good: it is out of the map and of the
+// read table, so a later entry of its name makes a new one, which starts
+// with empty statistics. An entry that found it in the read table just
+// before it was forgotten (it was idle, so only one racing with the sweep)
+// counts into it, and its Pass keeps it until Exit; those counts are lost
+// with it. Nothing else is: it had no rules to enforce.
+func (reg *registry) sweep(now int64, keep func(*resource) bool) {
+	reg.nextSweep.Store(now + int64(sweepEvery))
+	forgot := false
+	for name, r := range reg.all {
+		if r == reg.overflow || keep(r) || r.node.Concurrency() != 0 {
+			delete(reg.idle, r)
+			continue
+		}
+		n := r.node.Total(now, window.Pass) + r.node.Total(now, window.Block)
+		switch m, seen := reg.idle[r]; {
+		case !seen || m.entries != n:
+			reg.idle[r] = idleMark{since: now, entries: n}
+		case now-m.since >= int64(reclaimAfter):
+			delete(reg.all, name)
+			delete(reg.idle, r)
+			forgot = true
+		}
+	}
+	if forgot {
+		reg.promote()
+	}
+}
+
 // table is an immutable open-addressing hash table (linear probing, at most
 // half full) from resource names to resources. It replaces a Go map on the
 // read path: a probe reads a 32-bit tag from a dense array and a pointer
@@ -109,6 +191,10 @@ type table struct {
 	mask uint64
 	tags []uint32    // the low half of the name's hash, with the low bit set; 0 marks an empty slot
 	res  []*resource // the resource in each slot
+	// overflow is set when the registry was full as the table was made:
+	// the table then holds every resource, and a name it lacks is counted
+	// under overflow.
+	overflow *resource
 }
 
 func newTable(seed maphash.Seed, all map[string]*resource) *table {

@@ -31,6 +31,7 @@ func (eng *Engine) LoadRuleSet(set rules.Set) error {
 	if eng.closed.Load() {
 		return ErrClosed
 	}
+	defer eng.sweep() // a rule load is the regular time to forget idle resources
 	var commits []func()
 	// Kinds whose build claims resource nodes come last: a failure after
 	// them would leave their claims behind.
