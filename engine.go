@@ -76,11 +76,13 @@ var ErrClosed = entry.ErrClosed
 const DefaultMaxResources = 10000
 
 // IdleResourceTimeout is how long a resource that no rule needs must go
-// without entries (and with none in flight) before the engine may forget
-// it, statistics included; a later entry of its name starts afresh. The
-// engine forgets resources at rule loads, and when a new resource needs room
-// in a full engine (at most once per IdleResourceTimeout/4 of its clock).
-// It starts no goroutine for this.
+// without new entries (and with none in flight) before the engine may
+// forget it, statistics included; a later entry of its name starts afresh.
+// The engine looks for such resources at rule loads, and when a new
+// resource needs room in a full engine (at most once per
+// IdleResourceTimeout/4 of its clock); it looks at each resource once per
+// IdleResourceTimeout, so one is forgotten between one and two timeouts
+// after its last entry, given sweeps. It starts no goroutine for this.
 const IdleResourceTimeout = reclaimAfter
 
 // OverflowResource is the name under which entries of resources beyond the
@@ -366,13 +368,13 @@ func (eng *Engine) missedResource(name string, now int64) *resource {
 	reg := &eng.reg
 	reg.mu.Lock()
 	defer reg.mu.Unlock()
-	if r := reg.lookup(name, false); r != nil {
+	if r := reg.lookup(name, now, false); r != nil {
 		return r
 	}
 	if now >= reg.nextSweep.Load() && eng.mu.TryLock() {
 		eng.sweepLocked(now)
 		eng.mu.Unlock()
-		if r := reg.lookup(name, false); r != nil {
+		if r := reg.lookup(name, now, false); r != nil {
 			return r
 		}
 	}
@@ -382,9 +384,10 @@ func (eng *Engine) missedResource(name string, now int64) *resource {
 // node returns the statistics node of name, creating the resource whatever
 // the limit. Rules use it for the resources they name.
 func (eng *Engine) node(name string) *window.Node {
+	now := eng.clock.Nanotime()
 	eng.reg.mu.Lock()
 	defer eng.reg.mu.Unlock()
-	return &eng.reg.lookup(name, true).node
+	return &eng.reg.lookup(name, now, true).node
 }
 
 // sweep forgets the resources that have been idle for a while (see

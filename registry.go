@@ -39,7 +39,10 @@ type registry struct {
 	all      map[string]*resource
 	overflow *resource // nil until an entry first overflows
 	misses   int
-	idle     map[*resource]idleMark // resources the last sweeps found idle
+	stale    bool // resources were created for rules since the last promote
+	// marks holds, for every resource but the overflow one, when a sweep
+	// is next to look at it and what it saw then (see sweep).
+	marks map[*resource]idleMark
 }
 
 // How long a resource must stay idle before a sweep forgets it, and how
@@ -49,25 +52,32 @@ const (
 	sweepEvery   = reclaimAfter / 4
 )
 
-// idleMark records a sweep that found a resource idle.
+// idleMark is what the registry last saw of a resource.
 type idleMark struct {
-	since   int64  // clock reading of that sweep, ns
-	entries uint64 // entries (passed and blocked) the resource had counted then
+	since   int64  // clock reading of the look, ns
+	entries uint64 // entries (passed and blocked) the resource had counted then, or unseen
 }
+
+// unseen marks a look that did not count the entries (the resource was in
+// use then).
+const unseen = ^uint64(0)
 
 func (reg *registry) init(max int) {
 	reg.seed = maphash.MakeSeed()
 	reg.max = max
 	reg.all = map[string]*resource{}
-	reg.idle = map[*resource]idleMark{}
+	reg.marks = map[*resource]idleMark{}
 	reg.promote()
 }
 
-// lookup returns the named resource, creating it when the registry has room
-// for it or force is set; otherwise it returns nil. Must hold mu.
-func (reg *registry) lookup(name string, force bool) *resource {
+// lookup returns the named resource, creating it at now when the registry
+// has room for it or force is set (for rules, which must rebind to make the
+// read table know it: see rebind); otherwise it returns nil. Must hold mu.
+func (reg *registry) lookup(name string, now int64, force bool) *resource {
 	if r := reg.all[name]; r != nil {
-		reg.miss()
+		if !force {
+			reg.miss()
+		}
 		return r
 	}
 	if !force && len(reg.all) >= reg.max {
@@ -75,9 +85,13 @@ func (reg *registry) lookup(name string, force bool) *resource {
 	}
 	r := newResource(name)
 	reg.all[r.name] = r
-	if len(reg.all) >= reg.max {
+	reg.marks[r] = idleMark{since: now} // no entries yet
+	switch {
+	case force:
+		reg.stale = true
+	case len(reg.all) >= reg.max:
 		reg.promote() // full: the table must know every resource
-	} else {
+	default:
 		reg.miss()
 	}
 	return r
@@ -88,7 +102,8 @@ func (reg *registry) lookup(name string, force bool) *resource {
 // names with it. Must hold mu, with the registry full.
 func (reg *registry) overflowResource() *resource {
 	if reg.overflow == nil {
-		reg.overflow = reg.lookup(OverflowResource, true)
+		reg.overflow = reg.lookup(OverflowResource, 0, true)
+		delete(reg.marks, reg.overflow) // never forgotten
 	}
 	if reg.read.Load().overflow != reg.overflow {
 		reg.promote()
@@ -115,6 +130,7 @@ func (reg *registry) promote() {
 	}
 	reg.read.Store(t)
 	reg.misses = 0
+	reg.stale = false
 }
 
 // len returns the number of resources tracked.
@@ -134,21 +150,31 @@ func (reg *registry) get(name string) *resource {
 	return reg.all[name]
 }
 
-// rebind puts rules(r) in force on every resource.
+// rebind puts rules(r) in force on every resource, and makes the read table
+// know the resources created for rules.
 func (reg *registry) rebind(rules func(r *resource) *ruleSet) {
 	reg.mu.Lock()
 	defer reg.mu.Unlock()
 	for _, r := range reg.all {
 		r.setRules(rules(r))
 	}
+	if reg.stale {
+		reg.promote()
+	}
 }
 
-// sweep forgets the resources that have been idle for reclaimAfter: those
-// keep does not claim (the engine keeps the ones rules need) with no entry
-// in flight, whose count of entries has not changed since a sweep at least
-// reclaimAfter ago found them idle. It runs at now, a reading of the
-// engine's clock, and allows the next sweep from entries sweepEvery later.
-// Must hold mu.
+// sweep forgets the resources that have been idle for reclaimAfter, at now
+// (a reading of the engine's clock), and lets entries sweep again
+// sweepEvery later. Must hold mu.
+//
+// It looks at a resource once per reclaimAfter, at the first sweep after
+// its mark comes due: one that keep claims (the engine keeps the ones rules
+// need) or that has an entry in flight is marked again, unseen; one whose
+// count of entries is the one marked reclaimAfter ago or more is
+// forgotten; any other is marked again with its count. A resource is
+// therefore forgotten between reclaimAfter and twice that after its last
+// entry (later if sweeps are rarer), and a sweep costs a map iteration plus,
+// for the few resources due, one count of their windows.
 //
 // A forgotten resource is gone for good: it is out of the map and of the
 // read table, so a later entry of its name makes a new one, which starts
@@ -159,20 +185,22 @@ func (reg *registry) rebind(rules func(r *resource) *ruleSet) {
 func (reg *registry) sweep(now int64, keep func(*resource) bool) {
 	reg.nextSweep.Store(now + int64(sweepEvery))
 	forgot := false
-	for name, r := range reg.all {
-		if r == reg.overflow || keep(r) || r.node.Concurrency() != 0 {
-			delete(reg.idle, r)
+	for r, m := range reg.marks {
+		if now-m.since < int64(reclaimAfter) {
+			continue
+		}
+		if keep(r) || r.node.Concurrency() != 0 {
+			reg.marks[r] = idleMark{since: now, entries: unseen}
 			continue
 		}
 		n := r.node.Total(now, window.Pass) + r.node.Total(now, window.Block)
-		switch m, seen := reg.idle[r]; {
-		case !seen || m.entries != n:
-			reg.idle[r] = idleMark{since: now, entries: n}
-		case now-m.since >= int64(reclaimAfter):
-			delete(reg.all, name)
-			delete(reg.idle, r)
-			forgot = true
+		if n != m.entries {
+			reg.marks[r] = idleMark{since: now, entries: n}
+			continue
 		}
+		delete(reg.all, r.name)
+		delete(reg.marks, r)
+		forgot = true
 	}
 	if forgot {
 		reg.promote()

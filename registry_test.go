@@ -169,12 +169,13 @@ func overflowTotal(g *Engine) uint64 {
 }
 
 // TestIdleResourcesAreReclaimed loads rules on more resources than the
-// limit, removes them, and checks that a rule load forgets each resource
-// exactly reclaimAfter after the sweep that first found it idle (the one of
-// the removal, or a later one if it saw an entry meanwhile), and that the
-// room is then given to new names instead of the overflow resource.
+// limit, removes them, and checks that sweeps (here, those of rule loads)
+// forget each resource at the first sweep at which two looks reclaimAfter
+// apart saw the same count of entries and none in flight, to the
+// nanosecond, and that the room then goes to new names instead of the
+// overflow resource.
 func TestIdleResourcesAreReclaimed(t *testing.T) {
-	const n = 200
+	const n, R = 200, reclaimAfter
 	g, clk := newTestEngine(t, 0, WithMaxResources(n/2))
 	var rs []rules.Flow
 	for i := 0; i < n; i++ {
@@ -185,44 +186,45 @@ func TestIdleResourcesAreReclaimed(t *testing.T) {
 		require.True(t, try(g, r.Resource))
 	}
 	kept := rules.Flow{Resource: "kept", Threshold: 1}
-	mustLoadFlow(t, g, kept) // every rN loses its rule: idle from here (t = 0)
+	mustLoadFlow(t, g, kept) // every rN loses its rule at 0
 	require.Equal(t, n+1, g.Resources())
 	require.True(t, try(g, "fresh-0"))
 	require.Equal(t, uint64(1), overflowTotal(g), "full: a new name overflows")
 
-	clk.Advance(reclaimAfter / 2)
-	require.True(t, try(g, "r7"), "r7 is busy again")
-	clk.Advance(reclaimAfter/2 - 1)
+	clk.Advance(R)
 	mustLoadFlow(t, g, kept) // the same rules: nothing changes but the sweep
-	require.Equal(t, n+2, g.Resources(), "one nanosecond early: all kept (and the overflow resource)")
+	require.Equal(t, n+2, g.Resources(), "first look at R: each rN has one entry more than when made")
+	clk.Advance(R / 2)
+	require.True(t, try(g, "r7"), "r7 is busy again")
+	clk.Advance(R/2 - 1)
+	mustLoadFlow(t, g, kept)
+	require.Equal(t, n+2, g.Resources(), "one nanosecond early: nothing is due")
 
 	clk.Advance(1)
 	mustLoadFlow(t, g, kept)
-	require.Equal(t, 3, g.Resources(), "kept, r7 and the overflow resource")
+	require.Equal(t, 3, g.Resources(), "at 2R: all forgotten but kept, r7 and the overflow resource")
 	_, ok := g.Snapshot("r0")
 	require.False(t, ok)
 	s, ok := g.Snapshot("r7")
 	require.True(t, ok)
-	require.Equal(t, uint64(2), s.TotalPass, "r7's statistics survive with it")
+	require.Equal(t, uint64(2), s.TotalPass, "r7's statistics stay with it")
 
 	require.True(t, try(g, "fresh-1"))
 	_, ok = g.Snapshot("fresh-1")
 	require.True(t, ok, "the room went to a new name")
 	require.Equal(t, uint64(1), overflowTotal(g))
 
-	// r7's last entry (at 60 s) was first seen by the sweep at 120 s - 1 ns:
-	// it goes reclaimAfter after that sweep, not after the entry.
-	clk.Advance(reclaimAfter - 2)
+	clk.Advance(R - 1)
 	mustLoadFlow(t, g, kept)
-	require.Equal(t, 4, g.Resources(), "kept, r7, fresh-1 and the overflow resource")
+	require.Equal(t, 4, g.Resources(), "3R - 1 ns: nothing is due")
 	clk.Advance(1)
 	mustLoadFlow(t, g, kept)
-	require.Equal(t, 3, g.Resources(), "r7 forgotten at 240 s - 1 ns")
+	require.Equal(t, 3, g.Resources(), "3R: r7 forgotten (its entry at 1.5R was seen at 2R); fresh-1 seen in use")
 	_, ok = g.Snapshot("r7")
 	require.False(t, ok)
-	clk.Advance(reclaimAfter)
+	clk.Advance(R)
 	mustLoadFlow(t, g, kept)
-	require.Equal(t, 2, g.Resources(), "fresh-1 too, reclaimAfter after the sweep that first saw it")
+	require.Equal(t, 2, g.Resources(), "4R: fresh-1 too")
 }
 
 // TestReclaimKeepsWhatIsInUse checks that a sweep never forgets a resource
@@ -262,33 +264,34 @@ func TestReclaimKeepsWhatIsInUse(t *testing.T) {
 }
 
 // TestFullRegistryMakesRoom fills the registry with traffic alone (no rule
-// loads): entries of new names overflow, and at most every sweepEvery one
-// of them sweeps; the sweep that finds resources idle for reclaimAfter
-// makes room, and the name that triggered it takes it.
+// loads): entries of new names overflow, at most one every sweepEvery
+// sweeps, and the sweep that finds resources idle makes room, which the
+// name that triggered it takes.
 func TestFullRegistryMakesRoom(t *testing.T) {
+	const R = reclaimAfter
 	g, clk := newTestEngine(t, 0, WithMaxResources(10))
 	for i := 0; i < 10; i++ {
 		require.True(t, try(g, fmt.Sprint("old-", i)))
 	}
-	require.True(t, try(g, "new-0")) // sweeps (marks the ten idle at 0), overflows
-	require.Equal(t, uint64(1), overflowTotal(g))
-	clk.Advance(reclaimAfter - 1)
-	require.True(t, try(g, "new-1")) // sweeps: one nanosecond early
+	require.True(t, try(g, "new-0")) // sweeps (nothing due), overflows
+	clk.Advance(R)
+	require.True(t, try(g, "new-1")) // sweeps: first look at the ten
+	clk.Advance(R - 1)
+	require.True(t, try(g, "new-2")) // sweeps: one nanosecond early
 	clk.Advance(1)
-	require.True(t, try(g, "new-2")) // no sweep until sweepEvery after the last
-	require.Equal(t, uint64(3), overflowTotal(g))
+	require.True(t, try(g, "new-3")) // no sweep until sweepEvery after the last
 	clk.Advance(sweepEvery - 2)
-	require.True(t, try(g, "new-3")) // 150 s - 2 ns: still none
-	require.Equal(t, uint64(4), overflowTotal(g))
+	require.True(t, try(g, "new-4")) // still none
+	require.Equal(t, uint64(5), overflowTotal(g))
 	require.Equal(t, 11, g.Resources())
 
 	clk.Advance(1)
-	require.True(t, try(g, "new-4")) // 150 s - 1 ns: sweeps; the ten are forgotten
-	require.Equal(t, uint64(4), overflowTotal(g))
-	s, ok := g.Snapshot("new-4")
+	require.True(t, try(g, "new-5")) // 2R - 1 ns + sweepEvery: sweeps; the ten go
+	require.Equal(t, uint64(5), overflowTotal(g))
+	s, ok := g.Snapshot("new-5")
 	require.True(t, ok)
 	require.Equal(t, uint64(1), s.TotalPass)
-	require.Equal(t, 2, g.Resources(), "new-4 and the overflow resource")
+	require.Equal(t, 2, g.Resources(), "new-5 and the overflow resource")
 }
 
 // TestOverflowEntriesTakeNoLockNorMemory checks that, once the registry is
@@ -330,7 +333,8 @@ func TestReclaimedResourceIsNeverRevived(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		require.True(t, try(g, fmt.Sprint("other-", i))) // promotes "r" to the table
 	}
-	g.sweepNow(t)
+	clk.Advance(reclaimAfter)
+	g.sweepNow(t) // first look
 	old := g.reg.read.Load().get("r", clk.Nanotime()) // the racing entry's lookup
 	require.NotNil(t, old)
 	clk.Advance(reclaimAfter)
