@@ -334,7 +334,7 @@ func TestReclaimedResourceIsNeverRevived(t *testing.T) {
 		require.True(t, try(g, fmt.Sprint("other-", i))) // promotes "r" to the table
 	}
 	clk.Advance(reclaimAfter)
-	g.sweepNow(t) // first look
+	g.sweepNow(t)                                     // first look
 	old := g.reg.read.Load().get("r", clk.Nanotime()) // the racing entry's lookup
 	require.NotNil(t, old)
 	clk.Advance(reclaimAfter)
