@@ -2,7 +2,6 @@ package sluice
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 
 	"github.com/sluice-go/sluice/rules"
@@ -14,10 +13,7 @@ import (
 // pointer non-nil lets the package-level Entry inline, so its *Pass stays on
 // the caller's stack (see "Atomics" in docs/architecture.md for why the
 // pointer is a sync/atomic one).
-var (
-	defaultMu  sync.Mutex
-	defaultPtr atomic.Pointer[Engine]
-)
+var defaultPtr atomic.Pointer[Engine]
 
 func init() { defaultPtr.Store(New()) }
 
@@ -32,8 +28,6 @@ func SetDefault(eng *Engine) *Engine {
 	if eng == nil {
 		eng = New()
 	}
-	defaultMu.Lock()
-	defer defaultMu.Unlock()
 	return defaultPtr.Swap(eng)
 }
 
@@ -42,13 +36,23 @@ func defaultEngine() *Engine { return defaultPtr.Load() }
 
 // Entry asks the default engine to enter resource (see Engine.Entry).
 func Entry(resource string, opts ...EntryOption) (*Pass, error) {
-	return defaultPtr.Load().enterNoCtx(new(Pass), resource, opts)
+	return enterDefault(new(Pass), nil, resource, opts)
 }
 
 // EntryContext is Entry with a context that bounds any wait (see
 // Engine.EntryContext).
 func EntryContext(ctx context.Context, resource string, opts ...EntryOption) (*Pass, error) {
-	return defaultPtr.Load().enter(new(Pass), ctx, resource, opts)
+	return enterDefault(new(Pass), ctx, resource, opts)
+}
+
+// enterDefault is the default engine's enter. Loading the engine here
+// rather than in Entry and EntryContext keeps those within the inliner's
+// budget (with room to spare), so the Pass they return can stay in the
+// caller's frame.
+//
+//go:noinline
+func enterDefault(p *Pass, ctx context.Context, name string, opts []EntryOption) (*Pass, error) {
+	return defaultPtr.Load().enter(p, ctx, name, opts)
 }
 
 // LoadFlowRules replaces the default engine's flow rules (see

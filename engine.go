@@ -354,17 +354,18 @@ func (eng *Engine) resource(name string, now int64) *resource {
 	if r := t.get(name, now); r != nil {
 		return r
 	}
+	return eng.missedResource(t, name, now)
+}
+
+// missedResource is resource for a name read table t lacks. When t is of a
+// full registry, that is the overflow resource until it is time to sweep;
+// otherwise it finds or makes the resource under the registry's lock,
+// sweeping for room first when the registry is full, unless a rule load
+// (which sweeps itself) holds the engine.
+func (eng *Engine) missedResource(t *table, name string, now int64) *resource {
 	if o := t.overflow; o != nil && now < eng.reg.nextSweep.Load() {
 		return o
 	}
-	return eng.missedResource(name, now)
-}
-
-// missedResource is resource for a name the read table lacks: it finds or
-// makes the resource under the registry's lock. When the registry is full,
-// it first sweeps for room, unless a rule load (which sweeps itself) holds
-// the engine.
-func (eng *Engine) missedResource(name string, now int64) *resource {
 	reg := &eng.reg
 	reg.mu.Lock()
 	defer reg.mu.Unlock()
