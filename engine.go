@@ -25,14 +25,17 @@ import (
 
 // Re-exported contracts, so most programs import only this package.
 type (
-	// TrafficType says whether an entry is served (Inbound) or sent
-	// (Outbound).
+	// TrafficType says whether an entry is served (Inbound, the zero
+	// value) or sent (Outbound).
 	TrafficType = core.TrafficType
-	// BlockType names the kind of rule that refused an entry.
+	// BlockType names the kind of rule that refused an entry (BlockFlow
+	// and the other Block constants); the zero value names none.
 	BlockType = core.BlockType
-	// BlockError describes a refused entry; reach it with errors.As.
+	// BlockError describes a refused entry; reach it with errors.As. Each
+	// refusal returns a new one, which the caller owns.
 	BlockError = core.BlockError
-	// Clock is an engine's source of time.
+	// Clock is an engine's source of time, read in nanoseconds; it must be
+	// safe for concurrent use (see core.Clock).
 	Clock = core.Clock
 )
 
@@ -91,7 +94,8 @@ const IdleResourceTimeout = reclaimAfter
 // the limit.
 const OverflowResource = "__sluice_overflow__"
 
-// Option configures an engine built by New.
+// Option configures an engine built by New (see the With functions). Options
+// apply in order; a later one overrides an earlier one of the same kind.
 type Option func(*config)
 
 type config struct {
@@ -104,7 +108,8 @@ type config struct {
 }
 
 // WithClock makes the engine read time from c instead of the system's
-// monotonic clock. Tests pass a *sluicetest.ManualClock.
+// monotonic clock (also the meaning of a nil c). Tests pass a
+// *sluicetest.ManualClock.
 func WithClock(c Clock) Option { return func(cf *config) { cf.clock = c } }
 
 // WithMaxResources bounds the number of distinct resources the engine keeps
@@ -151,6 +156,9 @@ func New(opts ...Option) *Engine {
 	if cf.maxResources <= 0 {
 		cf.maxResources = DefaultMaxResources
 	}
+	if cf.clock == nil {
+		cf.clock = core.SystemClock()
+	}
 	eng := &Engine{clock: cf.clock, inbound: window.NewNode()}
 	eng.life, eng.endLife = context.WithCancel(context.Background())
 	eng.reg.init(cf.maxResources)
@@ -183,9 +191,14 @@ func (eng *Engine) Close() error {
 }
 
 // RegisterSlot adds a custom slot (a slots.Preparer, slots.Checker or
-// slots.Observer) at position order among custom slots; lower runs first.
-// Custom slots run after the built-in ones. Engines without custom slots pay
-// one pointer check for the feature.
+// slots.Observer, or several) at position order among custom slots; lower
+// runs first, equal orders in registration order. Custom slots run after the
+// built-in ones, on the goroutine of each Entry and Exit, so they must be
+// safe for concurrent use. Entries already made keep the slots they started
+// with. A slot that panics makes Entry panic with the same value, after the
+// entry has given back everything it reserved (see Entry). Engines without
+// custom slots pay one pointer check for the feature. Slots cannot be
+// removed.
 func (eng *Engine) RegisterSlot(s any, order int) error {
 	if !eng.chain.Add(s, order) {
 		return fmt.Errorf("sluice: %T implements none of slots.Preparer, slots.Checker, slots.Observer", s)

@@ -582,3 +582,10 @@ func TestPanickingSlotReleasesEverything(t *testing.T) {
 		}
 	}
 }
+
+func TestWithNilClockMeansSystemClock(t *testing.T) {
+	g := New(WithClock(nil))
+	defer g.Close()
+	require.NotNil(t, g.Clock())
+	require.True(t, try(g, "r"))
+}

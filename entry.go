@@ -85,7 +85,8 @@ func WithAttachment(key string, value any) EntryOption {
 // panics.
 //
 // A Pass belongs to the goroutine that made it: SetError and Exit are not
-// safe to call concurrently with each other. (It is not called Entry because
+// safe to call concurrently with each other. Only Entry and EntryContext
+// make one; the zero Pass is not usable. (It is not called Entry because
 // Go does not allow a type and a function of the same name in one package,
 // and sluice.Entry is the verb every Sentinel user knows.)
 type Pass struct {
@@ -138,14 +139,21 @@ func (p *Pass) Exit() {
 // call through, and otherwise a nil *Pass and an error: a *BlockError
 // (matching ErrBlocked) when a rule refused it; ErrBadResource,
 // ErrBadTraffic, ErrBadBatch or ErrTooManyAttachments (wrapped) for an entry
-// it cannot make sense of; or ErrClosed.
+// it cannot make sense of; or ErrClosed. A throttling rule may make it wait
+// for its turn (at most the rule's MaxQueueing, and never past Close).
+//
+// A custom slot that panics makes Entry panic with the same value; the entry
+// then holds nothing (what the rules reserved for it is given back) and is
+// counted neither as passed nor as blocked.
 func (eng *Engine) Entry(resource string, opts ...EntryOption) (*Pass, error) {
 	// Small enough to inline: the Entry is then allocated in the caller's
 	// frame and, when the caller keeps it local, never reaches the heap.
 	return eng.enterNoCtx(new(Pass), resource, opts)
 }
 
-// EntryContext is Entry with a context that bounds any wait.
+// EntryContext is Entry with a context that bounds any wait: an entry whose
+// context ends while it waits for its turn is refused with a *BlockError
+// whose Cause is the context's error. The context is not kept.
 func (eng *Engine) EntryContext(ctx context.Context, resource string, opts ...EntryOption) (*Pass, error) {
 	return eng.enter(new(Pass), ctx, resource, opts)
 }

@@ -62,7 +62,7 @@ type ExitInfo struct {
 }
 
 // RT returns the entry's response time in nanoseconds (End - Start).
-func (x ExitInfo) RT() int64 { return x.End - x.Start }
+func (info ExitInfo) RT() int64 { return info.End - info.Start }
 
 // AddTicket records t to be released when the entry ends.
 func (c *Context) AddTicket(t Ticket) {
