@@ -202,7 +202,7 @@ func (reg *registry) sweep(now int64, keep func(*resource) bool) {
 		delete(reg.marks, r)
 		forgot = true
 	}
-	if forgot {
+	if forgot || reg.stale { // stale: a load made resources, then failed
 		reg.promote()
 	}
 }
