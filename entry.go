@@ -159,7 +159,7 @@ func (eng *Engine) EntryContext(ctx context.Context, resource string, opts ...En
 }
 
 // enterNoCtx is enter without a context. It has one parameter fewer, which
-// keeps the package-level Entry within the inliner's budget.
+// keeps Engine.Entry within the inliner's budget.
 //
 //go:noinline
 func (eng *Engine) enterNoCtx(p *Pass, name string, opts []EntryOption) (*Pass, error) {
@@ -240,7 +240,7 @@ func (eng *Engine) enterCustom(ctx context.Context, p *Pass, args entry.Args, r 
 	settled := false
 	defer func() {
 		if !settled { // a slot panicked: the protected code never runs
-			c.ReleaseTickets(entry.ExitInfo{Start: c.Start, End: c.Start, Batch: c.Batch, Blocked: true})
+			c.ReleaseRefused()
 		}
 	}()
 	for _, s := range snap.Prepare {
@@ -275,7 +275,7 @@ func (eng *Engine) enterCustom(ctx context.Context, p *Pass, args entry.Args, r 
 // engine closed meanwhile (a wait cut short by Close, or a refusal racing
 // it).
 func (eng *Engine) refuse(c *entry.Context, r *resource, in *window.Node, be *core.BlockError) error {
-	c.ReleaseTickets(entry.ExitInfo{Start: c.Start, End: c.Start, Batch: c.Batch, Blocked: true})
+	c.ReleaseRefused()
 	statistic.Block(c, &r.node, in)
 	if eng.closed.Load() {
 		return ErrClosed

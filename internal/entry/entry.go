@@ -123,6 +123,14 @@ func (c *Context) ReleaseTickets(x ExitInfo) {
 	c.n = 0
 }
 
+// ReleaseRefused releases every ticket, undo-only ones included, for an
+// entry refused (or abandoned) before its protected code ran: ReleaseTickets
+// with Blocked set and the entry ending where it started. Engines call it;
+// slots do not.
+func (c *Context) ReleaseRefused() {
+	c.ReleaseTickets(ExitInfo{Start: c.Start, End: c.Start, Batch: c.Batch, Blocked: true})
+}
+
 // Tickets returns how many tickets the entry holds, undo-only ones
 // included.
 func (c *Context) Tickets() int { return c.n + len(c.more) + c.nu + len(c.moreU) }
