@@ -2,7 +2,6 @@ package sluice
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 
 	"github.com/sluice-go/sluice/rules"
@@ -12,12 +11,9 @@ import (
 // The default engine always exists: making one starts no goroutine (the
 // system sampler starts only when system rules need it), and keeping the
 // pointer non-nil lets the package-level Entry inline, so its *Pass stays on
-// the caller's stack. (sync/atomic rather than go.uber.org/atomic here: the
-// wrapper's extra call puts Entry over the inliner's budget.)
-var (
-	defaultMu  sync.Mutex
-	defaultPtr atomic.Pointer[Engine]
-)
+// the caller's stack (see "Atomics" in docs/architecture.md for why the
+// pointer is a sync/atomic one).
+var defaultPtr atomic.Pointer[Engine]
 
 func init() { defaultPtr.Store(New()) }
 
@@ -25,16 +21,14 @@ func init() { defaultPtr.Store(New()) }
 // Close, a fresh default engine takes its place.
 func Default() *Engine { return defaultPtr.Load() }
 
-// SetDefault replaces the default engine with g (for example one built with
-// a custom clock) and returns the previous one, which is not closed. A nil g
+// SetDefault replaces the default engine with eng (for example one built with
+// a custom clock) and returns the previous one, which is not closed. A nil eng
 // installs a fresh engine.
-func SetDefault(g *Engine) *Engine {
-	if g == nil {
-		g = New()
+func SetDefault(eng *Engine) *Engine {
+	if eng == nil {
+		eng = New()
 	}
-	defaultMu.Lock()
-	defer defaultMu.Unlock()
-	return defaultPtr.Swap(g)
+	return defaultPtr.Swap(eng)
 }
 
 // defaultEngine returns the default engine.
@@ -42,13 +36,23 @@ func defaultEngine() *Engine { return defaultPtr.Load() }
 
 // Entry asks the default engine to enter resource (see Engine.Entry).
 func Entry(resource string, opts ...EntryOption) (*Pass, error) {
-	return defaultPtr.Load().enterNoCtx(new(Pass), resource, opts)
+	return enterDefault(new(Pass), nil, resource, opts)
 }
 
 // EntryContext is Entry with a context that bounds any wait (see
 // Engine.EntryContext).
 func EntryContext(ctx context.Context, resource string, opts ...EntryOption) (*Pass, error) {
-	return defaultPtr.Load().enter(new(Pass), ctx, resource, opts)
+	return enterDefault(new(Pass), ctx, resource, opts)
+}
+
+// enterDefault is the default engine's enter. Loading the engine here
+// rather than in Entry and EntryContext keeps those within the inliner's
+// budget (with room to spare), so the Pass they return can stay in the
+// caller's frame.
+//
+//go:noinline
+func enterDefault(p *Pass, ctx context.Context, name string, opts []EntryOption) (*Pass, error) {
+	return defaultPtr.Load().enter(p, ctx, name, opts)
 }
 
 // LoadFlowRules replaces the default engine's flow rules (see

@@ -64,40 +64,26 @@ func WithErrorClassifier(isFailure func(err error) bool) Option {
 // next decision. Other rules start Closed with an empty window.
 //
 // It reports whether the rules in force changed. Passing nil or an empty
-// slice removes all circuit-breaker rules.
-func (g *Engine) LoadCircuitBreakerRules(rs []rules.CircuitBreaker) (bool, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if equalRules(g.cbRules, rs) {
-		return false, nil
-	}
-	ctl, err := degrade.Build(rs, g.cbCtl, g.cbHub)
-	if err != nil {
-		return false, err
-	}
-	g.cbRules = append([]rules.CircuitBreaker(nil), rs...)
-	g.cbCtl = ctl
-	g.publish()
-	return true, nil
+// slice removes all circuit-breaker rules. On a closed engine it returns
+// ErrClosed and changes nothing.
+func (eng *Engine) LoadCircuitBreakerRules(rs []rules.CircuitBreaker) (bool, error) {
+	return load(eng, breakerKind, rs)
 }
 
-// CircuitBreakerRules returns a copy of the circuit-breaker rules in force.
-func (g *Engine) CircuitBreakerRules() []rules.CircuitBreaker {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return append([]rules.CircuitBreaker(nil), g.cbRules...)
-}
+// CircuitBreakerRules returns a copy of the circuit-breaker rules in force
+// (nil when there are none).
+func (eng *Engine) CircuitBreakerRules() []rules.CircuitBreaker { return rulesIn(eng, breakerKind) }
 
 // CircuitBreakerStates returns the state of every circuit-breaker rule in
 // force, in the order of CircuitBreakerRules.
-func (g *Engine) CircuitBreakerStates() []BreakerStatus {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	out := make([]BreakerStatus, len(g.cbRules))
-	seen := make(map[string]int, len(g.cbCtl))
-	for i, r := range g.cbRules {
+func (eng *Engine) CircuitBreakerStates() []BreakerStatus {
+	eng.mu.Lock()
+	defer eng.mu.Unlock()
+	out := make([]BreakerStatus, len(eng.breakers.rules))
+	seen := make(map[string]int, len(eng.breakers.ctl))
+	for i, r := range eng.breakers.rules {
 		// Build keeps each resource's breakers in rule order.
-		b := g.cbCtl[r.Resource][seen[r.Resource]]
+		b := eng.breakers.ctl[r.Resource][seen[r.Resource]]
 		seen[r.Resource]++
 		out[i] = BreakerStatus{Rule: r, State: b.State()}
 	}
@@ -115,8 +101,8 @@ func (g *Engine) CircuitBreakerStates() []BreakerStatus {
 // into the engine (Entry, rule loading): the changes it causes are delivered
 // after it returns. A panic in a listener propagates to that Entry or Exit;
 // later changes are still delivered.
-func (g *Engine) AddBreakerListener(l BreakerListener) (remove func()) {
-	return g.cbHub.AddListener(l)
+func (eng *Engine) AddBreakerListener(l BreakerListener) (remove func()) {
+	return eng.breakerHub.AddListener(l)
 }
 
 // LoadCircuitBreakerRules replaces the default engine's circuit-breaker

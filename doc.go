@@ -3,21 +3,31 @@
 //
 // Each protected piece of code is a resource; each call into it is an entry:
 //
-//	e, err := sluice.Entry("GET /orders")
+//	p, err := sluice.Entry("GET /orders")
 //	if err != nil { // errors.Is(err, sluice.ErrBlocked)
 //		http.Error(w, "busy", http.StatusTooManyRequests)
 //		return
 //	}
-//	defer e.Exit()
+//	defer p.Exit()
 //
 // An entry runs through a slot chain: rule checks (system, flow, isolation,
-// param, degrade; the first to refuse wins), then statistics. Rules are
-// loaded with LoadFlowRules and friends, validated whole, and can be replaced
-// under live traffic.
+// param, degrade, then custom slots; the first to refuse wins), then
+// statistics. A refusal is a *BlockError naming the rule, what it observed
+// and its threshold; errors.Is(err, ErrBlocked) tells refusals from other
+// errors (ErrBadResource, ErrBadTraffic, ErrBadBatch for entries that make no
+// sense, ErrClosed after Close).
+//
+// Rules are loaded kind by kind (LoadFlowRules and friends) or all at once
+// (LoadRuleSet, WatchRuleFile). A load is validated whole and is
+// all-or-nothing; it can replace rules under live traffic, and rules that
+// count the same way keep their counters across it.
 //
 // The package-level functions act on a default engine. New builds an
 // independent engine with its own clock, rules and statistics, for tests and
-// multi-tenant programs.
+// multi-tenant programs. An engine tracks at most WithMaxResources resources
+// without rules (the rest count under OverflowResource) and forgets those
+// left idle for IdleResourceTimeout; it starts no goroutine except the
+// system metrics sampler, which Close stops.
 //
 // The default traffic type is Inbound: an entry counts as work this process
 // serves and is subject to system adaptive protection. Wrap calls this

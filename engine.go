@@ -1,14 +1,14 @@
 package sluice
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"math"
 	"strings"
 	"sync"
 	"time"
 
-	"go.uber.org/atomic"
+	"sync/atomic"
 
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/chain"
@@ -25,14 +25,17 @@ import (
 
 // Re-exported contracts, so most programs import only this package.
 type (
-	// TrafficType says whether an entry is served (Inbound) or sent
-	// (Outbound).
+	// TrafficType says whether an entry is served (Inbound, the zero
+	// value) or sent (Outbound).
 	TrafficType = core.TrafficType
-	// BlockType names the kind of rule that refused an entry.
+	// BlockType names the kind of rule that refused an entry (BlockFlow
+	// and the other Block constants); the zero value names none.
 	BlockType = core.BlockType
-	// BlockError describes a refused entry; reach it with errors.As.
+	// BlockError describes a refused entry; reach it with errors.As. Each
+	// refusal returns a new one, which the caller owns.
 	BlockError = core.BlockError
-	// Clock is an engine's source of time.
+	// Clock is an engine's source of time, read in nanoseconds; it must be
+	// safe for concurrent use (see core.Clock).
 	Clock = core.Clock
 )
 
@@ -43,22 +46,56 @@ const (
 	Outbound = core.Outbound
 )
 
+// The kinds of rule that refuse entries: the values of BlockError.Type.
+const (
+	// BlockFlow is a flow rule (QPS or concurrency, on the resource or an
+	// associated one).
+	BlockFlow = core.BlockFlow
+	// BlockSystem is a system adaptive protection rule.
+	BlockSystem = core.BlockSystem
+	// BlockIsolation is an isolation (in-flight limit) rule.
+	BlockIsolation = core.BlockIsolation
+	// BlockParam is a hot-parameter rule.
+	BlockParam = core.BlockParam
+	// BlockDegrade is an open or probing circuit breaker.
+	BlockDegrade = core.BlockDegrade
+	// BlockCluster is a limit shared across instances (not produced by
+	// this package's rules; reserved for cluster flow control).
+	BlockCluster = core.BlockCluster
+	// BlockCustom is a custom slots.Checker registered with RegisterSlot.
+	BlockCustom = core.BlockCustom
+)
+
 // ErrBlocked matches (errors.Is) every error returned for a refused entry.
 var ErrBlocked = core.ErrBlocked
 
-// ErrClosed is returned by Entry on an engine that has been closed.
-var ErrClosed = errors.New("sluice: engine closed")
+// ErrClosed is returned by Entry, EntryContext and the rule loaders of an
+// engine that has been closed, and by entries that were waiting for their
+// turn (throttling rules) when it closed.
+var ErrClosed = entry.ErrClosed
 
 // DefaultMaxResources is the number of distinct resources an engine tracks
 // when WithMaxResources is not given.
 const DefaultMaxResources = 10000
 
+// IdleResourceTimeout is how long a resource that no rule needs must go
+// without new entries (and with none in flight) before the engine may
+// forget it, statistics included; a later entry of its name starts afresh.
+// The engine looks for such resources at rule loads, and when a new
+// resource needs room in a full engine (at most once per
+// IdleResourceTimeout/4 of its clock); it looks at each resource once per
+// IdleResourceTimeout, so one is forgotten between one and two timeouts
+// after its last entry, given sweeps. It starts no goroutine for this.
+const IdleResourceTimeout = reclaimAfter
+
 // OverflowResource is the name under which entries of resources beyond the
-// engine's resource limit are counted. Resources named by rules are always
-// tracked, whatever the limit.
+// engine's resource limit are counted (such an entry takes no lock and
+// allocates nothing). Resources named by rules are always tracked, whatever
+// the limit.
 const OverflowResource = "__sluice_overflow__"
 
-// Option configures an engine built by New.
+// Option configures an engine built by New (see the With functions). Options
+// apply in order; a later one overrides an earlier one of the same kind.
 type Option func(*config)
 
 type config struct {
@@ -71,39 +108,46 @@ type config struct {
 }
 
 // WithClock makes the engine read time from c instead of the system's
-// monotonic clock. Tests pass a *sluicetest.ManualClock.
+// monotonic clock (also the meaning of a nil c). Tests pass a
+// *sluicetest.ManualClock.
 func WithClock(c Clock) Option { return func(cf *config) { cf.clock = c } }
 
 // WithMaxResources bounds the number of distinct resources the engine keeps
 // statistics for (each costs about 5 KiB). Entries of further resources
-// without rules are counted together under OverflowResource. Zero or less
-// means DefaultMaxResources.
+// without rules are counted together under OverflowResource until idle
+// resources are forgotten (see IdleResourceTimeout) and make room. Zero or
+// less means DefaultMaxResources.
 func WithMaxResources(n int) Option { return func(cf *config) { cf.maxResources = n } }
 
 // Engine is an independent instance of sluice: its own clock, resources,
-// statistics and rules. All methods are safe for concurrent use.
+// statistics and rules. Make one with New; the zero value is not usable.
+// All methods are safe for concurrent use.
 type Engine struct {
 	clock   core.Clock
-	max     int
 	inbound *window.Node
 	reg     registry
 	chain   chain.Chain
 	system  *system.Slot
 	closed  atomic.Bool
+	// life ends at Close (endLife): entries waiting for their turn stop
+	// waiting then (entry.Context.Life).
+	life    context.Context
+	endLife context.CancelFunc
 
-	mu        sync.Mutex // serializes rule loads and resource creation
-	flowRules []rules.Flow
-	flowCtl   map[string][]*flow.Controller
-	isoRules  []rules.Isolation
-	isoCtl    map[string][]*isolation.Controller
-	cbRules   []rules.CircuitBreaker
-	cbCtl     map[string][]*degrade.Breaker
-	cbHub     *degrade.Hub // classifier, listeners and transition order of the breakers
-	parRules  []rules.Param
-	parCtl    map[string][]*param.Controller
+	// mu serializes rule loads and Close (an engine's own: loads into
+	// different engines never wait for each other). The rules of each
+	// kind in force, below, change only under it.
+	mu         sync.Mutex
+	flow       kindState[rules.Flow, map[string][]*flow.Controller]
+	isolation  kindState[rules.Isolation, map[string][]*isolation.Controller]
+	sys        kindState[rules.System, *system.RuleSet]
+	breakers   kindState[rules.CircuitBreaker, map[string][]*degrade.Breaker]
+	param      kindState[rules.Param, map[string][]*param.Controller]
+	breakerHub *degrade.Hub // classifier, listeners and transition order of the breakers
 }
 
-// New returns an engine with no rules.
+// New returns an engine with no rules, configured by opts. It starts no
+// goroutine.
 func New(opts ...Option) *Engine {
 	cf := config{clock: core.SystemClock(), maxResources: DefaultMaxResources}
 	for _, o := range opts {
@@ -112,35 +156,51 @@ func New(opts ...Option) *Engine {
 	if cf.maxResources <= 0 {
 		cf.maxResources = DefaultMaxResources
 	}
-	g := &Engine{clock: cf.clock, max: cf.maxResources, inbound: window.NewNode()}
-	g.reg.init()
-	g.system = system.New(system.Config{
-		Clock: g.clock, Inbound: g.inbound,
+	if cf.clock == nil {
+		cf.clock = core.SystemClock()
+	}
+	eng := &Engine{clock: cf.clock, inbound: window.NewNode()}
+	eng.life, eng.endLife = context.WithCancel(context.Background())
+	eng.reg.init(cf.maxResources)
+	eng.system = system.New(system.Config{
+		Clock: eng.clock, Inbound: eng.inbound,
 		Source: cf.sysSource, Interval: cf.sysInterval, OnError: cf.sysOnError,
 	})
-	g.cbHub = degrade.NewHub(cf.isFailure)
-	return g
+	eng.breakerHub = degrade.NewHub(cf.isFailure)
+	return eng
 }
 
 // Clock returns the engine's clock.
-func (g *Engine) Clock() Clock { return g.clock }
+func (eng *Engine) Clock() Clock { return eng.clock }
 
 // Close stops everything the engine started (such as the system metrics
-// sampler) and waits for it. Entries made after Close return ErrClosed;
-// entries in flight may still Exit. Close is idempotent.
-func (g *Engine) Close() error {
-	if g.closed.Swap(true) {
+// sampler) and waits for it. Afterwards Entry and the rule loaders return
+// ErrClosed, and so do entries that were waiting for their turn under a
+// throttling rule (they return at once); entries in flight may still Exit.
+// Close is idempotent and returns the sampler's error, if any, the first
+// time.
+func (eng *Engine) Close() error {
+	eng.mu.Lock()
+	already := eng.closed.Swap(true)
+	eng.mu.Unlock()
+	if already {
 		return nil
 	}
-	return g.system.Close()
+	eng.endLife()
+	return eng.system.Close()
 }
 
 // RegisterSlot adds a custom slot (a slots.Preparer, slots.Checker or
-// slots.Observer) at position order among custom slots; lower runs first.
-// Custom slots run after the built-in ones. Engines without custom slots pay
-// one pointer check for the feature.
-func (g *Engine) RegisterSlot(s any, order int) error {
-	if !g.chain.Add(s, order) {
+// slots.Observer, or several) at position order among custom slots; lower
+// runs first, equal orders in registration order. Custom slots run after the
+// built-in ones, on the goroutine of each Entry and Exit, so they must be
+// safe for concurrent use. Entries already made keep the slots they started
+// with. A slot that panics makes Entry panic with the same value, after the
+// entry has given back everything it reserved (see Entry). Engines without
+// custom slots pay one pointer check for the feature. Slots cannot be
+// removed.
+func (eng *Engine) RegisterSlot(s any, order int) error {
+	if !eng.chain.Add(s, order) {
 		return fmt.Errorf("sluice: %T implements none of slots.Preparer, slots.Checker, slots.Observer", s)
 	}
 	return nil
@@ -299,36 +359,76 @@ func newRuleSet(fl []*flow.Controller, o otherRules) *ruleSet {
 
 // resource returns the named resource, creating it if the limit allows, or
 // the overflow resource, and starts loading the counters a call at now will
-// use (window.Node.Prefetch).
-func (g *Engine) resource(name string, now int64) *resource {
-	if x := g.reg.load(name, now); x != nil {
-		return x
+// use (window.Node.Prefetch). An entry of a name the full registry has no
+// room for takes neither a lock nor memory, except when it is time to try
+// to make room (registry.nextSweep).
+func (eng *Engine) resource(name string, now int64) *resource {
+	t := eng.reg.read.Load()
+	if r := t.get(name, now); r != nil {
+		return r
 	}
-	return g.slowResource(name, false)
+	return eng.missedResource(t, name, now)
 }
 
-func (g *Engine) slowResource(name string, force bool) *resource {
-	x := g.reg.lookup(name, func() *resource {
-		if !force && len(g.reg.all) >= g.max {
-			return nil
-		}
-		return newResource(name)
-	})
-	if x != nil {
-		return x
+// missedResource is resource for a name read table t lacks. When t is of a
+// full registry, that is the overflow resource until it is time to sweep;
+// otherwise it finds or makes the resource under the registry's lock,
+// sweeping for room first when the registry is full, unless a rule load
+// (which sweeps itself) holds the engine.
+func (eng *Engine) missedResource(t *table, name string, now int64) *resource {
+	if o := t.overflow; o != nil && now < eng.reg.nextSweep.Load() {
+		return o
 	}
-	return g.reg.lookup(OverflowResource, func() *resource {
-		return newResource(OverflowResource)
-	})
+	reg := &eng.reg
+	reg.mu.Lock()
+	defer reg.mu.Unlock()
+	if r := reg.lookup(name, now, false); r != nil {
+		return r
+	}
+	if now >= reg.nextSweep.Load() && eng.mu.TryLock() {
+		eng.sweepLocked(now)
+		eng.mu.Unlock()
+		if r := reg.lookup(name, now, false); r != nil {
+			return r
+		}
+	}
+	return reg.overflowResource()
 }
 
 // node returns the statistics node of name, creating the resource whatever
 // the limit. Rules use it for the resources they name.
-func (g *Engine) node(name string) *window.Node { return &g.slowResource(name, true).node }
+func (eng *Engine) node(name string) *window.Node {
+	now := eng.clock.Nanotime()
+	eng.reg.mu.Lock()
+	defer eng.reg.mu.Unlock()
+	return &eng.reg.lookup(name, now, true).node
+}
+
+// sweep forgets the resources that have been idle for a while (see
+// registry.sweep), at the engine clock's current reading. Must hold eng.mu.
+func (eng *Engine) sweep() {
+	now := eng.clock.Nanotime()
+	eng.reg.mu.Lock()
+	defer eng.reg.mu.Unlock()
+	eng.sweepLocked(now)
+}
+
+// sweepLocked is sweep at now. Must hold eng.mu and eng.reg.mu. It keeps the
+// resources the rules in force need: those with rules, and the associated
+// resources of flow rules, whose nodes those rules read.
+func (eng *Engine) sweepLocked(now int64) {
+	refs := map[string]bool{}
+	for _, r := range eng.flow.rules {
+		if r.RefResource != "" {
+			refs[r.RefResource] = true
+		}
+	}
+	eng.reg.sweep(now, func(r *resource) bool { return r.rules.Load() != nil || refs[r.name] })
+}
 
 // publish rebuilds every resource's rule set from the controllers in force.
-// Must hold g.mu.
-func (g *Engine) publish() {
+// Must hold eng.mu.
+func (eng *Engine) publish() {
 	others := map[string]*otherRules{}
 	get := func(res string) *otherRules {
 		o := others[res]
@@ -338,44 +438,48 @@ func (g *Engine) publish() {
 		}
 		return o
 	}
-	for res, cs := range g.isoCtl {
+	for res, cs := range eng.isolation.ctl {
 		get(res).isolation = cs
 	}
-	for res, cs := range g.parCtl {
+	for res, cs := range eng.param.ctl {
 		get(res).param = cs
 	}
-	for res, cs := range g.cbCtl {
+	for res, cs := range eng.breakers.ctl {
 		get(res).degrade = cs
 	}
-	for res := range g.flowCtl {
-		g.slowResource(res, true)
+	for res := range eng.flow.ctl {
+		eng.node(res)
 	}
 	for res := range others {
-		g.slowResource(res, true)
+		eng.node(res)
 	}
-	g.reg.rebind(func(x *resource) *ruleSet {
+	eng.reg.rebind(func(r *resource) *ruleSet {
 		var o otherRules
-		if p := others[x.name]; p != nil {
+		if p := others[r.name]; p != nil {
 			o = *p
 		}
-		return newRuleSet(g.flowCtl[x.name], o)
+		return newRuleSet(eng.flow.ctl[r.name], o)
 	})
 }
 
 // Snapshot returns the statistics of a resource at the engine clock's
-// current reading, and false when the engine does not track it.
-func (g *Engine) Snapshot(resourceName string) (stat.Snapshot, bool) {
-	x := g.reg.get(resourceName)
+// current reading, and false when the engine does not track it (it never
+// saw it, the resource limit left it out, or it was forgotten after
+// IdleResourceTimeout).
+func (eng *Engine) Snapshot(resourceName string) (stat.Snapshot, bool) {
+	x := eng.reg.get(resourceName)
 	if x == nil {
 		return stat.Snapshot{}, false
 	}
-	return x.node.Snapshot(g.clock.Nanotime()), true
+	return x.node.Snapshot(eng.clock.Nanotime()), true
 }
 
-// InboundSnapshot returns the statistics of all inbound traffic.
-func (g *Engine) InboundSnapshot() stat.Snapshot {
-	return g.inbound.Snapshot(g.clock.Nanotime())
+// InboundSnapshot returns the statistics of all inbound traffic at the
+// engine clock's current reading.
+func (eng *Engine) InboundSnapshot() stat.Snapshot {
+	return eng.inbound.Snapshot(eng.clock.Nanotime())
 }
 
-// Resources returns the number of resources the engine tracks.
-func (g *Engine) Resources() int { return g.reg.len() }
+// Resources returns the number of resources the engine tracks now,
+// OverflowResource included once an entry has overflowed.
+func (eng *Engine) Resources() int { return eng.reg.len() }

@@ -4,13 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"sync/atomic"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/atomic"
 
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
@@ -158,7 +160,7 @@ func TestReloadUnderTrafficIsExact(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < 100; i++ {
 				if try(g, "r") {
-					passed.Inc()
+					passed.Add(1)
 				}
 			}
 		}()
@@ -175,7 +177,7 @@ type denySlot struct {
 }
 
 func (d *denySlot) Check(ec *slots.Entry) *core.BlockError {
-	d.checked.Inc()
+	d.checked.Add(1)
 	if ec.Resource == d.resource {
 		return &core.BlockError{Reason: "denied by custom slot", Threshold: 0}
 	}
@@ -215,7 +217,7 @@ func TestCustomSlots(t *testing.T) {
 	_, err := g.Entry("secret")
 	var be *BlockError
 	require.ErrorAs(t, err, &be)
-	assert.Equal(t, core.BlockCustom, be.Type)
+	assert.Equal(t, BlockCustom, be.Type, "re-exported for be.Type == sluice.BlockCustom")
 	assert.Equal(t, "secret", be.Resource)
 	assert.Equal(t, "denied by custom slot", be.Reason)
 
@@ -366,13 +368,275 @@ func TestEntryExitAllocatesNothing(t *testing.T) {
 		}},
 		{"engine with context", func() { p, _ := g.EntryContext(context.Background(), "r"); p.Exit() }},
 		{"package level", func() { p, _ := Entry("r"); p.Exit() }},
+		{"package level with context", func() { p, _ := EntryContext(context.Background(), "r"); p.Exit() }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if raceEnabled && tt.name == "package level" {
+			if raceEnabled && strings.HasPrefix(tt.name, "package level") {
 				t.Skip("the race detector changes inlining; make test checks this without -race (make allocs)")
 			}
 			assert.Zero(t, testing.AllocsPerRun(200, tt.run))
 		})
 	}
+}
+
+// TestEntryRefusesWhatItCannotMakeSenseOf checks the entries refused before
+// any rule runs: each error names the problem, none is a block, and nothing
+// is counted or tracked.
+func TestEntryRefusesWhatItCannotMakeSenseOf(t *testing.T) {
+	g, _ := newTestEngine(t, 0)
+	// An inbound concurrency limit that one held entry exhausts: an entry
+	// that slipped past as neither inbound nor outbound would skip it.
+	_, err := g.LoadSystemRules([]rules.System{{Metric: rules.InboundConcurrency, Threshold: 1}})
+	require.NoError(t, err)
+	held, err := g.Entry("held")
+	require.NoError(t, err)
+	defer held.Exit()
+
+	tests := []struct {
+		name     string
+		resource string
+		opts     []EntryOption
+		want     error
+		wantText string
+	}{
+		{"empty resource", "", nil, ErrBadResource, "sluice: invalid resource name: empty"},
+		{"empty resource, outbound", "", []EntryOption{WithTraffic(Outbound)}, ErrBadResource, ""},
+		{"unknown traffic type", "r", []EntryOption{WithTraffic(TrafficType(7))}, ErrBadTraffic, "sluice: invalid traffic type: TrafficType(7)"},
+		{"traffic type 2", "r", []EntryOption{WithTraffic(Outbound + 1)}, ErrBadTraffic, ""},
+		{"zero batch", "r", []EntryOption{WithBatch(0)}, ErrBadBatch, ""},
+		{"batch over MaxBatch", "r", []EntryOption{WithBatch(MaxBatch + 1)}, ErrBadBatch, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := g.Entry(tt.resource, tt.opts...)
+			require.Nil(t, p)
+			require.ErrorIs(t, err, tt.want)
+			require.NotErrorIs(t, err, ErrBlocked)
+			if tt.wantText != "" {
+				require.EqualError(t, err, tt.wantText)
+			}
+			_, err = g.EntryContext(context.Background(), tt.resource, tt.opts...)
+			require.ErrorIs(t, err, tt.want)
+		})
+	}
+	in := g.InboundSnapshot()
+	assert.Equal(t, uint64(1), in.TotalPass, "only the held entry")
+	assert.Zero(t, in.TotalBlock)
+	assert.Equal(t, 1, g.Resources(), "only the held entry's resource is tracked")
+	p, err := g.Entry("r", WithTraffic(Outbound))
+	require.NoError(t, err, "outbound entries are not subject to system rules")
+	p.Exit()
+}
+
+// TestCloseReleasesQueuedEntries queues an entry behind each kind of
+// throttling rule and closes the engine: the entry returns ErrClosed at
+// once, without the clock moving, and its timer is gone.
+func TestCloseReleasesQueuedEntries(t *testing.T) {
+	flowThrottle := rules.Flow{Resource: "r", Threshold: 1, Behavior: rules.Throttle, MaxQueueing: 5 * time.Second}
+	warmThrottle := rules.Flow{Resource: "r", Threshold: 10, Strategy: rules.WarmUp, WarmUpPeriod: 10 * time.Second, Behavior: rules.Throttle, MaxQueueing: 5 * time.Second}
+	paramThrottle := rules.Param{Resource: "r", Index: 0, Threshold: 1, Behavior: rules.Throttle, MaxQueueing: 5 * time.Second}
+	entry := func(g *Engine) (*Pass, error) { return g.Entry("r", WithArgs("user-1")) }
+	withContext := func(g *Engine) (*Pass, error) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		return g.EntryContext(ctx, "r", WithArgs("user-1"))
+	}
+	tests := []struct {
+		name  string
+		set   rules.Set
+		enter func(*Engine) (*Pass, error)
+	}{
+		{"flow throttle, Entry", rules.Set{Flow: []rules.Flow{flowThrottle}}, entry},
+		{"flow throttle, EntryContext", rules.Set{Flow: []rules.Flow{flowThrottle}}, withContext},
+		{"warm-up throttle", rules.Set{Flow: []rules.Flow{warmThrottle}}, entry},
+		{"param throttle, Entry", rules.Set{Param: []rules.Param{paramThrottle}}, entry},
+		{"param throttle, EntryContext", rules.Set{Param: []rules.Param{paramThrottle}}, withContext},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g, clk := newTestEngine(t, 0)
+			require.NoError(t, g.LoadRuleSet(tt.set))
+			p, err := tt.enter(g) // takes the turn at 0
+			require.NoError(t, err)
+			p.Exit()
+
+			errc := make(chan error, 1)
+			go func() {
+				p, err := tt.enter(g) // queued behind it
+				if p != nil {
+					p.Exit()
+				}
+				errc <- err
+			}()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			require.NoError(t, clk.BlockUntil(ctx, 1), "the second entry waits on the clock")
+			require.NoError(t, g.Close())
+			select {
+			case err := <-errc:
+				require.ErrorIs(t, err, ErrClosed)
+				require.NotErrorIs(t, err, ErrBlocked)
+			case <-ctx.Done():
+				t.Fatal("the queued entry is still waiting after Close")
+			}
+			assert.Equal(t, int64(0), clk.Nanotime(), "released without the clock moving")
+			assert.Zero(t, clk.Waiters(), "its timer was stopped")
+		})
+	}
+}
+
+// TestOversizedBatchSaysWhy checks the refusal of a batch larger than a
+// rule's threshold, which no retry can let through: the reason says so, the
+// batch is what was observed, no RetryAfter is suggested, and nothing stays
+// reserved (a batch of exactly the threshold still passes).
+func TestOversizedBatchSaysWhy(t *testing.T) {
+	tests := []struct {
+		name      string
+		set       rules.Set
+		wantType  BlockType
+		wantLimit float64
+	}{
+		{"flow QPS", rules.Set{Flow: []rules.Flow{{Resource: "r", Threshold: 10}}}, BlockFlow, 10},
+		{"isolation", rules.Set{Isolation: []rules.Isolation{{Resource: "r", Threshold: 10}}}, BlockIsolation, 10},
+		{"system concurrency", rules.Set{System: []rules.System{{Metric: rules.InboundConcurrency, Threshold: 10}}}, BlockSystem, 10},
+		{"system QPS", rules.Set{System: []rules.System{{Metric: rules.InboundQPS, Threshold: 10}}}, BlockSystem, 10},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g, _ := newTestEngine(t, 0)
+			require.NoError(t, g.LoadRuleSet(tt.set))
+			_, err := g.Entry("r", WithBatch(11))
+			var be *BlockError
+			require.ErrorAs(t, err, &be)
+			assert.Equal(t, tt.wantType, be.Type)
+			assert.Equal(t, "batch larger than threshold", be.Reason)
+			assert.Equal(t, 11.0, be.Observed)
+			assert.Equal(t, tt.wantLimit, be.Threshold)
+			assert.Zero(t, be.RetryAfter)
+			assert.True(t, try(g, "r", WithBatch(10)), "the refused batch reserved nothing")
+		})
+	}
+}
+
+// panicSlot is a custom slot that panics at one stage while armed.
+type panicSlot struct {
+	at    string // "prepare", "check" or "pass"
+	armed atomic.Bool
+}
+
+type slotPanic struct{ at string }
+
+func (s *panicSlot) boom(at string) {
+	if s.at == at && s.armed.Load() {
+		panic(slotPanic{at})
+	}
+}
+func (s *panicSlot) Prepare(*slots.Entry)                   { s.boom("prepare") }
+func (s *panicSlot) Check(*slots.Entry) *core.BlockError    { s.boom("check"); return nil }
+func (s *panicSlot) OnPass(*slots.Entry)                    { s.boom("pass") }
+func (s *panicSlot) OnBlock(*slots.Entry, *core.BlockError) {}
+func (s *panicSlot) OnExit(*slots.Entry, slots.Exit)        {}
+
+// TestPanickingSlotReleasesEverything makes a custom slot panic at each
+// stage of an entry on a resource whose rules admit one call at a time:
+// the panic reaches the caller unchanged, nothing the built-in checks
+// reserved stays taken (the next entry passes), and the entry that never
+// ran is counted neither as passed nor as blocked.
+func TestPanickingSlotReleasesEverything(t *testing.T) {
+	sets := []struct {
+		name string
+		set  rules.Set
+	}{
+		{"isolation", rules.Set{Isolation: []rules.Isolation{{Resource: "r", Threshold: 1}}}},
+		{"isolation and flow", rules.Set{
+			Flow:      []rules.Flow{{Resource: "r", Threshold: 1}},
+			Isolation: []rules.Isolation{{Resource: "r", Threshold: 1}},
+		}},
+		{"fast check", rules.Set{Flow: []rules.Flow{{Resource: "r", Threshold: 1}}}},
+		{"concurrency flow rule", rules.Set{Flow: []rules.Flow{{Resource: "r", Threshold: 1, Metric: rules.Concurrency}}}},
+	}
+	for _, set := range sets {
+		for _, at := range []string{"prepare", "check", "pass"} {
+			t.Run(set.name+"/"+at, func(t *testing.T) {
+				g, _ := newTestEngine(t, 0)
+				require.NoError(t, g.LoadRuleSet(set.set))
+				slot := &panicSlot{at: at}
+				require.NoError(t, g.RegisterSlot(slot, 0))
+				slot.armed.Store(true)
+				require.PanicsWithValue(t, slotPanic{at}, func() { _, _ = g.Entry("r") })
+				s, ok := g.Snapshot("r")
+				require.True(t, ok)
+				assert.Zero(t, s.TotalPass, "an entry that never ran is not counted as passed")
+				assert.Zero(t, s.TotalBlock)
+				assert.Zero(t, s.Concurrency)
+				assert.Zero(t, g.InboundSnapshot().Concurrency)
+
+				slot.armed.Store(false)
+				p, err := g.Entry("r")
+				require.NoError(t, err, "the panicked entry holds nothing")
+				_, err = g.Entry("r")
+				require.ErrorIs(t, err, ErrBlocked, "one at a time still")
+				p.Exit()
+			})
+		}
+	}
+}
+
+func TestWithNilClockMeansSystemClock(t *testing.T) {
+	g := New(WithClock(nil))
+	defer g.Close()
+	require.NotNil(t, g.Clock())
+	require.True(t, try(g, "r"))
+}
+
+// BenchmarkEntryExitAllSlotKinds is Entry+Exit of an inbound entry on a
+// resource with a rule of every kind, all passing (budget: <= 400 ns,
+// 0 allocs): system rules on every metric, a QPS flow rule, an isolation
+// rule, a param rule on the entry's argument and a closed circuit breaker.
+func BenchmarkEntryExitAllSlotKinds(b *testing.B) {
+	src := &sysSource{}
+	src.load.Store(1)
+	src.cpu.Store(0.5)
+	g := New(WithSystemMetrics(src))
+	b.Cleanup(func() { _ = g.Close() })
+	err := g.LoadRuleSet(rules.Set{
+		System: []rules.System{
+			{Metric: rules.InboundQPS, Threshold: 1e11},
+			{Metric: rules.InboundConcurrency, Threshold: 1e9},
+			{Metric: rules.InboundAvgRT, Threshold: 1e6},
+			{Metric: rules.Load1, Threshold: 1000},
+			{Metric: rules.CPUUsage, Threshold: 0.99, Strategy: rules.BBR},
+		},
+		Flow:           []rules.Flow{{Resource: "all", Threshold: 1e12}},
+		Isolation:      []rules.Isolation{{Resource: "all", Threshold: 1e9}},
+		Param:          []rules.Param{{Resource: "all", Threshold: rules.MaxThreshold}},
+		CircuitBreaker: []rules.CircuitBreaker{{Resource: "all", Strategy: rules.ErrorRatio, Threshold: 0.5, RetryTimeout: time.Second}},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			p, err := g.Entry("all", WithArgs("user-1"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			p.Exit()
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				p, err := g.Entry("all", WithArgs("user-1"))
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				p.Exit()
+			}
+		})
+	})
 }

@@ -13,9 +13,16 @@ import (
 	"github.com/sluice-go/sluice/slots"
 )
 
-// ErrBadBatch is returned (wrapped) by Entry for a batch count below one or
-// above MaxBatch.
-var ErrBadBatch = errors.New("sluice: invalid batch count")
+// Errors Entry returns (wrapped, with the offending value) for an entry it
+// cannot make sense of. The entry is not counted anywhere.
+var (
+	// ErrBadBatch: a batch count below one or above MaxBatch.
+	ErrBadBatch = errors.New("sluice: invalid batch count")
+	// ErrBadTraffic: a traffic type other than Inbound and Outbound.
+	ErrBadTraffic = errors.New("sluice: invalid traffic type")
+	// ErrBadResource: an empty resource name.
+	ErrBadResource = errors.New("sluice: invalid resource name")
+)
 
 // MaxBatch is the largest batch count one entry may carry.
 const MaxBatch = 1 << 30
@@ -78,7 +85,8 @@ func WithAttachment(key string, value any) EntryOption {
 // panics.
 //
 // A Pass belongs to the goroutine that made it: SetError and Exit are not
-// safe to call concurrently with each other. (It is not called Entry because
+// safe to call concurrently with each other. Only Entry and EntryContext
+// make one; the zero Pass is not usable. (It is not called Entry because
 // Go does not allow a type and a function of the same name in one package,
 // and sluice.Entry is the verb every Sentinel user knows.)
 type Pass struct {
@@ -92,68 +100,76 @@ type Pass struct {
 }
 
 // Resource returns the name of the resource the pass is for.
-func (e *Pass) Resource() string { return e.ctx.Resource }
+func (p *Pass) Resource() string { return p.ctx.Resource }
 
 // SetError records err as the outcome of the protected work; circuit
 // breakers and error statistics see it at Exit. A nil err clears it.
-func (e *Pass) SetError(err error) { e.err = err }
+func (p *Pass) SetError(err error) { p.err = err }
 
 // Err returns the error recorded with SetError.
-func (e *Pass) Err() error { return e.err }
+func (p *Pass) Err() error { return p.err }
 
 // Exit ends the entry: it records completion, RT and error, and releases
 // everything the entry held (concurrency, circuit-breaker probes). Calling
 // Exit again, or on a nil *Pass, does nothing.
-func (e *Pass) Exit() {
-	if e == nil || e.done {
+func (p *Pass) Exit() {
+	if p == nil || p.done {
 		return
 	}
-	e.done = true
-	g := e.eng
-	now := g.clock.Nanotime()
-	x := entry.ExitInfo{Start: e.ctx.Start, End: now, Batch: e.ctx.Batch, Err: e.err}
-	e.ctx.ReleaseTickets(x)
+	p.done = true
+	eng := p.eng
+	now := eng.clock.Nanotime()
+	info := entry.ExitInfo{Start: p.ctx.Start, End: now, Batch: p.ctx.Batch, Err: p.err}
+	p.ctx.ReleaseTickets(info)
 	var in *window.Node
-	if e.ctx.Traffic == core.Inbound {
-		in = g.inbound
+	if p.ctx.Traffic == core.Inbound {
+		in = eng.inbound
 	}
-	statistic.Exit(x, &e.res.node, in)
-	if e.slots != nil {
+	statistic.Exit(info, &p.res.node, in)
+	if p.slots != nil {
 		// The slots the entry passed through, not whatever is registered
 		// now: a slot added meanwhile never saw this entry pass.
-		for _, s := range e.slots.Stat {
-			s.OnExit(e.custom, slots.Exit{End: now, Err: e.err})
+		for _, s := range p.slots.Stat {
+			s.OnExit(p.custom, slots.Exit{End: now, Err: p.err})
 		}
 	}
 }
 
 // Entry asks to enter resource. It returns a *Pass when every rule lets the
-// call through, and otherwise a nil *Pass and an error: a *BlockError (matching
-// ErrBlocked) when a rule refused it, ErrBadBatch for an invalid batch, or
-// ErrClosed.
-func (g *Engine) Entry(resource string, opts ...EntryOption) (*Pass, error) {
+// call through, and otherwise a nil *Pass and an error: a *BlockError
+// (matching ErrBlocked) when a rule refused it; ErrBadResource,
+// ErrBadTraffic, ErrBadBatch or ErrTooManyAttachments (wrapped) for an entry
+// it cannot make sense of; or ErrClosed. A throttling rule may make it wait
+// for its turn (at most the rule's MaxQueueing, and never past Close).
+//
+// A custom slot that panics makes Entry panic with the same value; the entry
+// then holds nothing (what the rules reserved for it is given back) and is
+// counted neither as passed nor as blocked.
+func (eng *Engine) Entry(resource string, opts ...EntryOption) (*Pass, error) {
 	// Small enough to inline: the Entry is then allocated in the caller's
 	// frame and, when the caller keeps it local, never reaches the heap.
-	return g.enterNoCtx(new(Pass), resource, opts)
+	return eng.enterNoCtx(new(Pass), resource, opts)
 }
 
-// EntryContext is Entry with a context that bounds any wait.
-func (g *Engine) EntryContext(ctx context.Context, resource string, opts ...EntryOption) (*Pass, error) {
-	return g.enter(new(Pass), ctx, resource, opts)
+// EntryContext is Entry with a context that bounds any wait: an entry whose
+// context ends while it waits for its turn is refused with a *BlockError
+// whose Cause is the context's error. The context is not kept.
+func (eng *Engine) EntryContext(ctx context.Context, resource string, opts ...EntryOption) (*Pass, error) {
+	return eng.enter(new(Pass), ctx, resource, opts)
 }
 
 // enterNoCtx is enter without a context. It has one parameter fewer, which
-// keeps the package-level Entry within the inliner's budget.
+// keeps Engine.Entry within the inliner's budget.
 //
 //go:noinline
-func (g *Engine) enterNoCtx(e *Pass, name string, opts []EntryOption) (*Pass, error) {
-	return g.enter(e, nil, name, opts)
+func (eng *Engine) enterNoCtx(p *Pass, name string, opts []EntryOption) (*Pass, error) {
+	return eng.enter(p, nil, name, opts)
 }
 
-// enter runs e through the chain and returns it, or nil and the reason.
-func (g *Engine) enter(e *Pass, ctx context.Context, name string, opts []EntryOption) (*Pass, error) {
-	e.eng = g
-	c := &e.ctx
+// enter runs p through the chain and returns it, or nil and the reason.
+func (eng *Engine) enter(p *Pass, ctx context.Context, name string, opts []EntryOption) (*Pass, error) {
+	p.eng = eng
+	c := &p.ctx
 	c.Resource = name
 	c.Batch = 1
 	// Arguments stay in this frame and are lent to the param slot only.
@@ -166,6 +182,9 @@ func (g *Engine) enter(e *Pass, ctx context.Context, name string, opts []EntryOp
 		o := &opts[i]
 		switch o.kind {
 		case optTraffic:
+			if o.n != int64(core.Inbound) && o.n != int64(core.Outbound) {
+				return nil, fmt.Errorf("%w: %v", ErrBadTraffic, core.TrafficType(o.n))
+			}
 			c.Traffic = core.TrafficType(o.n)
 		case optBatch:
 			c.Batch = o.n
@@ -183,91 +202,142 @@ func (g *Engine) enter(e *Pass, ctx context.Context, name string, opts []EntryOp
 	if c.Batch < 1 || c.Batch > MaxBatch {
 		return nil, fmt.Errorf("%w: %d (want 1 to %d)", ErrBadBatch, c.Batch, MaxBatch)
 	}
-	if g.closed.Load() {
+	if name == "" {
+		return nil, fmt.Errorf("%w: empty", ErrBadResource)
+	}
+	if eng.closed.Load() {
 		return nil, ErrClosed
 	}
-	c.Start = g.clock.Nanotime()
-	r := g.resource(name, c.Start)
-	e.res = r
+	c.Start = eng.clock.Nanotime()
+	c.Life = eng.life
+	r := eng.resource(name, c.Start)
+	p.res = r
 	var in *window.Node
 	if c.Traffic == core.Inbound {
-		in = g.inbound
+		in = eng.inbound
 	}
-	snap := g.chain.Snapshot()
-	if snap != nil {
-		e.custom = customCopy(c)
-		e.slots = snap
-		for _, s := range snap.Prepare {
-			s.Prepare(e.custom)
-		}
+	if snap := eng.chain.Snapshot(); snap != nil {
+		return eng.enterCustom(ctx, p, args, r, in, snap)
 	}
-	if be := g.check(ctx, e, args, r, in, snap); be != nil {
-		c.ReleaseTickets(entry.ExitInfo{Start: c.Start, End: c.Start, Batch: c.Batch, Blocked: true})
-		statistic.Block(c, &r.node, in)
-		if snap != nil {
-			for _, s := range snap.Stat {
-				s.OnBlock(e.custom, be)
-			}
-		}
-		return nil, be
+	if be := eng.check(ctx, c, args, r); be != nil {
+		return nil, eng.refuse(c, r, in, be)
 	}
 	c.DropUndo()
 	statistic.Pass(c, &r.node, in)
-	if snap != nil {
-		for _, s := range snap.Stat {
-			s.OnPass(e.custom)
-		}
-	}
-	return e, nil
+	return p, nil
 }
 
-// check runs the rule checks in chain order; the first refusal wins.
-func (g *Engine) check(ctx context.Context, e *Pass, args entry.Args, r *resource, in *window.Node, snap *chain.Snapshot) *core.BlockError {
-	c := &e.ctx
-	if in != nil && g.system.Active() {
-		if be := g.system.Check(c); be != nil {
+// enterCustom is the rest of enter on an engine with custom slots: Prepare,
+// the built-in checks, the custom checks, then the observers. If a custom
+// slot panics, the entry gives back everything its checks reserved, is
+// counted neither as passed nor as blocked, and the panic goes on up to the
+// caller of Entry unchanged. (Observers that saw OnPass before the one that
+// panicked see no OnExit: the entry never passed.)
+func (eng *Engine) enterCustom(ctx context.Context, p *Pass, args entry.Args, r *resource, in *window.Node, snap *chain.Snapshot) (*Pass, error) {
+	c := &p.ctx
+	p.custom = customCopy(c)
+	p.slots = snap
+	settled := false
+	defer func() {
+		if !settled { // a slot panicked: the protected code never runs
+			c.ReleaseRefused()
+		}
+	}()
+	for _, s := range snap.Prepare {
+		s.Prepare(p.custom)
+	}
+	be := eng.check(ctx, c, args, r)
+	if be == nil {
+		be = customCheck(c, p.custom, snap)
+	}
+	if be != nil {
+		settled = true
+		err := eng.refuse(c, r, in, be)
+		for _, s := range snap.Stat {
+			s.OnBlock(p.custom, be)
+		}
+		return nil, err
+	}
+	// The observers run before the entry is counted as passed and its
+	// undo-only reservations are dropped, so that one that panics leaves
+	// nothing behind.
+	for _, s := range snap.Stat {
+		s.OnPass(p.custom)
+	}
+	settled = true
+	c.DropUndo()
+	statistic.Pass(c, &r.node, in)
+	return p, nil
+}
+
+// refuse gives back what the checks of a refused entry reserved, counts the
+// block, and returns the error Entry returns: be, or ErrClosed when the
+// engine closed meanwhile (a wait cut short by Close, or a refusal racing
+// it).
+func (eng *Engine) refuse(c *entry.Context, r *resource, in *window.Node, be *core.BlockError) error {
+	c.ReleaseRefused()
+	statistic.Block(c, &r.node, in)
+	if eng.closed.Load() {
+		return ErrClosed
+	}
+	return be
+}
+
+// check runs the built-in rule checks in chain order; the first refusal
+// wins.
+func (eng *Engine) check(ctx context.Context, c *entry.Context, args entry.Args, r *resource) *core.BlockError {
+	if c.Traffic == core.Inbound && eng.system.Active() {
+		if be := eng.system.Check(c); be != nil {
 			return be
 		}
 	}
 	if f := r.fast.Load(); f != 0 {
-		if be := r.admit(c, f); be != nil {
+		return r.admit(c, f)
+	}
+	rs := r.rules.Load()
+	if rs == nil {
+		return nil
+	}
+	for i := range rs.flow {
+		if be := rs.flow[i].Check(ctx, c, eng.clock); be != nil {
 			return be
 		}
-	} else if rs := r.rules.Load(); rs != nil {
-		for i := range rs.flow {
-			if be := rs.flow[i].Check(ctx, c, g.clock); be != nil {
-				return be
-			}
-		}
-		if o := rs.other; o != nil {
-			for _, f := range o.isolation {
-				if be := f.Check(c); be != nil {
-					return be
-				}
-			}
-			for _, f := range o.param {
-				if be := f.Check(ctx, c, args, g.clock); be != nil {
-					return be
-				}
-			}
-			for _, f := range o.degrade {
-				if be := f.Check(c); be != nil {
-					return be
-				}
-			}
+	}
+	o := rs.other
+	if o == nil {
+		return nil
+	}
+	for _, f := range o.isolation {
+		if be := f.Check(c); be != nil {
+			return be
 		}
 	}
-	if snap != nil {
-		for _, s := range snap.Check {
-			if be := s.Check(e.custom); be != nil {
-				if be.Type == 0 {
-					be.Type = core.BlockCustom
-				}
-				if be.Resource == "" {
-					be.Resource = c.Resource
-				}
-				return be
+	for _, f := range o.param {
+		if be := f.Check(ctx, c, args, eng.clock); be != nil {
+			return be
+		}
+	}
+	for _, f := range o.degrade {
+		if be := f.Check(c); be != nil {
+			return be
+		}
+	}
+	return nil
+}
+
+// customCheck runs the custom checks in order; the first refusal wins. A
+// refusal without a type is BlockCustom, and one without a resource names
+// the entry's.
+func customCheck(c *entry.Context, e *slots.Entry, snap *chain.Snapshot) *core.BlockError {
+	for _, s := range snap.Check {
+		if be := s.Check(e); be != nil {
+			if be.Type == 0 {
+				be.Type = core.BlockCustom
 			}
+			if be.Resource == "" {
+				be.Resource = c.Resource
+			}
+			return be
 		}
 	}
 	return nil

@@ -1,10 +1,220 @@
 package sluice
 
 import (
+	"slices"
+
+	"github.com/sluice-go/sluice/internal/degrade"
 	"github.com/sluice-go/sluice/internal/flow"
 	"github.com/sluice-go/sluice/internal/isolation"
+	"github.com/sluice-go/sluice/internal/param"
+	"github.com/sluice-go/sluice/internal/system"
 	"github.com/sluice-go/sluice/rules"
 )
+
+// Every kind of rule is loaded by the same code: validate the whole slice,
+// build its compiled form against the one in force (so that counting state
+// survives an equivalent reload), then put it in force. Load*Rules load one
+// kind, LoadRuleSet all of them at once.
+
+// kindState is the rules of one kind in force (the engine's own copy) and
+// their compiled form.
+type kindState[R, C any] struct {
+	rules []R
+	ctl   C
+}
+
+// ruleKind is how the engine loads rules of type R, compiled to C.
+type ruleKind[R, C any] struct {
+	// state returns the engine's rules of this kind.
+	state func(*Engine) *kindState[R, C]
+	// of returns this kind's rules in a rules.Set.
+	of func(*rules.Set) *[]R
+	// validate checks a whole slice and returns an *rules.Error naming the
+	// first invalid rule's index. It is the only validation of this kind
+	// of rule in the engine (called through check, before any build).
+	validate func([]R) error
+	equal    func(a, b []R) bool
+	clone    func([]R) []R
+	// build compiles valid rules, taking over the state of old. It must
+	// change nothing the rules in force use unless it succeeds (see
+	// claims).
+	build func(eng *Engine, rs []R, old C) (C, error)
+	// use puts compiled rules in force beyond the resources' rule sets,
+	// which publish rebuilds; nil when there is nothing else.
+	use func(eng *Engine, c C)
+	// claims is set when a successful build changes resource nodes (flow
+	// rules claim the nodes' admission windows): LoadRuleSet then builds
+	// this kind after every other, so nothing can fail after it.
+	claims bool
+}
+
+// validateEach validates rs rule by rule, naming the index of the first
+// invalid rule (see rules.At).
+func validateEach[R any, P interface {
+	*R
+	Validate() error
+}](rs []R) error {
+	for i := range rs {
+		if err := P(&rs[i]).Validate(); err != nil {
+			return rules.At(err, i)
+		}
+	}
+	return nil
+}
+
+func equalRules[R comparable](a, b []R) bool { return slices.Equal(a, b) }
+
+// cloneRules returns a copy of rs, nil when it is empty.
+func cloneRules[R any](rs []R) []R {
+	if len(rs) == 0 {
+		return nil
+	}
+	return slices.Clone(rs)
+}
+
+// The kinds, in the order of rules.Set (and of the errors LoadRuleSet
+// reports). Each kind's validate field is the single place its rules are
+// validated; a whole-slice validator from package rules (rules.ValidateFlow
+// and so on, which also refuse duplicate rules) replaces validateEach there.
+var (
+	flowKind = &ruleKind[rules.Flow, map[string][]*flow.Controller]{
+		state:    func(eng *Engine) *kindState[rules.Flow, map[string][]*flow.Controller] { return &eng.flow },
+		of:       func(s *rules.Set) *[]rules.Flow { return &s.Flow },
+		validate: validateEach[rules.Flow], // whole-slice validation: rules.ValidateFlow
+		equal:    equalRules[rules.Flow],
+		clone:    cloneRules[rules.Flow],
+		build: func(eng *Engine, rs []rules.Flow, old map[string][]*flow.Controller) (map[string][]*flow.Controller, error) {
+			return flow.Build(rs, old, eng.node)
+		},
+		claims: true,
+	}
+	isolationKind = &ruleKind[rules.Isolation, map[string][]*isolation.Controller]{
+		state: func(eng *Engine) *kindState[rules.Isolation, map[string][]*isolation.Controller] {
+			return &eng.isolation
+		},
+		of:       func(s *rules.Set) *[]rules.Isolation { return &s.Isolation },
+		validate: validateEach[rules.Isolation], // whole-slice validation: rules.ValidateIsolation
+		equal:    equalRules[rules.Isolation],
+		clone:    cloneRules[rules.Isolation],
+		build: func(_ *Engine, rs []rules.Isolation, old map[string][]*isolation.Controller) (map[string][]*isolation.Controller, error) {
+			return isolation.Build(rs, old), nil
+		},
+	}
+	systemKind = &ruleKind[rules.System, *system.RuleSet]{
+		state:    func(eng *Engine) *kindState[rules.System, *system.RuleSet] { return &eng.sys },
+		of:       func(s *rules.Set) *[]rules.System { return &s.System },
+		validate: validateEach[rules.System], // whole-slice validation: rules.ValidateSystem
+		equal:    equalRules[rules.System],
+		clone:    cloneRules[rules.System],
+		build: func(_ *Engine, rs []rules.System, _ *system.RuleSet) (*system.RuleSet, error) {
+			return system.Compile(rs), nil
+		},
+		use: func(eng *Engine, set *system.RuleSet) { eng.system.Use(set) },
+	}
+	breakerKind = &ruleKind[rules.CircuitBreaker, map[string][]*degrade.Breaker]{
+		state: func(eng *Engine) *kindState[rules.CircuitBreaker, map[string][]*degrade.Breaker] {
+			return &eng.breakers
+		},
+		of:       func(s *rules.Set) *[]rules.CircuitBreaker { return &s.CircuitBreaker },
+		validate: validateEach[rules.CircuitBreaker], // whole-slice validation: rules.ValidateCircuitBreaker
+		equal:    equalRules[rules.CircuitBreaker],
+		clone:    cloneRules[rules.CircuitBreaker],
+		build: func(eng *Engine, rs []rules.CircuitBreaker, old map[string][]*degrade.Breaker) (map[string][]*degrade.Breaker, error) {
+			return degrade.Build(rs, old, eng.breakerHub), nil
+		},
+		use: func(_ *Engine, bs map[string][]*degrade.Breaker) { degrade.Use(bs) },
+	}
+	paramKind = &ruleKind[rules.Param, map[string][]*param.Controller]{
+		state:    func(eng *Engine) *kindState[rules.Param, map[string][]*param.Controller] { return &eng.param },
+		of:       func(s *rules.Set) *[]rules.Param { return &s.Param },
+		validate: validateEach[rules.Param], // whole-slice validation: rules.ValidateParam
+		equal:    func(a, b []rules.Param) bool { return slices.EqualFunc(a, b, rules.Param.Equal) },
+		clone:    cloneParams,
+		build: func(_ *Engine, rs []rules.Param, old map[string][]*param.Controller) (map[string][]*param.Controller, error) {
+			return param.Build(rs, old)
+		},
+	}
+)
+
+// anyKind is a ruleKind of any rule type, as LoadRuleSet and RuleSet see it.
+type anyKind interface {
+	// validateIn validates the kind's rules in set.
+	validateIn(set *rules.Set) error
+	// stageIn builds the kind's rules in set; see ruleKind.stage.
+	stageIn(eng *Engine, set *rules.Set) (commit func(), err error)
+	// readInto copies the kind's rules in force into set. Must hold eng.mu.
+	readInto(eng *Engine, set *rules.Set)
+	// claimsNodes reports ruleKind.claims.
+	claimsNodes() bool
+}
+
+// ruleKinds are every kind, in the order of rules.Set.
+var ruleKinds = []anyKind{flowKind, isolationKind, systemKind, breakerKind, paramKind}
+
+// check validates rs whole (see validate).
+func (k *ruleKind[R, C]) check(rs []R) error { return k.validate(rs) }
+
+func (k *ruleKind[R, C]) validateIn(set *rules.Set) error { return k.check(*k.of(set)) }
+
+func (k *ruleKind[R, C]) stageIn(eng *Engine, set *rules.Set) (func(), error) {
+	return k.stage(eng, *k.of(set))
+}
+
+func (k *ruleKind[R, C]) readInto(eng *Engine, set *rules.Set) {
+	*k.of(set) = k.clone(k.state(eng).rules)
+}
+
+func (k *ruleKind[R, C]) claimsNodes() bool { return k.claims }
+
+// stage builds valid rules rs against the engine's rules of this kind and
+// returns the function that puts them in force (publish must follow it), or
+// nil when rs are the rules in force. When it fails, nothing changed. Must
+// hold eng.mu.
+func (k *ruleKind[R, C]) stage(eng *Engine, rs []R) (commit func(), err error) {
+	st := k.state(eng)
+	if k.equal(st.rules, rs) {
+		return nil, nil
+	}
+	ctl, err := k.build(eng, rs, st.ctl)
+	if err != nil {
+		return nil, err
+	}
+	kept := k.clone(rs)
+	return func() {
+		st.rules, st.ctl = kept, ctl
+		if k.use != nil {
+			k.use(eng, ctl)
+		}
+	}, nil
+}
+
+// load replaces the engine's rules of kind k with rs: the body of every
+// Load*Rules method. It reports whether the rules in force changed.
+func load[R, C any](eng *Engine, k *ruleKind[R, C], rs []R) (bool, error) {
+	if err := k.check(rs); err != nil {
+		return false, err
+	}
+	eng.mu.Lock()
+	defer eng.mu.Unlock()
+	if eng.closed.Load() {
+		return false, ErrClosed
+	}
+	defer eng.sweep() // a rule load is the regular time to forget idle resources
+	commit, err := k.stage(eng, rs)
+	if err != nil || commit == nil {
+		return false, err
+	}
+	commit()
+	eng.publish()
+	return true, nil
+}
+
+// rulesIn returns a copy of the engine's rules of kind k.
+func rulesIn[R, C any](eng *Engine, k *ruleKind[R, C]) []R {
+	eng.mu.Lock()
+	defer eng.mu.Unlock()
+	return k.clone(k.state(eng).rules)
+}
 
 // LoadFlowRules replaces every flow rule of the engine with rs. The whole set
 // is validated first: if any rule is invalid, nothing changes and the error
@@ -15,64 +225,23 @@ import (
 // reloading under traffic admits no extra burst.
 //
 // It reports whether the rules in force changed. Passing nil or an empty
-// slice removes all flow rules.
-func (g *Engine) LoadFlowRules(rs []rules.Flow) (bool, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if equalRules(g.flowRules, rs) {
-		return false, nil
-	}
-	ctl, err := flow.Build(rs, g.flowCtl, g.node)
-	if err != nil {
-		return false, err
-	}
-	g.flowRules = append([]rules.Flow(nil), rs...)
-	g.flowCtl = ctl
-	g.publish()
-	return true, nil
-}
+// slice removes all flow rules. The engine keeps its own copy of rs. On a
+// closed engine it returns ErrClosed and changes nothing.
+func (eng *Engine) LoadFlowRules(rs []rules.Flow) (bool, error) { return load(eng, flowKind, rs) }
 
-// FlowRules returns a copy of the flow rules in force.
-func (g *Engine) FlowRules() []rules.Flow {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return append([]rules.Flow(nil), g.flowRules...)
-}
+// FlowRules returns a copy of the flow rules in force (nil when there are
+// none).
+func (eng *Engine) FlowRules() []rules.Flow { return rulesIn(eng, flowKind) }
 
 // LoadIsolationRules replaces every isolation rule of the engine with rs,
 // with the same refuse-whole semantics as LoadFlowRules. Requests already in
-// flight keep counting against the new thresholds.
-func (g *Engine) LoadIsolationRules(rs []rules.Isolation) (bool, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if equalRules(g.isoRules, rs) {
-		return false, nil
-	}
-	ctl, err := isolation.Build(rs, g.isoCtl)
-	if err != nil {
-		return false, err
-	}
-	g.isoRules = append([]rules.Isolation(nil), rs...)
-	g.isoCtl = ctl
-	g.publish()
-	return true, nil
+// flight keep counting against the new thresholds: the i-th rule on a
+// resource takes over the in-flight count of the i-th rule on it in force.
+// On a closed engine it returns ErrClosed and changes nothing.
+func (eng *Engine) LoadIsolationRules(rs []rules.Isolation) (bool, error) {
+	return load(eng, isolationKind, rs)
 }
 
-// IsolationRules returns a copy of the isolation rules in force.
-func (g *Engine) IsolationRules() []rules.Isolation {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return append([]rules.Isolation(nil), g.isoRules...)
-}
-
-func equalRules[T comparable](a, b []T) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
+// IsolationRules returns a copy of the isolation rules in force (nil when
+// there are none).
+func (eng *Engine) IsolationRules() []rules.Isolation { return rulesIn(eng, isolationKind) }

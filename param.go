@@ -1,9 +1,6 @@
 package sluice
 
 import (
-	"slices"
-
-	"github.com/sluice-go/sluice/internal/param"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -19,28 +16,10 @@ import (
 // It reports whether the rules in force changed. Passing nil or an empty
 // slice removes all param rules. The engine keeps its own copy of rs
 // (including the Exceptions maps).
-func (g *Engine) LoadParamRules(rs []rules.Param) (bool, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if slices.EqualFunc(g.parRules, rs, rules.Param.Equal) {
-		return false, nil
-	}
-	ctl, err := param.Build(rs, g.parCtl)
-	if err != nil {
-		return false, err
-	}
-	g.parRules = cloneParams(rs)
-	g.parCtl = ctl
-	g.publish()
-	return true, nil
-}
+func (g *Engine) LoadParamRules(rs []rules.Param) (bool, error) { return load(g, paramKind, rs) }
 
 // ParamRules returns a copy of the param rules in force.
-func (g *Engine) ParamRules() []rules.Param {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return cloneParams(g.parRules)
-}
+func (g *Engine) ParamRules() []rules.Param { return rulesIn(g, paramKind) }
 
 func cloneParams(rs []rules.Param) []rules.Param {
 	if len(rs) == 0 {

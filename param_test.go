@@ -27,7 +27,7 @@ func mustLoadParam(t testing.TB, g *Engine, rs ...rules.Param) {
 func paramCtl(g *Engine, res string, i int) *param.Controller {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.parCtl[res][i]
+	return g.param.ctl[res][i]
 }
 
 func TestParamPerUserAndPerIP(t *testing.T) {

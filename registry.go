@@ -3,8 +3,10 @@ package sluice
 import (
 	"hash/maphash"
 	"sync"
+	"sync/atomic"
+	"time"
 
-	"go.uber.org/atomic"
+	"github.com/sluice-go/sluice/internal/window"
 )
 
 // registry maps names to resources. Reads are lock-free: an immutable hash
@@ -17,83 +19,191 @@ import (
 // resources; a probe then costs one read of the resource's first cache
 // line, which holds the name's bytes (when short) beside the rules in force
 // and everything a check of the commonest rule needs (see resource).
+//
+// Resources come and go. Traffic creates them, up to max; beyond that,
+// entries of further names count under the overflow resource, and the read
+// table, complete whenever the registry is full, answers such an entry by
+// itself: no lock, no allocation. Resources that rules need are created
+// whatever the limit. A sweep (see sweep) forgets resources that no rule
+// needs and that have been idle for reclaimAfter, which makes room again.
 type registry struct {
-	read   atomic.Pointer[table]
-	seed   maphash.Seed
-	mu     sync.Mutex
-	all    map[string]*resource
-	misses int
+	read atomic.Pointer[table]
+	// nextSweep is the clock reading before which entries of names the
+	// registry has no room for go to the overflow resource without trying
+	// to make room (a sweep sets it, sweepEvery ahead).
+	nextSweep atomic.Int64
+	seed      maphash.Seed
+	max       int
+
+	mu       sync.Mutex // guards the fields below
+	all      map[string]*resource
+	overflow *resource // nil until an entry first overflows
+	misses   int
+	stale    bool // resources were created for rules since the last promote
+	// marks holds, for every resource but the overflow one, when a sweep
+	// is next to look at it and what it saw then (see sweep).
+	marks map[*resource]idleMark
 }
 
-func (r *registry) init() {
-	r.seed = maphash.MakeSeed()
-	r.all = map[string]*resource{}
-	r.read.Store(newTable(r.seed, r.all))
+// How long a resource must stay idle before a sweep forgets it, and how
+// often, at most, entries that find the registry full try to make room.
+const (
+	reclaimAfter = 2 * time.Minute
+	sweepEvery   = reclaimAfter / 4
+)
+
+// idleMark is what the registry last saw of a resource.
+type idleMark struct {
+	since   int64  // clock reading of the look, ns
+	entries uint64 // entries (passed and blocked) the resource had counted then, or unseen
 }
 
-// load returns the named resource if the read table has it (see
-// table.get for now).
-func (r *registry) load(name string, now int64) *resource {
-	return r.read.Load().get(name, now)
+// unseen marks a look that did not count the entries (the resource was in
+// use then).
+const unseen = ^uint64(0)
+
+func (reg *registry) init(max int) {
+	reg.seed = maphash.MakeSeed()
+	reg.max = max
+	reg.all = map[string]*resource{}
+	reg.marks = map[*resource]idleMark{}
+	reg.promote()
 }
 
-// lookup returns the resource, creating it with mk when absent and allowed.
-// It returns nil when mk does.
-func (r *registry) lookup(name string, mk func() *resource) *resource {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if x, ok := r.all[name]; ok {
-		r.miss()
-		return x
+// lookup returns the named resource, creating it at now when the registry
+// has room for it or force is set (for rules, which must rebind to make the
+// read table know it: see rebind); otherwise it returns nil. Must hold mu.
+func (reg *registry) lookup(name string, now int64, force bool) *resource {
+	if r := reg.all[name]; r != nil {
+		if !force {
+			reg.miss()
+		}
+		return r
 	}
-	x := mk()
-	if x == nil {
+	if !force && len(reg.all) >= reg.max {
 		return nil
 	}
-	r.all[x.name] = x
-	r.miss()
-	return x
+	r := newResource(name)
+	reg.all[r.name] = r
+	reg.marks[r] = idleMark{since: now} // no entries yet
+	switch {
+	case force:
+		reg.stale = true
+	case len(reg.all) >= reg.max:
+		reg.promote() // full: the table must know every resource
+	default:
+		reg.miss()
+	}
+	return r
+}
+
+// overflowResource returns the overflow resource, creating it (whatever the
+// limit) the first time, and makes sure the read table answers overflowing
+// names with it. Must hold mu, with the registry full.
+func (reg *registry) overflowResource() *resource {
+	if reg.overflow == nil {
+		reg.overflow = reg.lookup(OverflowResource, 0, true)
+		delete(reg.marks, reg.overflow) // never forgotten
+	}
+	if reg.read.Load().overflow != reg.overflow {
+		reg.promote()
+	}
+	return reg.overflow
 }
 
 // miss records a read-table miss and promotes the full map once misses
 // reach an eighth of its size, so the copy costs at most eight entries per
 // miss. Must hold mu.
-func (r *registry) miss() {
-	r.misses++
-	if r.misses < len(r.all)/8+1 {
+func (reg *registry) miss() {
+	reg.misses++
+	if reg.misses < len(reg.all)/8+1 {
 		return
 	}
-	r.promote()
+	reg.promote()
 }
 
 // promote replaces the read table with one of all resources. Must hold mu.
-func (r *registry) promote() {
-	r.read.Store(newTable(r.seed, r.all))
-	r.misses = 0
+func (reg *registry) promote() {
+	t := newTable(reg.seed, reg.all)
+	if len(reg.all) >= reg.max {
+		t.overflow = reg.overflow
+	}
+	reg.read.Store(t)
+	reg.misses = 0
+	reg.stale = false
 }
 
-func (r *registry) len() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.all)
+// len returns the number of resources tracked.
+func (reg *registry) len() int {
+	reg.mu.Lock()
+	defer reg.mu.Unlock()
+	return len(reg.all)
 }
 
 // get returns the named resource, or nil; it does not create one.
-func (r *registry) get(name string) *resource {
-	if x := r.load(name, 0); x != nil {
-		return x
+func (reg *registry) get(name string) *resource {
+	if r := reg.read.Load().get(name, 0); r != nil {
+		return r
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.all[name]
+	reg.mu.Lock()
+	defer reg.mu.Unlock()
+	return reg.all[name]
 }
 
-// rebind puts rules(x) in force on every resource.
-func (r *registry) rebind(rules func(x *resource) *ruleSet) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, x := range r.all {
-		x.setRules(rules(x))
+// rebind puts rules(r) in force on every resource, and makes the read table
+// know the resources created for rules.
+func (reg *registry) rebind(rules func(r *resource) *ruleSet) {
+	reg.mu.Lock()
+	defer reg.mu.Unlock()
+	for _, r := range reg.all {
+		r.setRules(rules(r))
+	}
+	if reg.stale {
+		reg.promote()
+	}
+}
+
+// sweep forgets the resources that have been idle for reclaimAfter, at now
+// (a reading of the engine's clock), and lets entries sweep again
+// sweepEvery later. Must hold mu.
+//
+// It looks at a resource once per reclaimAfter, at the first sweep after
+// its mark comes due: one that keep claims (the engine keeps the ones rules
+// need) or that has an entry in flight is marked again, unseen; one whose
+// count of entries is the one marked reclaimAfter ago or more is
+// forgotten; any other is marked again with its count. A resource is
+// therefore forgotten between reclaimAfter and twice that after its last
+// entry (later if sweeps are rarer), and a sweep costs a map iteration plus,
+// for the few resources due, one count of their windows.
+//
+// A forgotten resource is gone for good: it is out of the map and of the
+// read table, so a later entry of its name makes a new one, which starts
+// with empty statistics. An entry that found it in the read table just
+// before it was forgotten (it was idle, so only one racing with the sweep)
+// counts into it, and its Pass keeps it until Exit; those counts are lost
+// with it. Nothing else is: it had no rules to enforce.
+func (reg *registry) sweep(now int64, keep func(*resource) bool) {
+	reg.nextSweep.Store(now + int64(sweepEvery))
+	forgot := false
+	for r, m := range reg.marks {
+		if now-m.since < int64(reclaimAfter) {
+			continue
+		}
+		if keep(r) || r.node.Concurrency() != 0 {
+			reg.marks[r] = idleMark{since: now, entries: unseen}
+			continue
+		}
+		n := r.node.Total(now, window.Pass) + r.node.Total(now, window.Block)
+		if n != m.entries {
+			reg.marks[r] = idleMark{since: now, entries: n}
+			continue
+		}
+		delete(reg.all, r.name)
+		delete(reg.marks, r)
+		forgot = true
+	}
+	if forgot || reg.stale { // stale: a load made resources, then failed
+		reg.promote()
 	}
 }
 
@@ -109,6 +219,10 @@ type table struct {
 	mask uint64
 	tags []uint32    // the low half of the name's hash, with the low bit set; 0 marks an empty slot
 	res  []*resource // the resource in each slot
+	// overflow is set when the registry was full as the table was made:
+	// the table then holds every resource, and a name it lacks is counted
+	// under overflow.
+	overflow *resource
 }
 
 func newTable(seed maphash.Seed, all map[string]*resource) *table {
@@ -119,14 +233,14 @@ func newTable(seed maphash.Seed, all map[string]*resource) *table {
 		size <<= 1
 	}
 	t := &table{seed: seed, mask: uint64(size - 1), tags: make([]uint32, size), res: make([]*resource, size)}
-	for name, x := range all {
+	for name, r := range all {
 		h := maphash.String(seed, name)
 		i := h >> 32
 		for t.tags[i&t.mask] != 0 {
 			i++
 		}
 		t.tags[i&t.mask] = uint32(h) | 1
-		t.res[i&t.mask] = x
+		t.res[i&t.mask] = r
 	}
 	return t
 }
@@ -144,10 +258,10 @@ func (t *table) get(name string, now int64) *resource {
 		j := i & t.mask
 		switch t.tags[j] {
 		case tag:
-			x := t.res[j]
-			x.node.Prefetch(now)
-			if x.named(name) {
-				return x
+			r := t.res[j]
+			r.node.Prefetch(now)
+			if r.named(name) {
+				return r
 			}
 		case 0:
 			return nil

@@ -1,96 +1,72 @@
 package sluice
 
 import (
-	"sync"
-
 	"github.com/sluice-go/sluice/rules"
 )
-
-// ruleKind loads and reads one kind of rule of a rules.Set through the
-// engine's own loader for that kind.
-type ruleKind struct {
-	name string
-	load func(g *Engine, s rules.Set) error
-	get  func(g *Engine, s *rules.Set)
-}
-
-// ruleKinds are the kinds LoadRuleSet loads, in the order of the slot
-// chain. A kind with no rules reads back as nil.
-var ruleKinds = []ruleKind{
-	{
-		name: "system",
-		load: func(g *Engine, s rules.Set) error { _, err := g.LoadSystemRules(s.System); return err },
-		get:  func(g *Engine, s *rules.Set) { s.System = nilIfEmpty(g.SystemRules()) },
-	},
-	{
-		name: "flow",
-		load: func(g *Engine, s rules.Set) error { _, err := g.LoadFlowRules(s.Flow); return err },
-		get:  func(g *Engine, s *rules.Set) { s.Flow = nilIfEmpty(g.FlowRules()) },
-	},
-	{
-		name: "isolation",
-		load: func(g *Engine, s rules.Set) error { _, err := g.LoadIsolationRules(s.Isolation); return err },
-		get:  func(g *Engine, s *rules.Set) { s.Isolation = nilIfEmpty(g.IsolationRules()) },
-	},
-	{
-		name: "param",
-		load: func(g *Engine, s rules.Set) error { _, err := g.LoadParamRules(s.Param); return err },
-		get:  func(g *Engine, s *rules.Set) { s.Param = nilIfEmpty(g.ParamRules()) },
-	},
-	{
-		name: "circuit breaker",
-		load: func(g *Engine, s rules.Set) error { _, err := g.LoadCircuitBreakerRules(s.CircuitBreaker); return err },
-		get:  func(g *Engine, s *rules.Set) { s.CircuitBreaker = nilIfEmpty(g.CircuitBreakerRules()) },
-	},
-}
-
-func nilIfEmpty[T any](s []T) []T {
-	if len(s) == 0 {
-		return nil
-	}
-	return s
-}
-
-// ruleSetMu serializes LoadRuleSet calls (of every engine: they are rare),
-// so two loads never interleave their kinds.
-var ruleSetMu sync.Mutex
 
 // LoadRuleSet replaces the engine's rules of every kind with those of set:
 // a kind with no rules in set has none afterwards, so set is the whole
 // truth (as a rule file is).
 //
-// It is all-or-nothing across kinds. Every rule of every kind is validated
-// first (rules.Set.Validate); if any is invalid, nothing changes and the
-// error (an *rules.Error, reached with errors.As) names the rule's kind,
-// index, resource and field. The kinds are then loaded one after another
-// through the engine's loaders (LoadSystemRules, LoadFlowRules,
-// LoadIsolationRules, LoadParamRules, LoadCircuitBreakerRules), each keeping the state of rules that did not change; if
-// a loader still refuses its rules, the kinds already loaded are put back
-// as they were and its error is returned. An entry made during the load may
-// see the new rules of one kind beside the old rules of another.
-func (g *Engine) LoadRuleSet(set rules.Set) error {
-	if err := set.Validate(); err != nil {
-		return err
-	}
-	ruleSetMu.Lock()
-	defer ruleSetMu.Unlock()
-	old := g.RuleSet()
-	for i, k := range ruleKinds {
-		if err := k.load(g, set); err != nil {
-			for j := i - 1; j >= 0; j-- {
-				_ = ruleKinds[j].load(g, old) // rules that were in force load again
-			}
+// It is all-or-nothing. Every rule of every kind is validated first, kind
+// by kind in the order of rules.Set; if any is invalid, nothing changes and
+// the error (an *rules.Error, reached with errors.As) names the rule's kind,
+// index, resource and field. Then every kind is compiled against the rules
+// in force, keeping the counting state of rules that count the same way (as
+// the Load*Rules methods do), and only when all compiled does the new set
+// go into force. Each resource then switches from its old rules of every
+// kind to its new ones at once; system rules, which are not a resource's,
+// switch just before.
+//
+// Loads into one engine are serialized; loads into different engines are
+// independent. On a closed engine it returns ErrClosed and changes nothing.
+func (eng *Engine) LoadRuleSet(set rules.Set) error {
+	for _, k := range ruleKinds {
+		if err := k.validateIn(&set); err != nil {
 			return err
 		}
 	}
+	eng.mu.Lock()
+	defer eng.mu.Unlock()
+	if eng.closed.Load() {
+		return ErrClosed
+	}
+	defer eng.sweep() // a rule load is the regular time to forget idle resources
+	var commits []func()
+	// Kinds whose build claims resource nodes come last: a failure after
+	// them would leave their claims behind.
+	for _, last := range [2]bool{false, true} {
+		for _, k := range ruleKinds {
+			if k.claimsNodes() != last {
+				continue
+			}
+			commit, err := k.stageIn(eng, &set)
+			if err != nil {
+				return err
+			}
+			if commit != nil {
+				commits = append(commits, commit)
+			}
+		}
+	}
+	if len(commits) == 0 {
+		return nil
+	}
+	for _, commit := range commits {
+		commit()
+	}
+	eng.publish()
 	return nil
 }
 
-// RuleSet returns a copy of the engine's rules of every kind.
-func (g *Engine) RuleSet() rules.Set {
+// RuleSet returns a copy of the engine's rules of every kind, as one
+// consistent set (a kind with no rules is nil).
+func (eng *Engine) RuleSet() rules.Set {
+	eng.mu.Lock()
+	defer eng.mu.Unlock()
 	var s rules.Set
 	for _, k := range ruleKinds {
-		k.get(g, &s)
+		k.readInto(eng, &s)
 	}
 	return s
 }
@@ -106,9 +82,9 @@ func (g *Engine) RuleSet() rules.Set {
 // If the file cannot be loaded at first, WatchRuleFile returns the error and
 // watches nothing. Otherwise the caller owns the returned source and must
 // Close it; closing the engine does not.
-func (g *Engine) WatchRuleFile(path string, opts ...rules.FileSourceOption) (*rules.FileSource, error) {
-	opts = append([]rules.FileSourceOption{rules.WithClock(g.clock)}, opts...)
-	src, err := rules.NewFileSource(path, g.LoadRuleSet, opts...)
+func (eng *Engine) WatchRuleFile(path string, opts ...rules.FileSourceOption) (*rules.FileSource, error) {
+	opts = append([]rules.FileSourceOption{rules.WithClock(eng.clock)}, opts...)
+	src, err := rules.NewFileSource(path, eng.LoadRuleSet, opts...)
 	if err != nil {
 		return nil, err
 	}

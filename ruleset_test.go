@@ -116,25 +116,74 @@ func TestLoadRuleSetRefusesWhole(t *testing.T) {
 	}
 }
 
-func TestLoadRuleSetRollsBack(t *testing.T) {
+// failingKind is a rule kind whose rules validate but fail to build.
+type failingKind struct{ err error }
+
+func (f failingKind) validateIn(*rules.Set) error                 { return nil }
+func (f failingKind) stageIn(*Engine, *rules.Set) (func(), error) { return nil, f.err }
+func (f failingKind) readInto(*Engine, *rules.Set)                {}
+func (f failingKind) claimsNodes() bool                           { return false }
+
+// TestLoadRuleSetIsAtomic makes the last kind fail after every other kind
+// compiled: nothing of the new set goes into force, and the counting state
+// of the rules in force is untouched.
+func TestLoadRuleSetIsAtomic(t *testing.T) {
 	g, _ := newTestEngine(t, 0)
 	before := fullRuleSet()
 	require.NoError(t, g.LoadRuleSet(before))
+	for i := 0; i < 5; i++ {
+		require.True(t, try(g, "GET /orders"), "pass %d of 5", i)
+	}
 
-	// A loader that refuses after validation passed (a cross-rule check):
-	// the kinds loaded before it are put back.
-	refused := errors.New("refused by the last loader")
+	refused := errors.New("refused by the last kind")
 	saved := ruleKinds
-	ruleKinds = append(append([]ruleKind(nil), saved...), ruleKind{
-		name: "refusing",
-		load: func(*Engine, rules.Set) error { return refused },
-		get:  func(*Engine, *rules.Set) {},
-	})
+	ruleKinds = append(append([]anyKind(nil), saved...), failingKind{refused})
 	defer func() { ruleKinds = saved }()
 
-	err := g.LoadRuleSet(rules.Set{Flow: []rules.Flow{{Resource: "other", Threshold: 1}}})
+	next := fullRuleSet()
+	next.Flow[0].Threshold = 50 // counts the same way: would inherit the window
+	next.Isolation = []rules.Isolation{{Resource: "db", Threshold: 1}}
+	next.System = nil
+	err := g.LoadRuleSet(next)
 	require.ErrorIs(t, err, refused)
 	assert.Equal(t, before, g.RuleSet())
+	assert.False(t, try(g, "GET /orders"), "the old threshold, with its window, is in force")
+	assert.Equal(t, before.System, g.SystemRules())
+	var held []*Pass
+	for i := 0; i < 4; i++ {
+		p, err := g.Entry("db")
+		require.NoError(t, err, "isolation threshold 4 is in force")
+		held = append(held, p)
+	}
+	for _, p := range held {
+		p.Exit()
+	}
+}
+
+// TestLoadersRefuseAfterClose checks that no loader changes the rules of a
+// closed engine: each returns ErrClosed.
+func TestLoadersRefuseAfterClose(t *testing.T) {
+	g, _ := newTestEngine(t, 0)
+	before := fullRuleSet()
+	require.NoError(t, g.LoadRuleSet(before))
+	require.NoError(t, g.Close())
+	tests := []struct {
+		name string
+		load func() error
+	}{
+		{"flow", func() error { _, err := g.LoadFlowRules(nil); return err }},
+		{"isolation", func() error { _, err := g.LoadIsolationRules(nil); return err }},
+		{"system", func() error { _, err := g.LoadSystemRules(nil); return err }},
+		{"circuit breaker", func() error { _, err := g.LoadCircuitBreakerRules(nil); return err }},
+		{"param", func() error { _, err := g.LoadParamRules(nil); return err }},
+		{"rule set", func() error { return g.LoadRuleSet(rules.Set{}) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.ErrorIs(t, tt.load(), ErrClosed)
+			assert.Equal(t, before, g.RuleSet(), "nothing changed")
+		})
+	}
 }
 
 // ruleFile is a rule file watched by an engine on a manual clock.

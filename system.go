@@ -53,17 +53,21 @@ func WithSystemErrorHandler(f func(error)) Option {
 //
 // Loading a rule on load1 or CPU usage starts the engine's metrics sampler
 // (one goroutine, stopped by Close). It reports whether the rules in force
-// changed. Passing nil or an empty slice removes all system rules.
-func (g *Engine) LoadSystemRules(rs []rules.System) (bool, error) { return g.system.Load(rs) }
+// changed. Passing nil or an empty slice removes all system rules. On a
+// closed engine it returns ErrClosed and changes nothing.
+func (eng *Engine) LoadSystemRules(rs []rules.System) (bool, error) {
+	return load(eng, systemKind, rs)
+}
 
-// SystemRules returns a copy of the system rules in force.
-func (g *Engine) SystemRules() []rules.System { return g.system.Rules() }
+// SystemRules returns a copy of the system rules in force (nil when there
+// are none).
+func (eng *Engine) SystemRules() []rules.System { return rulesIn(eng, systemKind) }
 
 // SystemMetrics returns the last good load1, CPU usage and memory readings
 // of the engine's sampler, with their ages. Values are NaN (memory zero, age
 // -1) until the sampler, started by loading a load1 or CPU rule, has read
 // them.
-func (g *Engine) SystemMetrics() stat.System { return g.system.Metrics() }
+func (eng *Engine) SystemMetrics() stat.System { return eng.system.Metrics() }
 
 // LoadSystemRules replaces the default engine's system rules (see
 // Engine.LoadSystemRules).

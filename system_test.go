@@ -3,12 +3,14 @@ package sluice
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
+	"sync/atomic"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/atomic"
 	"go.uber.org/goleak"
 
 	"github.com/sluice-go/sluice/core"
@@ -17,7 +19,13 @@ import (
 )
 
 // sysSource is a stat.SystemSource whose readings a test sets.
-type sysSource struct{ load, cpu atomic.Float64 }
+type sysSource struct{ load, cpu floatVar }
+
+// floatVar is a float64 read and written atomically.
+type floatVar struct{ bits atomic.Uint64 }
+
+func (v *floatVar) Load() float64   { return math.Float64frombits(v.bits.Load()) }
+func (v *floatVar) Store(f float64) { v.bits.Store(math.Float64bits(f)) }
 
 func (f *sysSource) Load1() (float64, error)    { return f.load.Load(), nil }
 func (f *sysSource) CPUUsage() (float64, error) { return f.cpu.Load(), nil }

@@ -6,8 +6,9 @@ import (
 	"sort"
 	"sync"
 
+	"sync/atomic"
+
 	"github.com/sluice-go/sluice/slots"
-	"go.uber.org/atomic"
 )
 
 // Chain is an ordered set of custom slots. The zero value is empty and ready

@@ -5,7 +5,7 @@ import (
 	"math"
 	"time"
 
-	"go.uber.org/atomic"
+	"sync/atomic"
 
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/entry"

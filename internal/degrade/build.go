@@ -29,38 +29,33 @@ func NewBreaker(r rules.CircuitBreaker, hub *Hub) (*Breaker, error) {
 }
 
 // newBreaker builds the breaker of valid rule r, taking over st when it is
-// not nil.
+// not nil. It changes nothing in st: Use puts the new rule in force there.
 func newBreaker(r rules.CircuitBreaker, hub *Hub, st *state) *Breaker {
 	c := newParams(r, hub.isFailure)
 	if st == nil {
 		st = &state{hub: hub}
 		st.cur.Store(closedPhase(0, c))
+		st.cfg.Store(c)
 	}
-	st.cfg.Store(c)
 	return &Breaker{rule: r, cfg: c, st: st}
 }
 
-// Build validates every rule first and, only if all are valid, returns the
-// breakers grouped by resource, in rule order. A rule equivalent to the rule
-// of a breaker in old (same resource and strategy, same StatInterval and,
-// for the slow-request-ratio strategy, same MaxAllowedRT) takes over that
-// breaker's state: its phase (Open stays Open until the same instant, a
-// half-open round goes on with its probes) and its window. Its other fields
-// (Threshold, MinRequestAmount, RetryTimeout, Probes, ID) apply from the
-// next decision, also to calls admitted before the reload; a phase already
-// begun keeps its retry timeout and probe count. Each old breaker is taken
-// over at most once; old breakers must not be used for new calls after
-// Build returns.
+// Build returns the breakers of rs grouped by resource, in rule order. The
+// rules must be valid: the engine validates every rule before building. A
+// rule equivalent to the rule of a breaker in old (same resource and
+// strategy, same StatInterval and, for the slow-request-ratio strategy, same
+// MaxAllowedRT) takes over that breaker's state: its phase (Open stays Open
+// until the same instant, a half-open round goes on with its probes) and its
+// window. Each old breaker is taken over at most once.
 //
-// The error names the offending rule's index, resource and field (an
-// *rules.Error). A nil hub gets a private one that counts every non-nil
-// error.
-func Build(rs []rules.CircuitBreaker, old map[string][]*Breaker, hub *Hub) (map[string][]*Breaker, error) {
-	for i := range rs {
-		if err := rs[i].Validate(); err != nil {
-			return nil, rules.At(err, i)
-		}
-	}
+// Build changes nothing the breakers in old use, so its result may be
+// dropped. Use puts it in force: from then on the taken-over states judge
+// exits by the new rules' other fields (Threshold, MinRequestAmount,
+// RetryTimeout, Probes, ID), also for calls admitted before the reload; a
+// phase already begun keeps its retry timeout and probe count. Old breakers
+// must not be used for new calls after Use. A nil hub gets a private one
+// that counts every non-nil error.
+func Build(rs []rules.CircuitBreaker, old map[string][]*Breaker, hub *Hub) map[string][]*Breaker {
 	if hub == nil {
 		hub = NewHub(nil)
 	}
@@ -82,5 +77,15 @@ func Build(rs []rules.CircuitBreaker, old map[string][]*Breaker, hub *Hub) (map[
 		}
 		out[r.Resource] = append(out[r.Resource], newBreaker(r, hub, st))
 	}
-	return out, nil
+	return out
+}
+
+// Use puts breakers returned by Build in force in the states they share
+// with their predecessors (see Build).
+func Use(bs map[string][]*Breaker) {
+	for _, list := range bs {
+		for _, b := range list {
+			b.st.cfg.Store(b.cfg)
+		}
+	}
 }

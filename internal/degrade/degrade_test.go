@@ -8,9 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"sync/atomic"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/atomic"
 	"go.uber.org/goleak"
 
 	"github.com/sluice-go/sluice/core"
@@ -654,21 +655,29 @@ func TestBuild(t *testing.T) {
 		return be
 	}
 
-	t.Run("refuses the whole set", func(t *testing.T) {
-		bad := errCount
-		bad.Threshold = 0
-		got, err := Build([]rules.CircuitBreaker{errCount, bad}, nil, hub)
-		require.Nil(t, got)
-		var re *rules.Error
-		require.ErrorAs(t, err, &re)
-		assert.Equal(t, 1, re.Index)
-		assert.Equal(t, "Threshold", re.Field)
+	build := func(rs []rules.CircuitBreaker, old map[string][]*Breaker) map[string][]*Breaker {
+		m := Build(rs, old, hub)
+		Use(m)
+		return m
+	}
+
+	t.Run("building changes nothing until Use", func(t *testing.T) {
+		m1 := build([]rules.CircuitBreaker{errCount}, nil)
+		b1 := m1["db"][0]
+		lower := errCount
+		lower.Threshold = 1
+		m2 := Build([]rules.CircuitBreaker{lower}, m1, hub) // dropped
+		require.Len(t, m2["db"], 1)
+		require.Nil(t, call(b1, 0, errBoom))
+		assert.Equal(t, Closed, b1.State(), "the rule in force still wants 3 errors")
+		Use(m2)
+		require.Nil(t, call(b1, 0, errBoom))
+		assert.Equal(t, Open, b1.State(), "the state now judges by the new rule")
 	})
 
 	t.Run("equivalent rules keep window and state", func(t *testing.T) {
 		other := rules.CircuitBreaker{Resource: "cache", Strategy: rules.ErrorRatio, Threshold: 0.5, RetryTimeout: time.Second}
-		m1, err := Build([]rules.CircuitBreaker{errCount, other}, nil, hub)
-		require.NoError(t, err)
+		m1 := build([]rules.CircuitBreaker{errCount, other}, nil)
 		b1 := m1["db"][0]
 		require.Nil(t, call(b1, 0, errBoom))
 		inFlight := &entry.Context{Resource: "db", Batch: 1, Start: 0}
@@ -678,8 +687,7 @@ func TestBuild(t *testing.T) {
 		// admitted by the old breaker is judged by the new threshold.
 		lower := errCount
 		lower.Threshold, lower.ID = 2, "lower"
-		m2, err := Build([]rules.CircuitBreaker{lower}, m1, hub)
-		require.NoError(t, err)
+		m2 := build([]rules.CircuitBreaker{lower}, m1)
 		require.Len(t, m2, 1)
 		b2 := m2["db"][0]
 		assert.Equal(t, lower, b2.Rule())
@@ -688,8 +696,7 @@ func TestBuild(t *testing.T) {
 		assert.Equal(t, lower, rec.last().Rule)
 
 		// Open stays open until the same instant across a reload.
-		m3, err := Build([]rules.CircuitBreaker{errCount}, m2, hub)
-		require.NoError(t, err)
+		m3 := build([]rules.CircuitBreaker{errCount}, m2)
 		b3 := m3["db"][0]
 		be := call(b3, int64(10*time.Second)-1, nil)
 		require.NotNil(t, be)
@@ -703,20 +710,17 @@ func TestBuild(t *testing.T) {
 		require.Nil(t, call(b3, int64(10*time.Second), errBoom))
 		require.Equal(t, Open, b3.State())
 		ratio := rules.CircuitBreaker{Resource: "db", Strategy: rules.ErrorRatio, Threshold: 0.5, MinRequestAmount: 1, RetryTimeout: time.Second}
-		m4, err := Build([]rules.CircuitBreaker{ratio}, m3, hub)
-		require.NoError(t, err)
+		m4 := build([]rules.CircuitBreaker{ratio}, m3)
 		assert.Equal(t, Closed, m4["db"][0].State())
 	})
 
 	t.Run("each old breaker is taken over once", func(t *testing.T) {
-		m1, err := Build([]rules.CircuitBreaker{errCount}, nil, hub)
-		require.NoError(t, err)
+		m1 := build([]rules.CircuitBreaker{errCount}, nil)
 		for range 3 {
 			call(m1["db"][0], 0, errBoom)
 		}
 		require.Equal(t, Open, m1["db"][0].State())
-		m2, err := Build([]rules.CircuitBreaker{errCount, errCount}, m1, hub)
-		require.NoError(t, err)
+		m2 := build([]rules.CircuitBreaker{errCount, errCount}, m1)
 		require.Len(t, m2["db"], 2)
 		assert.Equal(t, Open, m2["db"][0].State())
 		assert.Equal(t, Closed, m2["db"][1].State())

@@ -3,7 +3,14 @@
 // checks hold until it ends.
 package entry
 
-import "github.com/sluice-go/sluice/core"
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/clock"
+)
 
 // Context is what the built-in slots see of one entry: a pointer into the
 // entry itself, valid only for the duration of the call.
@@ -17,6 +24,10 @@ type Context struct {
 	// Start is the engine clock's reading when the entry began, in
 	// nanoseconds.
 	Start int64
+	// Life is the lifetime of the engine that makes the entry: it ends
+	// when the engine closes, and a check waiting for the entry (Sleep)
+	// stops waiting then. Nil means no engine to wait for.
+	Life context.Context
 
 	tickets [4]Ticket
 	n       int
@@ -51,7 +62,7 @@ type ExitInfo struct {
 }
 
 // RT returns the entry's response time in nanoseconds (End - Start).
-func (x ExitInfo) RT() int64 { return x.End - x.Start }
+func (info ExitInfo) RT() int64 { return info.End - info.Start }
 
 // AddTicket records t to be released when the entry ends.
 func (c *Context) AddTicket(t Ticket) {
@@ -112,9 +123,45 @@ func (c *Context) ReleaseTickets(x ExitInfo) {
 	c.n = 0
 }
 
+// ReleaseRefused releases every ticket, undo-only ones included, for an
+// entry refused (or abandoned) before its protected code ran: ReleaseTickets
+// with Blocked set and the entry ending where it started. Engines call it;
+// slots do not.
+func (c *Context) ReleaseRefused() {
+	c.ReleaseTickets(ExitInfo{Start: c.Start, End: c.Start, Batch: c.Batch, Blocked: true})
+}
+
 // Tickets returns how many tickets the entry holds, undo-only ones
 // included.
 func (c *Context) Tickets() int { return c.n + len(c.more) + c.nu + len(c.moreU) }
+
+// ErrClosed is what Sleep returns when the entry's engine closes while it
+// waits (the root package's ErrClosed).
+var ErrClosed = errors.New("sluice: engine closed")
+
+// Sleep waits d on clk for a check of the entry (a throttling rule's turn).
+// It returns nil after the full wait, ctx's error when ctx (nil: none) ends
+// first, and ErrClosed when the entry's engine closes first (see Life). A
+// non-positive d returns at once. It allocates only when it waits.
+func (c *Context) Sleep(ctx context.Context, clk core.Clock, d time.Duration) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if d > 0 && c.Life != nil {
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		stop := context.AfterFunc(c.Life, func() { cancel(ErrClosed) })
+		defer func() {
+			stop()
+			cancel(nil)
+		}()
+	}
+	err := clock.Sleep(ctx, clk, d)
+	if err != nil && context.Cause(ctx) == ErrClosed {
+		return ErrClosed
+	}
+	return err
+}
 
 // Attachment is a named argument of an entry (sluice.WithAttachment).
 type Attachment struct {

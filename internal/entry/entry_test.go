@@ -1,9 +1,12 @@
 package entry
 
 import (
+	"context"
 	"errors"
 	"testing"
+	"time"
 
+	"github.com/sluice-go/sluice/sluicetest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -142,4 +145,52 @@ func TestArgsGet(t *testing.T) {
 			assert.Equal(t, tt.wantValue, got, "Get(%q) value", tt.key)
 		})
 	}
+}
+
+// TestContextSleep checks what ends a check's wait: the full wait, the
+// caller's context, or the engine's lifetime, whichever comes first.
+func TestContextSleep(t *testing.T) {
+	guard, stop := context.WithTimeout(context.Background(), 10*time.Second)
+	defer stop()
+	tests := []struct {
+		name string
+		end  func(clk *sluicetest.ManualClock, cancelCaller, closeEngine func())
+		want error
+	}{
+		{"full wait", func(clk *sluicetest.ManualClock, _, _ func()) { clk.Advance(time.Second) }, nil},
+		{"caller gives up", func(_ *sluicetest.ManualClock, cancelCaller, _ func()) { cancelCaller() }, context.Canceled},
+		{"engine closes", func(_ *sluicetest.ManualClock, _, closeEngine func()) { closeEngine() }, ErrClosed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := sluicetest.NewManualClock(0)
+			life, closeEngine := context.WithCancel(context.Background())
+			defer closeEngine()
+			caller, cancelCaller := context.WithCancel(context.Background())
+			defer cancelCaller()
+			c := &Context{Life: life}
+			errc := make(chan error, 1)
+			go func() { errc <- c.Sleep(caller, clk, time.Second) }()
+			require.NoError(t, clk.BlockUntil(guard, 1))
+			tt.end(clk, cancelCaller, closeEngine)
+			select {
+			case err := <-errc:
+				require.Equal(t, tt.want, err)
+			case <-guard.Done():
+				t.Fatal("still waiting")
+			}
+			assert.Zero(t, clk.Waiters())
+		})
+	}
+
+	t.Run("no wait, no engine", func(t *testing.T) {
+		clk := sluicetest.NewManualClock(0)
+		c := &Context{}
+		require.NoError(t, c.Sleep(nil, clk, 0))
+		life, closeEngine := context.WithCancel(context.Background())
+		closeEngine()
+		c.Life = life
+		require.NoError(t, c.Sleep(nil, clk, -1), "a non-positive wait returns at once")
+		assert.Zero(t, testing.AllocsPerRun(100, func() { _ = c.Sleep(nil, clk, 0) }))
+	})
 }

@@ -9,7 +9,6 @@ import (
 	"go.uber.org/atomic"
 
 	"github.com/sluice-go/sluice/core"
-	"github.com/sluice-go/sluice/internal/clock"
 	"github.com/sluice-go/sluice/internal/entry"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/rules"
@@ -328,7 +327,7 @@ func (c *Controller) pace(ctx context.Context, ec *entry.Context, clk core.Clock
 		}
 	}
 	if wait > 0 {
-		if err := clock.Sleep(ctxOrBackground(ctx), clk, time.Duration(wait)); err != nil {
+		if err := ec.Sleep(ctx, clk, time.Duration(wait)); err != nil {
 			c.unschedule(cost) // give the slot back: the next caller takes it
 			be := c.blocked(ec, float64(wait)/1e6, 0, "wait cancelled")
 			be.Threshold = float64(c.maxQueue) / 1e6
@@ -511,7 +510,7 @@ func (w *warmUp) pace(ctx context.Context, c *Controller, ec *entry.Context, clk
 	w.take(float64(n))
 	w.mu.Unlock()
 	if wait > 0 {
-		if err := clock.Sleep(ctxOrBackground(ctx), clk, time.Duration(wait)); err != nil {
+		if err := ec.Sleep(ctx, clk, time.Duration(wait)); err != nil {
 			w.mu.Lock()
 			w.latest -= step
 			w.give(float64(n))

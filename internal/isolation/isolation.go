@@ -7,7 +7,7 @@
 package isolation
 
 import (
-	"go.uber.org/atomic"
+	"sync/atomic"
 
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/entry"
@@ -28,7 +28,12 @@ func NewController(r rules.Isolation) (*Controller, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
-	return &Controller{rule: r, inflight: atomic.NewInt64(0)}, nil
+	return newController(r), nil
+}
+
+// newController builds the controller of the valid rule r.
+func newController(r rules.Isolation) *Controller {
+	return &Controller{rule: r, inflight: new(atomic.Int64)}
 }
 
 // Rule returns the rule the controller enforces.
@@ -38,19 +43,18 @@ func (c *Controller) Rule() rules.Isolation { return c.rule }
 func (c *Controller) InFlight() int64 { return c.inflight.Load() }
 
 // Check reserves ec.Batch in-flight slots, or refuses the entry when that
-// would exceed the threshold.
+// would exceed the threshold. The refusal observes the requests in flight,
+// or, for a batch larger than the threshold (which no wait can let through),
+// the batch itself, with that reason.
 func (c *Controller) Check(ec *entry.Context) *core.BlockError {
 	n := ec.Batch
 	for {
 		cur := c.inflight.Load()
 		if cur+n > c.rule.Threshold {
-			return &core.BlockError{
-				Type:      core.BlockIsolation,
-				Resource:  ec.Resource,
-				Rule:      &c.rule,
-				Observed:  float64(cur),
-				Threshold: float64(c.rule.Threshold),
+			if n > c.rule.Threshold {
+				return c.blocked(ec, n, "batch larger than threshold")
 			}
+			return c.blocked(ec, cur, "")
 		}
 		if c.inflight.CompareAndSwap(cur, cur+n) {
 			ec.AddTicket(c)
@@ -59,30 +63,34 @@ func (c *Controller) Check(ec *entry.Context) *core.BlockError {
 	}
 }
 
-// Release gives back the entry's in-flight slots.
-func (c *Controller) Release(x entry.ExitInfo) { c.inflight.Sub(x.Batch) }
-
-// Build validates every rule first and, only if all are valid, returns the
-// controllers grouped by resource. The i-th rule on a resource takes over the
-// in-flight count of the i-th old controller on it, whatever its threshold:
-// requests already in flight keep counting after a reload.
-func Build(rs []rules.Isolation, old map[string][]*Controller) (map[string][]*Controller, error) {
-	for i := range rs {
-		if err := rs[i].Validate(); err != nil {
-			return nil, rules.At(err, i)
-		}
+func (c *Controller) blocked(ec *entry.Context, observed int64, reason string) *core.BlockError {
+	return &core.BlockError{
+		Type:      core.BlockIsolation,
+		Resource:  ec.Resource,
+		Rule:      &c.rule,
+		Observed:  float64(observed),
+		Threshold: float64(c.rule.Threshold),
+		Reason:    reason,
 	}
+}
+
+// Release gives back the entry's in-flight slots.
+func (c *Controller) Release(x entry.ExitInfo) { c.inflight.Add(-x.Batch) }
+
+// Build returns the controllers of rs grouped by resource. The rules must be
+// valid: the engine validates every rule before building. The i-th rule on
+// a resource takes over the in-flight count of the i-th old controller on
+// it, whatever its threshold: requests already in flight keep counting after
+// a reload. Build changes nothing the controllers in old use.
+func Build(rs []rules.Isolation, old map[string][]*Controller) map[string][]*Controller {
 	out := make(map[string][]*Controller, len(rs))
 	for i := range rs {
-		c, err := NewController(rs[i])
-		if err != nil {
-			return nil, rules.At(err, i)
-		}
+		c := newController(rs[i])
 		res := rs[i].Resource
 		if prev := old[res]; len(prev) > len(out[res]) {
 			c.inflight = prev[len(out[res])].inflight
 		}
 		out[res] = append(out[res], c)
 	}
-	return out, nil
+	return out
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/core"
-	"github.com/sluice-go/sluice/internal/clock"
 	"github.com/sluice-go/sluice/internal/entry"
 	"github.com/sluice-go/sluice/rules"
 )
@@ -271,7 +270,7 @@ func (c *Controller) pace(ctx context.Context, ec *entry.Context, clk core.Clock
 		if ctx == nil {
 			ctx = context.Background()
 		}
-		if err := clock.Sleep(ctx, clk, time.Duration(wait)); err != nil {
+		if err := ec.Sleep(ctx, clk, time.Duration(wait)); err != nil {
 			s.mu.Lock()
 			if e.last == next && e.part == part {
 				e.last, e.part = prevLast, prevPart

@@ -36,9 +36,7 @@ func benchSlot(b *testing.B, rs []rules.System, load, cpu float64) (*system.Slot
 	// (not stale) however far the benchmarks move the clock.
 	s := system.New(system.Config{Clock: clock, Inbound: node, Source: newFakeSource(load, cpu), Interval: time.Hour})
 	b.Cleanup(func() { _ = s.Close() })
-	if _, err := s.Load(rs); err != nil {
-		b.Fatal(err)
-	}
+	s.Use(system.Compile(rs))
 	// The sampler takes its first sample, then parks on the clock's timer.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"go.uber.org/atomic"
+	"sync/atomic"
 
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/stat"
@@ -64,16 +64,19 @@ type Sampler struct {
 
 // reading is the last good value of one metric and when it was taken.
 type reading struct {
-	v  atomic.Float64 // NaN until the first good reading
-	at atomic.Int64   // clock reading of the sample, nanoseconds
-	ok atomic.Bool    // false until the first good reading
+	bits atomic.Uint64 // the value's float64 bits; NaN until the first good reading
+	at   atomic.Int64  // clock reading of the sample, nanoseconds
+	ok   atomic.Bool   // false until the first good reading
 }
 
 func (r *reading) store(v float64, at int64) {
 	r.at.Store(at)
-	r.v.Store(v)
+	r.bits.Store(math.Float64bits(v))
 	r.ok.Store(true)
 }
+
+// value returns the last good value, or NaN when there is none yet.
+func (r *reading) value() float64 { return math.Float64frombits(r.bits.Load()) }
 
 // NewSampler returns a sampler that has not started.
 func NewSampler(cfg SamplerConfig) *Sampler {
@@ -87,9 +90,9 @@ func NewSampler(cfg SamplerConfig) *Sampler {
 	if s.onError == nil {
 		s.onError = func(err error) { slog.Warn("sluice: system metrics", "err", err) }
 	}
-	s.load.v.Store(math.NaN())
-	s.cpu.v.Store(math.NaN())
-	s.mem.v.Store(math.NaN())
+	s.load.bits.Store(math.Float64bits(math.NaN()))
+	s.cpu.bits.Store(math.Float64bits(math.NaN()))
+	s.mem.bits.Store(math.Float64bits(math.NaN()))
 	return s
 }
 
@@ -200,12 +203,12 @@ func (s *Sampler) record(metric int, r *reading, v float64, now int64, err error
 
 // Load1 returns the last good load1 reading and the clock reading it was
 // taken at, or NaN when there is none yet. It costs two atomic loads.
-func (s *Sampler) Load1() (v float64, at int64) { return s.load.v.Load(), s.load.at.Load() }
+func (s *Sampler) Load1() (v float64, at int64) { return s.load.value(), s.load.at.Load() }
 
 // CPUUsage returns the last good CPU usage reading (a ratio in [0, 1]) and
 // the clock reading it was taken at, or NaN when there is none yet. It costs
 // two atomic loads.
-func (s *Sampler) CPUUsage() (v float64, at int64) { return s.cpu.v.Load(), s.cpu.at.Load() }
+func (s *Sampler) CPUUsage() (v float64, at int64) { return s.cpu.value(), s.cpu.at.Load() }
 
 // Snapshot returns the last good values and their ages at the clock's
 // current reading.
@@ -218,14 +221,14 @@ func (s *Sampler) Snapshot() stat.System {
 		return time.Duration(now - r.at.Load())
 	}
 	snap := stat.System{
-		Load1:       s.load.v.Load(),
-		CPUUsage:    s.cpu.v.Load(),
+		Load1:       s.load.value(),
+		CPUUsage:    s.cpu.value(),
 		Load1Age:    age(&s.load),
 		CPUUsageAge: age(&s.cpu),
 		MemoryAge:   age(&s.mem),
 	}
 	if s.mem.ok.Load() {
-		snap.Memory = uint64(s.mem.v.Load())
+		snap.Memory = uint64(s.mem.value())
 	}
 	return snap
 }

@@ -2,10 +2,9 @@ package system
 
 import (
 	"math"
-	"sync"
 	"time"
 
-	"go.uber.org/atomic"
+	"sync/atomic"
 
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/entry"
@@ -46,16 +45,13 @@ type Slot struct {
 	sampler *Sampler
 	stale   int64 // nanoseconds after which a sampled value is ignored
 
-	set atomic.Pointer[ruleSet] // nil when no rule is in force
-
-	mu    sync.Mutex // serializes Load
-	rules []rules.System
+	set atomic.Pointer[RuleSet] // nil when no rule is in force
 }
 
-// ruleSet is the immutable compiled form of the rules in force: for each
-// metric and strategy, the rule with the lowest threshold (it is the first
-// to fire, so the others never would).
-type ruleSet struct {
+// RuleSet is the immutable compiled form of a set of system rules (see
+// Compile): for each metric and strategy, the rule with the lowest threshold
+// (it is the first to fire, so the others never would).
+type RuleSet struct {
 	rules           []rules.System
 	conc, qps, rt   *check
 	load, cpu       *check // plain threshold
@@ -87,6 +83,18 @@ func (c *check) block(ec *entry.Context, observed float64) *core.BlockError {
 	}
 }
 
+// blockCount is block for a rule on a count the entry's batch adds to
+// (concurrency, QPS): a batch larger than the threshold, which no wait can
+// let through, is reported as such, observing the batch.
+func (c *check) blockCount(ec *entry.Context, observed float64) *core.BlockError {
+	if ec.Batch > c.max {
+		be := c.block(ec, float64(ec.Batch))
+		be.Reason = "batch larger than threshold"
+		return be
+	}
+	return c.block(ec, observed)
+}
+
 // New returns a slot with no rules. It starts no goroutine.
 func New(cfg Config) *Slot {
 	if cfg.Clock == nil {
@@ -116,7 +124,9 @@ func (s *Slot) Active() bool { return s.set.Load() != nil }
 // Check decides on one inbound entry (the engine never passes outbound ones)
 // at the instant ec.Start. It returns a *core.BlockError of type
 // core.BlockSystem naming the rule, the metric (in Reason), the threshold and
-// the observed value, or nil. It reads only cached values and never blocks
+// the observed value, or nil. A batch larger than a concurrency or QPS
+// threshold is refused with Reason "batch larger than threshold", observing
+// the batch. It reads only cached values and never blocks
 // or allocates when the entry passes.
 //
 // Rules are checked in the order concurrency, QPS, average RT, load1, CPU
@@ -139,7 +149,7 @@ func (s *Slot) Check(ec *entry.Context) *core.BlockError {
 	now := ec.Start
 	if c := rs.conc; c != nil {
 		if v := s.inbound.Concurrency(); v+ec.Batch > c.max {
-			return c.block(ec, float64(v))
+			return c.blockCount(ec, float64(v))
 		}
 	}
 	if rs.window {
@@ -147,7 +157,7 @@ func (s *Slot) Check(ec *entry.Context) *core.BlockError {
 		// Counts are far below 2^63: signed conversions are exact and cheap.
 		pass, done, rt := int64(p), int64(d), int64(r)
 		if c := rs.qps; c != nil && pass+ec.Batch > c.max {
-			return c.block(ec, float64(pass))
+			return c.blockCount(ec, float64(pass))
 		}
 		if c := rs.rt; c != nil && done > 0 && float64(rt) > c.maxRT*float64(done) {
 			return c.block(ec, float64(rt)/float64(done)/1000)
@@ -216,23 +226,14 @@ func Capacity(inbound *window.Node, now int64) float64 {
 	return inbound.MaxCompletePerSecond(now) * float64(minRT) / 1e6
 }
 
-// Load validates rs whole and puts it in force, or returns an error (an
-// *rules.Error naming the rule's index and field) and keeps the rules in
-// force. An empty rs removes every rule. Loading a rule on Load1 or
-// CPUUsage starts the sampler if it is not running; it then runs until
-// Close. It reports whether the rules in force changed.
-func (s *Slot) Load(rs []rules.System) (bool, error) {
-	for i := range rs {
-		if err := rs[i].Validate(); err != nil {
-			return false, rules.At(err, i)
-		}
+// Compile returns the compiled form of rs, which must be valid (the engine
+// validates every rule first), or nil when rs is empty. It keeps its own
+// copy of rs and changes nothing: Use puts the result in force.
+func Compile(rs []rules.System) *RuleSet {
+	if len(rs) == 0 {
+		return nil
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if equal(s.rules, rs) {
-		return false, nil
-	}
-	set := &ruleSet{rules: append([]rules.System(nil), rs...)}
+	set := &RuleSet{rules: append([]rules.System(nil), rs...)}
 	for i := range set.rules {
 		r := &set.rules[i]
 		c := &check{threshold: r.Threshold, rule: r, reason: r.Metric.String()}
@@ -264,34 +265,17 @@ func (s *Slot) Load(rs []rules.System) (bool, error) {
 			*slot = c
 		}
 	}
-	if set.sampled {
+	return set
+}
+
+// Use puts set (from Compile; nil for no rules) in force. A set with a rule
+// on Load1 or CPUUsage starts the sampler if it is not running; it then runs
+// until Close (after Close it starts nothing).
+func (s *Slot) Use(set *RuleSet) {
+	if set != nil && set.sampled {
 		s.sampler.Start()
 	}
-	s.rules = set.rules
-	if len(set.rules) == 0 {
-		set = nil
-	}
 	s.set.Store(set)
-	return true, nil
-}
-
-func equal(a, b []rules.System) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-// Rules returns a copy of the rules in force.
-func (s *Slot) Rules() []rules.System {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]rules.System(nil), s.rules...)
 }
 
 // Start starts the sampler now, so load1 and CPU usage are known before

@@ -8,9 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"sync/atomic"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/atomic"
 	"go.uber.org/goleak"
 
 	"github.com/sluice-go/sluice/core"
@@ -25,10 +26,27 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // fakeSource is a Source whose readings the test sets.
 type fakeSource struct {
-	load, cpu atomic.Float64
-	err       atomic.Error
+	load, cpu floatVar
+	err       errVar
 	calls     atomic.Int64
 }
+
+// floatVar is a float64 read and written atomically.
+type floatVar struct{ bits atomic.Uint64 }
+
+func (v *floatVar) Load() float64   { return math.Float64frombits(v.bits.Load()) }
+func (v *floatVar) Store(f float64) { v.bits.Store(math.Float64bits(f)) }
+
+// errVar is an error read and written atomically; nil is a valid value.
+type errVar struct{ p atomic.Pointer[error] }
+
+func (v *errVar) Load() error {
+	if p := v.p.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+func (v *errVar) Store(err error) { v.p.Store(&err) }
 
 func newFakeSource(load, cpu float64) *fakeSource {
 	f := &fakeSource{}
@@ -38,7 +56,7 @@ func newFakeSource(load, cpu float64) *fakeSource {
 }
 
 func (f *fakeSource) Load1() (float64, error) {
-	f.calls.Inc()
+	f.calls.Add(1)
 	return f.load.Load(), f.err.Load()
 }
 func (f *fakeSource) CPUUsage() (float64, error) { return f.cpu.Load(), f.err.Load() }
@@ -74,12 +92,14 @@ func newHarness(t *testing.T, load, cpu float64) *harness {
 	return h
 }
 
-// load puts rs in force and, when the sampler runs, waits for its sample.
+// load puts rs, which must be valid, in force and, when the sampler runs,
+// waits for its sample.
 func (h *harness) load(rs ...rules.System) {
 	h.t.Helper()
-	changed, err := h.slot.Load(rs)
-	require.NoError(h.t, err)
-	require.True(h.t, changed)
+	for i := range rs {
+		require.NoError(h.t, rs[i].Validate())
+	}
+	h.slot.Use(system.Compile(rs))
 	if h.clock.Waiters() > 0 || needsSampler(rs) {
 		h.parked()
 	}
@@ -466,58 +486,35 @@ func TestNeverSampledPasses(t *testing.T) {
 	assert.Equal(t, time.Duration(-1), m.Load1Age)
 }
 
-func TestLoad(t *testing.T) {
+func TestCompileAndUse(t *testing.T) {
 	h := newHarness(t, 0, 0)
 	assert.False(t, h.slot.Active())
-	assert.Empty(t, h.slot.Rules())
+	assert.Nil(t, system.Compile(nil), "no rules compile to nil")
 
 	good := []rules.System{
 		{Metric: rules.InboundQPS, Threshold: 100},
 		{Metric: rules.InboundConcurrency, Threshold: 10},
 	}
-	changed, err := h.slot.Load(good)
-	require.NoError(t, err)
-	assert.True(t, changed)
+	set := system.Compile(good)
+	assert.False(t, h.slot.Active(), "Compile changes nothing")
+	good[1].Threshold = 1 // Compile keeps its own copy
+	h.slot.Use(set)
 	assert.True(t, h.slot.Active())
-	assert.Equal(t, good, h.slot.Rules())
+	assert.Nil(t, h.check(10))
+	be := h.check(11)
+	require.NotNil(t, be)
+	assert.Equal(t, 10.0, be.Rule.(*rules.System).Threshold, "the rule compiled, not the caller's slice")
 	assert.Equal(t, 0, h.clock.Waiters(), "no sampler for inbound-only rules")
 	assert.Equal(t, int64(0), h.src.calls.Load())
-
-	// The same set again changes nothing.
-	changed, err = h.slot.Load(append([]rules.System(nil), good...))
-	require.NoError(t, err)
-	assert.False(t, changed)
-
-	// An invalid set is refused whole; the rules in force stay.
-	bad := []rules.System{
-		{Metric: rules.CPUUsage, Threshold: 0.5},
-		{Metric: rules.CPUUsage, Threshold: 50},
-	}
-	changed, err = h.slot.Load(bad)
-	assert.False(t, changed)
-	var re *rules.Error
-	require.ErrorAs(t, err, &re)
-	assert.Equal(t, 1, re.Index)
-	assert.Equal(t, "Threshold", re.Field)
-	assert.Equal(t, good, h.slot.Rules())
-	assert.Equal(t, 0, h.clock.Waiters(), "a refused set starts no sampler")
-
-	// Rules returns a copy.
-	got := h.slot.Rules()
-	got[0].Threshold = 1
-	assert.Equal(t, good, h.slot.Rules())
 
 	// A CPU rule starts the sampler.
 	h.load(rules.System{Metric: rules.CPUUsage, Threshold: 0.5})
 	assert.Equal(t, int64(1), h.src.calls.Load())
 
 	// Removing every rule deactivates the slot.
-	changed, err = h.slot.Load(nil)
-	require.NoError(t, err)
-	assert.True(t, changed)
+	h.slot.Use(nil)
 	assert.False(t, h.slot.Active())
 	assert.Nil(t, h.check(1))
-	assert.Empty(t, h.slot.Rules())
 }
 
 func TestStartAndClose(t *testing.T) {
@@ -534,10 +531,9 @@ func TestStartAndClose(t *testing.T) {
 	calls := h.src.calls.Load()
 	h.clock.Advance(10 * interval)
 	assert.Equal(t, calls, h.src.calls.Load(), "no sampling after Close")
-	// Loading after Close keeps working but starts nothing.
-	changed, err := h.slot.Load([]rules.System{{Metric: rules.Load1, Threshold: 1}})
-	require.NoError(t, err)
-	assert.True(t, changed)
+	// Using rules after Close keeps working but starts nothing.
+	h.slot.Use(system.Compile([]rules.System{{Metric: rules.Load1, Threshold: 1}}))
+	assert.True(t, h.slot.Active())
 	assert.Equal(t, 0, h.clock.Waiters())
 }
 
@@ -583,8 +579,7 @@ func TestCheckConcurrentWindow(t *testing.T) {
 	// window is buckets 65..74 = [6500, 7500) ms: i = 176..199.
 	require.Equal(t, uint64(24), want)
 	require.Nil(t, h.check(1))
-	_, err := h.slot.Load([]rules.System{{Metric: rules.InboundQPS, Threshold: float64(want)}})
-	require.NoError(t, err)
+	h.load(rules.System{Metric: rules.InboundQPS, Threshold: float64(want)})
 	be := h.check(1)
 	require.NotNil(t, be)
 	assert.Equal(t, float64(want), be.Observed)
