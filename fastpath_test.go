@@ -51,7 +51,7 @@ func TestFastCheckOnlyForASingleOneSecondRejectRule(t *testing.T) {
 		name  string
 		rules []rules.Flow
 	}{
-		{"two rules", []rules.Flow{plain, {Resource: "a", Threshold: 100}}},
+		{"two rules", []rules.Flow{plain, {Resource: "a", Threshold: 100, StatInterval: time.Minute}}},
 		{"throttle", []rules.Flow{{Resource: "a", Threshold: 10, Behavior: rules.Throttle}}},
 		{"concurrency", []rules.Flow{{Resource: "a", Threshold: 10, Metric: rules.Concurrency}}},
 		{"associated", []rules.Flow{{Resource: "a", Threshold: 10, RefResource: "b"}}},

@@ -48,20 +48,6 @@ type ruleKind[R, C any] struct {
 	claims bool
 }
 
-// validateEach validates rs rule by rule, naming the index of the first
-// invalid rule (see rules.At).
-func validateEach[R any, P interface {
-	*R
-	Validate() error
-}](rs []R) error {
-	for i := range rs {
-		if err := P(&rs[i]).Validate(); err != nil {
-			return rules.At(err, i)
-		}
-	}
-	return nil
-}
-
 func equalRules[R comparable](a, b []R) bool { return slices.Equal(a, b) }
 
 // cloneRules returns a copy of rs, nil when it is empty.
@@ -74,13 +60,13 @@ func cloneRules[R any](rs []R) []R {
 
 // The kinds, in the order of rules.Set (and of the errors LoadRuleSet
 // reports). Each kind's validate field is the single place its rules are
-// validated; a whole-slice validator from package rules (rules.ValidateFlow
-// and so on, which also refuse duplicate rules) replaces validateEach there.
+// validated: package rules' whole-slice validator, which also refuses
+// duplicate rules (docs/rule-files.md says what counts as a duplicate).
 var (
 	flowKind = &ruleKind[rules.Flow, map[string][]*flow.Controller]{
 		state:    func(eng *Engine) *kindState[rules.Flow, map[string][]*flow.Controller] { return &eng.flow },
 		of:       func(s *rules.Set) *[]rules.Flow { return &s.Flow },
-		validate: validateEach[rules.Flow], // whole-slice validation: rules.ValidateFlow
+		validate: rules.ValidateFlowRules,
 		equal:    equalRules[rules.Flow],
 		clone:    cloneRules[rules.Flow],
 		build: func(eng *Engine, rs []rules.Flow, old map[string][]*flow.Controller) (map[string][]*flow.Controller, error) {
@@ -93,7 +79,7 @@ var (
 			return &eng.isolation
 		},
 		of:       func(s *rules.Set) *[]rules.Isolation { return &s.Isolation },
-		validate: validateEach[rules.Isolation], // whole-slice validation: rules.ValidateIsolation
+		validate: rules.ValidateIsolationRules,
 		equal:    equalRules[rules.Isolation],
 		clone:    cloneRules[rules.Isolation],
 		build: func(_ *Engine, rs []rules.Isolation, old map[string][]*isolation.Controller) (map[string][]*isolation.Controller, error) {
@@ -103,7 +89,7 @@ var (
 	systemKind = &ruleKind[rules.System, *system.RuleSet]{
 		state:    func(eng *Engine) *kindState[rules.System, *system.RuleSet] { return &eng.sys },
 		of:       func(s *rules.Set) *[]rules.System { return &s.System },
-		validate: validateEach[rules.System], // whole-slice validation: rules.ValidateSystem
+		validate: rules.ValidateSystemRules,
 		equal:    equalRules[rules.System],
 		clone:    cloneRules[rules.System],
 		build: func(_ *Engine, rs []rules.System, _ *system.RuleSet) (*system.RuleSet, error) {
@@ -116,7 +102,7 @@ var (
 			return &eng.breakers
 		},
 		of:       func(s *rules.Set) *[]rules.CircuitBreaker { return &s.CircuitBreaker },
-		validate: validateEach[rules.CircuitBreaker], // whole-slice validation: rules.ValidateCircuitBreaker
+		validate: rules.ValidateCircuitBreakerRules,
 		equal:    equalRules[rules.CircuitBreaker],
 		clone:    cloneRules[rules.CircuitBreaker],
 		build: func(eng *Engine, rs []rules.CircuitBreaker, old map[string][]*degrade.Breaker) (map[string][]*degrade.Breaker, error) {
@@ -127,7 +113,7 @@ var (
 	paramKind = &ruleKind[rules.Param, map[string][]*param.Controller]{
 		state:    func(eng *Engine) *kindState[rules.Param, map[string][]*param.Controller] { return &eng.param },
 		of:       func(s *rules.Set) *[]rules.Param { return &s.Param },
-		validate: validateEach[rules.Param], // whole-slice validation: rules.ValidateParam
+		validate: rules.ValidateParamRules,
 		equal:    func(a, b []rules.Param) bool { return slices.EqualFunc(a, b, rules.Param.Equal) },
 		clone:    cloneParams,
 		build: func(_ *Engine, rs []rules.Param, old map[string][]*param.Controller) (map[string][]*param.Controller, error) {

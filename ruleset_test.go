@@ -318,3 +318,59 @@ func TestPackageLevelRuleSet(t *testing.T) {
 	require.NoError(t, src.Close())
 	assert.Equal(t, rules.Set{Isolation: []rules.Isolation{{Resource: "y", Threshold: 3}}}, g.RuleSet())
 }
+
+// TestLoadersRefuseDuplicates checks that every kind's loader refuses two
+// rules that count the same thing the same way, naming the later one, and
+// keeps the rules in force.
+func TestLoadersRefuseDuplicates(t *testing.T) {
+	g, _ := newTestEngine(t, 0)
+	iso := rules.Isolation{Resource: "r", Threshold: 2}
+	cb := rules.CircuitBreaker{Resource: "r", Strategy: rules.ErrorCount, Threshold: 5, RetryTimeout: time.Second}
+	par := rules.Param{Resource: "r", Threshold: 3, Duration: time.Second}
+	sys := rules.System{Metric: rules.InboundQPS, Threshold: 100}
+	_, err := g.LoadIsolationRules([]rules.Isolation{iso})
+	require.NoError(t, err)
+	_, err = g.LoadCircuitBreakerRules([]rules.CircuitBreaker{cb})
+	require.NoError(t, err)
+	_, err = g.LoadParamRules([]rules.Param{par})
+	require.NoError(t, err)
+	_, err = g.LoadSystemRules([]rules.System{sys})
+	require.NoError(t, err)
+
+	tests := []struct {
+		name string
+		load func() error
+		kind string
+	}{
+		{"isolation", func() error {
+			_, err := g.LoadIsolationRules([]rules.Isolation{iso, {Resource: "x", Threshold: 1}, {Resource: "r", Threshold: 9}})
+			return err
+		}, "isolation"},
+		{"circuit breaker", func() error {
+			_, err := g.LoadCircuitBreakerRules([]rules.CircuitBreaker{cb, {Resource: "x", Strategy: rules.ErrorCount, Threshold: 1, RetryTimeout: time.Second}, cb})
+			return err
+		}, "circuit breaker"},
+		{"param", func() error {
+			_, err := g.LoadParamRules([]rules.Param{par, {Resource: "x", Threshold: 1, Duration: time.Second}, {Resource: "r", Threshold: 7, Duration: time.Second}})
+			return err
+		}, "param"},
+		{"system", func() error {
+			_, err := g.LoadSystemRules([]rules.System{sys, {Metric: rules.InboundConcurrency, Threshold: 4}, {Metric: rules.InboundQPS, Threshold: 50}})
+			return err
+		}, "system"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.load()
+			var re *rules.Error
+			require.ErrorAs(t, err, &re)
+			require.Equal(t, tt.kind, re.Kind)
+			require.Equal(t, 2, re.Index)
+			require.ErrorContains(t, err, "duplicates rule 0")
+		})
+	}
+	require.Equal(t, []rules.Isolation{iso}, g.IsolationRules())
+	require.Equal(t, []rules.CircuitBreaker{cb}, g.CircuitBreakerRules())
+	require.Equal(t, []rules.Param{par}, g.ParamRules())
+	require.Equal(t, []rules.System{sys}, g.SystemRules())
+}
