@@ -32,7 +32,10 @@ func newEnv(t *testing.T, cfg Config) *env {
 		t.Fatal(err)
 	}
 	e.m = m
-	t.Cleanup(func() { _ = m.Close() })
+	t.Cleanup(func() {
+		e.st.release()
+		_ = m.Close()
+	})
 	return e
 }
 

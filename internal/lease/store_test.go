@@ -87,6 +87,18 @@ func (s *memStore) open() {
 	s.mu.Unlock()
 }
 
+// release makes the store answer from now on, letting calls at the gate
+// through: tests' cleanup closes Managers on a store that answers, as the
+// manual clock no longer moves.
+func (s *memStore) release() {
+	s.mu.Lock()
+	if s.behavior == gated {
+		close(s.gate)
+	}
+	s.behavior = answer
+	s.mu.Unlock()
+}
+
 // wait applies the store's behavior to a call; a non-nil error fails it.
 func (s *memStore) wait(ctx context.Context) error {
 	s.mu.Lock()
