@@ -52,8 +52,8 @@ func TestFallbackOnFailure(t *testing.T) {
 			e := newEnv(t, Config{OnTransition: trs.add})
 			l := e.limiter(t, Spec{Budget: bucket("f", 100), Strict: strict})
 			e.st.set(fail)
-			r := l.Acquire(bg, 1)
-			if !r.Admitted || !r.Fallback {
+			r := l.acq(bg, 1)
+			if !r.Admitted || !r.Fallback() {
 				t.Fatalf("%+v, want admitted by the local fallback", r)
 			}
 			if e.m.Mode() != Fallback {
@@ -66,7 +66,7 @@ func TestFallbackOnFailure(t *testing.T) {
 			}
 			calls, _, _ := e.st.counts("f")
 			for i := 0; i < 10; i++ {
-				if r := l.Acquire(bg, 1); !r.Fallback {
+				if r := l.acq(bg, 1); !r.Fallback() {
 					t.Fatalf("%+v in fallback mode", r)
 				}
 			}
@@ -91,7 +91,7 @@ func TestFallbackDeadline(t *testing.T) {
 				e.st.delay = 60 * time.Millisecond
 				e.st.set(b)
 				done := make(chan Result)
-				go func() { done <- l.Acquire(bg, 1) }()
+				go func() { done <- l.acq(bg, 1) }()
 				timers := 2 // the caller's deadline and the Take's
 				if b == slow {
 					timers++ // and the store's delay
@@ -99,7 +99,7 @@ func TestFallbackDeadline(t *testing.T) {
 				e.blockUntil(t, timers)
 				e.clk.Advance(30 * time.Millisecond)
 				r := <-done
-				if !r.Admitted || !r.Fallback {
+				if !r.Admitted || !r.Fallback() {
 					t.Fatalf("%+v, want admitted by the fallback", r)
 				}
 				if e.clk.Now() != 30*time.Millisecond {
@@ -122,10 +122,10 @@ func TestSlowStoreWithinTimeout(t *testing.T) {
 	e.st.delay = 20 * time.Millisecond
 	e.st.set(slow)
 	done := make(chan Result)
-	go func() { done <- l.Acquire(bg, 1) }()
+	go func() { done <- l.acq(bg, 1) }()
 	e.blockUntil(t, 3)
 	e.clk.Advance(20 * time.Millisecond)
-	if r := <-done; !r.Admitted || r.Fallback {
+	if r := <-done; !r.Admitted || r.Fallback() {
 		t.Fatalf("%+v, want admitted by the Store", r)
 	}
 	e.m.waitIdle()
@@ -145,11 +145,11 @@ func TestCallerDeadline(t *testing.T) {
 			e.st.set(gated)
 			ctx, cancel := context.WithCancel(bg)
 			done := make(chan Result)
-			go func() { done <- l.Acquire(ctx, 1) }()
+			go func() { done <- l.acq(ctx, 1) }()
 			e.blockUntil(t, 2)
 			cancel()
 			r := <-done
-			if r.Admitted || r.Fallback || !errors.Is(r.Err, context.Canceled) {
+			if r.Admitted || r.Fallback() || r.By != ByContext {
 				t.Fatalf("%+v, want refused with context.Canceled", r)
 			}
 			e.st.open()
@@ -194,8 +194,8 @@ func TestFallbackShare(t *testing.T) {
 			l := e.limiter(t, c.spec)
 			admitted := 0
 			for i := 0; i < 40; i++ {
-				r := l.Acquire(bg, 1)
-				if !r.Fallback {
+				r := l.acq(bg, 1)
+				if !r.Fallback() {
 					t.Fatalf("%+v", r)
 				}
 				if r.Admitted {
@@ -215,15 +215,15 @@ func TestFallbackShare(t *testing.T) {
 		e.m.SetLive(4)
 		e.st.set(fail)
 		l := e.limiter(t, Spec{Budget: bucket("r", 100)})
-		for l.Acquire(bg, 1).Admitted {
+		for l.acq(bg, 1).Admitted {
 		}
 		e.clk.Advance(40 * time.Millisecond) // 25/s: one token
-		if !l.Acquire(bg, 1).Admitted || l.Acquire(bg, 1).Admitted {
+		if !l.acq(bg, 1).Admitted || l.acq(bg, 1).Admitted {
 			t.Fatal("want exactly one token after 40ms")
 		}
 		e.m.SetLive(2) // the share doubles
 		e.clk.Advance(20 * time.Millisecond)
-		if !l.Acquire(bg, 1).Admitted {
+		if !l.acq(bg, 1).Admitted {
 			t.Fatal("want one token after 20ms at 50/s")
 		}
 	})
@@ -237,11 +237,11 @@ func TestProbeRecovery(t *testing.T) {
 	e := newEnv(t, Config{OnTransition: trs.add, ProbeInterval: time.Second})
 	l := e.limiter(t, Spec{Budget: bucket("pr", 100)})
 	e.st.set(fail)
-	l.Acquire(bg, 1)
+	l.acq(bg, 1)
 	e.m.waitIdle()
 	e.st.set(answer)
 	for i := 0; i < 5; i++ { // not yet due
-		if r := l.Acquire(bg, 1); !r.Fallback {
+		if r := l.acq(bg, 1); !r.Fallback() {
 			t.Fatalf("%+v", r)
 		}
 	}
@@ -252,7 +252,7 @@ func TestProbeRecovery(t *testing.T) {
 	e.st.set(fail)
 	e.clk.Advance(time.Second)
 	for i := 0; i < 5; i++ {
-		if r := l.Acquire(bg, 1); !r.Fallback {
+		if r := l.acq(bg, 1); !r.Fallback() {
 			t.Fatalf("%+v", r)
 		}
 	}
@@ -262,14 +262,14 @@ func TestProbeRecovery(t *testing.T) {
 	}
 	e.st.set(answer)
 	e.clk.Advance(time.Second)
-	if r := l.Acquire(bg, 1); !r.Fallback { // decided locally; the probe runs behind it
+	if r := l.acq(bg, 1); !r.Fallback() { // decided locally; the probe runs behind it
 		t.Fatalf("%+v", r)
 	}
 	e.m.waitIdle()
 	if e.m.Mode() != Remote {
 		t.Fatalf("mode %v after a successful probe", e.m.Mode())
 	}
-	if r := l.Acquire(bg, 1); r.Fallback || !r.Admitted {
+	if r := l.acq(bg, 1); r.Fallback() || !r.Admitted {
 		t.Fatalf("%+v after recovery", r)
 	}
 	if got := trs.modes(); got != "remote>fallback fallback>remote" {
@@ -298,13 +298,13 @@ func TestListenerOrder(t *testing.T) {
 	l := e.limiter(t, Spec{Budget: bucket("o", 1e6), Strict: true})
 	for i := 0; i < 3; i++ {
 		e.st.set(fail)
-		l.Acquire(bg, 1)
+		l.acq(bg, 1)
 		e.m.waitIdle()
 		e.st.set(answer)
 		e.clk.Advance(time.Second)
-		l.Acquire(bg, 1)
+		l.acq(bg, 1)
 		e.m.waitIdle()
-		if r := l.Acquire(bg, 1); r.Fallback {
+		if r := l.acq(bg, 1); r.Fallback() {
 			t.Fatalf("cycle %d: %+v after recovery", i, r)
 		}
 		e.m.waitIdle()
@@ -340,7 +340,7 @@ func TestGiveFailure(t *testing.T) {
 	if e.m.Mode() != Fallback || b.held() != 0 {
 		t.Fatalf("mode %v, b holds %d", e.m.Mode(), b.held())
 	}
-	if r := b.Acquire(bg, 1); !r.Fallback {
+	if r := b.acq(bg, 1); !r.Fallback() {
 		t.Fatalf("%+v", r)
 	}
 }
@@ -360,7 +360,7 @@ func TestCloseLeavesNothing(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if r := x.Acquire(bg, 1e6); !r.Fallback {
+			if r := x.acq(bg, 1e6); !r.Fallback() {
 				t.Errorf("%+v", r)
 			}
 		}()

@@ -73,8 +73,8 @@ func TestFleet(t *testing.T) {
 						demand = rng.IntN(100) / 80 // 0.2/ms each
 					}
 					for d := 0; d < demand; d++ {
-						r := l.Acquire(bg, 1)
-						if r.Fallback {
+						r := l.acq(bg, 1)
+						if r.Fallback() {
 							t.Fatalf("%+v", r)
 						}
 						if r.Admitted {

@@ -67,15 +67,15 @@ func window(key string, limit float64) cluster.Budget {
 	return cluster.Budget{Key: key, Algorithm: cluster.SlidingWindow, Limit: limit, Interval: time.Second}
 }
 
-// acquire calls l.Acquire(1) count times, one after the other, and returns
+// acquire calls l.acq(1) count times, one after the other, and returns
 // how many were admitted. Every refusal must say when to retry and no
 // decision may come from the fallback.
 func acquire(t *testing.T, l *Limiter, count int) int {
 	t.Helper()
 	admitted := 0
 	for i := 0; i < count; i++ {
-		r := l.Acquire(bg, 1)
-		if r.Fallback || r.Err != nil {
+		r := l.acq(bg, 1)
+		if r.By != ByStore {
 			t.Fatalf("call %d: %+v, want a Store decision", i, r)
 		}
 		if r.Admitted {
@@ -132,7 +132,7 @@ func TestLeaseSingleRefill(t *testing.T) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			results[i] = l.Acquire(bg, 1)
+			results[i] = l.acq(bg, 1)
 		}(i)
 	}
 	// Every caller waits on its deadline timer, and the Take on its
@@ -144,7 +144,7 @@ func TestLeaseSingleRefill(t *testing.T) {
 	e.st.open()
 	wg.Wait()
 	for i, r := range results {
-		if !r.Admitted || r.Fallback {
+		if !r.Admitted || r.Fallback() {
 			t.Fatalf("caller %d: %+v", i, r)
 		}
 	}
@@ -166,7 +166,7 @@ func TestLeasePrefetch(t *testing.T) {
 	const calls = 2000 // one per ms for 2 s: the budget's full rate
 	for i := 0; i < calls; i++ {
 		e.clk.Advance(time.Millisecond)
-		if r := l.Acquire(bg, 1); !r.Admitted || r.Fallback {
+		if r := l.acq(bg, 1); !r.Admitted || r.Fallback() {
 			t.Fatalf("call %d at %v: %+v", i, e.clk.Now(), r)
 		}
 		e.m.waitIdle() // the round trip is much shorter than 1 ms
@@ -259,7 +259,7 @@ func TestLeaseGiveBack(t *testing.T) {
 	if got := e.st.tokens(b); got != 99 {
 		t.Fatalf("store has %v tokens after Close, want 99", got)
 	}
-	if r := l.Acquire(bg, 1); !r.Fallback {
+	if r := l.acq(bg, 1); !r.Fallback() {
 		t.Fatalf("closed limiter: %+v, want a fallback decision", r)
 	}
 
@@ -328,17 +328,17 @@ func TestPacingLease(t *testing.T) {
 	b := cluster.Budget{Key: "pace", Algorithm: cluster.Pacing, Limit: 100, Interval: time.Second, MaxQueue: 100 * time.Millisecond}
 	l := e.limiter(t, Spec{Budget: b})
 	for i := 0; i <= 10; i++ {
-		r := l.Acquire(bg, 1)
+		r := l.acq(bg, 1)
 		if want := time.Duration(i) * 10 * time.Millisecond; !r.Admitted || r.Wait != want {
 			t.Fatalf("call %d: %+v, want admitted after %v", i, r, want)
 		}
 		e.m.waitIdle()
 	}
-	if r := l.Acquire(bg, 1); r.Admitted || r.RetryAfter != 10*time.Millisecond {
+	if r := l.acq(bg, 1); r.Admitted || r.RetryAfter != 10*time.Millisecond {
 		t.Fatalf("12th call: %+v, want refused, retry after 10ms", r)
 	}
 	e.clk.Advance(10 * time.Millisecond)
-	if r := l.Acquire(bg, 1); !r.Admitted || r.Wait != 100*time.Millisecond {
+	if r := l.acq(bg, 1); !r.Admitted || r.Wait != 100*time.Millisecond {
 		t.Fatalf("after 10ms: %+v, want admitted after 100ms", r)
 	}
 	e.m.waitIdle()
@@ -362,7 +362,7 @@ func TestPacingStale(t *testing.T) {
 	e := newEnv(t, Config{})
 	b := cluster.Budget{Key: "stale", Algorithm: cluster.Pacing, Limit: 100, Interval: time.Second, MaxQueue: time.Second}
 	l := e.limiter(t, Spec{Budget: b}) // lifetime 100ms
-	if r := l.Acquire(bg, 1); !r.Admitted || r.Wait != 0 {
+	if r := l.acq(bg, 1); !r.Admitted || r.Wait != 0 {
 		t.Fatalf("first call: %+v", r)
 	}
 	e.m.waitIdle()
@@ -370,7 +370,7 @@ func TestPacingStale(t *testing.T) {
 	// and 20 ms are more than 100 ms late: the next used is the one due at
 	// 30 ms, and one is left.
 	e.clk.Advance(125 * time.Millisecond)
-	if r := l.Acquire(bg, 1); !r.Admitted || r.Wait != 0 {
+	if r := l.acq(bg, 1); !r.Admitted || r.Wait != 0 {
 		t.Fatalf("at 125ms: %+v", r)
 	}
 	if h := l.held(); h != 1 {

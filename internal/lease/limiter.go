@@ -70,25 +70,52 @@ type Spec struct {
 	Lifetime time.Duration
 }
 
-// Result is the decision on one Acquire.
+// Result is the decision on one Acquire. It is four words or fewer, so
+// that it travels in registers.
 type Result struct {
-	// Admitted reports whether the request may proceed.
-	Admitted bool
 	// Wait is, for an admitted request of a Pacing budget, how long the
-	// caller must wait before it proceeds; zero otherwise. Acquire does
-	// not sleep it.
+	// caller must wait, from the now it passed, before it proceeds; zero
+	// otherwise. Acquire does not sleep it.
 	Wait time.Duration
 	// RetryAfter is, for a refused request, when a retry could be admitted
 	// as far as this instance can tell; zero when it cannot tell.
 	RetryAfter time.Duration
-	// Fallback reports that the fallback policy decided: the Store was
-	// failing, did not answer within the timeout, or the Limiter is
+	// Admitted reports whether the request may proceed.
+	Admitted bool
+	// By is what decided.
+	By Decider
+}
+
+// Fallback reports whether the fallback policy decided.
+func (r Result) Fallback() bool { return r.By == ByFallback }
+
+// Decider is what decided a request.
+type Decider uint8
+
+const (
+	// ByStore is the Store's grants: a lease's permits, a strict request's
+	// answer, or the Store having none to grant.
+	ByStore Decider = iota
+	// ByFallback is the budget's fallback policy: the Store was failing,
+	// did not answer within the Manager's Timeout, or the Limiter is
 	// closed.
-	Fallback bool
-	// Err is set on a refusal because the caller's context ended while the
-	// request waited for the Store (errors.Is(Err, context.Canceled) or
-	// context.DeadlineExceeded); nil otherwise.
-	Err error
+	ByFallback
+	// ByContext is a refusal because the caller's context ended while the
+	// request waited for the Store; ctx.Err() tells why.
+	ByContext
+)
+
+// String returns "store", "fallback" or "context".
+func (d Decider) String() string {
+	switch d {
+	case ByStore:
+		return "store"
+	case ByFallback:
+		return "fallback"
+	case ByContext:
+		return "context"
+	}
+	return "unknown"
 }
 
 type kind uint8
@@ -230,27 +257,30 @@ func validate(s *Spec) error {
 // Spec returns the spec the Limiter enforces.
 func (l *Limiter) Spec() Spec { return l.spec }
 
-// Acquire decides a request for n permits (n below 1 counts as 1).
+// Acquire decides a request for n permits (n below 1 counts as 1) at now,
+// a reading of the Manager's clock that the caller has already taken for
+// the entry (the engine's checks decide at ec.Start), so that an admission
+// from a lease reads no clock.
 //
-// From a lease with permits left it is a clock read and one
-// compare-and-swap, and allocates nothing. Otherwise it waits, with the
-// other callers that found the lease empty, for one refill from the Store,
-// until the refill arrives, ctx ends (refused, Result.Err set) or the
-// Manager's Timeout passes (decided by the fallback policy), whichever is
-// first. A strict Limiter's request goes to the Store in the next Take,
-// with the same bounds. While the Manager is in Fallback mode, or once the
-// Limiter is closed, the fallback policy decides at once.
+// From a lease with permits left it is a compare-and-swap and a few loads,
+// and allocates nothing. Otherwise it waits, with the other callers that
+// found the lease empty, for one refill from the Store, until the refill
+// arrives, ctx ends (refused, By ByContext) or the Manager's Timeout
+// passes (decided by the fallback policy), whichever is first. A strict
+// Limiter's request goes to the Store in the next Take, with the same
+// bounds. While the Manager is in Fallback mode, or once the Limiter is
+// closed, the fallback policy decides at once.
 //
 // For a Pacing budget an admitted request must wait Result.Wait before it
 // proceeds; the caller sleeps it.
-func (l *Limiter) Acquire(ctx context.Context, n int64) Result {
+func (l *Limiter) Acquire(ctx context.Context, now, n int64) Result {
 	if n < 1 {
 		n = 1
 	}
 	switch l.kind {
 	case kindCount:
 		ls := l.cur.Load()
-		switch claimCount(ls, l.clock.Nanotime(), n) {
+		switch claimCount(ls, now, n) {
 		case claimLow:
 			l.prefetch(ls)
 			fallthrough
@@ -258,7 +288,6 @@ func (l *Limiter) Acquire(ctx context.Context, n int64) Result {
 			return Result{Admitted: true}
 		}
 	case kindPace:
-		now := l.clock.Nanotime()
 		ls := l.cur.Load()
 		w, st := l.claimPace(ls, now, n)
 		switch st {
@@ -269,9 +298,9 @@ func (l *Limiter) Acquire(ctx context.Context, n int64) Result {
 			return Result{Admitted: true, Wait: time.Duration(w)}
 		}
 	default:
-		return l.acquireStrict(ctx, n)
+		return l.acquireStrict(ctx, now, n)
 	}
-	return l.acquireSlow(ctx, n)
+	return l.acquireSlow(ctx, now, n)
 }
 
 type claimStatus uint8
@@ -358,7 +387,7 @@ func (l *Limiter) prefetchLocked(now int64) {
 }
 
 // acquireSlow decides a request the current lease could not serve.
-func (l *Limiter) acquireSlow(ctx context.Context, n int64) Result {
+func (l *Limiter) acquireSlow(ctx context.Context, now, n int64) Result {
 	var timer core.Timer
 	var expired <-chan time.Time
 	defer func() {
@@ -366,8 +395,10 @@ func (l *Limiter) acquireSlow(ctx context.Context, n int64) Result {
 			timer.Stop()
 		}
 	}()
-	for {
-		now := l.clock.Nanotime()
+	for first := true; ; first = false {
+		if !first {
+			now = l.clock.Nanotime()
+		}
 		if l.m.Mode() == Fallback {
 			return l.fallback(n, now)
 		}
@@ -402,7 +433,7 @@ func (l *Limiter) acquireSlow(ctx context.Context, n int64) Result {
 				return l.fallback(n, l.clock.Nanotime())
 			}
 		case <-ctx.Done():
-			return Result{Err: ctx.Err()}
+			return Result{By: ByContext}
 		case <-expired:
 			timer = nil
 			l.stats.timeouts.Add(1)
@@ -676,9 +707,9 @@ func (l *Limiter) fallback(n, now int64) Result {
 	l.stats.fallbacks.Add(1)
 	switch l.spec.Fallback {
 	case FallbackPass:
-		return Result{Admitted: true, Fallback: true}
+		return Result{Admitted: true, By: ByFallback}
 	case FallbackBlock:
-		return Result{Fallback: true}
+		return Result{By: ByFallback}
 	}
 	lc := l.local.Load()
 	if lc == nil {
@@ -688,7 +719,7 @@ func (l *Limiter) fallback(n, now int64) Result {
 		}
 	}
 	r := lc.allow(now, n, l.m.Live())
-	r.Fallback = true
+	r.By = ByFallback
 	return r
 }
 

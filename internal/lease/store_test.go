@@ -39,6 +39,7 @@ type memStore struct {
 	sw       map[string][]swEntry
 	tat      map[string]float64
 
+	quiet     bool                // do not record batches (benchmarks)
 	takes     int                 // Take calls that decided
 	takeCalls int                 // every Take call
 	batches   [][]cluster.Request // requests of every Take call
@@ -131,7 +132,9 @@ func (s *memStore) wait(ctx context.Context) error {
 func (s *memStore) Take(ctx context.Context, reqs []cluster.Request, grants []cluster.Grant) error {
 	s.mu.Lock()
 	s.takeCalls++
-	s.batches = append(s.batches, append([]cluster.Request(nil), reqs...))
+	if !s.quiet {
+		s.batches = append(s.batches, append([]cluster.Request(nil), reqs...))
+	}
 	s.mu.Unlock()
 	if err := s.wait(ctx); err != nil {
 		return err
@@ -311,4 +314,9 @@ func (s *memStore) requests() [][]cluster.Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([][]cluster.Request(nil), s.batches...)
+}
+
+// acq is Acquire at the Limiter's clock's current reading.
+func (l *Limiter) acq(ctx context.Context, n int64) Result {
+	return l.Acquire(ctx, l.clock.Nanotime(), n)
 }

@@ -11,8 +11,7 @@ import (
 // for the answer, for ctx, or for the Manager's Timeout, whichever is
 // first. A grant that arrives after its caller stopped waiting goes back to
 // the Store.
-func (l *Limiter) acquireStrict(ctx context.Context, n int64) Result {
-	now := l.clock.Nanotime()
+func (l *Limiter) acquireStrict(ctx context.Context, now, n int64) Result {
 	if l.m.Mode() == Fallback || l.isClosed() {
 		return l.fallback(n, now)
 	}
@@ -27,7 +26,7 @@ func (l *Limiter) acquireStrict(ctx context.Context, n int64) Result {
 	case <-ctx.Done():
 		t.Stop()
 		if c.state.CompareAndSwap(callPending, callAbandoned) {
-			return Result{Err: ctx.Err()}
+			return Result{By: ByContext}
 		}
 		<-c.done
 	case <-t.C():

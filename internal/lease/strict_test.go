@@ -17,9 +17,9 @@ func TestStrictExact(t *testing.T) {
 	admitted := 0
 	for i := 0; i < 25; i++ {
 		e.clk.Advance(time.Minute)
-		r := l.Acquire(bg, 1)
+		r := l.acq(bg, 1)
 		switch {
-		case r.Fallback:
+		case r.Fallback():
 			t.Fatalf("call %d: %+v", i, r)
 		case r.Admitted:
 			admitted++
@@ -43,7 +43,7 @@ func TestStrictExact(t *testing.T) {
 		t.Fatalf("%d Take calls for 25 sequential calls", takes)
 	}
 	e.clk.Advance(time.Hour)
-	if r := l.Acquire(bg, 1); !r.Admitted {
+	if r := l.acq(bg, 1); !r.Admitted {
 		t.Fatalf("an hour later: %+v", r)
 	}
 }
@@ -64,8 +64,8 @@ func TestStrictCoalesce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r := l.Acquire(bg, 1)
-			if r.Fallback {
+			r := l.acq(bg, 1)
+			if r.Fallback() {
 				t.Errorf("%+v", r)
 			}
 			if r.Admitted {
@@ -97,11 +97,11 @@ func TestStrictPacing(t *testing.T) {
 	b := cluster.Budget{Key: "sp", Algorithm: cluster.Pacing, Limit: 10, Interval: time.Second, MaxQueue: 250 * time.Millisecond}
 	l := e.limiter(t, Spec{Budget: b, Strict: true})
 	for i := 0; i < 3; i++ {
-		if r := l.Acquire(bg, 1); !r.Admitted || r.Wait != time.Duration(i)*100*time.Millisecond {
+		if r := l.acq(bg, 1); !r.Admitted || r.Wait != time.Duration(i)*100*time.Millisecond {
 			t.Fatalf("call %d: %+v", i, r)
 		}
 	}
-	if r := l.Acquire(bg, 1); r.Admitted || r.RetryAfter != 50*time.Millisecond {
+	if r := l.acq(bg, 1); r.Admitted || r.RetryAfter != 50*time.Millisecond {
 		t.Fatalf("4th call: %+v, want refused, retry after 50ms", r)
 	}
 }
