@@ -272,7 +272,9 @@ func (l *Limiter) Spec() Spec { return l.spec }
 // closed, the fallback policy decides at once.
 //
 // For a Pacing budget an admitted request must wait Result.Wait before it
-// proceeds; the caller sleeps it.
+// proceeds; the caller sleeps it from when Acquire returns. The wait is
+// computed from now (or a later reading), so a late now errs long, never
+// short.
 func (l *Limiter) Acquire(ctx context.Context, now, n int64) Result {
 	if n < 1 {
 		n = 1
@@ -300,7 +302,7 @@ func (l *Limiter) Acquire(ctx context.Context, now, n int64) Result {
 	default:
 		return l.acquireStrict(ctx, now, n)
 	}
-	return l.acquireSlow(ctx, now, n)
+	return l.acquireSlow(ctx, n)
 }
 
 type claimStatus uint8
@@ -387,7 +389,7 @@ func (l *Limiter) prefetchLocked(now int64) {
 }
 
 // acquireSlow decides a request the current lease could not serve.
-func (l *Limiter) acquireSlow(ctx context.Context, now, n int64) Result {
+func (l *Limiter) acquireSlow(ctx context.Context, n int64) Result {
 	var timer core.Timer
 	var expired <-chan time.Time
 	defer func() {
@@ -395,10 +397,10 @@ func (l *Limiter) acquireSlow(ctx context.Context, now, n int64) Result {
 			timer.Stop()
 		}
 	}()
-	for first := true; ; first = false {
-		if !first {
-			now = l.clock.Nanotime()
-		}
+	for {
+		// A fresh reading: a Pacing wait computed here counts from about
+		// when Acquire returns, and sizing measures demand up to now.
+		now := l.clock.Nanotime()
 		if l.m.Mode() == Fallback {
 			return l.fallback(n, now)
 		}
@@ -577,9 +579,13 @@ func (l *Limiter) refilled(c *call, now int64) {
 	switch {
 	case c.err != nil:
 	case g.N <= 0:
-		b := clampInt(int64(g.RetryAfter), max(l.horizon/10, 1), l.horizon)
-		l.dryUntil = now + b
+		l.dryUntil = now + l.backoff(g.RetryAfter)
 	default:
+		if g.N < c.req.N {
+			// The Store ran short: use what came, but ask again only
+			// after a while.
+			l.dryUntil = now + l.backoff(g.RetryAfter)
+		}
 		ls := l.newLease(g, now)
 		cur := l.cur.Load()
 		switch {
@@ -599,6 +605,12 @@ func (l *Limiter) refilled(c *call, now int64) {
 	}
 	l.mu.Unlock()
 	close(c.done)
+}
+
+// backoff is how long the Limiter refuses without asking after the Store
+// ran short: the Store's RetryAfter within [horizon/10, horizon].
+func (l *Limiter) backoff(retryAfter time.Duration) int64 {
+	return clampInt(int64(retryAfter), max(l.horizon/10, 1), l.horizon)
 }
 
 // newLease builds the lease of grant g, arrived at now.
