@@ -2,7 +2,10 @@ package lease
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -375,5 +378,92 @@ func TestPacingStale(t *testing.T) {
 	}
 	if h := l.held(); h != 1 {
 		t.Fatalf("held %d after skipping two stale permits, want 1", h)
+	}
+}
+
+// TestLeaseLargeRequest: a request for more than the Store can give is
+// refused after one round trip, not left to the fallback.
+func TestLeaseLargeRequest(t *testing.T) {
+	e := newEnv(t, Config{})
+	l := e.limiter(t, Spec{Budget: bucket("large", 100)})
+	if r := l.acq(bg, 60); !r.Admitted || r.By != ByStore {
+		t.Fatalf("60 of 100: %+v", r)
+	}
+	if r := l.acq(bg, 60); r.Admitted || r.By != ByStore || r.RetryAfter <= 0 {
+		t.Fatalf("60 more: %+v, want refused by the Store with a RetryAfter", r)
+	}
+	e.m.waitIdle()
+	if takes, _, _ := e.st.counts("large"); takes != 2 {
+		t.Fatalf("%d Take calls, want 2", takes)
+	}
+}
+
+// TestLeaseConcurrent: eight goroutines share one Limiter, round after
+// round, while the clock moves between rounds and leases come, expire and
+// go; no permit is used twice or lost track of.
+func TestLeaseConcurrent(t *testing.T) {
+	e := newEnv(t, Config{})
+	b := window("conc", 4000)
+	l := e.limiter(t, Spec{Budget: b})
+	const g, per = 8, 10
+	var admitted atomic.Int64
+	for round := 0; round < 300; round++ {
+		var wg sync.WaitGroup
+		for i := 0; i < g; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for k := 0; k < per; k++ {
+					if r := l.acq(bg, 1); r.By != ByStore {
+						t.Errorf("%+v", r)
+					} else if r.Admitted {
+						admitted.Add(1)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		e.clk.Advance(time.Duration(1+round%7*5) * time.Millisecond)
+	}
+	l.Close()
+	e.m.waitIdle()
+	_, granted, given := e.st.counts(b.Key)
+	dropped := e.m.Stats().Dropped
+	if granted != admitted.Load()+given+dropped {
+		t.Fatalf("granted %d != admitted %d + given %d + dropped %d", granted, admitted.Load(), given, dropped)
+	}
+	t.Logf("granted %d, admitted %d, given %d, dropped %d, %+v", granted, admitted.Load(), given, dropped, l.Stats())
+	if s := l.Stats(); s.Refills < 10 || s.Expired == 0 || admitted.Load() < 10000 || admitted.Load() == g*per*300 {
+		t.Fatalf("admitted %d, %+v: want many leases, some expired, some refusals", admitted.Load(), s)
+	}
+}
+
+// TestValidation: bad configurations and specs are refused with errors
+// prefixed "sluice: ".
+func TestValidation(t *testing.T) {
+	if _, err := New(Config{}); err == nil || !strings.HasPrefix(err.Error(), "sluice: ") {
+		t.Fatalf("New without a Store: %v", err)
+	}
+	e := newEnv(t, Config{})
+	ok := bucket("ok", 10)
+	bad := []Spec{
+		{Budget: cluster.Budget{Algorithm: cluster.TokenBucket, Limit: 1, Interval: time.Second}},
+		{Budget: cluster.Budget{Key: "k", Limit: 1, Interval: time.Second}},
+		{Budget: cluster.Budget{Key: "k", Algorithm: cluster.TokenBucket, Interval: time.Second}},
+		{Budget: cluster.Budget{Key: "k", Algorithm: cluster.TokenBucket, Limit: 1}},
+		{Budget: cluster.Budget{Key: "k", Algorithm: cluster.TokenBucket, Limit: 1, Interval: time.Second, Burst: -1}},
+		{Budget: ok, LocalLimit: -1},
+		{Budget: ok, Lifetime: -1},
+		{Budget: ok, Fallback: 9},
+	}
+	for _, s := range bad {
+		if _, err := e.m.NewLimiter(s); err == nil || !strings.HasPrefix(err.Error(), "sluice: ") {
+			t.Fatalf("NewLimiter(%+v): %v", s, err)
+		}
+	}
+	for _, s := range []fmt.Stringer{Remote, Fallback, FallbackLocal, FallbackPass, FallbackBlock, ByStore, ByFallback, ByContext} {
+		if s.String() == "unknown" {
+			t.Fatalf("%#v has no name", s)
+		}
 	}
 }
