@@ -132,41 +132,51 @@ func BenchmarkPacingLeaseAcquire(b *testing.B) {
 }
 
 // BenchmarkStrict: strict requests from 1, 2 and 64 goroutines on an
-// in-memory Store: the cost of queueing and coalescing, per request.
+// in-memory Store answering at once, and after 1 ms as a round trip to a
+// Redis would (rtt-µs reports the Take calls' measured duration): the cost
+// of queueing and coalescing per request, and how many requests share a
+// Take.
 func BenchmarkStrict(b *testing.B) {
-	for _, g := range []int{1, 2, 64} {
-		b.Run("goroutines="+itoa(g), func(b *testing.B) {
-			m, st := benchEnv(b)
-			l, err := m.NewLimiter(Spec{Budget: big, Strict: true})
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			var wg sync.WaitGroup
-			per := b.N / g
-			for i := 0; i < g; i++ {
-				n := per
-				if i == 0 {
-					n += b.N % g
+	for _, rtt := range []time.Duration{0, time.Millisecond} {
+		for _, g := range []int{1, 2, 64} {
+			b.Run("rtt="+rtt.String()+"/goroutines="+itoa(g), func(b *testing.B) {
+				m, st := benchEnv(b)
+				if rtt > 0 {
+					st.delay = rtt
+					st.set(slow)
 				}
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for range n {
-						if !l.acq(bg, 1).Admitted {
-							b.Error("refused")
-							return
-						}
+				l, err := m.NewLimiter(Spec{Budget: big, Strict: true})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				var wg sync.WaitGroup
+				per := b.N / g
+				for i := 0; i < g; i++ {
+					n := per
+					if i == 0 {
+						n += b.N % g
 					}
-				}()
-			}
-			wg.Wait()
-			b.StopTimer()
-			m.waitIdle()
-			takes, _, _ := st.counts(big.Key)
-			b.ReportMetric(float64(b.N)/float64(max(takes, 1)), "reqs/take")
-		})
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for range n {
+							if !l.acq(bg, 1).Admitted {
+								b.Error("refused")
+								return
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				b.StopTimer()
+				m.waitIdle()
+				takes, _, _ := st.counts(big.Key)
+				b.ReportMetric(float64(b.N)/float64(max(takes, 1)), "reqs/take")
+				b.ReportMetric(float64(m.rtt.Load())/1e3, "rtt-µs")
+			})
+		}
 	}
 }
 
