@@ -1,0 +1,137 @@
+// Package lease is the engine side of budgets shared by every instance of a
+// service through a cluster.Store ("5,000/s for this API in total", "20
+// posts per hour per user, whichever pod serves them"): leases of permits
+// for speed, strict per-call requests for exactness, a breaker that turns
+// Store failures into local decisions, and a heartbeat that counts the live
+// instances. It depends on cluster and core only.
+//
+// # Use
+//
+// An engine builds one Manager per Store, one Limiter per shared budget
+// (rule, or rule and parameter value), and asks the Limiter on every entry,
+// passing the clock reading it took for the entry:
+//
+//	m, _ := lease.New(lease.Config{Store: store, Clock: clk, OnTransition: report})
+//	hb, _ := lease.StartHeartbeat(lease.HeartbeatConfig{Store: store, Clock: clk, Member: me, OnLive: m.SetLive})
+//	l, _ := m.NewLimiter(lease.Spec{Budget: cluster.Budget{Key: "api", Algorithm: cluster.TokenBucket, Limit: 5000, Interval: time.Second}})
+//	r := l.Acquire(ctx, ec.Start, 1) // r.Admitted, r.Wait, r.RetryAfter, r.By
+//	...
+//	l.Close()  // the rule changed or went away: unused permits go back
+//	hb.Close()
+//	m.Close()  // every Limiter's unused permits go back
+//
+// # Leases
+//
+// A Limiter takes permits from the Store in leases: one Take of k permits
+// (Partial, so a short Store gives what it has), which it then hands out
+// locally. An admission from a lease is a compare-and-swap on the lease's
+// counter (a Pacing lease's: the index of its next permit) and a few loads,
+// with no clock read (the caller passes now) and no allocation.
+//
+// A lease lives for its lifetime L (Spec.Lifetime, by default Interval/10):
+// a count lease's permits are unusable L after its grant arrived; a Pacing
+// permit that is more than L past due is skipped. Unused permits go back
+// with Store.Give when a lease expires or is replaced, when the Limiter is
+// closed (rule change or removal) and when the Manager closes, except those
+// the Store cannot take back (a sliding window's from a grant older than
+// Interval, which has left the window anyway; Pacing permits already due)
+// and those held when the Store failed; these are dropped and counted in
+// ManagerStats.Dropped.
+//
+// Sizing. Let N be the live instance count (Manager.SetLive, at least 1), W
+// = min(100 ms, L/2) the horizon (50 ms for a one-second Interval), and r the
+// instance's own demand rate, measured on the Manager's clock at every
+// refill: the permits used since the previous refill started over the time
+// since (at least 1 ms). A measurement over at least W, or a higher one,
+// replaces r; a lower one over a shorter span halves the gap. Before any
+// measurement r is the fair share, Limit/Interval/N. Then
+//
+//	cap = max(1, floor(T / (2N)))
+//	k   = clamp(ceil(r × W), 1, cap)          // the lease asked for: max(k, n)
+//	low = min(max(floor(k/4), ceil(r × 2 × RTT)), floor(k/2))
+//
+// where T is Limit, or min(Limit, Burst) for a TokenBucket with a Burst, or
+// min(Limit, floor(MaxQueue/step)+1) for Pacing with step =
+// ceil(Interval/Limit) (a Pacing lease holds a stretch of the shared
+// schedule, and the Store would queue no more than that), and RTT is the
+// moving average of the Manager's Take calls. The claim that takes a lease
+// from above low to low or below starts the next refill ahead; the caller
+// does not wait for it. A grant that arrives while the current lease still
+// has a permit is parked and moved in when the current one runs out or
+// expires (what is left of it, fewer than the request needed, goes back),
+// so at a steady rate no caller waits for the Store. Callers that find the
+// lease empty share one refill: the first queues it, the others wait for
+// the same one, each until it arrives, its own ctx ends, or the Manager's
+// Timeout passes. When the Store grants fewer than asked, the Limiter
+// refuses without asking again for the Store's RetryAfter, kept within
+// [W/10, W].
+//
+// # Accuracy
+//
+// Leases never create permits. A permit is claimed by exactly one
+// compare-and-swap, or taken back by the one swap that retires its lease,
+// never both; strict requests are admitted only on a grant. So while the
+// Store answers, the fleet admits at most what the Store granted:
+//
+//	granted = admitted + held + given back + dropped
+//
+// which the tests check at every step of a five-instance fleet.
+// Under-admission is bounded by what is held and what was dropped: an
+// instance holds at most one current lease and one parked one, so at most
+// max(k, n) + max(low, n-1) permits; for requests of one permit that is
+// 1.5·cap, and the fleet holds at most 1.5·N·floor(T/(2N)) <= 0.75·T.
+//
+// Leasing shifts admissions in time: a permit granted at g is used in [g,
+// g+L] (Pacing: in [due, due+L+RTT], never before the Store's due time;
+// waits are computed from the arrival of the grant). Hence, with H(t) the
+// permits the fleet holds in leases at t (all granted within L before t):
+//
+//   - SlidingWindow: any window [t, t+Interval) admits at most Limit + H(t).
+//     The window's own grants, net of what was given back, are at most
+//     Limit, and the rest were held at t. H(t) <= 0.75·Limit by the cap,
+//     and at a steady fleet rate ρ about ρ·L (Limit/10 with the defaults).
+//   - TokenBucket: any span [t, t+D] admits at most Burst plus
+//     D·Limit/Interval plus H(t), so at most Burst + (D+L)·Limit/Interval.
+//   - Pacing: any span D admits at most (D + L + Timeout)/step + 1.
+//
+// A shorter Lifetime tightens these and costs more round trips (W shrinks
+// with it); Strict removes them.
+//
+// # Strict mode
+//
+// A strict Limiter (Spec.Strict) has no lease: every Acquire sends one
+// all-or-nothing request for its n permits, so every decision is the
+// Store's, exactly. Requests queue on the Manager; its store goroutine sends
+// everything queued (strict requests and lease refills of every budget) in
+// one Take while no other is under way, and hands out the grants. A grant
+// whose caller stopped waiting goes back.
+//
+// # Failures
+//
+// Every Store call runs under a deadline of Config.Timeout (default 20
+// ms), and no caller waits longer than that, whatever the Store does. The
+// Manager is a breaker with two modes:
+//
+//	Remote ──(a Take, Give or probe fails or passes its deadline)──> Fallback
+//	Fallback ──(a probe's Take succeeds)──> Remote
+//
+// On the way to Fallback the Manager drops every lease (a failing Store
+// cannot take them back) and the requests of the failed Take, and those
+// whose wait reached the Timeout, are decided by the fallback policy, never
+// left waiting. In Fallback every Acquire is decided at once by its
+// budget's policy without touching the Store: FallbackLocal (the default)
+// enforces a local share, Spec.LocalLimit or Limit/N, with a limiter of the
+// budget's algorithm (see localLimiter); FallbackPass admits, FallbackBlock
+// refuses. The first decision in Fallback at least ProbeInterval after the
+// last probe (or the failure) queues a probe, a Take of one permit of a
+// dedicated budget (Config.ProbeKey), without waiting for it; success
+// returns to Remote. Transitions go to Config.OnTransition in order,
+// outside locks, on the store goroutine; Manager.Mode reads the mode.
+//
+// # Goroutines
+//
+// The Manager's store goroutine runs only while there is work and Close
+// waits for it. A Heartbeat's goroutine runs until its Close. With a clock
+// other than core.SystemClock (tests), each Store call also has a goroutine
+// that ends it at its deadline on that clock, and the call waits for it.
+package lease

@@ -1,0 +1,167 @@
+package lease
+
+import (
+	"math"
+	"sync"
+	"time"
+
+	"github.com/sluice-go/sluice/cluster"
+)
+
+// localSlots is the number of sub-windows a local sliding window sums: ten
+// per Interval, plus the one the window's far edge cuts.
+const localSlots = 11
+
+// localLimiter is a budget's fallback in this process: its local share,
+// with the budget's algorithm. It is safe for concurrent use.
+//
+//   - TokenBucket: share/Interval per ns, capacity LocalBurst or the
+//     budget's Burst (Limit when zero) scaled by share/Limit, at least 1;
+//     full at first use; AllowN of golang.org/x/time/rate.
+//   - SlidingWindow: admits n if the permits admitted in the 11 sub-windows
+//     of width ceil(Interval/10) ending with the current one, plus n, are
+//     at most the share. Those sub-windows cover (now-Interval, now], so no
+//     window of length Interval ever holds more than the share; the price
+//     is refusing up to one sub-window early.
+//   - Pacing: GCRA with ceil(Interval/share) between permits and the
+//     budget's MaxQueue.
+//
+// The share is Spec.LocalLimit, or Limit divided by the live count, which
+// is re-read on every decision.
+type localLimiter struct {
+	mu       sync.Mutex
+	alg      cluster.Algorithm
+	interval int64
+	limit    float64 // the budget's Limit
+	burst    float64 // the budget's Burst, or Limit
+	ownLimit float64 // Spec.LocalLimit
+	ownBurst float64 // Spec.LocalBurst
+	maxQueue int64
+
+	live     int     // the live count the shape below is for; 0 before the first
+	share    float64 // permits per interval
+	capacity float64 // TokenBucket
+	perNS    float64 // TokenBucket: tokens per ns
+	stepNS   int64   // Pacing
+
+	tokens  float64 // TokenBucket
+	last    int64
+	started bool
+
+	width int64 // SlidingWindow: sub-window, ns
+	slots [localSlots]struct{ id, n int64 }
+
+	tat int64 // Pacing: when the next permit is due
+}
+
+func newLocalLimiter(s *Spec) *localLimiter {
+	b := &s.Budget
+	lc := &localLimiter{
+		alg:      b.Algorithm,
+		interval: int64(b.Interval),
+		limit:    b.Limit,
+		burst:    b.Burst,
+		ownLimit: s.LocalLimit,
+		ownBurst: s.LocalBurst,
+		maxQueue: int64(b.MaxQueue),
+		width:    max(ceilDiv(int64(b.Interval), localSlots-1), 1),
+		tat:      math.MinInt64,
+	}
+	if lc.burst == 0 {
+		lc.burst = lc.limit
+	}
+	return lc
+}
+
+// allow decides n permits at now with live instances.
+func (lc *localLimiter) allow(now, n int64, live int) Result {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	if live != lc.live {
+		lc.shape(live)
+	}
+	switch lc.alg {
+	case cluster.TokenBucket:
+		return lc.bucket(now, n)
+	case cluster.SlidingWindow:
+		return lc.window(now, n)
+	}
+	return lc.pace(now, n)
+}
+
+func (lc *localLimiter) shape(live int) {
+	lc.live = live
+	lc.share = lc.ownLimit
+	if lc.share == 0 {
+		lc.share = lc.limit / float64(live)
+	}
+	lc.capacity = lc.ownBurst
+	if lc.capacity == 0 {
+		lc.capacity = lc.burst * lc.share / lc.limit
+	}
+	lc.capacity = max(lc.capacity, 1)
+	lc.perNS = lc.share / float64(lc.interval)
+	lc.tokens = min(lc.tokens, lc.capacity)
+	lc.stepNS = max(toInt(math.Ceil(float64(lc.interval)/lc.share)), 1)
+}
+
+func (lc *localLimiter) bucket(now, n int64) Result {
+	if !lc.started {
+		lc.started = true
+		lc.tokens = lc.capacity
+		lc.last = now
+	}
+	if now > lc.last {
+		lc.tokens = min(lc.capacity, lc.tokens+float64(now-lc.last)*lc.perNS)
+		lc.last = now
+	}
+	f := float64(n)
+	if lc.tokens >= f {
+		lc.tokens -= f
+		return Result{Admitted: true}
+	}
+	if f > lc.capacity {
+		return Result{}
+	}
+	return Result{RetryAfter: time.Duration(math.Ceil((f - lc.tokens) / lc.perNS))}
+}
+
+func (lc *localLimiter) window(now, n int64) Result {
+	id := now / lc.width
+	if now < 0 && now%lc.width != 0 {
+		id--
+	}
+	var sum int64
+	oldest := int64(math.MaxInt64)
+	for i := range lc.slots {
+		s := &lc.slots[i]
+		if s.n > 0 && s.id > id-localSlots && s.id <= id {
+			sum += s.n
+			oldest = min(oldest, s.id)
+		}
+	}
+	if float64(sum+n) <= lc.share {
+		s := &lc.slots[((id%localSlots)+localSlots)%localSlots]
+		if s.id != id {
+			s.id, s.n = id, 0
+		}
+		s.n += n
+		return Result{Admitted: true}
+	}
+	if oldest == math.MaxInt64 || float64(n) > lc.share {
+		return Result{}
+	}
+	// The oldest counted sub-window stops counting once the window has
+	// moved localSlots sub-windows past it.
+	return Result{RetryAfter: time.Duration((oldest+localSlots)*lc.width - now)}
+}
+
+func (lc *localLimiter) pace(now, n int64) Result {
+	tat := max(lc.tat, now)
+	w := tat - now
+	if w > lc.maxQueue {
+		return Result{RetryAfter: time.Duration(w - lc.maxQueue)}
+	}
+	lc.tat = tat + n*lc.stepNS
+	return Result{Admitted: true, Wait: time.Duration(w)}
+}

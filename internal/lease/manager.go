@@ -1,0 +1,546 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-go/sluice/cluster"
+	"github.com/sluice-go/sluice/core"
+)
+
+// Defaults of Config.
+const (
+	// DefaultTimeout bounds every Store call and every wait for one.
+	DefaultTimeout = 20 * time.Millisecond
+	// DefaultProbeInterval is the least time between two probes of a
+	// failing Store.
+	DefaultProbeInterval = time.Second
+	// DefaultProbeKey is the key of the budget a probe takes a permit from.
+	DefaultProbeKey = "sluice.probe"
+)
+
+// Mode is where a Manager's decisions come from.
+type Mode uint32
+
+const (
+	// Remote is the normal mode: the Store decides, through leases or, for
+	// strict budgets, one request per call.
+	Remote Mode = iota
+	// Fallback is the mode after a Store call failed: every decision is
+	// the budget's fallback policy's and no request touches the Store,
+	// until a probe succeeds.
+	Fallback
+)
+
+// String returns "remote" or "fallback".
+func (m Mode) String() string {
+	switch m {
+	case Remote:
+		return "remote"
+	case Fallback:
+		return "fallback"
+	}
+	return "unknown"
+}
+
+// Transition is a change of a Manager's Mode, as its listener sees it.
+type Transition struct {
+	// From and To are the modes before and after.
+	From, To Mode
+	// At is the Manager's clock reading (ns) when it changed.
+	At int64
+	// Err is, when To is Fallback, the Store failure that caused it
+	// (prefixed "sluice: "); nil on recovery.
+	Err error
+}
+
+// Config configures a Manager. Only Store is required.
+type Config struct {
+	// Store shares the budgets.
+	Store cluster.Store
+	// Clock measures lease lifetimes, demand, deadlines and probe
+	// intervals. Nil means core.SystemClock(). The Store's own clock, not
+	// this one, decides grants.
+	Clock core.Clock
+	// Timeout bounds every Store call (its context ends after Timeout on
+	// Clock) and every request's wait for one: no Acquire waits longer,
+	// whatever the Store does. Zero means DefaultTimeout.
+	Timeout time.Duration
+	// ProbeInterval is the least time, on Clock, between two probes of a
+	// failing Store. Zero means DefaultProbeInterval.
+	ProbeInterval time.Duration
+	// ProbeKey is the key of the budget a probe takes one permit from (a
+	// token bucket of 2^30 permits per second, so a probe never runs
+	// short). Empty means DefaultProbeKey.
+	ProbeKey string
+	// OnTransition, when set, is called after every change of mode, in
+	// order, on the Manager's store goroutine and outside its locks. It
+	// must return quickly (the next Store call waits for it) and must not
+	// call Acquire or Close.
+	OnTransition func(Transition)
+}
+
+// Manager holds the leases and the strict requests of every shared budget
+// of one engine against one Store, and the breaker around that Store. It is
+// safe for concurrent use.
+//
+// Every Store call (Take, Give, and the probe) is made by one goroutine of
+// the Manager's, which exists only while there is work and sends all the
+// Take requests queued meanwhile (lease refills of any budget, strict
+// requests) in one Take. Close waits for it.
+type Manager struct {
+	store      cluster.Store
+	clock      core.Clock
+	timeout    time.Duration
+	probeEvery int64
+	probe      cluster.Budget
+	listener   func(Transition)
+
+	mode    atomic.Uint32
+	probeAt atomic.Int64 // clock ns: the next probe is allowed at or after
+	live    atomic.Int64 // >= 1
+	rtt     atomic.Int64 // ns, moving average of successful Take calls
+
+	mu       sync.Mutex
+	idle     sync.Cond // signalled when the store goroutine exits
+	limiters map[*Limiter]struct{}
+	queue    []*call
+	gives    []give
+	probing  bool // a probe is queued
+	working  bool // the store goroutine runs
+	closed   bool // no new Take or probe
+	done     bool // no new store goroutine
+	wg       sync.WaitGroup
+
+	// Buffers of the store goroutine: spare and gspare between runs
+	// (under mu), reqs and grants while it runs.
+	spare  []*call
+	gspare []give
+	reqs   []cluster.Request
+	grants []cluster.Grant
+
+	stats struct {
+		takes, takeErrs, requests atomic.Int64
+		gives, given, dropped     atomic.Int64
+		probes                    atomic.Int64
+	}
+}
+
+// call is one request in a Take: a lease refill (lim set) or a strict
+// request.
+type call struct {
+	req   cluster.Request
+	grant cluster.Grant
+	err   error
+	lim   *Limiter      // the limiter whose lease this refills; nil if strict
+	state atomic.Uint32 // strict: callPending, callDone or callAbandoned
+	done  chan struct{} // closed once grant and err are final
+}
+
+const (
+	callPending uint32 = iota
+	callDone
+	callAbandoned
+)
+
+type give struct {
+	b cluster.Budget
+	n int64
+}
+
+var (
+	errClosed = errors.New("sluice: lease manager closed")
+	errOpen   = errors.New("sluice: cluster store in fallback")
+)
+
+// New returns a Manager for cfg.
+func New(cfg Config) (*Manager, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("sluice: lease: nil Store")
+	}
+	if cfg.Timeout < 0 || cfg.ProbeInterval < 0 {
+		return nil, errors.New("sluice: lease: negative Timeout or ProbeInterval")
+	}
+	m := &Manager{
+		store:    cfg.Store,
+		clock:    cfg.Clock,
+		timeout:  cfg.Timeout,
+		listener: cfg.OnTransition,
+		limiters: make(map[*Limiter]struct{}),
+	}
+	if m.clock == nil {
+		m.clock = core.SystemClock()
+	}
+	if m.timeout == 0 {
+		m.timeout = DefaultTimeout
+	}
+	m.probeEvery = int64(cfg.ProbeInterval)
+	if m.probeEvery == 0 {
+		m.probeEvery = int64(DefaultProbeInterval)
+	}
+	key := cfg.ProbeKey
+	if key == "" {
+		key = DefaultProbeKey
+	}
+	m.probe = cluster.Budget{Key: key, Algorithm: cluster.TokenBucket, Limit: 1 << 30, Interval: time.Second}
+	m.idle.L = &m.mu
+	m.live.Store(1)
+	return m, nil
+}
+
+// Mode returns the current mode.
+func (m *Manager) Mode() Mode { return Mode(m.mode.Load()) }
+
+// SetLive sets the number of live instances sharing the budgets (at least
+// 1; smaller values count as 1), which caps lease sizes and sets local
+// fallback shares. A Heartbeat keeps it with OnLive: m.SetLive.
+func (m *Manager) SetLive(n int) {
+	if n < 1 {
+		n = 1
+	}
+	m.live.Store(int64(n))
+}
+
+// Live returns the live instance count last set, at least 1.
+func (m *Manager) Live() int { return int(m.live.Load()) }
+
+// ManagerStats counts a Manager's Store traffic since New.
+type ManagerStats struct {
+	// Takes is the number of Take calls, TakeErrors how many of them
+	// failed, and Requests the number of requests they carried.
+	Takes, TakeErrors, Requests int64
+	// Gives is the number of Give calls and Given the permits they
+	// returned; Dropped is the unused permits that could not go back (the
+	// Store was failing, or they were too old to give back).
+	Gives, Given, Dropped int64
+	// Probes is the number of probes sent.
+	Probes int64
+}
+
+// Stats returns the Manager's counters.
+func (m *Manager) Stats() ManagerStats {
+	return ManagerStats{
+		Takes: m.stats.takes.Load(), TakeErrors: m.stats.takeErrs.Load(), Requests: m.stats.requests.Load(),
+		Gives: m.stats.gives.Load(), Given: m.stats.given.Load(), Dropped: m.stats.dropped.Load(),
+		Probes: m.stats.probes.Load(),
+	}
+}
+
+// Close releases every Limiter of the Manager (their unused permits go back
+// to the Store), waits for the Store calls under way and queued, each
+// bounded by Timeout, and stops the Manager's goroutine. Limiters decide by
+// their fallback policy afterwards. Close is idempotent.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		m.wg.Wait()
+		return nil
+	}
+	m.closed = true
+	ls := m.limiterList()
+	m.mu.Unlock()
+	for _, l := range ls {
+		l.Close()
+	}
+	m.mu.Lock()
+	m.done = true
+	m.mu.Unlock()
+	m.wg.Wait()
+	return nil
+}
+
+// limiterList returns the registered limiters. m.mu must be held.
+func (m *Manager) limiterList() []*Limiter {
+	ls := make([]*Limiter, 0, len(m.limiters))
+	for l := range m.limiters {
+		ls = append(ls, l)
+	}
+	return ls
+}
+
+func (m *Manager) register(l *Limiter) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return errClosed
+	}
+	m.limiters[l] = struct{}{}
+	return nil
+}
+
+func (m *Manager) unregister(l *Limiter) {
+	m.mu.Lock()
+	delete(m.limiters, l)
+	m.mu.Unlock()
+}
+
+// submit queues c for the next Take. It reports false, queueing nothing,
+// when the Manager is closed.
+func (m *Manager) submit(c *call) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return false
+	}
+	m.queue = append(m.queue, c)
+	m.wakeLocked()
+	return true
+}
+
+// giveBack queues n unused permits of b for a Give. Permits are dropped
+// (counted in Stats.Dropped) while the Store is failing and once the
+// Manager has stopped.
+func (m *Manager) giveBack(b cluster.Budget, n int64) {
+	if n <= 0 {
+		return
+	}
+	if m.Mode() == Fallback {
+		m.stats.dropped.Add(n)
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.done && !m.working {
+		m.stats.dropped.Add(n)
+		return
+	}
+	for i := range m.gives {
+		if m.gives[i].b == b {
+			m.gives[i].n += n
+			return
+		}
+	}
+	m.gives = append(m.gives, give{b, n})
+	m.wakeLocked()
+}
+
+// maybeProbe queues a probe of the failing Store if none was sent in the
+// last probe interval. It never blocks on the Store.
+func (m *Manager) maybeProbe(now int64) {
+	at := m.probeAt.Load()
+	if now < at || !m.probeAt.CompareAndSwap(at, now+m.probeEvery) {
+		return
+	}
+	m.mu.Lock()
+	if !m.closed {
+		m.probing = true
+		m.wakeLocked()
+	}
+	m.mu.Unlock()
+}
+
+// wakeLocked starts the store goroutine unless it runs. m.mu must be held;
+// once the Manager is done only a running goroutine takes new work.
+func (m *Manager) wakeLocked() {
+	if m.working || m.done {
+		return
+	}
+	m.working = true
+	m.wg.Add(1)
+	go m.work()
+}
+
+// waitIdle waits until the store goroutine has finished all queued work.
+// For tests.
+func (m *Manager) waitIdle() {
+	m.mu.Lock()
+	for m.working {
+		m.idle.Wait()
+	}
+	m.mu.Unlock()
+}
+
+// work is the store goroutine: it sends the queued Take requests in one
+// Take, then the queued Gives, then a probe if one is wanted, and repeats
+// until nothing is queued.
+func (m *Manager) work() {
+	defer m.wg.Done()
+	m.mu.Lock()
+	batch, gives := m.spare, m.gspare // the buffers of the last run
+	m.spare, m.gspare = nil, nil
+	for {
+		batch, m.queue = m.queue, batch[:0]
+		gives, m.gives = m.gives, gives[:0]
+		probe := m.probing
+		m.probing = false
+		if len(batch) == 0 && len(gives) == 0 && !probe {
+			m.spare, m.gspare = batch, gives
+			m.working = false
+			m.idle.Broadcast()
+			m.mu.Unlock()
+			return
+		}
+		m.mu.Unlock()
+		if len(batch) > 0 {
+			m.take(batch)
+		}
+		for _, g := range gives {
+			m.give(g)
+		}
+		if probe {
+			m.runProbe()
+		}
+		clear(batch)
+		clear(gives)
+		m.mu.Lock()
+	}
+}
+
+// take sends batch in one Take and delivers the answers.
+func (m *Manager) take(batch []*call) {
+	if m.Mode() == Fallback {
+		m.finish(batch, errOpen, m.clock.Nanotime())
+		return
+	}
+	reqs := m.reqs[:0]
+	for _, c := range batch {
+		reqs = append(reqs, c.req)
+	}
+	grants := slices.Grow(m.grants[:0], len(reqs))[:len(reqs)]
+	clear(grants)
+	m.stats.takes.Add(1)
+	m.stats.requests.Add(int64(len(reqs)))
+	start := m.clock.Nanotime()
+	ctx, cancel := callContext(context.Background(), m.clock, m.timeout)
+	err := m.store.Take(ctx, reqs, grants)
+	cancel()
+	now := m.clock.Nanotime()
+	clear(reqs)
+	m.reqs, m.grants = reqs, grants
+	if err != nil {
+		m.stats.takeErrs.Add(1)
+		err = fmt.Errorf("sluice: cluster store: take: %w", err)
+		tr, tripped := m.trip(now, err)
+		m.finish(batch, err, now)
+		if tripped {
+			m.notify(tr)
+		}
+		return
+	}
+	m.observeRTT(now - start)
+	for i, c := range batch {
+		c.grant = grants[i]
+		m.deliver(c, now)
+	}
+}
+
+// finish decides every call of batch as failed with err.
+func (m *Manager) finish(batch []*call, err error, now int64) {
+	for _, c := range batch {
+		c.err = err
+		m.deliver(c, now)
+	}
+}
+
+// deliver hands a decided call to its limiter or its waiting caller. A
+// strict grant whose caller has given up goes back to the Store.
+func (m *Manager) deliver(c *call, now int64) {
+	if c.lim != nil {
+		c.lim.refilled(c, now)
+		return
+	}
+	if !c.state.CompareAndSwap(callPending, callDone) && c.err == nil {
+		m.giveBack(c.req.Budget, c.grant.N)
+	}
+	close(c.done)
+}
+
+// give sends one Give.
+func (m *Manager) give(g give) {
+	if m.Mode() == Fallback {
+		m.stats.dropped.Add(g.n)
+		return
+	}
+	m.stats.gives.Add(1)
+	ctx, cancel := callContext(context.Background(), m.clock, m.timeout)
+	err := m.store.Give(ctx, g.b, g.n)
+	cancel()
+	if err != nil {
+		m.stats.dropped.Add(g.n)
+		tr, tripped := m.trip(m.clock.Nanotime(), fmt.Errorf("sluice: cluster store: give: %w", err))
+		if tripped {
+			m.notify(tr)
+		}
+		return
+	}
+	m.stats.given.Add(g.n)
+}
+
+// runProbe takes one permit of the probe budget and, if the Store answers,
+// returns to Remote.
+func (m *Manager) runProbe() {
+	if m.Mode() != Fallback {
+		return
+	}
+	m.stats.probes.Add(1)
+	reqs := [1]cluster.Request{{Budget: m.probe, N: 1, Partial: true}}
+	var grants [1]cluster.Grant
+	ctx, cancel := callContext(context.Background(), m.clock, m.timeout)
+	err := m.store.Take(ctx, reqs[:], grants[:])
+	cancel()
+	if err != nil {
+		return
+	}
+	if m.mode.CompareAndSwap(uint32(Fallback), uint32(Remote)) {
+		m.notify(Transition{From: Fallback, To: Remote, At: m.clock.Nanotime()})
+	}
+}
+
+// trip switches to Fallback after a failed Store call: leases are dropped
+// (their permits cannot go back to a failing Store) and the first probe is
+// allowed one probe interval later. It reports whether the mode changed.
+// Only the store goroutine calls it, so transitions are ordered.
+func (m *Manager) trip(now int64, err error) (Transition, bool) {
+	if !m.mode.CompareAndSwap(uint32(Remote), uint32(Fallback)) {
+		return Transition{}, false
+	}
+	m.probeAt.Store(now + m.probeEvery)
+	m.mu.Lock()
+	ls := m.limiterList()
+	m.mu.Unlock()
+	for _, l := range ls {
+		l.dropLeases()
+	}
+	return Transition{From: Remote, To: Fallback, At: now, Err: err}, true
+}
+
+func (m *Manager) notify(tr Transition) {
+	if m.listener != nil {
+		m.listener(tr)
+	}
+}
+
+// observeRTT folds the duration d of a successful Take into the moving
+// average that sets lease low-water marks.
+func (m *Manager) observeRTT(d int64) {
+	if d < 0 {
+		d = 0
+	}
+	old := m.rtt.Load()
+	if old == 0 {
+		m.rtt.Store(d)
+		return
+	}
+	m.rtt.Store(old + (d-old)/4)
+}
+
+// ceilDiv returns ceil(a/b) for b > 0 and a >= 0.
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// clampInt clamps v into [lo, hi].
+func clampInt(v, lo, hi int64) int64 { return max(lo, min(v, hi)) }
+
+// toInt converts a non-negative float to int64, saturating.
+func toInt(f float64) int64 {
+	if !(f < math.MaxInt64/2) {
+		return math.MaxInt64 / 2
+	}
+	return int64(f)
+}
