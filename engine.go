@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"go.uber.org/atomic"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/sluice-go/sluice/internal/entry"
 	"github.com/sluice-go/sluice/internal/flow"
 	"github.com/sluice-go/sluice/internal/isolation"
+	"github.com/sluice-go/sluice/internal/layout"
 	"github.com/sluice-go/sluice/internal/param"
 	"github.com/sluice-go/sluice/internal/system"
 	"github.com/sluice-go/sluice/internal/window"
@@ -148,14 +150,11 @@ func (g *Engine) RegisterSlot(s any, order int) error {
 
 // resource is one tracked resource: its statistics and the rules on it.
 //
-// Its first cache line (after the 8 bytes the Go runtime puts before an
-// allocation of this size) holds everything a call reads before it starts
-// writing: the name when it is short, which the registry compares, and the
-// rules in force, including the fast check below. Rule loads write it;
-// calls only read it, so cores share it without transfers. The node starts
-// in its last 8 bytes (window.NodeLead), so the node's address is on this
-// read-only line and its counters begin on the next. TestResourceLayout
-// checks the layout.
+// It starts with what a call reads before it writes: the rules in force,
+// including the fast check below, and the name when it is short, which the
+// registry compares. Rule loads write these fields; calls only read them,
+// so cores share their line without transfers. The node follows, and keeps
+// the counters calls write on lines of their own (see window.Node).
 type resource struct {
 	rules atomic.Pointer[ruleSet] // the rules in force; nil for none
 	// fast is the threshold (as float64 bits) of the rules in force when they
@@ -171,8 +170,9 @@ type resource struct {
 }
 
 const (
-	// shortName is the longest name held in a resource's first line.
-	shortName = window.NodeLead - 8 - 8 - 1
+	// shortName is the longest name a resource holds inline: its fields
+	// before the node then fill one cache line.
+	shortName = int(layout.CacheLine - unsafe.Sizeof(atomic.Pointer[ruleSet]{}) - unsafe.Sizeof(atomic.Uint64{}) - unsafe.Sizeof(uint8(0)))
 	// longName marks a resource whose name is longer than shortName:
 	// lookups then compare the name itself.
 	longName = 255
@@ -259,7 +259,7 @@ type ruleSet struct {
 	_ [ruleSetPad]byte
 }
 
-// ruleSetPad rounds ruleSet up to 256 bytes (TestRuleSetLayout).
+// ruleSetPad rounds ruleSet up to 256 bytes.
 const ruleSetPad = 32
 
 // otherRules are the controllers of a resource other than flow ones.

@@ -100,13 +100,13 @@ func RingSize(buckets int) int {
 // owner can give every slot a cache line of its own.
 func (a *LeapArray[M]) init(interval time.Duration, buckets int, kinds []Kind, retire RetireFunc[M], words []atomic.Uint64, stride int) error {
 	if buckets <= 0 || buckets > 1<<16 {
-		return fmt.Errorf("stat: bucket count %d out of range [1, 65536]", buckets)
+		return fmt.Errorf("sluice: bucket count %d out of range [1, 65536]", buckets)
 	}
 	if interval <= 0 || int64(interval)%int64(buckets) != 0 {
-		return fmt.Errorf("stat: interval %v is not a positive multiple of %d buckets", interval, buckets)
+		return fmt.Errorf("sluice: interval %v is not a positive multiple of %d buckets", interval, buckets)
 	}
 	if len(kinds) == 0 || len(kinds) > 64 {
-		return fmt.Errorf("stat: metric count %d out of range [1, 64]", len(kinds))
+		return fmt.Errorf("sluice: metric count %d out of range [1, 64]", len(kinds))
 	}
 	if stride < len(kinds) {
 		stride = len(kinds)
@@ -175,7 +175,7 @@ func (a *LeapArray[M]) AddEpoch(epoch int64, m M, n uint64) {
 	w := a.word(epoch, m)
 	e := uint64(epoch) & epochMask
 	if a.minMask&(1<<uint(m)) != 0 {
-		a.min(w, m, epoch, e, n+1) // +1: zero means "no value"
+		a.lower(w, m, epoch, e, n+1) // +1: zero means "no value"
 		return
 	}
 	a.addSum(w, m, epoch, e, n)
@@ -198,7 +198,7 @@ func (a *LeapArray[M]) AddSumAt(slot []atomic.Uint64, epoch int64, m M, n uint64
 // AddMinAt lowers Min metric m of slot (from Slot(epoch)) to v. v must not
 // exceed MaxAdd.
 func (a *LeapArray[M]) AddMinAt(slot []atomic.Uint64, epoch int64, m M, v uint64) {
-	a.min(&slot[m], m, epoch, uint64(epoch)&epochMask, v+1)
+	a.lower(&slot[m], m, epoch, uint64(epoch)&epochMask, v+1)
 }
 
 func (a *LeapArray[M]) addSum(w *atomic.Uint64, m M, epoch int64, e, n uint64) {
@@ -226,7 +226,9 @@ func (a *LeapArray[M]) addSum(w *atomic.Uint64, m M, epoch int64, e, n uint64) {
 	}
 }
 
-func (a *LeapArray[M]) min(w *atomic.Uint64, m M, epoch int64, e, v uint64) {
+// lower lowers Min counter w (of metric m, bucket epoch, truncated to e) to
+// v, which is stored plus one; a stale counter is reset to v.
+func (a *LeapArray[M]) lower(w *atomic.Uint64, m M, epoch int64, e, v uint64) {
 	for {
 		old := w.Load()
 		oe := old >> valueBits
@@ -272,13 +274,15 @@ func (a *LeapArray[M]) SumEpoch(epoch int64, m M, n int) uint64 {
 	if n > a.buckets {
 		n = a.buckets
 	}
-	return a.sumRange(epoch, m, 0, n)
+	return a.view.sum(epoch, int(m), 0, n, nil)
 }
 
-// sumRange sums metric m over buckets epoch-from .. epoch-(to-1) and the
-// bucket after epoch (a writer one bucket ahead).
-func (a *LeapArray[M]) sumRange(epoch int64, m M, from, to int) uint64 {
-	return a.view.sumRange(epoch, int(m), from, to)
+// FreeAt returns the first bucket after epoch from whose start a TryAdd of
+// n within limit on Sum metric m would succeed if nothing were added or
+// taken back meanwhile, and false when n alone exceeds limit (see
+// Window.FreeAt).
+func (a *LeapArray[M]) FreeAt(epoch int64, m M, n uint64, limit float64) (int64, bool) {
+	return a.view.freeAt(epoch, int(m), n, limit)
 }
 
 // Value returns metric m in the single bucket epoch, or zero when the slot

@@ -226,16 +226,6 @@ func TestNodeWindowsAndSnapshot(t *testing.T) {
 	require.Equal(t, uint64(20), n.Total(much, Pass))
 }
 
-// TestNewNodeIsCacheAligned checks the layout Node's hot path expects (see
-// Node): its address on a line no call writes, its write-hot counters on
-// line boundaries.
-func TestNewNodeIsCacheAligned(t *testing.T) {
-	for i := 0; i < 100; i++ {
-		n := NewNode()
-		require.True(t, n.CacheAligned(), "node %d at %p", i, n)
-	}
-}
-
 // TestClaimWindowAfterRelease checks the window's ownership: one owner at a
 // time, and a new owner finds it empty.
 func TestClaimWindowAfterRelease(t *testing.T) {

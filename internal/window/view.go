@@ -16,27 +16,85 @@ func (v *view) word(epoch int64, m int) *atomic.Uint64 {
 	return &v.words[int(epoch&v.mask)*v.stride+m]
 }
 
-// sumRange sums metric m over buckets epoch-from .. epoch-(to-1) and the
-// bucket after epoch (a writer one bucket ahead, so a reader that lags a
-// writer never under-counts). It visits exactly those slots and counts a
-// word only when its epoch is the expected one.
-func (v *view) sumRange(epoch int64, m, from, to int) uint64 {
+// sum is the window-summing routine of every window: it sums metric m
+// over buckets epoch-from .. epoch-(to-1) and the bucket after epoch (a
+// writer one bucket ahead, so a reader that lags a writer never
+// under-counts). It visits exactly those slots and counts a word only when
+// its epoch is the expected one. With from = 1 it leaves out epoch's own
+// slot, and when nb is not nil it records the words of the buckets just
+// before and after epoch as read (nothing, for a one-slot ring, whose only
+// slot is epoch's own).
+func (v *view) sum(epoch int64, m, from, to int, nb *neighbours) uint64 {
+	if from > 0 && v.mask == 0 {
+		return 0
+	}
 	// Locals, not v's fields: the compiler would otherwise copy v for each
 	// inlined call to word, which costs more than the loads themselves.
 	words, stride, mask := v.words, v.stride, v.mask
 	var s uint64
 	for k := from; k < to; k++ {
 		ep := epoch - int64(k)
-		w := words[int(ep&mask)*stride+m].Load()
+		p := &words[int(ep&mask)*stride+m]
+		w := p.Load()
+		if k == 1 && nb != nil {
+			nb.prevW, nb.prev = p, w
+		}
 		if w>>valueBits == uint64(ep)&epochMask {
 			s += w & valueMask
 		}
 	}
 	next := epoch + 1
-	if w := words[int(next&mask)*stride+m].Load(); w>>valueBits == uint64(next)&epochMask {
+	p := &words[int(next&mask)*stride+m]
+	w := p.Load()
+	if nb != nil {
+		nb.nextW, nb.next = p, w
+	}
+	if w>>valueBits == uint64(next)&epochMask {
 		s += w & valueMask
 	}
 	return s
+}
+
+// value returns metric m of the single bucket epoch: its word's value when
+// the word holds that bucket, else zero.
+func (v *view) value(epoch int64, m int) uint64 {
+	w := v.word(epoch, m).Load()
+	if w>>valueBits != uint64(epoch)&epochMask {
+		return 0
+	}
+	return w & valueMask
+}
+
+// freeAt returns the first bucket after epoch from whose start a
+// check-and-add of n against limit on Sum metric m would succeed if nothing
+// were added or taken back meanwhile, and false when n alone exceeds limit.
+//
+// At the start of bucket epoch+1+j the window has lost its j+1 oldest
+// buckets and still counts the others, the bucket after epoch included
+// (until epoch+1+buckets). So the walk adds up the buckets from the newest
+// (the one after epoch) towards the oldest, n included, and stops at the
+// first bucket k back from epoch that takes the sum past limit: that bucket
+// and all older ones must leave, which they have at epoch+buckets-k. Each
+// word is read once, so a racing writer can skew the answer by its own
+// counts but never make it inconsistent.
+func (v *view) freeAt(epoch int64, m int, n uint64, limit float64) (int64, bool) {
+	if n > MaxAdd {
+		n = MaxAdd
+	}
+	if float64(n) > limit {
+		return 0, false
+	}
+	s := n + v.value(epoch+1, m)
+	if float64(s) > limit {
+		return epoch + 1 + int64(v.buckets), true
+	}
+	for k := 0; k < v.buckets; k++ {
+		s += v.value(epoch-int64(k), m)
+		if float64(s) > limit {
+			return epoch + int64(v.buckets-k), true
+		}
+	}
+	return epoch + 1, true // it fits already (a racing Sub freed room)
 }
 
 // tryAddResult is what a check-and-add did: whether it added, and the
@@ -63,44 +121,11 @@ func (v *view) tryAdd(epoch int64, m int, n uint64, limit float64, retire retire
 		old := w.Load()
 		// Everything but the current slot; the neighbours' words as read.
 		var nb neighbours
-		others := v.sumOthers(epoch, m, &nb)
+		others := v.sum(epoch, m, 1, v.buckets, &nb)
 		if r, done := tryAddStep(w, old, e, n, others, limit, &nb, retire); done {
 			return r
 		}
 	}
-}
-
-// sumOthers sums metric m over the window ending at bucket epoch, leaving
-// out the slot of epoch itself (zero for a one-slot ring). When nb is not
-// nil it records the words of the buckets just before and after epoch as
-// read (left empty for a one-slot ring: nothing to validate).
-func (v *view) sumOthers(epoch int64, m int, nb *neighbours) uint64 {
-	if v.mask == 0 {
-		return 0
-	}
-	words, stride, mask := v.words, v.stride, v.mask
-	var s uint64
-	for k := 1; k < v.buckets; k++ {
-		ep := epoch - int64(k)
-		p := &words[int(ep&mask)*stride+m]
-		w := p.Load()
-		if k == 1 && nb != nil {
-			nb.prevW, nb.prev = p, w
-		}
-		if w>>valueBits == uint64(ep)&epochMask {
-			s += w & valueMask
-		}
-	}
-	next := epoch + 1
-	p := &words[int(next&mask)*stride+m]
-	w := p.Load()
-	if nb != nil {
-		nb.nextW, nb.next = p, w
-	}
-	if w>>valueBits == uint64(next)&epochMask {
-		s += w & valueMask
-	}
-	return s
 }
 
 // neighbours are the counters of the buckets just before and after the one

@@ -129,12 +129,12 @@ func TestWindowCountsWholeWindowAndSubUndoesLiveBuckets(t *testing.T) {
 
 	require.True(t, w.Sub(19, 5))
 	require.Equal(t, uint64(5), w.Sum(19))
-	require.False(t, w.Sub(7, 1), "bucket 7's slot holds bucket 19 now")
-	// Buckets twelve apart share a slot: 31 replaces 19.
-	ok, _ = w.TryAdd(31, 1, 10)
+	require.False(t, w.Sub(3, 1), "bucket 3's slot holds bucket 19 now")
+	// Buckets sixteen apart share a slot: 35 replaces 19.
+	ok, _ = w.TryAdd(35, 1, 10)
 	require.True(t, ok)
 	require.False(t, w.Sub(19, 1))
-	require.Equal(t, uint64(1), w.Sum(31))
+	require.Equal(t, uint64(1), w.Sum(35))
 }
 
 func TestWindowClampsAndSaturates(t *testing.T) {
@@ -206,4 +206,35 @@ func (w *Window) dump() []string {
 		out = append(out, fmt.Sprintf("%d:%d", v>>valueBits, v&valueMask))
 	}
 	return out
+}
+
+// TestFreeAtIsTheFirstBucketThatAdmits fills windows with random counts,
+// including a writer one bucket ahead, and checks FreeAt against the
+// definition: the first later bucket at which the window's sum plus n is
+// within the limit, nothing else being added.
+func TestFreeAtIsTheFirstBucketThatAdmits(t *testing.T) {
+	rng := rand.New(rand.NewSource(7))
+	for i := 0; i < 5000; i++ {
+		w := new(Window)
+		ep := int64(100 + rng.Intn(50))
+		for k := -1; k < WindowBuckets+3; k++ { // the bucket after ep, and some that already left
+			if rng.Intn(3) > 0 {
+				w.TryAdd(ep-int64(k), uint64(rng.Intn(8)), 1e9)
+			}
+		}
+		n := uint64(rng.Intn(10))
+		limit := float64(rng.Intn(60)) + rng.Float64()*float64(rng.Intn(2))
+		got, ok := w.FreeAt(ep, n, limit)
+		if float64(n) > limit {
+			require.False(t, ok, "case %d", i)
+			continue
+		}
+		require.True(t, ok, "case %d", i)
+		want := ep + 1
+		for float64(w.Sum(want)+n) > limit {
+			want++
+		}
+		require.Equal(t, want, got, "case %d: words %v, n %d, limit %v", i, w.dump(), n, limit)
+		require.LessOrEqual(t, got, ep+1+WindowBuckets)
+	}
 }
