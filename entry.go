@@ -229,11 +229,7 @@ func (g *Engine) check(ctx context.Context, e *Pass, args entry.Args, r *resourc
 			return be
 		}
 	}
-	if f := r.fast.Load(); f != 0 {
-		if be := r.admit(c, f); be != nil {
-			return be
-		}
-	} else if rs := r.rules.Load(); rs != nil {
+	if rs := r.pending(c); rs != nil {
 		for i := range rs.flow {
 			if be := rs.flow[i].Check(ctx, c, g.clock); be != nil {
 				return be

@@ -31,7 +31,7 @@ func Build(rs []rules.Flow, old map[string][]*Controller, nodes NodeFunc) (map[s
 		}
 		k := c.key()
 		if prev := pool[k]; len(prev) > 0 {
-			c.inherit(prev[0])
+			c.c.inherit(prev[0].c)
 			pool[k] = prev[1:]
 		}
 		built[i] = c
@@ -47,7 +47,8 @@ func Build(rs []rules.Flow, old map[string][]*Controller, nodes NodeFunc) (map[s
 	out := make(map[string][]*Controller, len(rs))
 	for _, c := range built {
 		c.attachWindow(nodes)
-		out[c.rule.Resource] = append(out[c.rule.Resource], c)
+		res := c.c.enforced().Resource
+		out[res] = append(out[res], c)
 	}
 	return out, nil
 }
