@@ -517,3 +517,109 @@ func TestBlockErrorShape(t *testing.T) {
 	assert.Equal(t, 100*time.Millisecond, be.RetryAfter)
 	assert.Equal(t, `sluice: blocked by flow rule on "GET /orders": observed 1, threshold 1, retry after 100ms`, be.Error())
 }
+
+// refusal makes one entry that must be refused and returns its error.
+func refusal(t *testing.T, g *Engine, res string, opts ...EntryOption) *BlockError {
+	t.Helper()
+	p, err := g.Entry(res, opts...)
+	if p != nil {
+		p.Exit()
+	}
+	var be *BlockError
+	require.ErrorAs(t, err, &be)
+	return be
+}
+
+// A batch takes as many places in a pacing schedule as it has requests,
+// whether the schedule was idle or not: it may start at once, and the next
+// caller waits for all of them (MaxQueueing 0: refused until then, with the
+// exact RetryAfter).
+func TestFlowThrottleBatchOccupiesItsSlots(t *testing.T) {
+	tests := []struct {
+		name  string
+		rule  rules.Flow
+		batch int
+		free  int64 // when the schedule is free again after the batch at 0
+	}{
+		{"throttle, 10/s", rules.Flow{Resource: "r", Threshold: 10, Behavior: rules.Throttle}, 5, 500 * ms},
+		{"throttle, whole threshold", rules.Flow{Resource: "r", Threshold: 10, Behavior: rules.Throttle}, 10, 1000 * ms},
+		// Cold: a third of 10/s, 300 ms per request.
+		{"warm-up throttle, cold", rules.Flow{Resource: "r", Threshold: 10, Behavior: rules.Throttle, Strategy: rules.WarmUp, WarmUpPeriod: 10 * time.Second}, 3, 900 * ms},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g, clk := newTestEngine(t, 0)
+			mustLoadFlow(t, g, tt.rule)
+			require.True(t, try(g, "r", WithBatch(tt.batch)), "the idle schedule lets the batch start at once")
+			clk.Set(tt.free - ms)
+			be := refusal(t, g, "r")
+			assert.Equal(t, time.Millisecond, be.RetryAfter, "the next caller waits for the whole batch")
+			clk.Set(tt.free)
+			require.True(t, try(g, "r"))
+			require.False(t, try(g, "r"), "and takes its own slot")
+		})
+	}
+}
+
+// A batch larger than a flow rule's threshold can never pass: every kind of
+// rule refuses it with the same reason, the batch as the observed value,
+// and no RetryAfter, since retrying cannot help.
+func TestFlowBatchLargerThanThresholdIsRefusedClearly(t *testing.T) {
+	tests := []struct {
+		name string
+		rule rules.Flow
+	}{
+		{"reject", rules.Flow{Resource: "r", Threshold: 10}},
+		{"reject, one minute", rules.Flow{Resource: "r", Threshold: 10, StatInterval: time.Minute}},
+		{"concurrency", rules.Flow{Resource: "r", Threshold: 10, Metric: rules.Concurrency}},
+		{"throttle", rules.Flow{Resource: "r", Threshold: 10, Behavior: rules.Throttle}},
+		{"throttle with a queue", rules.Flow{Resource: "r", Threshold: 10, Behavior: rules.Throttle, MaxQueueing: 500 * time.Millisecond}},
+		{"warm-up", rules.Flow{Resource: "r", Threshold: 10, Strategy: rules.WarmUp, WarmUpPeriod: time.Second}},
+		{"warm-up throttle", rules.Flow{Resource: "r", Threshold: 10, Strategy: rules.WarmUp, Behavior: rules.Throttle, WarmUpPeriod: time.Second, MaxQueueing: time.Second}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, batch := range []int{11, MaxBatch} {
+				g, clk := newTestEngine(t, 0)
+				mustLoadFlow(t, g, tt.rule)
+				be := refusal(t, g, "r", WithBatch(batch))
+				assert.Equal(t, "batch larger than threshold", be.Reason)
+				assert.Equal(t, float64(batch), be.Observed)
+				assert.Equal(t, float64(10), be.Threshold)
+				assert.Zero(t, be.RetryAfter)
+				// Nothing was taken: a single entry 1.2 s later passes, and
+				// so does one at once.
+				clk.Set(1200 * ms)
+				require.True(t, try(g, "r"), "batch %d", batch)
+			}
+		})
+	}
+}
+
+// A warm-up rule admits less than its threshold while cold: a batch above
+// the cold allowance but within the threshold is refused without a
+// RetryAfter (waiting alone does not warm the resource), and passes once
+// traffic has warmed it.
+func TestFlowWarmUpBatchAboveTheColdAllowance(t *testing.T) {
+	const T = 30 // cold allowance 10
+	for _, behavior := range []rules.ControlBehavior{rules.Reject, rules.Throttle} {
+		t.Run(behavior.String(), func(t *testing.T) {
+			g, clk := newTestEngine(t, 0)
+			mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: T, Strategy: rules.WarmUp, Behavior: behavior, WarmUpPeriod: 2 * time.Second})
+			be := refusal(t, g, "r", WithBatch(15))
+			assert.Equal(t, "batch larger than warm-up allowance", be.Reason)
+			assert.Equal(t, float64(15), be.Observed)
+			assert.InDelta(t, 10, be.Threshold, 1e-9, "the cold allowance")
+			assert.Zero(t, be.RetryAfter)
+			// Saturated for longer than the warm-up period, it is warm.
+			for now := int64(0); now < 3500*ms; now += ms {
+				clk.Set(now)
+				try(g, "r")
+			}
+			// The window and the schedule are free, and the interval
+			// before was busy enough to keep the resource warm.
+			clk.Set(4450 * ms)
+			require.True(t, try(g, "r", WithBatch(15)))
+		})
+	}
+}

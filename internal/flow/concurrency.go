@@ -27,6 +27,9 @@ func (c *concurrency) check(_ context.Context, ec *entry.Context, _ core.Clock) 
 	for {
 		cur := c.inflight.Load()
 		if float64(cur+n) > c.limit {
+			if be := c.tooLarge(ec, c.limit); be != nil {
+				return be
+			}
 			return c.refuse(ec, float64(cur), c.limit, 0, "")
 		}
 		if c.inflight.CompareAndSwap(cur, cur+n) {

@@ -154,6 +154,27 @@ func (b *base) refuse(ec *entry.Context, observed, limit float64, retry int64, r
 // never admit.
 const reasonTooLarge = "batch larger than threshold"
 
+// tooLarge returns the refusal of ec when its batch is larger than limit,
+// the rule's threshold: no wait can admit it, so it comes without a
+// RetryAfter. It returns nil for a batch within limit.
+func (b *base) tooLarge(ec *entry.Context, limit float64) *core.BlockError {
+	if n := float64(ec.Batch); n > limit {
+		return b.refuse(ec, n, limit, 0, reasonTooLarge)
+	}
+	return nil
+}
+
+// tooLargeToPace is tooLarge for a pacing rule, which admits a single
+// request every interval/threshold however long that is (a threshold below
+// one paces requests more than an interval apart): only a batch of more
+// than one request can be too large.
+func (b *base) tooLargeToPace(ec *entry.Context, limit float64) *core.BlockError {
+	if ec.Batch == 1 {
+		return nil
+	}
+	return b.tooLarge(ec, limit)
+}
+
 func ctxOrBackground(ctx context.Context) context.Context {
 	if ctx == nil {
 		return context.Background()

@@ -87,8 +87,8 @@ func (c *reject) check(_ context.Context, ec *entry.Context, _ core.Clock) *core
 	if ok {
 		return nil
 	}
-	if n := float64(ec.Batch); n > c.limit {
-		return c.refuse(ec, n, c.limit, 0, reasonTooLarge)
+	if be := c.tooLarge(ec, c.limit); be != nil {
+		return be
 	}
 	return c.refuse(ec, float64(seen), c.limit, c.width-ec.Start%c.width, "")
 }

@@ -14,58 +14,56 @@ import (
 
 // throttle enforces a QPS rule that paces requests: one every
 // interval/threshold, waiting at most MaxQueueing for its turn.
+//
+// The schedule is a GCRA's: free is the instant at which the requests
+// scheduled so far have used up their slots. A batch of n starts at
+// max(free, now), at once when the schedule is idle, and moves free to its
+// start plus n slots, so the next caller waits for all n whether or not the
+// schedule was idle. It is kept in floating-point nanoseconds, so slot k of
+// a rate R is at exactly k/R s whatever R (no rounding drift above
+// 1,000/s, or at 7,000/s).
 type throttle struct {
-	latest   *atomic.Uint64 // float64 bits of the last scheduled pass (ns)
+	free     *atomic.Uint64 // float64 bits: ns at which the schedule is free
 	cost     float64        // ns per request at the threshold
-	maxQueue int64          // ns
+	limit    float64
+	maxQueue int64 // ns
 	base
 }
 
 func newThrottle(b base) *throttle {
 	return &throttle{
-		latest:   atomic.NewUint64(math.Float64bits(math.Inf(-1))),
+		free:     atomic.NewUint64(math.Float64bits(math.Inf(-1))),
 		cost:     float64(b.rule.Interval()) / b.rule.Threshold,
+		limit:    b.rule.Threshold,
 		maxQueue: int64(b.rule.MaxQueueing),
 		base:     b,
 	}
 }
 
 func (c *throttle) check(ctx context.Context, ec *entry.Context, clk core.Clock) *core.BlockError {
-	return c.pace(ctx, ec, clk, c.cost*float64(ec.Batch))
-}
-
-func (c *throttle) Release(x entry.ExitInfo) {
-	if x.Blocked {
-		c.unschedule(c.cost * float64(x.Batch))
+	if be := c.tooLargeToPace(ec, c.limit); be != nil {
+		return be
 	}
-}
-
-func (c *throttle) inherit(old checker) { c.latest = old.(*throttle).latest }
-
-// pace schedules the entry cost nanoseconds after the previously scheduled
-// one (or now, when the schedule is behind), and waits for its turn. A wait
-// longer than MaxQueueing is refused at once. The schedule is kept in
-// floating-point nanoseconds, so slot k of a rate R is at exactly k/R s
-// whatever R (no rounding drift above 1,000/s, or at 7,000/s).
-func (c *throttle) pace(ctx context.Context, ec *entry.Context, clk core.Clock, cost float64) *core.BlockError {
-	now := ec.Start
-	var next float64
-	var wait int64
+	cost := c.cost * float64(ec.Batch)
+	now := float64(ec.Start)
+	var wait float64
 	for {
-		lastBits := c.latest.Load()
-		next = math.Max(math.Float64frombits(lastBits)+cost, float64(now))
-		wait = int64(math.Round(next)) - now
-		if wait > c.maxQueue {
-			return c.refuse(ec, float64(wait)/1e6, float64(c.maxQueue)/1e6, wait-c.maxQueue, "wait exceeds max queueing")
+		bits := c.free.Load()
+		start := math.Max(math.Float64frombits(bits), now)
+		// Whole nanoseconds: slot k of a rate R is due at k/R s, not a
+		// rounding error after it.
+		wait = math.Round(start) - now
+		if wait > float64(c.maxQueue) {
+			return c.refuse(ec, wait/1e6, float64(c.maxQueue)/1e6, int64(wait)-c.maxQueue, "wait exceeds max queueing")
 		}
-		if c.latest.CompareAndSwap(lastBits, math.Float64bits(next)) {
+		if c.free.CompareAndSwap(bits, math.Float64bits(start+cost)) {
 			break
 		}
 	}
-	if wait > 0 {
-		if err := clock.Sleep(ctxOrBackground(ctx), clk, time.Duration(wait)); err != nil {
-			c.unschedule(cost) // give the slot back: the next caller takes it
-			be := c.refuse(ec, float64(wait)/1e6, float64(c.maxQueue)/1e6, 0, "wait cancelled")
+	if d := time.Duration(wait); d > 0 {
+		if err := clock.Sleep(ctxOrBackground(ctx), clk, d); err != nil {
+			c.unschedule(cost) // give the slots back: the next caller takes them
+			be := c.refuse(ec, wait/1e6, float64(c.maxQueue)/1e6, 0, "wait cancelled")
 			be.Cause = err
 			return be
 		}
@@ -74,11 +72,20 @@ func (c *throttle) pace(ctx context.Context, ec *entry.Context, clk core.Clock, 
 	return nil
 }
 
-// unschedule moves the pacing schedule one request of the given cost back.
+func (c *throttle) Release(x entry.ExitInfo) {
+	if x.Blocked {
+		c.unschedule(c.cost * float64(x.Batch))
+	}
+}
+
+func (c *throttle) inherit(old checker) { c.free = old.(*throttle).free }
+
+// unschedule moves the schedule back by cost nanoseconds: the slots of a
+// request that did not go through after all.
 func (c *throttle) unschedule(cost float64) {
 	for {
-		old := c.latest.Load()
-		if c.latest.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)-cost)) {
+		old := c.free.Load()
+		if c.free.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)-cost)) {
 			return
 		}
 	}

@@ -34,7 +34,7 @@ type tokens struct {
 	cur        int64 // interval index being counted
 	curCount   float64
 	prevCount  float64
-	latest     int64 // pacing, for warm-up throttle
+	free       float64 // warm-up throttle: ns at which the schedule is free (see throttle)
 	primed     bool
 }
 
@@ -43,7 +43,7 @@ func newTokens(b *base) *tokens {
 	t := r.Threshold
 	cf := r.Cold()
 	periods := float64(r.WarmUpPeriod) / float64(r.Interval())
-	w := &tokens{threshold: t, coldFactor: cf, interval: int64(r.Interval()), latest: math.MinInt64 / 2}
+	w := &tokens{threshold: t, coldFactor: cf, interval: int64(r.Interval()), free: math.Inf(-1)}
 	w.warningToken = periods * t / (cf - 1)
 	w.maxToken = w.warningToken + 2*periods*t/(1+cf)
 	w.slope = (cf - 1) / t / (w.maxToken - w.warningToken)
@@ -135,12 +135,25 @@ func newWarmUp(b base) *warmUp {
 	return &warmUp{counted: counted{width: bucketWidth(&b.rule)}, tokens: newTokens(&b), base: b}
 }
 
+// reasonAboveAllowance is the reason of a warm-up rule's refusal of a batch
+// within the threshold but above what the resource admits while it is not
+// yet warm. Waiting alone does not help (only traffic warms a resource), so
+// it comes without a RetryAfter.
+const reasonAboveAllowance = "batch larger than warm-up allowance"
+
 func (c *warmUp) check(_ context.Context, ec *entry.Context, _ core.Clock) *core.BlockError {
+	if be := c.tooLarge(ec, c.rule.Threshold); be != nil {
+		return be
+	}
 	now, n := ec.Start, ec.Batch
 	w := c.tokens
 	w.mu.Lock()
 	w.sync(now)
 	lim := w.limit()
+	if float64(n) > lim {
+		w.mu.Unlock()
+		return c.refuse(ec, float64(n), lim, 0, reasonAboveAllowance)
+	}
 	ok, seen := c.win.TryAdd(now/c.width, uint64(n), lim)
 	if ok {
 		w.take(float64(n))
@@ -183,30 +196,37 @@ func newWarmUpThrottle(b base) *warmUpThrottle {
 }
 
 func (c *warmUpThrottle) check(ctx context.Context, ec *entry.Context, clk core.Clock) *core.BlockError {
-	now, n := ec.Start, ec.Batch
+	if be := c.tooLargeToPace(ec, c.rule.Threshold); be != nil {
+		return be
+	}
+	now, n := float64(ec.Start), float64(ec.Batch)
 	w := c.tokens
 	w.mu.Lock()
-	w.sync(now)
-	step := int64(math.Round(float64(w.interval) / w.limit() * float64(n)))
-	next := w.latest + step
-	if next < now {
-		next = now
-	}
-	wait := next - now
-	if wait > c.maxQueue {
+	w.sync(ec.Start)
+	lim := w.limit()
+	if n > 1 && n > lim {
 		w.mu.Unlock()
-		return c.refuse(ec, float64(wait)/1e6, float64(c.maxQueue)/1e6, wait-c.maxQueue, "wait exceeds max queueing")
+		return c.refuse(ec, n, lim, 0, reasonAboveAllowance)
 	}
-	w.latest = next
-	w.take(float64(n))
+	// The schedule of throttle, with the slot length of the current
+	// allowance.
+	cost := float64(w.interval) / lim * n
+	start := math.Max(w.free, now)
+	wait := math.Round(start) - now
+	if wait > float64(c.maxQueue) {
+		w.mu.Unlock()
+		return c.refuse(ec, wait/1e6, float64(c.maxQueue)/1e6, int64(wait)-c.maxQueue, "wait exceeds max queueing")
+	}
+	w.free = start + cost
+	w.take(n)
 	w.mu.Unlock()
-	if wait > 0 {
-		if err := clock.Sleep(ctxOrBackground(ctx), clk, time.Duration(wait)); err != nil {
+	if d := time.Duration(wait); d > 0 {
+		if err := clock.Sleep(ctxOrBackground(ctx), clk, d); err != nil {
 			w.mu.Lock()
-			w.latest -= step
-			w.give(float64(n))
+			w.free -= cost
+			w.give(n)
 			w.mu.Unlock()
-			be := c.refuse(ec, float64(wait)/1e6, float64(c.maxQueue)/1e6, 0, "wait cancelled")
+			be := c.refuse(ec, wait/1e6, float64(c.maxQueue)/1e6, 0, "wait cancelled")
 			be.Cause = err
 			return be
 		}
@@ -215,11 +235,14 @@ func (c *warmUpThrottle) check(ctx context.Context, ec *entry.Context, clk core.
 	return nil
 }
 
+// Release gives back the slots and tokens of an entry a later check
+// refused; the slots at the current allowance, which may have moved since
+// the entry was scheduled.
 func (c *warmUpThrottle) Release(x entry.ExitInfo) {
 	if x.Blocked {
 		w := c.tokens
 		w.mu.Lock()
-		w.latest -= int64(math.Round(float64(w.interval) / w.limit() * float64(x.Batch)))
+		w.free -= float64(w.interval) / w.limit() * float64(x.Batch)
 		w.give(float64(x.Batch))
 		w.mu.Unlock()
 	}
