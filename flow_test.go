@@ -3,6 +3,8 @@ package sluice
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -134,8 +136,10 @@ func TestFlowThrottlePacesAndBoundsTheQueue(t *testing.T) {
 		} else {
 			var be *BlockError
 			require.ErrorAs(t, r.err, &be)
-			assert.Equal(t, "wait exceeds max queueing", be.Reason)
-			assert.Positive(t, be.RetryAfter)
+			// Six slots of 100 ms are taken: the seventh is 600 ms away,
+			// and within the queue bound 100 ms later.
+			assert.Equal(t, "wait 600ms exceeds max queueing 500ms", be.Reason)
+			assert.Equal(t, 100*time.Millisecond, be.RetryAfter)
 		}
 	}
 	require.Equal(t, 1, passedNow)
@@ -622,4 +626,53 @@ func TestFlowWarmUpBatchAboveTheColdAllowance(t *testing.T) {
 			require.True(t, try(g, "r", WithBatch(15)))
 		})
 	}
+}
+
+// A pacing rule's refusal gives its wait and its queue bound in
+// milliseconds as Observed and Threshold, and both with their units in the
+// message.
+func TestFlowQueueRefusalsSayTheirUnits(t *testing.T) {
+	g, clk := newTestEngine(t, 0)
+	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 10, Behavior: rules.Throttle, MaxQueueing: 50 * time.Millisecond})
+	require.True(t, try(g, "r")) // the next slot is at 100 ms
+	clk.Set(44123)
+	be := refusal(t, g, "r")
+	assert.Equal(t, 99.955877, be.Observed)
+	assert.Equal(t, float64(50), be.Threshold)
+	assert.Equal(t, 49955877*time.Nanosecond, be.RetryAfter)
+	assert.Equal(t, "wait 99.96ms exceeds max queueing 50ms", be.Reason)
+	assert.Equal(t, `sluice: blocked by flow rule on "r": observed 99.955877, threshold 50 (wait 99.96ms exceeds max queueing 50ms), retry after 49.955877ms`, be.Error())
+}
+
+// Waits longer than a time.Duration can hold (tiny thresholds: one request
+// every 31,700 years) saturate instead of wrapping around, and the first
+// request of an idle schedule still passes; huge batches within a huge
+// threshold are scheduled exactly.
+func TestFlowTinyThresholdsAndHugeBatchesSaturate(t *testing.T) {
+	const longest = time.Duration(math.MaxInt64)
+	for _, rule := range []rules.Flow{
+		{Resource: "r", Threshold: 1e-12, Behavior: rules.Throttle},
+		{Resource: "r", Threshold: 1e-12, Behavior: rules.Throttle, MaxQueueing: time.Hour},
+		{Resource: "r", Threshold: 1e-12, Behavior: rules.Throttle, StatInterval: time.Hour},
+		{Resource: "r", Threshold: 1e-12, Behavior: rules.Throttle, Strategy: rules.WarmUp, WarmUpPeriod: time.Second},
+	} {
+		t.Run(fmt.Sprintf("%+v", rule), func(t *testing.T) {
+			g, clk := newTestEngine(t, 0)
+			mustLoadFlow(t, g, rule)
+			require.True(t, try(g, "r"), "the first request of an idle schedule")
+			for _, step := range []time.Duration{time.Millisecond, 1000 * time.Hour} {
+				clk.Advance(step)
+				be := refusal(t, g, "r")
+				assert.Equal(t, longest, be.RetryAfter)
+				assert.Greater(t, be.Observed, 9e14, "the wait in ms, > 31,700 years")
+				assert.Contains(t, be.Reason, "wait more than 2562047h")
+			}
+		})
+	}
+	// 2^30 requests at 1e12 per hour take 3.87 s of schedule.
+	g, _ := newTestEngine(t, 0)
+	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 1e12, StatInterval: time.Hour, Behavior: rules.Throttle, MaxQueueing: time.Second})
+	require.True(t, try(g, "r", WithBatch(MaxBatch)))
+	be := refusal(t, g, "r")
+	assert.Equal(t, time.Duration(math.Round(float64(MaxBatch)*3.6))-time.Second, be.RetryAfter)
 }

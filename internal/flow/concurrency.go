@@ -2,6 +2,7 @@ package flow
 
 import (
 	"context"
+	"time"
 
 	"go.uber.org/atomic"
 
@@ -64,7 +65,7 @@ func (c *associated) check(_ context.Context, ec *entry.Context, _ core.Clock) *
 	}
 	now := ec.Start
 	if v := c.ref.QPS(now, window.Pass); v > c.limit {
-		return c.refuse(ec, v, c.limit, secondWidth-now%secondWidth, c.reason())
+		return c.refuse(ec, v, c.limit, time.Duration(secondWidth-now%secondWidth), c.reason())
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package flow
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"github.com/sluice-go/sluice/core"
@@ -137,17 +138,64 @@ type base struct {
 func (b *base) enforced() *rules.Flow { return &b.rule }
 
 // refuse returns the rule's block error for ec: the rule measured observed
-// against limit, and a retry after retry nanoseconds may pass (0: unknown).
-func (b *base) refuse(ec *entry.Context, observed, limit float64, retry int64, reason string) *core.BlockError {
+// against limit, and a retry after retry may pass (0: retrying cannot
+// help, or the rule cannot tell when it would).
+func (b *base) refuse(ec *entry.Context, observed, limit float64, retry time.Duration, reason string) *core.BlockError {
 	return &core.BlockError{
 		Type:       core.BlockFlow,
 		Resource:   ec.Resource,
 		Rule:       &b.rule,
 		Observed:   observed,
 		Threshold:  limit,
-		RetryAfter: time.Duration(retry),
+		RetryAfter: retry,
 		Reason:     reason,
 	}
+}
+
+// queueRefusal is the refusal of a pacing rule whose turn for ec is wait
+// nanoseconds away, more than maxQueue allows. Observed and Threshold are
+// the wait and the bound in milliseconds; the reason gives both with their
+// units, and RetryAfter is when the wait will be within the bound, if
+// nothing else is scheduled meanwhile.
+func (b *base) queueRefusal(ec *entry.Context, wait float64, maxQueue int64) *core.BlockError {
+	return b.refuse(ec, wait/1e6, float64(maxQueue)/1e6, saturated(wait-float64(maxQueue)),
+		"wait "+describe(wait)+" exceeds max queueing "+time.Duration(maxQueue).String())
+}
+
+// cancelled is the refusal of a pacing rule's entry whose wait of wait
+// nanoseconds ended with ctx (err), before its turn.
+func (b *base) cancelled(ec *entry.Context, wait float64, maxQueue int64, err error) *core.BlockError {
+	be := b.refuse(ec, wait/1e6, float64(maxQueue)/1e6, 0, "wait of "+describe(wait)+" cancelled")
+	be.Cause = err
+	return be
+}
+
+// saturated converts ns nanoseconds to a time.Duration, saturating at the
+// longest one (about 292 years) instead of wrapping around. A wait that
+// long comes from a threshold far below one request per interval.
+func saturated(ns float64) time.Duration {
+	switch {
+	case ns >= math.MaxInt64: // 2^63 as a float64: the first value out of range
+		return math.MaxInt64
+	case ns <= math.MinInt64:
+		return math.MinInt64
+	}
+	return time.Duration(ns)
+}
+
+// describe renders ns nanoseconds for a message: rounded to four
+// significant digits, and as "more than" the longest duration when it
+// saturates.
+func describe(ns float64) string {
+	d := saturated(ns)
+	if d == math.MaxInt64 {
+		return "more than " + d.String()
+	}
+	unit := time.Duration(1)
+	for d/unit >= 10000 {
+		unit *= 10
+	}
+	return d.Round(unit).String()
 }
 
 // reasonTooLarge is the reason of a refusal of a batch that the rule could

@@ -2,6 +2,7 @@ package flow
 
 import (
 	"context"
+	"time"
 
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/entry"
@@ -90,7 +91,7 @@ func (c *reject) check(_ context.Context, ec *entry.Context, _ core.Clock) *core
 	if be := c.tooLarge(ec, c.limit); be != nil {
 		return be
 	}
-	return c.refuse(ec, float64(seen), c.limit, c.width-ec.Start%c.width, "")
+	return c.refuse(ec, float64(seen), c.limit, time.Duration(c.width-ec.Start%c.width), "")
 }
 
 func (c *reject) Release(x entry.ExitInfo) { giveBack(c.win, c.width, x) }

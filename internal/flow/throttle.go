@@ -54,7 +54,7 @@ func (c *throttle) check(ctx context.Context, ec *entry.Context, clk core.Clock)
 		// rounding error after it.
 		wait = math.Round(start) - now
 		if wait > float64(c.maxQueue) {
-			return c.refuse(ec, wait/1e6, float64(c.maxQueue)/1e6, int64(wait)-c.maxQueue, "wait exceeds max queueing")
+			return c.queueRefusal(ec, wait, c.maxQueue)
 		}
 		if c.free.CompareAndSwap(bits, math.Float64bits(start+cost)) {
 			break
@@ -63,9 +63,7 @@ func (c *throttle) check(ctx context.Context, ec *entry.Context, clk core.Clock)
 	if d := time.Duration(wait); d > 0 {
 		if err := clock.Sleep(ctxOrBackground(ctx), clk, d); err != nil {
 			c.unschedule(cost) // give the slots back: the next caller takes them
-			be := c.refuse(ec, wait/1e6, float64(c.maxQueue)/1e6, 0, "wait cancelled")
-			be.Cause = err
-			return be
+			return c.cancelled(ec, wait, c.maxQueue, err)
 		}
 	}
 	ec.AddUndo(c)

@@ -160,7 +160,7 @@ func (c *warmUp) check(_ context.Context, ec *entry.Context, _ core.Clock) *core
 	}
 	w.mu.Unlock()
 	if !ok {
-		return c.refuse(ec, float64(seen), lim, c.width-now%c.width, "warming up")
+		return c.refuse(ec, float64(seen), lim, time.Duration(c.width-now%c.width), "warming up")
 	}
 	ec.AddUndo(c)
 	return nil
@@ -215,7 +215,7 @@ func (c *warmUpThrottle) check(ctx context.Context, ec *entry.Context, clk core.
 	wait := math.Round(start) - now
 	if wait > float64(c.maxQueue) {
 		w.mu.Unlock()
-		return c.refuse(ec, wait/1e6, float64(c.maxQueue)/1e6, int64(wait)-c.maxQueue, "wait exceeds max queueing")
+		return c.queueRefusal(ec, wait, c.maxQueue)
 	}
 	w.free = start + cost
 	w.take(n)
@@ -226,9 +226,7 @@ func (c *warmUpThrottle) check(ctx context.Context, ec *entry.Context, clk core.
 			w.free -= cost
 			w.give(n)
 			w.mu.Unlock()
-			be := c.refuse(ec, wait/1e6, float64(c.maxQueue)/1e6, 0, "wait cancelled")
-			be.Cause = err
-			return be
+			return c.cancelled(ec, wait, c.maxQueue, err)
 		}
 	}
 	ec.AddUndo(c)
