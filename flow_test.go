@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"go.uber.org/atomic"
 
 	"github.com/sluice-go/sluice/rules"
+	"github.com/sluice-go/sluice/sluicetest"
 )
 
 const ms = int64(time.Millisecond)
@@ -518,8 +520,8 @@ func TestBlockErrorShape(t *testing.T) {
 	assert.Equal(t, "orders-qps", r.ID)
 	assert.Equal(t, float64(1), be.Observed)
 	assert.Equal(t, float64(1), be.Threshold)
-	assert.Equal(t, 100*time.Millisecond, be.RetryAfter)
-	assert.Equal(t, `sluice: blocked by flow rule on "GET /orders": observed 1, threshold 1, retry after 100ms`, be.Error())
+	assert.Equal(t, time.Second, be.RetryAfter, "when the entry at 0 leaves the window")
+	assert.Equal(t, `sluice: blocked by flow rule on "GET /orders": observed 1, threshold 1, retry after 1s`, be.Error())
 }
 
 // refusal makes one entry that must be refused and returns its error.
@@ -675,4 +677,122 @@ func TestFlowTinyThresholdsAndHugeBatchesSaturate(t *testing.T) {
 	require.True(t, try(g, "r", WithBatch(MaxBatch)))
 	be := refusal(t, g, "r")
 	assert.Equal(t, time.Duration(math.Round(float64(MaxBatch)*3.6))-time.Second, be.RetryAfter)
+}
+
+// obeyRetryAfter checks the refusal be of a batch entry at the clock's
+// reading t: its RetryAfter d is positive, an entry at t+d-1 is still
+// refused, and one at t+d passes. Refusals take nothing, so the probe at
+// t+d-1 leaves the state as it was.
+func obeyRetryAfter(t *testing.T, g *Engine, clk *sluicetest.ManualClock, res string, batch int, be *BlockError, msg string) {
+	t.Helper()
+	d := int64(be.RetryAfter)
+	require.Positive(t, d, "%s: %v", msg, be)
+	at := clk.Nanotime()
+	clk.Set(at + d - 1)
+	require.False(t, try(g, res, WithBatch(batch)), "%s: admitted 1 ns before RetryAfter %v", msg, be.RetryAfter)
+	clk.Set(at + d)
+	require.True(t, try(g, res, WithBatch(batch)), "%s: refused at RetryAfter %v", msg, be.RetryAfter)
+}
+
+// A client that obeys a QPS refusal's RetryAfter exactly is admitted on its
+// first retry, and not a nanosecond earlier: the retry is when enough of the
+// window's oldest buckets have slid out, whatever the fill pattern, for
+// windows of one second and one minute, through the flow gate (a lone
+// one-second rule) and through the rule set's checks (beside an isolation
+// rule).
+func TestFlowRetryAfterAdmitsOnTheFirstRetry(t *testing.T) {
+	type arrival struct {
+		at    int64 // fraction of the interval, in thousandths
+		batch int
+	}
+	patterns := map[string][]arrival{
+		"one burst":               {{0, 10}},
+		"burst at a bucket's end": {{99, 10}},
+		"spread over the window":  {{0, 2}, {100, 2}, {300, 2}, {550, 2}, {950, 2}},
+		"heavy tail":              {{0, 1}, {800, 4}, {999, 5}},
+		"heavy head":              {{0, 7}, {10, 2}, {990, 1}},
+	}
+	for _, interval := range []time.Duration{time.Second, time.Minute} {
+		for _, withIsolation := range []bool{false, true} {
+			for name, pattern := range patterns {
+				for _, batch := range []int{1, 3, 10} {
+					msg := fmt.Sprintf("%v, isolation %v, %s, batch %d", interval, withIsolation, name, batch)
+					g, clk := newTestEngine(t, int64(time.Hour))
+					mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 10, StatInterval: interval})
+					if withIsolation {
+						_, err := g.LoadIsolationRules([]rules.Isolation{{Resource: "r", Threshold: 1000}})
+						require.NoError(t, err)
+					}
+					start := clk.Nanotime()
+					for _, a := range pattern {
+						clk.Set(start + a.at*int64(interval)/1000)
+						require.True(t, try(g, "r", WithBatch(a.batch)), msg)
+					}
+					be := refusal(t, g, "r", WithBatch(batch))
+					obeyRetryAfter(t, g, clk, "r", batch, be, msg)
+				}
+			}
+		}
+	}
+}
+
+// The same with random arrivals over many windows: every refusal's
+// RetryAfter is obeyed at once, and the history goes on from there.
+func TestFlowRetryAfterUnderRandomArrivals(t *testing.T) {
+	for seed := int64(1); seed <= 4; seed++ {
+		for _, interval := range []time.Duration{time.Second, time.Minute} {
+			rng := rand.New(rand.NewSource(seed))
+			g, clk := newTestEngine(t, int64(time.Hour))
+			mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 17, StatInterval: interval})
+			retried := 0
+			for i := 0; i < 2000; i++ {
+				clk.Advance(time.Duration(rng.Int63n(int64(interval) / 40)))
+				batch := 1 + rng.Intn(6)
+				p, err := g.Entry("r", WithBatch(batch))
+				if err == nil {
+					p.Exit()
+					continue
+				}
+				var be *BlockError
+				require.ErrorAs(t, err, &be)
+				obeyRetryAfter(t, g, clk, "r", batch, be, fmt.Sprintf("seed %d, %v, entry %d", seed, interval, i))
+				retried++
+			}
+			require.Greater(t, retried, 100)
+		}
+	}
+}
+
+// A warm-up rule's RetryAfter is computed the same way with its current
+// allowance (exact while the allowance holds), and an associated-resource
+// rule's is when the other resource's window falls to the threshold if it
+// gets no more traffic.
+func TestFlowRetryAfterOfWarmUpAndAssociatedRules(t *testing.T) {
+	t.Run("warm-up", func(t *testing.T) {
+		g, clk := newTestEngine(t, 0)
+		mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 30, Strategy: rules.WarmUp, WarmUpPeriod: 10 * time.Second})
+		for _, at := range []int64{0, 250, 500} { // cold: 10 per second
+			clk.Set(at * ms)
+			require.True(t, try(g, "r", WithBatch(3)))
+		}
+		clk.Set(700 * ms)
+		be := refusal(t, g, "r", WithBatch(3))
+		assert.Equal(t, "warming up", be.Reason)
+		assert.Equal(t, 300*time.Millisecond, be.RetryAfter, "the batch of 0 ms leaves at 1,000 ms")
+		obeyRetryAfter(t, g, clk, "r", 3, be, "warm-up")
+	})
+	t.Run("associated", func(t *testing.T) {
+		g, clk := newTestEngine(t, 0)
+		mustLoadFlow(t, g, rules.Flow{Resource: "write", RefResource: "read", Threshold: 10})
+		for _, at := range []int64{0, 300, 600} {
+			clk.Set(at * ms)
+			for i := 0; i < 5; i++ {
+				require.True(t, try(g, "read"))
+			}
+		}
+		clk.Set(650 * ms)
+		be := refusal(t, g, "write")
+		assert.Equal(t, 350*time.Millisecond, be.RetryAfter, "read's first five leave at 1,000 ms")
+		obeyRetryAfter(t, g, clk, "write", 1, be, "associated")
+	})
 }

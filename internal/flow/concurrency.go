@@ -65,7 +65,11 @@ func (c *associated) check(_ context.Context, ec *entry.Context, _ core.Clock) *
 	}
 	now := ec.Start
 	if v := c.ref.QPS(now, window.Pass); v > c.limit {
-		return c.refuse(ec, v, c.limit, time.Duration(secondWidth-now%secondWidth), c.reason())
+		// When the other resource's window, given no more traffic, is
+		// back within the threshold: a best guess, since its traffic
+		// goes on.
+		retry := time.Duration(c.ref.FreeAt(now, window.Pass, c.limit) - now)
+		return c.refuse(ec, v, c.limit, retry, c.reason())
 	}
 	return nil
 }

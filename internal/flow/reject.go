@@ -68,6 +68,18 @@ func admit(ec *entry.Context, win *window.Window, width int64, limit float64, un
 	return ok, seen
 }
 
+// retryAfter returns how long after ec.Start a batch like ec's would be
+// admitted within limit if nothing else were added: when enough of the
+// window's oldest buckets have slid out (window.Window.FreeAt). It is zero
+// when the batch alone exceeds limit.
+func (c *counted) retryAfter(ec *entry.Context, limit float64) time.Duration {
+	at, ok := c.win.FreeAt(ec.Start/c.width, uint64(ec.Batch), limit)
+	if !ok {
+		return 0
+	}
+	return time.Duration(at*c.width - ec.Start)
+}
+
 // giveBack undoes admit for an entry that a later check refused.
 func giveBack(win *window.Window, width int64, x entry.ExitInfo) {
 	if x.Blocked {
@@ -91,7 +103,7 @@ func (c *reject) check(_ context.Context, ec *entry.Context, _ core.Clock) *core
 	if be := c.tooLarge(ec, c.limit); be != nil {
 		return be
 	}
-	return c.refuse(ec, float64(seen), c.limit, time.Duration(c.width-ec.Start%c.width), "")
+	return c.refuse(ec, float64(seen), c.limit, c.retryAfter(ec, c.limit), "")
 }
 
 func (c *reject) Release(x entry.ExitInfo) { giveBack(c.win, c.width, x) }

@@ -160,7 +160,10 @@ func (c *warmUp) check(_ context.Context, ec *entry.Context, _ core.Clock) *core
 	}
 	w.mu.Unlock()
 	if !ok {
-		return c.refuse(ec, float64(seen), lim, time.Duration(c.width-now%c.width), "warming up")
+		// When the window will have room at this allowance, which may
+		// change meanwhile: warm-up moves it as tokens are taken and
+		// refilled.
+		return c.refuse(ec, float64(seen), lim, c.retryAfter(ec, lim), "warming up")
 	}
 	ec.AddUndo(c)
 	return nil

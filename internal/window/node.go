@@ -240,6 +240,14 @@ func (n *Node) Sum(now int64, m Metric) uint64 {
 	return n.sec.SumEpoch(now/int64(BucketWidth), m, SecondBuckets)
 }
 
+// FreeAt returns the first instant after now (the start of a bucket) at
+// which Sum metric m over the one-second window, given no more adds, is at
+// most limit (see Window.FreeAt), in nanoseconds.
+func (n *Node) FreeAt(now int64, m Metric, limit float64) int64 {
+	at, _ := n.sec.FreeAt(now/int64(BucketWidth), m, 0, limit)
+	return at * int64(BucketWidth)
+}
+
 // QPS returns metric m per second over the one-second window ending at now.
 func (n *Node) QPS(now int64, m Metric) float64 { return float64(n.Sum(now, m)) }
 
