@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/atomic"
 
+	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 )
@@ -43,7 +44,9 @@ func TestFlowRejectSteadyOverload(t *testing.T) {
 	for s, n := range perSecond {
 		assert.InDelta(t, T, n, T*0.01, "second %d admitted %d", s, n)
 	}
-	// No sliding one-second window admits more than 1.1 T.
+	// Under steady overload no sliding second admits more than 1.1 T (the
+	// window's own share plus one bucket's); bursts timed against the
+	// buckets can reach 2T (TestFlowSlidingBoundIsReached).
 	maxWin := 0
 	for i, j := 0, 0; j < len(admitted); j++ {
 		for admitted[j]-admitted[i] >= int64(time.Second) {
@@ -577,6 +580,7 @@ func TestFlowBatchLargerThanThresholdIsRefusedClearly(t *testing.T) {
 	}{
 		{"reject", rules.Flow{Resource: "r", Threshold: 10}},
 		{"reject, one minute", rules.Flow{Resource: "r", Threshold: 10, StatInterval: time.Minute}},
+		{"exact", rules.Flow{Resource: "r", Threshold: 10, Exact: true}},
 		{"concurrency", rules.Flow{Resource: "r", Threshold: 10, Metric: rules.Concurrency}},
 		{"throttle", rules.Flow{Resource: "r", Threshold: 10, Behavior: rules.Throttle}},
 		{"throttle with a queue", rules.Flow{Resource: "r", Threshold: 10, Behavior: rules.Throttle, MaxQueueing: 500 * time.Millisecond}},
@@ -741,24 +745,26 @@ func TestFlowRetryAfterAdmitsOnTheFirstRetry(t *testing.T) {
 func TestFlowRetryAfterUnderRandomArrivals(t *testing.T) {
 	for seed := int64(1); seed <= 4; seed++ {
 		for _, interval := range []time.Duration{time.Second, time.Minute} {
-			rng := rand.New(rand.NewSource(seed))
-			g, clk := newTestEngine(t, int64(time.Hour))
-			mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 17, StatInterval: interval})
-			retried := 0
-			for i := 0; i < 2000; i++ {
-				clk.Advance(time.Duration(rng.Int63n(int64(interval) / 40)))
-				batch := 1 + rng.Intn(6)
-				p, err := g.Entry("r", WithBatch(batch))
-				if err == nil {
-					p.Exit()
-					continue
+			for _, exact := range []bool{false, true} {
+				rng := rand.New(rand.NewSource(seed))
+				g, clk := newTestEngine(t, int64(time.Hour))
+				mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 17, StatInterval: interval, Exact: exact})
+				retried := 0
+				for i := 0; i < 2000; i++ {
+					clk.Advance(time.Duration(rng.Int63n(int64(interval) / 40)))
+					batch := 1 + rng.Intn(6)
+					p, err := g.Entry("r", WithBatch(batch))
+					if err == nil {
+						p.Exit()
+						continue
+					}
+					var be *BlockError
+					require.ErrorAs(t, err, &be)
+					obeyRetryAfter(t, g, clk, "r", batch, be, fmt.Sprintf("seed %d, %v, exact %v, entry %d", seed, interval, exact, i))
+					retried++
 				}
-				var be *BlockError
-				require.ErrorAs(t, err, &be)
-				obeyRetryAfter(t, g, clk, "r", batch, be, fmt.Sprintf("seed %d, %v, entry %d", seed, interval, i))
-				retried++
+				require.Greater(t, retried, 100)
 			}
-			require.Greater(t, retried, 100)
 		}
 	}
 }
@@ -795,4 +801,185 @@ func TestFlowRetryAfterOfWarmUpAndAssociatedRules(t *testing.T) {
 		assert.Equal(t, 350*time.Millisecond, be.RetryAfter, "read's first five leave at 1,000 ms")
 		obeyRetryAfter(t, g, clk, "write", 1, be, "associated")
 	})
+}
+
+// admittedIn returns the most admissions found in any interval [s, s+span)
+// of the sorted admission times at (one time per admitted request).
+func admittedIn(at []int64, span int64) int {
+	most := 0
+	for i, j := 0, 0; i < len(at); i++ {
+		for j < len(at) && at[j] < at[i]+span {
+			j++
+		}
+		if j-i > most {
+			most = j - i
+		}
+	}
+	return most
+}
+
+// burst enters n single requests at the clock's reading and returns how
+// many passed, appending their times to at.
+func burst(g *Engine, clk *sluicetest.ManualClock, n int, at *[]int64) int {
+	passed := 0
+	for i := 0; i < n; i++ {
+		if try(g, "r") {
+			passed++
+			*at = append(*at, clk.Nanotime())
+		}
+	}
+	return passed
+}
+
+// The bucketed window's bound is reached: T admitted in the last
+// nanosecond of one bucket and T more at the start of the bucket W - w
+// later, 2T within an interval shorter than the window. The exact window
+// refuses the second burst until the first is a whole window old.
+func TestFlowSlidingBoundIsReached(t *testing.T) {
+	const T = 100
+	second := int64(time.Second)
+	t.Run("buckets", func(t *testing.T) {
+		g, clk := newTestEngine(t, 0)
+		mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: T})
+		var at []int64
+		clk.Set(100*ms - 1)
+		require.Equal(t, T, burst(g, clk, T, &at))
+		clk.Set(second)
+		require.Equal(t, T, burst(g, clk, T, &at), "the first burst's bucket has left the window")
+		require.Equal(t, 2*T, admittedIn(at, 900*ms+2), "2T within 900 ms and 2 ns")
+	})
+	t.Run("exact", func(t *testing.T) {
+		g, clk := newTestEngine(t, 0)
+		mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: T, Exact: true})
+		var at []int64
+		clk.Set(100*ms - 1)
+		require.Equal(t, T, burst(g, clk, T, &at))
+		clk.Set(second)
+		be := refusal(t, g, "r")
+		assert.Equal(t, float64(T), be.Observed)
+		assert.Equal(t, 100*time.Millisecond-1, be.RetryAfter, "when the first burst is a window old")
+		clk.Set(1100*ms - 2)
+		require.False(t, try(g, "r"))
+		clk.Set(1100*ms - 1)
+		require.Equal(t, T, burst(g, clk, T+5, &at))
+		require.Equal(t, T, admittedIn(at, second))
+	})
+}
+
+// slidingBound is the most admissions a window of B buckets of w ns
+// allows in an interval of span ns: the interval touches at most
+// ceil(span/w)+1 buckets, and any B consecutive buckets hold at most T.
+func slidingBound(T, B int, w, span int64) int {
+	touched := int((span+w-1)/w) + 1
+	return T * ((touched + B - 1) / B)
+}
+
+// Random bursty arrivals, most of them at bucket edges, never admit more
+// than the bound in any interval: for the bucketed window the bound of
+// slidingBound (T for an interval of 0.9 W, 2T for W), for the exact one
+// T per whole or partial window.
+func TestFlowSlidingBoundHoldsForRandomArrivals(t *testing.T) {
+	const T = 20
+	for _, exact := range []bool{false, true} {
+		for _, interval := range []time.Duration{time.Second, time.Minute} {
+			for seed := int64(1); seed <= 3; seed++ {
+				W := int64(interval)
+				w := W / 10
+				g, clk := newTestEngine(t, 0)
+				mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: T, StatInterval: interval, Exact: exact})
+				rng := rand.New(rand.NewSource(seed))
+				var at []int64
+				now := int64(0)
+				for i := 0; i < 3000; i++ {
+					switch rng.Intn(4) {
+					case 0: // the last nanosecond of a bucket
+						now = (now/w+1)*w - 1
+					case 1: // the first of the next
+						now = (now/w + 1) * w
+					default:
+						now += rng.Int63n(w / 2)
+					}
+					clk.Set(now)
+					batch := 1 + rng.Intn(4)
+					if try(g, "r", WithBatch(batch)) {
+						for k := 0; k < batch; k++ {
+							at = append(at, now)
+						}
+					}
+				}
+				for _, span := range []int64{9 * w, W, W + w/2, 2 * W} {
+					want := slidingBound(T, 10, w, span)
+					if exact {
+						want = T * int((span+W-1)/W)
+					}
+					got := admittedIn(at, span)
+					require.LessOrEqual(t, got, want, "exact %v, %v, seed %d, span %v", exact, interval, seed, time.Duration(span))
+					if !exact && span == 9*w {
+						require.Equal(t, T, got, "an interval of 0.9 W holds T at most, and saturation reaches it")
+					}
+				}
+				if exact {
+					require.Equal(t, T, admittedIn(at, W), "exact: saturation reaches T, never more")
+				}
+			}
+		}
+	}
+}
+
+// An exact rule admits exactly its threshold in a window however many
+// goroutines race for it (half of them entering batches of two), and
+// exactly as many again once the first admissions are a window old.
+func TestFlowExactUnderConcurrency(t *testing.T) {
+	const T = 500
+	g, clk := newTestEngine(t, int64(time.Hour))
+	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: T, Exact: true})
+	race := func() int64 {
+		var admitted atomic.Int64
+		var wg sync.WaitGroup
+		for w := 0; w < 8; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				batch := 1 + w%2
+				for i := 0; i < 200; i++ {
+					if try(g, "r", WithBatch(batch)) {
+						admitted.Add(int64(batch))
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		return admitted.Load()
+	}
+	require.Equal(t, int64(T), race())
+	clk.Advance(time.Second - 1)
+	require.Equal(t, int64(0), race())
+	clk.Advance(1)
+	require.Equal(t, int64(T), race())
+}
+
+// A reloaded exact rule keeps the admissions of the rule it replaces, at a
+// new threshold too, and an admission that a later check refused is given
+// back.
+func TestFlowExactAcrossReloadsAndLaterRefusals(t *testing.T) {
+	g, clk := newTestEngine(t, 0)
+	exact := func(T float64) rules.Flow { return rules.Flow{Resource: "r", Threshold: T, Exact: true} }
+	mustLoadFlow(t, g, exact(10))
+	require.Equal(t, 10, admitted(g, "r"))
+	clk.Set(500 * ms)
+	mustLoadFlow(t, g, exact(15))
+	require.Equal(t, 5, admitted(g, "r"), "15 in the window, not 10 + 15")
+	mustLoadFlow(t, g, exact(5))
+	clk.Set(1000 * ms) // the ten of 0 ms are a window old; the five of 500 ms are not
+	require.Equal(t, 0, admitted(g, "r"))
+	clk.Set(1500 * ms)
+	require.Equal(t, 5, admitted(g, "r"))
+
+	require.NoError(t, g.RegisterSlot(&refuseFirst{n: 3}, 0))
+	clk.Set(2500 * ms)
+	for i := 0; i < 3; i++ {
+		be := refusal(t, g, "r", WithBatch(2))
+		require.Equal(t, core.BlockCustom, be.Type)
+	}
+	require.Equal(t, 5, admitted(g, "r"), "the refused batches were given back")
 }

@@ -27,8 +27,8 @@ type Controller struct {
 	c checker
 }
 
-// checker is the behaviour of one kind of flow rule: *reject, *throttle,
-// *warmUp, *warmUpThrottle, *concurrency or *associated. Implementations are
+// checker is the behaviour of one kind of flow rule: *reject, *exact,
+// *throttle, *warmUp, *warmUpThrottle, *concurrency or *associated. Implementations are
 // safe for concurrent use and are the entry.Ticket of what their check
 // reserves: Release gives it back.
 //
@@ -80,6 +80,8 @@ func newController(r rules.Flow, nodes NodeFunc) (*Controller, error) {
 		c = newWarmUp(b)
 	case r.Behavior == rules.Throttle:
 		c = newThrottle(b)
+	case r.Exact:
+		c = newExact(b)
 	default:
 		c = &reject{counted: counted{width: bucketWidth(&r)}, limit: r.Threshold, base: b}
 	}
@@ -92,6 +94,8 @@ func newController(r rules.Flow, nodes NodeFunc) (*Controller, error) {
 func (c *Controller) Check(ctx context.Context, ec *entry.Context, clk core.Clock) *core.BlockError {
 	switch k := c.c.(type) {
 	case *reject:
+		return k.check(ctx, ec, clk)
+	case *exact:
 		return k.check(ctx, ec, clk)
 	case *throttle:
 		return k.check(ctx, ec, clk)
@@ -118,6 +122,7 @@ type stateKey struct {
 	metric        rules.FlowMetric
 	strategy      rules.TokenStrategy
 	behavior      rules.ControlBehavior
+	exact         bool
 	interval      time.Duration
 }
 
@@ -125,7 +130,7 @@ func (c *Controller) key() stateKey {
 	r := c.c.enforced()
 	return stateKey{
 		resource: r.Resource, ref: r.RefResource,
-		metric: r.Metric, strategy: r.Strategy, behavior: r.Behavior,
+		metric: r.Metric, strategy: r.Strategy, behavior: r.Behavior, exact: r.Exact,
 		interval: r.Interval(),
 	}
 }

@@ -89,6 +89,7 @@ func TestReleaseGivesBackWhenBlockedLater(t *testing.T) {
 		rule rules.Flow
 	}{
 		{"reject", rules.Flow{Resource: "r", Threshold: 1}},
+		{"exact", rules.Flow{Resource: "r", Threshold: 1, Exact: true}},
 		{"concurrency", rules.Flow{Resource: "r", Threshold: 1, Metric: rules.Concurrency}},
 		{"throttle", rules.Flow{Resource: "r", Threshold: 1, Behavior: rules.Throttle}},
 		{"warm-up", rules.Flow{Resource: "r", Threshold: 3, Strategy: rules.WarmUp, WarmUpPeriod: time.Second}},
@@ -105,6 +106,42 @@ func TestReleaseGivesBackWhenBlockedLater(t *testing.T) {
 			ec.ReleaseTickets(entry.ExitInfo{Start: 0, End: 0, Batch: 1, Blocked: true})
 			require.Nil(t, c.Check(context.Background(), newEntry(0, 1), nil))
 			assert.NotNil(t, c.Check(context.Background(), newEntry(0, 1), nil), "and the limit still holds")
+		})
+	}
+}
+
+// TestBuildRefusesExactOutsideItsDomain checks Exact's validation: only
+// for a QPS reject rule of the direct strategy on its own resource, with a
+// whole threshold of at most rules.MaxExactThreshold.
+func TestBuildRefusesExactOutsideItsDomain(t *testing.T) {
+	ok := rules.Flow{Resource: "r", Threshold: 10, Exact: true}
+	tests := []struct {
+		name      string
+		give      func(r *rules.Flow)
+		wantField string // "" for valid
+	}{
+		{"qps reject", func(*rules.Flow) {}, ""},
+		{"one minute", func(r *rules.Flow) { r.StatInterval = time.Minute }, ""},
+		{"largest threshold", func(r *rules.Flow) { r.Threshold = rules.MaxExactThreshold }, ""},
+		{"threshold too large", func(r *rules.Flow) { r.Threshold = rules.MaxExactThreshold + 1 }, "Threshold"},
+		{"fractional threshold", func(r *rules.Flow) { r.Threshold = 2.5 }, "Threshold"},
+		{"concurrency", func(r *rules.Flow) { r.Metric = rules.Concurrency }, "Exact"},
+		{"throttle", func(r *rules.Flow) { r.Behavior = rules.Throttle }, "Exact"},
+		{"warm-up", func(r *rules.Flow) { r.Strategy = rules.WarmUp; r.WarmUpPeriod = time.Second }, "Exact"},
+		{"associated", func(r *rules.Flow) { r.RefResource = "s" }, "Exact"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := ok
+			tt.give(&r)
+			_, err := Build([]rules.Flow{r}, nil, nodes(nil))
+			if tt.wantField == "" {
+				require.NoError(t, err)
+				return
+			}
+			var re *rules.Error
+			require.ErrorAs(t, err, &re)
+			require.Equal(t, tt.wantField, re.Field, "%v", err)
 		})
 	}
 }
