@@ -43,49 +43,49 @@ func newTokens(b *base) *tokens {
 	t := r.Threshold
 	cf := r.Cold()
 	periods := float64(r.WarmUpPeriod) / float64(r.Interval())
-	w := &tokens{threshold: t, coldFactor: cf, interval: int64(r.Interval()), free: math.Inf(-1)}
-	w.warningToken = periods * t / (cf - 1)
-	w.maxToken = w.warningToken + 2*periods*t/(1+cf)
-	w.slope = (cf - 1) / t / (w.maxToken - w.warningToken)
-	return w
+	tk := &tokens{threshold: t, coldFactor: cf, interval: int64(r.Interval()), free: math.Inf(-1)}
+	tk.warningToken = periods * t / (cf - 1)
+	tk.maxToken = tk.warningToken + 2*periods*t/(1+cf)
+	tk.slope = (cf - 1) / t / (tk.maxToken - tk.warningToken)
+	return tk
 }
 
 // sync rolls the interval counters forward to now and refills tokens at an
 // interval boundary. Must hold mu.
-func (w *tokens) sync(now int64) {
-	idx := now / w.interval
-	if !w.primed {
-		w.primed = true
-		w.cur = idx
-		w.lastFilled = idx - 1
-		w.stored = w.maxToken
+func (tk *tokens) sync(now int64) {
+	idx := now / tk.interval
+	if !tk.primed {
+		tk.primed = true
+		tk.cur = idx
+		tk.lastFilled = idx - 1
+		tk.stored = tk.maxToken
 		return
 	}
-	if idx != w.cur {
-		if idx == w.cur+1 {
-			w.prevCount = w.curCount
+	if idx != tk.cur {
+		if idx == tk.cur+1 {
+			tk.prevCount = tk.curCount
 		} else {
-			w.prevCount = 0
+			tk.prevCount = 0
 		}
-		w.curCount = 0
-		w.cur = idx
+		tk.curCount = 0
+		tk.cur = idx
 	}
-	if idx <= w.lastFilled {
+	if idx <= tk.lastFilled {
 		return
 	}
-	old := w.stored
+	old := tk.stored
 	v := old
-	refill := float64(idx-w.lastFilled) * w.threshold
-	if w.prevCount < math.Floor(w.threshold/w.coldFactor) {
+	refill := float64(idx-tk.lastFilled) * tk.threshold
+	if tk.prevCount < math.Floor(tk.threshold/tk.coldFactor) {
 		// Lightly used (or idle): cool down towards maxToken.
 		v = old + refill
-	} else if old < w.warningToken {
+	} else if old < tk.warningToken {
 		// Busy and warm: top up, but never past the warning level, so a
 		// resource at full load stays warm.
-		v = math.Min(old+refill, w.warningToken)
+		v = math.Min(old+refill, tk.warningToken)
 	}
-	w.stored = math.Min(v, w.maxToken)
-	w.lastFilled = idx
+	tk.stored = math.Min(v, tk.maxToken)
+	tk.lastFilled = idx
 }
 
 // take records n admitted requests: they count towards this interval and
@@ -93,34 +93,34 @@ func (w *tokens) sync(now int64) {
 // interval's refill, which makes its warm-up lag one interval behind
 // Guava's; consuming at admission reaches the threshold exactly at the end
 // of the warm-up period). Must hold mu.
-func (w *tokens) take(n float64) {
-	w.curCount += n
-	w.stored = math.Max(w.stored-n, 0)
+func (tk *tokens) take(n float64) {
+	tk.curCount += n
+	tk.stored = math.Max(tk.stored-n, 0)
 }
 
 // give undoes take for a request that did not go through after all. Must
 // hold mu.
-func (w *tokens) give(n float64) {
-	w.curCount -= n
-	w.stored = math.Min(w.stored+n, w.maxToken)
+func (tk *tokens) give(n float64) {
+	tk.curCount -= n
+	tk.stored = math.Min(tk.stored+n, tk.maxToken)
 }
 
 // limit returns the number of requests allowed per interval in the current
 // token state. Must hold mu.
-func (w *tokens) limit() float64 {
-	if w.stored >= w.warningToken {
-		above := w.stored - w.warningToken
-		return 1 / (above*w.slope + 1/w.threshold)
+func (tk *tokens) limit() float64 {
+	if tk.stored >= tk.warningToken {
+		above := tk.stored - tk.warningToken
+		return 1 / (above*tk.slope + 1/tk.threshold)
 	}
-	return w.threshold
+	return tk.threshold
 }
 
 // limitAt returns the allowance per interval at now.
-func (w *tokens) limitAt(now int64) float64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.sync(now)
-	return w.limit()
+func (tk *tokens) limitAt(now int64) float64 {
+	tk.mu.Lock()
+	defer tk.mu.Unlock()
+	tk.sync(now)
+	return tk.limit()
 }
 
 // warmUp enforces a QPS warm-up rule that refuses at once: at most the
@@ -146,19 +146,19 @@ func (c *warmUp) check(_ context.Context, ec *entry.Context, _ core.Clock) *core
 		return be
 	}
 	now, n := ec.Start, ec.Batch
-	w := c.tokens
-	w.mu.Lock()
-	w.sync(now)
-	lim := w.limit()
+	tk := c.tokens
+	tk.mu.Lock()
+	tk.sync(now)
+	lim := tk.limit()
 	if float64(n) > lim {
-		w.mu.Unlock()
+		tk.mu.Unlock()
 		return c.refuse(ec, float64(n), lim, 0, reasonAboveAllowance)
 	}
 	ok, seen := c.win.TryAdd(now/c.width, uint64(n), lim)
 	if ok {
-		w.take(float64(n))
+		tk.take(float64(n))
 	}
-	w.mu.Unlock()
+	tk.mu.Unlock()
 	if !ok {
 		// When the window will have room at this allowance, which may
 		// change meanwhile: warm-up moves it as tokens are taken and
@@ -203,32 +203,32 @@ func (c *warmUpThrottle) check(ctx context.Context, ec *entry.Context, clk core.
 		return be
 	}
 	now, n := float64(ec.Start), float64(ec.Batch)
-	w := c.tokens
-	w.mu.Lock()
-	w.sync(ec.Start)
-	lim := w.limit()
+	tk := c.tokens
+	tk.mu.Lock()
+	tk.sync(ec.Start)
+	lim := tk.limit()
 	if n > 1 && n > lim {
-		w.mu.Unlock()
+		tk.mu.Unlock()
 		return c.refuse(ec, n, lim, 0, reasonAboveAllowance)
 	}
 	// The schedule of throttle, with the slot length of the current
 	// allowance.
-	cost := float64(w.interval) / lim * n
-	start := math.Max(w.free, now)
+	cost := float64(tk.interval) / lim * n
+	start := math.Max(tk.free, now)
 	wait := math.Round(start) - now
 	if wait > float64(c.maxQueue) {
-		w.mu.Unlock()
+		tk.mu.Unlock()
 		return c.queueRefusal(ec, wait, c.maxQueue)
 	}
-	w.free = start + cost
-	w.take(n)
-	w.mu.Unlock()
+	tk.free = start + cost
+	tk.take(n)
+	tk.mu.Unlock()
 	if d := time.Duration(wait); d > 0 {
 		if err := clock.Sleep(ctxOrBackground(ctx), clk, d); err != nil {
-			w.mu.Lock()
-			w.free -= cost
-			w.give(n)
-			w.mu.Unlock()
+			tk.mu.Lock()
+			tk.free -= cost
+			tk.give(n)
+			tk.mu.Unlock()
 			return c.cancelled(ec, wait, c.maxQueue, err)
 		}
 	}
@@ -241,11 +241,11 @@ func (c *warmUpThrottle) check(ctx context.Context, ec *entry.Context, clk core.
 // the entry was scheduled.
 func (c *warmUpThrottle) Release(x entry.ExitInfo) {
 	if x.Blocked {
-		w := c.tokens
-		w.mu.Lock()
-		w.free -= float64(w.interval) / w.limit() * float64(x.Batch)
-		w.give(float64(x.Batch))
-		w.mu.Unlock()
+		tk := c.tokens
+		tk.mu.Lock()
+		tk.free -= float64(tk.interval) / tk.limit() * float64(x.Batch)
+		tk.give(float64(x.Batch))
+		tk.mu.Unlock()
 	}
 }
 

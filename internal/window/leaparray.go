@@ -288,17 +288,11 @@ func (a *LeapArray[M]) FreeAt(epoch int64, m M, n uint64, limit float64) (int64,
 // Value returns metric m in the single bucket epoch, or zero when the slot
 // holds another bucket.
 func (a *LeapArray[M]) Value(epoch int64, m M) uint64 {
-	v := a.word(epoch, m).Load()
-	if v>>valueBits != uint64(epoch)&epochMask {
-		return 0
+	v := a.view.value(epoch, int(m))
+	if a.kinds[m] == Min && v != 0 {
+		return v - 1 // stored plus one: zero means "no value"
 	}
-	if a.kinds[m] == Min {
-		if v&valueMask == 0 {
-			return 0
-		}
-		return v&valueMask - 1
-	}
-	return v & valueMask
+	return v
 }
 
 // MinOf returns the smallest value of Min metric m over the window ending
