@@ -653,9 +653,24 @@ func TestFlowQueueRefusalsSayTheirUnits(t *testing.T) {
 // Waits longer than a time.Duration can hold (tiny thresholds: one request
 // every 31,700 years) saturate instead of wrapping around, and the first
 // request of an idle schedule still passes; huge batches within a huge
-// threshold are scheduled exactly.
+// threshold are scheduled exactly. (The entries carry a deadline so that a
+// regression that queues them fails instead of waiting for a clock that
+// never moves.)
 func TestFlowTinyThresholdsAndHugeBatchesSaturate(t *testing.T) {
 	const longest = time.Duration(math.MaxInt64)
+	refused := func(t *testing.T, g *Engine, opts ...EntryOption) *BlockError {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		p, err := g.EntryContext(ctx, "r", opts...)
+		if p != nil {
+			p.Exit()
+		}
+		var be *BlockError
+		require.ErrorAs(t, err, &be)
+		require.NoError(t, be.Cause, "refused at once, not after queueing")
+		return be
+	}
 	for _, rule := range []rules.Flow{
 		{Resource: "r", Threshold: 1e-12, Behavior: rules.Throttle},
 		{Resource: "r", Threshold: 1e-12, Behavior: rules.Throttle, MaxQueueing: time.Hour},
@@ -668,7 +683,7 @@ func TestFlowTinyThresholdsAndHugeBatchesSaturate(t *testing.T) {
 			require.True(t, try(g, "r"), "the first request of an idle schedule")
 			for _, step := range []time.Duration{time.Millisecond, 1000 * time.Hour} {
 				clk.Advance(step)
-				be := refusal(t, g, "r")
+				be := refused(t, g)
 				assert.Equal(t, longest, be.RetryAfter)
 				assert.Greater(t, be.Observed, 9e14, "the wait in ms, > 31,700 years")
 				assert.Contains(t, be.Reason, "wait more than 2562047h")
@@ -679,7 +694,7 @@ func TestFlowTinyThresholdsAndHugeBatchesSaturate(t *testing.T) {
 	g, _ := newTestEngine(t, 0)
 	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 1e12, StatInterval: time.Hour, Behavior: rules.Throttle, MaxQueueing: time.Second})
 	require.True(t, try(g, "r", WithBatch(MaxBatch)))
-	be := refusal(t, g, "r")
+	be := refused(t, g)
 	assert.Equal(t, time.Duration(math.Round(float64(MaxBatch)*3.6))-time.Second, be.RetryAfter)
 }
 
