@@ -13,7 +13,6 @@ import (
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/chain"
 	"github.com/sluice-go/sluice/internal/degrade"
-	"github.com/sluice-go/sluice/internal/entry"
 	"github.com/sluice-go/sluice/internal/flow"
 	"github.com/sluice-go/sluice/internal/isolation"
 	"github.com/sluice-go/sluice/internal/layout"
@@ -200,16 +199,6 @@ func (r *resource) setRules(rs *ruleSet) {
 		return
 	}
 	r.flow.Set(rs.flow, rs.other == nil, &r.node)
-}
-
-// pending returns the rule set whose checks c must still run: nil when the
-// resource has no rules, or when its flow gate admitted c, the gate's rule
-// being the only one.
-func (r *resource) pending(c *entry.Context) *ruleSet {
-	if r.flow.Pass(c, &r.node) {
-		return nil
-	}
-	return r.rules.Load()
 }
 
 // ruleSet is the immutable set of controllers on one resource, swapped whole

@@ -229,7 +229,11 @@ func (g *Engine) check(ctx context.Context, e *Pass, args entry.Args, r *resourc
 			return be
 		}
 	}
-	if rs := r.pending(c); rs != nil {
+	if be, decided := r.flow.Check(c, &r.node); decided {
+		if be != nil {
+			return be
+		}
+	} else if rs := r.rules.Load(); rs != nil {
 		for i := range rs.flow {
 			if be := rs.flow[i].Check(ctx, c, g.clock); be != nil {
 				return be

@@ -57,15 +57,11 @@ func (c *Controller) releaseWindow(nodes NodeFunc) {
 
 // admit is the decision of a QPS reject rule: it takes ec's batch from win,
 // in the bucket of width nanoseconds that holds ec.Start, if the window's
-// total stays within limit, and then records undo, which gives the batch
-// back should a later check refuse ec. It reports whether it took the
-// batch, and the total it found.
-func admit(ec *entry.Context, win *window.Window, width int64, limit float64, undo entry.Ticket) (bool, uint64) {
-	ok, seen := win.TryAdd(ec.Start/width, uint64(ec.Batch), limit)
-	if ok {
-		ec.AddUndo(undo)
-	}
-	return ok, seen
+// total stays within limit. It reports whether it took the batch, and the
+// total it found. A caller that took it records an undo ticket, which gives
+// the batch back should a later check refuse ec (giveBack).
+func admit(ec *entry.Context, win *window.Window, width int64, limit float64) (bool, uint64) {
+	return win.TryAdd(ec.Start/width, uint64(ec.Batch), limit)
 }
 
 // retryAfter returns how long after ec.Start a batch like ec's would be
@@ -96,10 +92,16 @@ type reject struct {
 }
 
 func (c *reject) check(_ context.Context, ec *entry.Context, _ core.Clock) *core.BlockError {
-	ok, seen := admit(ec, c.win, c.width, c.limit, c)
-	if ok {
-		return nil
+	ok, seen := admit(ec, c.win, c.width, c.limit)
+	if !ok {
+		return c.refusal(ec, seen)
 	}
+	ec.AddUndo(c)
+	return nil
+}
+
+// refusal is the rule's refusal of ec, whose check found seen admitted.
+func (c *reject) refusal(ec *entry.Context, seen uint64) *core.BlockError {
 	if be := c.tooLarge(ec, c.limit); be != nil {
 		return be
 	}

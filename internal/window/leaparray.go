@@ -361,10 +361,9 @@ func (a *LeapArray[M]) Unretired(now int64, m M, f func(bucketStart int64, v uin
 // the add are one atomic step on the bucket's counter: concurrent callers can
 // never together take the total past limit.
 func (a *LeapArray[M]) TryAdd(epoch int64, m M, n uint64, limit float64) (bool, uint64) {
-	r := a.view.tryAdd(epoch, int(m), n, limit, func(oe, v uint64) {
+	return a.view.tryAdd(epoch, int(m), n, limit, func(oe, v uint64) {
 		a.retired(m, epoch, uint64(epoch)&epochMask, oe, v)
 	})
-	return r.ok, r.total
 }
 
 // Sub takes back n from Sum metric m in bucket epoch, undoing an earlier Add

@@ -28,29 +28,45 @@ func (v *view) sum(epoch int64, m, from, to int, nb *neighbours) uint64 {
 	if from > 0 && v.mask == 0 {
 		return 0
 	}
-	// Locals, not v's fields: the compiler would otherwise copy v for each
-	// inlined call to word, which costs more than the loads themselves.
+	// Locals, not v's fields: the compiler would otherwise reload them
+	// from memory on every iteration.
 	words, stride, mask := v.words, v.stride, v.mask
 	var s uint64
-	for k := from; k < to; k++ {
-		ep := epoch - int64(k)
-		p := &words[int(ep&mask)*stride+m]
-		w := p.Load()
-		if k == 1 && nb != nil {
-			nb.prevW, nb.prev = p, w
-		}
+	k := from
+	if nb != nil && k == 1 && k < to {
+		// The bucket before epoch, recorded as the check reads it.
+		ep := epoch - 1
+		i := int(ep&mask)*stride + m
+		w := words[i].Load()
+		nb.prevI, nb.prev, nb.valid = i, w, true
 		if w>>valueBits == uint64(ep)&epochMask {
 			s += w & valueMask
 		}
+		k++
 	}
+	s += sumSpan(words, stride, mask, m, epoch-int64(k), epoch-int64(to))
 	next := epoch + 1
-	p := &words[int(next&mask)*stride+m]
-	w := p.Load()
+	i := int(next&mask)*stride + m
+	w := words[i].Load()
 	if nb != nil {
-		nb.nextW, nb.next = p, w
+		nb.nextI, nb.next = i, w
 	}
 	if w>>valueBits == uint64(next)&epochMask {
 		s += w & valueMask
+	}
+	return s
+}
+
+// sumSpan is sum's loop: metric m over buckets newest down to oldest+1.
+//
+//go:noinline
+func sumSpan(words []atomic.Uint64, stride int, mask int64, m int, newest, oldest int64) uint64 {
+	var s uint64
+	for ep := newest; ep > oldest; ep-- {
+		w := words[int(ep&mask)*stride+m].Load()
+		if w>>valueBits == uint64(ep)&epochMask {
+			s += w & valueMask
+		}
 	}
 	return s
 }
@@ -97,21 +113,15 @@ func (v *view) freeAt(epoch int64, m int, n uint64, limit float64) (int64, bool)
 	return epoch + 1, true // it fits already (a racing Sub freed room)
 }
 
-// tryAddResult is what a check-and-add did: whether it added, and the
-// total it saw before adding.
-type tryAddResult struct {
-	ok    bool
-	total uint64
-}
-
 // retireFunc receives the value oldValue of a stale counter of bucket
 // oldEpoch (truncated) that a check-and-add reset.
 type retireFunc func(oldEpoch, oldValue uint64)
 
 // tryAdd adds n to Sum metric m in bucket epoch only if the window's total
-// plus n stays at or below limit; see LeapArray.TryAdd. retire is called for
-// a stale counter the add reset.
-func (v *view) tryAdd(epoch int64, m int, n uint64, limit float64, retire retireFunc) tryAddResult {
+// plus n stays at or below limit, and reports whether it added and the
+// total it saw before adding; see LeapArray.TryAdd. retire is called for a
+// stale counter the add reset.
+func (v *view) tryAdd(epoch int64, m int, n uint64, limit float64, retire retireFunc) (bool, uint64) {
 	if n > MaxAdd {
 		n = MaxAdd
 	}
@@ -120,10 +130,10 @@ func (v *view) tryAdd(epoch int64, m int, n uint64, limit float64, retire retire
 	for {
 		old := w.Load()
 		// Everything but the current slot; the neighbours' words as read.
-		var nb neighbours
+		nb := neighbours{words: v.words}
 		others := v.sum(epoch, m, 1, v.buckets, &nb)
-		if r, done := tryAddStep(w, old, e, n, others, limit, &nb, retire); done {
-			return r
+		if ok, total, done := tryAddStep(w, old, e, n, others, limit, &nb, retire); done {
+			return ok, total
 		}
 	}
 }
@@ -139,52 +149,56 @@ func (v *view) tryAdd(epoch int64, m int, n uint64, limit float64, retire retire
 // pass unnoticed. (A caller whose reading is two or more buckets stale,
 // preempted for 100 ms between reading the clock and adding, is not
 // covered: its add can exceed the limit by its own amount once.)
+//
+// It records indexes into words rather than pointers, so that the summing
+// routine stores no pointers (which would cost write-barrier checks).
 type neighbours struct {
-	prevW, nextW *atomic.Uint64 // nil prevW: nothing to validate
+	words        []atomic.Uint64
+	prevI, nextI int
 	prev, next   uint64
+	valid        bool // false: nothing to validate
 }
 
 func (nb *neighbours) changed() bool {
-	return nb.prevW != nil && (nb.prevW.Load() != nb.prev || nb.nextW.Load() != nb.next)
+	return nb.valid && (nb.words[nb.prevI].Load() != nb.prev || nb.words[nb.nextI].Load() != nb.next)
 }
 
 // tryAddStep is one attempt of a check-and-add of n on counter w, read as
 // old, for bucket e (truncated), where the other buckets of the window sum
-// to others. It reports done=false when a concurrent change to w or to a
+// to others: whether it added, the total it saw, and done=false when a concurrent change to w or to a
 // neighbour made the attempt fail; the caller then reads again and retries.
 // retire, if not nil, is called when the attempt reset a stale counter.
-func tryAddStep(w *atomic.Uint64, old, e, n, others uint64, limit float64, nb *neighbours, retire retireFunc) (r tryAddResult, done bool) {
+func tryAddStep(w *atomic.Uint64, old, e, n, others uint64, limit float64, nb *neighbours, retire retireFunc) (ok bool, total uint64, done bool) {
 	oe := old >> valueBits
 	stale := oe != e && (e-oe)&epochMask < epochHalf
 	cur := uint64(0)
 	if !stale {
 		cur = old & valueMask
 	}
-	r.total = others + cur
-	if float64(r.total+n) > limit {
-		return r, true
+	total = others + cur
+	if float64(total+n) > limit {
+		return false, total, true
 	}
 	switch {
 	case stale:
 		if !w.CompareAndSwap(old, e<<valueBits|n) {
-			return r, false
+			return false, total, false
 		}
 		if retire != nil {
 			retire(oe, old&valueMask)
 		}
 	case cur+n > valueMask-valueHeadroom:
-		return r, true
+		return false, total, true
 	default:
 		if !w.CompareAndSwap(old, old+n) {
-			return r, false
+			return false, total, false
 		}
 	}
 	if nb.changed() {
 		subWord(w, e, n)
-		return r, false
+		return false, total, false
 	}
-	r.ok = true
-	return r, true
+	return true, total, true
 }
 
 // sub takes back n from Sum metric m in bucket epoch; see LeapArray.Sub.

@@ -37,8 +37,7 @@ func (w *Window) view() view {
 // limit, even when their clock readings straddle a bucket boundary.
 func (w *Window) TryAdd(epoch int64, n uint64, limit float64) (bool, uint64) {
 	v := w.view()
-	r := v.tryAdd(epoch, 0, n, limit, nil)
-	return r.ok, r.total
+	return v.tryAdd(epoch, 0, n, limit, nil)
 }
 
 // Sub takes back n from bucket epoch, undoing an earlier TryAdd there; it
