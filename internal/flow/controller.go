@@ -28,9 +28,9 @@ type Controller struct {
 }
 
 // checker is the behaviour of one kind of flow rule: *reject, *exact,
-// *throttle, *warmUp, *warmUpThrottle, *concurrency or *associated. Implementations are
-// safe for concurrent use and are the entry.Ticket of what their check
-// reserves: Release gives it back.
+// *throttle, *warmUp, *warmUpThrottle, *concurrency or *associated.
+// Implementations are safe for concurrent use and are the entry.Ticket of
+// what their check reserves: Release gives it back.
 //
 // Each also has a method
 //

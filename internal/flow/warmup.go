@@ -154,7 +154,7 @@ func (c *warmUp) check(_ context.Context, ec *entry.Context, _ core.Clock) *core
 		tk.mu.Unlock()
 		return c.refuse(ec, float64(n), lim, 0, reasonAboveAllowance)
 	}
-	ok, seen := c.win.TryAdd(now/c.width, uint64(n), lim)
+	ok, seen := admit(ec, c.win, c.width, lim)
 	if ok {
 		tk.take(float64(n))
 	}
