@@ -274,13 +274,12 @@ func (a *LeapArray[M]) SumEpoch(epoch int64, m M, n int) uint64 {
 	if n > a.buckets {
 		n = a.buckets
 	}
-	return a.view.sum(epoch, int(m), 0, n, nil)
+	return a.view.sum(epoch, int(m), 0, n)
 }
 
-// FreeAt returns the first bucket after epoch from whose start a TryAdd of
-// n within limit on Sum metric m would succeed if nothing were added or
-// taken back meanwhile, and false when n alone exceeds limit (see
-// Window.FreeAt).
+// FreeAt returns the first bucket after epoch from whose start the window's
+// sum of Sum metric m plus n is within limit, if nothing were added or taken
+// back meanwhile, and false when n alone exceeds limit (see Window.FreeAt).
 func (a *LeapArray[M]) FreeAt(epoch int64, m M, n uint64, limit float64) (int64, bool) {
 	return a.view.freeAt(epoch, int(m), n, limit)
 }
@@ -353,23 +352,4 @@ func (a *LeapArray[M]) Unretired(now int64, m M, f func(bucketStart int64, v uin
 		}
 		f((epoch-back)*a.width, val)
 	}
-}
-
-// TryAdd adds n to Sum metric m in bucket epoch only if the window's total
-// (the last Buckets buckets up to epoch) plus n stays at or below limit. It
-// reports whether it added, and the total it saw before adding. The check and
-// the add are one atomic step on the bucket's counter: concurrent callers can
-// never together take the total past limit.
-func (a *LeapArray[M]) TryAdd(epoch int64, m M, n uint64, limit float64) (bool, uint64) {
-	return a.view.tryAdd(epoch, int(m), n, limit, func(oe, v uint64) {
-		a.retired(m, epoch, uint64(epoch)&epochMask, oe, v)
-	})
-}
-
-// Sub takes back n from Sum metric m in bucket epoch, undoing an earlier Add
-// or TryAdd there. When the slot has since moved to a later bucket, the
-// earlier add has already left the window and nothing is done. It reports
-// whether it took anything back.
-func (a *LeapArray[M]) Sub(epoch int64, m M, n uint64) bool {
-	return a.view.sub(epoch, int(m), n)
 }

@@ -12,7 +12,7 @@ import (
 // no longer changes (short of a racing caller whose clock reading is a
 // little older).
 func (n *Node) SumBefore(now int64, m Metric) uint64 {
-	return n.sec.view.sum(now/int64(BucketWidth), int(m), 1, SecondBuckets, nil)
+	return n.sec.view.sum(now/int64(BucketWidth), int(m), 1, SecondBuckets)
 }
 
 // WindowCache reads a node's one-second pass count, completion count and RT

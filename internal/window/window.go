@@ -12,10 +12,13 @@ const WindowBuckets = 10
 const windowRing = 16
 
 // Window is a sliding window of WindowBuckets buckets with one Sum counter
-// each: a LeapArray of fixed shape with no header. Its sixteen counter words
-// are all it holds, so a check reads nothing but the counters it sums. Flow
-// rules keep their admission counts in one, preferably the one inside their
-// resource's Node (Node.ClaimWindow).
+// each, in which flow rules count admissions with a check-and-add
+// (TryAdd). Its counters are packed words as a LeapArray's, in a ring of
+// sixteen with no header, so a check reads nothing but the counters it
+// sums, and its shape is constant, so the summing loop shared with
+// LeapArray (sumSpan) compiles to straight arithmetic here. Flow rules
+// keep their counts in one, preferably the one inside their resource's Node
+// (Node.ClaimWindow).
 //
 // The bucket width is the caller's: every method takes a bucket index
 // (epoch), the time divided by the width the caller chose; it must not be
@@ -31,13 +34,67 @@ func (w *Window) view() view {
 }
 
 // TryAdd adds n to bucket epoch only if the window's total (the last
-// WindowBuckets buckets up to epoch) plus n stays at or below limit. It
-// reports whether it added, and the total it saw before adding; as with
-// LeapArray.TryAdd, concurrent callers can never together take the total past
+// WindowBuckets buckets up to epoch, and the one after it) plus n stays at
+// or below limit. It reports whether it added, and the total it saw before
+// adding. The check and the add are one atomic step on the bucket's
+// counter: concurrent callers can never together take the total past
 // limit, even when their clock readings straddle a bucket boundary.
+//
+// Each attempt reads the counter it will write, then the others, checks,
+// and compare-and-swaps the counter: an add or, for a stale counter, a
+// reset carrying the add. It then checks the neighbouring buckets (below),
+// and starts again when any of it raced another caller.
+//
+// Neighbours: callers whose clock readings straddle a bucket boundary
+// write the buckets just before and after the one an attempt writes. An
+// attempt that finds either changed after its own add cannot tell whether
+// the other caller's check saw its add, so it takes its add back and tries
+// again. That makes admissions exact across a boundary, not only within
+// one bucket. The comparison is with the values the check used (not values
+// read before it), so a neighbour that changed and changed back in between
+// cannot pass unnoticed. (A caller whose reading is two or more buckets
+// stale, preempted for 100 ms between reading the clock and adding, is not
+// covered: its add can exceed the limit by its own amount once.)
 func (w *Window) TryAdd(epoch int64, n uint64, limit float64) (bool, uint64) {
-	v := w.view()
-	return v.tryAdd(epoch, 0, n, limit, nil)
+	if n > MaxAdd {
+		n = MaxAdd
+	}
+	const mask = windowRing - 1
+	c := &w.words[epoch&mask]
+	prevW, nextW := &w.words[(epoch-1)&mask], &w.words[(epoch+1)&mask]
+	e := uint64(epoch) & epochMask
+	for {
+		old := c.Load()
+		prev := prevW.Load()
+		others := count(prev, epoch-1) + sumSpan(w.words[:], 1, mask, 0, epoch-2, epoch-WindowBuckets)
+		next := nextW.Load()
+		others += count(next, epoch+1)
+
+		oe := old >> valueBits
+		stale := oe != e && (e-oe)&epochMask < epochHalf
+		cur := uint64(0)
+		if !stale {
+			cur = old & valueMask
+		}
+		total := others + cur
+		if float64(total+n) > limit || cur+n > valueMask-valueHeadroom {
+			return false, total // over the limit, or saturated
+		}
+		swapped := false
+		if stale {
+			swapped = c.CompareAndSwap(old, e<<valueBits|n)
+		} else {
+			swapped = c.CompareAndSwap(old, old+n)
+		}
+		if !swapped {
+			continue
+		}
+		if prevW.Load() != prev || nextW.Load() != next {
+			subWord(c, e, n)
+			continue
+		}
+		return true, total
+	}
 }
 
 // Sub takes back n from bucket epoch, undoing an earlier TryAdd there; it
@@ -50,7 +107,7 @@ func (w *Window) Sub(epoch int64, n uint64) bool {
 // Sum returns the total of the window that ends with bucket epoch.
 func (w *Window) Sum(epoch int64) uint64 {
 	v := w.view()
-	return v.sum(epoch, 0, 0, WindowBuckets, nil)
+	return v.sum(epoch, 0, 0, WindowBuckets)
 }
 
 // FreeAt returns the first bucket after epoch from whose start a TryAdd of
