@@ -74,8 +74,17 @@ func newAdmissionLog(capacity int) *admissionLog {
 	return &admissionLog{times: make([]int64, capacity)}
 }
 
+// slot returns the ring index of the i-th oldest entry, for i < len(times).
+// Must hold mu.
+func (l *admissionLog) slot(i int) int {
+	if j := l.head + i; j < len(l.times) {
+		return j
+	}
+	return l.head + i - len(l.times)
+}
+
 // at returns the i-th oldest entry. Must hold mu.
-func (l *admissionLog) at(i int) int64 { return l.times[(l.head+i)%len(l.times)] }
+func (l *admissionLog) at(i int) int64 { return l.times[l.slot(i)] }
 
 // admit logs n requests at now if, with them, no interval of interval ns
 // holds more than limit entries: that is, when the entry n-1 places after
@@ -98,11 +107,11 @@ func (l *admissionLog) admit(now int64, n, limit int, interval int64) (ok bool, 
 	}
 	for i := 0; i < n; i++ {
 		if l.count < len(l.times) {
-			l.times[(l.head+l.count)%len(l.times)] = now
+			l.times[l.slot(l.count)] = now
 			l.count++
 		} else {
 			l.times[l.head] = now
-			l.head = (l.head + 1) % len(l.times)
+			l.head = l.slot(1)
 		}
 	}
 	l.last = now
@@ -133,7 +142,7 @@ func (l *admissionLog) undo(start int64, n int, interval int64) {
 		n = l.count - from
 	}
 	for i := from; i+n < l.count; i++ {
-		l.times[(l.head+i)%len(l.times)] = l.at(i + n)
+		l.times[l.slot(i)] = l.at(i + n)
 	}
 	l.count -= n
 }
