@@ -5,7 +5,11 @@ import (
 	"math/rand"
 	"runtime"
 	"testing"
+	"time"
 
+	"go.uber.org/atomic"
+
+	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 )
@@ -183,5 +187,63 @@ func BenchmarkIdleResourceMemory(b *testing.B) {
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "bytes/resource")
 		runtime.KeepAlive(g)
 		_ = g.Close()
+	}
+}
+
+// steppingClock is a clock that moves step nanoseconds at every reading,
+// so that time passes between calls as fast as the benchmark runs them.
+type steppingClock struct {
+	now  atomic.Int64
+	step int64
+}
+
+func (c *steppingClock) Nanotime() int64 { return c.now.Add(c.step) }
+
+func (c *steppingClock) NewTimer(time.Duration) core.Timer {
+	panic("sluice: the benchmark clock has no timers")
+}
+
+// BenchmarkExactWindow is Entry+Exit with a 10,000/s QPS reject rule
+// counted in the bucketed window (the flow gate's path) and with Exact (a
+// log of admission times under a mutex). The clock moves 100 µs per
+// reading, two readings per call, so every call passes either rule.
+func BenchmarkExactWindow(b *testing.B) {
+	for _, exact := range []bool{false, true} {
+		name := "buckets"
+		if exact {
+			name = "exact"
+		}
+		setup := func(b *testing.B) *Engine {
+			g := New(WithClock(&steppingClock{step: int64(100 * time.Microsecond)}))
+			b.Cleanup(func() { _ = g.Close() })
+			mustLoadFlow(b, g, rules.Flow{Resource: "r", Threshold: rules.MaxExactThreshold, Exact: exact})
+			return g
+		}
+		b.Run(name+"/serial", func(b *testing.B) {
+			g := setup(b)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				p, err := g.Entry("r")
+				if err != nil {
+					b.Fatal(err)
+				}
+				p.Exit()
+			}
+		})
+		b.Run(name+"/parallel", func(b *testing.B) {
+			g := setup(b)
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					p, err := g.Entry("r")
+					if err != nil {
+						b.Fatal(err)
+					}
+					p.Exit()
+				}
+			})
+		})
 	}
 }

@@ -3,10 +3,10 @@ package sluice
 import (
 	"context"
 	"fmt"
-	"math"
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"sync/atomic"
 
@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-go/sluice/internal/entry"
 	"github.com/sluice-go/sluice/internal/flow"
 	"github.com/sluice-go/sluice/internal/isolation"
+	"github.com/sluice-go/sluice/internal/layout"
 	"github.com/sluice-go/sluice/internal/param"
 	"github.com/sluice-go/sluice/internal/system"
 	"github.com/sluice-go/sluice/internal/window"
@@ -208,22 +209,15 @@ func (eng *Engine) RegisterSlot(s any, order int) error {
 
 // resource is one tracked resource: its statistics and the rules on it.
 //
-// Its first cache line (after the 8 bytes the Go runtime puts before an
-// allocation of this size) holds everything a call reads before it starts
-// writing: the name when it is short, which the registry compares, and the
-// rules in force, including the fast check below. Rule loads write it;
-// calls only read it, so cores share it without transfers. The node starts
-// in its last 8 bytes (window.NodeLead), so the node's address is on this
-// read-only line and its counters begin on the next. TestResourceLayout
-// checks the layout.
+// It starts with what a call reads before it writes: the rules in force,
+// the flow gate (flow.Gate: a lone one-second reject rule, checked without
+// reading the rule set) and the name when it is short, which the registry
+// compares. Rule loads write these fields; calls only read them, so cores
+// share their line without transfers. The node follows, and keeps the
+// counters calls write on lines of their own (see window.Node).
 type resource struct {
 	rules atomic.Pointer[ruleSet] // the rules in force; nil for none
-	// fast is the threshold (as float64 bits) of the rules in force when they
-	// are a single QPS reject rule counted per second in the node's own
-	// window, and 0 otherwise (a threshold is positive, so its bits are
-	// not 0). A call that finds it set makes that rule's whole check, one
-	// check-and-add on the node, without reading the rule set.
-	fast  atomic.Uint64
+	flow  flow.Gate
 	n     uint8 // the name's length, or longName
 	short [shortName]byte
 	node  window.Node // by value: the counters a call writes share the allocation
@@ -231,8 +225,9 @@ type resource struct {
 }
 
 const (
-	// shortName is the longest name held in a resource's first line.
-	shortName = window.NodeLead - 8 - 8 - 1
+	// shortName is the longest name a resource holds inline: its fields
+	// before the node then fill one cache line.
+	shortName = int(layout.CacheLine - unsafe.Sizeof(atomic.Pointer[ruleSet]{}) - unsafe.Sizeof(flow.Gate{}) - unsafe.Sizeof(uint8(0)))
 	// longName marks a resource whose name is longer than shortName:
 	// lookups then compare the name itself.
 	longName = 255
@@ -249,78 +244,34 @@ func newResource(name string) *resource {
 }
 
 // named reports whether the resource's name is name.
-func (x *resource) named(name string) bool {
-	if x.n == longName {
-		return x.name == name
+func (r *resource) named(name string) bool {
+	if r.n == longName {
+		return r.name == name
 	}
-	return int(x.n) == len(name) && string(x.short[:x.n]) == name
+	return int(r.n) == len(name) && string(r.short[:r.n]) == name
 }
 
-// setRules puts rs in force. The rule set and the fast check are stored one
-// after the other, and a call reads the fast check first and, only when it
-// is not set, the rule set: either way it checks against one version of the
-// rules, the old or the new.
-func (x *resource) setRules(rs *ruleSet) {
-	var fast uint64
-	if rs != nil && rs.other == nil && len(rs.flow) == 1 {
-		if t, ok := rs.flow[0].OwnWindowLimit(&x.node); ok && t > 0 {
-			fast = math.Float64bits(t)
-		}
+// setRules puts rs in force: the rule set first, then the flow gate (see
+// flow.Gate.Set).
+func (r *resource) setRules(rs *ruleSet) {
+	r.rules.Store(rs)
+	if rs == nil {
+		r.flow.Set(nil, true, &r.node)
+		return
 	}
-	x.rules.Store(rs)
-	x.fast.Store(fast)
-}
-
-// admit is the fast check (see resource.fast): it takes batch from the
-// node's own window at c.Start if the window stays within limit.
-func (x *resource) admit(c *entry.Context, fast uint64) *core.BlockError {
-	limit := math.Float64frombits(fast)
-	ok, seen := x.node.OwnWindow().TryAdd(c.Start/int64(window.BucketWidth), uint64(c.Batch), limit)
-	if ok {
-		c.AddUndo((*admission)(x))
-		return nil
-	}
-	// The rule set, for the rule to report: the one the fast check came
-	// from unless a reload has just replaced it.
-	if rs := x.rules.Load(); rs != nil && len(rs.flow) == 1 {
-		if t, ok := rs.flow[0].OwnWindowLimit(&x.node); ok && t == limit {
-			return rs.flow[0].Refusal(c, seen)
-		}
-	}
-	return flow.Refusal(c, nil, limit, seen, int64(window.BucketWidth))
-}
-
-// admission is the ticket of a fast check: when a later check refuses the
-// entry, it gives the batch back to the node's window.
-type admission resource
-
-func (a *admission) Release(x entry.ExitInfo) {
-	if x.Blocked {
-		a.node.OwnWindow().Sub(x.Start/int64(window.BucketWidth), uint64(x.Batch))
-	}
+	r.flow.Set(rs.flow, rs.other == nil, &r.node)
 }
 
 // ruleSet is the immutable set of controllers on one resource, swapped whole
-// when rules change.
-//
-// It is laid out for a resource that is not in cache: a check follows
-// resource -> rule set -> counters, nothing longer. Flow controllers are
-// held by value (a Controller is configuration plus pointers to its counting
-// state, so a copy shares the state with the original), and a single one is
-// stored inside the rule set itself, next to the slice that points to it.
-// The rarer kinds sit behind one pointer that is nil when there are none.
+// when rules change. Flow controllers are held by value (a Controller is
+// the interface of its checker, which points to the counting state), and a
+// single one is stored inside the rule set itself. The rarer kinds sit
+// behind one pointer that is nil when there are none.
 type ruleSet struct {
 	flow  []flow.Controller
 	other *otherRules
 	flow1 [1]flow.Controller // flow's storage when it holds one controller
-	// Pads the size to a multiple of the cache line, so the allocator
-	// aligns rule sets to lines and the fields above plus the first
-	// controller's hot fields (see flow.Controller) share the first line.
-	_ [ruleSetPad]byte
 }
-
-// ruleSetPad rounds ruleSet up to 256 bytes (TestRuleSetLayout).
-const ruleSetPad = 32
 
 // otherRules are the controllers of a resource other than flow ones.
 type otherRules struct {

@@ -291,8 +291,8 @@ func (eng *Engine) check(ctx context.Context, c *entry.Context, args entry.Args,
 			return be
 		}
 	}
-	if f := r.fast.Load(); f != 0 {
-		return r.admit(c, f)
+	if be, decided := r.flow.Check(c, &r.node); decided {
+		return be
 	}
 	rs := r.rules.Load()
 	if rs == nil {

@@ -3,6 +3,9 @@ package sluice
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
+	"math/rand"
 	"sync"
 	"testing"
 	"time"
@@ -11,7 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/atomic"
 
+	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
+	"github.com/sluice-go/sluice/sluicetest"
 )
 
 const ms = int64(time.Millisecond)
@@ -39,7 +44,9 @@ func TestFlowRejectSteadyOverload(t *testing.T) {
 	for s, n := range perSecond {
 		assert.InDelta(t, T, n, T*0.01, "second %d admitted %d", s, n)
 	}
-	// No sliding one-second window admits more than 1.1 T.
+	// Under steady overload no sliding second admits more than 1.1 T (the
+	// window's own share plus one bucket's); bursts timed against the
+	// buckets can reach 2T (TestFlowSlidingBoundIsReached).
 	maxWin := 0
 	for i, j := 0, 0; j < len(admitted); j++ {
 		for admitted[j]-admitted[i] >= int64(time.Second) {
@@ -134,8 +141,10 @@ func TestFlowThrottlePacesAndBoundsTheQueue(t *testing.T) {
 		} else {
 			var be *BlockError
 			require.ErrorAs(t, r.err, &be)
-			assert.Equal(t, "wait exceeds max queueing", be.Reason)
-			assert.Positive(t, be.RetryAfter)
+			// Six slots of 100 ms are taken: the seventh is 600 ms away,
+			// and within the queue bound 100 ms later.
+			assert.Equal(t, "wait 600ms exceeds max queueing 500ms", be.Reason)
+			assert.Equal(t, 100*time.Millisecond, be.RetryAfter)
 		}
 	}
 	require.Equal(t, 1, passedNow)
@@ -514,6 +523,478 @@ func TestBlockErrorShape(t *testing.T) {
 	assert.Equal(t, "orders-qps", r.ID)
 	assert.Equal(t, float64(1), be.Observed)
 	assert.Equal(t, float64(1), be.Threshold)
-	assert.Equal(t, 100*time.Millisecond, be.RetryAfter)
-	assert.Equal(t, `sluice: blocked by flow rule on "GET /orders": observed 1, threshold 1, retry after 100ms`, be.Error())
+	assert.Equal(t, time.Second, be.RetryAfter, "when the entry at 0 leaves the window")
+	assert.Equal(t, `sluice: blocked by flow rule on "GET /orders": observed 1, threshold 1, retry after 1s`, be.Error())
+}
+
+// refusal makes one entry that must be refused and returns its error.
+func refusal(t *testing.T, g *Engine, res string, opts ...EntryOption) *BlockError {
+	t.Helper()
+	p, err := g.Entry(res, opts...)
+	if p != nil {
+		p.Exit()
+	}
+	var be *BlockError
+	require.ErrorAs(t, err, &be)
+	return be
+}
+
+// A batch takes as many places in a pacing schedule as it has requests,
+// whether the schedule was idle or not: it may start at once, and the next
+// caller waits for all of them (MaxQueueing 0: refused until then, with the
+// exact RetryAfter).
+func TestFlowThrottleBatchOccupiesItsSlots(t *testing.T) {
+	tests := []struct {
+		name  string
+		rule  rules.Flow
+		batch int
+		free  int64 // when the schedule is free again after the batch at 0
+	}{
+		{"throttle, 10/s", rules.Flow{Resource: "r", Threshold: 10, Behavior: rules.Throttle}, 5, 500 * ms},
+		{"throttle, whole threshold", rules.Flow{Resource: "r", Threshold: 10, Behavior: rules.Throttle}, 10, 1000 * ms},
+		// Cold: a third of 10/s, 300 ms per request.
+		{"warm-up throttle, cold", rules.Flow{Resource: "r", Threshold: 10, Behavior: rules.Throttle, Strategy: rules.WarmUp, WarmUpPeriod: 10 * time.Second}, 3, 900 * ms},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g, clk := newTestEngine(t, 0)
+			mustLoadFlow(t, g, tt.rule)
+			require.True(t, try(g, "r", WithBatch(tt.batch)), "the idle schedule lets the batch start at once")
+			clk.Set(tt.free - ms)
+			be := refusal(t, g, "r")
+			assert.Equal(t, time.Millisecond, be.RetryAfter, "the next caller waits for the whole batch")
+			clk.Set(tt.free)
+			require.True(t, try(g, "r"))
+			require.False(t, try(g, "r"), "and takes its own slot")
+		})
+	}
+}
+
+// A batch larger than a flow rule's threshold can never pass: every kind of
+// rule refuses it with the same reason, the batch as the observed value,
+// and no RetryAfter, since retrying cannot help.
+func TestFlowBatchLargerThanThresholdIsRefusedClearly(t *testing.T) {
+	tests := []struct {
+		name string
+		rule rules.Flow
+	}{
+		{"reject", rules.Flow{Resource: "r", Threshold: 10}},
+		{"reject, one minute", rules.Flow{Resource: "r", Threshold: 10, StatInterval: time.Minute}},
+		{"exact", rules.Flow{Resource: "r", Threshold: 10, Exact: true}},
+		{"concurrency", rules.Flow{Resource: "r", Threshold: 10, Metric: rules.Concurrency}},
+		{"throttle", rules.Flow{Resource: "r", Threshold: 10, Behavior: rules.Throttle}},
+		{"throttle with a queue", rules.Flow{Resource: "r", Threshold: 10, Behavior: rules.Throttle, MaxQueueing: 500 * time.Millisecond}},
+		{"warm-up", rules.Flow{Resource: "r", Threshold: 10, Strategy: rules.WarmUp, WarmUpPeriod: time.Second}},
+		{"warm-up throttle", rules.Flow{Resource: "r", Threshold: 10, Strategy: rules.WarmUp, Behavior: rules.Throttle, WarmUpPeriod: time.Second, MaxQueueing: time.Second}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, batch := range []int{11, MaxBatch} {
+				g, clk := newTestEngine(t, 0)
+				mustLoadFlow(t, g, tt.rule)
+				be := refusal(t, g, "r", WithBatch(batch))
+				assert.Equal(t, "batch larger than threshold", be.Reason)
+				assert.Equal(t, float64(batch), be.Observed)
+				assert.Equal(t, float64(10), be.Threshold)
+				assert.Zero(t, be.RetryAfter)
+				// Nothing was taken: a single entry 1.2 s later passes, and
+				// so does one at once.
+				clk.Set(1200 * ms)
+				require.True(t, try(g, "r"), "batch %d", batch)
+			}
+		})
+	}
+}
+
+// A warm-up rule admits less than its threshold while cold: a batch above
+// the cold allowance but within the threshold is refused without a
+// RetryAfter (waiting alone does not warm the resource), and passes once
+// traffic has warmed it.
+func TestFlowWarmUpBatchAboveTheColdAllowance(t *testing.T) {
+	const T = 30 // cold allowance 10
+	for _, behavior := range []rules.ControlBehavior{rules.Reject, rules.Throttle} {
+		t.Run(behavior.String(), func(t *testing.T) {
+			g, clk := newTestEngine(t, 0)
+			mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: T, Strategy: rules.WarmUp, Behavior: behavior, WarmUpPeriod: 2 * time.Second})
+			be := refusal(t, g, "r", WithBatch(15))
+			assert.Equal(t, "batch larger than warm-up allowance", be.Reason)
+			assert.Equal(t, float64(15), be.Observed)
+			assert.InDelta(t, 10, be.Threshold, 1e-9, "the cold allowance")
+			assert.Zero(t, be.RetryAfter)
+			// Saturated for longer than the warm-up period, it is warm.
+			for now := int64(0); now < 3500*ms; now += ms {
+				clk.Set(now)
+				try(g, "r")
+			}
+			// The window and the schedule are free, and the interval
+			// before was busy enough to keep the resource warm.
+			clk.Set(4450 * ms)
+			require.True(t, try(g, "r", WithBatch(15)))
+		})
+	}
+}
+
+// A pacing rule's refusal gives its wait and its queue bound in
+// milliseconds as Observed and Threshold, and both with their units in the
+// message.
+func TestFlowQueueRefusalsSayTheirUnits(t *testing.T) {
+	g, clk := newTestEngine(t, 0)
+	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 10, Behavior: rules.Throttle, MaxQueueing: 50 * time.Millisecond})
+	require.True(t, try(g, "r")) // the next slot is at 100 ms
+	clk.Set(44123)
+	be := refusal(t, g, "r")
+	assert.Equal(t, 99.955877, be.Observed)
+	assert.Equal(t, float64(50), be.Threshold)
+	assert.Equal(t, 49955877*time.Nanosecond, be.RetryAfter)
+	assert.Equal(t, "wait 99.96ms exceeds max queueing 50ms", be.Reason)
+	assert.Equal(t, `sluice: blocked by flow rule on "r": observed 99.955877, threshold 50 (wait 99.96ms exceeds max queueing 50ms), retry after 49.955877ms`, be.Error())
+}
+
+// Waits longer than a time.Duration can hold (tiny thresholds: one request
+// every 31,700 years) saturate instead of wrapping around, and the first
+// request of an idle schedule still passes; huge batches within a huge
+// threshold are scheduled exactly. (The entries carry a deadline so that a
+// regression that queues them fails instead of waiting for a clock that
+// never moves.)
+func TestFlowTinyThresholdsAndHugeBatchesSaturate(t *testing.T) {
+	const longest = time.Duration(math.MaxInt64)
+	refused := func(t *testing.T, g *Engine, opts ...EntryOption) *BlockError {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		p, err := g.EntryContext(ctx, "r", opts...)
+		if p != nil {
+			p.Exit()
+		}
+		var be *BlockError
+		require.ErrorAs(t, err, &be)
+		require.NoError(t, be.Cause, "refused at once, not after queueing")
+		return be
+	}
+	for _, rule := range []rules.Flow{
+		{Resource: "r", Threshold: 1e-12, Behavior: rules.Throttle},
+		{Resource: "r", Threshold: 1e-12, Behavior: rules.Throttle, MaxQueueing: time.Hour},
+		{Resource: "r", Threshold: 1e-12, Behavior: rules.Throttle, StatInterval: time.Hour},
+		{Resource: "r", Threshold: 1e-12, Behavior: rules.Throttle, Strategy: rules.WarmUp, WarmUpPeriod: time.Second},
+	} {
+		t.Run(fmt.Sprintf("%+v", rule), func(t *testing.T) {
+			g, clk := newTestEngine(t, 0)
+			mustLoadFlow(t, g, rule)
+			require.True(t, try(g, "r"), "the first request of an idle schedule")
+			for _, step := range []time.Duration{time.Millisecond, 1000 * time.Hour} {
+				clk.Advance(step)
+				be := refused(t, g)
+				assert.Equal(t, longest, be.RetryAfter)
+				assert.Greater(t, be.Observed, 9e14, "the wait in ms, > 31,700 years")
+				assert.Contains(t, be.Reason, "wait more than 2562047h")
+			}
+		})
+	}
+	// 2^30 requests at 1e12 per hour take 3.87 s of schedule.
+	g, _ := newTestEngine(t, 0)
+	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 1e12, StatInterval: time.Hour, Behavior: rules.Throttle, MaxQueueing: time.Second})
+	require.True(t, try(g, "r", WithBatch(MaxBatch)))
+	be := refused(t, g)
+	assert.Equal(t, time.Duration(math.Round(float64(MaxBatch)*3.6))-time.Second, be.RetryAfter)
+}
+
+// obeyRetryAfter checks the refusal be of a batch entry at the clock's
+// reading t: its RetryAfter d is positive, an entry at t+d-1 is still
+// refused, and one at t+d passes. Refusals take nothing, so the probe at
+// t+d-1 leaves the state as it was.
+func obeyRetryAfter(t *testing.T, g *Engine, clk *sluicetest.ManualClock, res string, batch int, be *BlockError, msg string) {
+	t.Helper()
+	d := int64(be.RetryAfter)
+	require.Positive(t, d, "%s: %v", msg, be)
+	at := clk.Nanotime()
+	clk.Set(at + d - 1)
+	require.False(t, try(g, res, WithBatch(batch)), "%s: admitted 1 ns before RetryAfter %v", msg, be.RetryAfter)
+	clk.Set(at + d)
+	require.True(t, try(g, res, WithBatch(batch)), "%s: refused at RetryAfter %v", msg, be.RetryAfter)
+}
+
+// A client that obeys a QPS refusal's RetryAfter exactly is admitted on its
+// first retry, and not a nanosecond earlier: the retry is when enough of the
+// window's oldest buckets have slid out, whatever the fill pattern, for
+// windows of one second and one minute, through the flow gate (a lone
+// one-second rule) and through the rule set's checks (beside an isolation
+// rule).
+func TestFlowRetryAfterAdmitsOnTheFirstRetry(t *testing.T) {
+	type arrival struct {
+		at    int64 // fraction of the interval, in thousandths
+		batch int
+	}
+	patterns := map[string][]arrival{
+		"one burst":               {{0, 10}},
+		"burst at a bucket's end": {{99, 10}},
+		"spread over the window":  {{0, 2}, {100, 2}, {300, 2}, {550, 2}, {950, 2}},
+		"heavy tail":              {{0, 1}, {800, 4}, {999, 5}},
+		"heavy head":              {{0, 7}, {10, 2}, {990, 1}},
+	}
+	for _, interval := range []time.Duration{time.Second, time.Minute} {
+		for _, withIsolation := range []bool{false, true} {
+			for name, pattern := range patterns {
+				for _, batch := range []int{1, 3, 10} {
+					msg := fmt.Sprintf("%v, isolation %v, %s, batch %d", interval, withIsolation, name, batch)
+					g, clk := newTestEngine(t, int64(time.Hour))
+					mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 10, StatInterval: interval})
+					if withIsolation {
+						_, err := g.LoadIsolationRules([]rules.Isolation{{Resource: "r", Threshold: 1000}})
+						require.NoError(t, err)
+					}
+					start := clk.Nanotime()
+					for _, a := range pattern {
+						clk.Set(start + a.at*int64(interval)/1000)
+						require.True(t, try(g, "r", WithBatch(a.batch)), msg)
+					}
+					be := refusal(t, g, "r", WithBatch(batch))
+					obeyRetryAfter(t, g, clk, "r", batch, be, msg)
+				}
+			}
+		}
+	}
+}
+
+// The same with random arrivals over many windows: every refusal's
+// RetryAfter is obeyed at once, and the history goes on from there.
+func TestFlowRetryAfterUnderRandomArrivals(t *testing.T) {
+	for seed := int64(1); seed <= 4; seed++ {
+		for _, interval := range []time.Duration{time.Second, time.Minute} {
+			for _, exact := range []bool{false, true} {
+				rng := rand.New(rand.NewSource(seed))
+				g, clk := newTestEngine(t, int64(time.Hour))
+				mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 17, StatInterval: interval, Exact: exact})
+				retried := 0
+				for i := 0; i < 2000; i++ {
+					clk.Advance(time.Duration(rng.Int63n(int64(interval) / 40)))
+					batch := 1 + rng.Intn(6)
+					p, err := g.Entry("r", WithBatch(batch))
+					if err == nil {
+						p.Exit()
+						continue
+					}
+					var be *BlockError
+					require.ErrorAs(t, err, &be)
+					obeyRetryAfter(t, g, clk, "r", batch, be, fmt.Sprintf("seed %d, %v, exact %v, entry %d", seed, interval, exact, i))
+					retried++
+				}
+				require.Greater(t, retried, 100)
+			}
+		}
+	}
+}
+
+// A warm-up rule's RetryAfter is computed the same way with its current
+// allowance (exact while the allowance holds), and an associated-resource
+// rule's is when the other resource's window falls to the threshold if it
+// gets no more traffic.
+func TestFlowRetryAfterOfWarmUpAndAssociatedRules(t *testing.T) {
+	t.Run("warm-up", func(t *testing.T) {
+		g, clk := newTestEngine(t, 0)
+		mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 30, Strategy: rules.WarmUp, WarmUpPeriod: 10 * time.Second})
+		for _, at := range []int64{0, 250, 500} { // cold: 10 per second
+			clk.Set(at * ms)
+			require.True(t, try(g, "r", WithBatch(3)))
+		}
+		clk.Set(700 * ms)
+		be := refusal(t, g, "r", WithBatch(3))
+		assert.Equal(t, "warming up", be.Reason)
+		assert.Equal(t, 300*time.Millisecond, be.RetryAfter, "the batch of 0 ms leaves at 1,000 ms")
+		obeyRetryAfter(t, g, clk, "r", 3, be, "warm-up")
+	})
+	t.Run("associated", func(t *testing.T) {
+		g, clk := newTestEngine(t, 0)
+		mustLoadFlow(t, g, rules.Flow{Resource: "write", RefResource: "read", Threshold: 10})
+		for _, at := range []int64{0, 300, 600} {
+			clk.Set(at * ms)
+			for i := 0; i < 5; i++ {
+				require.True(t, try(g, "read"))
+			}
+		}
+		clk.Set(650 * ms)
+		be := refusal(t, g, "write")
+		assert.Equal(t, 350*time.Millisecond, be.RetryAfter, "read's first five leave at 1,000 ms")
+		obeyRetryAfter(t, g, clk, "write", 1, be, "associated")
+	})
+}
+
+// admittedIn returns the most admissions found in any interval [s, s+span)
+// of the sorted admission times at (one time per admitted request).
+func admittedIn(at []int64, span int64) int {
+	most := 0
+	for i, j := 0, 0; i < len(at); i++ {
+		for j < len(at) && at[j] < at[i]+span {
+			j++
+		}
+		if j-i > most {
+			most = j - i
+		}
+	}
+	return most
+}
+
+// burst enters n single requests at the clock's reading and returns how
+// many passed, appending their times to at.
+func burst(g *Engine, clk *sluicetest.ManualClock, n int, at *[]int64) int {
+	passed := 0
+	for i := 0; i < n; i++ {
+		if try(g, "r") {
+			passed++
+			*at = append(*at, clk.Nanotime())
+		}
+	}
+	return passed
+}
+
+// The bucketed window's bound is reached: T admitted in the last
+// nanosecond of one bucket and T more at the start of the bucket W - w
+// later, 2T within an interval shorter than the window. The exact window
+// refuses the second burst until the first is a whole window old.
+func TestFlowSlidingBoundIsReached(t *testing.T) {
+	const T = 100
+	second := int64(time.Second)
+	t.Run("buckets", func(t *testing.T) {
+		g, clk := newTestEngine(t, 0)
+		mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: T})
+		var at []int64
+		clk.Set(100*ms - 1)
+		require.Equal(t, T, burst(g, clk, T, &at))
+		clk.Set(second)
+		require.Equal(t, T, burst(g, clk, T, &at), "the first burst's bucket has left the window")
+		require.Equal(t, 2*T, admittedIn(at, 900*ms+2), "2T within 900 ms and 2 ns")
+	})
+	t.Run("exact", func(t *testing.T) {
+		g, clk := newTestEngine(t, 0)
+		mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: T, Exact: true})
+		var at []int64
+		clk.Set(100*ms - 1)
+		require.Equal(t, T, burst(g, clk, T, &at))
+		clk.Set(second)
+		be := refusal(t, g, "r")
+		assert.Equal(t, float64(T), be.Observed)
+		assert.Equal(t, 100*time.Millisecond-1, be.RetryAfter, "when the first burst is a window old")
+		clk.Set(1100*ms - 2)
+		require.False(t, try(g, "r"))
+		clk.Set(1100*ms - 1)
+		require.Equal(t, T, burst(g, clk, T+5, &at))
+		require.Equal(t, T, admittedIn(at, second))
+	})
+}
+
+// slidingBound is the most admissions a window of B buckets of w ns
+// allows in an interval of span ns: the interval touches at most
+// ceil(span/w)+1 buckets, and any B consecutive buckets hold at most T.
+func slidingBound(T, B int, w, span int64) int {
+	touched := int((span+w-1)/w) + 1
+	return T * ((touched + B - 1) / B)
+}
+
+// Random bursty arrivals, most of them at bucket edges, never admit more
+// than the bound in any interval: for the bucketed window the bound of
+// slidingBound (T for an interval of 0.9 W, 2T for W), for the exact one
+// T per whole or partial window.
+func TestFlowSlidingBoundHoldsForRandomArrivals(t *testing.T) {
+	const T = 20
+	for _, exact := range []bool{false, true} {
+		for _, interval := range []time.Duration{time.Second, time.Minute} {
+			for seed := int64(1); seed <= 3; seed++ {
+				W := int64(interval)
+				w := W / 10
+				g, clk := newTestEngine(t, 0)
+				mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: T, StatInterval: interval, Exact: exact})
+				rng := rand.New(rand.NewSource(seed))
+				var at []int64
+				now := int64(0)
+				for i := 0; i < 3000; i++ {
+					switch rng.Intn(4) {
+					case 0: // the last nanosecond of a bucket
+						now = (now/w+1)*w - 1
+					case 1: // the first of the next
+						now = (now/w + 1) * w
+					default:
+						now += rng.Int63n(w / 2)
+					}
+					clk.Set(now)
+					batch := 1 + rng.Intn(4)
+					if try(g, "r", WithBatch(batch)) {
+						for k := 0; k < batch; k++ {
+							at = append(at, now)
+						}
+					}
+				}
+				for _, span := range []int64{9 * w, W, W + w/2, 2 * W} {
+					want := slidingBound(T, 10, w, span)
+					if exact {
+						want = T * int((span+W-1)/W)
+					}
+					got := admittedIn(at, span)
+					require.LessOrEqual(t, got, want, "exact %v, %v, seed %d, span %v", exact, interval, seed, time.Duration(span))
+					if !exact && span == 9*w {
+						require.Equal(t, T, got, "an interval of 0.9 W holds T at most, and saturation reaches it")
+					}
+				}
+				if exact {
+					require.Equal(t, T, admittedIn(at, W), "exact: saturation reaches T, never more")
+				}
+			}
+		}
+	}
+}
+
+// An exact rule admits exactly its threshold in a window however many
+// goroutines race for it (half of them entering batches of two), and
+// exactly as many again once the first admissions are a window old.
+func TestFlowExactUnderConcurrency(t *testing.T) {
+	const T = 500
+	g, clk := newTestEngine(t, int64(time.Hour))
+	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: T, Exact: true})
+	race := func() int64 {
+		var admitted atomic.Int64
+		var wg sync.WaitGroup
+		for w := 0; w < 8; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				batch := 1 + w%2
+				for i := 0; i < 200; i++ {
+					if try(g, "r", WithBatch(batch)) {
+						admitted.Add(int64(batch))
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		return admitted.Load()
+	}
+	require.Equal(t, int64(T), race())
+	clk.Advance(time.Second - 1)
+	require.Equal(t, int64(0), race())
+	clk.Advance(1)
+	require.Equal(t, int64(T), race())
+}
+
+// A reloaded exact rule keeps the admissions of the rule it replaces, at a
+// new threshold too, and an admission that a later check refused is given
+// back.
+func TestFlowExactAcrossReloadsAndLaterRefusals(t *testing.T) {
+	g, clk := newTestEngine(t, 0)
+	exact := func(T float64) rules.Flow { return rules.Flow{Resource: "r", Threshold: T, Exact: true} }
+	mustLoadFlow(t, g, exact(10))
+	require.Equal(t, 10, admitted(g, "r"))
+	clk.Set(500 * ms)
+	mustLoadFlow(t, g, exact(15))
+	require.Equal(t, 5, admitted(g, "r"), "15 in the window, not 10 + 15")
+	mustLoadFlow(t, g, exact(5))
+	clk.Set(1000 * ms) // the ten of 0 ms are a window old; the five of 500 ms are not
+	require.Equal(t, 0, admitted(g, "r"))
+	clk.Set(1500 * ms)
+	require.Equal(t, 5, admitted(g, "r"))
+
+	require.NoError(t, g.RegisterSlot(&refuseFirst{n: 3}, 0))
+	clk.Set(2500 * ms)
+	for i := 0; i < 3; i++ {
+		be := refusal(t, g, "r", WithBatch(2))
+		require.Equal(t, core.BlockCustom, be.Type)
+	}
+	require.Equal(t, 5, admitted(g, "r"), "the refused batches were given back")
 }

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -135,31 +134,6 @@ func TestLookupsRaceCreationAndReloads(t *testing.T) {
 	s, ok := g.Snapshot("w1-99")
 	require.True(t, ok)
 	require.Equal(t, uint64(5), s.TotalPass)
-}
-
-// TestRuleSetLayout guards the layout that keeps a single-flow-rule check to
-// one cache line of its rule set: a size the allocator aligns to lines, and
-// the slice, the other rules and the controller's first 32 bytes (its hot
-// fields) in the first 64.
-func TestRuleSetLayout(t *testing.T) {
-	var rs ruleSet
-	require.Zero(t, unsafe.Sizeof(rs)%64, "size %d", unsafe.Sizeof(rs))
-	require.LessOrEqual(t, unsafe.Offsetof(rs.flow1)+32, uintptr(64))
-}
-
-// TestResourceLayout checks that what a call reads before it writes fills
-// the resource's first cache line, and that the node's hot lines (see
-// window.Node) start on the next: the allocation is line-aligned, behind the
-// runtime's 8-byte header.
-func TestResourceLayout(t *testing.T) {
-	var x resource
-	require.Equal(t, uintptr(window.NodeLead), unsafe.Offsetof(x.node), "the node starts one line in")
-	require.Equal(t, uintptr(window.NodeLead), unsafe.Offsetof(x.short)+shortName, "the short name ends the first line")
-	for i := 0; i < 100; i++ {
-		r := newResource(fmt.Sprint(i))
-		require.True(t, r.node.CacheAligned(), "resource %d at %p", i, r)
-		require.Equal(t, uintptr(8), uintptr(unsafe.Pointer(r))%64, "resource %d at %p: one 8-byte header into a line", i, r)
-	}
 }
 
 // overflowTotal returns the entries counted under the overflow resource.

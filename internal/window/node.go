@@ -2,10 +2,11 @@ package window
 
 import (
 	"time"
-	"unsafe"
 
-	"github.com/sluice-go/sluice/stat"
 	"go.uber.org/atomic"
+
+	"github.com/sluice-go/sluice/internal/layout"
+	"github.com/sluice-go/sluice/stat"
 )
 
 // Metric names a counter of a resource node.
@@ -65,84 +66,66 @@ const maxRTMicros = int64(MaxAdd)
 // that embeds its Node keeps everything the request path touches in one
 // allocation (this matters with many resources: fewer cache and TLB misses).
 type Node struct {
-	// The layout is for a Node that starts 8 bytes before a cache line, as
-	// it does in a resource (the engine's tests check it with CacheAligned)
-	// and in NewNode:
+	// The layout keeps what different calls write on lines of their own,
+	// separated by full-line pads (layout.Pad), so it holds wherever the
+	// allocator puts the node:
 	//
-	//   line 0    (its last 8 bytes) min, written once. The node's address
-	//             is on this line, which no call writes: Go checks a
+	//   read-only after Init: the minute window, the second window's
+	//             header and the claim flag (rule loads only). The node's
+	//             address is here, on lines no call writes: Go checks a
 	//             pointer for nil by reading at its address, and when that
 	//             was the concurrency counter's line, every call read a
 	//             line the other cores keep writing (Entry+Exit in parallel
 	//             115 -> 150-220 ns).
-	//   line 1    concurrency, written by every call, beside fields no call
-	//             touches. It does not share a line with the window: there
-	//             it made both of them written on every call, and two cores
-	//             on one hot resource then missed on both (116 -> 153 ns).
-	//   line 2-3  admitted: the admission window of the flow rule that
-	//             claims it (ClaimWindow), so a call on a resource that is
-	//             not in cache finds it in lines it loads anyway
-	//   line 4-19 secWords: one line per bucket slot (slotWords words, of
-	//             which metricCount are used), so a call writes one line
-	//   then the windows' headers, which the request path never reads (it
-	//   indexes secWords with constants), and the cold totals.
-	min         *LeapArray[Metric]
+	//   concurrency, written by every call. It does not share a line with
+	//             the window: there it made both of them written on every
+	//             call, and two cores on one hot resource then missed on
+	//             both (116 -> 153 ns).
+	//   admitted: the admission window of the flow rule that claims it
+	//             (ClaimWindow), so a call on a resource that is not in
+	//             cache finds it in lines it loads anyway (Prefetch).
+	//   secWords: one line's worth of words per bucket slot, of which
+	//             metricCount are used, so a call writes one or two lines.
+	//   total: the cold totals, written when minute buckets retire.
+	minute  *LeapArray[Metric]
+	sec     LeapArray[Metric]
+	claimed atomic.Bool
+	_       layout.Pad
+	// concurrency is the number of requests in flight.
 	concurrency atomic.Int64
-	claimed     atomic.Bool
-	_           [64 - unsafe.Sizeof(atomic.Int64{}) - unsafe.Sizeof(atomic.Bool{})]byte // to the line boundary
+	_           layout.Pad
 	admitted    Window
-	_           [4]atomic.Uint64 // to the line boundary
+	_           layout.Pad
 	secWords    [secRing * slotWords]atomic.Uint64
-	sec         LeapArray[Metric]
 	total       [metricCount]atomic.Uint64
 }
 
-// CacheAligned reports whether the node is laid out as its hot path
-// expects: its address 8 bytes before a cache line, and its write-hot
-// counters on line boundaries. Nodes made by NewNode are; a Node embedded in
-// a larger allocation is when NodeLead bytes precede it.
-func (n *Node) CacheAligned() bool {
-	return uintptr(unsafe.Pointer(n))%64 == 56 &&
-		uintptr(unsafe.Pointer(&n.concurrency))%64 == 0 &&
-		uintptr(unsafe.Pointer(&n.admitted))%64 == 0 &&
-		uintptr(unsafe.Pointer(&n.secWords))%64 == 0
-}
+// slotWords is the stride of the second-level window: a cache line's
+// worth of words.
+const slotWords = layout.CacheLine / 8
 
-// NodeLead is the number of bytes a struct that embeds a Node should place
-// before it: with the 8-byte header the Go runtime puts before allocations
-// of this size, the Node then starts 8 bytes before a cache line. The rest
-// of the first line is the embedder's; it should hold what calls read but
-// never write.
-const NodeLead = 64 - 8 - 8
-
-// slotWords is the stride of the second-level window: a cache line.
-const slotWords = 8
-
-// NewNode returns an empty node, laid out as CacheAligned requires.
+// NewNode returns an empty node.
 func NewNode() *Node {
-	p := &struct {
-		_ [NodeLead]byte
-		n Node
-	}{}
-	p.n.Init()
-	return &p.n
+	n := new(Node)
+	n.Init()
+	return n
 }
 
 // Init prepares a zero Node for use (for Nodes embedded by value; NewNode
 // does it for you). It must be called once, before any other method.
 func (n *Node) Init() {
-	n.min = MustLeapArray(time.Minute, MinuteBuckets, nodeKinds, n.retireMinute)
+	n.minute = MustLeapArray(time.Minute, MinuteBuckets, nodeKinds, n.retireMinute)
 	if err := n.sec.init(time.Second, SecondBuckets, nodeKinds, n.retireSecond, n.secWords[:], slotWords); err != nil {
 		panic(err)
 	}
 	if &n.sec.words[0] != &n.secWords[0] {
 		// slot indexes secWords with constants; they must be the window's.
-		panic("stat: node window does not use its inline counters")
+		panic("sluice: node window does not use its inline counters")
 	}
 }
 
 func (n *Node) retireSecond(m Metric, start int64, v uint64) {
-	n.min.Add(start, m, v)
+	n.minute.Add(start, m, v)
 }
 
 func (n *Node) retireMinute(m Metric, _ int64, v uint64) {
@@ -169,9 +152,12 @@ func (n *Node) slot(epoch int64) []atomic.Uint64 {
 // (measured: Entry+Exit in parallel about 110 -> 175 ns).
 func (n *Node) Prefetch(now int64) {
 	ep := now / int64(BucketWidth)
-	n.admitted.words[0].Load()
-	n.admitted.words[windowRing-1].Load()
-	n.secWords[int(ep&(secRing-1))*slotWords].Load()
+	// The window's first, middle and last words: every line it spans,
+	// however it sits on lines.
+	layout.Prefetch(&n.admitted.words[0])
+	layout.Prefetch(&n.admitted.words[windowRing/2])
+	layout.Prefetch(&n.admitted.words[windowRing-1])
+	layout.Prefetch(&n.secWords[int(ep&(secRing-1))*slotWords])
 }
 
 // ClaimWindow returns the node's own admission window, empty, when it is
@@ -254,6 +240,14 @@ func (n *Node) Sum(now int64, m Metric) uint64 {
 	return n.sec.SumEpoch(now/int64(BucketWidth), m, SecondBuckets)
 }
 
+// FreeAt returns the first instant after now (the start of a bucket) at
+// which Sum metric m over the one-second window, given no more adds, is at
+// most limit (see Window.FreeAt), in nanoseconds.
+func (n *Node) FreeAt(now int64, m Metric, limit float64) int64 {
+	at, _ := n.sec.FreeAt(now/int64(BucketWidth), m, 0, limit)
+	return at * int64(BucketWidth)
+}
+
 // QPS returns metric m per second over the one-second window ending at now.
 func (n *Node) QPS(now int64, m Metric) float64 { return float64(n.Sum(now, m)) }
 
@@ -289,7 +283,7 @@ func (n *Node) Bucket(t int64, m Metric) uint64 {
 // MinuteSum returns metric m summed over the one-minute window ending at now
 // (for MinRT, use MinuteMinRT). It is exact when no adds race it.
 func (n *Node) MinuteSum(now int64, m Metric) uint64 {
-	s := n.min.Sum(now, m)
+	s := n.minute.Sum(now, m)
 	from := (now/int64(time.Second) - MinuteBuckets + 1) * int64(time.Second)
 	n.sec.Unretired(now, m, func(start int64, v uint64) {
 		if start >= from && start <= now {
@@ -305,7 +299,7 @@ func (n *Node) MinuteSum(now int64, m Metric) uint64 {
 func (n *Node) Total(now int64, m Metric) uint64 {
 	s := n.total[m].Load()
 	add := func(_ int64, v uint64) { s += v }
-	n.min.Unretired(now, m, add)
+	n.minute.Unretired(now, m, add)
 	n.sec.Unretired(now, m, add)
 	return s
 }

@@ -12,7 +12,7 @@ import (
 // no longer changes (short of a racing caller whose clock reading is a
 // little older).
 func (n *Node) SumBefore(now int64, m Metric) uint64 {
-	return n.sec.sumOthers(now/int64(BucketWidth), int(m), nil)
+	return n.sec.view.sum(now/int64(BucketWidth), int(m), 1, SecondBuckets)
 }
 
 // WindowCache reads a node's one-second pass count, completion count and RT
@@ -121,7 +121,7 @@ func (n *Node) minRTSince(now, from, until int64) (uint64, bool) {
 			best, ok = v, true
 		}
 	}
-	n.min.Unretired(now, MinRT, func(start int64, v uint64) {
+	n.minute.Unretired(now, MinRT, func(start int64, v uint64) {
 		if start >= from {
 			take(v)
 		}

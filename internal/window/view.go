@@ -16,150 +16,76 @@ func (v *view) word(epoch int64, m int) *atomic.Uint64 {
 	return &v.words[int(epoch&v.mask)*v.stride+m]
 }
 
-// sumRange sums metric m over buckets epoch-from .. epoch-(to-1) and the
-// bucket after epoch (a writer one bucket ahead, so a reader that lags a
-// writer never under-counts). It visits exactly those slots and counts a
-// word only when its epoch is the expected one.
-func (v *view) sumRange(epoch int64, m, from, to int) uint64 {
-	// Locals, not v's fields: the compiler would otherwise copy v for each
-	// inlined call to word, which costs more than the loads themselves.
-	words, stride, mask := v.words, v.stride, v.mask
+// sumSpan is the summing loop of every window: it adds up metric m over
+// buckets newest down to oldest+1, counting a word only when it holds the
+// bucket expected in its slot (a slot still holding an older bucket adds
+// nothing). It is small enough to inline, so a caller whose shape is
+// constant (Window) gets it specialised.
+func sumSpan(words []atomic.Uint64, stride int, mask int64, m int, newest, oldest int64) uint64 {
 	var s uint64
-	for k := from; k < to; k++ {
-		ep := epoch - int64(k)
-		w := words[int(ep&mask)*stride+m].Load()
-		if w>>valueBits == uint64(ep)&epochMask {
-			s += w & valueMask
-		}
-	}
-	next := epoch + 1
-	if w := words[int(next&mask)*stride+m].Load(); w>>valueBits == uint64(next)&epochMask {
-		s += w & valueMask
+	for ep := newest; ep > oldest; ep-- {
+		s += count(words[int(ep&mask)*stride+m].Load(), ep)
 	}
 	return s
 }
 
-// tryAddResult is what a check-and-add did: whether it added, and the
-// total it saw before adding.
-type tryAddResult struct {
-	ok    bool
-	total uint64
+// count returns the value of counter word w if it holds bucket epoch, and
+// zero otherwise.
+func count(w uint64, epoch int64) uint64 {
+	if w>>valueBits != uint64(epoch)&epochMask {
+		return 0
+	}
+	return w & valueMask
 }
 
-// retireFunc receives the value oldValue of a stale counter of bucket
-// oldEpoch (truncated) that a check-and-add reset.
-type retireFunc func(oldEpoch, oldValue uint64)
+// sum returns metric m summed over buckets epoch-from .. epoch-(to-1) and
+// the bucket after epoch, which a writer with a slightly later clock
+// reading may have started (so a reader that lags a writer never
+// under-counts). With from = 1 it leaves out epoch's own slot; a one-slot
+// ring then has nothing else.
+func (v *view) sum(epoch int64, m, from, to int) uint64 {
+	if from > 0 && v.mask == 0 {
+		return 0
+	}
+	return sumSpan(v.words, v.stride, v.mask, m, epoch-int64(from), epoch-int64(to)) + v.value(epoch+1, m)
+}
 
-// tryAdd adds n to Sum metric m in bucket epoch only if the window's total
-// plus n stays at or below limit; see LeapArray.TryAdd. retire is called for
-// a stale counter the add reset.
-func (v *view) tryAdd(epoch int64, m int, n uint64, limit float64, retire retireFunc) tryAddResult {
+// value returns metric m of the single bucket epoch: its word's value when
+// the word holds that bucket, else zero.
+func (v *view) value(epoch int64, m int) uint64 {
+	return count(v.word(epoch, m).Load(), epoch)
+}
+
+// freeAt returns the first bucket after epoch from whose start a
+// check-and-add of n against limit on Sum metric m would succeed if nothing
+// were added or taken back meanwhile, and false when n alone exceeds limit.
+//
+// At the start of bucket epoch+1+j the window has lost its j+1 oldest
+// buckets and still counts the others, the bucket after epoch included
+// (until epoch+1+buckets). So the walk adds up the buckets from the newest
+// (the one after epoch) towards the oldest, n included, and stops at the
+// first bucket k back from epoch that takes the sum past limit: that bucket
+// and all older ones must leave, which they have at epoch+buckets-k. Each
+// word is read once, so a racing writer can skew the answer by its own
+// counts but never make it inconsistent.
+func (v *view) freeAt(epoch int64, m int, n uint64, limit float64) (int64, bool) {
 	if n > MaxAdd {
 		n = MaxAdd
 	}
-	w := v.word(epoch, m)
-	e := uint64(epoch) & epochMask
-	for {
-		old := w.Load()
-		// Everything but the current slot; the neighbours' words as read.
-		var nb neighbours
-		others := v.sumOthers(epoch, m, &nb)
-		if r, done := tryAddStep(w, old, e, n, others, limit, &nb, retire); done {
-			return r
+	if float64(n) > limit {
+		return 0, false
+	}
+	s := n + v.value(epoch+1, m)
+	if float64(s) > limit {
+		return epoch + 1 + int64(v.buckets), true
+	}
+	for k := 0; k < v.buckets; k++ {
+		s += v.value(epoch-int64(k), m)
+		if float64(s) > limit {
+			return epoch + int64(v.buckets-k), true
 		}
 	}
-}
-
-// sumOthers sums metric m over the window ending at bucket epoch, leaving
-// out the slot of epoch itself (zero for a one-slot ring). When nb is not
-// nil it records the words of the buckets just before and after epoch as
-// read (left empty for a one-slot ring: nothing to validate).
-func (v *view) sumOthers(epoch int64, m int, nb *neighbours) uint64 {
-	if v.mask == 0 {
-		return 0
-	}
-	words, stride, mask := v.words, v.stride, v.mask
-	var s uint64
-	for k := 1; k < v.buckets; k++ {
-		ep := epoch - int64(k)
-		p := &words[int(ep&mask)*stride+m]
-		w := p.Load()
-		if k == 1 && nb != nil {
-			nb.prevW, nb.prev = p, w
-		}
-		if w>>valueBits == uint64(ep)&epochMask {
-			s += w & valueMask
-		}
-	}
-	next := epoch + 1
-	p := &words[int(next&mask)*stride+m]
-	w := p.Load()
-	if nb != nil {
-		nb.nextW, nb.next = p, w
-	}
-	if w>>valueBits == uint64(next)&epochMask {
-		s += w & valueMask
-	}
-	return s
-}
-
-// neighbours are the counters of the buckets just before and after the one
-// a check-and-add writes, as its check read them. Callers whose clock
-// readings straddle a bucket boundary write those: a check-and-add that finds
-// either changed after its own add cannot tell whether the other caller's
-// check saw its add, so it takes its add back and tries again. That makes
-// admissions exact across a boundary, not only within one bucket. The
-// comparison is with the values the check used (not values read before
-// it), so a neighbour that changed and changed back in between cannot
-// pass unnoticed. (A caller whose reading is two or more buckets stale,
-// preempted for 100 ms between reading the clock and adding, is not
-// covered: its add can exceed the limit by its own amount once.)
-type neighbours struct {
-	prevW, nextW *atomic.Uint64 // nil prevW: nothing to validate
-	prev, next   uint64
-}
-
-func (nb *neighbours) changed() bool {
-	return nb.prevW != nil && (nb.prevW.Load() != nb.prev || nb.nextW.Load() != nb.next)
-}
-
-// tryAddStep is one attempt of a check-and-add of n on counter w, read as
-// old, for bucket e (truncated), where the other buckets of the window sum
-// to others. It reports done=false when a concurrent change to w or to a
-// neighbour made the attempt fail; the caller then reads again and retries.
-// retire, if not nil, is called when the attempt reset a stale counter.
-func tryAddStep(w *atomic.Uint64, old, e, n, others uint64, limit float64, nb *neighbours, retire retireFunc) (r tryAddResult, done bool) {
-	oe := old >> valueBits
-	stale := oe != e && (e-oe)&epochMask < epochHalf
-	cur := uint64(0)
-	if !stale {
-		cur = old & valueMask
-	}
-	r.total = others + cur
-	if float64(r.total+n) > limit {
-		return r, true
-	}
-	switch {
-	case stale:
-		if !w.CompareAndSwap(old, e<<valueBits|n) {
-			return r, false
-		}
-		if retire != nil {
-			retire(oe, old&valueMask)
-		}
-	case cur+n > valueMask-valueHeadroom:
-		return r, true
-	default:
-		if !w.CompareAndSwap(old, old+n) {
-			return r, false
-		}
-	}
-	if nb.changed() {
-		subWord(w, e, n)
-		return r, false
-	}
-	r.ok = true
-	return r, true
+	return epoch + 1, true // it fits already (a racing Sub freed room)
 }
 
 // sub takes back n from Sum metric m in bucket epoch; see LeapArray.Sub.

@@ -5,21 +5,20 @@ import "go.uber.org/atomic"
 // WindowBuckets is the number of buckets of a Window.
 const WindowBuckets = 10
 
-// windowRing is the number of slots of a Window: the window's buckets, the
-// one after them (a writer with a slightly later clock reading may have
-// started it) and one spare, 96 bytes in all.
-const windowRing = 12
+// windowRing is the number of slots of a Window: RingSize(WindowBuckets),
+// so the window's buckets, the one after them (a writer with a slightly
+// later clock reading may have started it) and five older ones that every
+// sum skips; 128 bytes in all.
+const windowRing = 16
 
 // Window is a sliding window of WindowBuckets buckets with one Sum counter
-// each: the algorithm of LeapArray with the shape fixed at compile time. It
-// has no header: its twelve counter words are all it holds, so a check reads
-// nothing but the counters it sums (two cache lines at most). Flow rules keep
-// their admission counts in one, preferably the one inside their resource's
-// Node (Node.ClaimWindow).
-//
-// The ring is not a power of two (a LeapArray's is): the slot of a bucket is
-// its index modulo twelve, which the compiler turns into a multiplication;
-// the slots of a sum are found by stepping down from there.
+// each, in which flow rules count admissions with a check-and-add
+// (TryAdd). Its counters are packed words as a LeapArray's, in a ring of
+// sixteen with no header, so a check reads nothing but the counters it
+// sums, and its shape is constant, so the summing loop shared with
+// LeapArray (sumSpan) compiles to straight arithmetic here. Flow rules
+// keep their counts in one, preferably the one inside their resource's Node
+// (Node.ClaimWindow).
 //
 // The bucket width is the caller's: every method takes a bucket index
 // (epoch), the time divided by the width the caller chose; it must not be
@@ -28,78 +27,97 @@ type Window struct {
 	words [windowRing]atomic.Uint64
 }
 
-func windowSlot(epoch int64) int { return int(uint64(epoch) % windowRing) }
+// view returns the window's shape for the algorithms of view.go, from
+// constants.
+func (w *Window) view() view {
+	return view{words: w.words[:], stride: 1, mask: windowRing - 1, buckets: WindowBuckets}
+}
 
 // TryAdd adds n to bucket epoch only if the window's total (the last
-// WindowBuckets buckets up to epoch) plus n stays at or below limit. It
-// reports whether it added, and the total it saw before adding; as with
-// LeapArray.TryAdd, concurrent callers can never together take the total past
+// WindowBuckets buckets up to epoch, and the one after it) plus n stays at
+// or below limit. It reports whether it added, and the total it saw before
+// adding. The check and the add are one atomic step on the bucket's
+// counter: concurrent callers can never together take the total past
 // limit, even when their clock readings straddle a bucket boundary.
+//
+// Each attempt reads the counter it will write, then the others, checks,
+// and compare-and-swaps the counter: an add or, for a stale counter, a
+// reset carrying the add. It then checks the neighbouring buckets (below),
+// and starts again when any of it raced another caller.
+//
+// Neighbours: callers whose clock readings straddle a bucket boundary
+// write the buckets just before and after the one an attempt writes. An
+// attempt that finds either changed after its own add cannot tell whether
+// the other caller's check saw its add, so it takes its add back and tries
+// again. That makes admissions exact across a boundary, not only within
+// one bucket. The comparison is with the values the check used (not values
+// read before it), so a neighbour that changed and changed back in between
+// cannot pass unnoticed. (A caller whose reading is two or more buckets
+// stale, preempted for 100 ms between reading the clock and adding, is not
+// covered: its add can exceed the limit by its own amount once.)
 func (w *Window) TryAdd(epoch int64, n uint64, limit float64) (bool, uint64) {
 	if n > MaxAdd {
 		n = MaxAdd
 	}
-	s := windowSlot(epoch)
-	c := &w.words[s]
+	const mask = windowRing - 1
+	c := &w.words[epoch&mask]
+	prevW, nextW := &w.words[(epoch-1)&mask], &w.words[(epoch+1)&mask]
 	e := uint64(epoch) & epochMask
 	for {
 		old := c.Load()
-		var nb neighbours
-		others := w.others(epoch, s, &nb)
-		if r, done := tryAddStep(c, old, e, n, others, limit, &nb, nil); done {
-			return r.ok, r.total
-		}
-	}
-}
+		prev := prevW.Load()
+		others := count(prev, epoch-1) + sumSpan(w.words[:], 1, mask, 0, epoch-2, epoch-WindowBuckets)
+		next := nextW.Load()
+		others += count(next, epoch+1)
 
-// others sums the window ending with bucket epoch (in slot s), leaving out
-// epoch's own slot: the buckets before it and the bucket after it, which a
-// writer with a later clock reading may have started. A word counts only
-// when it holds the bucket expected in its slot. When nb is not nil it
-// records the words of the buckets just before and after epoch as read.
-func (w *Window) others(epoch int64, s int, nb *neighbours) uint64 {
-	var sum uint64
-	for k := 1; k < WindowBuckets; k++ {
-		i := s - k
-		if i < 0 {
-			i += windowRing
+		oe := old >> valueBits
+		stale := oe != e && (e-oe)&epochMask < epochHalf
+		cur := uint64(0)
+		if !stale {
+			cur = old & valueMask
 		}
-		ep := epoch - int64(k)
-		x := w.words[i].Load()
-		if k == 1 && nb != nil {
-			nb.prevW, nb.prev = &w.words[i], x
+		total := others + cur
+		if float64(total+n) > limit || cur+n > valueMask-valueHeadroom {
+			return false, total // over the limit, or saturated
 		}
-		if x>>valueBits == uint64(ep)&epochMask {
-			sum += x & valueMask
+		swapped := false
+		if stale {
+			swapped = c.CompareAndSwap(old, e<<valueBits|n)
+		} else {
+			swapped = c.CompareAndSwap(old, old+n)
 		}
+		if !swapped {
+			continue
+		}
+		if prevW.Load() != prev || nextW.Load() != next {
+			subWord(c, e, n)
+			continue
+		}
+		return true, total
 	}
-	i := s + 1
-	if i == windowRing {
-		i = 0
-	}
-	next := epoch + 1
-	x := w.words[i].Load()
-	if nb != nil {
-		nb.nextW, nb.next = &w.words[i], x
-	}
-	if x>>valueBits == uint64(next)&epochMask {
-		sum += x & valueMask
-	}
-	return sum
 }
 
 // Sub takes back n from bucket epoch, undoing an earlier TryAdd there; it
 // does nothing (and reports false) once the bucket has left its slot.
 func (w *Window) Sub(epoch int64, n uint64) bool {
-	return subWord(&w.words[windowSlot(epoch)], uint64(epoch)&epochMask, n)
+	v := w.view()
+	return v.sub(epoch, 0, n)
 }
 
 // Sum returns the total of the window that ends with bucket epoch.
 func (w *Window) Sum(epoch int64) uint64 {
-	s := windowSlot(epoch)
-	sum := w.others(epoch, s, nil)
-	if x := w.words[s].Load(); x>>valueBits == uint64(epoch)&epochMask {
-		sum += x & valueMask
-	}
-	return sum
+	v := w.view()
+	return v.sum(epoch, 0, 0, WindowBuckets)
+}
+
+// FreeAt returns the first bucket after epoch from whose start a TryAdd of
+// n within limit would succeed if nothing were added or taken back
+// meanwhile: the counts leave the window oldest bucket first, and the
+// answer is the bucket at which enough of them have left. It reports false
+// when n alone exceeds limit (no bucket will do). The counts are read
+// without stopping writers: exact when none race it, a close estimate
+// otherwise.
+func (w *Window) FreeAt(epoch int64, n uint64, limit float64) (int64, bool) {
+	v := w.view()
+	return v.freeAt(epoch, 0, n, limit)
 }

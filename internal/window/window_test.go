@@ -6,20 +6,73 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 )
 
-// TestWindowMatchesLeapArray drives a Window and a LeapArray of the same
-// shape (ten buckets, one Sum counter, power-of-two ring) with one random
-// sequence of operations and requires identical answers: Window is the same
-// algorithm with its shape fixed at compile time.
-func TestWindowMatchesLeapArray(t *testing.T) {
+// refWindow is a plain, single-threaded statement of what a Window does:
+// a ring of sixteen (bucket, count) slots, a slot counting only for the
+// bucket it holds, and a window of the last ten buckets plus the one after.
+type refWindow struct {
+	bucket [windowRing]int64
+	count  [windowRing]uint64
+}
+
+func (r *refWindow) value(ep int64) uint64 {
+	if i := ep & (windowRing - 1); r.bucket[i] == ep {
+		return r.count[i]
+	}
+	return 0
+}
+
+func (r *refWindow) sum(ep int64) uint64 {
+	s := r.value(ep + 1)
+	for k := int64(0); k < WindowBuckets; k++ {
+		s += r.value(ep - k)
+	}
+	return s
+}
+
+// tryAdd adds into the slot of ep, which a caller whose reading lags counts
+// into when it already holds a later bucket, and resets when it holds an
+// older one.
+func (r *refWindow) tryAdd(ep int64, n uint64, limit float64) (bool, uint64) {
+	i := ep & (windowRing - 1)
+	stale := r.bucket[i] < ep
+	total := r.value(ep + 1) // and the others: ep-1 .. ep-9
+	for k := int64(1); k < WindowBuckets; k++ {
+		total += r.value(ep - k)
+	}
+	if !stale {
+		total += r.count[i]
+	}
+	if float64(total+n) > limit {
+		return false, total
+	}
+	if stale {
+		r.bucket[i], r.count[i] = ep, n
+	} else {
+		r.count[i] += n
+	}
+	return true, total
+}
+
+func (r *refWindow) sub(ep int64, n uint64) bool {
+	i := ep & (windowRing - 1)
+	if r.bucket[i] != ep {
+		return false
+	}
+	r.count[i] -= min(n, r.count[i])
+	return true
+}
+
+// TestWindowMatchesAReferenceModel drives a Window and refWindow with one
+// random sequence of operations, callers lagging by a bucket or two and
+// time jumping past the whole ring, and requires identical answers.
+func TestWindowMatchesAReferenceModel(t *testing.T) {
 	for _, seed := range []int64{1, 2, 3, 42} {
 		rng := rand.New(rand.NewSource(seed))
-		w := new(Window)
-		a := MustLeapArray[uint8](time.Second, WindowBuckets, []Kind{Sum}, nil)
+		w, ref := new(Window), new(refWindow)
 		ep := int64(1000)
 		for i := 0; i < 20000; i++ {
 			switch r := rng.Intn(100); {
@@ -29,51 +82,30 @@ func TestWindowMatchesLeapArray(t *testing.T) {
 					ep += int64(rng.Intn(40))
 				}
 			case r < 70:
-				at := ep - int64(rng.Intn(2)) // a caller with an older reading
+				at := ep - int64(rng.Intn(3)) // a caller with an older reading
 				n := uint64(rng.Intn(4))
 				limit := float64(rng.Intn(60)) + rng.Float64()
 				ok1, seen1 := w.TryAdd(at, n, limit)
-				ok2, seen2 := a.TryAdd(at, 0, n, limit)
+				ok2, seen2 := ref.tryAdd(at, n, limit)
 				require.Equal(t, ok2, ok1, "op %d", i)
 				require.Equal(t, seen2, seen1, "op %d", i)
 			case r < 85:
-				at := ep - int64(rng.Intn(12))
+				at := ep - int64(rng.Intn(18))
 				n := uint64(rng.Intn(3))
-				require.Equal(t, a.Sub(at, 0, n), w.Sub(at, n), "op %d", i)
+				require.Equal(t, ref.sub(at, n), w.Sub(at, n), "op %d", i)
 			default:
 				at := ep - int64(rng.Intn(2))
-				require.Equal(t, a.SumEpoch(at, 0, WindowBuckets), w.Sum(at), "op %d", i)
+				require.Equal(t, ref.sum(at), w.Sum(at), "op %d", i)
 			}
 		}
 	}
 }
 
-// TestTryAddIsExactUnderContention checks both check-and-add
-// implementations (Window, and LeapArray with a second metric beside the
-// counted one): however many goroutines race, the admitted total is exactly
-// what the limit allows. Half the callers read a clock one bucket later:
-// they start bucket ep+1, which the others must count, and vice versa.
+// TestTryAddIsExactUnderContention checks that however many goroutines
+// race, the admitted total is exactly what the limit allows. Half the
+// callers read a clock one bucket later: they start bucket ep+1, which the
+// others must count, and vice versa.
 func TestTryAddIsExactUnderContention(t *testing.T) {
-	type impl struct {
-		add func(epoch int64, n uint64, limit float64) bool
-		sum func(epoch int64) uint64
-	}
-	impls := map[string]func(t *testing.T) impl{
-		"Window": func(*testing.T) impl {
-			w := new(Window)
-			return impl{
-				add: func(ep int64, n uint64, limit float64) bool { ok, _ := w.TryAdd(ep, n, limit); return ok },
-				sum: w.Sum,
-			}
-		},
-		"LeapArray": func(t *testing.T) impl {
-			a := newTestArray(t, nil)
-			return impl{
-				add: func(ep int64, n uint64, limit float64) bool { ok, _ := a.TryAdd(ep, mCount, n, limit); return ok },
-				sum: func(ep int64) uint64 { return a.SumEpoch(ep, mCount, 10) },
-			}
-		},
-	}
 	tests := []struct {
 		name    string
 		limit   float64
@@ -86,29 +118,27 @@ func TestTryAddIsExactUnderContention(t *testing.T) {
 		{"batches of 3", 100, 32, 50, 3, 99},
 		{"fractional limit", 10.5, 16, 10, 1, 10},
 	}
-	for name, mk := range impls {
-		for _, tt := range tests {
-			t.Run(name+"/"+tt.name, func(t *testing.T) {
-				x := mk(t)
-				const ep = 9
-				var wg sync.WaitGroup
-				var admitted atomic.Uint64
-				for g := 0; g < tt.workers; g++ {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for i := 0; i < tt.tries; i++ {
-							if x.add(int64(ep+g%2), tt.batch, tt.limit) {
-								admitted.Add(tt.batch)
-							}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := new(Window)
+			const ep = 9
+			var wg sync.WaitGroup
+			var admitted atomic.Uint64
+			for g := 0; g < tt.workers; g++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := 0; i < tt.tries; i++ {
+						if ok, _ := w.TryAdd(int64(ep+g%2), tt.batch, tt.limit); ok {
+							admitted.Add(tt.batch)
 						}
-					}()
-				}
-				wg.Wait()
-				require.Equal(t, tt.want, admitted.Load())
-				require.Equal(t, tt.want, x.sum(ep))
-			})
-		}
+					}
+				}()
+			}
+			wg.Wait()
+			require.Equal(t, tt.want, admitted.Load())
+			require.Equal(t, tt.want, w.Sum(ep))
+		})
 	}
 }
 
@@ -129,12 +159,12 @@ func TestWindowCountsWholeWindowAndSubUndoesLiveBuckets(t *testing.T) {
 
 	require.True(t, w.Sub(19, 5))
 	require.Equal(t, uint64(5), w.Sum(19))
-	require.False(t, w.Sub(7, 1), "bucket 7's slot holds bucket 19 now")
-	// Buckets twelve apart share a slot: 31 replaces 19.
-	ok, _ = w.TryAdd(31, 1, 10)
+	require.False(t, w.Sub(3, 1), "bucket 3's slot holds bucket 19 now")
+	// Buckets sixteen apart share a slot: 35 replaces 19.
+	ok, _ = w.TryAdd(35, 1, 10)
 	require.True(t, ok)
 	require.False(t, w.Sub(19, 1))
-	require.Equal(t, uint64(1), w.Sum(31))
+	require.Equal(t, uint64(1), w.Sum(35))
 }
 
 func TestWindowClampsAndSaturates(t *testing.T) {
@@ -206,4 +236,35 @@ func (w *Window) dump() []string {
 		out = append(out, fmt.Sprintf("%d:%d", v>>valueBits, v&valueMask))
 	}
 	return out
+}
+
+// TestFreeAtIsTheFirstBucketThatAdmits fills windows with random counts,
+// including a writer one bucket ahead, and checks FreeAt against the
+// definition: the first later bucket at which the window's sum plus n is
+// within the limit, nothing else being added.
+func TestFreeAtIsTheFirstBucketThatAdmits(t *testing.T) {
+	rng := rand.New(rand.NewSource(7))
+	for i := 0; i < 5000; i++ {
+		w := new(Window)
+		ep := int64(100 + rng.Intn(50))
+		for k := -1; k < WindowBuckets+3; k++ { // the bucket after ep, and some that already left
+			if rng.Intn(3) > 0 {
+				w.TryAdd(ep-int64(k), uint64(rng.Intn(8)), 1e9)
+			}
+		}
+		n := uint64(rng.Intn(10))
+		limit := float64(rng.Intn(60)) + rng.Float64()*float64(rng.Intn(2))
+		got, ok := w.FreeAt(ep, n, limit)
+		if float64(n) > limit {
+			require.False(t, ok, "case %d", i)
+			continue
+		}
+		require.True(t, ok, "case %d", i)
+		want := ep + 1
+		for float64(w.Sum(want)+n) > limit {
+			want++
+		}
+		require.Equal(t, want, got, "case %d: words %v, n %d, limit %v", i, w.dump(), n, limit)
+		require.LessOrEqual(t, got, ep+1+WindowBuckets)
+	}
 }

@@ -1,0 +1,84 @@
+package flow
+
+import (
+	"context"
+	"time"
+
+	"go.uber.org/atomic"
+
+	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/entry"
+	"github.com/sluice-go/sluice/internal/window"
+)
+
+// concurrency enforces a concurrency rule: at most limit requests (by
+// batch) in flight, each holding its slot until Exit.
+type concurrency struct {
+	inflight *atomic.Int64
+	limit    float64
+	base
+}
+
+func newConcurrency(b base) *concurrency {
+	return &concurrency{inflight: atomic.NewInt64(0), limit: b.rule.Threshold, base: b}
+}
+
+func (c *concurrency) check(_ context.Context, ec *entry.Context, _ core.Clock) *core.BlockError {
+	n := ec.Batch
+	for {
+		cur := c.inflight.Load()
+		if float64(cur+n) > c.limit {
+			if be := c.tooLarge(ec, c.limit); be != nil {
+				return be
+			}
+			return c.refuse(ec, float64(cur), c.limit, 0, "")
+		}
+		if c.inflight.CompareAndSwap(cur, cur+n) {
+			ec.AddTicket(c)
+			return nil
+		}
+	}
+}
+
+// Release gives the entry's slots back, when it exits or a later check
+// refuses it.
+func (c *concurrency) Release(x entry.ExitInfo) { c.inflight.Sub(x.Batch) }
+
+func (c *concurrency) inherit(old checker) { c.inflight = old.(*concurrency).inflight }
+
+// associated enforces a rule on another resource's traffic: its resource is
+// refused while the other resource's pass QPS (or, for the concurrency
+// metric, its concurrency) is over limit. It reserves nothing.
+type associated struct {
+	ref         *window.Node
+	concurrency bool
+	limit       float64
+	base
+}
+
+func (c *associated) check(_ context.Context, ec *entry.Context, _ core.Clock) *core.BlockError {
+	if c.concurrency {
+		if v := c.ref.Concurrency(); float64(v) > c.limit {
+			return c.refuse(ec, float64(v), c.limit, 0, c.reason())
+		}
+		return nil
+	}
+	now := ec.Start
+	if v := c.ref.QPS(now, window.Pass); v > c.limit {
+		// When the other resource's window, given no more traffic, is
+		// back within the threshold: a best guess, since its traffic
+		// goes on.
+		retry := time.Duration(c.ref.FreeAt(now, window.Pass, c.limit) - now)
+		return c.refuse(ec, v, c.limit, retry, c.reason())
+	}
+	return nil
+}
+
+func (c *associated) reason() string {
+	return "associated resource " + c.rule.RefResource + " over threshold"
+}
+
+// Release does nothing: the check reserves nothing.
+func (c *associated) Release(entry.ExitInfo) {}
+
+func (c *associated) inherit(checker) {}
