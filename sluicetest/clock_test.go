@@ -10,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/clock"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -264,7 +265,7 @@ func TestManualClockBlockUntil(t *testing.T) {
 			ctx := testContext(t)
 			errs := make(chan error, tt.timers)
 			for i := range tt.timers {
-				go func() { errs <- sleep(ctx, c, time.Duration(i+1)*time.Second) }()
+				go func() { errs <- clock.Sleep(ctx, c, time.Duration(i+1)*time.Second) }()
 			}
 			require.NoError(t, c.BlockUntil(ctx, tt.n))
 			require.GreaterOrEqual(t, c.Waiters(), tt.n)
@@ -332,7 +333,7 @@ func TestManualClockConcurrent(t *testing.T) {
 	ctx := testContext(t)
 	errs := make(chan error, sleepers)
 	for i := range sleepers {
-		go func() { errs <- sleep(ctx, c, time.Duration(i%7+1)*time.Millisecond) }()
+		go func() { errs <- clock.Sleep(ctx, c, time.Duration(i%7+1)*time.Millisecond) }()
 	}
 	require.NoError(t, c.BlockUntil(ctx, sleepers))
 	for range 7 {
@@ -343,16 +344,4 @@ func TestManualClockConcurrent(t *testing.T) {
 		require.NoError(t, receive(t, errs, "Sleep"))
 	}
 	require.Zero(t, c.Waiters())
-}
-
-// sleep waits for d on c, or until ctx ends, as a slot that queues does.
-func sleep(ctx context.Context, c core.Clock, d time.Duration) error {
-	t := c.NewTimer(d)
-	select {
-	case <-t.C():
-		return nil
-	case <-ctx.Done():
-		t.Stop()
-		return ctx.Err()
-	}
 }

@@ -39,35 +39,6 @@ func receive[T any](t *testing.T, ch <-chan T, what string) T {
 	}
 }
 
-// fired reports whether tm has fired, and the time it carried. It does not
-// wait: a ManualClock timer's channel is filled before Advance or Set
-// returns.
-func fired(t *testing.T, tm core.Timer) (time.Time, bool) {
-	t.Helper()
-	select {
-	case v := <-tm.C():
-		return v, true
-	default:
-		return time.Time{}, false
-	}
-}
-
-// requireFiredAt requires that tm has fired, carrying the instant at
-// nanoseconds.
-func requireFiredAt(t *testing.T, tm core.Timer, at int64, name string) {
-	t.Helper()
-	v, ok := fired(t, tm)
-	require.Truef(t, ok, "timer %s did not fire", name)
-	require.Equalf(t, at, v.UnixNano(), "timer %s fired with", name)
-}
-
-// requirePending requires that tm has not fired.
-func requirePending(t *testing.T, tm core.Timer, name string) {
-	t.Helper()
-	_, ok := fired(t, tm)
-	require.Falsef(t, ok, "timer %s fired early", name)
-}
-
 func TestSleep(t *testing.T) {
 	t.Run("full wait returns nil", func(t *testing.T) {
 		c := sluicetest.NewManualClock(0)
