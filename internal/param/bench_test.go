@@ -3,8 +3,9 @@ package param
 import (
 	"context"
 	"strconv"
-	"sync/atomic"
 	"testing"
+
+	"go.uber.org/atomic"
 
 	"github.com/sluice-go/sluice/internal/entry"
 	"github.com/sluice-go/sluice/rules"
@@ -60,7 +61,7 @@ func BenchmarkCheck(b *testing.B) {
 			var seq atomic.Int64
 			b.RunParallel(func(pb *testing.PB) {
 				ec := &entry.Context{Resource: "r", Batch: 1}
-				i := int(seq.Add(1)) * 10_007
+				i := int(seq.Inc()) * 10_007
 				for pb.Next() {
 					one(i, ec)
 					i++
