@@ -29,8 +29,8 @@ type keyState struct {
 
 	// QPS reject: tokens and part are the bucket's content (tokens +
 	// part/window), last the instant it was last refilled.
-	// Throttle: last is the latest scheduled pass, part the fraction of a
-	// nanosecond beyond it, in units of 1/threshold.
+	// Throttle: the value's schedule ends at last + part/threshold ns (part
+	// < threshold, the fraction of a nanosecond carried).
 	tokens int64
 	part   uint64
 	last   int64
