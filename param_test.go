@@ -2,7 +2,9 @@ package sluice
 
 import (
 	"errors"
+	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -297,4 +299,35 @@ func BenchmarkParamEntryExit(b *testing.B) {
 			})
 		}
 	}
+}
+
+// TestParamLongValuesKeepHeapBounded floods a rule with distinct 32 KiB
+// values, three times its capacity: the heap it keeps stays within a
+// kilobyte per tracked value (an entry is 128 bytes plus its share of the
+// table, queues and ghost set, about 330 bytes in all) however long the
+// values are, so one client cannot pin memory by sending long ones.
+func TestParamLongValuesKeepHeapBounded(t *testing.T) {
+	const (
+		capacity = 1000
+		size     = 32 << 10
+	)
+	g, _ := newTestEngine(t, 1e12)
+	mustLoadParam(t, g, rules.Param{Resource: "r", Threshold: rules.MaxThreshold, Capacity: capacity})
+	require.True(t, try(g, "r", WithArgs("warm-up")))
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	before := ms.HeapAlloc
+	filler := strings.Repeat("x", size)
+	for i := 0; i < 3*capacity; i++ {
+		v := strconv.Itoa(i) + filler[:size-8] // distinct, in a fresh allocation
+		require.True(t, try(g, "r", WithArgs(v)))
+	}
+	require.Equal(t, capacity, paramCtl(g, "r", 0).Tracked())
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	grown := int64(ms.HeapAlloc) - int64(before)
+	t.Logf("%d values of %d KiB through capacity %d: heap +%d KiB", 3*capacity, size>>10, capacity, grown>>10)
+	assert.Less(t, grown, int64(capacity<<10+1<<20), "heap kept by the rule")
+	runtime.KeepAlive(g)
 }

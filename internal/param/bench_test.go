@@ -2,7 +2,10 @@ package param
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"strconv"
+	"strings"
 	"testing"
 
 	"go.uber.org/atomic"
@@ -79,4 +82,32 @@ func BenchmarkCheck(b *testing.B) {
 			ec.ReleaseTickets(entry.ExitInfo{Batch: 1})
 		}
 	})
+}
+
+var sinkHash uint64
+
+// BenchmarkLocate measures how a value is prepared for lookup: one maphash
+// for a value of at most maxKeyLen bytes, two (its fingerprint) for a
+// longer one, against SHA-256 of the same bytes, the cryptographic
+// alternative for the fingerprint.
+func BenchmarkLocate(b *testing.B) {
+	c := newCache(1000, modeReject)
+	for _, n := range []int{16, maxKeyLen, maxKeyLen + 1, 1 << 10, 64 << 10} {
+		v := strings.Repeat("x", n)
+		b.Run("maphash/"+strconv.Itoa(n), func(b *testing.B) {
+			b.SetBytes(int64(n))
+			for b.Loop() {
+				_, r := c.locate(v)
+				sinkHash += r.h ^ r.h2
+			}
+		})
+		bs := []byte(v)
+		b.Run("sha256/"+strconv.Itoa(n), func(b *testing.B) {
+			b.SetBytes(int64(n))
+			for b.Loop() {
+				d := sha256.Sum256(bs)
+				sinkHash += binary.LittleEndian.Uint64(d[:])
+			}
+		})
+	}
 }

@@ -87,10 +87,10 @@ func (c *Controller) Tokens(v string, now int64) (int64, bool) {
 	if c.mode != modeReject {
 		return 0, false
 	}
-	s, h := c.cache.shardOf(v)
+	s, r := c.cache.locate(v)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.find(v, h)
+	e := s.find(&r)
 	if e == nil {
 		return 0, false
 	}
@@ -142,12 +142,12 @@ func (c *Controller) CheckKey(ctx context.Context, ec *entry.Context, key string
 	if limit := t + c.burst; n > limit {
 		return c.blocked(ec, float64(n), float64(limit), 0, "batch larger than threshold")
 	}
-	s, h := c.cache.shardOf(key)
+	s, r := c.cache.locate(key)
 	switch c.mode {
 	case modeReject:
 		size := t + c.burst
 		s.mu.Lock()
-		e := s.get(key, h, size, now)
+		e := s.get(&r, size, now)
 		c.refill(e, now, t)
 		if e.tokens >= n {
 			e.tokens -= n
@@ -163,7 +163,7 @@ func (c *Controller) CheckKey(ctx context.Context, ec *entry.Context, key string
 		return c.blocked(ec, float64(size-have), float64(size), retry, "")
 	case modeConcurrency:
 		s.mu.Lock()
-		e := s.get(key, h, 0, 0)
+		e := s.get(&r, 0, 0)
 		cur := e.inflight.Load()
 		if cur+n > t {
 			s.mu.Unlock()
@@ -174,7 +174,7 @@ func (c *Controller) CheckKey(ctx context.Context, ec *entry.Context, key string
 		ec.AddTicket(e)
 		return nil
 	default:
-		return c.pace(ctx, ec, clk, s, h, key, t)
+		return c.pace(ctx, ec, clk, s, &r, t)
 	}
 }
 
@@ -255,10 +255,10 @@ func (c *Controller) wait(need int64, part uint64, t int64) int64 {
 // (RetryAfter: the wait beyond MaxQueueing); a cancelled wait gives its
 // slots back when no later entry of the value has been scheduled behind
 // it. n must be at most t.
-func (c *Controller) pace(ctx context.Context, ec *entry.Context, clk core.Clock, s *shard, h uint64, key string, t int64) *core.BlockError {
+func (c *Controller) pace(ctx context.Context, ec *entry.Context, clk core.Clock, s *shard, r *ref, t int64) *core.BlockError {
 	now, n := ec.Start, ec.Batch
 	s.mu.Lock()
-	e := s.get(key, h, 0, math.MinInt64/2)
+	e := s.get(r, 0, math.MinInt64/2)
 	last, part := e.last, e.part
 	if part >= uint64(t) {
 		// Carried in the units of a former threshold (a reload changed it):
