@@ -108,21 +108,23 @@ func (c *Controller) threshold(key string) int64 {
 }
 
 // Check decides on one entry at ec.Start, for the value of the rule's
-// argument in args. It returns nil (recording a ticket on ec when the entry
-// holds something) or a block error. Throttling rules may wait, at most
-// MaxQueueing and never past ctx, on clk. Entries without the argument pass.
+// argument in args: the attachment named Key, or else positional argument
+// Index (a typed argument before WithArgs'). It returns nil (recording a
+// ticket on ec when the entry holds something) or a block error.
+// Throttling rules may wait, at most MaxQueueing and never past ctx, on clk.
+// Entries without the argument pass.
 //
-// Check reads args and keeps nothing reachable from them (a new value's
-// string form is copied), so arguments stay on the caller's stack.
+// Check reads args and keeps nothing reachable from them (a new value is
+// copied or fingerprinted), so arguments stay on the caller's stack.
 func (c *Controller) Check(ctx context.Context, ec *entry.Context, args entry.Args, clk core.Clock) *core.BlockError {
-	var v any
+	var v entry.Value
 	if c.rule.Key != "" {
-		v, _ = args.Get(c.rule.Key)
-	} else if c.rule.Index < len(args.Positional) {
-		v = args.Positional[c.rule.Index]
+		v = args.Named(c.rule.Key)
+	} else {
+		v = args.At(c.rule.Index)
 	}
 	var buf keyBuf
-	key, ok := keyOf(v, &buf)
+	key, ok := keyOf(&v, &buf)
 	if !ok {
 		return nil
 	}

@@ -164,6 +164,12 @@ func TestBatchAndGiveBack(t *testing.T) {
 }
 
 func TestArgumentSelection(t *testing.T) {
+	named := func(key string, v any) *entry.Arg {
+		return &entry.Arg{Key: key, Named: true, Value: entry.Value{Any: v, Kind: entry.KindAny}}
+	}
+	str := func(i int, s string) *entry.Arg {
+		return &entry.Arg{Index: i, Value: entry.Value{Str: s, Kind: entry.KindString}}
+	}
 	tests := []struct {
 		name string
 		rule rules.Param
@@ -175,10 +181,16 @@ func TestArgumentSelection(t *testing.T) {
 		{"index out of range", rules.Param{Index: 2}, entry.Args{Positional: []any{"a", "b"}}, ""},
 		{"nil value", rules.Param{}, entry.Args{Positional: []any{nil}}, ""},
 		{"no args", rules.Param{}, entry.Args{}, ""},
-		{"attachment", rules.Param{Key: "ip"}, entry.Args{Positional: []any{"a"}, Named: []entry.Attachment{{Key: "ip", Value: "10.0.0.1"}}}, "10.0.0.1"},
-		{"last attachment wins", rules.Param{Key: "ip"}, entry.Args{Named: []entry.Attachment{{Key: "ip", Value: "x"}, {Key: "ip", Value: "y"}}}, "y"},
+		{"attachment", rules.Param{Key: "ip"}, entry.Args{Positional: []any{"a"}, Given: []*entry.Arg{named("ip", "10.0.0.1")}}, "10.0.0.1"},
+		{"last attachment wins", rules.Param{Key: "ip"}, entry.Args{Given: []*entry.Arg{named("ip", "x"), named("ip", "y")}}, "y"},
 		{"missing attachment", rules.Param{Key: "ip"}, entry.Args{Positional: []any{"a"}}, ""},
+		{"nil attachment", rules.Param{Key: "ip"}, entry.Args{Given: []*entry.Arg{named("ip", nil)}}, ""},
 		{"int is its decimal form", rules.Param{}, entry.Args{Positional: []any{uint16(42)}}, "42"},
+		{"typed string", rules.Param{Index: 3}, entry.Args{Given: []*entry.Arg{str(3, "t")}}, "t"},
+		{"typed before WithArgs", rules.Param{Index: 1}, entry.Args{Positional: []any{"a", "b"}, Given: []*entry.Arg{str(1, "t")}}, "t"},
+		{"typed int", rules.Param{}, entry.Args{Given: []*entry.Arg{{Value: entry.Value{Int: -7, Kind: entry.KindInt}}}}, "-7"},
+		{"typed attachment", rules.Param{Key: "ip"}, entry.Args{Given: []*entry.Arg{{Key: "ip", Named: true, Value: entry.Value{Str: "10.0.0.2", Kind: entry.KindString}}}}, "10.0.0.2"},
+		{"typed positional is no attachment", rules.Param{Key: "ip"}, entry.Args{Given: []*entry.Arg{str(0, "x")}}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
