@@ -118,7 +118,13 @@ func TestArgsNamed(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			require.Equal(t, tt.want, tt.give.Named(tt.key))
+			got := tt.give.Named(tt.key)
+			if tt.want == (Value{}) {
+				require.Nil(t, got)
+				return
+			}
+			require.NotNil(t, got)
+			require.Equal(t, tt.want, *got)
 		})
 	}
 }
@@ -126,36 +132,39 @@ func TestArgsNamed(t *testing.T) {
 func TestArgsAt(t *testing.T) {
 	typed := func(i int, s string) *Arg { return &Arg{Index: i, Value: Value{Str: s, Kind: KindString}} }
 	tests := []struct {
-		name string
-		give Args
-		i    int
-		want Value
+		name      string
+		give      Args
+		i         int
+		wantTyped *Value
+		wantAny   any
 	}{
 		{name: "none", give: Args{}, i: 0},
-		{name: "WithArgs", give: Args{Positional: []any{"a", 2}}, i: 1, want: Value{Any: 2, Kind: KindAny}},
+		{name: "WithArgs", give: Args{Positional: []any{"a", 2}}, i: 1, wantAny: 2},
 		{name: "past WithArgs", give: Args{Positional: []any{"a"}}, i: 1},
 		{name: "negative", give: Args{Positional: []any{"a"}}, i: -1},
-		{name: "nil in WithArgs", give: Args{Positional: []any{nil}}, i: 0, want: Value{Kind: KindAny}},
-		{name: "typed", give: Args{Given: []*Arg{typed(3, "x")}}, i: 3, want: Value{Str: "x", Kind: KindString}},
+		{name: "nil in WithArgs", give: Args{Positional: []any{nil}}, i: 0},
+		{name: "typed", give: Args{Given: []*Arg{typed(3, "x")}}, i: 3, wantTyped: &Value{Str: "x", Kind: KindString}},
 		{
 			name: "typed takes the place of WithArgs",
 			give: Args{Positional: []any{"a", "b"}, Given: []*Arg{typed(1, "x")}},
-			i:    1, want: Value{Str: "x", Kind: KindString},
+			i:    1, wantTyped: &Value{Str: "x", Kind: KindString},
 		},
 		{
 			name: "last typed wins",
 			give: Args{Given: []*Arg{typed(0, "x"), typed(1, "y"), {Index: 0, Value: Value{Int: 5, Kind: KindInt}}}},
-			i:    0, want: Value{Int: 5, Kind: KindInt},
+			i:    0, wantTyped: &Value{Int: 5, Kind: KindInt},
 		},
 		{
 			name: "attachments are not positional",
 			give: Args{Positional: []any{"a"}, Given: []*Arg{{Key: "k", Named: true, Value: Value{Str: "x", Kind: KindString}}}},
-			i:    0, want: Value{Any: "a", Kind: KindAny},
+			i:    0, wantAny: "a",
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			require.Equal(t, tt.want, tt.give.At(tt.i))
+			v, x := tt.give.At(tt.i)
+			require.Equal(t, tt.wantTyped, v)
+			require.Equal(t, tt.wantAny, x)
 		})
 	}
 }

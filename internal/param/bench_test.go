@@ -111,3 +111,43 @@ func BenchmarkLocate(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCheckHot measures one check on a single hot value, so that the
+// path's own cost shows rather than cache misses: the value as a WithArgs
+// argument (an interface) and as a typed one.
+func BenchmarkCheckHot(b *testing.B) {
+	v := strconv.Itoa(12345) + "-user"
+	typed := &entry.Arg{Value: entry.Value{Str: v, Kind: entry.KindString}}
+	args := []struct {
+		name string
+		args entry.Args
+	}{
+		{"any", entry.Args{Positional: []any{v}}},
+		{"typed", entry.Args{Given: []*entry.Arg{typed}}},
+	}
+	for _, m := range []struct {
+		name string
+		rule rules.Param
+	}{
+		{"qps", rules.Param{Resource: "r", Threshold: rules.MaxThreshold}},
+		{"concurrency", rules.Param{Resource: "r", Metric: rules.Concurrency, Threshold: rules.MaxThreshold}},
+	} {
+		c, err := NewController(m.rule)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, a := range args {
+			b.Run(m.name+"/"+a.name, func(b *testing.B) {
+				b.ReportAllocs()
+				ec := &entry.Context{Resource: "r", Batch: 1}
+				for i := 0; b.Loop(); i++ {
+					ec.Start = int64(i)
+					if be := c.Check(context.Background(), ec, a.args, nil); be != nil {
+						b.Fatal(be)
+					}
+					ec.ReleaseTickets(entry.ExitInfo{Batch: 1})
+				}
+			})
+		}
+	}
+}

@@ -142,7 +142,8 @@ func TestCacheHashCollisions(t *testing.T) {
 	defer s.mu.Unlock()
 	// Five values forced onto one hash: three short, two long ones whose
 	// fingerprints differ in their second half only.
-	refs := []ref{{key: "a", h: 7}, {key: "b", h: 7}, {key: "d", h: 7}, {h: 7, h2: 1, long: true}, {h: 7, h2: 2, long: true}}
+	long := strings.Repeat("x", maxKeyLen+1) // only the fingerprint counts
+	refs := []ref{{key: "a", h: 7}, {key: "b", h: 7}, {key: "d", h: 7}, {key: long, h: 7, h2: 1}, {key: long, h: 7, h2: 2}}
 	es := make([]*keyState, len(refs))
 	for i := range refs {
 		es[i] = s.get(&refs[i], int64(i), 0)
@@ -151,7 +152,7 @@ func TestCacheHashCollisions(t *testing.T) {
 		assert.Same(t, es[i], s.find(&refs[i]), "find %d", i)
 	}
 	assert.Nil(t, s.find(&ref{key: "e", h: 7}))
-	assert.Nil(t, s.find(&ref{h: 7, h2: 3, long: true}))
+	assert.Nil(t, s.find(&ref{key: long, h: 7, h2: 3}))
 	s.remove(es[1], 7)
 	s.remove(es[3], 7)
 	assert.Nil(t, s.find(&refs[1]))

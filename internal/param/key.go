@@ -15,14 +15,17 @@ import (
 type keyBuf [24]byte
 
 // keyOf returns the string form of an argument value, which identifies the
-// value in the rule's cache and in its exceptions, and false when there is
-// no value, it is nil, or it is of a type with no stable form (see
-// formatValue).
+// value in the rule's cache and in its exceptions, and false when v is nil
+// (no value), holds nil, or holds a value of a type with no stable form
+// (see formatValue).
 //
 // Strings are returned as they are and integers are formatted into buf,
 // without allocating; the result may point into v or buf, so it is valid
 // only while they are and must be copied before it is kept.
 func keyOf(v *entry.Value, buf *keyBuf) (string, bool) {
+	if v == nil {
+		return "", false
+	}
 	switch v.Kind {
 	case entry.KindString:
 		return v.Str, true

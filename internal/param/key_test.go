@@ -111,6 +111,9 @@ func TestKeyOf(t *testing.T) {
 			require.Equal(t, tt.want, got)
 		})
 	}
+	var buf keyBuf
+	_, ok := keyOf(nil, &buf)
+	require.False(t, ok, "no value")
 }
 
 // TestAnyKeyNoAllocs: a string or an integer boxed by the caller and read
