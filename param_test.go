@@ -422,3 +422,67 @@ func TestParamLongValuesKeepHeapBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestParamReloadUnderLoadKeepsCounts reloads a per-user concurrency rule
+// back and forth between thresholds 2 and 3 (same counting, so the state is
+// handed over) while 16 goroutines enter and exit as four users: no user
+// ever has more than 3 in flight, and every count is back to zero at the
+// end, so no release was lost across the hand-overs.
+func TestParamReloadUnderLoadKeepsCounts(t *testing.T) {
+	g, _ := newTestEngine(t, 1e12)
+	rule := func(threshold int64) rules.Param {
+		return rules.Param{Resource: "r", Metric: rules.Concurrency, Threshold: threshold, Capacity: 64}
+	}
+	mustLoadParam(t, g, rule(2))
+	users := []string{"a", "b", "c", "d"}
+	var inside, maxSeen [4]atomic.Int64
+	var passed atomic.Int64
+	stop := make(chan struct{})
+	reloads := make(chan int)
+	go func() {
+		n := 0
+		defer func() { reloads <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := g.LoadParamRules([]rules.Param{rule(2 + int64(n%2))}); err != nil {
+				t.Error(err)
+				return
+			}
+			n++
+			runtime.Gosched() // let the workers run between reloads
+		}
+	}()
+	var wg sync.WaitGroup
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 300; i++ {
+				k := (w + i) % len(users)
+				p, err := g.Entry("r", WithStringArg(0, users[k]))
+				if err != nil {
+					continue
+				}
+				passed.Add(1)
+				n := inside[k].Add(1)
+				for m := maxSeen[k].Load(); n > m && !maxSeen[k].CompareAndSwap(m, n); m = maxSeen[k].Load() {
+				}
+				inside[k].Add(-1)
+				p.Exit()
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	require.Positive(t, <-reloads, "reloads")
+	require.Positive(t, passed.Load())
+	c := paramCtl(g, "r", 0)
+	for k, u := range users {
+		assert.LessOrEqual(t, maxSeen[k].Load(), int64(3), "max in flight of %s", u)
+		assert.Equal(t, int64(0), c.InFlight(u), "in flight of %s after all exits", u)
+	}
+}
