@@ -37,8 +37,7 @@ type EntryOption struct {
 	kind optKind
 	n    int64
 	args []any
-	key  string
-	val  any
+	arg  entry.Arg
 }
 
 type optKind uint8
@@ -48,14 +47,16 @@ const (
 	optTraffic
 	optBatch
 	optArgs
-	optAttachment
+	optArg // an attachment or a typed positional argument, in arg
 )
 
-// MaxAttachments is the most named values one entry may carry.
+// MaxAttachments is the most values one entry may carry one per option:
+// attachments (WithAttachment, WithStringAttachment, WithIntAttachment) and
+// typed positional arguments (WithStringArg, WithIntArg) together.
 const MaxAttachments = 8
 
 // ErrTooManyAttachments is returned (wrapped) by Entry for an entry with
-// more than MaxAttachments attachments.
+// more than MaxAttachments attachments and typed arguments.
 var ErrTooManyAttachments = errors.New("sluice: too many attachments")
 
 // WithTraffic sets the entry's traffic type. The default is Inbound.
@@ -66,16 +67,51 @@ func WithTraffic(t TrafficType) EntryOption { return EntryOption{kind: optTraffi
 // larger than a rule's threshold is always refused by that rule.
 func WithBatch(n int) EntryOption { return EntryOption{kind: optBatch, n: int64(n)} }
 
-// WithArgs passes positional arguments for param rules. They belong to the
-// entry: the engine reads them during Entry and keeps none of them, so
-// strings and integers passed here cost no allocation.
+// WithArgs passes positional arguments of any type for param rules (a rule
+// with Index i reads the i-th). They belong to the entry: the engine reads
+// them during Entry and keeps none of them. Each is boxed in an interface,
+// and whether a box costs an allocation is the compiler's escape analysis's
+// call: today nothing the engine does with the boxes lets them escape, so
+// strings and integers cost none, but that is an observation, not a
+// promise. For a string or an integer, WithStringArg and WithIntArg carry no
+// interface and never allocate. A later WithArgs replaces an earlier one.
 func WithArgs(args ...any) EntryOption { return EntryOption{kind: optArgs, args: args} }
 
-// WithAttachment attaches a named value, for param rules that read a named
-// key. Like WithArgs, it is read during Entry and not kept. An entry carries
-// at most MaxAttachments; a later attachment with the same key wins.
+// WithStringArg passes s as positional argument i for param rules (those
+// with Index i), in place of the i-th value of WithArgs; a later typed
+// argument at the same index wins. It never allocates: it carries no
+// interface, and s is read during Entry and not kept. It counts towards
+// MaxAttachments. (An index no rule can name, below 0 or above
+// rules.MaxParamIndex, is carried but never read.)
+func WithStringArg(i int, s string) EntryOption {
+	return EntryOption{kind: optArg, arg: entry.Arg{Index: i, Value: entry.Value{Str: s, Kind: entry.KindString}}}
+}
+
+// WithIntArg is WithStringArg for an integer, whose string form for param
+// rules (and their Exceptions) is its decimal form: WithIntArg(0, 42) and
+// WithStringArg(0, "42") are the same value.
+func WithIntArg(i int, n int64) EntryOption {
+	return EntryOption{kind: optArg, arg: entry.Arg{Index: i, Value: entry.Value{Int: n, Kind: entry.KindInt}}}
+}
+
+// WithAttachment attaches a named value of any type, for param rules that
+// read a named key. Like WithArgs, it is read during Entry and not kept, and
+// boxing it may allocate (see WithArgs). An entry carries at most
+// MaxAttachments; a later attachment with the same key wins, typed or not.
 func WithAttachment(key string, value any) EntryOption {
-	return EntryOption{kind: optAttachment, key: key, val: value}
+	return EntryOption{kind: optArg, arg: entry.Arg{Key: key, Named: true, Value: entry.Value{Any: value, Kind: entry.KindAny}}}
+}
+
+// WithStringAttachment attaches the string s under key, for param rules that
+// read that key. It never allocates (see WithStringArg).
+func WithStringAttachment(key, s string) EntryOption {
+	return EntryOption{kind: optArg, arg: entry.Arg{Key: key, Named: true, Value: entry.Value{Str: s, Kind: entry.KindString}}}
+}
+
+// WithIntAttachment attaches the integer n under key, for param rules that
+// read that key; its string form is its decimal form. It never allocates.
+func WithIntAttachment(key string, n int64) EntryOption {
+	return EntryOption{kind: optArg, arg: entry.Arg{Key: key, Named: true, Value: entry.Value{Int: n, Kind: entry.KindInt}}}
 }
 
 // Pass is one admitted call into a resource: what Entry returns when every
@@ -175,7 +211,7 @@ func (eng *Engine) enter(p *Pass, ctx context.Context, name string, opts []Entry
 	// Arguments stay in this frame and are lent to the param slot only.
 	var (
 		args  entry.Args
-		named [MaxAttachments]entry.Attachment
+		given [MaxAttachments]*entry.Arg
 		nn    int
 	)
 	for i := range opts {
@@ -190,15 +226,15 @@ func (eng *Engine) enter(p *Pass, ctx context.Context, name string, opts []Entry
 			c.Batch = o.n
 		case optArgs:
 			args.Positional = o.args
-		case optAttachment:
-			if nn == len(named) {
+		case optArg:
+			if nn == len(given) {
 				return nil, fmt.Errorf("%w: more than %d", ErrTooManyAttachments, MaxAttachments)
 			}
-			named[nn] = entry.Attachment{Key: o.key, Value: o.val}
+			given[nn] = &o.arg
 			nn++
 		}
 	}
-	args.Named = named[:nn]
+	args.Given = given[:nn]
 	if c.Batch < 1 || c.Batch > MaxBatch {
 		return nil, fmt.Errorf("%w: %d (want 1 to %d)", ErrBadBatch, c.Batch, MaxBatch)
 	}

@@ -2,7 +2,9 @@ package sluice
 
 import (
 	"errors"
+	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -210,18 +212,48 @@ func TestParamTokensReturnedWhenALaterCheckRefuses(t *testing.T) {
 	assert.Equal(t, int64(2), got, "refused entries spent nothing")
 }
 
-// TestParamEntryExitNoAllocs guards the zero-allocation contract: a string
-// or integer argument checked by a param rule costs nothing on the heap.
+// TestParamEntryExitNoAllocs guards the zero-allocation contract of the
+// typed options: string and integer arguments, positional and attached,
+// checked by param rules cost nothing on the heap.
 func TestParamEntryExitNoAllocs(t *testing.T) {
 	g, _ := newTestEngine(t, 1e12)
 	mustLoadParam(t, g,
 		rules.Param{Resource: "r", Threshold: rules.MaxThreshold},
 		rules.Param{Resource: "r", Index: 1, Threshold: rules.MaxThreshold},
 		rules.Param{Resource: "r", Key: "tenant", Metric: rules.Concurrency, Threshold: 1000},
+		rules.Param{Resource: "r", Key: "shard", Threshold: rules.MaxThreshold, Duration: time.Hour},
 	)
 	user := strconv.Itoa(12345) + "-user" // not a constant
+	id := int64(1) << 40
+	opts := func() []EntryOption {
+		return []EntryOption{WithStringArg(0, user), WithIntArg(1, id), WithStringAttachment("tenant", user), WithIntAttachment("shard", id)}
+	}
+	require.True(t, try(g, "r", opts()...))
+	allocs := testing.AllocsPerRun(1000, func() {
+		p, err := g.Entry("r", WithStringArg(0, user), WithIntArg(1, id), WithStringAttachment("tenant", user), WithIntAttachment("shard", id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Exit()
+	})
+	assert.Equal(t, 0.0, allocs, "allocs per Entry+Exit with typed arguments")
+	for i := 0; i < 4; i++ {
+		assert.Equal(t, 1, paramCtl(g, "r", i).Tracked(), "rule %d counted its argument", i)
+	}
+}
+
+// TestParamWithArgsAllocs reports what WithArgs and WithAttachment cost: a
+// box per non-constant value at most (the compiler decides; today it keeps
+// them on the stack), never the options themselves.
+func TestParamWithArgsAllocs(t *testing.T) {
+	g, _ := newTestEngine(t, 1e12)
+	mustLoadParam(t, g,
+		rules.Param{Resource: "r", Threshold: rules.MaxThreshold},
+		rules.Param{Resource: "r", Index: 1, Threshold: rules.MaxThreshold},
+		rules.Param{Resource: "r", Key: "tenant", Threshold: rules.MaxThreshold},
+	)
+	user := strconv.Itoa(12345) + "-user"
 	id := 1 << 40
-	require.True(t, try(g, "r", WithArgs(user, id), WithAttachment("tenant", user)))
 	allocs := testing.AllocsPerRun(1000, func() {
 		p, err := g.Entry("r", WithArgs(user, id), WithAttachment("tenant", user))
 		if err != nil {
@@ -229,15 +261,52 @@ func TestParamEntryExitNoAllocs(t *testing.T) {
 		}
 		p.Exit()
 	})
-	assert.Equal(t, 0.0, allocs, "allocs per Entry+Exit with param rules")
+	t.Logf("allocs per Entry+Exit with WithArgs(string, int) and WithAttachment(string): %v", allocs)
+	assert.LessOrEqual(t, allocs, 3.0, "at most one box per value")
+}
+
+// TestParamTypedArguments: typed arguments are the same values as their
+// WithArgs forms (an integer is its decimal form, also for Exceptions), take
+// the place of WithArgs' value at their index, and count towards
+// MaxAttachments.
+func TestParamTypedArguments(t *testing.T) {
+	g, _ := newTestEngine(t, 1e12)
+	mustLoadParam(t, g,
+		rules.Param{Resource: "r", Threshold: 3, Duration: time.Hour, Exceptions: map[string]int64{"42": 5}},
+		rules.Param{Resource: "r", Key: "ip", Threshold: 100, Duration: time.Hour},
+	)
+	forms := []EntryOption{WithIntArg(0, 42), WithStringArg(0, "42"), WithArgs(42), WithArgs("a", "b"), WithArgs(uint8(42))}
+	for i, o := range forms {
+		if i == 3 { // WithArgs("a", ...) with a typed argument in its place
+			require.True(t, try(g, "r", o, WithIntArg(0, 42)), "form %d", i)
+			continue
+		}
+		require.True(t, try(g, "r", o), "form %d", i)
+	}
+	assert.False(t, try(g, "r", WithStringArg(0, "42")), "42: its exception of 5 spent by the five forms")
+	tok, ok := paramCtl(g, "r", 0).Tokens("a", 1e12)
+	assert.False(t, ok, "WithArgs' value at a typed index is not counted (tokens %d)", tok)
+
+	require.True(t, try(g, "r", WithStringAttachment("ip", "10.0.0.1"), WithAttachment("ip", "10.0.0.2"), WithIntArg(0, 1)))
+	tok, _ = paramCtl(g, "r", 1).Tokens("10.0.0.2", 1e12)
+	assert.Equal(t, int64(99), tok, "the last attachment wins, typed or not")
+
+	opts := make([]EntryOption, 0, MaxAttachments+1)
+	for i := 0; i < MaxAttachments; i++ {
+		opts = append(opts, WithIntArg(i+1, int64(i)))
+	}
+	require.True(t, try(g, "r", opts...))
+	_, err := g.Entry("r", append(opts, WithStringAttachment("ip", "x"))...)
+	require.ErrorIs(t, err, ErrTooManyAttachments)
 }
 
 const benchParamKeys = 100_000
 
-// BenchmarkParamEntryExit compares Entry+Exit with a string argument on a
-// resource without and with a param rule tracking 100,000 live values,
-// visited in a scattered order (every visit a different value) or cycling
-// through them in order.
+// BenchmarkParamEntryExit compares Entry+Exit with a string argument
+// (WithStringArg) on a resource without and with a param rule tracking
+// 100,000 live values, visited in a scattered order (every visit a
+// different value) or cycling through them in order; "param-any" passes the
+// same argument with WithArgs.
 func BenchmarkParamEntryExit(b *testing.B) {
 	keys := make([]string, benchParamKeys)
 	for i := range keys {
@@ -250,7 +319,7 @@ func BenchmarkParamEntryExit(b *testing.B) {
 		b.Fatal(err)
 	}
 	for _, k := range keys {
-		if !try(g, "param", WithArgs(k)) {
+		if !try(g, "param", WithStringArg(0, k)) {
 			b.Fatal("refused")
 		}
 	}
@@ -262,33 +331,52 @@ func BenchmarkParamEntryExit(b *testing.B) {
 		stride int
 	}{{"scattered", 7919}, {"cycling", 1}}
 	for _, o := range orders {
-		for _, res := range []string{"none", "param"} {
-			b.Run(o.name+"/"+res+"/serial", func(b *testing.B) {
+		for _, name := range []string{"none", "param", "param-any"} {
+			res, typed := name, true
+			if name == "param-any" {
+				res, typed = "param", false
+			}
+			// The options are built in the Entry call and the pass stays
+			// local, as in a caller: options returned from a helper, or a
+			// pass returned from one, would escape to the heap.
+			one := func(k string) error {
+				var (
+					p   *Pass
+					err error
+				)
+				if typed {
+					p, err = g.Entry(res, WithStringArg(0, k))
+				} else {
+					p, err = g.Entry(res, WithArgs(k))
+				}
+				if err != nil {
+					return err
+				}
+				p.Exit()
+				return nil
+			}
+			b.Run(o.name+"/"+name+"/serial", func(b *testing.B) {
 				b.ReportAllocs()
 				j := 0
 				for b.Loop() {
-					p, err := g.Entry(res, WithArgs(keys[j]))
-					if err != nil {
+					if err := one(keys[j]); err != nil {
 						b.Fatal(err)
 					}
-					p.Exit()
 					if j += o.stride; j >= benchParamKeys {
 						j -= benchParamKeys
 					}
 				}
 			})
-			b.Run(o.name+"/"+res+"/parallel", func(b *testing.B) {
+			b.Run(o.name+"/"+name+"/parallel", func(b *testing.B) {
 				b.ReportAllocs()
 				var seq atomic.Int64
 				b.RunParallel(func(pb *testing.PB) {
 					j := int(seq.Add(1)*50_021) % benchParamKeys
 					for pb.Next() {
-						p, err := g.Entry(res, WithArgs(keys[j]))
-						if err != nil {
+						if err := one(keys[j]); err != nil {
 							b.Error(err)
 							return
 						}
-						p.Exit()
 						if j += o.stride; j >= benchParamKeys {
 							j -= benchParamKeys
 						}
@@ -296,5 +384,114 @@ func BenchmarkParamEntryExit(b *testing.B) {
 				})
 			})
 		}
+	}
+}
+
+// TestParamLongValuesKeepHeapBounded floods a rule with distinct 32 KiB
+// values, three times its capacity: the heap it keeps stays within a
+// kilobyte per tracked value (an entry is 128 bytes plus its share of the
+// table, queues and ghost set, about 330 bytes in all) however long the
+// values are, so one client cannot pin memory by sending long ones.
+func TestParamLongValuesKeepHeapBounded(t *testing.T) {
+	const (
+		capacity = 1000
+		size     = 32 << 10
+	)
+	tests := []struct {
+		name string
+		opt  func(string) EntryOption
+	}{
+		{"WithArgs", func(v string) EntryOption { return WithArgs(v) }},
+		{"WithStringArg", func(v string) EntryOption { return WithStringArg(0, v) }},
+		{"WithStringAttachment", func(v string) EntryOption { return WithStringAttachment("k", v) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g, _ := newTestEngine(t, 1e12)
+			mustLoadParam(t, g,
+				rules.Param{Resource: "r", Threshold: rules.MaxThreshold, Capacity: capacity},
+				rules.Param{Resource: "r", Key: "k", Threshold: rules.MaxThreshold, Capacity: capacity})
+			require.True(t, try(g, "r", tt.opt("warm-up")))
+			var ms runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&ms)
+			before := ms.HeapAlloc
+			filler := strings.Repeat("x", size)
+			for i := 0; i < 3*capacity; i++ {
+				v := strconv.Itoa(i) + filler[:size-8] // distinct, in a fresh allocation
+				require.True(t, try(g, "r", tt.opt(v)))
+			}
+			require.Equal(t, capacity, paramCtl(g, "r", 0).Tracked()+paramCtl(g, "r", 1).Tracked(), "the rule in use is full")
+			runtime.GC()
+			runtime.ReadMemStats(&ms)
+			grown := int64(ms.HeapAlloc) - int64(before)
+			t.Logf("%d values of %d KiB through capacity %d: heap +%d KiB", 3*capacity, size>>10, capacity, grown>>10)
+			assert.Less(t, grown, int64(capacity<<10+1<<20), "heap kept by the rule")
+			runtime.KeepAlive(g)
+		})
+	}
+}
+
+// TestParamReloadUnderLoadKeepsCounts reloads a per-user concurrency rule
+// back and forth between thresholds 2 and 3 (same counting, so the state is
+// handed over) while 16 goroutines enter and exit as four users: no user
+// ever has more than 3 in flight, and every count is back to zero at the
+// end, so no release was lost across the hand-overs.
+func TestParamReloadUnderLoadKeepsCounts(t *testing.T) {
+	g, _ := newTestEngine(t, 1e12)
+	rule := func(threshold int64) rules.Param {
+		return rules.Param{Resource: "r", Metric: rules.Concurrency, Threshold: threshold, Capacity: 64}
+	}
+	mustLoadParam(t, g, rule(2))
+	users := []string{"a", "b", "c", "d"}
+	var inside, maxSeen [4]atomic.Int64
+	var passed atomic.Int64
+	stop := make(chan struct{})
+	reloads := make(chan int)
+	go func() {
+		n := 0
+		defer func() { reloads <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := g.LoadParamRules([]rules.Param{rule(2 + int64(n%2))}); err != nil {
+				t.Error(err)
+				return
+			}
+			n++
+			runtime.Gosched() // let the workers run between reloads
+		}
+	}()
+	var wg sync.WaitGroup
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 300; i++ {
+				k := (w + i) % len(users)
+				p, err := g.Entry("r", WithStringArg(0, users[k]))
+				if err != nil {
+					continue
+				}
+				passed.Add(1)
+				n := inside[k].Add(1)
+				for m := maxSeen[k].Load(); n > m && !maxSeen[k].CompareAndSwap(m, n); m = maxSeen[k].Load() {
+				}
+				inside[k].Add(-1)
+				p.Exit()
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	require.Positive(t, <-reloads, "reloads")
+	require.Positive(t, passed.Load())
+	c := paramCtl(g, "r", 0)
+	for k, u := range users {
+		assert.LessOrEqual(t, maxSeen[k].Load(), int64(3), "max in flight of %s", u)
+		assert.Equal(t, int64(0), c.InFlight(u), "in flight of %s after all exits", u)
 	}
 }

@@ -163,28 +163,77 @@ func (c *Context) Sleep(ctx context.Context, clk core.Clock, d time.Duration) er
 	return err
 }
 
-// Attachment is a named argument of an entry (sluice.WithAttachment).
-type Attachment struct {
-	Key   string
-	Value any
+// Kind says which field of a Value holds it.
+type Kind uint8
+
+const (
+	// KindNone is no value: the argument was not given.
+	KindNone Kind = iota
+	// KindString is a string, in Value.Str.
+	KindString
+	// KindInt is an integer, in Value.Int.
+	KindInt
+	// KindAny is a value of any type, in Value.Any (possibly nil).
+	KindAny
+)
+
+// Value is the value of one argument. The typed options
+// (sluice.WithStringArg, WithIntArg, WithStringAttachment,
+// WithIntAttachment) fill Str or Int, which hold no interface, so carrying
+// them never allocates; WithArgs and WithAttachment fill Any.
+type Value struct {
+	Str  string
+	Any  any
+	Int  int64
+	Kind Kind
 }
 
-// Args are an entry's arguments: positional ones (sluice.WithArgs) and named
-// ones (sluice.WithAttachment). They belong to the entry and are lent to the
-// param slot for the duration of its check; nothing may keep them, which is
-// what lets string and integer arguments stay off the heap.
+// Arg is an argument given by an entry option of its own: an attachment
+// (Named, found by Key) or a typed positional argument (found by Index).
+type Arg struct {
+	Key string
+	Value
+	Index int
+	Named bool
+}
+
+// Args are an entry's arguments: positional ones given together
+// (sluice.WithArgs) and those given one per option (attachments and typed
+// arguments), in option order. They belong to the entry and are lent to the
+// param slot for the duration of its check; nothing may keep them or
+// anything they point to, which is what lets them stay on the caller's
+// stack.
 type Args struct {
 	Positional []any
-	Named      []Attachment
+	Given      []*Arg
 }
 
-// Get returns the value attached under key, and false when there is none.
-// When a key was attached twice, the last value wins.
-func (a Args) Get(key string) (any, bool) {
-	for i := len(a.Named) - 1; i >= 0; i-- {
-		if a.Named[i].Key == key {
-			return a.Named[i].Value, true
+// At returns positional argument i: the last typed argument given at i,
+// as v, or else the i-th value of WithArgs, as x (possibly nil); v is nil
+// when x is the answer, and both are nil when there is neither. v points
+// into the entry's options and must not be kept. (Pointer and interface,
+// rather than a Value: copying a 48-byte Value through memory cost a check
+// about 5 ns.)
+func (a Args) At(i int) (v *Value, x any) {
+	for j := len(a.Given) - 1; j >= 0; j-- {
+		if g := a.Given[j]; !g.Named && g.Index == i {
+			return &g.Value, nil
 		}
 	}
-	return nil, false
+	if uint(i) < uint(len(a.Positional)) {
+		return nil, a.Positional[i]
+	}
+	return nil, nil
+}
+
+// Named returns the value attached under key, the last one when key was
+// attached more than once, or nil when there is none. It points into the
+// entry's options and must not be kept.
+func (a Args) Named(key string) *Value {
+	for j := len(a.Given) - 1; j >= 0; j-- {
+		if g := a.Given[j]; g.Named && g.Key == key {
+			return &g.Value
+		}
+	}
+	return nil
 }

@@ -92,57 +92,82 @@ func TestExitInfoRT(t *testing.T) {
 	}
 }
 
-func TestArgsGet(t *testing.T) {
+func TestArgsNamed(t *testing.T) {
+	str := func(s string) Value { return Value{Str: s, Kind: KindString} }
+	anyv := func(v any) Value { return Value{Any: v, Kind: KindAny} }
+	named := func(key string, v Value) *Arg { return &Arg{Key: key, Named: true, Value: v} }
+	tests := []struct {
+		name string
+		give Args
+		key  string
+		want Value
+	}{
+		{name: "no attachments", give: Args{}, key: "user"},
+		{name: "positional only", give: Args{Positional: []any{"user"}, Given: []*Arg{{Index: 0, Value: str("user")}}}, key: "user"},
+		{name: "present", give: Args{Given: []*Arg{named("user", str("alice"))}}, key: "user", want: str("alice")},
+		{
+			name: "among others",
+			give: Args{Given: []*Arg{named("a", anyv(1)), named("user", anyv("bob")), named("b", anyv(2))}},
+			key:  "user", want: anyv("bob"),
+		},
+		{
+			name: "repeated key: last wins, typed or not",
+			give: Args{Given: []*Arg{named("user", str("alice")), named("x", anyv(0)), named("user", Value{Int: 7, Kind: KindInt})}},
+			key:  "user", want: Value{Int: 7, Kind: KindInt},
+		},
+		{name: "nil value is present", give: Args{Given: []*Arg{named("user", anyv(nil))}}, key: "user", want: anyv(nil)},
+		{name: "missing", give: Args{Given: []*Arg{named("User", str("alice"))}}, key: "user"},
+		{name: "empty key", give: Args{Given: []*Arg{named("", anyv(7))}}, key: "", want: anyv(7)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := tt.give.Named(tt.key)
+			if tt.want == (Value{}) {
+				require.Nil(t, got)
+				return
+			}
+			require.NotNil(t, got)
+			require.Equal(t, tt.want, *got)
+		})
+	}
+}
+
+func TestArgsAt(t *testing.T) {
+	typed := func(i int, s string) *Arg { return &Arg{Index: i, Value: Value{Str: s, Kind: KindString}} }
 	tests := []struct {
 		name      string
 		give      Args
-		key       string
-		wantValue any
-		wantOK    bool
+		i         int
+		wantTyped *Value
+		wantAny   any
 	}{
-		{name: "no attachments", give: Args{}, key: "user"},
-		{name: "positional only", give: Args{Positional: []any{"user"}}, key: "user"},
+		{name: "none", give: Args{}, i: 0},
+		{name: "WithArgs", give: Args{Positional: []any{"a", 2}}, i: 1, wantAny: 2},
+		{name: "past WithArgs", give: Args{Positional: []any{"a"}}, i: 1},
+		{name: "negative", give: Args{Positional: []any{"a"}}, i: -1},
+		{name: "nil in WithArgs", give: Args{Positional: []any{nil}}, i: 0},
+		{name: "typed", give: Args{Given: []*Arg{typed(3, "x")}}, i: 3, wantTyped: &Value{Str: "x", Kind: KindString}},
 		{
-			name:      "present",
-			give:      Args{Named: []Attachment{{Key: "user", Value: "alice"}}},
-			key:       "user",
-			wantValue: "alice", wantOK: true,
+			name: "typed takes the place of WithArgs",
+			give: Args{Positional: []any{"a", "b"}, Given: []*Arg{typed(1, "x")}},
+			i:    1, wantTyped: &Value{Str: "x", Kind: KindString},
 		},
 		{
-			name:      "among others",
-			give:      Args{Named: []Attachment{{Key: "a", Value: 1}, {Key: "user", Value: "bob"}, {Key: "b", Value: 2}}},
-			key:       "user",
-			wantValue: "bob", wantOK: true,
+			name: "last typed wins",
+			give: Args{Given: []*Arg{typed(0, "x"), typed(1, "y"), {Index: 0, Value: Value{Int: 5, Kind: KindInt}}}},
+			i:    0, wantTyped: &Value{Int: 5, Kind: KindInt},
 		},
 		{
-			name:      "repeated key: last wins",
-			give:      Args{Named: []Attachment{{Key: "user", Value: "alice"}, {Key: "x", Value: 0}, {Key: "user", Value: "carol"}}},
-			key:       "user",
-			wantValue: "carol", wantOK: true,
-		},
-		{
-			name:   "nil value is present",
-			give:   Args{Named: []Attachment{{Key: "user", Value: nil}}},
-			key:    "user",
-			wantOK: true,
-		},
-		{
-			name: "missing",
-			give: Args{Named: []Attachment{{Key: "User", Value: "alice"}}},
-			key:  "user",
-		},
-		{
-			name:      "empty key",
-			give:      Args{Named: []Attachment{{Key: "", Value: 7}}},
-			key:       "",
-			wantValue: 7, wantOK: true,
+			name: "attachments are not positional",
+			give: Args{Positional: []any{"a"}, Given: []*Arg{{Key: "k", Named: true, Value: Value{Str: "x", Kind: KindString}}}},
+			i:    0, wantAny: "a",
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := tt.give.Get(tt.key)
-			assert.Equal(t, tt.wantOK, ok, "Get(%q) ok", tt.key)
-			assert.Equal(t, tt.wantValue, got, "Get(%q) value", tt.key)
+			v, x := tt.give.At(tt.i)
+			require.Equal(t, tt.wantTyped, v)
+			require.Equal(t, tt.wantAny, x)
 		})
 	}
 }

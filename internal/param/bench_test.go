@@ -2,9 +2,13 @@ package param
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"strconv"
-	"sync/atomic"
+	"strings"
 	"testing"
+
+	"go.uber.org/atomic"
 
 	"github.com/sluice-go/sluice/internal/entry"
 	"github.com/sluice-go/sluice/rules"
@@ -60,7 +64,7 @@ func BenchmarkCheck(b *testing.B) {
 			var seq atomic.Int64
 			b.RunParallel(func(pb *testing.PB) {
 				ec := &entry.Context{Resource: "r", Batch: 1}
-				i := int(seq.Add(1)) * 10_007
+				i := int(seq.Inc()) * 10_007
 				for pb.Next() {
 					one(i, ec)
 					i++
@@ -78,4 +82,72 @@ func BenchmarkCheck(b *testing.B) {
 			ec.ReleaseTickets(entry.ExitInfo{Batch: 1})
 		}
 	})
+}
+
+var sinkHash uint64
+
+// BenchmarkLocate measures how a value is prepared for lookup: one maphash
+// for a value of at most maxKeyLen bytes, two (its fingerprint) for a
+// longer one, against SHA-256 of the same bytes, the cryptographic
+// alternative for the fingerprint.
+func BenchmarkLocate(b *testing.B) {
+	c := newCache(1000, modeReject)
+	for _, n := range []int{16, maxKeyLen, maxKeyLen + 1, 1 << 10, 64 << 10} {
+		v := strings.Repeat("x", n)
+		b.Run("maphash/"+strconv.Itoa(n), func(b *testing.B) {
+			b.SetBytes(int64(n))
+			for b.Loop() {
+				_, r := c.locate(v)
+				sinkHash += r.h ^ r.h2
+			}
+		})
+		bs := []byte(v)
+		b.Run("sha256/"+strconv.Itoa(n), func(b *testing.B) {
+			b.SetBytes(int64(n))
+			for b.Loop() {
+				d := sha256.Sum256(bs)
+				sinkHash += binary.LittleEndian.Uint64(d[:])
+			}
+		})
+	}
+}
+
+// BenchmarkCheckHot measures one check on a single hot value, so that the
+// path's own cost shows rather than cache misses: the value as a WithArgs
+// argument (an interface) and as a typed one.
+func BenchmarkCheckHot(b *testing.B) {
+	v := strconv.Itoa(12345) + "-user"
+	typed := &entry.Arg{Value: entry.Value{Str: v, Kind: entry.KindString}}
+	args := []struct {
+		name string
+		args entry.Args
+	}{
+		{"any", entry.Args{Positional: []any{v}}},
+		{"typed", entry.Args{Given: []*entry.Arg{typed}}},
+	}
+	for _, m := range []struct {
+		name string
+		rule rules.Param
+	}{
+		{"qps", rules.Param{Resource: "r", Threshold: rules.MaxThreshold}},
+		{"concurrency", rules.Param{Resource: "r", Metric: rules.Concurrency, Threshold: rules.MaxThreshold}},
+	} {
+		c, err := NewController(m.rule)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, a := range args {
+			b.Run(m.name+"/"+a.name, func(b *testing.B) {
+				b.ReportAllocs()
+				ec := &entry.Context{Resource: "r", Batch: 1}
+				for i := 0; b.Loop(); i++ {
+					ec.Start = int64(i)
+					if be := c.Check(context.Background(), ec, a.args, nil); be != nil {
+						b.Fatal(be)
+					}
+					ec.ReleaseTickets(entry.ExitInfo{Batch: 1})
+				}
+			})
+		}
+	}
 }

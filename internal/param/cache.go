@@ -1,9 +1,9 @@
 package param
 
 import (
+	"encoding/binary"
 	"hash/maphash"
 	"math/bits"
-	"strings"
 	"sync"
 
 	"github.com/sluice-go/sluice/internal/entry"
@@ -20,17 +20,18 @@ import (
 // (a size class whose objects are 128-byte aligned, so exactly two cache
 // lines), and the first line holds everything a check reads or writes —
 // the shard, the bucket or schedule, the in-flight count, the use counter,
-// the key's length and its first bytes. The key's bytes live in the entry
-// (up to inlineKey of them), so the comparison that confirms a hash match
-// reads memory the check needs anyway; longer keys are kept in long.
-// TestEntryLayout pins this down.
+// the key's length and its first bytes. The key lives in the entry — its
+// bytes when it has at most maxKeyLen of them, else its fingerprint — so
+// the comparison that confirms a hash match reads memory the check needs
+// anyway, and an entry never holds more than its 128 bytes whatever the
+// value's length. TestEntryLayout pins this down.
 type keyState struct {
 	shard *shard
 
 	// QPS reject: tokens and part are the bucket's content (tokens +
 	// part/window), last the instant it was last refilled.
-	// Throttle: last is the latest scheduled pass, part the fraction of a
-	// nanosecond beyond it, in units of 1/threshold.
+	// Throttle: the value's schedule ends at last + part/threshold ns (part
+	// < threshold, the fraction of a nanosecond carried).
 	tokens int64
 	part   uint64
 	last   int64
@@ -41,45 +42,65 @@ type keyState struct {
 
 	freq uint8 // S3-FIFO access counter, 0..maxFreq
 
-	// klen is the length of the key held in kbuf, or longKey when the key
-	// (longer than inlineKey bytes) is held in long.
+	// klen is the length of the key whose bytes are kbuf[:klen], or
+	// fingerprinted when kbuf[:16] holds the fingerprint of a longer one.
 	klen   uint8
-	kbuf   [inlineKey]byte
-	inMain bool   // in the main queue (else the small one)
-	long   string // owned copy of a key longer than inlineKey
+	kbuf   [maxKeyLen]byte
+	inMain bool // in the main queue (else the small one)
 }
 
-// inlineKey is the longest key stored inside its entry; the first 22 of its
-// bytes share the entry's first cache line.
-const inlineKey = 69
+// maxKeyLen is the longest value the cache identifies by its bytes, kept
+// inside its entry (the first 22 of them share the entry's first cache
+// line). A longer value is identified by its fingerprint: two 64-bit
+// maphash hashes of it under independent random seeds, the cache's seed
+// (which also picks the shard and the table slot) and a second one, so the
+// cache keeps 16 bytes of it however long it is. Two distinct long values
+// share a fingerprint with probability 2^-128 (if maphash under independent
+// seeds behaves as independent random functions, which is its design goal;
+// it is not a cryptographic hash); see docs/param.md.
+const maxKeyLen = 85
 
-// longKey is entry.klen for a key held in entry.long.
-const longKey = 0xff
+// fingerprinted is keyState.klen for a value identified by its fingerprint.
+const fingerprinted = 0xff
 
-func newEntry(s *shard, key string, tokens, last int64) *keyState {
+// ref is a value as the cache looks it up: by its bytes when it has at
+// most maxKeyLen of them, else by its fingerprint (h, h2). It refers to the
+// caller's string, which the cache copies only when it keeps it.
+type ref struct {
+	key string // the value
+	h   uint64 // maphash of the value with the cache's seed
+	h2  uint64 // maphash of a long value with the cache's second seed
+}
+
+// long reports whether r's value is identified by its fingerprint.
+func (r *ref) long() bool { return len(r.key) > maxKeyLen }
+
+func newEntry(s *shard, r *ref, tokens, last int64) *keyState {
 	e := &keyState{shard: s, tokens: tokens, last: last}
-	if len(key) <= inlineKey {
-		e.klen = uint8(len(key))
-		copy(e.kbuf[:], key)
+	if r.long() {
+		e.klen = fingerprinted
+		binary.LittleEndian.PutUint64(e.kbuf[0:], r.h)
+		binary.LittleEndian.PutUint64(e.kbuf[8:], r.h2)
 	} else {
-		e.klen = longKey
-		e.long = strings.Clone(key)
+		e.klen = uint8(len(r.key))
+		copy(e.kbuf[:], r.key)
 	}
 	return e
 }
 
-// is reports whether e is the state of key.
-func (e *keyState) is(key string) bool {
-	if len(key) <= inlineKey {
-		return int(e.klen) == len(key) && string(e.kbuf[:len(key)]) == key
+// is reports whether e is the state of r.
+func (e *keyState) is(r *ref) bool {
+	if r.long() {
+		return e.klen == fingerprinted && binary.LittleEndian.Uint64(e.kbuf[0:]) == r.h &&
+			binary.LittleEndian.Uint64(e.kbuf[8:]) == r.h2
 	}
-	return e.klen == longKey && e.long == key
+	return int(e.klen) == len(r.key) && string(e.kbuf[:len(r.key)]) == r.key
 }
 
-// hash returns the hash of e's key with seed.
+// hash returns the hash of e's key with seed, the cache's.
 func (e *keyState) hash(seed maphash.Seed) uint64 {
-	if e.klen == longKey {
-		return maphash.String(seed, e.long)
+	if e.klen == fingerprinted {
+		return binary.LittleEndian.Uint64(e.kbuf[0:])
 	}
 	return maphash.Bytes(seed, e.kbuf[:e.klen])
 }
@@ -120,6 +141,7 @@ const maxFreq = 3
 // of such values, and shrinks back as they finish.
 type cache struct {
 	seed   maphash.Seed
+	seed2  maphash.Seed // second half of long values' fingerprints
 	mask   uint64
 	shards []shard
 	mode   mode
@@ -153,7 +175,7 @@ func newCache(capacity int, m mode) *cache {
 	for n < maxShards && capacity/(2*n) >= minShardSize {
 		n *= 2
 	}
-	c := &cache{seed: maphash.MakeSeed(), mask: uint64(n - 1), shards: make([]shard, n), mode: m, cap: capacity}
+	c := &cache{seed: maphash.MakeSeed(), seed2: maphash.MakeSeed(), mask: uint64(n - 1), shards: make([]shard, n), mode: m, cap: capacity}
 	for i := range c.shards {
 		s := &c.shards[i]
 		s.cap = capacity / n
@@ -168,17 +190,32 @@ func newCache(capacity int, m mode) *cache {
 	return c
 }
 
-// shardOf returns the shard of key and key's hash.
-func (c *cache) shardOf(key string) (*shard, uint64) {
-	h := maphash.String(c.seed, key)
-	return &c.shards[h&c.mask], h
+// locate returns the shard of key and how to look key up there. The ref
+// refers to key, which must stay unchanged while it is used.
+func (c *cache) locate(key string) (*shard, ref) {
+	s, h, h2 := c.hashes(key)
+	return s, ref{key: key, h: h, h2: h2}
 }
 
-// get returns the entry of key, inserting one with the given initial tokens
-// and last instant when absent. The caller must hold s.mu; key is copied
-// before it is kept.
-func (s *shard) get(key string, h uint64, tokens, last int64) *keyState {
-	if e := s.find(key, h); e != nil {
+// hashes returns the shard of key, its hash with the cache's seed and, for
+// a key longer than maxKeyLen, its hash with the second seed (else 0). It
+// is apart from locate so that locate is small enough to inline: a ref
+// returned by a call that is not inlined is copied through memory, which
+// made the check of a hot value about 15 ns slower (BenchmarkCheckHot).
+func (c *cache) hashes(key string) (*shard, uint64, uint64) {
+	h := maphash.String(c.seed, key)
+	var h2 uint64
+	if len(key) > maxKeyLen {
+		h2 = maphash.String(c.seed2, key)
+	}
+	return &c.shards[h&c.mask], h, h2
+}
+
+// get returns the entry of r, inserting one with the given initial tokens
+// and last instant when absent. The caller must hold s.mu; the value is
+// copied (or fingerprinted) before it is kept.
+func (s *shard) get(r *ref, tokens, last int64) *keyState {
+	if e := s.find(r); e != nil {
 		if e.freq < maxFreq {
 			e.freq++
 		}
@@ -189,10 +226,10 @@ func (s *shard) get(key string, h uint64, tokens, last int64) *keyState {
 			break
 		}
 	}
-	e := newEntry(s, key, tokens, last)
-	s.tab.insert(h, e, s.n+1)
+	e := newEntry(s, r, tokens, last)
+	s.tab.insert(r.h, e, s.n+1)
 	s.n++
-	if s.ghost.take(h) {
+	if s.ghost.take(r.h) {
 		e.inMain = true
 		s.main.push(e)
 	} else {
@@ -237,9 +274,9 @@ func (s *shard) evict() bool {
 	return false
 }
 
-// find returns the entry of key, whose hash is h, or nil. Must hold s.mu.
-func (s *shard) find(key string, h uint64) *keyState {
-	return s.tab.find(key, h)
+// find returns the entry of r, or nil. Must hold s.mu.
+func (s *shard) find(r *ref) *keyState {
+	return s.tab.find(r)
 }
 
 // remove takes e, whose key's hash is h, out of the table. Must hold s.mu.
@@ -262,10 +299,10 @@ func (c *cache) len() int {
 
 // lookup returns the entry of key without inserting or touching it, or nil.
 func (c *cache) lookup(key string) *keyState {
-	s, h := c.shardOf(key)
+	s, r := c.locate(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.find(key, h)
+	return s.find(&r)
 }
 
 // table maps key hashes to entries: open addressing with linear probing in a
@@ -279,8 +316,9 @@ func (c *cache) lookup(key string) *keyState {
 // bytes, four to a cache line, so a lookup usually reads one line of the
 // table and then the entry, where a Go map reads its group's control word, the
 // slot (often on another line) and then the entry. Keys with the same 64-bit
-// hash take separate slots and are told apart by the entry's key. A slot is
-// indexed by the hash's top bits; the shard was chosen by its bottom bits.
+// hash take separate slots and are told apart by the entry's key (the second
+// half of the fingerprint, for long values). A slot is indexed by the hash's
+// top bits; the shard was chosen by its bottom bits.
 type table struct {
 	slots []slot
 	shift uint // 64 - log2(len(slots))
@@ -294,17 +332,17 @@ type slot struct {
 // minTable is the length of a new table.
 const minTable = 16
 
-func (t *table) find(key string, h uint64) *keyState {
+func (t *table) find(r *ref) *keyState {
 	if len(t.slots) == 0 {
 		return nil
 	}
 	mask := uint64(len(t.slots) - 1)
-	for i := h >> t.shift; ; i = (i + 1) & mask {
+	for i := r.h >> t.shift; ; i = (i + 1) & mask {
 		sl := &t.slots[i]
 		if sl.e == nil {
 			return nil
 		}
-		if sl.h == h && sl.e.is(key) {
+		if sl.h == r.h && sl.e.is(r) {
 			return sl.e
 		}
 	}

@@ -41,10 +41,10 @@ func TestShardSizing(t *testing.T) {
 
 // touch looks up key in c as a check does.
 func touch(c *cache, key string) *keyState {
-	s, h := c.shardOf(key)
+	s, r := c.locate(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.get(key, h, 0, 0)
+	return s.get(&r, 0, 0)
 }
 
 func TestCacheScanResistance(t *testing.T) {
@@ -136,23 +136,31 @@ func TestMillionKeys(t *testing.T) {
 }
 
 func TestCacheHashCollisions(t *testing.T) {
-	c := newCache(3, modeReject)
+	c := newCache(8, modeReject) // room for all five: no eviction
 	s := &c.shards[0]
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	a := s.get("a", 7, 1, 0) // three keys forced onto one hash
-	b := s.get("b", 7, 2, 0)
-	d := s.get("d", 7, 3, 0)
-	require.NotSame(t, a, b)
-	assert.Same(t, a, s.find("a", 7))
-	assert.Same(t, b, s.find("b", 7))
-	assert.Same(t, d, s.find("d", 7))
-	assert.Nil(t, s.find("e", 7))
-	s.remove(b, 7)
-	assert.Nil(t, s.find("b", 7))
-	assert.Same(t, a, s.find("a", 7))
-	assert.Same(t, d, s.find("d", 7))
-	assert.Equal(t, 2, s.n)
+	// Five values forced onto one hash: three short, two long ones whose
+	// fingerprints differ in their second half only.
+	long := strings.Repeat("x", maxKeyLen+1) // only the fingerprint counts
+	refs := []ref{{key: "a", h: 7}, {key: "b", h: 7}, {key: "d", h: 7}, {key: long, h: 7, h2: 1}, {key: long, h: 7, h2: 2}}
+	es := make([]*keyState, len(refs))
+	for i := range refs {
+		es[i] = s.get(&refs[i], int64(i), 0)
+	}
+	for i := range refs {
+		assert.Same(t, es[i], s.find(&refs[i]), "find %d", i)
+	}
+	assert.Nil(t, s.find(&ref{key: "e", h: 7}))
+	assert.Nil(t, s.find(&ref{key: long, h: 7, h2: 3}))
+	s.remove(es[1], 7)
+	s.remove(es[3], 7)
+	assert.Nil(t, s.find(&refs[1]))
+	assert.Nil(t, s.find(&refs[3]))
+	for _, i := range []int{0, 2, 4} {
+		assert.Same(t, es[i], s.find(&refs[i]), "find %d after removals", i)
+	}
+	assert.Equal(t, 3, s.n)
 }
 
 // TestEntryLayout pins down what the check of a cold value relies on: an
@@ -170,8 +178,9 @@ func TestEntryLayout(t *testing.T) {
 
 func TestEntryKeys(t *testing.T) {
 	c := newCache(1000, modeReject)
-	keys := []string{"", "a", strings.Repeat("x", inlineKey-1), strings.Repeat("x", inlineKey),
-		strings.Repeat("x", inlineKey+1), strings.Repeat("y", inlineKey+1), strings.Repeat("x", 1000)}
+	keys := []string{"", "a", strings.Repeat("x", maxKeyLen-1), strings.Repeat("x", maxKeyLen),
+		strings.Repeat("x", maxKeyLen+1), strings.Repeat("y", maxKeyLen+1), strings.Repeat("x", 1000),
+		strings.Repeat("x", 999) + "y", string(make([]byte, 16))}
 	got := make(map[string]*keyState)
 	for _, k := range keys {
 		buf := []byte(k) // the cache must copy what it keeps
@@ -182,11 +191,14 @@ func TestEntryKeys(t *testing.T) {
 	for _, k := range keys {
 		e := c.lookup(k)
 		require.Same(t, got[k], e, "lookup(%q)", k)
-		assert.True(t, e.is(k))
+		_, r := c.locate(k)
+		assert.True(t, e.is(&r))
+		assert.Equal(t, len(k) > maxKeyLen, e.klen == fingerprinted, "%d bytes fingerprinted", len(k))
 		assert.Equal(t, maphash.String(c.seed, k), e.hash(c.seed), "hash of %q", k)
 		for _, other := range keys {
 			if other != k {
-				assert.False(t, e.is(other), "entry of %q is %q", k, other)
+				_, ro := c.locate(other)
+				assert.False(t, e.is(&ro), "entry of %q is %q", k, other)
 			}
 		}
 	}
@@ -229,10 +241,10 @@ func TestTableMatchesMap(t *testing.T) {
 			}
 			require.Equal(t, len(live), n, "step %d: entries in the table", step)
 			for k, e := range want {
-				require.Same(t, e, tab.find(k, hashes[k]), "step %d: find(%q)", step, k)
+				require.Same(t, e, tab.find(&ref{key: k, h: hashes[k]}), "step %d: find(%q)", step, k)
 			}
 			if len(live) > 0 {
-				require.Nil(t, tab.find("absent", hashes[live[0]]))
+				require.Nil(t, tab.find(&ref{key: "absent", h: hashes[live[0]]}))
 			}
 		}
 	}

@@ -86,10 +86,10 @@ func (c *Controller) Tokens(v string, now int64) (int64, bool) {
 	if c.mode != modeReject {
 		return 0, false
 	}
-	s, h := c.cache.shardOf(v)
+	s, r := c.cache.locate(v)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.find(v, h)
+	e := s.find(&r)
 	if e == nil {
 		return 0, false
 	}
@@ -107,21 +107,27 @@ func (c *Controller) threshold(key string) int64 {
 }
 
 // Check decides on one entry at ec.Start, for the value of the rule's
-// argument in args. It returns nil (recording a ticket on ec when the entry
-// holds something) or a block error. Throttling rules may wait, at most
-// MaxQueueing and never past ctx, on clk. Entries without the argument pass.
+// argument in args: the attachment named Key, or else positional argument
+// Index (a typed argument before WithArgs'). It returns nil (recording a
+// ticket on ec when the entry holds something) or a block error.
+// Throttling rules may wait, at most MaxQueueing and never past ctx, on clk.
+// Entries without the argument pass.
 //
-// Check reads args and keeps nothing reachable from them (a new value's
-// string form is copied), so arguments stay on the caller's stack.
+// Check reads args and keeps nothing reachable from them (a new value is
+// copied or fingerprinted), so arguments stay on the caller's stack.
 func (c *Controller) Check(ctx context.Context, ec *entry.Context, args entry.Args, clk core.Clock) *core.BlockError {
-	var v any
+	var (
+		buf keyBuf
+		key string
+		ok  bool
+	)
 	if c.rule.Key != "" {
-		v, _ = args.Get(c.rule.Key)
-	} else if c.rule.Index < len(args.Positional) {
-		v = args.Positional[c.rule.Index]
+		key, ok = keyOf(args.Named(c.rule.Key), &buf)
+	} else if v, x := args.At(c.rule.Index); v != nil {
+		key, ok = keyOf(v, &buf)
+	} else {
+		key, ok = anyKey(x, &buf)
 	}
-	var buf keyBuf
-	key, ok := keyOf(v, &buf)
 	if !ok {
 		return nil
 	}
@@ -135,12 +141,18 @@ func (c *Controller) CheckKey(ctx context.Context, ec *entry.Context, key string
 		return c.blocked(ec, 0, 0, 0, "value refused by its exception")
 	}
 	now, n := ec.Start, ec.Batch
-	s, h := c.cache.shardOf(key)
+	// The largest batch a value can ever pass: its bucket's size (Burst is
+	// zero unless the rule is QPS Reject), its window's worth of slots or its
+	// in-flight limit. Retrying cannot help a larger one.
+	if limit := t + c.burst; n > limit {
+		return c.blocked(ec, float64(n), float64(limit), 0, "batch larger than threshold")
+	}
+	s, r := c.cache.locate(key)
 	switch c.mode {
 	case modeReject:
 		size := t + c.burst
 		s.mu.Lock()
-		e := s.get(key, h, size, now)
+		e := s.get(&r, size, now)
 		c.refill(e, now, t)
 		if e.tokens >= n {
 			e.tokens -= n
@@ -148,16 +160,15 @@ func (c *Controller) CheckKey(ctx context.Context, ec *entry.Context, key string
 			ec.AddTicket(e)
 			return nil
 		}
-		have, part := e.tokens, e.part
+		have, part, last := e.tokens, e.part, e.last
 		s.mu.Unlock()
-		retry := int64(0)
-		if n <= size {
-			retry = c.wait(n-have, part, t)
-		}
+		// The bucket holds have+part/window tokens at last, which is after
+		// now when an entry that started later took the lock first.
+		retry := satAdd(c.wait(n-have, part, t), last-now)
 		return c.blocked(ec, float64(size-have), float64(size), retry, "")
 	case modeConcurrency:
 		s.mu.Lock()
-		e := s.get(key, h, 0, 0)
+		e := s.get(&r, 0, 0)
 		cur := e.inflight.Load()
 		if cur+n > t {
 			s.mu.Unlock()
@@ -168,8 +179,20 @@ func (c *Controller) CheckKey(ctx context.Context, ec *entry.Context, key string
 		ec.AddTicket(e)
 		return nil
 	default:
-		return c.pace(ctx, ec, clk, s, h, key, t)
+		return c.pace(ctx, ec, clk, s, &r, t)
 	}
+}
+
+// satAdd returns a+b for non-negative a, or math.MaxInt64 when that
+// overflows; a negative b adds nothing.
+func satAdd(a, b int64) int64 {
+	if b <= 0 {
+		return a
+	}
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // refill adds the tokens value e has earned since its last refill, at t per
@@ -226,45 +249,49 @@ func (c *Controller) wait(need int64, part uint64, t int64) int64 {
 	return int64(q)
 }
 
-// pace schedules the entry window×n/t nanoseconds after the value's
-// previously scheduled pass (or now, when that is past), exactly (the
-// fraction of a nanosecond is carried), and waits for its turn. A wait longer
-// than MaxQueueing is refused at once; a cancelled wait gives its turn back
-// when no later entry of the value has been scheduled behind it.
-func (c *Controller) pace(ctx context.Context, ec *entry.Context, clk core.Clock, s *shard, h uint64, key string, t int64) *core.BlockError {
+// pace gives the entry the next n slots of the value's schedule, each
+// window/t nanoseconds long, and waits for the first of them. The schedule
+// is the instant its last slot ends, last + part/t (part < t): exact, the
+// fraction of a nanosecond carried. An idle schedule (ended at or before
+// now) starts afresh at now, so an entry never waits behind slots nobody
+// used, and a batch of n holds n slots whether the schedule was idle or not.
+// The entry passes at the first whole nanosecond at or after its first
+// slot, never before. A wait longer than MaxQueueing is refused at once
+// (RetryAfter: the wait beyond MaxQueueing); a cancelled wait gives its
+// slots back when no later entry of the value has been scheduled behind
+// it. n must be at most t.
+func (c *Controller) pace(ctx context.Context, ec *entry.Context, clk core.Clock, s *shard, r *ref, t int64) *core.BlockError {
 	now, n := ec.Start, ec.Batch
 	s.mu.Lock()
-	e := s.get(key, h, 0, math.MinInt64/2)
-	hi, lo := bits.Mul64(c.window, uint64(n))
-	var carry uint64
-	lo, carry = bits.Add64(lo, e.part, 0)
-	hi += carry
-	var step, part uint64
-	if hi >= uint64(t) {
-		step = math.MaxInt64
-	} else {
-		step, part = bits.Div64(hi, lo, uint64(t))
+	e := s.get(r, 0, math.MinInt64/2)
+	last, part := e.last, e.part
+	if part >= uint64(t) {
+		// Carried in the units of a former threshold (a reload changed it):
+		// less than a nanosecond either way, rounded up to one.
+		last, part = last+1, 0
 	}
-	var next int64
-	if step > uint64(math.MaxInt64/4) {
-		next = math.MaxInt64 // a batch this large never fits a queue
-	} else {
-		next = e.last + int64(step)
+	begin := last
+	if part > 0 {
+		begin++
 	}
-	if next < now {
-		next, part = now, 0
+	if begin <= now {
+		begin, last, part = now, now, 0
 	}
-	wait := next - now
+	wait := begin - now
 	if wait > c.maxQueue {
 		s.mu.Unlock()
-		be := c.blocked(ec, float64(wait)/1e6, float64(c.maxQueue)/1e6, 0, "wait exceeds max queueing")
-		if next != math.MaxInt64 {
-			be.RetryAfter = time.Duration(wait - c.maxQueue)
-		}
-		return be
+		return c.blocked(ec, float64(wait)/1e6, float64(c.maxQueue)/1e6, wait-c.maxQueue, "wait exceeds max queueing")
 	}
+	// n slots: window×n/t ns. With n <= t the quotient is at most window,
+	// so hi < t and Div64 cannot overflow.
+	hi, lo := bits.Mul64(c.window, uint64(n))
+	var carry uint64
+	lo, carry = bits.Add64(lo, part, 0)
+	hi += carry
+	q, rem := bits.Div64(hi, lo, uint64(t))
 	prevLast, prevPart := e.last, e.part
-	e.last, e.part = next, part
+	endLast, endPart := last+int64(q), rem
+	e.last, e.part = endLast, endPart
 	s.mu.Unlock()
 	if wait > 0 {
 		if ctx == nil {
@@ -272,7 +299,7 @@ func (c *Controller) pace(ctx context.Context, ec *entry.Context, clk core.Clock
 		}
 		if err := ec.Sleep(ctx, clk, time.Duration(wait)); err != nil {
 			s.mu.Lock()
-			if e.last == next && e.part == part {
+			if e.last == endLast && e.part == endPart {
 				e.last, e.part = prevLast, prevPart
 			}
 			s.mu.Unlock()

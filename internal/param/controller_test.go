@@ -1,10 +1,13 @@
 package param
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -161,6 +164,12 @@ func TestBatchAndGiveBack(t *testing.T) {
 }
 
 func TestArgumentSelection(t *testing.T) {
+	named := func(key string, v any) *entry.Arg {
+		return &entry.Arg{Key: key, Named: true, Value: entry.Value{Any: v, Kind: entry.KindAny}}
+	}
+	str := func(i int, s string) *entry.Arg {
+		return &entry.Arg{Index: i, Value: entry.Value{Str: s, Kind: entry.KindString}}
+	}
 	tests := []struct {
 		name string
 		rule rules.Param
@@ -172,10 +181,16 @@ func TestArgumentSelection(t *testing.T) {
 		{"index out of range", rules.Param{Index: 2}, entry.Args{Positional: []any{"a", "b"}}, ""},
 		{"nil value", rules.Param{}, entry.Args{Positional: []any{nil}}, ""},
 		{"no args", rules.Param{}, entry.Args{}, ""},
-		{"attachment", rules.Param{Key: "ip"}, entry.Args{Positional: []any{"a"}, Named: []entry.Attachment{{Key: "ip", Value: "10.0.0.1"}}}, "10.0.0.1"},
-		{"last attachment wins", rules.Param{Key: "ip"}, entry.Args{Named: []entry.Attachment{{Key: "ip", Value: "x"}, {Key: "ip", Value: "y"}}}, "y"},
+		{"attachment", rules.Param{Key: "ip"}, entry.Args{Positional: []any{"a"}, Given: []*entry.Arg{named("ip", "10.0.0.1")}}, "10.0.0.1"},
+		{"last attachment wins", rules.Param{Key: "ip"}, entry.Args{Given: []*entry.Arg{named("ip", "x"), named("ip", "y")}}, "y"},
 		{"missing attachment", rules.Param{Key: "ip"}, entry.Args{Positional: []any{"a"}}, ""},
+		{"nil attachment", rules.Param{Key: "ip"}, entry.Args{Given: []*entry.Arg{named("ip", nil)}}, ""},
 		{"int is its decimal form", rules.Param{}, entry.Args{Positional: []any{uint16(42)}}, "42"},
+		{"typed string", rules.Param{Index: 3}, entry.Args{Given: []*entry.Arg{str(3, "t")}}, "t"},
+		{"typed before WithArgs", rules.Param{Index: 1}, entry.Args{Positional: []any{"a", "b"}, Given: []*entry.Arg{str(1, "t")}}, "t"},
+		{"typed int", rules.Param{}, entry.Args{Given: []*entry.Arg{{Value: entry.Value{Int: -7, Kind: entry.KindInt}}}}, "-7"},
+		{"typed attachment", rules.Param{Key: "ip"}, entry.Args{Given: []*entry.Arg{{Key: "ip", Named: true, Value: entry.Value{Str: "10.0.0.2", Kind: entry.KindString}}}}, "10.0.0.2"},
+		{"typed positional is no attachment", rules.Param{Key: "ip"}, entry.Args{Given: []*entry.Arg{str(0, "x")}}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -408,4 +423,321 @@ func ExampleController() {
 	// alice admitted
 	// alice refused, retry after 30s
 	// bob admitted
+}
+
+// waitClock is a clock on which every wait ends at once; it records the
+// waits asked of it, so a test sees how long an entry would have queued.
+type waitClock struct {
+	mu    sync.Mutex
+	waits []time.Duration
+}
+
+func (c *waitClock) Nanotime() int64 { return 0 }
+
+func (c *waitClock) NewTimer(d time.Duration) core.Timer {
+	c.mu.Lock()
+	c.waits = append(c.waits, d)
+	c.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	ch <- time.Time{}
+	return firedTimer(ch)
+}
+
+// take returns the waits recorded since the last call.
+func (c *waitClock) take() []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := c.waits
+	c.waits = nil
+	return w
+}
+
+type firedTimer chan time.Time
+
+func (t firedTimer) C() <-chan time.Time { return t }
+func (t firedTimer) Stop() bool          { return false }
+
+// TestThrottleBatchOccupiesItsSlots: a batch of n passes at its first slot
+// and holds the schedule for n slots, on an idle schedule as on a busy one;
+// an entry never passes before its exact slot; a batch larger than the
+// threshold never passes, says why and takes no slot.
+func TestThrottleBatchOccupiesItsSlots(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	type step struct {
+		at        int64 // offset from start, ns
+		batch     int64
+		wantWait  time.Duration // -1: refused
+		wantRetry time.Duration // of a refusal
+	}
+	const refused = -1
+	throttle := func(threshold int64, queue time.Duration) rules.Param {
+		return rules.Param{Threshold: threshold, Behavior: rules.Throttle, MaxQueueing: queue}
+	}
+	tests := []struct {
+		name  string
+		rule  rules.Param
+		steps []step
+	}{
+		{"idle batch holds n slots", throttle(10, 0), []step{
+			{0, 5, 0, 0},
+			{500*ms - 1, 1, refused, 1},
+			{500 * ms, 1, 0, 0},
+			{600*ms - 1, 1, refused, 1},
+		}},
+		{"idle batch of the threshold holds the window", throttle(10, 0), []step{
+			{0, 10, 0, 0},
+			{1000*ms - 1, 1, refused, 1},
+			{1000 * ms, 10, 0, 0},
+		}},
+		{"busy schedule: a batch waits for its first slot only", throttle(10, time.Second), []step{
+			{0, 1, 0, 0},
+			{0, 3, 100 * time.Millisecond, 0},
+			{0, 1, 400 * time.Millisecond, 0},
+			{0, 6, 500 * time.Millisecond, 0},
+			{99 * ms, 1, refused, time.Millisecond}, // would wait 1001 ms
+			{100 * ms, 1, time.Second, 0},
+		}},
+		{"fractions round up: never before the exact slot", throttle(3, 0), []step{
+			{0, 2, 0, 0}, // holds [0, 666,666,666.67)
+			{666_666_666, 1, refused, 1},
+			{666_666_667, 1, 0, 0}, // holds up to 1,000,000,000.33
+			{1_000_000_000, 1, refused, 1},
+			{1_000_000_001, 1, 0, 0},
+		}},
+		{"batch larger than the threshold", throttle(10, time.Hour), []step{
+			{0, 11, refused, 0},
+			{0, 10, 0, 0}, // the refusal took no slot
+		}},
+		{"batch larger than the value's exception", rules.Param{Threshold: 10, Behavior: rules.Throttle, Exceptions: map[string]int64{"u": 2}}, []step{
+			{0, 3, refused, 0},
+			{0, 2, 0, 0},
+			{1000*ms - 1, 1, refused, 1},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newCtl(t, tt.rule)
+			clk := &waitClock{}
+			for i, s := range tt.steps {
+				be, _ := check(c, clk, start+s.at, s.batch, "u")
+				waits := clk.take()
+				if s.wantWait != refused {
+					require.Nil(t, be, "step %d", i)
+					if s.wantWait == 0 {
+						assert.Empty(t, waits, "step %d: no wait", i)
+					} else {
+						assert.Equal(t, []time.Duration{s.wantWait}, waits, "step %d: wait", i)
+					}
+					continue
+				}
+				require.NotNil(t, be, "step %d", i)
+				assert.Empty(t, waits, "step %d: refused at once", i)
+				assert.Equal(t, s.wantRetry, be.RetryAfter, "step %d: RetryAfter", i)
+				if limit := tt.rule.ThresholdOf("u"); s.batch > limit {
+					assert.Equal(t, "batch larger than threshold", be.Reason, "step %d", i)
+					assert.Equal(t, float64(s.batch), be.Observed, "step %d", i)
+					assert.Equal(t, float64(limit), be.Threshold, "step %d", i)
+				}
+			}
+		})
+	}
+}
+
+// TestThrottleAdmittedSlotsNeverOverlap drives one value from many
+// goroutines with batches of 1 to 3 (and some oversized ones) at start
+// instants drawn out of order, with no queueing: whatever the interleaving,
+// the admitted entries' slots (start to start + batch × 100 ms) never
+// overlap, and each refusal's RetryAfter is the exact time to the end of
+// the schedule at the moment it was refused.
+func TestThrottleAdmittedSlotsNeverOverlap(t *testing.T) {
+	const (
+		workers = 16
+		each    = 300
+		step    = int64(100 * time.Millisecond)
+	)
+	c := newCtl(t, rules.Param{Threshold: 10, Behavior: rules.Throttle})
+	type pass struct{ at, batch int64 }
+	var (
+		mu     sync.Mutex
+		passed []pass
+	)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rnd := rand.New(rand.NewPCG(uint64(w), 7))
+			for i := 0; i < each; i++ {
+				at := start + rnd.Int64N(60_000)*int64(time.Millisecond) // on 1 ms boundaries
+				n := 1 + rnd.Int64N(3)
+				if rnd.IntN(50) == 0 {
+					n = 11
+				}
+				be, _ := check(c, nil, at, n, "u")
+				if be != nil {
+					if n > 10 {
+						assert.Equal(t, "batch larger than threshold", be.Reason)
+						assert.Zero(t, be.RetryAfter)
+					} else {
+						assert.Positive(t, be.RetryAfter)
+					}
+					continue
+				}
+				require.LessOrEqual(t, n, int64(10))
+				mu.Lock()
+				passed = append(passed, pass{at, n})
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	require.NotEmpty(t, passed)
+	slices.SortFunc(passed, func(a, b pass) int { return cmp.Compare(a.at, b.at) })
+	for i := 1; i < len(passed); i++ {
+		prev := passed[i-1]
+		require.GreaterOrEqual(t, passed[i].at, prev.at+prev.batch*step,
+			"entry at %v (batch %d) inside the slots of the one at %v (batch %d)",
+			time.Duration(passed[i].at-start), passed[i].batch, time.Duration(prev.at-start), prev.batch)
+	}
+}
+
+// TestThrottleScheduleSurvivesThresholdChange: a reload that changes the
+// threshold keeps each value's schedule, and the fraction of a nanosecond
+// carried in the old threshold's units is not read as whole nanoseconds of
+// the new one.
+func TestThrottleScheduleSurvivesThresholdChange(t *testing.T) {
+	r := rules.Param{Resource: "r", Threshold: 1_000_000_007, Behavior: rules.Throttle}
+	old, err := Build([]rules.Param{r}, nil)
+	require.NoError(t, err)
+	be, _ := check(old["r"][0], nil, start, 1, "u") // holds [start, start + 0.99999999 ns)
+	require.Nil(t, be)
+
+	r.Threshold = 1 // one per second
+	got, err := Build([]rules.Param{r}, old)
+	require.NoError(t, err)
+	c := got["r"][0]
+	be, _ = check(c, nil, start, 1, "u")
+	require.NotNil(t, be, "the old slot is still held")
+	assert.Equal(t, time.Duration(1), be.RetryAfter)
+	be, _ = check(c, nil, start+1, 1, "u")
+	require.Nil(t, be, "free from the next nanosecond")
+	be, _ = check(c, nil, start+1+int64(time.Second)-1, 1, "u")
+	require.NotNil(t, be)
+	assert.Equal(t, time.Duration(1), be.RetryAfter)
+	be, _ = check(c, nil, start+1+int64(time.Second), 1, "u")
+	require.Nil(t, be)
+}
+
+// TestOversizedBatch: a batch that can never pass a value's limit is refused
+// with that reason, the batch and the limit, no RetryAfter and no state
+// change, under every metric and behavior.
+func TestOversizedBatch(t *testing.T) {
+	tests := []struct {
+		name  string
+		rule  rules.Param
+		limit int64 // the largest batch that can pass
+	}{
+		{"qps", rules.Param{Threshold: 10}, 10},
+		{"qps with burst", rules.Param{Threshold: 10, Burst: 5}, 15},
+		{"qps exception", rules.Param{Threshold: 10, Exceptions: map[string]int64{"u": 3}}, 3},
+		{"throttle", rules.Param{Threshold: 10, Behavior: rules.Throttle, MaxQueueing: time.Hour}, 10},
+		{"concurrency", rules.Param{Threshold: 10, Metric: rules.Concurrency}, 10},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newCtl(t, tt.rule)
+			be, _ := check(c, &waitClock{}, start, tt.limit+1, "u")
+			require.NotNil(t, be)
+			assert.Equal(t, "batch larger than threshold", be.Reason)
+			assert.Equal(t, float64(tt.limit+1), be.Observed)
+			assert.Equal(t, float64(tt.limit), be.Threshold)
+			assert.Zero(t, be.RetryAfter, "retrying cannot help")
+			assert.Zero(t, c.Tracked(), "the refusal tracks nothing")
+			be, ec := check(c, &waitClock{}, start, tt.limit, "u")
+			require.Nil(t, be, "the largest batch passes a fresh value")
+			ec.ReleaseTickets(entry.ExitInfo{Batch: tt.limit})
+		})
+	}
+}
+
+// TestRetryAfterFirstRetryPasses: a refused client that waits exactly
+// RetryAfter passes on its first retry, and one nanosecond earlier it would
+// not have, including when the refused entry started before an entry that
+// reached the bucket first (entries read the clock before taking the lock).
+func TestRetryAfterFirstRetryPasses(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	type spend struct{ at, batch int64 }
+	tests := []struct {
+		name      string
+		rule      rules.Param
+		before    []spend // admitted entries, in arrival order
+		at, batch int64   // the refused entry
+		wantRetry time.Duration
+	}{
+		{"empty bucket", rules.Param{Threshold: 3}, []spend{{0, 3}}, 0, 1, 333_333_334},
+		{"batch of two, one third earned", rules.Param{Threshold: 3}, []spend{{0, 3}}, 100 * ms, 2, 566_666_667},
+		{"per day with burst", rules.Param{Threshold: 7, Burst: 3, Duration: 24 * time.Hour}, []spend{{0, 10}}, 0, 10, 24*time.Hour*10/7 + 1},
+		{"refused entry started before the last refill", rules.Param{Threshold: 1}, []spend{{100, 1}}, 50, 1, time.Second + 50},
+		{"far behind the last refill", rules.Param{Threshold: 2, Duration: time.Minute}, []spend{{0, 1}, {40 * int64(time.Second), 1}}, 10 * int64(time.Second), 2, time.Minute},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			replay := func() *Controller {
+				c := newCtl(t, tt.rule)
+				for _, s := range tt.before {
+					be, _ := check(c, nil, start+s.at, s.batch, "u")
+					require.Nil(t, be)
+				}
+				return c
+			}
+			c := replay()
+			be, _ := check(c, nil, start+tt.at, tt.batch, "u")
+			require.NotNil(t, be)
+			require.Equal(t, tt.wantRetry, be.RetryAfter)
+			retry := start + tt.at + int64(be.RetryAfter)
+			early, _ := check(replay(), nil, retry-1, tt.batch, "u")
+			assert.NotNil(t, early, "1 ns before RetryAfter")
+			be, _ = check(c, nil, retry, tt.batch, "u")
+			assert.Nil(t, be, "first retry")
+		})
+	}
+}
+
+// TestBucketExactCountsUnderConcurrency: 32 goroutines hammer one value at
+// the same instants; the admitted total at each instant is exactly what the
+// bucket holds there: full, one nanosecond before a window's worth of
+// refill, at it, and after a long quiet spell.
+func TestBucketExactCountsUnderConcurrency(t *testing.T) {
+	const (
+		threshold = 50
+		burst     = 20
+		workers   = 32
+	)
+	c := newCtl(t, rules.Param{Threshold: threshold, Burst: burst, Duration: time.Minute})
+	phases := []struct {
+		at   int64
+		want int64
+	}{
+		{0, threshold + burst},
+		{int64(time.Minute) - 1, threshold - 1},
+		{int64(time.Minute), 1},
+		{11 * int64(time.Minute), threshold + burst},
+	}
+	for _, ph := range phases {
+		var admitted atomic.Int64
+		var wg sync.WaitGroup
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < 2*(threshold+burst)/workers+2; i++ {
+					if be, _ := check(c, nil, start+ph.at, 1, "u"); be == nil {
+						admitted.Inc()
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		assert.Equal(t, ph.want, admitted.Load(), "admitted at %v", time.Duration(ph.at))
+	}
 }

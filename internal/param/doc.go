@@ -8,7 +8,10 @@
 // eviction, which keeps frequently used values when a scan of values seen
 // once passes through.
 // Values with requests in flight are never evicted, so every release reaches
-// the live count. A check on a string or integer argument does not allocate
-// once the value is tracked, and the arguments never leave the caller's
-// stack. See docs/param.md for the algorithms and their exact boundaries.
+// the live count. A value of at most 85 bytes is kept inside its 128-byte
+// entry; a longer one is tracked by a 128-bit fingerprint, so a rule's memory
+// is bounded per value however long the values are. A check on a string or
+// integer argument does not allocate once the value is tracked, and the
+// arguments never leave the caller's stack. See docs/param.md for the
+// algorithms and their exact boundaries.
 package param

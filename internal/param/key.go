@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strconv"
 	"unsafe"
+
+	"github.com/sluice-go/sluice/internal/entry"
 )
 
 // keyBuf is the stack buffer an integer key is formatted into (the longest
@@ -13,23 +15,40 @@ import (
 type keyBuf [24]byte
 
 // keyOf returns the string form of an argument value, which identifies the
-// value in the rule's cache and in its exceptions, and false when v is nil or
-// of a type with no stable form (see formatValue).
+// value in the rule's cache and in its exceptions, and false when v is nil
+// (no value), holds nil, or holds a value of a type with no stable form
+// (see formatValue).
 //
-// Strings are returned as they are and integers are formatted into buf: both
-// without allocating, and the result may point into v or buf, so it is valid
-// only while they are and must be cloned before it is kept.
+// Strings are returned as they are and integers are formatted into buf,
+// without allocating; the result may point into v or buf, so it is valid
+// only while they are and must be copied before it is kept.
+func keyOf(v *entry.Value, buf *keyBuf) (string, bool) {
+	if v == nil {
+		return "", false
+	}
+	switch v.Kind {
+	case entry.KindString:
+		return v.Str, true
+	case entry.KindInt:
+		return itoa(buf, v.Int), true
+	case entry.KindAny:
+		return anyKey(v.Any, buf)
+	}
+	return "", false
+}
+
+// anyKey is keyOf for a value of any type.
 //
-// v must not escape from here: the engine builds arguments on its stack, and
-// a single path that kept v would move every argument of every entry to the
-// heap. Types other than strings and integers are therefore formatted through
-// an unsafe copy of the interface that escape analysis cannot follow
-// (noescape). That is sound only because nothing reached through it outlives
-// the call: formatValue reads the value and copies what it reads, and no
-// user code runs on it. (Calling a String or Error method would let that
-// method keep a pointer into the caller's stack, so keys of such types are
-// rendered by their structure, not by their methods.)
-func keyOf(v any, buf *keyBuf) (string, bool) {
+// It keeps nothing reachable from v, and the compiler can tell: nothing
+// here stores v, calls a method of it, or hands it to code escape analysis
+// cannot follow, so a caller's boxed argument may stay on the caller's
+// stack. That is why String and Error methods are not called (a dynamic
+// call would make every boxed argument of every entry escape to the heap),
+// why formatValue walks the value with reflect rather than fmt (which
+// stores its operand in a heap buffer), and why it reads maps with MapKeys
+// and MapIndex rather than MapRange (whose iterator leaks the map).
+// TestAnyKeyNoAllocs guards this.
+func anyKey(v any, buf *keyBuf) (string, bool) {
 	switch x := v.(type) {
 	case nil:
 		return "", false
@@ -57,47 +76,32 @@ func keyOf(v any, buf *keyBuf) (string, bool) {
 		return utoa(buf, uint64(x)), true
 	case uintptr:
 		return utoa(buf, uint64(x)), true
-	}
-	return slowKey(noescape(v))
-}
-
-func itoa(buf *keyBuf, v int64) string {
-	b := strconv.AppendInt(buf[:0], v, 10)
-	return unsafe.String(&b[0], len(b))
-}
-
-func utoa(buf *keyBuf, v uint64) string {
-	b := strconv.AppendUint(buf[:0], v, 10)
-	return unsafe.String(&b[0], len(b))
-}
-
-// noescape returns v unchanged while hiding it from escape analysis (as the
-// runtime's noescape does): the interface words travel through a non-pointer
-// array. It is sound only because nothing reached through the result is kept
-// past the call that uses it.
-func noescape(v any) any {
-	w := *(*[2]uintptr)(unsafe.Pointer(&v))
-	return *(*any)(unsafe.Pointer(&w))
-}
-
-// slowKey gives the string form of a value that is neither a string nor an
-// integer: formatValue's rendering of its structure (methods such as String
-// are deliberately not called, see keyOf). It allocates.
-func slowKey(v any) (string, bool) {
-	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && rv.IsNil() {
-		return "", false // a nil pointer has no value to count (and its String may panic)
-	}
-	switch x := v.(type) {
 	case []byte:
 		return string(x), true
 	case bool:
 		return strconv.FormatBool(x), true
 	}
-	b, ok := formatValue(nil, reflect.ValueOf(v), 0)
+	rv := reflect.ValueOf(v)
+	if rv.Kind() == reflect.Pointer && rv.IsNil() {
+		return "", false // a nil pointer has no value to count
+	}
+	b, ok := formatValue(nil, rv, 0)
 	if !ok {
 		return "", false
 	}
 	return string(b), true
+}
+
+// itoa formats v into buf and returns a string that shares buf's memory.
+func itoa(buf *keyBuf, v int64) string {
+	b := strconv.AppendInt(buf[:0], v, 10)
+	return unsafe.String(&b[0], len(b))
+}
+
+// utoa formats v into buf and returns a string that shares buf's memory.
+func utoa(buf *keyBuf, v uint64) string {
+	b := strconv.AppendUint(buf[:0], v, 10)
+	return unsafe.String(&b[0], len(b))
 }
 
 // maxFormatDepth bounds the nesting formatValue follows (and so cycles).
@@ -110,9 +114,7 @@ const maxFormatDepth = 8
 // channels, functions, unsafe pointers, nil pointers, and nesting deeper than
 // maxFormatDepth.
 //
-// It keeps v only in reflect.Values on its own stack, so values the caller
-// keeps on its stack stay valid however the stack moves; that is why it is
-// used rather than fmt, which stores its argument in a heap buffer.
+// It keeps nothing reachable from v (see anyKey).
 func formatValue(b []byte, v reflect.Value, depth int) ([]byte, bool) {
 	if depth > maxFormatDepth {
 		return b, false
@@ -177,14 +179,14 @@ func formatValue(b []byte, v reflect.Value, depth int) ([]byte, bool) {
 		return append(b, ']'), true
 	case reflect.Map:
 		type kv struct{ k, v []byte }
-		pairs := make([]kv, 0, v.Len())
-		it := v.MapRange()
-		for it.Next() {
-			k, ok := formatValue(nil, it.Key(), depth+1)
+		keys := v.MapKeys()
+		pairs := make([]kv, 0, len(keys))
+		for _, mk := range keys {
+			k, ok := formatValue(nil, mk, depth+1)
 			if !ok {
 				return b, false
 			}
-			e, ok := formatValue(nil, it.Value(), depth+1)
+			e, ok := formatValue(nil, v.MapIndex(mk), depth+1)
 			if !ok {
 				return b, false
 			}
