@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/atomic"
+	"sync/atomic"
 
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
@@ -225,7 +225,7 @@ func TestFlowThrottleIsExactAboveOneThousandPerSecond(t *testing.T) {
 						refusedc <- struct{}{}
 						return
 					}
-					passed.Inc()
+					passed.Add(1)
 					if now := clk.Nanotime(); now > last.Load() {
 						last.Store(now)
 					}
@@ -388,15 +388,15 @@ func TestConcurrencyLimitsHoldUnder64Goroutines(t *testing.T) {
 							require.ErrorIs(t, err, ErrBlocked)
 							continue
 						}
-						n := inFlight.Inc()
+						n := inFlight.Add(1)
 						for {
 							m := maxSeen.Load()
 							if n <= m || maxSeen.CompareAndSwap(m, n) {
 								break
 							}
 						}
-						passed.Inc()
-						inFlight.Dec()
+						passed.Add(1)
+						inFlight.Add(-1)
 						p.Exit()
 					}
 				}()

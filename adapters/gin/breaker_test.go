@@ -8,7 +8,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/atomic"
+	"sync/atomic"
 
 	sluicegin "github.com/sluice-go/sluice/adapters/gin"
 	"github.com/sluice-go/sluice/rules"
@@ -26,10 +26,10 @@ func TestCircuitBreakerOpensAndRecovers(t *testing.T) {
 	}})
 	require.NoError(t, err)
 	var failing atomic.Bool
-	served := atomic.NewInt64(0)
+	served := new(atomic.Int64)
 	r := newRouter(g)
 	r.GET("/orders/:id", func(c *gin.Context) {
-		served.Inc()
+		served.Add(1)
 		if failing.Load() {
 			_ = c.Error(errors.New("inventory unavailable"))
 			c.String(200, "partial")

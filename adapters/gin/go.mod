@@ -6,7 +6,6 @@ require (
 	github.com/gin-gonic/gin v1.11.0
 	github.com/sluice-go/sluice v0.0.0
 	github.com/stretchr/testify v1.12.1
-	go.uber.org/atomic v1.12.0
 	go.uber.org/goleak v1.3.0
 )
 

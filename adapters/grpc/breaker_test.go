@@ -7,11 +7,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/atomic"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+	"sync/atomic"
 
 	sluicegrpc "github.com/sluice-go/sluice/adapters/grpc"
 	"github.com/sluice-go/sluice/rules"
@@ -29,9 +29,9 @@ func TestCircuitBreakerOpensAndRecovers(t *testing.T) {
 	}})
 	require.NoError(t, err)
 	var failing atomic.Bool
-	served := atomic.NewInt64(0)
+	served := new(atomic.Int64)
 	f.svc.unary = func(_ context.Context, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
-		served.Inc()
+		served.Add(1)
 		if failing.Load() {
 			return nil, status.Error(codes.Unavailable, "down")
 		}

@@ -5,7 +5,6 @@ go 1.24
 require (
 	github.com/sluice-go/sluice v0.0.0
 	github.com/stretchr/testify v1.12.1
-	go.uber.org/atomic v1.12.0
 	go.uber.org/goleak v1.3.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20250707201910-8d1bb00bc6a7
 	google.golang.org/grpc v1.75.1

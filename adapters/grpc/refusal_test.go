@@ -8,10 +8,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/atomic"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"sync/atomic"
 
 	"github.com/sluice-go/sluice"
 	sluicegrpc "github.com/sluice-go/sluice/adapters/grpc"

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/atomic"
+	"sync/atomic"
 
 	sluicehttp "github.com/sluice-go/sluice/adapters/http"
 	"github.com/sluice-go/sluice/rules"
@@ -25,10 +25,10 @@ func TestCircuitBreakerOpensAndRecovers(t *testing.T) {
 	}})
 	require.NoError(t, err)
 	var failing atomic.Bool
-	served := atomic.NewInt64(0)
+	served := new(atomic.Int64)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /flaky", func(w http.ResponseWriter, r *http.Request) {
-		served.Inc()
+		served.Add(1)
 		if failing.Load() {
 			http.Error(w, "down", http.StatusServiceUnavailable)
 			return

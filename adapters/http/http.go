@@ -8,7 +8,7 @@ import (
 	"strings"
 	"sync"
 
-	"go.uber.org/atomic"
+	"sync/atomic"
 
 	"github.com/sluice-go/sluice"
 )

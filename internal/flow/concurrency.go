@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"go.uber.org/atomic"
+	"sync/atomic"
 
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/entry"
@@ -20,7 +20,7 @@ type concurrency struct {
 }
 
 func newConcurrency(b base) *concurrency {
-	return &concurrency{inflight: atomic.NewInt64(0), limit: b.rule.Threshold, base: b}
+	return &concurrency{inflight: new(atomic.Int64), limit: b.rule.Threshold, base: b}
 }
 
 func (c *concurrency) check(_ context.Context, ec *entry.Context, _ core.Clock) *core.BlockError {
@@ -42,7 +42,7 @@ func (c *concurrency) check(_ context.Context, ec *entry.Context, _ core.Clock) 
 
 // Release gives the entry's slots back, when it exits or a later check
 // refuses it.
-func (c *concurrency) Release(x entry.ExitInfo) { c.inflight.Sub(x.Batch) }
+func (c *concurrency) Release(x entry.ExitInfo) { c.inflight.Add(-x.Batch) }
 
 func (c *concurrency) inherit(old checker) { c.inflight = old.(*concurrency).inflight }
 

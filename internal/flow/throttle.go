@@ -5,7 +5,7 @@ import (
 	"math"
 	"time"
 
-	"go.uber.org/atomic"
+	"sync/atomic"
 
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/entry"
@@ -30,8 +30,10 @@ type throttle struct {
 }
 
 func newThrottle(b base) *throttle {
+	free := new(atomic.Uint64)
+	free.Store(math.Float64bits(math.Inf(-1)))
 	return &throttle{
-		free:     atomic.NewUint64(math.Float64bits(math.Inf(-1))),
+		free:     free,
 		cost:     float64(b.rule.Interval()) / b.rule.Threshold,
 		limit:    b.rule.Threshold,
 		maxQueue: int64(b.rule.MaxQueueing),

@@ -11,7 +11,7 @@
 // little cheaper; the benchmarks, not tests of addresses, watch for it.
 package layout
 
-import "go.uber.org/atomic"
+import "sync/atomic"
 
 // CacheLine is the size in bytes of the cache line of the processors sluice
 // is tuned for (x86-64 and the common arm64 server cores).

@@ -5,7 +5,7 @@ import (
 	"unsafe"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/atomic"
+	"sync/atomic"
 )
 
 // TestPadSeparatesLines checks the one property a Pad promises, for every

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"go.uber.org/atomic"
+	"sync/atomic"
 
 	"github.com/sluice-go/sluice/internal/entry"
 	"github.com/sluice-go/sluice/rules"
@@ -64,7 +64,7 @@ func BenchmarkCheck(b *testing.B) {
 			var seq atomic.Int64
 			b.RunParallel(func(pb *testing.PB) {
 				ec := &entry.Context{Resource: "r", Batch: 1}
-				i := int(seq.Inc()) * 10_007
+				i := int(seq.Add(1)) * 10_007
 				for pb.Next() {
 					one(i, ec)
 					i++

@@ -7,7 +7,7 @@ import (
 	"sync"
 
 	"github.com/sluice-go/sluice/internal/entry"
-	"go.uber.org/atomic"
+	"sync/atomic"
 )
 
 // entry is the state of one tracked value. Its fields other than the key,
@@ -113,7 +113,7 @@ func (e *keyState) Release(x entry.ExitInfo) {
 	s := e.shard
 	switch s.mode {
 	case modeConcurrency:
-		e.inflight.Sub(x.Batch)
+		e.inflight.Add(-x.Batch)
 	case modeReject:
 		if x.Blocked {
 			s.mu.Lock()

@@ -14,8 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/atomic"
 	"go.uber.org/goleak"
+	"sync/atomic"
 
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/entry"
@@ -307,15 +307,15 @@ func TestConcurrencyPerValue(t *testing.T) {
 				if be != nil {
 					continue
 				}
-				passed.Inc()
-				n := inside[k].Inc()
+				passed.Add(1)
+				n := inside[k].Add(1)
 				for {
 					m := maxSeen[k].Load()
 					if n <= m || maxSeen[k].CompareAndSwap(m, n) {
 						break
 					}
 				}
-				inside[k].Dec()
+				inside[k].Add(-1)
 				ec.ReleaseTickets(entry.ExitInfo{Start: start, End: start, Batch: 1})
 			}
 		}()
@@ -732,7 +732,7 @@ func TestBucketExactCountsUnderConcurrency(t *testing.T) {
 				defer wg.Done()
 				for i := 0; i < 2*(threshold+burst)/workers+2; i++ {
 					if be, _ := check(c, nil, start+ph.at, 1, "u"); be == nil {
-						admitted.Inc()
+						admitted.Add(1)
 					}
 				}
 			}()

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"go.uber.org/atomic"
+	"sync/atomic"
 )
 
 // Word layout: every counter is one 64-bit word holding the (truncated) epoch

@@ -3,7 +3,7 @@ package window
 import (
 	"time"
 
-	"go.uber.org/atomic"
+	"sync/atomic"
 
 	"github.com/sluice-go/sluice/internal/layout"
 	"github.com/sluice-go/sluice/stat"

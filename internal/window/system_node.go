@@ -4,7 +4,7 @@ import (
 	"math"
 	"time"
 
-	"go.uber.org/atomic"
+	"sync/atomic"
 )
 
 // SumBefore returns metric m summed over the one-second window ending at

@@ -1,6 +1,6 @@
 package window
 
-import "go.uber.org/atomic"
+import "sync/atomic"
 
 // view is what the packed-word algorithms need to know of a window's
 // storage. LeapArray builds one from its header; Window builds one from

@@ -1,6 +1,6 @@
 package window
 
-import "go.uber.org/atomic"
+import "sync/atomic"
 
 // WindowBuckets is the number of buckets of a Window.
 const WindowBuckets = 10
