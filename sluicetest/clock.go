@@ -35,9 +35,9 @@ func NewManualClock(start int64) *ManualClock {
 // Nanotime returns the clock's current reading.
 func (c *ManualClock) Nanotime() int64 { return c.now.Load() }
 
-// Now returns the clock's reading as a time.Duration since its zero, for
-// readable test output.
-func (c *ManualClock) Now() time.Duration { return time.Duration(c.now.Load()) }
+// Elapsed returns the clock's reading as the time.Duration since its zero,
+// which prints readably in test output.
+func (c *ManualClock) Elapsed() time.Duration { return time.Duration(c.now.Load()) }
 
 // Advance moves the clock forward by d and fires every timer that is due, in
 // deadline order. A negative d panics: monotonic clocks never go back.

@@ -84,7 +84,7 @@ func (f *fixture) enter() (*entry.Context, *core.BlockError) {
 func (f *fixture) mustEnter() *entry.Context {
 	f.t.Helper()
 	ec, be := f.enter()
-	require.Nil(f.t, be, "Check at %v refused: %v", f.clk.Now(), be)
+	require.Nil(f.t, be, "Check at %v refused: %v", f.clk.Elapsed(), be)
 	require.Equal(f.t, 1, ec.Tickets())
 	return ec
 }
@@ -93,7 +93,7 @@ func (f *fixture) mustEnter() *entry.Context {
 func (f *fixture) mustBlock() *core.BlockError {
 	f.t.Helper()
 	ec, be := f.enter()
-	require.NotNil(f.t, be, "Check at %v passed, want a refusal (state %v)", f.clk.Now(), f.b.State())
+	require.NotNil(f.t, be, "Check at %v passed, want a refusal (state %v)", f.clk.Elapsed(), f.b.State())
 	require.Equal(f.t, 0, ec.Tickets())
 	assert.Equal(f.t, core.BlockDegrade, be.Type)
 	assert.True(f.t, errors.Is(be, core.ErrBlocked))

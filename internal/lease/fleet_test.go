@@ -59,7 +59,7 @@ func TestFleet(t *testing.T) {
 				}
 				heldAt[step] = held
 				if held > n*(capN+capN/2) {
-					t.Fatalf("at %v the fleet holds %d, over %d", clk.Now(), held, n*(capN+capN/2))
+					t.Fatalf("at %v the fleet holds %d, over %d", clk.Elapsed(), held, n*(capN+capN/2))
 				}
 				phase := step / 1000 % 3 // overload, light, idle
 				for i, l := range ls {
@@ -95,7 +95,7 @@ func TestFleet(t *testing.T) {
 				_, granted, given := st.counts(b.Key)
 				if granted != admitted+held+given+dropped {
 					t.Fatalf("at %v: granted %d != admitted %d + held %d + given %d + dropped %d",
-						clk.Now(), granted, admitted, held, given, dropped)
+						clk.Elapsed(), granted, admitted, held, given, dropped)
 				}
 			}
 			// The algorithm's bound, loosened by what was held.

@@ -170,7 +170,7 @@ func TestLeasePrefetch(t *testing.T) {
 	for i := 0; i < calls; i++ {
 		e.clk.Advance(time.Millisecond)
 		if r := l.acq(bg, 1); !r.Admitted || r.Fallback() {
-			t.Fatalf("call %d at %v: %+v", i, e.clk.Now(), r)
+			t.Fatalf("call %d at %v: %+v", i, e.clk.Elapsed(), r)
 		}
 		e.m.waitIdle() // the round trip is much shorter than 1 ms
 	}
