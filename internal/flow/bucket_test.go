@@ -505,3 +505,43 @@ func TestTokenBucketReloadUnderConcurrency(t *testing.T) {
 		require.Equal(t, int64(burst), admitted.Load(), "round %d", round)
 	}
 }
+
+// TestTokenBucketLongSaturation keeps a bucket of two tokens at one per
+// hour short of full for 20 days, past the 13 days after which the state is
+// rebased: each request passes exactly on the hour and not a nanosecond
+// before.
+func TestTokenBucketLongSaturation(t *testing.T) {
+	c, err := NewController(rules.Flow{Resource: "r", Threshold: 1, StatInterval: time.Hour, Strategy: rules.TokenBucket, Burst: 2}, nodes(nil))
+	require.NoError(t, err)
+	const hour = int64(time.Hour)
+	t0 := int64(7 * time.Minute)
+	be, _ := check(t, c, t0, 2)
+	require.Nil(t, be)
+	for h := int64(1); h <= 20*24; h++ {
+		be, _ = check(t, c, t0+h*hour-1, 1)
+		require.NotNil(t, be, "hour %d", h)
+		require.Equal(t, time.Nanosecond, be.RetryAfter, "hour %d", h)
+		be, _ = check(t, c, t0+h*hour, 1)
+		require.Nil(t, be, "hour %d", h)
+	}
+}
+
+// TestTokenBucketThrottleGivesBackOnLaterRefusal checks that a throttle
+// entry a later check refused gives back its tokens: the next request
+// waits as if it had never been.
+func TestTokenBucketThrottleGivesBackOnLaterRefusal(t *testing.T) {
+	r := rules.Flow{Resource: "r", Threshold: 10, Strategy: rules.TokenBucket, Burst: 1, Behavior: rules.Throttle, MaxQueueing: time.Second}
+	c, err := NewController(r, nodes(nil))
+	require.NoError(t, err)
+	clk := &zeroClock{}
+	require.Nil(t, c.Check(context.Background(), newEntry(0, 1), clk))
+	ec := newEntry(0, 2)
+	be := c.Check(context.Background(), ec, clk)
+	require.Equal(t, reasonBurst, be.Reason)
+	ec = newEntry(0, 1)
+	require.Nil(t, c.Check(context.Background(), ec, clk))
+	assert.Equal(t, 100*time.Millisecond, clk.last())
+	ec.ReleaseTickets(entry.ExitInfo{Start: 0, End: 0, Batch: 1, Blocked: true})
+	require.Nil(t, c.Check(context.Background(), newEntry(0, 1), clk))
+	assert.Equal(t, 100*time.Millisecond, clk.last(), "the refused entry's token came back")
+}
