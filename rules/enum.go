@@ -92,7 +92,10 @@ const (
 	// Reject refuses requests over the limit at once.
 	Reject ControlBehavior = iota
 	// Throttle paces requests evenly at the threshold rate, queueing each
-	// for at most MaxQueueing.
+	// for at most MaxQueueing. With the TokenBucket strategy a request
+	// instead takes stored tokens and, when there are too few, tokens
+	// still to come, waiting for them at most MaxQueueing
+	// (rate.Limiter.ReserveN).
 	Throttle
 )
 
