@@ -1,6 +1,8 @@
 package sluice
 
 import (
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -63,4 +65,36 @@ func TestFlowTokenBucketGivesBackOnLaterRefusal(t *testing.T) {
 	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 10, Strategy: rules.TokenBucket, Burst: 2})
 	require.True(t, try(g, "r"))
 	require.False(t, try(g, "r"))
+}
+
+// Reloads with other thresholds while goroutines enter, the clock frozen:
+// each instant admits exactly the burst, whichever rule each call found.
+func TestFlowTokenBucketReloadUnderConcurrency(t *testing.T) {
+	const burst, workers, perWorker = 40, 8, 30
+	g, clk := newTestEngine(t, int64(time.Hour))
+	load := func(threshold float64) {
+		mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: threshold, Strategy: rules.TokenBucket, Burst: burst})
+	}
+	load(1)
+	for round := 0; round < 4; round++ {
+		clk.Advance(24 * time.Hour) // full again at any of the thresholds
+		var admitted atomic.Int64
+		var wg sync.WaitGroup
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < perWorker; i++ {
+					if try(g, "r") {
+						admitted.Add(1)
+					}
+				}
+			}()
+		}
+		for i := 0; i < 20; i++ {
+			load([]float64{1, 7, 100, 2.5}[i%4])
+		}
+		wg.Wait()
+		require.Equal(t, int64(burst), admitted.Load(), "round %d", round)
+	}
 }
