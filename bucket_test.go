@@ -1,6 +1,7 @@
 package sluice
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -97,4 +98,60 @@ func TestFlowTokenBucketReloadUnderConcurrency(t *testing.T) {
 		wg.Wait()
 		require.Equal(t, int64(burst), admitted.Load(), "round %d", round)
 	}
+}
+
+// A token-bucket throttle rule through the engine: of twelve callers at
+// one instant, Burst pass at once, those whose tokens come within
+// MaxQueueing wait for them, one per token, and the rest are refused at
+// once.
+func TestFlowTokenBucketThrottleWaitsForTokens(t *testing.T) {
+	g, clk := newTestEngine(t, 0)
+	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 10, Strategy: rules.TokenBucket, Burst: 3,
+		Behavior: rules.Throttle, MaxQueueing: 300 * time.Millisecond})
+	type result struct {
+		at  int64 // clock when Entry returned
+		err error
+	}
+	results := make(chan result, 12)
+	var wg sync.WaitGroup
+	for i := 0; i < 12; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, err := g.Entry("r")
+			results <- result{at: clk.Nanotime(), err: err}
+			if p != nil {
+				p.Exit()
+			}
+		}()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, clk.BlockUntil(ctx, 3))
+	passed := 0
+	for i := 0; i < 9; i++ {
+		r := <-results
+		require.Zero(t, r.at)
+		if r.err == nil {
+			passed++
+			continue
+		}
+		var be *BlockError
+		require.ErrorAs(t, r.err, &be)
+		assert.Equal(t, "wait 400ms exceeds max queueing 300ms", be.Reason)
+		assert.Equal(t, 100*time.Millisecond, be.RetryAfter)
+	}
+	require.Equal(t, 3, passed, "the burst passes at once")
+	for k := int64(1); k <= 3; k++ {
+		clk.Advance(100 * time.Millisecond)
+		r := <-results
+		require.NoError(t, r.err)
+		require.Equal(t, k*int64(100*time.Millisecond), r.at)
+		select {
+		case r := <-results:
+			t.Fatalf("two callers released at %v: %+v", time.Duration(r.at), r)
+		default:
+		}
+	}
+	wg.Wait()
 }
