@@ -86,12 +86,13 @@ func (b *bucket) stored(since float64) float64 {
 }
 
 // reserve takes n tokens at now if the wait for them is at most maxWait
-// nanoseconds (0: only stored tokens). The wait is in whole nanoseconds,
+// nanoseconds (0: only stored tokens). The wait is in whole nanoseconds (a
+// float64: it may be longer than a time.Duration holds),
 // rounded down as rate.Limiter rounds it: a request whose tokens are due
 // less than a nanosecond after now does not wait. It returns the wait and
 // whether it took the tokens; when it did not, wait is the wait it would
 // have had, and stored the tokens the bucket holds at now.
-func (b *bucket) reserve(now int64, n, cost, burst float64, maxWait int64) (wait int64, stored float64, ok bool) {
+func (b *bucket) reserve(now int64, n, cost, burst float64, maxWait int64) (wait, stored float64, ok bool) {
 	b.mu.Lock()
 	since := b.sync(now, cost, burst)
 	// The wait in ns is (owed+n-burst)×cost - since: compare the rounded
@@ -103,11 +104,11 @@ func (b *bucket) reserve(now int64, n, cost, burst float64, maxWait int64) (wait
 		if due < since+1 {
 			return 0, 0, true
 		}
-		return int64(math.Floor(due - since)), 0, true
+		return math.Floor(due - since), 0, true
 	}
 	st := b.stored(since)
 	b.mu.Unlock()
-	return saturatedNs(math.Floor(due - since)), st, false
+	return math.Floor(due - since), st, false
 }
 
 // give returns n tokens, never more than the bucket has taken since it was
@@ -117,9 +118,6 @@ func (b *bucket) give(n float64) {
 	b.owed = math.Max(b.owed-n, 0)
 	b.mu.Unlock()
 }
-
-// saturatedNs converts a whole number of nanoseconds to int64, saturating.
-func saturatedNs(ns float64) int64 { return int64(saturated(ns)) }
 
 // reasonBucketShort is the reason of a token-bucket rule's refusal of a
 // batch the bucket does not hold yet.
@@ -168,7 +166,7 @@ func (c *tokenBucket) check(_ context.Context, ec *entry.Context, _ core.Clock) 
 	n := float64(ec.Batch)
 	wait, stored, ok := c.bucket.reserve(ec.Start, n, c.cost, c.burst, 0)
 	if !ok {
-		return c.refuse(ec, stored, n, time.Duration(wait), reasonBucketShort)
+		return c.refuse(ec, stored, n, saturated(wait), reasonBucketShort)
 	}
 	ec.AddUndo(c)
 	return nil
@@ -203,12 +201,12 @@ func (c *tokenBucketThrottle) check(ctx context.Context, ec *entry.Context, clk 
 	n := float64(ec.Batch)
 	wait, _, ok := c.bucket.reserve(ec.Start, n, c.cost, c.burst, c.maxQueue)
 	if !ok {
-		return c.queueRefusal(ec, float64(wait), c.maxQueue)
+		return c.queueRefusal(ec, wait, c.maxQueue)
 	}
 	if wait > 0 {
 		if err := ec.Sleep(ctx, clk, time.Duration(wait)); err != nil {
 			c.bucket.give(n) // the tokens go back: the next caller takes them
-			return c.cancelled(ec, float64(wait), c.maxQueue, err)
+			return c.cancelled(ec, wait, c.maxQueue, err)
 		}
 	}
 	ec.AddUndo(c)

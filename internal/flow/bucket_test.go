@@ -545,3 +545,19 @@ func TestTokenBucketThrottleGivesBackOnLaterRefusal(t *testing.T) {
 	require.Nil(t, c.Check(context.Background(), newEntry(0, 1), clk))
 	assert.Equal(t, 100*time.Millisecond, clk.last(), "the refused entry's token came back")
 }
+
+// TestTokenBucketTinyThresholdSaturates checks a token every 1e12 hours:
+// the bucket starts with its one token, and the next is further away than
+// a time.Duration holds, so RetryAfter saturates instead of wrapping.
+func TestTokenBucketTinyThresholdSaturates(t *testing.T) {
+	c, err := NewController(rules.Flow{Resource: "r", Threshold: 1e-12, StatInterval: time.Hour, Strategy: rules.TokenBucket, Burst: 1}, nodes(nil))
+	require.NoError(t, err)
+	be, _ := check(t, c, 0, 1)
+	require.Nil(t, be)
+	for _, now := range []int64{0, int64(1000 * time.Hour)} {
+		be, _ = check(t, c, now, 1)
+		require.NotNil(t, be)
+		assert.Equal(t, time.Duration(math.MaxInt64), be.RetryAfter)
+		assert.Equal(t, reasonBucketShort, be.Reason)
+	}
+}
