@@ -85,6 +85,55 @@ func BenchmarkEntryExit(b *testing.B) {
 	})
 }
 
+// BenchmarkEntryExitTokenBucket is BenchmarkEntryExit with a token-bucket
+// rule instead (a bucket of 1e12 tokens refilled at 1e12/s: it never runs
+// dry), serial and parallel on one resource; the reject rule beside it is
+// the same-run reference.
+func BenchmarkEntryExitTokenBucket(b *testing.B) {
+	for _, tt := range []struct {
+		name string
+		rule rules.Flow
+	}{
+		{"reject", rules.Flow{Resource: "r", Threshold: 1e12}},
+		{"token-bucket", rules.Flow{Resource: "r", Threshold: 1e12, Strategy: rules.TokenBucket}},
+	} {
+		engine := func(b *testing.B) *Engine {
+			g := New()
+			b.Cleanup(func() { _ = g.Close() })
+			if _, err := g.LoadFlowRules([]rules.Flow{tt.rule}); err != nil {
+				b.Fatal(err)
+			}
+			return g
+		}
+		b.Run(tt.name+"/serial", func(b *testing.B) {
+			g := engine(b)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				p, err := g.Entry("r")
+				if err != nil {
+					b.Fatal(err)
+				}
+				p.Exit()
+			}
+		})
+		b.Run(tt.name+"/parallel", func(b *testing.B) {
+			g := engine(b)
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					p, err := g.Entry("r")
+					if err != nil {
+						b.Fatal(err)
+					}
+					p.Exit()
+				}
+			})
+		})
+	}
+}
+
 // BenchmarkEntryBlocked is a refused Entry (<= 200 ns/op, <= 1 alloc/op: the
 // *BlockError).
 func BenchmarkEntryBlocked(b *testing.B) {

@@ -676,6 +676,7 @@ func TestFlowTinyThresholdsAndHugeBatchesSaturate(t *testing.T) {
 		{Resource: "r", Threshold: 1e-12, Behavior: rules.Throttle, MaxQueueing: time.Hour},
 		{Resource: "r", Threshold: 1e-12, Behavior: rules.Throttle, StatInterval: time.Hour},
 		{Resource: "r", Threshold: 1e-12, Behavior: rules.Throttle, Strategy: rules.WarmUp, WarmUpPeriod: time.Second},
+		{Resource: "r", Threshold: 1e-12, Behavior: rules.Throttle, Strategy: rules.TokenBucket, Burst: 1, MaxQueueing: time.Hour},
 	} {
 		t.Run(fmt.Sprintf("%+v", rule), func(t *testing.T) {
 			g, clk := newTestEngine(t, 0)

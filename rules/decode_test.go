@@ -76,6 +76,10 @@ func TestDecode(t *testing.T) {
 			Set{Flow: []Flow{{Resource: "a", Threshold: 1}}}},
 		{"whole float for an integer", `{"isolation":[{"resource":"a","threshold":4.0}]}`, JSON,
 			Set{Isolation: []Isolation{{Resource: "a", Threshold: 4}}}},
+		{"token bucket yaml", "flow:\n- {resource: a, threshold: 10, strategy: token-bucket, burst: 2.5}\n", YAML,
+			Set{Flow: []Flow{{Resource: "a", Threshold: 10, Strategy: TokenBucket, Burst: 2.5}}}},
+		{"token bucket json", `{"flow":[{"resource":"a","threshold":10,"strategy":"token_bucket","burst":40}]}`, JSON,
+			Set{Flow: []Flow{{Resource: "a", Threshold: 10, Strategy: TokenBucket, Burst: 40}}}},
 		{"yaml hex integer", "isolation:\n- {resource: a, threshold: 0x10}\n", YAML,
 			Set{Isolation: []Isolation{{Resource: "a", Threshold: 16}}}},
 		{"yaml anchors and merge keys", `

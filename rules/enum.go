@@ -75,9 +75,15 @@ const (
 	// allowance to Threshold over WarmUpPeriod (Guava's SmoothWarmingUp, as
 	// in Sentinel).
 	WarmUp
+	// TokenBucket refills Threshold tokens per StatInterval, continuously,
+	// and stores at most Burst of them (golang.org/x/time/rate and Guava's
+	// SmoothBursty semantics, as cluster.TokenBucket): a resource idle long
+	// enough admits Burst requests at once, then Threshold per interval. A
+	// bucket starts full.
+	TokenBucket
 )
 
-var tokenStrategyEnum = enum{"token strategy", []string{"direct", "warm-up"}}
+var tokenStrategyEnum = enum{"token strategy", []string{"direct", "warm-up", "token-bucket"}}
 
 // ControlBehavior is what a flow rule does with a request over the limit.
 type ControlBehavior uint8
@@ -86,7 +92,10 @@ const (
 	// Reject refuses requests over the limit at once.
 	Reject ControlBehavior = iota
 	// Throttle paces requests evenly at the threshold rate, queueing each
-	// for at most MaxQueueing.
+	// for at most MaxQueueing. With the TokenBucket strategy a request
+	// instead takes stored tokens and, when there are too few, tokens
+	// still to come, waiting for them at most MaxQueueing
+	// (rate.Limiter.ReserveN).
 	Throttle
 )
 

@@ -12,6 +12,10 @@ import (
 // most Threshold in any interval of StatInterval that starts on a bucket
 // boundary, and at most twice that in one that does not (see Exact). With
 // Metric Concurrency, at most Threshold requests are in flight at once.
+// With Strategy TokenBucket, a bucket of at most Burst tokens refills at
+// Threshold per StatInterval, continuously, and a request of Batch n takes n
+// tokens (Reject: at once or not at all; Throttle: waiting at most
+// MaxQueueing for tokens still to come, as rate.Limiter.ReserveN).
 //
 // The zero values of the optional fields are: Metric QPS, Strategy Direct,
 // Behavior Reject, StatInterval one second, ColdFactor 3, no queueing, the
@@ -27,7 +31,8 @@ type Flow struct {
 	// Threshold is the limit: requests per StatInterval for QPS, requests
 	// in flight for Concurrency. It must be positive.
 	Threshold float64 `json:"threshold" yaml:"threshold"`
-	// Strategy is Direct (default) or WarmUp. WarmUp needs Metric QPS.
+	// Strategy is Direct (default), WarmUp or TokenBucket. WarmUp and
+	// TokenBucket need Metric QPS.
 	Strategy TokenStrategy `json:"strategy,omitempty" yaml:"strategy,omitempty"`
 	// Behavior is Reject (default) or Throttle. Throttle needs Metric QPS.
 	Behavior ControlBehavior `json:"behavior,omitempty" yaml:"behavior,omitempty"`
@@ -49,6 +54,12 @@ type Flow struct {
 	// rules read the other resource's one-second window and need one
 	// second.
 	StatInterval time.Duration `json:"statInterval,omitempty" yaml:"statInterval,omitempty"`
+	// Burst is, with TokenBucket, the most tokens the bucket stores: how
+	// many requests a resource idle for Burst/Threshold intervals admits at
+	// once. Zero means Threshold. It need not be a whole number; it must be
+	// at least 1 (so that a request of one can pass) and at most
+	// MaxThreshold, so a Threshold below 1 needs an explicit Burst.
+	Burst float64 `json:"burst,omitempty" yaml:"burst,omitempty"`
 	// Exact, for a QPS rule with the direct strategy and the reject
 	// behavior, makes the limit hold in every interval of StatInterval's
 	// length, wherever it starts: at most Threshold admissions in any such
@@ -85,6 +96,14 @@ func (r *Flow) Interval() time.Duration {
 		return DefaultStatInterval
 	}
 	return r.StatInterval
+}
+
+// BurstSize returns Burst, or Threshold when Burst is zero.
+func (r *Flow) BurstSize() float64 {
+	if r.Burst == 0 {
+		return r.Threshold
+	}
+	return r.Burst
 }
 
 // Cold returns ColdFactor, or DefaultColdFactor when it is zero.
@@ -153,6 +172,9 @@ func (r *Flow) Validate() error {
 			return fieldErr(kind, r.Resource, "ColdFactor", "is only used with the warm-up strategy")
 		}
 	}
+	if err := r.validateBurst(); err != nil {
+		return err
+	}
 	if r.Exact {
 		switch {
 		case r.Metric != QPS:
@@ -177,6 +199,34 @@ func (r *Flow) Validate() error {
 		if r.Interval() != time.Second {
 			return fieldErr(kind, r.Resource, "StatInterval", "associated-resource rules read the one-second window; leave it zero")
 		}
+	}
+	return nil
+}
+
+// validateBurst checks the token-bucket fields: Strategy TokenBucket and
+// Burst.
+func (r *Flow) validateBurst() error {
+	const kind = "flow"
+	if r.Strategy != TokenBucket {
+		if r.Burst != 0 {
+			return fieldErr(kind, r.Resource, "Burst", "is only used with the token-bucket strategy; leave it zero or set Strategy token-bucket")
+		}
+		return nil
+	}
+	switch {
+	case r.Metric != QPS:
+		return fieldErr(kind, r.Resource, "Strategy", "token-bucket needs the qps metric")
+	case r.RefResource != "":
+		return fieldErr(kind, r.Resource, "RefResource", "token-bucket applies to the rule's own resource only")
+	case r.Exact:
+		return fieldErr(kind, r.Resource, "Exact", "needs the direct strategy (a token bucket has no limit per interval)")
+	}
+	b := r.BurstSize()
+	if math.IsNaN(b) || b < 1 || b > MaxThreshold {
+		if r.Burst == 0 {
+			return fieldErr(kind, r.Resource, "Burst", "must be set, at least 1, when Threshold is below 1 (zero means Threshold, %v)", r.Threshold)
+		}
+		return fieldErr(kind, r.Resource, "Burst", "must be in [1, %g] (or 0 for Threshold), got %v", MaxThreshold, r.Burst)
 	}
 	return nil
 }

@@ -46,6 +46,25 @@ func TestFlowValidate(t *testing.T) {
 		{"warm-up on another resource", func(r *Flow) { r.Strategy = WarmUp; r.WarmUpPeriod = time.Minute; r.RefResource = "x" }, "RefResource"},
 		{"period without warm-up", func(r *Flow) { r.WarmUpPeriod = time.Minute }, "WarmUpPeriod"},
 		{"cold factor without warm-up", func(r *Flow) { r.ColdFactor = 3 }, "ColdFactor"},
+		{"token bucket", func(r *Flow) { r.Strategy = TokenBucket }, ""},
+		{"token bucket with burst", func(r *Flow) { r.Strategy = TokenBucket; r.Burst = 2.5 }, ""},
+		{"token bucket burst 1", func(r *Flow) { r.Strategy = TokenBucket; r.Burst = 1 }, ""},
+		{"token bucket throttle", func(r *Flow) {
+			r.Strategy = TokenBucket
+			r.Behavior = Throttle
+			r.MaxQueueing = time.Second
+		}, ""},
+		{"token bucket, threshold below 1", func(r *Flow) { r.Strategy = TokenBucket; r.Threshold = 0.5 }, "Burst"},
+		{"token bucket, threshold below 1 with burst", func(r *Flow) { r.Strategy = TokenBucket; r.Threshold = 0.5; r.Burst = 1 }, ""},
+		{"token bucket burst below 1", func(r *Flow) { r.Strategy = TokenBucket; r.Burst = 0.9 }, "Burst"},
+		{"token bucket negative burst", func(r *Flow) { r.Strategy = TokenBucket; r.Burst = -1 }, "Burst"},
+		{"token bucket NaN burst", func(r *Flow) { r.Strategy = TokenBucket; r.Burst = math.NaN() }, "Burst"},
+		{"token bucket absurd burst", func(r *Flow) { r.Strategy = TokenBucket; r.Burst = 2 * MaxThreshold }, "Burst"},
+		{"burst without token bucket", func(r *Flow) { r.Burst = 5 }, "Burst"},
+		{"token bucket on concurrency", func(r *Flow) { r.Strategy = TokenBucket; r.Metric = Concurrency }, "Strategy"},
+		{"token bucket on another resource", func(r *Flow) { r.Strategy = TokenBucket; r.RefResource = "x" }, "RefResource"},
+		{"token bucket exact", func(r *Flow) { r.Strategy = TokenBucket; r.Exact = true }, "Exact"},
+		{"token bucket with period", func(r *Flow) { r.Strategy = TokenBucket; r.WarmUpPeriod = time.Minute }, "WarmUpPeriod"},
 		{"associated", func(r *Flow) { r.RefResource = "other" }, ""},
 		{"associated self", func(r *Flow) { r.RefResource = "r" }, "RefResource"},
 		{"associated throttle", func(r *Flow) { r.RefResource = "o"; r.Behavior = Throttle }, "Behavior"},
@@ -108,6 +127,7 @@ func TestFlowEnumsText(t *testing.T) {
 		{"concurrency", func(b []byte) (string, error) { var m FlowMetric; err := m.UnmarshalText(b); return m.String(), err }},
 		{"direct", func(b []byte) (string, error) { var s TokenStrategy; err := s.UnmarshalText(b); return s.String(), err }},
 		{"warm-up", func(b []byte) (string, error) { var s TokenStrategy; err := s.UnmarshalText(b); return s.String(), err }},
+		{"token-bucket", func(b []byte) (string, error) { var s TokenStrategy; err := s.UnmarshalText(b); return s.String(), err }},
 		{"reject", func(b []byte) (string, error) {
 			var c ControlBehavior
 			err := c.UnmarshalText(b)
@@ -127,6 +147,8 @@ func TestFlowEnumsText(t *testing.T) {
 	var s TokenStrategy
 	require.NoError(t, s.UnmarshalText([]byte("WarmUp")), "case and separators are forgiven")
 	assert.Equal(t, WarmUp, s)
+	require.NoError(t, s.UnmarshalText([]byte("TOKEN_BUCKET")))
+	assert.Equal(t, TokenBucket, s)
 	var m FlowMetric
 	err := m.UnmarshalText([]byte("rps"))
 	require.Error(t, err)

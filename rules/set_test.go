@@ -46,6 +46,16 @@ func TestSetValidateRefusesDuplicates(t *testing.T) {
 			wantIndex: 1, wantResource: "a",
 		},
 		{
+			name: "token buckets that differ only in burst",
+			give: Set{Flow: []Flow{
+				{Resource: "a", Threshold: 5, Strategy: TokenBucket, Burst: 2},
+				{Resource: "a", Threshold: 5, Strategy: TokenBucket, Burst: 20},
+			}},
+			want: `rules: flow rule 1 (resource "a"): duplicates rule 0: both count qps per 1s with strategy token-bucket ` +
+				`and behavior reject; keep one, or make them differ in metric, strategy, behavior, statInterval or refResource`,
+			wantIndex: 1, wantResource: "a",
+		},
+		{
 			name: "flow rules that count differently",
 			give: Set{Flow: []Flow{
 				qps("a", 5),
@@ -53,6 +63,8 @@ func TestSetValidateRefusesDuplicates(t *testing.T) {
 				{Resource: "a", Threshold: 2, Metric: Concurrency},
 				{Resource: "a", Threshold: 5, Behavior: Throttle},
 				{Resource: "a", Threshold: 5, Strategy: WarmUp, WarmUpPeriod: time.Minute},
+				{Resource: "a", Threshold: 5, Strategy: TokenBucket, Burst: 2},
+				{Resource: "a", Threshold: 300, StatInterval: time.Minute, Strategy: TokenBucket, Burst: 60},
 				{Resource: "a", Threshold: 5, RefResource: "b"},
 				{Resource: "a", Threshold: 5, RefResource: "c"},
 				qps("b", 5),

@@ -28,7 +28,8 @@ type Controller struct {
 }
 
 // checker is the behaviour of one kind of flow rule: *reject, *exact,
-// *throttle, *warmUp, *warmUpThrottle, *concurrency or *associated.
+// *throttle, *warmUp, *warmUpThrottle, *tokenBucket, *tokenBucketThrottle,
+// *concurrency or *associated.
 // Implementations are safe for concurrent use and are the entry.Ticket of
 // what their check reserves: Release gives it back.
 //
@@ -74,6 +75,10 @@ func newController(r rules.Flow, nodes NodeFunc) (*Controller, error) {
 		c = &associated{ref: nodes(r.RefResource), concurrency: r.Metric == rules.Concurrency, limit: r.Threshold, base: b}
 	case r.Metric == rules.Concurrency:
 		c = newConcurrency(b)
+	case r.Strategy == rules.TokenBucket && r.Behavior == rules.Throttle:
+		c = newTokenBucketThrottle(b)
+	case r.Strategy == rules.TokenBucket:
+		c = newTokenBucket(b)
 	case r.Strategy == rules.WarmUp && r.Behavior == rules.Throttle:
 		c = newWarmUpThrottle(b)
 	case r.Strategy == rules.WarmUp:
@@ -102,6 +107,10 @@ func (c *Controller) Check(ctx context.Context, ec *entry.Context, clk core.Cloc
 	case *warmUp:
 		return k.check(ctx, ec, clk)
 	case *warmUpThrottle:
+		return k.check(ctx, ec, clk)
+	case *tokenBucket:
+		return k.check(ctx, ec, clk)
+	case *tokenBucketThrottle:
 		return k.check(ctx, ec, clk)
 	case *concurrency:
 		return k.check(ctx, ec, clk)

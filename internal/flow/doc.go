@@ -1,9 +1,10 @@
 // Package flow is the flow-control slot: one Controller per flow rule, each
 // deciding on the QPS or concurrency of its resource (or of an associated
 // resource), rejecting at once or pacing requests through a bounded queue,
-// directly or with a Guava-style warm-up. Each kind of rule is a type of its
-// own (reject, exact, throttle, warmUp, warmUpThrottle, concurrency,
-// associated) behind the Controller value the engine holds.
+// directly, with a Guava-style warm-up or from a token bucket. Each kind of
+// rule is a type of its own (reject, exact, throttle, warmUp,
+// warmUpThrottle, tokenBucket, tokenBucketThrottle, concurrency, associated)
+// behind the Controller value the engine holds.
 //
 // Admission is exact under concurrency: a QPS controller's check and its
 // count are one atomic step on the window's current bucket, and a
