@@ -4,7 +4,16 @@
 // taken at one instant, safe to keep and compare.
 package stat
 
-import "time"
+import (
+	"time"
+
+	"github.com/sluice-go/sluice/core"
+)
+
+// BlockTypes is the length of Snapshot.BlockedBy: one count per built-in
+// core.BlockType (BlockFlow to BlockCustom), and index 0 for any other
+// value a custom slot may have used.
+const BlockTypes = int(core.BlockCustom) + 1
 
 // Snapshot is a read-only copy of a node's figures at one instant.
 type Snapshot struct {
@@ -21,6 +30,22 @@ type Snapshot struct {
 	// TotalPass, TotalBlock, TotalComplete and TotalError are counts since
 	// the node was made.
 	TotalPass, TotalBlock, TotalComplete, TotalError uint64
+	// BlockedBy counts the refused requests since the node was made (by
+	// batch, like TotalBlock) by the type of the rule that refused them:
+	// BlockedBy[core.BlockFlow] is what flow rules refused, and so on;
+	// index 0 counts block types beyond the built-in ones. Its elements
+	// add up to TotalBlock when no entry races the snapshot.
+	BlockedBy [BlockTypes]uint64
+}
+
+// Blocked returns the requests refused since the node was made by rules of
+// block type t (see BlockedBy); a type beyond the built-in ones reads index
+// 0.
+func (s *Snapshot) Blocked(t core.BlockType) uint64 {
+	if int(t) >= BlockTypes {
+		t = 0
+	}
+	return s.BlockedBy[t]
 }
 
 // System is a copy of the last good readings of the host metrics that

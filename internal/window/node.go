@@ -5,6 +5,7 @@ import (
 
 	"go.uber.org/atomic"
 
+	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/layout"
 	"github.com/sluice-go/sluice/stat"
 )
@@ -87,6 +88,7 @@ type Node struct {
 	//   secWords: one line's worth of words per bucket slot, of which
 	//             metricCount are used, so a call writes one or two lines.
 	//   total: the cold totals, written when minute buckets retire.
+	//   blockedBy: refusals by block type, written on the blocked path only.
 	minute  *LeapArray[Metric]
 	sec     LeapArray[Metric]
 	claimed atomic.Bool
@@ -98,6 +100,7 @@ type Node struct {
 	_           layout.Pad
 	secWords    [secRing * slotWords]atomic.Uint64
 	total       [metricCount]atomic.Uint64
+	blockedBy   [stat.BlockTypes]atomic.Uint64
 }
 
 // slotWords is the stride of the second-level window: a cache line's
@@ -205,10 +208,26 @@ func clampAdd(v int64) uint64 {
 	return uint64(v)
 }
 
-// AddBlock records batch blocked requests at now.
-func (n *Node) AddBlock(now, batch int64) {
+// AddBlock records batch requests refused at now by a rule of type by. A
+// type beyond the built-in ones counts under index 0 of BlockedBy.
+func (n *Node) AddBlock(now, batch int64, by core.BlockType) {
 	ep := now / int64(BucketWidth)
 	n.sec.AddSumAt(n.slot(ep), ep, Block, clampAdd(batch))
+	i := int(by)
+	if i >= len(n.blockedBy) {
+		i = 0
+	}
+	n.blockedBy[i].Add(clampAdd(batch))
+}
+
+// BlockedBy returns the requests (by batch) refused by rules of block type
+// by since the node was made; index 0 of the types counts the types beyond
+// the built-in ones.
+func (n *Node) BlockedBy(by core.BlockType) uint64 {
+	if int(by) >= len(n.blockedBy) {
+		by = 0
+	}
+	return n.blockedBy[by].Load()
 }
 
 // AddComplete records batch requests that exited at now after rt
@@ -321,6 +340,9 @@ func (n *Node) Snapshot(now int64) stat.Snapshot {
 		TotalBlock:     n.Total(now, Block),
 		TotalComplete:  n.Total(now, Complete),
 		TotalError:     n.Total(now, Error),
+	}
+	for i := range n.blockedBy {
+		s.BlockedBy[i] = n.blockedBy[i].Load()
 	}
 	if v, ok := n.MinRT(now); ok {
 		s.MinRT = time.Duration(v) * time.Microsecond
