@@ -65,3 +65,19 @@ type System struct {
 	// reading.
 	Load1Age, CPUUsageAge, MemoryAge time.Duration
 }
+
+// Second is what a resource counted in one second of the engine's clock:
+// an element of Engine.History. Counts are of requests (an entry with a
+// batch of n counts n).
+type Second struct {
+	// Start is the engine clock's reading at the start of the second, in
+	// nanoseconds (a whole number of seconds).
+	Start int64
+	// Pass, Block, Complete and Error count the requests that passed, were
+	// refused, exited, and exited with an error in the second.
+	Pass, Block, Complete, Error uint64
+	// AvgRT is the mean response time of the requests that exited in the
+	// second, and MinRT the smallest, both to the microsecond; zero when
+	// none exited.
+	AvgRT, MinRT time.Duration
+}
