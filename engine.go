@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-go/sluice/internal/flow"
 	"github.com/sluice-go/sluice/internal/isolation"
 	"github.com/sluice-go/sluice/internal/layout"
+	"github.com/sluice-go/sluice/internal/notify"
 	"github.com/sluice-go/sluice/internal/param"
 	"github.com/sluice-go/sluice/internal/system"
 	"github.com/sluice-go/sluice/internal/window"
@@ -163,6 +164,9 @@ type Engine struct {
 	breakers   kindState[rules.CircuitBreaker, map[string][]*degrade.Breaker]
 	param      kindState[rules.Param, map[string][]*param.Controller]
 	breakerHub *degrade.Hub // classifier, listeners and transition order of the breakers
+
+	events notify.Hub[stat.Event] // the event stream (Subscribe)
+	shed   shedding               // whether system protection sheds, for events
 }
 
 // New returns an engine with no rules, configured by opts. It starts no
@@ -184,8 +188,10 @@ func New(opts ...Option) *Engine {
 	eng.system = system.New(system.Config{
 		Clock: eng.clock, Inbound: eng.inbound,
 		Source: cf.sysSource, Interval: cf.sysInterval, OnError: cf.sysOnError,
+		OnSample: eng.noticeShedding,
 	})
 	eng.breakerHub = degrade.NewHub(cf.isFailure)
+	eng.breakerHub.AddListener(eng.breakerEvent)
 	return eng
 }
 
@@ -445,7 +451,9 @@ func (eng *Engine) Snapshot(resourceName string) (stat.Snapshot, bool) {
 	if x == nil {
 		return stat.Snapshot{}, false
 	}
-	return x.node.Snapshot(eng.clock.Nanotime()), true
+	now := eng.clock.Nanotime()
+	eng.noticeShedding(now)
+	return x.node.Snapshot(now), true
 }
 
 // History returns what resourceName counted in each completed second (of
@@ -465,13 +473,17 @@ func (eng *Engine) History(resourceName string, since time.Duration) []stat.Seco
 	if x == nil {
 		return nil
 	}
-	return x.node.History(eng.clock.Nanotime(), since)
+	now := eng.clock.Nanotime()
+	eng.noticeShedding(now)
+	return x.node.History(now, since)
 }
 
 // InboundSnapshot returns the statistics of all inbound traffic at the
 // engine clock's current reading.
 func (eng *Engine) InboundSnapshot() stat.Snapshot {
-	return eng.inbound.Snapshot(eng.clock.Nanotime())
+	now := eng.clock.Nanotime()
+	eng.noticeShedding(now)
+	return eng.inbound.Snapshot(now)
 }
 
 // Resources returns the number of resources the engine tracks now,

@@ -277,6 +277,9 @@ func (eng *Engine) enterCustom(ctx context.Context, p *Pass, args entry.Args, r 
 func (eng *Engine) refuse(c *entry.Context, r *resource, in *window.Node, be *core.BlockError) error {
 	c.ReleaseRefused()
 	statistic.Block(c, &r.node, in, be.Type)
+	if be.Type == core.BlockSystem {
+		eng.systemRefused(c.Start)
+	}
 	if eng.closed.Load() {
 		return ErrClosed
 	}

@@ -5,6 +5,7 @@
 package stat
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/sluice-go/sluice/core"
@@ -80,4 +81,84 @@ type Second struct {
 	// second, and MinRT the smallest, both to the microsecond; zero when
 	// none exited.
 	AvgRT, MinRT time.Duration
+}
+
+// EventKind names what an Event reports.
+type EventKind uint8
+
+const (
+	// EventRulesLoaded: a load put new rules of kind RuleKind in force
+	// (loads that change nothing report nothing). A rule set loaded whole
+	// reports one event per kind it changed, in the order of rules.Set.
+	EventRulesLoaded EventKind = iota + 1
+	// EventRulesRefused: a load was refused and changed nothing; Err says
+	// why (an *rules.Error, reached with errors.As, for an invalid rule).
+	// RuleKind is the kind loaded, or "set" for a rule set loaded whole.
+	EventRulesRefused
+	// EventBreaker: a circuit breaker of Resource changed state, From and
+	// To ("closed", "open", "half-open"); Rule is its rules.CircuitBreaker
+	// and Value the figure that caused the change (see
+	// sluice.BreakerTransition's Snapshot).
+	EventBreaker
+	// EventSheddingStarted: system protection refused an inbound entry
+	// after refusing none for at least a second.
+	EventSheddingStarted
+	// EventSheddingStopped: system protection has refused nothing for a
+	// second. It is noticed at the next system refusal, the next sample
+	// of the system metrics sampler, or the next call of Engine.History,
+	// Snapshot or InboundSnapshot, whichever comes first; At is when it
+	// was noticed.
+	EventSheddingStopped
+	// EventClusterFallback: a limit shared across instances (Resource)
+	// could not reach its store and now decides locally; Err is the
+	// store's error.
+	EventClusterFallback
+	// EventClusterRecovered: a limit shared across instances (Resource)
+	// reaches its store again.
+	EventClusterRecovered
+)
+
+// String returns the kind's lower-case name ("rules-loaded",
+// "breaker", ...).
+func (k EventKind) String() string {
+	switch k {
+	case EventRulesLoaded:
+		return "rules-loaded"
+	case EventRulesRefused:
+		return "rules-refused"
+	case EventBreaker:
+		return "breaker"
+	case EventSheddingStarted:
+		return "shedding-started"
+	case EventSheddingStopped:
+		return "shedding-stopped"
+	case EventClusterFallback:
+		return "cluster-fallback"
+	case EventClusterRecovered:
+		return "cluster-recovered"
+	}
+	return "EventKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Event is one entry of an engine's event stream (Engine.Subscribe). Only
+// the fields its Kind names are set.
+type Event struct {
+	// Kind says what happened.
+	Kind EventKind
+	// At is the engine clock's reading when it happened, in nanoseconds.
+	At int64
+	// RuleKind is the kind of rules loaded or refused: "flow",
+	// "isolation", "system", "circuit breaker", "param", or "set".
+	RuleKind string
+	// Resource is the resource of a breaker or of a shared limit.
+	Resource string
+	// Rule is the rule concerned (a breaker's rules.CircuitBreaker), by
+	// value; nil when none.
+	Rule any
+	// From and To are a breaker's states before and after.
+	From, To string
+	// Value is the figure that caused a breaker's change.
+	Value float64
+	// Err is why rules were refused, or why a shared limit fell back.
+	Err error
 }
