@@ -3,6 +3,7 @@ package sluice
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -108,6 +109,7 @@ type config struct {
 	sysInterval  time.Duration
 	sysOnError   func(error)
 	history      time.Duration
+	blockLog     *slog.Logger // (blocklog.go)
 }
 
 // WithClock makes the engine read time from c instead of the system's
@@ -167,6 +169,7 @@ type Engine struct {
 
 	events notify.Hub[stat.Event] // the event stream (Subscribe)
 	shed   shedding               // whether system protection sheds, for events
+	blocks *blockLog              // nil without WithBlockLog
 }
 
 // New returns an engine with no rules, configured by opts. It starts no
@@ -192,6 +195,9 @@ func New(opts ...Option) *Engine {
 	})
 	eng.breakerHub = degrade.NewHub(cf.isFailure)
 	eng.breakerHub.AddListener(eng.breakerEvent)
+	if cf.blockLog != nil {
+		eng.blocks = newBlockLog(cf.blockLog, eng.clock)
+	}
 	return eng
 }
 
@@ -212,7 +218,11 @@ func (eng *Engine) Close() error {
 		return nil
 	}
 	eng.endLife()
-	return eng.system.Close()
+	err := eng.system.Close()
+	if eng.blocks != nil {
+		eng.blocks.flushAll()
+	}
+	return err
 }
 
 // RegisterSlot adds a custom slot (a slots.Preparer, slots.Checker or

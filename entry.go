@@ -280,6 +280,9 @@ func (eng *Engine) refuse(c *entry.Context, r *resource, in *window.Node, be *co
 	if be.Type == core.BlockSystem {
 		eng.systemRefused(c.Start)
 	}
+	if eng.blocks != nil {
+		eng.blocks.note(be, c.Resource, c.Batch, c.Start)
+	}
 	if eng.closed.Load() {
 		return ErrClosed
 	}
