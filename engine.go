@@ -488,6 +488,26 @@ func (eng *Engine) History(resourceName string, since time.Duration) []stat.Seco
 	return x.node.History(now, since)
 }
 
+// Each calls f with the name and statistics of every resource the engine
+// tracks (OverflowResource included once an entry has overflowed), in no
+// particular order, all at one reading of the engine's clock. It copies the
+// list of resources under the registry's lock and calls f outside it, so f
+// may call the engine; resources made or forgotten meanwhile may or may not
+// be seen.
+func (eng *Engine) Each(f func(name string, s stat.Snapshot)) {
+	now := eng.clock.Nanotime()
+	eng.noticeShedding(now)
+	eng.reg.mu.Lock()
+	rs := make([]*resource, 0, len(eng.reg.all))
+	for _, r := range eng.reg.all {
+		rs = append(rs, r)
+	}
+	eng.reg.mu.Unlock()
+	for _, r := range rs {
+		f(r.name, r.node.Snapshot(now))
+	}
+}
+
 // InboundSnapshot returns the statistics of all inbound traffic at the
 // engine clock's current reading.
 func (eng *Engine) InboundSnapshot() stat.Snapshot {

@@ -88,3 +88,20 @@ func TestBlockedByType(t *testing.T) {
 	assert.Equal(t, uint64(2), in.Blocked(BlockIsolation))
 	assert.Equal(t, uint64(1), in.Blocked(BlockCustom))
 }
+
+func TestEachAndTotalRT(t *testing.T) {
+	g, clk := newTestEngine(t, 0)
+	require.True(t, exitAfter(g, clk, "a", 3*time.Millisecond, nil))
+	require.True(t, exitAfter(g, clk, "a", 5*time.Millisecond, nil, WithBatch(2)))
+	require.True(t, try(g, "b"))
+	clk.Advance(3 * time.Minute) // totals survive the windows
+	got := map[string]stat.Snapshot{}
+	g.Each(func(name string, s stat.Snapshot) {
+		_, _ = g.Snapshot(name) // f may call the engine
+		got[name] = s
+	})
+	require.Len(t, got, 2)
+	assert.Equal(t, uint64(3), got["a"].TotalComplete)
+	assert.Equal(t, 13*time.Millisecond, got["a"].TotalRT)
+	assert.Equal(t, uint64(1), got["b"].TotalPass)
+}

@@ -31,6 +31,11 @@ type Snapshot struct {
 	// TotalPass, TotalBlock, TotalComplete and TotalError are counts since
 	// the node was made.
 	TotalPass, TotalBlock, TotalComplete, TotalError uint64
+	// TotalRT is the sum of the response times of the requests counted in
+	// TotalComplete (weighted by batch), to the microsecond. One entry
+	// adds at most about 17.9 minutes, and one second's sum at most about
+	// 17.9 minutes per 100 ms of the second-level window.
+	TotalRT time.Duration
 	// BlockedBy counts the refused requests since the node was made (by
 	// batch, like TotalBlock) by the type of the rule that refused them:
 	// BlockedBy[core.BlockFlow] is what flow rules refused, and so on;

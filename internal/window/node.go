@@ -456,6 +456,7 @@ func (n *Node) Snapshot(now int64) stat.Snapshot {
 		TotalBlock:     n.Total(now, Block),
 		TotalComplete:  n.Total(now, Complete),
 		TotalError:     n.Total(now, Error),
+		TotalRT:        time.Duration(n.Total(now, RT)) * time.Microsecond,
 	}
 	for i := range n.blockedBy {
 		s.BlockedBy[i] = n.blockedBy[i].Load()
