@@ -93,8 +93,8 @@ func (eng *Engine) systemRefused(now int64) {
 // noticeShedding reports that shedding stopped when system protection has
 // refused nothing for shedQuiet before now, and writes the block log's
 // records of the seconds before now. It is called off the request path: by
-// the sampler after each sample, and by History, Snapshot and
-// InboundSnapshot.
+// the sampler after each sample, and by History, Snapshot, InboundSnapshot
+// and Each.
 func (eng *Engine) noticeShedding(now int64) {
 	if eng.blocks != nil {
 		eng.blocks.flush(now)

@@ -195,3 +195,20 @@ func TestEventsConcurrentLoads(t *testing.T) {
 	defer mu.Unlock()
 	assert.Equal(t, 200, loaded, "every load changed the rules")
 }
+
+// TestSheddingStopNoticedBySampler: with a rule on CPU usage, the
+// sampler's next sample notices a quiet second without any call.
+func TestSheddingStopNoticedBySampler(t *testing.T) {
+	g, clk, src := sysEngine(t)
+	var rec recorder
+	g.Subscribe(rec.on)
+	loadSystem(t, g, clk, rules.System{Metric: rules.CPUUsage, Threshold: 0.7})
+	resample(t, clk, src, 0, 0.75)
+	require.False(t, try(g, "GET /a"))
+	require.False(t, try(g, "GET /a"))
+	assert.Equal(t, []string{"rules-loaded system", "shedding-started"}, rec.take())
+	resample(t, clk, src, 0, 0.65) // a second later: the sample notices
+	assert.Equal(t, []string{"shedding-stopped"}, rec.take())
+	require.True(t, try(g, "GET /a"))
+	assert.Empty(t, rec.take())
+}

@@ -111,7 +111,7 @@ const (
 	// EventSheddingStopped: system protection has refused nothing for a
 	// second. It is noticed at the next system refusal, the next sample
 	// of the system metrics sampler, or the next call of Engine.History,
-	// Snapshot or InboundSnapshot, whichever comes first; At is when it
+	// Snapshot, InboundSnapshot or Each, whichever comes first; At is when it
 	// was noticed.
 	EventSheddingStopped
 	// EventClusterFallback: a limit shared across instances (Resource)
