@@ -160,6 +160,12 @@ func (n *Node) retireSecond(m Metric, start int64, v uint64) {
 
 func (n *Node) retireMinute(m Metric, start int64, v uint64) {
 	if n.hist != nil {
+		// In pieces: one Add carries at most MaxAdd, and a second's sum
+		// (ten second-level buckets) may be larger.
+		for nodeKinds[m] == Sum && v > MaxAdd {
+			n.hist.Add(start, m, MaxAdd)
+			v -= MaxAdd
+		}
 		n.hist.Add(start, m, v)
 		return
 	}
