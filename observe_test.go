@@ -105,3 +105,19 @@ func TestEachAndTotalRT(t *testing.T) {
 	assert.Equal(t, 13*time.Millisecond, got["a"].TotalRT)
 	assert.Equal(t, uint64(1), got["b"].TotalPass)
 }
+
+func TestPackageLevelHistoryAndEach(t *testing.T) {
+	t.Cleanup(func() { _ = Close() })
+	p, err := Entry("pkg-history")
+	require.NoError(t, err)
+	p.Exit()
+	n := 0
+	Each(func(name string, s stat.Snapshot) {
+		if name == "pkg-history" {
+			n++
+			assert.Equal(t, uint64(1), s.TotalPass)
+		}
+	})
+	assert.Equal(t, 1, n)
+	assert.Len(t, History("pkg-history", 0), 0)
+}
