@@ -55,10 +55,10 @@ func TestHistoryExactSeconds(t *testing.T) {
 
 	got := g.History("r", time.Minute)
 	want := []stat.Second{
-		{Start: 0, Pass: 4, Block: 1, Complete: 4, Error: 1, AvgRT: 15 * time.Millisecond, MinRT: 0},
+		{Start: 0, Pass: 4, Block: 1, Complete: 4, Error: 1, AvgRT: 15 * time.Millisecond, MinRT: 0, MeanConcurrency: 0.06},
 		{Start: int64(time.Second)},
 		{Start: int64(2 * time.Second), Pass: 3, Block: 2},
-		{Start: int64(3 * time.Second), Complete: 3, AvgRT: 1500 * time.Millisecond, MinRT: 1500 * time.Millisecond},
+		{Start: int64(3 * time.Second), Complete: 3, AvgRT: 1500 * time.Millisecond, MinRT: 1500 * time.Millisecond, MeanConcurrency: 4.5},
 	}
 	assert.Equal(t, want, got)
 	// since bounds the seconds, newest kept.
@@ -93,8 +93,10 @@ func TestHistoryRollsOver(t *testing.T) {
 			want := stat.Second{Start: int64(sec) * int64(time.Second)}
 			if sec < secs {
 				want.Pass, want.Complete, want.AvgRT, want.MinRT = 1, 1, time.Millisecond, time.Millisecond
+				want.MeanConcurrency = 0.001
 				if sec%10 == 0 {
 					want.Pass, want.Complete, want.AvgRT = 2, 2, 2*time.Millisecond
+					want.MeanConcurrency = 0.004
 				}
 			}
 			require.Equal(t, want, s, "second %d", sec)

@@ -86,6 +86,13 @@ type Second struct {
 	// second, and MinRT the smallest, both to the microsecond; zero when
 	// none exited.
 	AvgRT, MinRT time.Duration
+	// MeanConcurrency is the response times of the requests that exited in
+	// the second, summed, over one second: by Little's law the mean number
+	// of requests in flight during the second, when response times are
+	// short against a second (a request's whole time counts in the second
+	// it exits in). The highest concurrency of each second is not kept: it
+	// would take a write on every pass.
+	MeanConcurrency float64
 }
 
 // EventKind names what an Event reports.

@@ -438,6 +438,7 @@ func (n *Node) History(now int64, since time.Duration) []stat.Second {
 		if s.Complete > 0 {
 			s.AvgRT = time.Duration(float64(vals[RT][i]) / float64(s.Complete) * 1000)
 		}
+		s.MeanConcurrency = float64(vals[RT][i]) / 1e6 // µs per second
 		if mins[i] != 0 {
 			s.MinRT = time.Duration(mins[i]-1) * time.Microsecond
 		}
