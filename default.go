@@ -3,6 +3,7 @@ package sluice
 import (
 	"context"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/stat"
@@ -73,6 +74,15 @@ func IsolationRules() []rules.Isolation { return defaultEngine().IsolationRules(
 
 // Snapshot returns the default engine's statistics of a resource.
 func Snapshot(resource string) (stat.Snapshot, bool) { return defaultEngine().Snapshot(resource) }
+
+// History returns the default engine's per-second history of a resource
+// (see Engine.History).
+func History(resource string, since time.Duration) []stat.Second {
+	return defaultEngine().History(resource, since)
+}
+
+// Each calls f with every resource of the default engine (see Engine.Each).
+func Each(f func(name string, s stat.Snapshot)) { defaultEngine().Each(f) }
 
 // Close closes the default engine (see Engine.Close) and installs a fresh
 // one for later package-level calls.

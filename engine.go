@@ -3,6 +3,7 @@ package sluice
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/sluice-go/sluice/internal/flow"
 	"github.com/sluice-go/sluice/internal/isolation"
 	"github.com/sluice-go/sluice/internal/layout"
+	"github.com/sluice-go/sluice/internal/notify"
 	"github.com/sluice-go/sluice/internal/param"
 	"github.com/sluice-go/sluice/internal/system"
 	"github.com/sluice-go/sluice/internal/window"
@@ -106,6 +108,8 @@ type config struct {
 	sysSource    SystemSource     // system metrics (system.go)
 	sysInterval  time.Duration
 	sysOnError   func(error)
+	history      time.Duration
+	blockLog     *slog.Logger // (blocklog.go)
 }
 
 // WithClock makes the engine read time from c instead of the system's
@@ -114,11 +118,28 @@ type config struct {
 func WithClock(c Clock) Option { return func(cf *config) { cf.clock = c } }
 
 // WithMaxResources bounds the number of distinct resources the engine keeps
-// statistics for (each costs about 5 KiB). Entries of further resources
+// statistics for (each costs about 5 KiB, plus its history: see
+// WithHistory). Entries of further resources
 // without rules are counted together under OverflowResource until idle
 // resources are forgotten (see IdleResourceTimeout) and make room. Zero or
 // less means DefaultMaxResources.
 func WithMaxResources(n int) Option { return func(cf *config) { cf.maxResources = n } }
+
+// DefaultHistory is how much per-second history each resource keeps when
+// WithHistory is not given.
+const DefaultHistory = 5 * time.Minute
+
+// WithHistory sets how much per-second history each resource keeps for
+// Engine.History: d rounded up to whole seconds, at most one hour; zero or
+// less keeps none. The default is DefaultHistory.
+//
+// The last 64 seconds are read from the one-minute window every resource
+// keeps anyway; older seconds cost each resource 48 bytes per second,
+// rounded up to a power of two seconds and allocated with the resource:
+// 12 KiB for the default five minutes (256 seconds beyond the minute
+// window), 192 KiB for an hour. Nothing on the request path writes them: a
+// second moves there when its bucket of the minute window is reused.
+func WithHistory(d time.Duration) Option { return func(cf *config) { cf.history = d } }
 
 // Engine is an independent instance of sluice: its own clock, resources,
 // statistics and rules. Make one with New; the zero value is not usable.
@@ -145,12 +166,16 @@ type Engine struct {
 	breakers   kindState[rules.CircuitBreaker, map[string][]*degrade.Breaker]
 	param      kindState[rules.Param, map[string][]*param.Controller]
 	breakerHub *degrade.Hub // classifier, listeners and transition order of the breakers
+
+	events notify.Hub[stat.Event] // the event stream (Subscribe)
+	shed   shedding               // whether system protection sheds, for events
+	blocks *blockLog              // nil without WithBlockLog
 }
 
 // New returns an engine with no rules, configured by opts. It starts no
 // goroutine.
 func New(opts ...Option) *Engine {
-	cf := config{clock: core.SystemClock(), maxResources: DefaultMaxResources}
+	cf := config{clock: core.SystemClock(), maxResources: DefaultMaxResources, history: DefaultHistory}
 	for _, o := range opts {
 		o(&cf)
 	}
@@ -162,12 +187,17 @@ func New(opts ...Option) *Engine {
 	}
 	eng := &Engine{clock: cf.clock, inbound: window.NewNode()}
 	eng.life, eng.endLife = context.WithCancel(context.Background())
-	eng.reg.init(cf.maxResources)
+	eng.reg.init(cf.maxResources, cf.history)
 	eng.system = system.New(system.Config{
 		Clock: eng.clock, Inbound: eng.inbound,
 		Source: cf.sysSource, Interval: cf.sysInterval, OnError: cf.sysOnError,
+		OnSample: eng.noticeShedding,
 	})
 	eng.breakerHub = degrade.NewHub(cf.isFailure)
+	eng.breakerHub.AddListener(eng.breakerEvent)
+	if cf.blockLog != nil {
+		eng.blocks = newBlockLog(cf.blockLog, eng.clock)
+	}
 	return eng
 }
 
@@ -188,7 +218,11 @@ func (eng *Engine) Close() error {
 		return nil
 	}
 	eng.endLife()
-	return eng.system.Close()
+	err := eng.system.Close()
+	if eng.blocks != nil {
+		eng.blocks.flushAll()
+	}
+	return err
 }
 
 // RegisterSlot adds a custom slot (a slots.Preparer, slots.Checker or
@@ -233,13 +267,18 @@ const (
 	longName = 255
 )
 
-func newResource(name string) *resource {
+// newResource returns a resource without history (see newResourceHistory).
+func newResource(name string) *resource { return newResourceHistory(name, 0) }
+
+// newResourceHistory returns a resource whose node keeps keep of history
+// (see window.Node.InitHistory).
+func newResourceHistory(name string, keep time.Duration) *resource {
 	r := &resource{name: strings.Clone(name), n: longName}
 	if len(name) <= shortName {
 		r.n = uint8(len(name))
 		copy(r.short[:], name)
 	}
-	r.node.Init()
+	r.node.InitHistory(keep)
 	return r
 }
 
@@ -422,13 +461,59 @@ func (eng *Engine) Snapshot(resourceName string) (stat.Snapshot, bool) {
 	if x == nil {
 		return stat.Snapshot{}, false
 	}
-	return x.node.Snapshot(eng.clock.Nanotime()), true
+	now := eng.clock.Nanotime()
+	eng.noticeShedding(now)
+	return x.node.Snapshot(now), true
+}
+
+// History returns what resourceName counted in each completed second (of
+// the engine's clock) of the last since, oldest first: one element per
+// second, quiet seconds included, and at most as many seconds as
+// WithHistory keeps (the current, incomplete second is left out). It
+// returns nil when the engine does not track the resource (see Snapshot)
+// or keeps no history. A resource that was forgotten and made again has
+// the history of the new one only.
+//
+// The figures are exact when no entry of the resource races the call; one
+// that does may be missed, or counted twice in that one result. History
+// reads the resource's windows and allocates its result; it takes no lock
+// that entries take.
+func (eng *Engine) History(resourceName string, since time.Duration) []stat.Second {
+	x := eng.reg.get(resourceName)
+	if x == nil {
+		return nil
+	}
+	now := eng.clock.Nanotime()
+	eng.noticeShedding(now)
+	return x.node.History(now, since)
+}
+
+// Each calls f with the name and statistics of every resource the engine
+// tracks (OverflowResource included once an entry has overflowed), in no
+// particular order, all at one reading of the engine's clock. It copies the
+// list of resources under the registry's lock and calls f outside it, so f
+// may call the engine; resources made or forgotten meanwhile may or may not
+// be seen.
+func (eng *Engine) Each(f func(name string, s stat.Snapshot)) {
+	now := eng.clock.Nanotime()
+	eng.noticeShedding(now)
+	eng.reg.mu.Lock()
+	rs := make([]*resource, 0, len(eng.reg.all))
+	for _, r := range eng.reg.all {
+		rs = append(rs, r)
+	}
+	eng.reg.mu.Unlock()
+	for _, r := range rs {
+		f(r.name, r.node.Snapshot(now))
+	}
 }
 
 // InboundSnapshot returns the statistics of all inbound traffic at the
 // engine clock's current reading.
 func (eng *Engine) InboundSnapshot() stat.Snapshot {
-	return eng.inbound.Snapshot(eng.clock.Nanotime())
+	now := eng.clock.Nanotime()
+	eng.noticeShedding(now)
+	return eng.inbound.Snapshot(now)
 }
 
 // Resources returns the number of resources the engine tracks now,

@@ -312,7 +312,13 @@ func (eng *Engine) enterCustom(ctx context.Context, p *Pass, args entry.Args, r 
 // it).
 func (eng *Engine) refuse(c *entry.Context, r *resource, in *window.Node, be *core.BlockError) error {
 	c.ReleaseRefused()
-	statistic.Block(c, &r.node, in)
+	statistic.Block(c, &r.node, in, be.Type)
+	if be.Type == core.BlockSystem {
+		eng.systemRefused(c.Start)
+	}
+	if eng.blocks != nil {
+		eng.blocks.note(be, c.Resource, c.Batch, c.Start)
+	}
 	if eng.closed.Load() {
 		return ErrClosed
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/sluice-go/sluice/internal/param"
 	"github.com/sluice-go/sluice/internal/system"
 	"github.com/sluice-go/sluice/rules"
+	"github.com/sluice-go/sluice/stat"
 )
 
 // Every kind of rule is loaded by the same code: validate the whole slice,
@@ -25,6 +26,8 @@ type kindState[R, C any] struct {
 
 // ruleKind is how the engine loads rules of type R, compiled to C.
 type ruleKind[R, C any] struct {
+	// name is the kind's name in events and errors ("flow", ...).
+	name string
 	// state returns the engine's rules of this kind.
 	state func(*Engine) *kindState[R, C]
 	// of returns this kind's rules in a rules.Set.
@@ -64,6 +67,7 @@ func cloneRules[R any](rs []R) []R {
 // duplicate rules (docs/rule-files.md says what counts as a duplicate).
 var (
 	flowKind = &ruleKind[rules.Flow, map[string][]*flow.Controller]{
+		name:     "flow",
 		state:    func(eng *Engine) *kindState[rules.Flow, map[string][]*flow.Controller] { return &eng.flow },
 		of:       func(s *rules.Set) *[]rules.Flow { return &s.Flow },
 		validate: rules.ValidateFlowRules,
@@ -75,6 +79,7 @@ var (
 		claims: true,
 	}
 	isolationKind = &ruleKind[rules.Isolation, map[string][]*isolation.Controller]{
+		name: "isolation",
 		state: func(eng *Engine) *kindState[rules.Isolation, map[string][]*isolation.Controller] {
 			return &eng.isolation
 		},
@@ -87,6 +92,7 @@ var (
 		},
 	}
 	systemKind = &ruleKind[rules.System, *system.RuleSet]{
+		name:     "system",
 		state:    func(eng *Engine) *kindState[rules.System, *system.RuleSet] { return &eng.sys },
 		of:       func(s *rules.Set) *[]rules.System { return &s.System },
 		validate: rules.ValidateSystemRules,
@@ -98,6 +104,7 @@ var (
 		use: func(eng *Engine, set *system.RuleSet) { eng.system.Use(set) },
 	}
 	breakerKind = &ruleKind[rules.CircuitBreaker, map[string][]*degrade.Breaker]{
+		name: "circuit breaker",
 		state: func(eng *Engine) *kindState[rules.CircuitBreaker, map[string][]*degrade.Breaker] {
 			return &eng.breakers
 		},
@@ -111,6 +118,7 @@ var (
 		use: func(_ *Engine, bs map[string][]*degrade.Breaker) { degrade.Use(bs) },
 	}
 	paramKind = &ruleKind[rules.Param, map[string][]*param.Controller]{
+		name:     "param",
 		state:    func(eng *Engine) *kindState[rules.Param, map[string][]*param.Controller] { return &eng.param },
 		of:       func(s *rules.Set) *[]rules.Param { return &s.Param },
 		validate: rules.ValidateParamRules,
@@ -132,6 +140,8 @@ type anyKind interface {
 	readInto(eng *Engine, set *rules.Set)
 	// claimsNodes reports ruleKind.claims.
 	claimsNodes() bool
+	// kindName reports ruleKind.name.
+	kindName() string
 }
 
 // ruleKinds are every kind, in the order of rules.Set.
@@ -151,6 +161,8 @@ func (k *ruleKind[R, C]) readInto(eng *Engine, set *rules.Set) {
 }
 
 func (k *ruleKind[R, C]) claimsNodes() bool { return k.claims }
+
+func (k *ruleKind[R, C]) kindName() string { return k.name }
 
 // stage builds valid rules rs against the engine's rules of this kind and
 // returns the function that puts them in force (publish must follow it), or
@@ -176,10 +188,16 @@ func (k *ruleKind[R, C]) stage(eng *Engine, rs []R) (commit func(), err error) {
 
 // load replaces the engine's rules of kind k with rs: the body of every
 // Load*Rules method. It reports whether the rules in force changed.
+//
+// It reports the load on the engine's event stream: EventRulesLoaded when
+// the rules changed, EventRulesRefused when they were refused (queued under
+// eng.mu, so in the order of the loads, and delivered once it is released).
 func load[R, C any](eng *Engine, k *ruleKind[R, C], rs []R) (bool, error) {
 	if err := k.check(rs); err != nil {
+		eng.events.Publish(stat.Event{Kind: stat.EventRulesRefused, At: eng.clock.Nanotime(), RuleKind: k.name, Err: err})
 		return false, err
 	}
+	defer eng.events.Drain() // after the unlock: deferred first, runs last
 	eng.mu.Lock()
 	defer eng.mu.Unlock()
 	if eng.closed.Load() {
@@ -187,11 +205,16 @@ func load[R, C any](eng *Engine, k *ruleKind[R, C], rs []R) (bool, error) {
 	}
 	defer eng.sweep() // a rule load is the regular time to forget idle resources
 	commit, err := k.stage(eng, rs)
-	if err != nil || commit == nil {
+	if err != nil {
+		eng.events.Enqueue(stat.Event{Kind: stat.EventRulesRefused, At: eng.clock.Nanotime(), RuleKind: k.name, Err: err})
 		return false, err
+	}
+	if commit == nil {
+		return false, nil
 	}
 	commit()
 	eng.publish()
+	eng.events.Enqueue(stat.Event{Kind: stat.EventRulesLoaded, At: eng.clock.Nanotime(), RuleKind: k.name})
 	return true, nil
 }
 

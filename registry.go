@@ -34,6 +34,7 @@ type registry struct {
 	nextSweep atomic.Int64
 	seed      maphash.Seed
 	max       int
+	history   time.Duration // each resource's history (WithHistory)
 
 	mu       sync.Mutex // guards the fields below
 	all      map[string]*resource
@@ -62,7 +63,8 @@ type idleMark struct {
 // use then).
 const unseen = ^uint64(0)
 
-func (reg *registry) init(max int) {
+func (reg *registry) init(max int, history time.Duration) {
+	reg.history = history
 	reg.seed = maphash.MakeSeed()
 	reg.max = max
 	reg.all = map[string]*resource{}
@@ -83,7 +85,7 @@ func (reg *registry) lookup(name string, now int64, force bool) *resource {
 	if !force && len(reg.all) >= reg.max {
 		return nil
 	}
-	r := newResource(name)
+	r := newResourceHistory(name, reg.history)
 	reg.all[r.name] = r
 	reg.marks[r] = idleMark{since: now} // no entries yet
 	switch {

@@ -28,7 +28,7 @@ func TestTableFindsEveryNameAndNothingElse(t *testing.T) {
 	for _, n := range []int{0, 1, 7, 100, 5000} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			var reg registry
-			reg.init(DefaultMaxResources)
+			reg.init(DefaultMaxResources, 0)
 			all := map[string]*resource{}
 			for i := 0; i < n; i++ {
 				// Prefixes of one another, long and short, and the empty name.

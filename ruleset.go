@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"github.com/sluice-go/sluice/rules"
+	"github.com/sluice-go/sluice/stat"
 )
 
 // LoadRuleSet replaces the engine's rules of every kind with those of set:
@@ -23,9 +24,11 @@ import (
 func (eng *Engine) LoadRuleSet(set rules.Set) error {
 	for _, k := range ruleKinds {
 		if err := k.validateIn(&set); err != nil {
+			eng.events.Publish(stat.Event{Kind: stat.EventRulesRefused, At: eng.clock.Nanotime(), RuleKind: "set", Err: err})
 			return err
 		}
 	}
+	defer eng.events.Drain() // after the unlock: deferred first, runs last
 	eng.mu.Lock()
 	defer eng.mu.Unlock()
 	if eng.closed.Load() {
@@ -33,6 +36,7 @@ func (eng *Engine) LoadRuleSet(set rules.Set) error {
 	}
 	defer eng.sweep() // a rule load is the regular time to forget idle resources
 	var commits []func()
+	changed := map[string]bool{}
 	// Kinds whose build claims resource nodes come last: a failure after
 	// them would leave their claims behind.
 	for _, last := range [2]bool{false, true} {
@@ -42,10 +46,12 @@ func (eng *Engine) LoadRuleSet(set rules.Set) error {
 			}
 			commit, err := k.stageIn(eng, &set)
 			if err != nil {
+				eng.events.Enqueue(stat.Event{Kind: stat.EventRulesRefused, At: eng.clock.Nanotime(), RuleKind: "set", Err: err})
 				return err
 			}
 			if commit != nil {
 				commits = append(commits, commit)
+				changed[k.kindName()] = true
 			}
 		}
 	}
@@ -56,6 +62,12 @@ func (eng *Engine) LoadRuleSet(set rules.Set) error {
 		commit()
 	}
 	eng.publish()
+	now := eng.clock.Nanotime()
+	for _, k := range ruleKinds { // in the order of rules.Set
+		if changed[k.kindName()] {
+			eng.events.Enqueue(stat.Event{Kind: stat.EventRulesLoaded, At: now, RuleKind: k.kindName()})
+		}
+	}
 	return nil
 }
 

@@ -123,6 +123,7 @@ func (f failingKind) validateIn(*rules.Set) error                 { return nil }
 func (f failingKind) stageIn(*Engine, *rules.Set) (func(), error) { return nil, f.err }
 func (f failingKind) readInto(*Engine, *rules.Set)                {}
 func (f failingKind) claimsNodes() bool                           { return false }
+func (f failingKind) kindName() string                            { return "failing" }
 
 // TestLoadRuleSetIsAtomic makes the last kind fail after every other kind
 // compiled: nothing of the new set goes into force, and the counting state

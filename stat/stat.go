@@ -4,7 +4,17 @@
 // taken at one instant, safe to keep and compare.
 package stat
 
-import "time"
+import (
+	"strconv"
+	"time"
+
+	"github.com/sluice-go/sluice/core"
+)
+
+// BlockTypes is the length of Snapshot.BlockedBy: one count per built-in
+// core.BlockType (BlockFlow to BlockCustom), and index 0 for any other
+// value a custom slot may have used.
+const BlockTypes = int(core.BlockCustom) + 1
 
 // Snapshot is a read-only copy of a node's figures at one instant.
 type Snapshot struct {
@@ -21,6 +31,27 @@ type Snapshot struct {
 	// TotalPass, TotalBlock, TotalComplete and TotalError are counts since
 	// the node was made.
 	TotalPass, TotalBlock, TotalComplete, TotalError uint64
+	// TotalRT is the sum of the response times of the requests counted in
+	// TotalComplete (weighted by batch), to the microsecond. One entry
+	// adds at most about 17.9 minutes, and one second's sum at most about
+	// 17.9 minutes per 100 ms of the second-level window.
+	TotalRT time.Duration
+	// BlockedBy counts the refused requests since the node was made (by
+	// batch, like TotalBlock) by the type of the rule that refused them:
+	// BlockedBy[core.BlockFlow] is what flow rules refused, and so on;
+	// index 0 counts block types beyond the built-in ones. Its elements
+	// add up to TotalBlock when no entry races the snapshot.
+	BlockedBy [BlockTypes]uint64
+}
+
+// Blocked returns the requests refused since the node was made by rules of
+// block type t (see BlockedBy); a type beyond the built-in ones reads index
+// 0.
+func (s *Snapshot) Blocked(t core.BlockType) uint64 {
+	if int(t) >= BlockTypes {
+		t = 0
+	}
+	return s.BlockedBy[t]
 }
 
 // System is a copy of the last good readings of the host metrics that
@@ -39,4 +70,107 @@ type System struct {
 	// engine's clock) each value was read; -1 before the first good
 	// reading.
 	Load1Age, CPUUsageAge, MemoryAge time.Duration
+}
+
+// Second is what a resource counted in one second of the engine's clock:
+// an element of Engine.History. Counts are of requests (an entry with a
+// batch of n counts n).
+type Second struct {
+	// Start is the engine clock's reading at the start of the second, in
+	// nanoseconds (a whole number of seconds).
+	Start int64
+	// Pass, Block, Complete and Error count the requests that passed, were
+	// refused, exited, and exited with an error in the second.
+	Pass, Block, Complete, Error uint64
+	// AvgRT is the mean response time of the requests that exited in the
+	// second, and MinRT the smallest, both to the microsecond; zero when
+	// none exited.
+	AvgRT, MinRT time.Duration
+	// MeanConcurrency is the response times of the requests that exited in
+	// the second, summed, over one second: by Little's law the mean number
+	// of requests in flight during the second, when response times are
+	// short against a second (a request's whole time counts in the second
+	// it exits in). The highest concurrency of each second is not kept: it
+	// would take a write on every pass.
+	MeanConcurrency float64
+}
+
+// EventKind names what an Event reports.
+type EventKind uint8
+
+const (
+	// EventRulesLoaded: a load put new rules of kind RuleKind in force
+	// (loads that change nothing report nothing). A rule set loaded whole
+	// reports one event per kind it changed, in the order of rules.Set.
+	EventRulesLoaded EventKind = iota + 1
+	// EventRulesRefused: a load was refused and changed nothing; Err says
+	// why (an *rules.Error, reached with errors.As, for an invalid rule).
+	// RuleKind is the kind loaded, or "set" for a rule set loaded whole.
+	EventRulesRefused
+	// EventBreaker: a circuit breaker of Resource changed state, From and
+	// To ("closed", "open", "half-open"); Rule is its rules.CircuitBreaker
+	// and Value the figure that caused the change (see
+	// sluice.BreakerTransition's Snapshot).
+	EventBreaker
+	// EventSheddingStarted: system protection refused an inbound entry
+	// after refusing none for at least a second.
+	EventSheddingStarted
+	// EventSheddingStopped: system protection has refused nothing for a
+	// second. It is noticed at the next system refusal, the next sample
+	// of the system metrics sampler, or the next call of Engine.History,
+	// Snapshot, InboundSnapshot or Each, whichever comes first; At is when it
+	// was noticed.
+	EventSheddingStopped
+	// EventClusterFallback: a limit shared across instances (Resource)
+	// could not reach its store and now decides locally; Err is the
+	// store's error.
+	EventClusterFallback
+	// EventClusterRecovered: a limit shared across instances (Resource)
+	// reaches its store again.
+	EventClusterRecovered
+)
+
+// String returns the kind's lower-case name ("rules-loaded",
+// "breaker", ...).
+func (k EventKind) String() string {
+	switch k {
+	case EventRulesLoaded:
+		return "rules-loaded"
+	case EventRulesRefused:
+		return "rules-refused"
+	case EventBreaker:
+		return "breaker"
+	case EventSheddingStarted:
+		return "shedding-started"
+	case EventSheddingStopped:
+		return "shedding-stopped"
+	case EventClusterFallback:
+		return "cluster-fallback"
+	case EventClusterRecovered:
+		return "cluster-recovered"
+	}
+	return "EventKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Event is one entry of an engine's event stream (Engine.Subscribe). Only
+// the fields its Kind names are set.
+type Event struct {
+	// Kind says what happened.
+	Kind EventKind
+	// At is the engine clock's reading when it happened, in nanoseconds.
+	At int64
+	// RuleKind is the kind of rules loaded or refused: "flow",
+	// "isolation", "system", "circuit breaker", "param", or "set".
+	RuleKind string
+	// Resource is the resource of a breaker or of a shared limit.
+	Resource string
+	// Rule is the rule concerned (a breaker's rules.CircuitBreaker), by
+	// value; nil when none.
+	Rule any
+	// From and To are a breaker's states before and after.
+	From, To string
+	// Value is the figure that caused a breaker's change.
+	Value float64
+	// Err is why rules were refused, or why a shared limit fell back.
+	Err error
 }

@@ -301,7 +301,7 @@ func (st *state) swap(from *phase, next func(*params) *phase, snapshot float64, 
 		to.snapshot = from.snapshot
 	}
 	st.cur.Store(to)
-	h.queue = append(h.queue, Transition{
+	h.events.Enqueue(Transition{
 		Resource: c.rule.Resource,
 		Rule:     c.rule,
 		From:     from.state,

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/sluice-go/sluice/internal/notify"
+
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -59,19 +61,15 @@ type Transition struct {
 type Listener func(Transition)
 
 // Hub is what the breakers of one engine share: the error classifier, the
-// listeners, and the ordered delivery of state changes. It is safe for
+// listeners, and the ordered delivery of state changes (a notify.Hub: in
+// order, one at a time, outside every lock, re-entrant). It is safe for
 // concurrent use.
 type Hub struct {
 	isFailure func(error) bool
 
-	mu        sync.Mutex // serializes transitions and guards the fields below
-	listeners []*listener
-	queue     []Transition
-	head      int
-	draining  bool
+	mu     sync.Mutex // serializes transitions, which queue under it
+	events notify.Hub[Transition]
 }
-
-type listener struct{ f Listener }
 
 // NewHub returns a Hub whose breakers count an error recorded with SetError
 // as a failure when isFailure reports true for it. A nil isFailure counts
@@ -81,62 +79,11 @@ func NewHub(isFailure func(error) bool) *Hub { return &Hub{isFailure: isFailure}
 // AddListener registers l to receive every state change that happens after
 // it returns, and returns a function that unregisters it (calling that more
 // than once does nothing). A nil l is ignored.
-func (h *Hub) AddListener(l Listener) (remove func()) {
-	if l == nil {
-		return func() {}
-	}
-	e := &listener{f: l}
-	h.mu.Lock()
-	// Copy on write: a drain in progress keeps iterating its own slice.
-	h.listeners = append(h.listeners[:len(h.listeners):len(h.listeners)], e)
-	h.mu.Unlock()
-	return func() {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		kept := make([]*listener, 0, len(h.listeners))
-		for _, x := range h.listeners {
-			if x != e {
-				kept = append(kept, x)
-			}
-		}
-		h.listeners = kept
-	}
-}
+func (h *Hub) AddListener(l Listener) (remove func()) { return h.events.Listen(l) }
 
 // drain delivers queued transitions, in order, unless another call is
 // already doing so (possibly further up this goroutine's stack, when a
 // listener caused a transition): that call delivers them when the current
 // listener returns. A panicking listener propagates its panic; the
 // transitions still queued are delivered by the next drain.
-func (h *Hub) drain() {
-	h.mu.Lock()
-	if h.draining {
-		h.mu.Unlock()
-		return
-	}
-	h.draining = true
-	done := false
-	defer func() {
-		if !done {
-			h.mu.Lock()
-			h.draining = false
-			h.mu.Unlock()
-		}
-	}()
-	for h.head < len(h.queue) {
-		t := h.queue[h.head]
-		h.queue[h.head] = Transition{}
-		h.head++
-		ls := h.listeners
-		h.mu.Unlock()
-		for _, l := range ls {
-			l.f(t)
-		}
-		h.mu.Lock()
-	}
-	h.queue = h.queue[:0]
-	h.head = 0
-	h.draining = false
-	done = true
-	h.mu.Unlock()
-}
+func (h *Hub) drain() { h.events.Drain() }

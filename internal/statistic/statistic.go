@@ -8,6 +8,7 @@
 package statistic
 
 import (
+	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/entry"
 	"github.com/sluice-go/sluice/internal/window"
 )
@@ -21,11 +22,11 @@ func Pass(ec *entry.Context, node, inbound *window.Node) {
 	}
 }
 
-// Block records an entry that a rule refused.
-func Block(ec *entry.Context, node, inbound *window.Node) {
-	node.AddBlock(ec.Start, ec.Batch)
+// Block records an entry that a rule of block type by refused.
+func Block(ec *entry.Context, node, inbound *window.Node, by core.BlockType) {
+	node.AddBlock(ec.Start, ec.Batch, by)
 	if inbound != nil {
-		inbound.AddBlock(ec.Start, ec.Batch)
+		inbound.AddBlock(ec.Start, ec.Batch, by)
 	}
 }
 

@@ -33,6 +33,9 @@ type SamplerConfig struct {
 	// metric (one call per failure streak, not one per sample), from the
 	// sampler's goroutine. Nil means the error is logged with slog.Warn.
 	OnError func(error)
+	// OnSample, if not nil, is called after each sample with its clock
+	// reading, from the sampler's goroutine.
+	OnSample func(now int64)
 }
 
 // Sampler reads a Source every interval on its own goroutine and keeps
@@ -50,6 +53,7 @@ type Sampler struct {
 	clock    core.Clock
 	interval time.Duration
 	onError  func(error)
+	onSample func(now int64)
 
 	load, cpu, mem reading
 
@@ -80,7 +84,7 @@ func (r *reading) value() float64 { return math.Float64frombits(r.bits.Load()) }
 
 // NewSampler returns a sampler that has not started.
 func NewSampler(cfg SamplerConfig) *Sampler {
-	s := &Sampler{clock: cfg.Clock, interval: cfg.Interval, onError: cfg.OnError, source: cfg.Source}
+	s := &Sampler{clock: cfg.Clock, interval: cfg.Interval, onError: cfg.OnError, onSample: cfg.OnSample, source: cfg.Source}
 	if s.clock == nil {
 		s.clock = core.SystemClock()
 	}
@@ -185,6 +189,9 @@ func (s *Sampler) sample(src Source) {
 
 	m, err := src.Memory()
 	s.record(metricMem, &s.mem, float64(m), now, err)
+	if s.onSample != nil {
+		s.onSample(now)
+	}
 }
 
 func (s *Sampler) record(metric int, r *reading, v float64, now int64, err error) {

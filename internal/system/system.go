@@ -35,6 +35,9 @@ type Config struct {
 	// OnError receives the first error of each run of failed samples of a
 	// metric. Nil means it is logged with slog.Warn.
 	OnError func(error)
+	// OnSample, if not nil, is called after each sample with its clock
+	// reading, from the sampler's goroutine.
+	OnSample func(now int64)
 }
 
 // Slot checks inbound entries against the system rules in force. It is safe
@@ -111,6 +114,7 @@ func New(cfg Config) *Slot {
 			Clock:    cfg.Clock,
 			Interval: cfg.Interval,
 			OnError:  cfg.OnError,
+			OnSample: cfg.OnSample,
 		}),
 	}
 	s.stale = StaleIntervals * int64(s.sampler.Interval())

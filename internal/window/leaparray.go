@@ -294,6 +294,20 @@ func (a *LeapArray[M]) Value(epoch int64, m M) uint64 {
 	return v
 }
 
+// valueOK returns metric m in the single bucket epoch, and false when the
+// slot holds another bucket or (for a Min metric) no value.
+func (a *LeapArray[M]) valueOK(epoch int64, m M) (uint64, bool) {
+	w := a.word(epoch, m).Load()
+	if w>>valueBits != uint64(epoch)&epochMask || w&valueMask == 0 {
+		return 0, false
+	}
+	v := w & valueMask
+	if a.kinds[m] == Min {
+		v--
+	}
+	return v, true
+}
+
 // MinOf returns the smallest value of Min metric m over the window ending
 // with the bucket containing now, and false when no bucket holds a value.
 func (a *LeapArray[M]) MinOf(now int64, m M) (uint64, bool) {

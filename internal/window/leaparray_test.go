@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-go/sluice/core"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -154,7 +155,7 @@ func TestNodeNoCountLostAcrossResets(t *testing.T) {
 				n.AddPass(now, 1)
 				n.AddComplete(now, 1000, 1, i%3 == 0)
 				if i%5 == 0 {
-					n.AddBlock(now, 2)
+					n.AddBlock(now, 2, core.BlockFlow)
 				}
 			}
 		}(w)

@@ -5,6 +5,7 @@ import (
 
 	"sync/atomic"
 
+	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/layout"
 	"github.com/sluice-go/sluice/stat"
 )
@@ -87,7 +88,10 @@ type Node struct {
 	//   secWords: one line's worth of words per bucket slot, of which
 	//             metricCount are used, so a call writes one or two lines.
 	//   total: the cold totals, written when minute buckets retire.
+	//   blockedBy: refusals by block type, written on the blocked path only.
 	minute  *LeapArray[Metric]
+	hist    *LeapArray[Metric] // nil without history beyond the minute window
+	keep    int64              // seconds History serves; 0 for none
 	sec     LeapArray[Metric]
 	claimed atomic.Bool
 	_       layout.Pad
@@ -98,6 +102,7 @@ type Node struct {
 	_           layout.Pad
 	secWords    [secRing * slotWords]atomic.Uint64
 	total       [metricCount]atomic.Uint64
+	blockedBy   [stat.BlockTypes]atomic.Uint64
 }
 
 // slotWords is the stride of the second-level window: a cache line's
@@ -112,8 +117,33 @@ func NewNode() *Node {
 }
 
 // Init prepares a zero Node for use (for Nodes embedded by value; NewNode
-// does it for you). It must be called once, before any other method.
-func (n *Node) Init() {
+// does it for you), without history. It must be called once, before any
+// other method.
+func (n *Node) Init() { n.InitHistory(0) }
+
+// MaxHistory is the longest history a Node keeps.
+const MaxHistory = time.Hour
+
+// minuteRing is the number of slots of the minute window: a second stays in
+// it until at least minuteRing seconds later.
+const minuteRing = 64
+
+// InitHistory is Init for a node whose History serves the last keep
+// (rounded up to whole seconds, at most MaxHistory; zero or less for none).
+// Seconds older than the minute window keeps move, as its buckets retire,
+// into a window of one-second buckets sized so that every second of keep is
+// in one or the other: RingSize(keep-64s) slots of metricCount words (8
+// bytes each), allocated here. The request path never writes it.
+func (n *Node) InitHistory(keep time.Duration) {
+	if keep > MaxHistory {
+		keep = MaxHistory
+	}
+	if keep > 0 {
+		n.keep = int64((keep + time.Second - 1) / time.Second)
+	}
+	if b := int(n.keep) - minuteRing; b > 0 {
+		n.hist = MustLeapArray(time.Duration(b)*time.Second, b, nodeKinds, n.retireHist)
+	}
 	n.minute = MustLeapArray(time.Minute, MinuteBuckets, nodeKinds, n.retireMinute)
 	if err := n.sec.init(time.Second, SecondBuckets, nodeKinds, n.retireSecond, n.secWords[:], slotWords); err != nil {
 		panic(err)
@@ -128,7 +158,21 @@ func (n *Node) retireSecond(m Metric, start int64, v uint64) {
 	n.minute.Add(start, m, v)
 }
 
-func (n *Node) retireMinute(m Metric, _ int64, v uint64) {
+func (n *Node) retireMinute(m Metric, start int64, v uint64) {
+	if n.hist != nil {
+		// In pieces: one Add carries at most MaxAdd, and a second's sum
+		// (ten second-level buckets) may be larger.
+		for nodeKinds[m] == Sum && v > MaxAdd {
+			n.hist.Add(start, m, MaxAdd)
+			v -= MaxAdd
+		}
+		n.hist.Add(start, m, v)
+		return
+	}
+	n.retireHist(m, start, v)
+}
+
+func (n *Node) retireHist(m Metric, _ int64, v uint64) {
 	if nodeKinds[m] == Sum {
 		n.total[m].Add(v)
 	}
@@ -205,10 +249,26 @@ func clampAdd(v int64) uint64 {
 	return uint64(v)
 }
 
-// AddBlock records batch blocked requests at now.
-func (n *Node) AddBlock(now, batch int64) {
+// AddBlock records batch requests refused at now by a rule of type by. A
+// type beyond the built-in ones counts under index 0 of BlockedBy.
+func (n *Node) AddBlock(now, batch int64, by core.BlockType) {
 	ep := now / int64(BucketWidth)
 	n.sec.AddSumAt(n.slot(ep), ep, Block, clampAdd(batch))
+	i := int(by)
+	if i >= len(n.blockedBy) {
+		i = 0
+	}
+	n.blockedBy[i].Add(clampAdd(batch))
+}
+
+// BlockedBy returns the requests (by batch) refused by rules of block type
+// by since the node was made; index 0 of the types counts the types beyond
+// the built-in ones.
+func (n *Node) BlockedBy(by core.BlockType) uint64 {
+	if int(by) >= len(n.blockedBy) {
+		by = 0
+	}
+	return n.blockedBy[by].Load()
 }
 
 // AddComplete records batch requests that exited at now after rt
@@ -299,9 +359,91 @@ func (n *Node) MinuteSum(now int64, m Metric) uint64 {
 func (n *Node) Total(now int64, m Metric) uint64 {
 	s := n.total[m].Load()
 	add := func(_ int64, v uint64) { s += v }
+	if n.hist != nil {
+		n.hist.Unretired(now, m, add)
+	}
 	n.minute.Unretired(now, m, add)
 	n.sec.Unretired(now, m, add)
 	return s
+}
+
+// HistoryLen returns the number of seconds History serves (see
+// InitHistory).
+func (n *Node) HistoryLen() int { return int(n.keep) }
+
+// History returns the figures of the completed seconds of the last since
+// before now (at most HistoryLen of them), oldest first, one per second
+// whether or not anything happened in it. It reads the three windows a
+// second's counts move through (the second-level window, the minute window,
+// the history window), so it is exact when no adds race it; an add racing
+// it may be missed, or, when it moves a bucket from one window to the
+// next, counted twice in that one result. It allocates the result only.
+func (n *Node) History(now int64, since time.Duration) []stat.Second {
+	k := int64(since / time.Second)
+	if k > n.keep {
+		k = n.keep
+	}
+	if k <= 0 {
+		return nil
+	}
+	last := now/int64(time.Second) - 1 // the newest completed second
+	first := last - k + 1
+	if first < 0 {
+		first = 0
+	}
+	if last < first {
+		return nil
+	}
+	out := make([]stat.Second, last-first+1)
+	var vals [metricCount][]uint64
+	var mins []uint64 // MinRT plus one, zero for none
+	buf := make([]uint64, int(metricCount)*len(out))
+	for m := range vals {
+		vals[m] = buf[m*len(out) : (m+1)*len(out)]
+	}
+	mins = vals[MinRT]
+	put := func(m Metric, start int64, v uint64) {
+		i := start/int64(time.Second) - first
+		if start < 0 || i < 0 || i >= int64(len(out)) {
+			return
+		}
+		if nodeKinds[m] == Min {
+			if mins[i] == 0 || v+1 < mins[i] {
+				mins[i] = v + 1
+			}
+			return
+		}
+		vals[m][i] += v
+	}
+	for m := Metric(0); m < metricCount; m++ {
+		for i := range out {
+			ep := first + int64(i)
+			start := ep * int64(time.Second)
+			if v, ok := n.minute.valueOK(ep, m); ok {
+				put(m, start, v)
+			}
+			if n.hist != nil {
+				if v, ok := n.hist.valueOK(ep, m); ok {
+					put(m, start, v)
+				}
+			}
+		}
+		n.sec.Unretired(now, m, func(start int64, v uint64) { put(m, start, v) })
+	}
+	for i := range out {
+		s := &out[i]
+		s.Start = (first + int64(i)) * int64(time.Second)
+		s.Pass, s.Block = vals[Pass][i], vals[Block][i]
+		s.Complete, s.Error = vals[Complete][i], vals[Error][i]
+		if s.Complete > 0 {
+			s.AvgRT = time.Duration(float64(vals[RT][i]) / float64(s.Complete) * 1000)
+		}
+		s.MeanConcurrency = float64(vals[RT][i]) / 1e6 // µs per second
+		if mins[i] != 0 {
+			s.MinRT = time.Duration(mins[i]-1) * time.Microsecond
+		}
+	}
+	return out
 }
 
 // Snapshot returns the node's figures at now.
@@ -321,6 +463,10 @@ func (n *Node) Snapshot(now int64) stat.Snapshot {
 		TotalBlock:     n.Total(now, Block),
 		TotalComplete:  n.Total(now, Complete),
 		TotalError:     n.Total(now, Error),
+		TotalRT:        time.Duration(n.Total(now, RT)) * time.Microsecond,
+	}
+	for i := range n.blockedBy {
+		s.BlockedBy[i] = n.blockedBy[i].Load()
 	}
 	if v, ok := n.MinRT(now); ok {
 		s.MinRT = time.Duration(v) * time.Microsecond

@@ -1,0 +1,108 @@
+// Package sluiceprom exports an engine's statistics to Prometheus.
+//
+// NewCollector returns a prometheus.Collector that reads the engine at
+// scrape time (Engine.Each, CircuitBreakerStates, SystemMetrics): nothing
+// is counted twice and nothing runs between scrapes. Register it with a
+// registry and serve that registry:
+//
+//	reg := prometheus.NewRegistry()
+//	reg.MustRegister(sluiceprom.NewCollector(engine))
+//	http.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+//
+// Series are per resource (label resource), never per parameter value or
+// request: their number is bounded by the engine's resource limit
+// (sluice.WithMaxResources). The metrics, all with the prefix sluice_:
+//
+//	passed_total{resource}             counter  requests that passed every rule
+//	blocked_total{resource,type}       counter  requests refused, by block type ("flow", "system", ...; "other" for custom types); only types that refused something
+//	completed_total{resource}          counter  requests that exited
+//	errors_total{resource}             counter  requests that exited with an error
+//	rt_seconds{resource}               summary  response times of exited requests: _sum (seconds, to the microsecond) and _count (= completed_total), no quantiles
+//	in_flight{resource}                gauge    requests in flight
+//	breaker_state{resource,rule}       gauge    0 closed, 1 open, 2 half-open; rule is the rule's ID, or its index among the circuit-breaker rules when it has none
+//	system_load1                       gauge    the host's one-minute load average (absent before the first good reading)
+//	system_cpu_usage                   gauge    the process's CPU usage, a ratio in [0, 1] (absent before the first good reading)
+//
+// Counts are of requests: an entry made with sluice.WithBatch(n) counts n.
+// Counters are totals since the engine started tracking the resource; a
+// resource forgotten when idle (sluice.IdleResourceTimeout) and seen again
+// starts from zero, which Prometheus treats as a counter reset.
+package sluiceprom
+
+import (
+	"math"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/stat"
+)
+
+// Collector is a prometheus.Collector of one engine's statistics. It is
+// safe for concurrent use (scrapes may overlap).
+type Collector struct {
+	eng                                      *sluice.Engine
+	passed, blocked, completed, errs, rt, in *prometheus.Desc
+	breaker, load1, cpu                      *prometheus.Desc
+}
+
+// NewCollector returns a collector of eng's statistics.
+func NewCollector(eng *sluice.Engine) *Collector {
+	res := []string{"resource"}
+	return &Collector{
+		eng:       eng,
+		passed:    prometheus.NewDesc("sluice_passed_total", "Requests that passed every rule.", res, nil),
+		blocked:   prometheus.NewDesc("sluice_blocked_total", "Requests refused, by the type of the rule that refused them.", []string{"resource", "type"}, nil),
+		completed: prometheus.NewDesc("sluice_completed_total", "Requests that exited.", res, nil),
+		errs:      prometheus.NewDesc("sluice_errors_total", "Requests that exited with an error.", res, nil),
+		rt:        prometheus.NewDesc("sluice_rt_seconds", "Response times of exited requests.", res, nil),
+		in:        prometheus.NewDesc("sluice_in_flight", "Requests in flight.", res, nil),
+		breaker:   prometheus.NewDesc("sluice_breaker_state", "Circuit breaker state: 0 closed, 1 open, 2 half-open.", []string{"resource", "rule"}, nil),
+		load1:     prometheus.NewDesc("sluice_system_load1", "The host's one-minute load average.", nil, nil),
+		cpu:       prometheus.NewDesc("sluice_system_cpu_usage", "The process's CPU usage, a ratio of what it may use.", nil, nil),
+	}
+}
+
+// Describe sends the descriptors of every metric the collector exports.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.passed, c.blocked, c.completed, c.errs, c.rt, c.in, c.breaker, c.load1, c.cpu} {
+		ch <- d
+	}
+}
+
+// Collect reads the engine and sends its metrics.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	c.eng.Each(func(name string, s stat.Snapshot) {
+		ch <- prometheus.MustNewConstMetric(c.passed, prometheus.CounterValue, float64(s.TotalPass), name)
+		for t, n := range s.BlockedBy {
+			if n == 0 {
+				continue
+			}
+			typ := "other"
+			if t != 0 {
+				typ = core.BlockType(t).String()
+			}
+			ch <- prometheus.MustNewConstMetric(c.blocked, prometheus.CounterValue, float64(n), name, typ)
+		}
+		ch <- prometheus.MustNewConstMetric(c.completed, prometheus.CounterValue, float64(s.TotalComplete), name)
+		ch <- prometheus.MustNewConstMetric(c.errs, prometheus.CounterValue, float64(s.TotalError), name)
+		ch <- prometheus.MustNewConstSummary(c.rt, s.TotalComplete, s.TotalRT.Seconds(), nil, name)
+		ch <- prometheus.MustNewConstMetric(c.in, prometheus.GaugeValue, float64(s.Concurrency), name)
+	})
+	for i, b := range c.eng.CircuitBreakerStates() {
+		rule := b.Rule.ID
+		if rule == "" {
+			rule = strconv.Itoa(i)
+		}
+		ch <- prometheus.MustNewConstMetric(c.breaker, prometheus.GaugeValue, float64(b.State), b.Rule.Resource, rule)
+	}
+	sys := c.eng.SystemMetrics()
+	if !math.IsNaN(sys.Load1) {
+		ch <- prometheus.MustNewConstMetric(c.load1, prometheus.GaugeValue, sys.Load1)
+	}
+	if !math.IsNaN(sys.CPUUsage) {
+		ch <- prometheus.MustNewConstMetric(c.cpu, prometheus.GaugeValue, sys.CPUUsage)
+	}
+}
