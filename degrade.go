@@ -1,31 +1,31 @@
 package sluice
 
 import (
-	"github.com/sluice-go/sluice/internal/degrade"
 	"github.com/sluice-go/sluice/rules"
+	"github.com/sluice-go/sluice/stat"
 )
 
-// Circuit-breaker types, re-exported from slots/degrade.
+// Circuit-breaker types, re-exported from package stat.
 type (
 	// BreakerState is a circuit breaker's state: BreakerClosed, BreakerOpen
 	// or BreakerHalfOpen.
-	BreakerState = degrade.State
+	BreakerState = stat.BreakerState
 	// BreakerTransition is one change of a circuit breaker's state: the
 	// resource, the rule in force, from and to, the value that caused it and
 	// the clock reading.
-	BreakerTransition = degrade.Transition
+	BreakerTransition = stat.BreakerTransition
 	// BreakerListener receives circuit-breaker state changes (see
 	// Engine.AddBreakerListener).
-	BreakerListener = degrade.Listener
+	BreakerListener = func(stat.BreakerTransition)
 )
 
 const (
 	// BreakerClosed lets calls through and counts their outcomes.
-	BreakerClosed = degrade.Closed
+	BreakerClosed = stat.BreakerClosed
 	// BreakerOpen refuses every call until the rule's retry timeout passes.
-	BreakerOpen = degrade.Open
+	BreakerOpen = stat.BreakerOpen
 	// BreakerHalfOpen lets the rule's number of probe calls through.
-	BreakerHalfOpen = degrade.HalfOpen
+	BreakerHalfOpen = stat.BreakerHalfOpen
 )
 
 // BreakerStatus is the state of one circuit-breaker rule in force.

@@ -1,14 +1,18 @@
-// Package stat holds the read-only views of what an engine measures: a
-// resource's figures (Snapshot) and the host metrics behind system rules
-// (System). The counting machinery itself is internal; these are copies
-// taken at one instant, safe to keep and compare.
+// Package stat holds the read-only views of what an engine measures and
+// decides: a resource's figures (Snapshot) and per-second history (Second),
+// the host metrics behind system rules (System), circuit-breaker states and
+// transitions (BreakerState, BreakerTransition) and the events of the
+// engine's stream (Event). The counting machinery itself is internal; these
+// are copies taken at one instant, safe to keep and compare.
 package stat
 
 import (
+	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/rules"
 )
 
 // BlockTypes is the length of Snapshot.BlockedBy: one count per built-in
@@ -173,4 +177,52 @@ type Event struct {
 	Value float64
 	// Err is why rules were refused, or why a shared limit fell back.
 	Err error
+}
+
+// BreakerState is a circuit breaker's state.
+type BreakerState uint8
+
+const (
+	// BreakerClosed lets calls through and counts their outcomes.
+	BreakerClosed BreakerState = iota
+	// BreakerOpen refuses every call until the retry timeout has passed.
+	BreakerOpen
+	// BreakerHalfOpen lets a fixed number of probe calls through to decide whether
+	// to close or open again.
+	BreakerHalfOpen
+)
+
+// String returns "closed", "open" or "half-open".
+func (s BreakerState) String() string {
+	switch s {
+	case BreakerClosed:
+		return "closed"
+	case BreakerOpen:
+		return "open"
+	case BreakerHalfOpen:
+		return "half-open"
+	}
+	return fmt.Sprintf("BreakerState(%d)", uint8(s))
+}
+
+// BreakerTransition is one change of a circuit breaker's state, as
+// breaker listeners and the event stream receive it.
+type BreakerTransition struct {
+	// Resource is the breaker's resource.
+	Resource string
+	// Rule is the breaker's rule in force when it changed state.
+	Rule rules.CircuitBreaker
+	// From and To are the states before and after.
+	From, To BreakerState
+	// Snapshot is the value that caused the change:
+	//   - Closed to Open: the observed value that crossed the threshold (the
+	//     ratio of slow or failed calls, or the error count);
+	//   - Open to HalfOpen: 0;
+	//   - HalfOpen to Open: the failed probe's response time in
+	//     milliseconds, or, when probes that never exited were given up, the
+	//     milliseconds since the last of them was admitted;
+	//   - HalfOpen to Closed: the number of successful probes.
+	Snapshot float64
+	// At is the clock reading of the change, in nanoseconds.
+	At int64
 }

@@ -1,60 +1,25 @@
 package degrade
 
 import (
-	"fmt"
 	"sync"
 
 	"github.com/sluice-go/sluice/internal/notify"
-
-	"github.com/sluice-go/sluice/rules"
+	"github.com/sluice-go/sluice/stat"
 )
 
-// State is a circuit breaker's state.
-type State uint8
+// State, its values and Transition are the public stat.BreakerState,
+// stat.BreakerClosed (...) and stat.BreakerTransition, named here as the
+// breakers know them.
+type (
+	State      = stat.BreakerState
+	Transition = stat.BreakerTransition
+)
 
 const (
-	// Closed lets calls through and counts their outcomes.
-	Closed State = iota
-	// Open refuses every call until the retry timeout has passed.
-	Open
-	// HalfOpen lets a fixed number of probe calls through to decide whether
-	// to close or open again.
-	HalfOpen
+	Closed   = stat.BreakerClosed
+	Open     = stat.BreakerOpen
+	HalfOpen = stat.BreakerHalfOpen
 )
-
-// String returns "closed", "open" or "half-open".
-func (s State) String() string {
-	switch s {
-	case Closed:
-		return "closed"
-	case Open:
-		return "open"
-	case HalfOpen:
-		return "half-open"
-	}
-	return fmt.Sprintf("State(%d)", uint8(s))
-}
-
-// Transition is one change of a breaker's state.
-type Transition struct {
-	// Resource is the breaker's resource.
-	Resource string
-	// Rule is the breaker's rule in force when it changed state.
-	Rule rules.CircuitBreaker
-	// From and To are the states before and after.
-	From, To State
-	// Snapshot is the value that caused the change:
-	//   - Closed to Open: the observed value that crossed the threshold (the
-	//     ratio of slow or failed calls, or the error count);
-	//   - Open to HalfOpen: 0;
-	//   - HalfOpen to Open: the failed probe's response time in
-	//     milliseconds, or, when probes that never exited were given up, the
-	//     milliseconds since the last of them was admitted;
-	//   - HalfOpen to Closed: the number of successful probes.
-	Snapshot float64
-	// At is the clock reading of the change, in nanoseconds.
-	At int64
-}
 
 // Listener receives breaker state changes. It runs outside any lock of the
 // breaker and may call back into the engine.
