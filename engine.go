@@ -10,6 +10,7 @@ import (
 
 	"sync/atomic"
 
+	"github.com/sluice-go/sluice/cluster"
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/chain"
 	"github.com/sluice-go/sluice/internal/degrade"
@@ -106,6 +107,8 @@ type config struct {
 	sysSource    SystemSource     // system metrics (system.go)
 	sysInterval  time.Duration
 	sysOnError   func(error)
+	clusterStore cluster.Store // WithCluster (cluster.go)
+	cluster      ClusterConfig
 }
 
 // WithClock makes the engine read time from c instead of the system's
@@ -145,10 +148,11 @@ type Engine struct {
 	breakers   kindState[rules.CircuitBreaker, map[string][]*degrade.Breaker]
 	param      kindState[rules.Param, map[string][]*param.Controller]
 	breakerHub *degrade.Hub // classifier, listeners and transition order of the breakers
+	cluster    clusterState // the cluster store's Manager and heartbeat; set by New
 }
 
 // New returns an engine with no rules, configured by opts. It starts no
-// goroutine.
+// goroutine, except the heartbeat of a cluster store (WithCluster).
 func New(opts ...Option) *Engine {
 	cf := config{clock: core.SystemClock(), maxResources: DefaultMaxResources}
 	for _, o := range opts {
@@ -168,6 +172,7 @@ func New(opts ...Option) *Engine {
 		Source: cf.sysSource, Interval: cf.sysInterval, OnError: cf.sysOnError,
 	})
 	eng.breakerHub = degrade.NewHub(cf.isFailure)
+	eng.cluster.start(cf.clusterStore, cf.cluster, eng.clock)
 	return eng
 }
 
@@ -175,7 +180,8 @@ func New(opts ...Option) *Engine {
 func (eng *Engine) Clock() Clock { return eng.clock }
 
 // Close stops everything the engine started (such as the system metrics
-// sampler) and waits for it. Afterwards Entry and the rule loaders return
+// sampler and the cluster store's heartbeat, after giving unused leased
+// permits back) and waits for it. Afterwards Entry and the rule loaders return
 // ErrClosed, and so do entries that were waiting for their turn under a
 // throttling rule (they return at once); entries in flight may still Exit.
 // Close is idempotent and returns the sampler's error, if any, the first
@@ -188,6 +194,7 @@ func (eng *Engine) Close() error {
 		return nil
 	}
 	eng.endLife()
+	eng.cluster.close()
 	return eng.system.Close()
 }
 

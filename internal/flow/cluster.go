@@ -1,0 +1,148 @@
+package flow
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/sluice-go/sluice/cluster"
+	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/entry"
+	"github.com/sluice-go/sluice/internal/lease"
+	"github.com/sluice-go/sluice/rules"
+)
+
+// Leases is what Build needs to enforce cluster rules (rules.Flow.Cluster):
+// the engine's lease.Manager and the application name that scopes budget
+// keys. A nil *Leases refuses cluster rules.
+type Leases struct {
+	Manager *lease.Manager
+	// App prefixes every budget key, so applications sharing one store
+	// (and one key prefix) never share a budget by accident.
+	App string
+}
+
+// errNoCluster is the refusal of a cluster rule by an engine without a
+// cluster store.
+const errNoCluster = "cluster rules need sluice.WithCluster (the engine has no cluster store)"
+
+// clusterTerms is what identifies a cluster rule's budget beyond its
+// stateKey: a rule whose terms change gets a new Limiter (the old one gives
+// its unused permits back).
+type clusterTerms struct {
+	on        bool
+	threshold float64
+	maxQueue  time.Duration
+	section   rules.Cluster
+}
+
+func termsOf(r *rules.Flow) clusterTerms {
+	if r.Cluster == nil {
+		return clusterTerms{}
+	}
+	return clusterTerms{on: true, threshold: r.Threshold, maxQueue: r.MaxQueueing, section: *r.Cluster}
+}
+
+// budgetKey is the store key of rule r's budget in application app: the
+// fields that make a rule unique in a valid list (rules.ValidateFlowRules),
+// so every instance running the rule names the same budget, and an
+// unchanged rule keeps its key across reloads whatever its position.
+func budgetKey(app string, r *rules.Flow) string {
+	return app + "/flow/" + r.Resource + "/" + r.Behavior.String() + "/" + strconv.FormatInt(r.Interval().Milliseconds(), 10) + "ms"
+}
+
+// clusterSpec is the lease.Spec of cluster rule r.
+func clusterSpec(app string, r *rules.Flow) lease.Spec {
+	b := cluster.Budget{Key: budgetKey(app, r), Algorithm: cluster.SlidingWindow, Limit: r.Threshold, Interval: r.Interval()}
+	if r.Behavior == rules.Throttle {
+		b.Algorithm = cluster.Pacing
+		b.MaxQueue = r.MaxQueueing
+	}
+	return lease.Spec{
+		Budget:     b,
+		Strict:     r.Cluster.Strict,
+		Fallback:   lease.FallbackPolicy(r.Cluster.Fallback), // same order: local, pass, block
+		LocalLimit: r.Cluster.LocalThreshold,
+	}
+}
+
+// clusterRule enforces a flow rule whose budget the cluster store shares:
+// a sliding window of Threshold per StatInterval (reject behavior) or a
+// schedule of one request every StatInterval/Threshold (throttle), through
+// a lease.Limiter. Admissions are permits of the store's; a permit is spent
+// once admitted, even when a later check refuses the entry (a lease cannot
+// take single permits back), so it reserves nothing to release.
+type clusterRule struct {
+	lim   *lease.Limiter // set by Build: inherited, or new
+	pace  bool
+	limit float64
+	base
+}
+
+func newClusterRule(b base) *clusterRule {
+	return &clusterRule{pace: b.rule.Behavior == rules.Throttle, limit: b.rule.Threshold, base: b}
+}
+
+func (c *clusterRule) check(ctx context.Context, ec *entry.Context, clk core.Clock) *core.BlockError {
+	var be *core.BlockError
+	if c.pace {
+		be = c.tooLargeToPace(ec, c.limit)
+	} else {
+		be = c.tooLarge(ec, c.limit)
+	}
+	if be != nil {
+		be.Type = core.BlockCluster
+		return be
+	}
+	if ctx == nil {
+		ctx = ec.Life
+		if ctx == nil {
+			ctx = context.Background()
+		}
+	}
+	r := c.lim.Acquire(ctx, ec.Start, ec.Batch)
+	if !r.Admitted {
+		return c.clusterRefusal(ec, r, ctx)
+	}
+	if r.Wait > 0 {
+		if err := ec.Sleep(ctx, clk, r.Wait); err != nil {
+			be := c.clusterRefusal(ec, lease.Result{By: lease.ByContext}, ctx)
+			be.Reason = "cluster wait of " + r.Wait.String() + " cancelled"
+			be.Cause = err
+			return be
+		}
+	}
+	return nil
+}
+
+// clusterRefusal explains refusal r of ec: a block error of type
+// core.BlockCluster with the rule's Threshold, Observed zero (the fleet's
+// count is the store's, unknown here) and the RetryAfter of r.
+func (c *clusterRule) clusterRefusal(ec *entry.Context, r lease.Result, ctx context.Context) *core.BlockError {
+	be := c.refuse(ec, 0, c.limit, r.RetryAfter, "cluster budget exhausted")
+	be.Type = core.BlockCluster
+	switch r.By {
+	case lease.ByFallback:
+		if c.rule.Cluster.Fallback == rules.FallbackBlock {
+			be.Reason = "cluster fallback: block"
+		} else {
+			be.Reason = "cluster fallback: local share exhausted"
+		}
+	case lease.ByContext:
+		be.Reason = "cancelled while waiting for the cluster store"
+		be.Cause = ctx.Err()
+	}
+	return be
+}
+
+// Release gives nothing back: see clusterRule.
+func (c *clusterRule) Release(entry.ExitInfo) {}
+
+func (c *clusterRule) inherit(old checker) { c.lim = old.(*clusterRule).lim }
+
+// close gives the rule's unused permits back to the store.
+func (c *clusterRule) close() {
+	if c.lim != nil {
+		c.lim.Close()
+	}
+}
