@@ -14,14 +14,19 @@ import "math"
 // value (leases, local fallback share Threshold divided by the live
 // instances) suits most rules. See docs/cluster.md.
 type Cluster struct {
+	// Mode is how Threshold counts: total (default), the fleet's total per
+	// StatInterval; or per-instance, a share per instance, the budget
+	// being Threshold times the live instances (Sentinel's AVG_LOCAL).
+	Mode ClusterMode `json:"mode,omitempty" yaml:"mode,omitempty"`
 	// Fallback is what the rule does while the store fails or does not
 	// answer within the engine's cluster timeout: local (default), pass or
 	// block.
 	Fallback ClusterFallback `json:"fallback,omitempty" yaml:"fallback,omitempty"`
 	// LocalThreshold is, with the local fallback, the requests per
 	// StatInterval this instance admits on its own while the store fails.
-	// Zero means Threshold divided by the number of live instances at the
-	// time of the decision. It must be non-negative, and zero with another
+	// Zero means the instance's share of the budget: Threshold divided by
+	// the number of live instances at the time of the decision (total
+	// mode), or Threshold (per-instance mode). It must be non-negative, and zero with another
 	// fallback.
 	LocalThreshold float64 `json:"localThreshold,omitempty" yaml:"localThreshold,omitempty"`
 	// Strict sends every decision to the store (one request per entry,
@@ -29,6 +34,26 @@ type Cluster struct {
 	// permits: exact at any rate, at the cost of a round trip per entry.
 	// For low rates, such as 20 per hour. The zero value leases.
 	Strict bool `json:"strict,omitempty" yaml:"strict,omitempty"`
+}
+
+// ClusterMode is how a cluster rule's Threshold counts.
+type ClusterMode uint8
+
+const (
+	// ClusterTotal makes Threshold the fleet's total per StatInterval.
+	ClusterTotal ClusterMode = iota
+	// ClusterPerInstance makes Threshold a per-instance figure: the shared
+	// budget is Threshold times the number of live instances, following
+	// the fleet as instances come and go.
+	ClusterPerInstance
+)
+
+var clusterModeEnum = enum{"cluster mode", []string{"total", "per-instance"}}
+
+func (m ClusterMode) String() string               { return clusterModeEnum.name(uint8(m)) }
+func (m ClusterMode) MarshalText() ([]byte, error) { return clusterModeEnum.marshal(uint8(m)) }
+func (m *ClusterMode) UnmarshalText(b []byte) error {
+	return parseInto(clusterModeEnum, b, (*uint8)(m))
 }
 
 // ClusterFallback is what a cluster rule does while its store fails.
@@ -58,6 +83,8 @@ func (r *Flow) validateCluster() error {
 	const kind = "flow"
 	c := r.Cluster
 	switch {
+	case !clusterModeEnum.valid(uint8(c.Mode)):
+		return fieldErr(kind, r.Resource, "Cluster.Mode", "unknown mode %d", c.Mode)
 	case !clusterFallbackEnum.valid(uint8(c.Fallback)):
 		return fieldErr(kind, r.Resource, "Cluster.Fallback", "unknown fallback %d", c.Fallback)
 	case math.IsNaN(c.LocalThreshold) || math.IsInf(c.LocalThreshold, 0) || c.LocalThreshold < 0 || c.LocalThreshold > MaxThreshold:

@@ -22,6 +22,8 @@ func TestFlowClusterValidate(t *testing.T) {
 		{"pass", func(r *Flow) { r.Cluster.Fallback = FallbackPass }, ""},
 		{"block", func(r *Flow) { r.Cluster.Fallback = FallbackBlock }, ""},
 		{"local threshold", func(r *Flow) { r.Cluster.LocalThreshold = 25 }, ""},
+		{"per-instance", func(r *Flow) { r.Cluster.Mode = ClusterPerInstance }, ""},
+		{"unknown mode", func(r *Flow) { r.Cluster.Mode = 7 }, "Cluster.Mode"},
 		{"unknown fallback", func(r *Flow) { r.Cluster.Fallback = 9 }, "Cluster.Fallback"},
 		{"negative local threshold", func(r *Flow) { r.Cluster.LocalThreshold = -1 }, "Cluster.LocalThreshold"},
 		{"NaN local threshold", func(r *Flow) { r.Cluster.LocalThreshold = math.NaN() }, "Cluster.LocalThreshold"},
@@ -63,6 +65,17 @@ func TestClusterFallbackText(t *testing.T) {
 	require.NoError(t, f.UnmarshalText([]byte(" BLOCK ")))
 	assert.Equal(t, FallbackBlock, f)
 	assert.ErrorContains(t, f.UnmarshalText([]byte("drop")), "local, pass, block")
+	for _, m := range []ClusterMode{ClusterTotal, ClusterPerInstance} {
+		b, err := m.MarshalText()
+		require.NoError(t, err)
+		var back ClusterMode
+		require.NoError(t, back.UnmarshalText(b))
+		assert.Equal(t, m, back)
+	}
+	var m ClusterMode
+	require.NoError(t, m.UnmarshalText([]byte("per_instance")))
+	assert.Equal(t, ClusterPerInstance, m)
+	assert.ErrorContains(t, m.UnmarshalText([]byte("avg")), "total, per-instance")
 	_, err := ClusterFallback(7).MarshalText()
 	assert.Error(t, err)
 }
@@ -77,12 +90,12 @@ flow:
   - resource: post
     threshold: 20
     statInterval: 1h
-    cluster: {strict: true, localThreshold: 2}
+    cluster: {strict: true, localThreshold: 2, mode: per-instance}
   - resource: local
     threshold: 5
 `
 	json := `{"flow":[{"resource":"api","threshold":1000,"cluster":{"fallback":"pass"}},
-{"resource":"post","threshold":20,"statInterval":"1h","cluster":{"strict":true,"localThreshold":2}},
+{"resource":"post","threshold":20,"statInterval":"1h","cluster":{"strict":true,"localThreshold":2,"mode":"per-instance"}},
 {"resource":"local","threshold":5}]}`
 	for _, tc := range []struct {
 		f    Format
@@ -92,13 +105,13 @@ flow:
 		require.NoError(t, err, tc.f)
 		require.Len(t, s.Flow, 3)
 		assert.Equal(t, &Cluster{Fallback: FallbackPass}, s.Flow[0].Cluster)
-		assert.Equal(t, &Cluster{Strict: true, LocalThreshold: 2}, s.Flow[1].Cluster)
+		assert.Equal(t, &Cluster{Mode: ClusterPerInstance, Strict: true, LocalThreshold: 2}, s.Flow[1].Cluster)
 		assert.Nil(t, s.Flow[2].Cluster)
 	}
 	_, err := Decode([]byte("flow:\n  - resource: a\n    threshold: 1\n    cluster: {fallback: drop}\n"), YAML)
 	assert.ErrorContains(t, err, "unknown cluster fallback")
-	_, err = Decode([]byte("flow:\n  - resource: a\n    threshold: 1\n    cluster: {mode: total}\n"), YAML)
-	assert.ErrorContains(t, err, "mode")
+	_, err = Decode([]byte("flow:\n  - resource: a\n    threshold: 1\n    cluster: {share: 1}\n"), YAML)
+	assert.ErrorContains(t, err, "share")
 }
 
 func TestFlowEqualClone(t *testing.T) {
