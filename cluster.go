@@ -154,10 +154,11 @@ func (cs *clusterState) start(store cluster.Store, cfg ClusterConfig, clk Clock)
 		_, _ = rand.Read(b[:])
 		id = host + "-" + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(b[:])
 	}
+	fl := flow.NewLeases(mgr, cfg.App)
 	hb, err := lease.StartHeartbeat(lease.HeartbeatConfig{
 		Store: store, Clock: clk, Interval: cfg.HeartbeatInterval, Timeout: cfg.Timeout,
 		Member: cluster.Member{ID: id, App: cfg.App, Host: host, Started: time.Now()},
-		OnLive: mgr.SetLive,
+		OnLive: fl.SetLive,
 	})
 	if err != nil {
 		_ = mgr.Close()
@@ -165,7 +166,7 @@ func (cs *clusterState) start(store cluster.Store, cfg ClusterConfig, clk Clock)
 		return
 	}
 	cs.mgr, cs.hb = mgr, hb
-	cs.fl = &flow.Leases{Manager: mgr, App: cfg.App}
+	cs.fl = fl
 }
 
 // leases returns what flow.Build needs for cluster rules; nil without a

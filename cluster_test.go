@@ -304,3 +304,35 @@ func TestClusterThrottlePaces(t *testing.T) {
 	assert.Equal(t, core.BlockCluster, tooBig.Type)
 	assert.Equal(t, "batch larger than threshold", tooBig.Reason)
 }
+
+func TestClusterPerInstanceFollowsTheFleet(t *testing.T) {
+	clk := sluicetest.NewManualClock(1_000_000_000_000)
+	st := newFakeStore(clk)
+	st.live = 3
+	g := New(WithClock(clk), WithCluster(st, ClusterConfig{App: "shop", HeartbeatInterval: 100 * time.Millisecond}))
+	t.Cleanup(func() { _ = g.Close() })
+	live := func(n int) func() bool {
+		return func() bool { s, _ := g.ClusterStatus(); return s.Live == n }
+	}
+	require.Eventually(t, live(3), 5*time.Second, time.Millisecond, "the first beat")
+	mustLoadFlow(t, g, rules.Flow{Resource: "api", Threshold: 10,
+		Cluster: &rules.Cluster{Mode: rules.ClusterPerInstance}})
+	drain := func() (n int) {
+		for i := 0; i < 100; i++ {
+			if blockOf(t, g, "api") == nil {
+				n++
+			}
+		}
+		return n
+	}
+	assert.Equal(t, 30, drain(), "10 per instance, 3 instances")
+
+	st.mu.Lock()
+	st.live = 2
+	st.mu.Unlock()
+	clk.Advance(100 * time.Millisecond) // the next beat
+	require.Eventually(t, live(2), 5*time.Second, time.Millisecond)
+	assert.Equal(t, 0, drain(), "the store's window still holds 30")
+	clk.Advance(time.Second) // the window slides past them
+	assert.Equal(t, 20, drain(), "10 per instance, 2 instances")
+}

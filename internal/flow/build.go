@@ -85,7 +85,7 @@ func attachLimiters(built []*Controller, cl *Leases) error {
 		if !ok || k.lim != nil {
 			continue
 		}
-		lim, err := cl.Manager.NewLimiter(clusterSpec(cl.App, &k.rule))
+		lim, err := cl.newLimiter(&k.rule)
 		if err != nil {
 			for _, m := range made {
 				m.close()

@@ -3,6 +3,8 @@ package flow
 import (
 	"context"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-go/sluice/cluster"
@@ -14,12 +16,76 @@ import (
 
 // Leases is what Build needs to enforce cluster rules (rules.Flow.Cluster):
 // the engine's lease.Manager and the application name that scopes budget
-// keys. A nil *Leases refuses cluster rules.
+// keys. A nil *Leases refuses cluster rules. Build it with NewLeases.
 type Leases struct {
-	Manager *lease.Manager
-	// App prefixes every budget key, so applications sharing one store
-	// (and one key prefix) never share a budget by accident.
-	App string
+	mgr *lease.Manager
+	app string
+
+	// mu guards perInstance and orders SetLive's rebuilds with the
+	// Limiters' Close.
+	mu          sync.Mutex
+	live        int
+	perInstance map[*limiterRef]*rules.Flow
+}
+
+// NewLeases returns the Leases of m for application app, which prefixes
+// every budget key, so applications sharing one store (and one key
+// prefix) never share a budget by accident.
+func NewLeases(m *lease.Manager, app string) *Leases {
+	return &Leases{mgr: m, app: app, live: m.Live(), perInstance: make(map[*limiterRef]*rules.Flow)}
+}
+
+// SetLive sets the live instance count on the Manager and, when it
+// changed, gives every per-instance rule (rules.ClusterPerInstance) a new
+// Limiter for its new budget, Threshold times n; the old one's unused
+// permits go back. A Heartbeat calls it after every beat.
+func (l *Leases) SetLive(n int) {
+	n = max(n, 1)
+	l.mu.Lock()
+	if n != l.live {
+		l.live = n
+		for ref, r := range l.perInstance {
+			lim, err := l.mgr.NewLimiter(clusterSpec(l.app, r, n))
+			if err != nil { // the Manager closed: the engine is closing
+				continue
+			}
+			ref.p.Swap(lim).Close()
+		}
+	}
+	l.mu.Unlock()
+	// After the rebuilds: who reads the Manager's count sees them done.
+	l.mgr.SetLive(n)
+}
+
+// newLimiter returns a limiterRef holding a new Limiter for cluster rule r.
+func (l *Leases) newLimiter(r *rules.Flow) (*limiterRef, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lim, err := l.mgr.NewLimiter(clusterSpec(l.app, r, l.live))
+	if err != nil {
+		return nil, err
+	}
+	ref := &limiterRef{l: l}
+	ref.p.Store(lim)
+	if r.Cluster.Mode == rules.ClusterPerInstance {
+		l.perInstance[ref] = r
+	}
+	return ref, nil
+}
+
+// limiterRef holds a cluster rule's Limiter, which SetLive replaces for
+// per-instance rules. Controllers that inherit the rule share it.
+type limiterRef struct {
+	p atomic.Pointer[lease.Limiter]
+	l *Leases
+}
+
+// close closes the Limiter (its unused permits go back) and forgets it.
+func (ref *limiterRef) close() {
+	ref.l.mu.Lock()
+	defer ref.l.mu.Unlock()
+	delete(ref.l.perInstance, ref)
+	ref.p.Load().Close()
 }
 
 // errNoCluster is the refusal of a cluster rule by an engine without a
@@ -51,9 +117,14 @@ func budgetKey(app string, r *rules.Flow) string {
 	return app + "/flow/" + r.Resource + "/" + r.Behavior.String() + "/" + strconv.FormatInt(r.Interval().Milliseconds(), 10) + "ms"
 }
 
-// clusterSpec is the lease.Spec of cluster rule r.
-func clusterSpec(app string, r *rules.Flow) lease.Spec {
-	b := cluster.Budget{Key: budgetKey(app, r), Algorithm: cluster.SlidingWindow, Limit: r.Threshold, Interval: r.Interval()}
+// clusterSpec is the lease.Spec of cluster rule r with live instances:
+// the budget is Threshold, or Threshold × live for a per-instance rule.
+func clusterSpec(app string, r *rules.Flow, live int) lease.Spec {
+	limit := r.Threshold
+	if r.Cluster.Mode == rules.ClusterPerInstance {
+		limit *= float64(max(live, 1))
+	}
+	b := cluster.Budget{Key: budgetKey(app, r), Algorithm: cluster.SlidingWindow, Limit: limit, Interval: r.Interval()}
 	if r.Behavior == rules.Throttle {
 		b.Algorithm = cluster.Pacing
 		b.MaxQueue = r.MaxQueueing
@@ -73,7 +144,7 @@ func clusterSpec(app string, r *rules.Flow) lease.Spec {
 // once admitted, even when a later check refuses the entry (a lease cannot
 // take single permits back), so it reserves nothing to release.
 type clusterRule struct {
-	lim   *lease.Limiter // set by Build: inherited, or new
+	lim   *limiterRef // set by Build: inherited, or new
 	pace  bool
 	limit float64
 	base
@@ -100,7 +171,7 @@ func (c *clusterRule) check(ctx context.Context, ec *entry.Context, clk core.Clo
 			ctx = context.Background()
 		}
 	}
-	r := c.lim.Acquire(ctx, ec.Start, ec.Batch)
+	r := c.lim.p.Load().Acquire(ctx, ec.Start, ec.Batch)
 	if !r.Admitted {
 		return c.clusterRefusal(ec, r, ctx)
 	}
@@ -143,6 +214,6 @@ func (c *clusterRule) inherit(old checker) { c.lim = old.(*clusterRule).lim }
 // close gives the rule's unused permits back to the store.
 func (c *clusterRule) close() {
 	if c.lim != nil {
-		c.lim.Close()
+		c.lim.close()
 	}
 }
