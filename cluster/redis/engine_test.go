@@ -334,3 +334,46 @@ func TestEngineRemovedRuleGivesBack(t *testing.T) {
 		t.Errorf("dropped %d permits", st.Dropped)
 	}
 }
+
+// TestEngineThrottleWaitsForItsSlot: a throttle cluster rule paces the
+// entries of an engine on Redis's schedule: each waits for its slot (no
+// earlier, whatever the host's load), and one whose wait would pass
+// MaxQueueing is refused at once.
+func TestEngineThrottleWaitsForItsSlot(t *testing.T) {
+	srv := redistest.Start(t)
+	g := clusterEngine(t, New(srv.Client(t)), sluice.ClusterConfig{Timeout: time.Second})
+	loadFlow(t, g, rules.Flow{Resource: "api", Threshold: 10, Behavior: rules.Throttle,
+		MaxQueueing: 250 * time.Millisecond, Cluster: &rules.Cluster{}})
+	began := time.Now()
+	for i := 0; i < 3; i++ { // slots at 0, 100 and 200 ms
+		if be := enter(t, g, "api"); be != nil {
+			t.Fatalf("entry %d: %v", i, be)
+		}
+	}
+	took := time.Since(began)
+	t.Logf("three entries took %v", took)
+	if took < 190*time.Millisecond { // 10 ms for rounding between the clocks
+		t.Errorf("three paced entries took %v, want at least 200 ms", took)
+	}
+	// Ten more at once: slots from 300 ms on, 100 ms apart; unless the
+	// host spaces their arrivals by about 100 ms, the later ones would
+	// wait more than MaxQueueing.
+	var wg sync.WaitGroup
+	var refused atomic.Int64
+	for i := 0; i < 10; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if be := enter(t, g, "api"); be != nil {
+				if be.Type != core.BlockCluster {
+					t.Errorf("refusal %v", be)
+				}
+				refused.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if refused.Load() == 0 {
+		t.Error("no entry refused, though one's wait exceeds MaxQueueing")
+	}
+}
