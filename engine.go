@@ -11,6 +11,7 @@ import (
 
 	"sync/atomic"
 
+	"github.com/sluice-go/sluice/cluster"
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/chain"
 	"github.com/sluice-go/sluice/internal/degrade"
@@ -109,7 +110,9 @@ type config struct {
 	sysInterval  time.Duration
 	sysOnError   func(error)
 	history      time.Duration
-	blockLog     *slog.Logger // (blocklog.go)
+	blockLog     *slog.Logger  // (blocklog.go)
+	clusterStore cluster.Store // WithCluster (cluster.go)
+	cluster      ClusterConfig
 }
 
 // WithClock makes the engine read time from c instead of the system's
@@ -167,13 +170,14 @@ type Engine struct {
 	param      kindState[rules.Param, map[string][]*param.Controller]
 	breakerHub *degrade.Hub // classifier, listeners and transition order of the breakers
 
-	events notify.Hub[stat.Event] // the event stream (Subscribe)
-	shed   shedding               // whether system protection sheds, for events
-	blocks *blockLog              // nil without WithBlockLog
+	events  notify.Hub[stat.Event] // the event stream (Subscribe)
+	shed    shedding               // whether system protection sheds, for events
+	blocks  *blockLog              // nil without WithBlockLog
+	cluster clusterState           // the cluster store's Manager and heartbeat; set by New
 }
 
 // New returns an engine with no rules, configured by opts. It starts no
-// goroutine.
+// goroutine, except the heartbeat of a cluster store (WithCluster).
 func New(opts ...Option) *Engine {
 	cf := config{clock: core.SystemClock(), maxResources: DefaultMaxResources, history: DefaultHistory}
 	for _, o := range opts {
@@ -198,6 +202,7 @@ func New(opts ...Option) *Engine {
 	if cf.blockLog != nil {
 		eng.blocks = newBlockLog(cf.blockLog, eng.clock)
 	}
+	eng.cluster.start(cf.clusterStore, cf.cluster, eng.clock)
 	return eng
 }
 
@@ -205,7 +210,8 @@ func New(opts ...Option) *Engine {
 func (eng *Engine) Clock() Clock { return eng.clock }
 
 // Close stops everything the engine started (such as the system metrics
-// sampler) and waits for it. Afterwards Entry and the rule loaders return
+// sampler and the cluster store's heartbeat, after giving unused leased
+// permits back) and waits for it. Afterwards Entry and the rule loaders return
 // ErrClosed, and so do entries that were waiting for their turn under a
 // throttling rule (they return at once); entries in flight may still Exit.
 // Close is idempotent and returns the sampler's error, if any, the first
@@ -218,6 +224,7 @@ func (eng *Engine) Close() error {
 		return nil
 	}
 	eng.endLife()
+	eng.cluster.close()
 	err := eng.system.Close()
 	if eng.blocks != nil {
 		eng.blocks.flushAll()

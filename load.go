@@ -61,6 +61,16 @@ func cloneRules[R any](rs []R) []R {
 	return slices.Clone(rs)
 }
 
+// cloneFlows is cloneRules for flow rules, whose cluster sections are
+// pointers: the copy shares none with rs.
+func cloneFlows(rs []rules.Flow) []rules.Flow {
+	out := cloneRules(rs)
+	for i := range out {
+		out[i] = out[i].Clone()
+	}
+	return out
+}
+
 // The kinds, in the order of rules.Set (and of the errors LoadRuleSet
 // reports). Each kind's validate field is the single place its rules are
 // validated: package rules' whole-slice validator, which also refuses
@@ -71,10 +81,13 @@ var (
 		state:    func(eng *Engine) *kindState[rules.Flow, map[string][]*flow.Controller] { return &eng.flow },
 		of:       func(s *rules.Set) *[]rules.Flow { return &s.Flow },
 		validate: rules.ValidateFlowRules,
-		equal:    equalRules[rules.Flow],
-		clone:    cloneRules[rules.Flow],
+		equal:    func(a, b []rules.Flow) bool { return slices.EqualFunc(a, b, rules.Flow.Equal) },
+		clone:    cloneFlows,
 		build: func(eng *Engine, rs []rules.Flow, old map[string][]*flow.Controller) (map[string][]*flow.Controller, error) {
-			return flow.Build(rs, old, eng.node)
+			if err := eng.cluster.refuses(rs); err != nil {
+				return nil, err
+			}
+			return flow.Build(rs, old, eng.node, eng.cluster.leases())
 		},
 		claims: true,
 	}

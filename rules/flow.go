@@ -72,6 +72,10 @@ type Flow struct {
 	// concurrency) is over Threshold. Used to let a write path yield to a
 	// read path, for example.
 	RefResource string `json:"refResource,omitempty" yaml:"refResource,omitempty"`
+	// Cluster, when set, makes Threshold a budget shared by every instance
+	// of the service through the engine's cluster store instead of a limit
+	// of this engine alone (see Cluster). Nil means a local rule.
+	Cluster *Cluster `json:"cluster,omitempty" yaml:"cluster,omitempty"`
 }
 
 const (
@@ -199,6 +203,9 @@ func (r *Flow) Validate() error {
 		if r.Interval() != time.Second {
 			return fieldErr(kind, r.Resource, "StatInterval", "associated-resource rules read the one-second window; leave it zero")
 		}
+	}
+	if r.Cluster != nil {
+		return r.validateCluster()
 	}
 	return nil
 }

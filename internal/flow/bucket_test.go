@@ -410,7 +410,7 @@ func TestTokenBucketReloadKeepsTokens(t *testing.T) {
 		return rules.Flow{Resource: "r", Threshold: threshold, Strategy: rules.TokenBucket, Burst: burst}
 	}
 	build := func(old map[string][]*Controller, r rules.Flow) map[string][]*Controller {
-		cs, err := Build([]rules.Flow{r}, old, nf)
+		cs, err := Build([]rules.Flow{r}, old, nf, nil)
 		require.NoError(t, err)
 		return cs
 	}
@@ -469,7 +469,7 @@ func TestTokenBucketReloadUnderConcurrency(t *testing.T) {
 	reload := func(threshold float64) {
 		mu.Lock()
 		defer mu.Unlock()
-		cs, err := Build([]rules.Flow{{Resource: "r", Threshold: threshold, Strategy: rules.TokenBucket, Burst: burst}}, old, nf)
+		cs, err := Build([]rules.Flow{{Resource: "r", Threshold: threshold, Strategy: rules.TokenBucket, Burst: burst}}, old, nf, nil)
 		if err != nil {
 			panic(err)
 		}

@@ -1,6 +1,10 @@
 package flow
 
-import "github.com/sluice-go/sluice/rules"
+import (
+	"fmt"
+
+	"github.com/sluice-go/sluice/rules"
+)
 
 // Build validates every rule first and, only if all are valid, returns the
 // controllers grouped by resource, in rule order. A rule that counts the same
@@ -9,12 +13,25 @@ import "github.com/sluice-go/sluice/rules"
 // controller's counting state, so reloading rules under traffic neither resets counters nor admits a
 // fresh burst. Each old controller is inherited at most once.
 //
+// A cluster rule (rules.Flow.Cluster set) enforces its budget through a
+// lease.Limiter of cl's Manager: an unchanged rule (same resource, behavior,
+// interval, threshold, queueing and cluster section) keeps the Limiter of
+// its predecessor, and with it the leases it holds; a new or changed one
+// gets a new Limiter. When Build succeeds, the Limiters of old cluster rules
+// that no rule inherited are closed (their unused permits go back to the
+// store): old must then go out of force, as it does right after a
+// successful build. When it fails, it closes the Limiters it made and
+// changes nothing. A nil cl refuses cluster rules.
+//
 // The error names the offending rule's index, resource and field (an
 // *rules.Error).
-func Build(rs []rules.Flow, old map[string][]*Controller, nodes NodeFunc) (map[string][]*Controller, error) {
+func Build(rs []rules.Flow, old map[string][]*Controller, nodes NodeFunc, cl *Leases) (map[string][]*Controller, error) {
 	for i := range rs {
 		if err := rs[i].Validate(); err != nil {
 			return nil, rules.At(err, i)
+		}
+		if rs[i].Cluster != nil && cl == nil {
+			return nil, &rules.Error{Kind: "flow", Index: i, Resource: rs[i].Resource, Field: "Cluster", Reason: errNoCluster}
 		}
 	}
 	pool := make(map[stateKey][]*Controller)
@@ -36,12 +53,18 @@ func Build(rs []rules.Flow, old map[string][]*Controller, nodes NodeFunc) (map[s
 		}
 		built[i] = c
 	}
+	if err := attachLimiters(built, cl); err != nil {
+		return nil, err
+	}
 	// The old controllers nobody inherited are dropped: a resource's own
 	// window one of them held goes to the first new controller that needs
 	// a window, fresh, as a window of its own would be.
 	for _, cs := range pool {
 		for _, c := range cs {
 			c.releaseWindow(nodes)
+			if k, ok := c.c.(*clusterRule); ok {
+				k.close()
+			}
 		}
 	}
 	out := make(map[string][]*Controller, len(rs))
@@ -51,4 +74,26 @@ func Build(rs []rules.Flow, old map[string][]*Controller, nodes NodeFunc) (map[s
 		out[res] = append(out[res], c)
 	}
 	return out, nil
+}
+
+// attachLimiters gives every cluster rule of built that inherited no
+// Limiter a new one. On failure it closes the ones it made.
+func attachLimiters(built []*Controller, cl *Leases) error {
+	var made []*clusterRule
+	for i, c := range built {
+		k, ok := c.c.(*clusterRule)
+		if !ok || k.lim != nil {
+			continue
+		}
+		lim, err := cl.newLimiter(&k.rule)
+		if err != nil {
+			for _, m := range made {
+				m.close()
+			}
+			return &rules.Error{Kind: "flow", Index: i, Resource: k.rule.Resource, Field: "Cluster", Reason: fmt.Sprint(err)}
+		}
+		k.lim = lim
+		made = append(made, k)
+	}
+	return nil
 }

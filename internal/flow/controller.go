@@ -29,7 +29,7 @@ type Controller struct {
 
 // checker is the behaviour of one kind of flow rule: *reject, *exact,
 // *throttle, *warmUp, *warmUpThrottle, *tokenBucket, *tokenBucketThrottle,
-// *concurrency or *associated.
+// *concurrency, *associated or *clusterRule.
 // Implementations are safe for concurrent use and are the entry.Ticket of
 // what their check reserves: Release gives it back.
 //
@@ -52,8 +52,12 @@ type checker interface {
 	inherit(old checker)
 }
 
-// NewController builds the controller of rule r, which must be valid.
+// NewController builds the controller of rule r, which must be valid and
+// local (cluster rules are built by Build).
 func NewController(r rules.Flow, nodes NodeFunc) (*Controller, error) {
+	if r.Cluster != nil {
+		return nil, &rules.Error{Kind: "flow", Index: -1, Resource: r.Resource, Field: "Cluster", Reason: errNoCluster}
+	}
 	c, err := newController(r, nodes)
 	if err != nil {
 		return nil, err
@@ -68,9 +72,11 @@ func newController(r rules.Flow, nodes NodeFunc) (*Controller, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
-	b := base{rule: r}
+	b := base{rule: r.Clone()} // shares no cluster section with the caller
 	var c checker
 	switch {
+	case r.Cluster != nil:
+		c = newClusterRule(b)
 	case r.RefResource != "":
 		c = &associated{ref: nodes(r.RefResource), concurrency: r.Metric == rules.Concurrency, limit: r.Threshold, base: b}
 	case r.Metric == rules.Concurrency:
@@ -116,6 +122,8 @@ func (c *Controller) Check(ctx context.Context, ec *entry.Context, clk core.Cloc
 		return k.check(ctx, ec, clk)
 	case *associated:
 		return k.check(ctx, ec, clk)
+	case *clusterRule:
+		return k.check(ctx, ec, clk)
 	}
 	panic("sluice: flow controller without a checker")
 }
@@ -133,6 +141,7 @@ type stateKey struct {
 	behavior      rules.ControlBehavior
 	exact         bool
 	interval      time.Duration
+	cluster       clusterTerms // zero for a local rule
 }
 
 func (c *Controller) key() stateKey {
@@ -140,7 +149,7 @@ func (c *Controller) key() stateKey {
 	return stateKey{
 		resource: r.Resource, ref: r.RefResource,
 		metric: r.Metric, strategy: r.Strategy, behavior: r.Behavior, exact: r.Exact,
-		interval: r.Interval(),
+		interval: r.Interval(), cluster: termsOf(r),
 	}
 }
 

@@ -33,7 +33,7 @@ func TestBuildInheritsMatchingStateOnce(t *testing.T) {
 	old, err := Build([]rules.Flow{
 		{Resource: "r", Threshold: 2},
 		{Resource: "r", Threshold: 2, StatInterval: 2 * time.Second},
-	}, nil, nf)
+	}, nil, nf, nil)
 	require.NoError(t, err)
 	// Fill both windows.
 	for i := 0; i < 2; i++ {
@@ -54,7 +54,7 @@ func TestBuildInheritsMatchingStateOnce(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := Build(tt.give, old, nf)
+			got, err := Build(tt.give, old, nf, nil)
 			require.NoError(t, err)
 			var cs []*Controller
 			for _, r := range tt.give {
@@ -76,7 +76,7 @@ func TestBuildInheritsMatchingStateOnce(t *testing.T) {
 }
 
 func TestBuildValidatesWholeSetFirst(t *testing.T) {
-	_, err := Build([]rules.Flow{{Resource: "a", Threshold: 1}, {Resource: "b"}}, nil, nodes(nil))
+	_, err := Build([]rules.Flow{{Resource: "a", Threshold: 1}, {Resource: "b"}}, nil, nodes(nil), nil)
 	var re *rules.Error
 	require.ErrorAs(t, err, &re)
 	assert.Equal(t, 1, re.Index)
@@ -134,7 +134,7 @@ func TestBuildRefusesExactOutsideItsDomain(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := ok
 			tt.give(&r)
-			_, err := Build([]rules.Flow{r}, nil, nodes(nil))
+			_, err := Build([]rules.Flow{r}, nil, nodes(nil), nil)
 			if tt.wantField == "" {
 				require.NoError(t, err)
 				return

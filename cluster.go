@@ -1,0 +1,216 @@
+package sluice
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/sluice-go/sluice/cluster"
+	"github.com/sluice-go/sluice/internal/flow"
+	"github.com/sluice-go/sluice/internal/lease"
+	"github.com/sluice-go/sluice/rules"
+)
+
+// ClusterConfig configures the engine's cluster store (WithCluster). Only
+// App is required.
+type ClusterConfig struct {
+	// App names the application: the instances that share budgets run
+	// under one App, which scopes the budgets' keys in the store and
+	// counts the live instances. Required.
+	App string
+	// InstanceID identifies this instance among the live ones of App.
+	// Empty means the host name, the process ID and a random suffix.
+	InstanceID string
+	// Timeout bounds every store call and every entry's wait for one: an
+	// entry whose decision the store has not given within Timeout is
+	// decided by its rule's fallback. Zero means 20 ms.
+	Timeout time.Duration
+	// ProbeInterval is the least time between two probes of a failing
+	// store; the first successful probe returns to remote decisions. Zero
+	// means one second.
+	ProbeInterval time.Duration
+	// HeartbeatInterval is the time between two heartbeats, which record
+	// the instance as alive (for three intervals) and count the live
+	// instances (local fallback shares and lease sizes depend on it). Zero
+	// means one second.
+	HeartbeatInterval time.Duration
+	// OnTransition, when set, is called after every change between remote
+	// and fallback decisions, in order, on a goroutine of the engine's. It
+	// must return quickly and must not make entries.
+	OnTransition func(ClusterTransition)
+}
+
+// ClusterMode is where the decisions of cluster rules come from.
+type ClusterMode uint8
+
+const (
+	// ClusterRemote: the store decides, through leases of permits (or one
+	// request per entry for strict rules).
+	ClusterRemote ClusterMode = iota
+	// ClusterFallback: the store failed or did not answer in time; each
+	// rule's fallback decides, without touching the store, until a probe
+	// succeeds.
+	ClusterFallback
+)
+
+// String returns "remote" or "fallback".
+func (m ClusterMode) String() string {
+	if m == ClusterFallback {
+		return "fallback"
+	}
+	return "remote"
+}
+
+// ClusterTransition is a change of ClusterMode.
+type ClusterTransition struct {
+	From, To ClusterMode
+	// At is the engine clock's reading (ns) when it changed.
+	At int64
+	// Err is, on the way to ClusterFallback, the store failure that caused
+	// it; nil on recovery.
+	Err error
+}
+
+// ClusterStatus is the state of an engine's cluster store, as
+// Engine.ClusterStatus reports it. Counts are since the engine was made.
+type ClusterStatus struct {
+	// Mode is where decisions come from now.
+	Mode ClusterMode
+	// Live is the number of live instances of the App, this one included,
+	// as of the last successful heartbeat; at least 1.
+	Live int
+	// Takes is the number of Take calls (lease refills and strict requests
+	// of every rule, batched), TakeErrors how many of them failed, and
+	// Requests the requests they carried.
+	Takes, TakeErrors, Requests int64
+	// Given is the unused permits given back to the store (expired leases,
+	// changed or removed rules); Dropped those that could not go back.
+	Given, Dropped int64
+	// Probes is the number of probes of a failing store.
+	Probes int64
+	// HeartbeatFailures is the number of heartbeats that failed.
+	HeartbeatFailures int64
+}
+
+// WithCluster makes the engine enforce flow rules with a cluster section
+// (rules.Flow.Cluster) as budgets shared through store by every instance of
+// cfg.App; see docs/cluster.md. The engine starts a heartbeat goroutine at
+// New and a store goroutine while there is store work; Close stops both and
+// gives unused leased permits back. An engine without WithCluster, or whose
+// cfg is invalid (a nil store, an empty App, a negative duration), refuses
+// cluster rules at load with an error that says why.
+func WithCluster(store cluster.Store, cfg ClusterConfig) Option {
+	return func(cf *config) {
+		cf.clusterStore = store
+		cf.cluster = cfg
+	}
+}
+
+// clusterState is the engine's side of its cluster store: nil fields
+// without WithCluster.
+type clusterState struct {
+	mgr *lease.Manager
+	hb  *lease.Heartbeat
+	fl  *flow.Leases
+	err error // why cluster rules are refused; nil when mgr is set
+}
+
+var errNoCluster = errors.New("cluster rules need sluice.WithCluster (the engine has no cluster store)")
+
+// start sets the state up for store (nil without WithCluster) and cfg.
+func (cs *clusterState) start(store cluster.Store, cfg ClusterConfig, clk Clock) {
+	switch {
+	case store == nil:
+		cs.err = errNoCluster
+		return
+	case cfg.App == "":
+		cs.err = errors.New("sluice.WithCluster: ClusterConfig.App is required")
+		return
+	case cfg.Timeout < 0 || cfg.ProbeInterval < 0 || cfg.HeartbeatInterval < 0:
+		cs.err = errors.New("sluice.WithCluster: negative Timeout, ProbeInterval or HeartbeatInterval")
+		return
+	}
+	var onTr func(lease.Transition)
+	if f := cfg.OnTransition; f != nil {
+		onTr = func(t lease.Transition) {
+			f(ClusterTransition{From: ClusterMode(t.From), To: ClusterMode(t.To), At: t.At, Err: t.Err})
+		}
+	}
+	mgr, err := lease.New(lease.Config{
+		Store: store, Clock: clk, Timeout: cfg.Timeout, ProbeInterval: cfg.ProbeInterval,
+		ProbeKey: cfg.App + "/probe", OnTransition: onTr,
+	})
+	if err != nil {
+		cs.err = err
+		return
+	}
+	host, _ := os.Hostname()
+	id := cfg.InstanceID
+	if id == "" {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		id = host + "-" + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(b[:])
+	}
+	fl := flow.NewLeases(mgr, cfg.App)
+	hb, err := lease.StartHeartbeat(lease.HeartbeatConfig{
+		Store: store, Clock: clk, Interval: cfg.HeartbeatInterval, Timeout: cfg.Timeout,
+		Member: cluster.Member{ID: id, App: cfg.App, Host: host, Started: time.Now()},
+		OnLive: fl.SetLive,
+	})
+	if err != nil {
+		_ = mgr.Close()
+		cs.err = err
+		return
+	}
+	cs.mgr, cs.hb = mgr, hb
+	cs.fl = fl
+}
+
+// leases returns what flow.Build needs for cluster rules; nil without a
+// store.
+func (cs *clusterState) leases() *flow.Leases { return cs.fl }
+
+// refuses returns the error of the first cluster rule of rs when the engine
+// has no usable store, naming why.
+func (cs *clusterState) refuses(rs []rules.Flow) error {
+	if cs.err == nil {
+		return nil
+	}
+	for i := range rs {
+		if rs[i].Cluster != nil {
+			return &rules.Error{Kind: "flow", Index: i, Resource: rs[i].Resource, Field: "Cluster", Reason: cs.err.Error()}
+		}
+	}
+	return nil
+}
+
+// close stops the heartbeat and the Manager, which gives the unused
+// permits of every cluster rule back.
+func (cs *clusterState) close() {
+	if cs.hb != nil {
+		cs.hb.Close()
+	}
+	if cs.mgr != nil {
+		_ = cs.mgr.Close()
+	}
+}
+
+// ClusterStatus returns the state of the engine's cluster store, and false
+// when the engine has none (no WithCluster, or an invalid ClusterConfig).
+// It is safe for concurrent use, also after Close.
+func (eng *Engine) ClusterStatus() (ClusterStatus, bool) {
+	cs := &eng.cluster
+	if cs.mgr == nil {
+		return ClusterStatus{}, false
+	}
+	st := cs.mgr.Stats()
+	return ClusterStatus{
+		Mode: ClusterMode(cs.mgr.Mode()), Live: cs.mgr.Live(),
+		Takes: st.Takes, TakeErrors: st.TakeErrors, Requests: st.Requests,
+		Given: st.Given, Dropped: st.Dropped, Probes: st.Probes,
+		HeartbeatFailures: cs.hb.Failures(),
+	}, true
+}

@@ -1,0 +1,125 @@
+package rules
+
+import "math"
+
+// Cluster makes a flow rule's Threshold a budget shared by every instance of
+// the service through the engine's cluster store (sluice.WithCluster):
+// Threshold per StatInterval in total, whichever instance serves the
+// requests. A flow rule whose Cluster is nil is local to its engine.
+//
+// A cluster rule needs the QPS metric, the direct strategy and the rule's
+// own resource; with the reject behavior the store counts a sliding window
+// of StatInterval, with the throttle behavior it paces the fleet's requests
+// StatInterval/Threshold apart, each waiting at most MaxQueueing. The zero
+// value (leases, local fallback share Threshold divided by the live
+// instances) suits most rules. See docs/cluster.md.
+type Cluster struct {
+	// Mode is how Threshold counts: total (default), the fleet's total per
+	// StatInterval; or per-instance, a share per instance, the budget
+	// being Threshold times the live instances (Sentinel's AVG_LOCAL).
+	Mode ClusterMode `json:"mode,omitempty" yaml:"mode,omitempty"`
+	// Fallback is what the rule does while the store fails or does not
+	// answer within the engine's cluster timeout: local (default), pass or
+	// block.
+	Fallback ClusterFallback `json:"fallback,omitempty" yaml:"fallback,omitempty"`
+	// LocalThreshold is, with the local fallback, the requests per
+	// StatInterval this instance admits on its own while the store fails.
+	// Zero means the instance's share of the budget: Threshold divided by
+	// the number of live instances at the time of the decision (total
+	// mode), or Threshold (per-instance mode). It must be non-negative, and zero with another
+	// fallback.
+	LocalThreshold float64 `json:"localThreshold,omitempty" yaml:"localThreshold,omitempty"`
+	// Strict sends every decision to the store (one request per entry,
+	// concurrent entries sharing one round trip) instead of leasing
+	// permits: exact at any rate, at the cost of a round trip per entry.
+	// For low rates, such as 20 per hour. The zero value leases.
+	Strict bool `json:"strict,omitempty" yaml:"strict,omitempty"`
+}
+
+// ClusterMode is how a cluster rule's Threshold counts.
+type ClusterMode uint8
+
+const (
+	// ClusterTotal makes Threshold the fleet's total per StatInterval.
+	ClusterTotal ClusterMode = iota
+	// ClusterPerInstance makes Threshold a per-instance figure: the shared
+	// budget is Threshold times the number of live instances, following
+	// the fleet as instances come and go.
+	ClusterPerInstance
+)
+
+var clusterModeEnum = enum{"cluster mode", []string{"total", "per-instance"}}
+
+func (m ClusterMode) String() string               { return clusterModeEnum.name(uint8(m)) }
+func (m ClusterMode) MarshalText() ([]byte, error) { return clusterModeEnum.marshal(uint8(m)) }
+func (m *ClusterMode) UnmarshalText(b []byte) error {
+	return parseInto(clusterModeEnum, b, (*uint8)(m))
+}
+
+// ClusterFallback is what a cluster rule does while its store fails.
+type ClusterFallback uint8
+
+const (
+	// FallbackLocal enforces a local share of the threshold in this
+	// instance: LocalThreshold, or Threshold divided by the live instances.
+	FallbackLocal ClusterFallback = iota
+	// FallbackPass admits every request.
+	FallbackPass
+	// FallbackBlock refuses every request.
+	FallbackBlock
+)
+
+var clusterFallbackEnum = enum{"cluster fallback", []string{"local", "pass", "block"}}
+
+func (f ClusterFallback) String() string               { return clusterFallbackEnum.name(uint8(f)) }
+func (f ClusterFallback) MarshalText() ([]byte, error) { return clusterFallbackEnum.marshal(uint8(f)) }
+func (f *ClusterFallback) UnmarshalText(b []byte) error {
+	return parseInto(clusterFallbackEnum, b, (*uint8)(f))
+}
+
+// validateCluster reports the first problem with r's cluster section, which
+// must be set, as an *Error naming the field.
+func (r *Flow) validateCluster() error {
+	const kind = "flow"
+	c := r.Cluster
+	switch {
+	case !clusterModeEnum.valid(uint8(c.Mode)):
+		return fieldErr(kind, r.Resource, "Cluster.Mode", "unknown mode %d", c.Mode)
+	case !clusterFallbackEnum.valid(uint8(c.Fallback)):
+		return fieldErr(kind, r.Resource, "Cluster.Fallback", "unknown fallback %d", c.Fallback)
+	case math.IsNaN(c.LocalThreshold) || math.IsInf(c.LocalThreshold, 0) || c.LocalThreshold < 0 || c.LocalThreshold > MaxThreshold:
+		return fieldErr(kind, r.Resource, "Cluster.LocalThreshold", "must be in [0, %g], got %v", MaxThreshold, c.LocalThreshold)
+	case c.LocalThreshold != 0 && c.Fallback != FallbackLocal:
+		return fieldErr(kind, r.Resource, "Cluster.LocalThreshold", "is only used with the local fallback; leave it zero or set Fallback local")
+	case r.Metric != QPS:
+		return fieldErr(kind, r.Resource, "Cluster", "needs the qps metric (in-flight requests are counted per instance)")
+	case r.Strategy != Direct:
+		return fieldErr(kind, r.Resource, "Cluster", "needs the direct strategy (warm-up is not shared across instances)")
+	case r.Exact:
+		return fieldErr(kind, r.Resource, "Cluster", "cannot be exact: the shared window is the store's; use Cluster.Strict for exact decisions")
+	case r.RefResource != "":
+		return fieldErr(kind, r.Resource, "Cluster", "applies to the rule's own resource only")
+	}
+	return nil
+}
+
+// Equal reports whether r and o are the same rule: equal fields, and equal
+// cluster sections (both nil, or the same values).
+func (r Flow) Equal(o Flow) bool {
+	rc, oc := r.Cluster, o.Cluster
+	r.Cluster, o.Cluster = nil, nil
+	if r != o || (rc == nil) != (oc == nil) {
+		return false
+	}
+	return rc == nil || *rc == *oc
+}
+
+// Clone returns a copy of r that shares no memory with it (its own cluster
+// section).
+func (r Flow) Clone() Flow {
+	if r.Cluster != nil {
+		c := *r.Cluster
+		r.Cluster = &c
+	}
+	return r
+}

@@ -1,0 +1,129 @@
+package rules
+
+import (
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestFlowClusterValidate(t *testing.T) {
+	tests := []struct {
+		name      string
+		give      func(r *Flow)
+		wantField string // empty: valid
+	}{
+		{"zero section", func(r *Flow) {}, ""},
+		{"throttle", func(r *Flow) { r.Behavior = Throttle; r.MaxQueueing = time.Second }, ""},
+		{"strict", func(r *Flow) { r.Cluster.Strict = true; r.StatInterval = time.Hour }, ""},
+		{"pass", func(r *Flow) { r.Cluster.Fallback = FallbackPass }, ""},
+		{"block", func(r *Flow) { r.Cluster.Fallback = FallbackBlock }, ""},
+		{"local threshold", func(r *Flow) { r.Cluster.LocalThreshold = 25 }, ""},
+		{"per-instance", func(r *Flow) { r.Cluster.Mode = ClusterPerInstance }, ""},
+		{"unknown mode", func(r *Flow) { r.Cluster.Mode = 7 }, "Cluster.Mode"},
+		{"unknown fallback", func(r *Flow) { r.Cluster.Fallback = 9 }, "Cluster.Fallback"},
+		{"negative local threshold", func(r *Flow) { r.Cluster.LocalThreshold = -1 }, "Cluster.LocalThreshold"},
+		{"NaN local threshold", func(r *Flow) { r.Cluster.LocalThreshold = math.NaN() }, "Cluster.LocalThreshold"},
+		{"absurd local threshold", func(r *Flow) { r.Cluster.LocalThreshold = 2 * MaxThreshold }, "Cluster.LocalThreshold"},
+		{"local threshold with pass", func(r *Flow) { r.Cluster.Fallback = FallbackPass; r.Cluster.LocalThreshold = 5 }, "Cluster.LocalThreshold"},
+		{"concurrency", func(r *Flow) { r.Metric = Concurrency }, "Cluster"},
+		{"warm-up", func(r *Flow) { r.Strategy = WarmUp; r.WarmUpPeriod = time.Minute }, "Cluster"},
+		{"exact", func(r *Flow) { r.Exact = true }, "Cluster"},
+		{"associated", func(r *Flow) { r.RefResource = "other" }, "Cluster"},
+		{"rule errors first", func(r *Flow) { r.Threshold = 0 }, "Threshold"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := Flow{Resource: "r", Threshold: 100, Cluster: &Cluster{}}
+			tt.give(&r)
+			err := r.Validate()
+			if tt.wantField == "" {
+				require.NoError(t, err)
+				return
+			}
+			var e *Error
+			require.True(t, errors.As(err, &e), "want *Error, got %v", err)
+			assert.Equal(t, tt.wantField, e.Field)
+			assert.Equal(t, "r", e.Resource)
+		})
+	}
+}
+
+func TestClusterFallbackText(t *testing.T) {
+	for _, f := range []ClusterFallback{FallbackLocal, FallbackPass, FallbackBlock} {
+		b, err := f.MarshalText()
+		require.NoError(t, err)
+		var back ClusterFallback
+		require.NoError(t, back.UnmarshalText(b))
+		assert.Equal(t, f, back)
+		assert.Equal(t, string(b), f.String())
+	}
+	var f ClusterFallback
+	require.NoError(t, f.UnmarshalText([]byte(" BLOCK ")))
+	assert.Equal(t, FallbackBlock, f)
+	assert.ErrorContains(t, f.UnmarshalText([]byte("drop")), "local, pass, block")
+	for _, m := range []ClusterMode{ClusterTotal, ClusterPerInstance} {
+		b, err := m.MarshalText()
+		require.NoError(t, err)
+		var back ClusterMode
+		require.NoError(t, back.UnmarshalText(b))
+		assert.Equal(t, m, back)
+	}
+	var m ClusterMode
+	require.NoError(t, m.UnmarshalText([]byte("per_instance")))
+	assert.Equal(t, ClusterPerInstance, m)
+	assert.ErrorContains(t, m.UnmarshalText([]byte("avg")), "total, per-instance")
+	_, err := ClusterFallback(7).MarshalText()
+	assert.Error(t, err)
+}
+
+func TestDecodeFlowCluster(t *testing.T) {
+	yml := `
+flow:
+  - resource: api
+    threshold: 1000
+    cluster:
+      fallback: pass
+  - resource: post
+    threshold: 20
+    statInterval: 1h
+    cluster: {strict: true, localThreshold: 2, mode: per-instance}
+  - resource: local
+    threshold: 5
+`
+	json := `{"flow":[{"resource":"api","threshold":1000,"cluster":{"fallback":"pass"}},
+{"resource":"post","threshold":20,"statInterval":"1h","cluster":{"strict":true,"localThreshold":2,"mode":"per-instance"}},
+{"resource":"local","threshold":5}]}`
+	for _, tc := range []struct {
+		f    Format
+		data string
+	}{{YAML, yml}, {JSON, json}} {
+		s, err := Decode([]byte(tc.data), tc.f)
+		require.NoError(t, err, tc.f)
+		require.Len(t, s.Flow, 3)
+		assert.Equal(t, &Cluster{Fallback: FallbackPass}, s.Flow[0].Cluster)
+		assert.Equal(t, &Cluster{Mode: ClusterPerInstance, Strict: true, LocalThreshold: 2}, s.Flow[1].Cluster)
+		assert.Nil(t, s.Flow[2].Cluster)
+	}
+	_, err := Decode([]byte("flow:\n  - resource: a\n    threshold: 1\n    cluster: {fallback: drop}\n"), YAML)
+	assert.ErrorContains(t, err, "unknown cluster fallback")
+	_, err = Decode([]byte("flow:\n  - resource: a\n    threshold: 1\n    cluster: {share: 1}\n"), YAML)
+	assert.ErrorContains(t, err, "share")
+}
+
+func TestFlowEqualClone(t *testing.T) {
+	a := Flow{Resource: "r", Threshold: 10, Cluster: &Cluster{Strict: true}}
+	b := a.Clone()
+	require.NotSame(t, a.Cluster, b.Cluster)
+	assert.True(t, a.Equal(b))
+	b.Cluster.Strict = false
+	assert.False(t, a.Equal(b), "different sections")
+	assert.True(t, a.Cluster.Strict, "the clone shares nothing")
+	assert.False(t, a.Equal(Flow{Resource: "r", Threshold: 10}), "cluster beside local")
+	assert.True(t, Flow{Resource: "r"}.Equal(Flow{Resource: "r"}))
+	assert.False(t, Flow{Resource: "r"}.Equal(Flow{Resource: "s"}))
+	assert.Equal(t, Flow{Resource: "x"}, Flow{Resource: "x"}.Clone())
+}
