@@ -93,8 +93,10 @@ func (r *Flow) validateCluster() error {
 		return fieldErr(kind, r.Resource, "Cluster.LocalThreshold", "is only used with the local fallback; leave it zero or set Fallback local")
 	case r.Metric != QPS:
 		return fieldErr(kind, r.Resource, "Cluster", "needs the qps metric (in-flight requests are counted per instance)")
-	case r.Strategy != Direct:
-		return fieldErr(kind, r.Resource, "Cluster", "needs the direct strategy (warm-up is not shared across instances)")
+	case r.Strategy == WarmUp:
+		return fieldErr(kind, r.Resource, "Cluster", "needs the direct or token-bucket strategy (warm-up is not shared across instances)")
+	case r.Strategy == TokenBucket && r.Behavior != Reject:
+		return fieldErr(kind, r.Resource, "Cluster", "a shared token bucket needs the reject behavior")
 	case r.Exact:
 		return fieldErr(kind, r.Resource, "Cluster", "cannot be exact: the shared window is the store's; use Cluster.Strict for exact decisions")
 	case r.RefResource != "":

@@ -377,3 +377,47 @@ func TestEngineThrottleWaitsForItsSlot(t *testing.T) {
 		t.Error("no entry refused, though one's wait exceeds MaxQueueing")
 	}
 }
+
+// TestEngineSharedTokenBucket: two engines share a token-bucket rule (10
+// per minute, a burst of 20) through Redis, with leases and in strict mode.
+// Drained from both, the fleet admits the burst and, beyond it, only what
+// the bucket refilled on Redis's clock while the test ran.
+func TestEngineSharedTokenBucket(t *testing.T) {
+	for _, strict := range []bool{false, true} {
+		t.Run(fmt.Sprintf("strict=%v", strict), func(t *testing.T) {
+			srv := redistest.Start(t)
+			client := srv.Client(t)
+			store := New(client)
+			rule := rules.Flow{Resource: "api", Threshold: 10, StatInterval: time.Minute,
+				Strategy: rules.TokenBucket, Burst: 20, Cluster: &rules.Cluster{Strict: strict}}
+			gs := []*sluice.Engine{
+				clusterEngine(t, store, sluice.ClusterConfig{Timeout: time.Hour}),
+				clusterEngine(t, store, sluice.ClusterConfig{Timeout: time.Hour}),
+			}
+			for _, g := range gs {
+				loadFlow(t, g, rule)
+			}
+			from := redisTime(t, client)
+			admitted := 0
+			for refused := 0; refused < len(gs); {
+				refused = 0
+				for _, g := range gs {
+					if be := enter(t, g, "api"); be == nil {
+						admitted++
+					} else {
+						if be.Type != core.BlockCluster {
+							t.Fatalf("refused by %v, want the cluster rule", be.Type)
+						}
+						refused++
+					}
+				}
+			}
+			elapsed := time.Duration(redisTime(t, client)-from) * time.Microsecond
+			refilled := int(elapsed / (6 * time.Second)) // 10 per minute
+			t.Logf("admitted %d in %v of Redis time", admitted, elapsed)
+			if admitted < 20 || admitted > 20+refilled+1 {
+				t.Errorf("admitted %d, want the burst of 20 plus at most %d refilled", admitted, refilled+1)
+			}
+		})
+	}
+}

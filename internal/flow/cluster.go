@@ -114,7 +114,11 @@ func termsOf(r *rules.Flow) clusterTerms {
 // so every instance running the rule names the same budget, and an
 // unchanged rule keeps its key across reloads whatever its position.
 func budgetKey(app string, r *rules.Flow) string {
-	return app + "/flow/" + r.Resource + "/" + r.Behavior.String() + "/" + strconv.FormatInt(r.Interval().Milliseconds(), 10) + "ms"
+	kind := r.Behavior.String()
+	if r.Strategy == rules.TokenBucket {
+		kind = r.Strategy.String()
+	}
+	return app + "/flow/" + r.Resource + "/" + kind + "/" + strconv.FormatInt(r.Interval().Milliseconds(), 10) + "ms"
 }
 
 // clusterSpec is the lease.Spec of cluster rule r with live instances:
@@ -125,7 +129,16 @@ func clusterSpec(app string, r *rules.Flow, live int) lease.Spec {
 		limit *= float64(max(live, 1))
 	}
 	b := cluster.Budget{Key: budgetKey(app, r), Algorithm: cluster.SlidingWindow, Limit: limit, Interval: r.Interval()}
-	if r.Behavior == rules.Throttle {
+	switch {
+	case r.Strategy == rules.TokenBucket:
+		// The same bucket as a local token-bucket rule: Threshold per
+		// StatInterval, up to Burst stored (zero: Threshold).
+		b.Algorithm = cluster.TokenBucket
+		b.Burst = r.Burst
+		if r.Cluster.Mode == rules.ClusterPerInstance && b.Burst != 0 {
+			b.Burst *= float64(max(live, 1))
+		}
+	case r.Behavior == rules.Throttle:
 		b.Algorithm = cluster.Pacing
 		b.MaxQueue = r.MaxQueueing
 	}
