@@ -120,8 +120,10 @@ type clusterState struct {
 
 var errNoCluster = errors.New("cluster rules need sluice.WithCluster (the engine has no cluster store)")
 
-// start sets the state up for store (nil without WithCluster) and cfg.
-func (cs *clusterState) start(store cluster.Store, cfg ClusterConfig, clk Clock) {
+// start sets the state up for store (nil without WithCluster) and cfg;
+// publish receives every change between remote and fallback, for the
+// engine's event stream.
+func (cs *clusterState) start(store cluster.Store, cfg ClusterConfig, clk Clock, publish func(fallback bool, err error)) {
 	switch {
 	case store == nil:
 		cs.err = errNoCluster
@@ -133,9 +135,9 @@ func (cs *clusterState) start(store cluster.Store, cfg ClusterConfig, clk Clock)
 		cs.err = errors.New("sluice.WithCluster: negative Timeout, ProbeInterval or HeartbeatInterval")
 		return
 	}
-	var onTr func(lease.Transition)
-	if f := cfg.OnTransition; f != nil {
-		onTr = func(t lease.Transition) {
+	onTr := func(t lease.Transition) {
+		publish(t.To == lease.Fallback, t.Err)
+		if f := cfg.OnTransition; f != nil {
 			f(ClusterTransition{From: ClusterMode(t.From), To: ClusterMode(t.To), At: t.At, Err: t.Err})
 		}
 	}

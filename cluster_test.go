@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
+	"github.com/sluice-go/sluice/stat"
 )
 
 // fakeStore is a cluster.Store in memory deciding on the clock it is given
@@ -245,6 +246,15 @@ func TestClusterFallbackAndRecovery(t *testing.T) {
 	})
 	mustLoadFlow(t, g, rules.Flow{Resource: "api", Threshold: 10, Cluster: &rules.Cluster{LocalThreshold: 4}},
 		rules.Flow{Resource: "pay", Threshold: 10, Cluster: &rules.Cluster{Fallback: rules.FallbackBlock}})
+	var evs []stat.Event
+	cancel := g.Subscribe(func(e stat.Event) {
+		if e.Kind == stat.EventClusterFallback || e.Kind == stat.EventClusterRecovered {
+			mu.Lock()
+			evs = append(evs, e)
+			mu.Unlock()
+		}
+	})
+	defer cancel()
 	st.setDown(true)
 	admitted := 0
 	var last *core.BlockError
@@ -280,6 +290,11 @@ func TestClusterFallbackAndRecovery(t *testing.T) {
 	assert.ErrorIs(t, trs[0].Err, errStoreDown)
 	assert.Equal(t, ClusterRemote, trs[1].To)
 	assert.NoError(t, trs[1].Err)
+	// The event stream tells the same story.
+	require.Len(t, evs, 2)
+	assert.Equal(t, stat.EventClusterFallback, evs[0].Kind)
+	assert.ErrorIs(t, evs[0].Err, errStoreDown)
+	assert.Equal(t, stat.EventClusterRecovered, evs[1].Kind)
 }
 
 func TestClusterThrottlePaces(t *testing.T) {

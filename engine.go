@@ -202,7 +202,9 @@ func New(opts ...Option) *Engine {
 	if cf.blockLog != nil {
 		eng.blocks = newBlockLog(cf.blockLog, eng.clock)
 	}
-	eng.cluster.start(cf.clusterStore, cf.cluster, eng.clock)
+	eng.cluster.start(cf.clusterStore, cf.cluster, eng.clock, func(fallback bool, err error) {
+		eng.clusterEvent("", fallback, err)
+	})
 	return eng
 }
 

@@ -125,12 +125,12 @@ const (
 	// Snapshot, InboundSnapshot or Each, whichever comes first; At is when it
 	// was noticed.
 	EventSheddingStopped
-	// EventClusterFallback: a limit shared across instances (Resource)
-	// could not reach its store and now decides locally; Err is the
-	// store's error.
+	// EventClusterFallback: the engine's cluster store failed and limits
+	// shared across instances are now decided by their fallback; Err is the
+	// store's error. Resource is empty: the store serves every cluster rule.
 	EventClusterFallback
-	// EventClusterRecovered: a limit shared across instances (Resource)
-	// reaches its store again.
+	// EventClusterRecovered: the cluster store answers again and decides
+	// the shared limits. Resource is empty.
 	EventClusterRecovered
 )
 
