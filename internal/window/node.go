@@ -89,9 +89,8 @@ type Node struct {
 	//             metricCount are used, so a call writes one or two lines.
 	//   total: the cold totals, written when minute buckets retire.
 	//   blockedBy: refusals by block type, written on the blocked path only.
+	//   hist, keep: the history window beyond the minute (see History).
 	minute  *LeapArray[Metric]
-	hist    *LeapArray[Metric] // nil without history beyond the minute window
-	keep    int64              // seconds History serves; 0 for none
 	sec     LeapArray[Metric]
 	claimed atomic.Bool
 	_       layout.Pad
@@ -103,6 +102,13 @@ type Node struct {
 	secWords    [secRing * slotWords]atomic.Uint64
 	total       [metricCount]atomic.Uint64
 	blockedBy   [stat.BlockTypes]atomic.Uint64
+	// The history, cold like the totals: read by History, written when
+	// minute buckets retire. (Held in the read-only header above, these
+	// two words pushed the second window's header onto one more line, and
+	// Entry+Exit round-robin over 10,000 resources, where every line is a
+	// memory read, went from about 500 to 620 ns.)
+	hist *LeapArray[Metric] // nil without history beyond the minute window
+	keep int64              // seconds History serves; 0 for none
 }
 
 // slotWords is the stride of the second-level window: a cache line's
