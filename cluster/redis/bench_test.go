@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluice-go/sluice/cluster"
-	"github.com/sluice-go/sluice/cluster/redis/internal/redistest"
+	"github.com/sluice-go/sluice/cluster/redis/redistest"
 )
 
 // benchBatch returns n requests for n budgets, cycling through the three

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice"
-	"github.com/sluice-go/sluice/cluster/redis/internal/redistest"
+	"github.com/sluice-go/sluice/cluster/redis/redistest"
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"

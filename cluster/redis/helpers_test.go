@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluice-go/sluice/cluster"
-	"github.com/sluice-go/sluice/cluster/redis/internal/redistest"
+	"github.com/sluice-go/sluice/cluster/redis/redistest"
 )
 
 // testTimeout bounds every call a test makes to Redis.

@@ -1,4 +1,5 @@
-// Package redistest runs real redis-server processes for tests: a
+// Package redistest runs real redis-server processes for tests, as
+// net/http/httptest runs HTTP servers: a
 // standalone server that can be killed and restarted on the same port, and
 // a Redis Cluster of primaries on loopback ports. Every process belongs to
 // the test that started it and is stopped by its cleanup; on Linux the
