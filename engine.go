@@ -121,7 +121,7 @@ type config struct {
 func WithClock(c Clock) Option { return func(cf *config) { cf.clock = c } }
 
 // WithMaxResources bounds the number of distinct resources the engine keeps
-// statistics for (each costs about 5 KiB, plus its history: see
+// statistics for (each costs about 6 KiB, plus its history: see
 // WithHistory). Entries of further resources
 // without rules are counted together under OverflowResource until idle
 // resources are forgotten (see IdleResourceTimeout) and make room. Zero or
@@ -137,10 +137,10 @@ const DefaultHistory = 5 * time.Minute
 // less keeps none. The default is DefaultHistory.
 //
 // The last 64 seconds are read from the one-minute window every resource
-// keeps anyway; older seconds cost each resource 48 bytes per second,
+// keeps anyway; older seconds cost each resource 56 bytes per second,
 // rounded up to a power of two seconds and allocated with the resource:
-// 12 KiB for the default five minutes (256 seconds beyond the minute
-// window), 192 KiB for an hour. Nothing on the request path writes them: a
+// 14 KiB for the default five minutes (256 seconds beyond the minute
+// window), 224 KiB for an hour. Nothing on the request path writes them: a
 // second moves there when its bucket of the minute window is reused.
 func WithHistory(d time.Duration) Option { return func(cf *config) { cf.history = d } }
 
@@ -174,10 +174,12 @@ type Engine struct {
 	shed    shedding               // whether system protection sheds, for events
 	blocks  *blockLog              // nil without WithBlockLog
 	cluster clusterState           // the cluster store's Manager and heartbeat; set by New
+	watches watchSet               // Watch (watch.go)
 }
 
 // New returns an engine with no rules, configured by opts. It starts no
-// goroutine, except the heartbeat of a cluster store (WithCluster).
+// goroutine, except the heartbeat of a cluster store (WithCluster); the
+// first Watch starts the watches' evaluator.
 func New(opts ...Option) *Engine {
 	cf := config{clock: core.SystemClock(), maxResources: DefaultMaxResources, history: DefaultHistory}
 	for _, o := range opts {
@@ -212,7 +214,7 @@ func New(opts ...Option) *Engine {
 func (eng *Engine) Clock() Clock { return eng.clock }
 
 // Close stops everything the engine started (such as the system metrics
-// sampler and the cluster store's heartbeat, after giving unused leased
+// sampler, the watches' evaluator and the cluster store's heartbeat, after giving unused leased
 // permits back) and waits for it. Afterwards Entry and the rule loaders return
 // ErrClosed, and so do entries that were waiting for their turn under a
 // throttling rule (they return at once); entries in flight may still Exit.
@@ -226,6 +228,7 @@ func (eng *Engine) Close() error {
 		return nil
 	}
 	eng.endLife()
+	eng.watches.close()
 	eng.cluster.close()
 	err := eng.system.Close()
 	if eng.blocks != nil {

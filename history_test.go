@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -55,10 +56,11 @@ func TestHistoryExactSeconds(t *testing.T) {
 
 	got := g.History("r", time.Minute)
 	want := []stat.Second{
-		{Start: 0, Pass: 4, Block: 1, Complete: 4, Error: 1, AvgRT: 15 * time.Millisecond, MinRT: 0, MeanConcurrency: 0.06},
+		{Start: 0, Pass: 4, Block: 1, Complete: 4, Error: 1, AvgRT: 15 * time.Millisecond, MinRT: 0, MeanConcurrency: 0.06, MaxConcurrency: 1},
 		{Start: int64(time.Second)},
-		{Start: int64(2 * time.Second), Pass: 3, Block: 2},
-		{Start: int64(3 * time.Second), Complete: 3, AvgRT: 1500 * time.Millisecond, MinRT: 1500 * time.Millisecond, MeanConcurrency: 4.5},
+		{Start: int64(2 * time.Second), Pass: 3, Block: 2, MaxConcurrency: 3},
+		// In flight from its start, none passed in it.
+		{Start: int64(3 * time.Second), Complete: 3, AvgRT: 1500 * time.Millisecond, MinRT: 1500 * time.Millisecond, MeanConcurrency: 4.5, MaxConcurrency: 3},
 	}
 	assert.Equal(t, want, got)
 	// since bounds the seconds, newest kept.
@@ -93,7 +95,7 @@ func TestHistoryRollsOver(t *testing.T) {
 			want := stat.Second{Start: int64(sec) * int64(time.Second)}
 			if sec < secs {
 				want.Pass, want.Complete, want.AvgRT, want.MinRT = 1, 1, time.Millisecond, time.Millisecond
-				want.MeanConcurrency = 0.001
+				want.MeanConcurrency, want.MaxConcurrency = 0.001, 1
 				if sec%10 == 0 {
 					want.Pass, want.Complete, want.AvgRT = 2, 2, 2*time.Millisecond
 					want.MeanConcurrency = 0.004
@@ -135,7 +137,7 @@ func TestHistoryLengths(t *testing.T) {
 }
 
 // TestHistoryMemory reports what history costs a resource, and checks it
-// against WithHistory's documented figures (48 bytes per second beyond the
+// against WithHistory's documented figures (56 bytes per second beyond the
 // minute window's 64, rounded up to a power of two).
 func TestHistoryMemory(t *testing.T) {
 	// The least of three runs: another goroutine's allocations can only
@@ -152,7 +154,7 @@ func TestHistoryMemory(t *testing.T) {
 	for _, tt := range []struct {
 		keep time.Duration
 		want uint64
-	}{{time.Minute, 0}, {DefaultHistory, 256 * 48}, {time.Hour, 4096 * 48}} {
+	}{{time.Minute, 0}, {DefaultHistory, 256 * 56}, {time.Hour, 4096 * 56}} {
 		extra := int64(perResource(tt.keep)) - int64(base)
 		t.Logf("history of %v: %d bytes more per resource", tt.keep, extra)
 		assert.GreaterOrEqual(t, extra, int64(tt.want)-128, "%v", tt.keep) // names, map growth: a few bytes either way
@@ -207,4 +209,51 @@ func TestHistoryConcurrent(t *testing.T) {
 	}
 	assert.Equal(t, uint64(workers*per), pass)
 	assert.Equal(t, uint64(workers*per), complete)
+}
+
+// TestHistoryMaxConcurrencyConcurrent: goroutines that each hold at most
+// one entry never make a second's maximum exceed their number, and reach
+// it in the second where all of them hold one at once.
+func TestHistoryMaxConcurrencyConcurrent(t *testing.T) {
+	g, clk := newTestEngine(t, 0)
+	const workers, per = 4, 300
+	var all sync.WaitGroup // every worker holds an entry (second 0)
+	all.Add(workers)
+	release := make(chan struct{})
+	done := make(chan struct{})
+	for w := 0; w < workers; w++ {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			p, err := g.Entry("r")
+			all.Done()
+			<-release
+			if err == nil {
+				p.Exit()
+			}
+			for i := 0; i < per; i++ {
+				try(g, "r")
+			}
+		}()
+	}
+	all.Wait()
+	clk.Set(int64(time.Second))
+	close(release)
+	stopped := 0
+	for stopped < workers {
+		select {
+		case <-done:
+			stopped++
+		default:
+			clk.Advance(3 * time.Millisecond)
+			_ = g.History("r", time.Minute)
+		}
+	}
+	clk.Advance(2 * time.Second)
+	h := g.History("r", time.Minute)
+	require.NotEmpty(t, h)
+	assert.Equal(t, int64(workers), h[0].MaxConcurrency, "second 0: all held one at once")
+	for _, s := range h {
+		assert.LessOrEqual(t, s.MaxConcurrency, int64(workers), "second %ds", s.Start/int64(time.Second))
+		assert.GreaterOrEqual(t, s.MaxConcurrency, int64(0))
+	}
 }

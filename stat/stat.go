@@ -94,9 +94,12 @@ type Second struct {
 	// the second, summed, over one second: by Little's law the mean number
 	// of requests in flight during the second, when response times are
 	// short against a second (a request's whole time counts in the second
-	// it exits in). The highest concurrency of each second is not kept: it
-	// would take a write on every pass.
+	// it exits in).
 	MeanConcurrency float64
+	// MaxConcurrency is the highest number of requests in flight at any
+	// instant of the second (by batch): the number in flight at its start,
+	// or right after one of its passes, whichever is highest.
+	MaxConcurrency int64
 }
 
 // EventKind names what an Event reports.
@@ -132,6 +135,15 @@ const (
 	// EventClusterRecovered: the cluster store answers again and decides
 	// the shared limits. Resource is empty.
 	EventClusterRecovered
+	// EventWatchFired: a watch's metric over its window reached its
+	// threshold (see Engine.Watch). Watch is the watch, Resource its
+	// resource, Value the metric over the window, and At the end of the
+	// window: the window is the Watch.Window before At, whole seconds. It
+	// fires once per crossing: again only after an EventWatchCleared.
+	EventWatchFired
+	// EventWatchCleared: the metric of a watch that fired fell back below
+	// its threshold; the fields are those of EventWatchFired.
+	EventWatchCleared
 )
 
 // String returns the kind's lower-case name ("rules-loaded",
@@ -152,6 +164,10 @@ func (k EventKind) String() string {
 		return "cluster-fallback"
 	case EventClusterRecovered:
 		return "cluster-recovered"
+	case EventWatchFired:
+		return "watch-fired"
+	case EventWatchCleared:
+		return "watch-cleared"
 	}
 	return "EventKind(" + strconv.Itoa(int(k)) + ")"
 }
@@ -173,10 +189,74 @@ type Event struct {
 	Rule any
 	// From and To are a breaker's states before and after.
 	From, To string
-	// Value is the figure that caused a breaker's change.
+	// Value is the figure that caused a breaker's change, or a watch's
+	// metric over its window.
 	Value float64
 	// Err is why rules were refused, or why a shared limit fell back.
 	Err error
+	// Watch is the watch that fired or cleared.
+	Watch Watch
+}
+
+// Metric names what a Watch measures over its window.
+type Metric uint8
+
+const (
+	// MetricPass is the number of requests that passed (by batch).
+	MetricPass Metric = iota + 1
+	// MetricBlock is the number of requests refused.
+	MetricBlock
+	// MetricComplete is the number of requests that exited.
+	MetricComplete
+	// MetricError is the number of requests that exited with an error.
+	MetricError
+	// MetricAvgRT is the mean response time of the requests that exited,
+	// in milliseconds; zero when none exited.
+	MetricAvgRT
+	// MetricMaxConcurrency is the highest number of requests in flight
+	// (Second.MaxConcurrency, the largest of the window's seconds).
+	MetricMaxConcurrency
+)
+
+// String returns the metric's lower-case name ("pass", "block",
+// "complete", "error", "avg-rt", "max-concurrency").
+func (m Metric) String() string {
+	switch m {
+	case MetricPass:
+		return "pass"
+	case MetricBlock:
+		return "block"
+	case MetricComplete:
+		return "complete"
+	case MetricError:
+		return "error"
+	case MetricAvgRT:
+		return "avg-rt"
+	case MetricMaxConcurrency:
+		return "max-concurrency"
+	}
+	return "Metric(" + strconv.Itoa(int(m)) + ")"
+}
+
+// Watch asks for an event when Metric of Resource over a sliding window of
+// Window reaches Threshold (EventWatchFired), and again when it falls back
+// below (EventWatchCleared): "tell me when errors reach 250 in any minute"
+// is Watch{Resource: r, Metric: MetricError, Window: time.Minute,
+// Threshold: 250}. See Engine.Watch.
+type Watch struct {
+	// Resource is the resource watched. It need not be tracked yet: until
+	// it is (and once it is forgotten), its seconds count as quiet.
+	Resource string
+	// Metric is what is measured.
+	Metric Metric
+	// Window is the length of the sliding window: a whole number of
+	// seconds, from one second to the engine's history length
+	// (sluice.WithHistory).
+	Window time.Duration
+	// Threshold is the value, in the metric's unit (requests; milliseconds
+	// for MetricAvgRT), at or above which the watch fires. It must be
+	// positive and finite.
+	Threshold float64
 }
 
 // BreakerState is a circuit breaker's state.

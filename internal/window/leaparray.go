@@ -37,6 +37,8 @@ const (
 	Sum Kind = iota
 	// Min keeps the smallest value (minimum RT).
 	Min
+	// Max keeps the largest value (maximum concurrency); zero means none.
+	Max
 )
 
 // RetireFunc receives the value of a counter whose bucket went stale, with
@@ -64,6 +66,7 @@ type LeapArray[M ~uint8] struct {
 	width   int64
 	ring    int    // slots in storage: the power of two >= buckets
 	minMask uint64 // bit m set: metric m is a Min metric
+	maxMask uint64 // bit m set: metric m is a Max metric
 	kinds   []Kind
 	retire  RetireFunc[M]
 }
@@ -123,8 +126,11 @@ func (a *LeapArray[M]) init(interval time.Duration, buckets int, kinds []Kind, r
 		retire: retire,
 	}
 	for i, k := range kinds {
-		if k == Min {
+		switch k {
+		case Min:
 			a.minMask |= 1 << uint(i)
+		case Max:
+			a.maxMask |= 1 << uint(i)
 		}
 	}
 	return nil
@@ -162,7 +168,8 @@ func (a *LeapArray[M]) slotOf(epoch int64) int {
 }
 
 // Add adds n to metric m in the bucket that contains now (for a Min metric it
-// lowers the bucket's minimum to n). Amounts above MaxAdd are clamped.
+// lowers the bucket's minimum to n, for a Max metric it raises the bucket's
+// maximum to n). Amounts above MaxAdd are clamped.
 func (a *LeapArray[M]) Add(now int64, m M, n uint64) {
 	a.AddEpoch(now/a.width, m, n)
 }
@@ -176,6 +183,10 @@ func (a *LeapArray[M]) AddEpoch(epoch int64, m M, n uint64) {
 	e := uint64(epoch) & epochMask
 	if a.minMask&(1<<uint(m)) != 0 {
 		a.lower(w, m, epoch, e, n+1) // +1: zero means "no value"
+		return
+	}
+	if a.maxMask&(1<<uint(m)) != 0 {
+		a.raise(w, m, epoch, e, n)
 		return
 	}
 	a.addSum(w, m, epoch, e, n)
@@ -199,6 +210,24 @@ func (a *LeapArray[M]) AddSumAt(slot []atomic.Uint64, epoch int64, m M, n uint64
 // exceed MaxAdd.
 func (a *LeapArray[M]) AddMinAt(slot []atomic.Uint64, epoch int64, m M, v uint64) {
 	a.lower(&slot[m], m, epoch, uint64(epoch)&epochMask, v+1)
+}
+
+// RaiseAt raises Max metric m of slot (from Slot(epoch)) to v, which is
+// clamped to MaxAdd; a v of zero or less does nothing. It is the slow part
+// of a maximum: callers compare with the counter first (a load), and call
+// it only when v may be a new maximum or the counter holds an older bucket.
+func (a *LeapArray[M]) RaiseAt(slot []atomic.Uint64, epoch int64, m M, v int64) {
+	if v <= 0 {
+		return
+	}
+	a.raise(&slot[m], m, epoch, uint64(epoch)&epochMask, clampMax(v))
+}
+
+func clampMax(v int64) uint64 {
+	if uint64(v) > MaxAdd {
+		return MaxAdd
+	}
+	return uint64(v)
 }
 
 func (a *LeapArray[M]) addSum(w *atomic.Uint64, m M, epoch int64, e, n uint64) {
@@ -240,6 +269,32 @@ func (a *LeapArray[M]) lower(w *atomic.Uint64, m M, epoch int64, e, v uint64) {
 			continue
 		}
 		if cur := old & valueMask; cur != 0 && cur <= v {
+			return
+		}
+		if w.CompareAndSwap(old, oe<<valueBits|v) {
+			return
+		}
+	}
+}
+
+// raise raises Max counter w (of metric m, bucket epoch, truncated to e) to
+// v; a stale counter is reset to v. A compare-and-swap only when v is above
+// the bucket's maximum.
+func (a *LeapArray[M]) raise(w *atomic.Uint64, m M, epoch int64, e, v uint64) {
+	if v == 0 {
+		return
+	}
+	for {
+		old := w.Load()
+		oe := old >> valueBits
+		if oe != e && (e-oe)&epochMask < epochHalf {
+			if w.CompareAndSwap(old, e<<valueBits|v) {
+				a.retired(m, epoch, e, oe, old&valueMask)
+				return
+			}
+			continue
+		}
+		if old&valueMask >= v {
 			return
 		}
 		if w.CompareAndSwap(old, oe<<valueBits|v) {

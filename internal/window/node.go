@@ -28,10 +28,13 @@ const (
 	// MinRT is the smallest response time of an exited entry, in
 	// microseconds.
 	MinRT
+	// MaxConcurrency is the highest number of requests in flight right
+	// after a pass in the bucket (see AddPass and History).
+	MaxConcurrency
 	metricCount
 )
 
-var nodeKinds = []Kind{Sum, Sum, Sum, Sum, Sum, Min}
+var nodeKinds = []Kind{Sum, Sum, Sum, Sum, Sum, Min, Max}
 
 // The node's windows. The second-level window backs rule checks; the minute
 // window backs reporting. Both are fixed so that the hot path divides by
@@ -238,11 +241,22 @@ func (n *Node) ReleaseWindow() { n.claimed.Store(false) }
 func (n *Node) OwnWindow() *Window { return &n.admitted }
 
 // AddPass records batch passed requests at now and raises concurrency by
-// batch.
+// batch, and the bucket's maximum concurrency to the result.
+//
+// The maximum costs a load of a word on the line the pass count was just
+// added to, and a compare-and-swap only when the concurrency is above the
+// bucket's maximum so far (the first pass of a bucket, and a rising
+// concurrency). Exits write no maximum: concurrency only falls there, and
+// what it was at the start of a second, the one value that the passes of
+// the second do not show, History works out from the counts (see History).
 func (n *Node) AddPass(now, batch int64) {
 	ep := now / int64(BucketWidth)
-	n.sec.AddSumAt(n.slot(ep), ep, Pass, clampAdd(batch))
-	n.concurrency.Add(batch)
+	slot := n.slot(ep)
+	n.sec.AddSumAt(slot, ep, Pass, clampAdd(batch))
+	c := n.concurrency.Add(batch)
+	if w := slot[MaxConcurrency].Load(); w>>valueBits != uint64(ep)&epochMask || int64(w&valueMask) < c {
+		n.sec.RaiseAt(slot, ep, MaxConcurrency, c)
+	}
 }
 
 func clampAdd(v int64) uint64 {
@@ -408,18 +422,27 @@ func (n *Node) History(now int64, since time.Duration) []stat.Second {
 		vals[m] = buf[m*len(out) : (m+1)*len(out)]
 	}
 	mins = vals[MinRT]
+	inFlight := n.concurrency.Load()
+	var later [metricCount]uint64 // counted after the newest completed second
 	put := func(m Metric, start int64, v uint64) {
 		i := start/int64(time.Second) - first
+		if i >= int64(len(out)) && nodeKinds[m] == Sum {
+			later[m] += v
+			return
+		}
 		if start < 0 || i < 0 || i >= int64(len(out)) {
 			return
 		}
-		if nodeKinds[m] == Min {
+		switch nodeKinds[m] {
+		case Min:
 			if mins[i] == 0 || v+1 < mins[i] {
 				mins[i] = v + 1
 			}
-			return
+		case Max:
+			vals[m][i] = max(vals[m][i], v)
+		default:
+			vals[m][i] += v
 		}
-		vals[m][i] += v
 	}
 	for m := Metric(0); m < metricCount; m++ {
 		for i := range out {
@@ -436,9 +459,21 @@ func (n *Node) History(now int64, since time.Duration) []stat.Second {
 		}
 		n.sec.Unretired(now, m, func(start int64, v uint64) { put(m, start, v) })
 	}
+	// The concurrency at the start of each second: what is in flight now,
+	// less what passed since, plus what exited since. A second's maximum is
+	// the larger of that and the highest value a pass of the second left
+	// (concurrency rises only at passes).
+	conc := inFlight - int64(later[Pass]) + int64(later[Complete])
+	for i := len(out) - 1; i >= 0; i-- {
+		conc += int64(vals[Complete][i]) - int64(vals[Pass][i])
+		if conc > 0 && uint64(conc) > vals[MaxConcurrency][i] {
+			vals[MaxConcurrency][i] = uint64(conc)
+		}
+	}
 	for i := range out {
 		s := &out[i]
 		s.Start = (first + int64(i)) * int64(time.Second)
+		s.MaxConcurrency = int64(vals[MaxConcurrency][i])
 		s.Pass, s.Block = vals[Pass][i], vals[Block][i]
 		s.Complete, s.Error = vals[Complete][i], vals[Error][i]
 		if s.Complete > 0 {

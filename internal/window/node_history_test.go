@@ -49,3 +49,75 @@ func TestHistoryKeepsLargeSums(t *testing.T) {
 	}
 	assert.Equal(t, wantUS+(secRing+2)*1000, n.Total(int64(200*time.Second), RT), "and the 1 ms of each later entry")
 }
+
+// TestHistoryMaxConcurrency: overlapping entries across bucket and second
+// boundaries give each second's exact maximum, whether it was reached at a
+// pass of the second or carried in from before it, through the minute and
+// history windows.
+func TestHistoryMaxConcurrency(t *testing.T) {
+	n := new(Node)
+	n.InitHistory(5 * time.Minute)
+	ms := func(v int64) int64 { return v * int64(time.Millisecond) }
+	type step struct {
+		at    int64 // ms
+		batch int64 // > 0: a pass; < 0: an exit
+	}
+	steps := []step{
+		{50, 1}, {150, 2}, {250, -1}, // second 0: 1, 3, 2
+		{950, 1}, {999, 1}, // 3, 4: second 0's maximum, at its last bucket
+		{1050, -2}, {1500, -1}, // second 1: 4 in flight at its start, none passes
+		// second 2: one in flight all along.
+		{3000, 5}, {3000, -5}, // second 3: 6 at its first instant
+		{3999, 1},  // 2 in its last nanoseconds
+		{4000, -1}, // second 4: 2 at its start
+		// seconds 5 and 6: one in flight.
+		{7200, 3}, // the current second, when read at 7.5 s
+	}
+	for _, s := range steps {
+		if s.batch > 0 {
+			n.AddPass(ms(s.at), s.batch)
+		} else {
+			n.AddComplete(ms(s.at), 0, -s.batch, false)
+		}
+	}
+	maxima := func(now int64, since time.Duration) []int64 {
+		var out []int64
+		for _, s := range n.History(now, since) {
+			out = append(out, s.MaxConcurrency)
+		}
+		return out
+	}
+	want := []int64{4, 4, 1, 6, 2, 1, 1}
+	assert.Equal(t, want, maxima(ms(7500), time.Minute))
+	assert.Equal(t, want[5:], maxima(ms(7500), 2*time.Second), "a short read works out the start from the later seconds")
+	// Later, from the minute window and then the history window: the
+	// entries of 7.2 s are still in flight.
+	for _, now := range []int64{ms(30_000), ms(100_000), ms(250_000)} {
+		got := maxima(now, 5*time.Minute)
+		first := int(max(0, now/int64(time.Second)-300))
+		for i, v := range got {
+			sec := first + i
+			switch {
+			case sec < len(want):
+				assert.Equal(t, want[sec], v, "second %d at %v", sec, time.Duration(now))
+			default:
+				assert.Equal(t, int64(4), v, "second %d at %v", sec, time.Duration(now))
+			}
+		}
+	}
+	// Entries in every bucket of seconds 128 to 137 reuse the minute
+	// window's slots of seconds 0 to 9, which moves those into the history
+	// window.
+	for s := int64(128); s < 138; s++ {
+		for b := int64(0); b < SecondBuckets; b++ {
+			at := s*int64(time.Second) + b*int64(BucketWidth)
+			n.AddPass(at, 1)
+			n.AddComplete(at, 0, 1, false)
+		}
+	}
+	got := maxima(ms(200_000), 5*time.Minute)
+	assert.Equal(t, want, got[:len(want)])
+	assert.Equal(t, int64(5), got[130], "4 in flight and one entry at a time")
+	_, ok := n.hist.valueOK(3, MaxConcurrency)
+	require.True(t, ok, "second 3 is in the history window")
+}
