@@ -12,14 +12,15 @@ import (
 // Subscribe registers f to receive the engine's events from now on (rule
 // loads and refusals, circuit-breaker transitions, system protection
 // starting and stopping to shed, limits shared across instances falling
-// back and recovering: see stat.EventKind), and returns a function that
-// unregisters it (calling that more than once does nothing).
+// back and recovering, watches firing and clearing: see stat.EventKind),
+// and returns a function that unregisters it (calling that more than once
+// does nothing).
 //
 // Subscribers receive every event in the order it happened, each exactly
 // once, one at a time and outside every lock of the engine. They run on the
 // goroutine that caused (or was delivering) the event: a rule load, an
-// Entry or Exit, the system metrics sampler, or a call that noticed that
-// shedding stopped. So they should be quick. A subscriber may call back
+// Entry or Exit, the system metrics sampler, the watches' evaluator, or a
+// call that noticed that shedding stopped. So they should be quick. A subscriber may call back
 // into the engine (Entry, rule loading): the events it causes are delivered
 // after it returns. A panic in a subscriber propagates to that call; later
 // events are still delivered. An engine with no subscriber queues nothing.

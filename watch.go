@@ -46,6 +46,10 @@ var ErrTooManyWatches = errors.New("sluice: too many watches")
 // every second it missed (up to the history's length) and reports each
 // crossing at the second it happened. A resource the engine does not track
 // (not yet, or no more: idle resources are forgotten) counts as quiet.
+//
+// An evaluation in progress when the watch is stopped may still report
+// it. Subscribers receive watch events on the evaluator's goroutine, which
+// Close waits for: a subscriber must not call Close while it handles one.
 func (eng *Engine) Watch(w stat.Watch) (cancel func(), err error) {
 	secs, err := eng.checkWatch(w)
 	if err != nil {

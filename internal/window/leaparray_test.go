@@ -214,3 +214,46 @@ func TestClaimWindowAfterRelease(t *testing.T) {
 	require.Same(t, w, w2)
 	require.Zero(t, w2.Sum(7), "a new owner starts empty")
 }
+
+// TestLeapArrayMax: a Max metric keeps each bucket's largest value, starts
+// afresh when its slot is reused (retiring the old maximum), and a racing
+// raise never loses the largest value.
+func TestLeapArrayMax(t *testing.T) {
+	type retired struct {
+		start int64
+		v     uint64
+	}
+	var got []retired
+	a, err := NewLeapArray(time.Second, 10, []Kind{Sum, Max}, func(m testMetric, start int64, v uint64) {
+		if m == 1 {
+			got = append(got, retired{start, v})
+		}
+	})
+	require.NoError(t, err)
+	for _, v := range []uint64{3, 7, 5} {
+		a.Add(10*ms, 1, v)
+	}
+	a.RaiseAt(a.Slot(0), 0, 1, 6)
+	a.RaiseAt(a.Slot(0), 0, 1, 0)  // nothing
+	a.RaiseAt(a.Slot(0), 0, 1, -4) // nothing
+	assert.Equal(t, uint64(7), a.Value(0, 1))
+	a.RaiseAt(a.Slot(1), 1, 1, 2)
+	a.RaiseAt(a.Slot(16), 16, 1, 1) // reuses bucket 0's slot
+	assert.Equal(t, uint64(1), a.Value(16, 1))
+	assert.Equal(t, []retired{{0, 7}}, got)
+	a.RaiseAt(a.Slot(17), 17, 1, int64(MaxAdd)+5)
+	assert.Equal(t, MaxAdd, a.Value(17, 1), "clamped")
+
+	var wg sync.WaitGroup
+	for g := 1; g <= 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 1000; i++ {
+				a.RaiseAt(a.Slot(40), 40, 1, int64(g*1000+i))
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, uint64(8999), a.Value(40, 1))
+}

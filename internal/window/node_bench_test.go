@@ -1,0 +1,34 @@
+package window
+
+import (
+	"testing"
+
+	"sync/atomic"
+)
+
+// BenchmarkNodePassComplete is a node's share of Entry+Exit: AddPass then
+// AddComplete at a clock that moves 1 µs per call (a new 100 ms bucket
+// every 100,000 calls), serial and in parallel on one node.
+func BenchmarkNodePassComplete(b *testing.B) {
+	b.Run("serial", func(b *testing.B) {
+		n := NewNode()
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			now := int64(i) * 1000
+			n.AddPass(now, 1)
+			n.AddComplete(now, 1000, 1, false)
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		n := NewNode()
+		var clock atomic.Int64
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				now := clock.Add(1000)
+				n.AddPass(now, 1)
+				n.AddComplete(now, 1000, 1, false)
+			}
+		})
+	})
+}
