@@ -413,7 +413,7 @@ func TestWatchConcurrent(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for i := 0; i < 20; i++ {
-			c, err := g.Watch(stat.Watch{Resource: "r", Metric: stat.MetricMaxConcurrency, Window: time.Second, Threshold: 2})
+			c, err := g.Watch(stat.Watch{Resource: "r", Metric: stat.MetricMaxConcurrency, Window: time.Second, Threshold: float64(2 + i)})
 			if assert.NoError(t, err) {
 				c()
 			}
@@ -458,4 +458,29 @@ func TestWatchDefaultEngine(t *testing.T) {
 	p.Exit()
 	setAndSettle(t, clk, 1)
 	assert.Equal(t, []string{"watch-fired d " + v(1) + " @1s"}, rec.take())
+}
+
+// TestWatchSystemClock: on the system clock the evaluator wakes at the
+// second boundaries by itself. The wait is for the event, however late the
+// host delivers it; nothing is asserted about when.
+func TestWatchSystemClock(t *testing.T) {
+	g := New()
+	defer func() { require.NoError(t, g.Close()) }()
+	got := make(chan stat.Event, 4)
+	defer g.Subscribe(func(ev stat.Event) {
+		if ev.Kind == stat.EventWatchFired {
+			got <- ev
+		}
+	})()
+	stop, err := g.Watch(stat.Watch{Resource: "r", Metric: stat.MetricPass, Window: 2 * time.Second, Threshold: 1})
+	require.NoError(t, err)
+	defer stop()
+	require.True(t, try(g, "r"))
+	select {
+	case ev := <-got:
+		assert.Equal(t, float64(1), ev.Value)
+		assert.Zero(t, ev.At%int64(time.Second), "the end of a window is a second boundary")
+	case <-time.After(30 * time.Second):
+		t.Error("no watch-fired event within 30 s")
+	}
 }
