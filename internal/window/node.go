@@ -398,6 +398,11 @@ func (n *Node) HistoryLen() int { return int(n.keep) }
 // the history window), so it is exact when no adds race it; an add racing
 // it may be missed, or, when it moves a bucket from one window to the
 // next, counted twice in that one result. It allocates the result only.
+//
+// A second's MaxConcurrency is the larger of the highest concurrency a pass
+// of the second left (kept by AddPass) and the concurrency at the second's
+// start, which is not kept but follows from the counts: the concurrency now,
+// less the passes since, plus the exits since.
 func (n *Node) History(now int64, since time.Duration) []stat.Second {
 	k := int64(since / time.Second)
 	if k > n.keep {
