@@ -214,9 +214,9 @@ func New(opts ...Option) *Engine {
 func (eng *Engine) Clock() Clock { return eng.clock }
 
 // Close stops everything the engine started (such as the system metrics
-// sampler, the watches' evaluator and the cluster store's heartbeat, after giving unused leased
-// permits back) and waits for it. Afterwards Entry and the rule loaders return
-// ErrClosed, and so do entries that were waiting for their turn under a
+// sampler, the watches' evaluator and the cluster store's heartbeat, after
+// giving unused leased permits back) and waits for it. Afterwards Entry,
+// the rule loaders and Watch return ErrClosed, and so do entries that were waiting for their turn under a
 // throttling rule (they return at once); entries in flight may still Exit.
 // Close is idempotent and returns the sampler's error, if any, the first
 // time.
