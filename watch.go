@@ -12,9 +12,9 @@ import (
 )
 
 // MaxWatches is the most watches an engine holds at once; Watch refuses
-// more with ErrTooManyWatches. A watch keeps one word per second of its
-// window (two for stat.MetricAvgRT): at most 56 KiB for a one-hour
-// window, 2.3 KiB for a five-minute one.
+// more with ErrTooManyWatches. A watch keeps one 8-byte word per second of
+// its window (two for stat.MetricAvgRT): 2.3 KiB for a five-minute window,
+// 28 KiB for an hour (56 KiB for stat.MetricAvgRT).
 const MaxWatches = 1000
 
 // ErrTooManyWatches is returned (wrapped) by Watch when the engine already
