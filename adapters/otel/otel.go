@@ -50,6 +50,8 @@ import (
 	"context"
 	"math"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -58,6 +60,35 @@ import (
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/stat"
 )
+
+// oddResource is a resource whose name is not valid UTF-8, kept for the
+// end of a collection.
+type oddResource struct {
+	name string
+	s    stat.Snapshot
+}
+
+// observeResource reports the figures of one resource, named name (valid
+// UTF-8).
+func (in *instruments) observeResource(o metric.Observer, name string, s *stat.Snapshot) {
+	res := attribute.String("resource", name)
+	set := metric.WithAttributeSet(attribute.NewSet(res))
+	o.ObserveInt64(in.passed, int64(s.TotalPass), set)
+	for t, n := range s.BlockedBy {
+		if n == 0 {
+			continue
+		}
+		typ := "other"
+		if t != 0 {
+			typ = core.BlockType(t).String()
+		}
+		o.ObserveInt64(in.blocked, int64(n), metric.WithAttributes(res, attribute.String("type", typ)))
+	}
+	o.ObserveInt64(in.completed, int64(s.TotalComplete), set)
+	o.ObserveInt64(in.errs, int64(s.TotalError), set)
+	o.ObserveFloat64(in.rt, s.TotalRT.Seconds(), set)
+	o.ObserveInt64(in.inFlight, s.Concurrency, set)
+}
 
 // ScopeName is the instrumentation scope of the meter Register uses.
 const ScopeName = "github.com/sluice-go/sluice/adapters/otel"
@@ -135,32 +166,53 @@ func Register(eng *sluice.Engine, mp metric.MeterProvider) (metric.Registration,
 }
 
 // observe reads eng once and reports every value to o.
+//
+// Attribute values come from resource names and rule IDs, which may come
+// from traffic; exporters need valid UTF-8 (OTLP's protobuf refuses
+// others), so each invalid byte becomes U+FFFD, and a resource or breaker
+// whose attributes, made valid so, equal those of one already observed in
+// the collection is left out of it.
 func (in *instruments) observe(eng *sluice.Engine, o metric.Observer) {
+	var (
+		names []string
+		odd   []oddResource
+	)
 	eng.Each(func(name string, s stat.Snapshot) {
-		res := attribute.String("resource", name)
-		set := metric.WithAttributeSet(attribute.NewSet(res))
-		o.ObserveInt64(in.passed, int64(s.TotalPass), set)
-		for t, n := range s.BlockedBy {
-			if n == 0 {
-				continue
-			}
-			typ := "other"
-			if t != 0 {
-				typ = core.BlockType(t).String()
-			}
-			o.ObserveInt64(in.blocked, int64(n), metric.WithAttributes(res, attribute.String("type", typ)))
+		if !utf8.ValidString(name) {
+			odd = append(odd, oddResource{name, s})
+			return
 		}
-		o.ObserveInt64(in.completed, int64(s.TotalComplete), set)
-		o.ObserveInt64(in.errs, int64(s.TotalError), set)
-		o.ObserveFloat64(in.rt, s.TotalRT.Seconds(), set)
-		o.ObserveInt64(in.inFlight, s.Concurrency, set)
+		names = append(names, name)
+		in.observeResource(o, name, &s)
 	})
+	if len(odd) > 0 {
+		seen := make(map[string]bool, len(names)+len(odd))
+		for _, n := range names {
+			seen[n] = true
+		}
+		for i := range odd {
+			l := strings.ToValidUTF8(odd[i].name, "\uFFFD")
+			if !seen[l] {
+				seen[l] = true
+				in.observeResource(o, l, &odd[i].s)
+			}
+		}
+	}
+	var sent map[[2]string]bool
 	for i, b := range eng.CircuitBreakerStates() {
 		rule := b.Rule.ID
 		if rule == "" {
 			rule = strconv.Itoa(i)
 		}
-		res, r := attribute.String("resource", b.Rule.Resource), attribute.String("rule", rule)
+		key := [2]string{strings.ToValidUTF8(b.Rule.Resource, "\uFFFD"), strings.ToValidUTF8(rule, "\uFFFD")}
+		if sent == nil {
+			sent = map[[2]string]bool{}
+		}
+		if sent[key] {
+			continue // two rules of one resource with one ID
+		}
+		sent[key] = true
+		res, r := attribute.String("resource", key[0]), attribute.String("rule", key[1])
 		o.ObserveInt64(in.state, int64(b.State), metric.WithAttributes(res, r))
 		for to, n := range b.Transitions {
 			o.ObserveInt64(in.moves, int64(n), metric.WithAttributes(res, r, attribute.String("to", sluice.BreakerState(to).String())))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -192,4 +193,41 @@ func TestCollectionsReadTheEngineThen(t *testing.T) {
 		got, _ := collect(t, r)
 		assert.Equal(t, float64(1000*round), got["sluice.passed[resource=r]"], "round %d", round)
 	}
+}
+
+// TestHostileNames: invalid UTF-8 in resource names and rule IDs becomes
+// U+FFFD, and names equal once replaced are observed once.
+func TestHostileNames(t *testing.T) {
+	g := sluice.New(sluice.WithClock(sluicetest.NewManualClock(0)))
+	defer g.Close()
+	r, mp := reader(t)
+	reg, err := sluiceotel.Register(g, mp)
+	require.NoError(t, err)
+	defer reg.Unregister()
+	for _, n := range []string{"a\xff", "a\xfe", "a\uFFFD", "quote\"\n"} {
+		p, err := g.Entry(n)
+		require.NoError(t, err)
+		p.Exit()
+	}
+	cb := rules.CircuitBreaker{ID: "same", Resource: "pay\xff", Strategy: rules.ErrorCount, Threshold: 1, RetryTimeout: time.Second}
+	cb2 := cb
+	cb2.Strategy, cb2.Threshold = rules.ErrorRatio, 0.5
+	_, err = g.LoadCircuitBreakerRules([]rules.CircuitBreaker{cb, cb2})
+	require.NoError(t, err)
+	got, _ := collect(t, r)
+	passed := map[string]float64{}
+	for k, v := range got {
+		if name, ok := strings.CutPrefix(k, "sluice.passed[resource="); ok {
+			passed[strings.TrimSuffix(name, "]")] = v
+		}
+	}
+	assert.Equal(t, map[string]float64{"a\uFFFD": 1, "quote\"\n": 1, "pay\uFFFD": 0}, passed)
+	assert.Equal(t, 0.0, got["sluice.breaker.state[resource=pay\uFFFD rule=same]"])
+	n := 0
+	for k := range got {
+		if strings.HasPrefix(k, "sluice.breaker.state") {
+			n++
+		}
+	}
+	assert.Equal(t, 1, n)
 }

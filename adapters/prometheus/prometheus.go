@@ -46,6 +46,8 @@ package sluiceprom
 import (
 	"math"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -101,6 +103,33 @@ func NewCollector(eng *sluice.Engine) *Collector {
 	}
 }
 
+// oddResource is a resource whose name is not valid UTF-8, kept for the
+// end of a scrape.
+type oddResource struct {
+	name string
+	s    stat.Snapshot
+}
+
+// collectResource sends the metrics of one resource, labelled name (valid
+// UTF-8).
+func (c *Collector) collectResource(ch chan<- prometheus.Metric, name string, s *stat.Snapshot) {
+	ch <- prometheus.MustNewConstMetric(c.passed, prometheus.CounterValue, float64(s.TotalPass), name)
+	for t, n := range s.BlockedBy {
+		if n == 0 {
+			continue
+		}
+		typ := "other"
+		if t != 0 {
+			typ = core.BlockType(t).String()
+		}
+		ch <- prometheus.MustNewConstMetric(c.blocked, prometheus.CounterValue, float64(n), name, typ)
+	}
+	ch <- prometheus.MustNewConstMetric(c.completed, prometheus.CounterValue, float64(s.TotalComplete), name)
+	ch <- prometheus.MustNewConstMetric(c.errs, prometheus.CounterValue, float64(s.TotalError), name)
+	ch <- prometheus.MustNewConstSummary(c.rt, s.TotalComplete, s.TotalRT.Seconds(), nil, name)
+	ch <- prometheus.MustNewConstMetric(c.in, prometheus.GaugeValue, float64(s.Concurrency), name)
+}
+
 // Describe sends the descriptors of every metric the collector exports.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.passed, c.blocked, c.completed, c.errs, c.rt, c.in, c.breaker, c.moves, c.load1, c.cpu} {
@@ -112,32 +141,55 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect reads the engine and sends its metrics.
+//
+// Label values come from resource names and rule IDs, which may come from
+// traffic: Prometheus takes only valid UTF-8, so each invalid byte becomes
+// U+FFFD. A series whose labels, made valid so, equal those of one already
+// sent in the scrape is left out of it, so that one odd name can never make
+// a whole scrape fail.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	var (
+		names []string // valid names, sent as they come
+		odd   []oddResource
+	)
 	c.eng.Each(func(name string, s stat.Snapshot) {
-		ch <- prometheus.MustNewConstMetric(c.passed, prometheus.CounterValue, float64(s.TotalPass), name)
-		for t, n := range s.BlockedBy {
-			if n == 0 {
-				continue
-			}
-			typ := "other"
-			if t != 0 {
-				typ = core.BlockType(t).String()
-			}
-			ch <- prometheus.MustNewConstMetric(c.blocked, prometheus.CounterValue, float64(n), name, typ)
+		if !utf8.ValidString(name) {
+			odd = append(odd, oddResource{name, s})
+			return
 		}
-		ch <- prometheus.MustNewConstMetric(c.completed, prometheus.CounterValue, float64(s.TotalComplete), name)
-		ch <- prometheus.MustNewConstMetric(c.errs, prometheus.CounterValue, float64(s.TotalError), name)
-		ch <- prometheus.MustNewConstSummary(c.rt, s.TotalComplete, s.TotalRT.Seconds(), nil, name)
-		ch <- prometheus.MustNewConstMetric(c.in, prometheus.GaugeValue, float64(s.Concurrency), name)
+		names = append(names, name)
+		c.collectResource(ch, name, &s)
 	})
+	if len(odd) > 0 {
+		seen := make(map[string]bool, len(names)+len(odd))
+		for _, n := range names {
+			seen[n] = true
+		}
+		for i := range odd {
+			l := strings.ToValidUTF8(odd[i].name, "\uFFFD")
+			if !seen[l] {
+				seen[l] = true
+				c.collectResource(ch, l, &odd[i].s)
+			}
+		}
+	}
+	var sent map[[2]string]bool
 	for i, b := range c.eng.CircuitBreakerStates() {
 		rule := b.Rule.ID
 		if rule == "" {
 			rule = strconv.Itoa(i)
 		}
-		ch <- prometheus.MustNewConstMetric(c.breaker, prometheus.GaugeValue, float64(b.State), b.Rule.Resource, rule)
+		key := [2]string{strings.ToValidUTF8(b.Rule.Resource, "\uFFFD"), strings.ToValidUTF8(rule, "\uFFFD")}
+		if sent == nil {
+			sent = map[[2]string]bool{}
+		}
+		if sent[key] {
+			continue // two rules of one resource with one ID
+		}
+		sent[key] = true
+		ch <- prometheus.MustNewConstMetric(c.breaker, prometheus.GaugeValue, float64(b.State), key[0], key[1])
 		for to, n := range b.Transitions {
-			ch <- prometheus.MustNewConstMetric(c.moves, prometheus.CounterValue, float64(n), b.Rule.Resource, rule, sluice.BreakerState(to).String())
+			ch <- prometheus.MustNewConstMetric(c.moves, prometheus.CounterValue, float64(n), key[0], key[1], sluice.BreakerState(to).String())
 		}
 	}
 	sys := c.eng.SystemMetrics()
