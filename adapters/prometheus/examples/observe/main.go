@@ -90,7 +90,7 @@ func run(ctx context.Context, out io.Writer, duration, keep time.Duration) error
 	base := "http://" + lis.Addr().String()
 	fmt.Fprintf(out, "serving %s/metrics; load for %v\n", base, duration)
 
-	client := &http.Client{Timeout: 5 * time.Second}
+	client := &http.Client{Transport: &http.Transport{}, Timeout: 5 * time.Second}
 	counts := load(ctx, client, base, duration, &payDown)
 	fmt.Fprintf(out, "sent %d requests: %d ok, %d refused (429/503), %d failed\n", counts[0]+counts[1]+counts[2], counts[0], counts[1], counts[2])
 
@@ -107,6 +107,10 @@ func run(ctx context.Context, out io.Writer, duration, keep time.Duration) error
 			}
 		}
 	}
+	// The transport may hold connections dialed for requests the end of the
+	// load cancelled, never used: the server counts them as new, not idle,
+	// and Shutdown would wait for them.
+	client.CloseIdleConnections()
 	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if serr := srv.Shutdown(shutdown); serr != nil && err == nil {
