@@ -15,10 +15,13 @@
 //
 // The metric set is the Prometheus exporter's (package sluiceprom), named
 // the OpenTelemetry way: dotted names, units in the instrument, no _total
-// suffix. An OpenTelemetry Prometheus exporter turns them into the
-// sluiceprom names, except the response time (a counter of seconds here,
-// sluice.rt, where sluiceprom has the summary sluice_rt_seconds) and the
-// CPU usage (unit "1", which such exporters may suffix with _ratio).
+// suffix. The usual translation of an OpenTelemetry Prometheus exporter
+// (dots to underscores, units in braces dropped, s to _seconds, 1 to
+// _ratio, _total on counters) gives the sluiceprom names back, except for
+// the response time (a counter of seconds here, sluice.rt, which becomes
+// sluice_rt_seconds_total, where sluiceprom has the summary
+// sluice_rt_seconds) and the CPU usage (sluice_system_cpu_usage_ratio).
+// Dimensionless gauges other than the CPU usage have no unit.
 // Attributes are the sluiceprom labels: resource, type, rule, to.
 //
 //	sluice.passed{resource}                   counter        {request}  requests that passed every rule
@@ -27,11 +30,11 @@
 //	sluice.errors{resource}                   counter        {request}  requests that exited with an error
 //	sluice.rt{resource}                       counter        s          response times of exited requests, summed (to the microsecond)
 //	sluice.in_flight{resource}                updown counter {request}  requests in flight
-//	sluice.breaker.state{resource,rule}       gauge          1          0 closed, 1 open, 2 half-open
+//	sluice.breaker.state{resource,rule}       gauge                     0 closed, 1 open, 2 half-open
 //	sluice.breaker.transitions{resource,rule,to} counter     {transition} changes of state by the state changed to
-//	sluice.system.load1                       gauge          1          the host's one-minute load average (absent before the first good reading)
+//	sluice.system.load1                       gauge                     the host's one-minute load average (absent before the first good reading)
 //	sluice.system.cpu.usage                   gauge          1          the process's CPU usage in [0, 1] (absent before the first good reading)
-//	sluice.cluster.fallback                   gauge          1          1 while cluster rules decide locally, 0 while the store decides
+//	sluice.cluster.fallback                   gauge                     1 while cluster rules decide locally, 0 while the store decides
 //	sluice.cluster.live_instances             gauge          {instance} live instances of the application
 //	sluice.cluster.store.takes                counter        {call}     store calls for permits
 //	sluice.cluster.store.take_errors          counter        {call}     of which failed or timed out
@@ -140,11 +143,11 @@ func Register(eng *sluice.Engine, mp metric.MeterProvider) (metric.Registration,
 	inFlight, err := m.Int64ObservableUpDownCounter("sluice.in_flight", metric.WithUnit("{request}"), metric.WithDescription("Requests in flight."))
 	errs = append(errs, err)
 	in.inFlight = inFlight
-	in.state = gauge("sluice.breaker.state", "1", "Circuit breaker state: 0 closed, 1 open, 2 half-open.")
+	in.state = gauge("sluice.breaker.state", "", "Circuit breaker state: 0 closed, 1 open, 2 half-open.")
 	in.moves = counter("sluice.breaker.transitions", "{transition}", "Circuit breaker changes of state, by the state changed to.")
-	in.load1 = fgauge("sluice.system.load1", "1", "The host's one-minute load average.")
+	in.load1 = fgauge("sluice.system.load1", "", "The host's one-minute load average.")
 	in.cpu = fgauge("sluice.system.cpu.usage", "1", "The process's CPU usage, a ratio of what it may use.")
-	in.fallback = gauge("sluice.cluster.fallback", "1", "1 while cluster rules decide locally because the store failed, 0 while the store decides.")
+	in.fallback = gauge("sluice.cluster.fallback", "", "1 while cluster rules decide locally because the store failed, 0 while the store decides.")
 	in.live = gauge("sluice.cluster.live_instances", "{instance}", "Live instances of the application, this one included.")
 	in.takes = counter("sluice.cluster.store.takes", "{call}", "Store calls for permits: lease refills and strict requests, batched.")
 	in.takeErrs = counter("sluice.cluster.store.take_errors", "{call}", "Store calls for permits that failed or timed out.")
