@@ -36,6 +36,15 @@ type BreakerStatus struct {
 	// breaker whose retry timeout has passed turns HalfOpen at the next
 	// entry).
 	State BreakerState
+	// Transitions counts the breaker's changes of state, by the state it
+	// changed to: Transitions[BreakerOpen] is how many times it opened,
+	// Transitions[BreakerHalfOpen] how many probe rounds began and
+	// Transitions[BreakerClosed] how many ended in closing. Counts run from
+	// when the rule was loaded, and survive a reload that keeps the
+	// breaker's state (see LoadCircuitBreakerRules). They are counted at
+	// the transition, never on the request path of a decision that keeps
+	// the state.
+	Transitions [3]uint64
 }
 
 // WithErrorClassifier sets which errors recorded with Pass.SetError count as
@@ -85,7 +94,7 @@ func (eng *Engine) CircuitBreakerStates() []BreakerStatus {
 		// Build keeps each resource's breakers in rule order.
 		b := eng.breakers.ctl[r.Resource][seen[r.Resource]]
 		seen[r.Resource]++
-		out[i] = BreakerStatus{Rule: r, State: b.State()}
+		out[i] = BreakerStatus{Rule: r, State: b.State(), Transitions: b.Transitions()}
 	}
 	return out
 }

@@ -129,6 +129,43 @@ func TestCircuitBreakerCycleThroughEngine(t *testing.T) {
 	}, log.moves())
 }
 
+// TestCircuitBreakerTransitionCounts drives a breaker through two opens, a
+// failed probe round and a successful one, with refusals in between that
+// change nothing, and reads the counts by target state.
+func TestCircuitBreakerTransitionCounts(t *testing.T) {
+	r := rules.CircuitBreaker{ID: "pay", Resource: "pay", Strategy: rules.ErrorCount, Threshold: 1, MinRequestAmount: 1, RetryTimeout: time.Second}
+	g, clk, log := cbEngine(t, []rules.CircuitBreaker{r})
+	counts := func() [3]uint64 { return g.CircuitBreakerStates()[0].Transitions }
+	assert.Equal(t, [3]uint64{}, counts())
+	require.NoError(t, do(g, clk, "pay", 0, nil))
+	assert.Equal(t, [3]uint64{}, counts(), "a pass that keeps the state counts nothing")
+	require.NoError(t, do(g, clk, "pay", 0, errDependency)) // closed > open
+	for i := 0; i < 5; i++ {
+		require.ErrorIs(t, do(g, clk, "pay", 0, nil), ErrBlocked)
+	}
+	assert.Equal(t, [3]uint64{BreakerOpen: 1}, counts(), "refusals count nothing")
+	clk.Advance(time.Second)
+	require.NoError(t, do(g, clk, "pay", 0, errDependency)) // open > half-open > open
+	assert.Equal(t, [3]uint64{BreakerOpen: 2, BreakerHalfOpen: 1}, counts())
+	clk.Advance(time.Second)
+	require.NoError(t, do(g, clk, "pay", 0, nil)) // open > half-open > closed
+	want := [3]uint64{BreakerClosed: 1, BreakerOpen: 2, BreakerHalfOpen: 2}
+	assert.Equal(t, want, counts())
+	assert.Len(t, log.moves(), 5, "one count per transition the listeners saw")
+
+	// An equivalent reload keeps the counts with the state; another
+	// strategy starts from zero.
+	same := r
+	same.Threshold = 3
+	_, err := g.LoadCircuitBreakerRules([]rules.CircuitBreaker{same})
+	require.NoError(t, err)
+	assert.Equal(t, want, counts())
+	ratio := rules.CircuitBreaker{Resource: "pay", Strategy: rules.ErrorRatio, Threshold: 0.5, RetryTimeout: time.Second}
+	_, err = g.LoadCircuitBreakerRules([]rules.CircuitBreaker{ratio})
+	require.NoError(t, err)
+	assert.Equal(t, [3]uint64{}, counts())
+}
+
 func TestCircuitBreakerLoadRefusesWholeAndKeepsState(t *testing.T) {
 	count := rules.CircuitBreaker{Resource: "orders", Strategy: rules.ErrorCount, Threshold: 2, MinRequestAmount: 1, RetryTimeout: 10 * time.Second}
 	g, clk, _ := cbEngine(t, []rules.CircuitBreaker{count})
@@ -163,7 +200,7 @@ func TestCircuitBreakerLoadRefusesWholeAndKeepsState(t *testing.T) {
 	opened := clk.Nanotime()
 	_, err = g.LoadCircuitBreakerRules([]rules.CircuitBreaker{raised})
 	require.NoError(t, err)
-	assert.Equal(t, []BreakerStatus{{Rule: raised, State: BreakerOpen}}, g.CircuitBreakerStates())
+	assert.Equal(t, []BreakerStatus{{Rule: raised, State: BreakerOpen, Transitions: [3]uint64{BreakerOpen: 1}}}, g.CircuitBreakerStates(), "state and counts")
 	clk.Set(opened + int64(10*time.Second) - 1)
 	require.ErrorIs(t, do(g, clk, "orders", 0, nil), ErrBlocked)
 
@@ -320,7 +357,7 @@ func TestCircuitBreakerPackageLevel(t *testing.T) {
 	require.NoError(t, err)
 	p.SetError(errDependency)
 	p.Exit()
-	assert.Equal(t, []BreakerStatus{{Rule: rs[0], State: BreakerOpen}}, CircuitBreakerStates())
+	assert.Equal(t, []BreakerStatus{{Rule: rs[0], State: BreakerOpen, Transitions: [3]uint64{BreakerOpen: 1}}}, CircuitBreakerStates())
 	_, err = Entry("orders")
 	require.ErrorIs(t, err, ErrBlocked)
 	assert.Equal(t, []string{"orders: closed>open"}, log.moves())

@@ -1,7 +1,7 @@
 // Package sluiceprom exports an engine's statistics to Prometheus.
 //
 // NewCollector returns a prometheus.Collector that reads the engine at
-// scrape time (Engine.Each, CircuitBreakerStates, SystemMetrics): nothing
+// scrape time (Engine.Each, CircuitBreakerStates, SystemMetrics, ClusterStatus): nothing
 // is counted twice and nothing runs between scrapes. Register it with a
 // registry and serve that registry:
 //
@@ -20,18 +20,36 @@
 //	rt_seconds{resource}               summary  response times of exited requests: _sum (seconds, to the microsecond) and _count (= completed_total), no quantiles
 //	in_flight{resource}                gauge    requests in flight
 //	breaker_state{resource,rule}       gauge    0 closed, 1 open, 2 half-open; rule is the rule's ID, or its index among the circuit-breaker rules when it has none
+//	breaker_transitions_total{resource,rule,to}
+//	                                   counter  changes of state by the state changed to ("open", "half-open", "closed"), since the rule was loaded
 //	system_load1                       gauge    the host's one-minute load average (absent before the first good reading)
 //	system_cpu_usage                   gauge    the process's CPU usage, a ratio in [0, 1] (absent before the first good reading)
+//
+// With a cluster store (sluice.WithCluster), from Engine.ClusterStatus:
+//
+//	cluster_fallback                      gauge    1 while cluster rules decide locally (the store failed), 0 while the store decides
+//	cluster_live_instances                gauge    live instances of the application, this one included
+//	cluster_store_takes_total             counter  store calls for permits (lease refills and strict requests, batched)
+//	cluster_store_take_errors_total       counter  of which failed or timed out
+//	cluster_store_requests_total          counter  requests those calls carried
+//	cluster_permits_given_back_total      counter  unused leased permits given back to the store
+//	cluster_permits_dropped_total         counter  unused leased permits that could not be given back
+//	cluster_store_probes_total            counter  probes of a failing store
+//	cluster_heartbeat_failures_total      counter  heartbeats that failed
 //
 // Counts are of requests: an entry made with sluice.WithBatch(n) counts n.
 // Counters are totals since the engine started tracking the resource; a
 // resource forgotten when idle (sluice.IdleResourceTimeout) and seen again
-// starts from zero, which Prometheus treats as a counter reset.
+// starts from zero, which Prometheus treats as a counter reset. Resource
+// names and rule IDs, which may come from traffic, are escaped in the
+// exposition and made valid UTF-8 (see Collector.Collect).
 package sluiceprom
 
 import (
 	"math"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -45,7 +63,17 @@ import (
 type Collector struct {
 	eng                                      *sluice.Engine
 	passed, blocked, completed, errs, rt, in *prometheus.Desc
-	breaker, load1, cpu                      *prometheus.Desc
+	breaker, moves, load1, cpu               *prometheus.Desc
+	cluster                                  clusterDescs
+}
+
+// clusterDescs describe the metrics of the engine's cluster store.
+type clusterDescs struct {
+	fallback, live, takes, takeErrs, reqs, given, dropped, probes, hbFails *prometheus.Desc
+}
+
+func (d *clusterDescs) all() []*prometheus.Desc {
+	return []*prometheus.Desc{d.fallback, d.live, d.takes, d.takeErrs, d.reqs, d.given, d.dropped, d.probes, d.hbFails}
 }
 
 // NewCollector returns a collector of eng's statistics.
@@ -60,43 +88,111 @@ func NewCollector(eng *sluice.Engine) *Collector {
 		rt:        prometheus.NewDesc("sluice_rt_seconds", "Response times of exited requests.", res, nil),
 		in:        prometheus.NewDesc("sluice_in_flight", "Requests in flight.", res, nil),
 		breaker:   prometheus.NewDesc("sluice_breaker_state", "Circuit breaker state: 0 closed, 1 open, 2 half-open.", []string{"resource", "rule"}, nil),
+		moves:     prometheus.NewDesc("sluice_breaker_transitions_total", "Circuit breaker changes of state, by the state changed to.", []string{"resource", "rule", "to"}, nil),
 		load1:     prometheus.NewDesc("sluice_system_load1", "The host's one-minute load average.", nil, nil),
 		cpu:       prometheus.NewDesc("sluice_system_cpu_usage", "The process's CPU usage, a ratio of what it may use.", nil, nil),
+		cluster: clusterDescs{
+			fallback: prometheus.NewDesc("sluice_cluster_fallback", "1 while cluster rules decide locally because the store failed, 0 while the store decides.", nil, nil),
+			live:     prometheus.NewDesc("sluice_cluster_live_instances", "Live instances of the application, this one included.", nil, nil),
+			takes:    prometheus.NewDesc("sluice_cluster_store_takes_total", "Store calls for permits: lease refills and strict requests, batched.", nil, nil),
+			takeErrs: prometheus.NewDesc("sluice_cluster_store_take_errors_total", "Store calls for permits that failed or timed out.", nil, nil),
+			reqs:     prometheus.NewDesc("sluice_cluster_store_requests_total", "Requests carried by store calls for permits.", nil, nil),
+			given:    prometheus.NewDesc("sluice_cluster_permits_given_back_total", "Unused leased permits given back to the store.", nil, nil),
+			dropped:  prometheus.NewDesc("sluice_cluster_permits_dropped_total", "Unused leased permits that could not be given back to the store.", nil, nil),
+			probes:   prometheus.NewDesc("sluice_cluster_store_probes_total", "Probes of a failing store.", nil, nil),
+			hbFails:  prometheus.NewDesc("sluice_cluster_heartbeat_failures_total", "Heartbeats that failed.", nil, nil),
+		},
 	}
+}
+
+// oddResource is a resource whose name is not valid UTF-8, kept for the
+// end of a scrape.
+type oddResource struct {
+	name string
+	s    stat.Snapshot
+}
+
+// collectResource sends the metrics of one resource, labelled name (valid
+// UTF-8).
+func (c *Collector) collectResource(ch chan<- prometheus.Metric, name string, s *stat.Snapshot) {
+	ch <- prometheus.MustNewConstMetric(c.passed, prometheus.CounterValue, float64(s.TotalPass), name)
+	for t, n := range s.BlockedBy {
+		if n == 0 {
+			continue
+		}
+		typ := "other"
+		if t != 0 {
+			typ = core.BlockType(t).String()
+		}
+		ch <- prometheus.MustNewConstMetric(c.blocked, prometheus.CounterValue, float64(n), name, typ)
+	}
+	ch <- prometheus.MustNewConstMetric(c.completed, prometheus.CounterValue, float64(s.TotalComplete), name)
+	ch <- prometheus.MustNewConstMetric(c.errs, prometheus.CounterValue, float64(s.TotalError), name)
+	ch <- prometheus.MustNewConstSummary(c.rt, s.TotalComplete, s.TotalRT.Seconds(), nil, name)
+	ch <- prometheus.MustNewConstMetric(c.in, prometheus.GaugeValue, float64(s.Concurrency), name)
 }
 
 // Describe sends the descriptors of every metric the collector exports.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.passed, c.blocked, c.completed, c.errs, c.rt, c.in, c.breaker, c.load1, c.cpu} {
+	for _, d := range []*prometheus.Desc{c.passed, c.blocked, c.completed, c.errs, c.rt, c.in, c.breaker, c.moves, c.load1, c.cpu} {
+		ch <- d
+	}
+	for _, d := range c.cluster.all() {
 		ch <- d
 	}
 }
 
 // Collect reads the engine and sends its metrics.
+//
+// Label values come from resource names and rule IDs, which may come from
+// traffic: Prometheus takes only valid UTF-8, so each invalid byte becomes
+// U+FFFD. A series whose labels, made valid so, equal those of one already
+// sent in the scrape is left out of it, so that one odd name can never make
+// a whole scrape fail.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	var (
+		names []string // valid names, sent as they come
+		odd   []oddResource
+	)
 	c.eng.Each(func(name string, s stat.Snapshot) {
-		ch <- prometheus.MustNewConstMetric(c.passed, prometheus.CounterValue, float64(s.TotalPass), name)
-		for t, n := range s.BlockedBy {
-			if n == 0 {
-				continue
-			}
-			typ := "other"
-			if t != 0 {
-				typ = core.BlockType(t).String()
-			}
-			ch <- prometheus.MustNewConstMetric(c.blocked, prometheus.CounterValue, float64(n), name, typ)
+		if !utf8.ValidString(name) {
+			odd = append(odd, oddResource{name, s})
+			return
 		}
-		ch <- prometheus.MustNewConstMetric(c.completed, prometheus.CounterValue, float64(s.TotalComplete), name)
-		ch <- prometheus.MustNewConstMetric(c.errs, prometheus.CounterValue, float64(s.TotalError), name)
-		ch <- prometheus.MustNewConstSummary(c.rt, s.TotalComplete, s.TotalRT.Seconds(), nil, name)
-		ch <- prometheus.MustNewConstMetric(c.in, prometheus.GaugeValue, float64(s.Concurrency), name)
+		names = append(names, name)
+		c.collectResource(ch, name, &s)
 	})
+	if len(odd) > 0 {
+		seen := make(map[string]bool, len(names)+len(odd))
+		for _, n := range names {
+			seen[n] = true
+		}
+		for i := range odd {
+			l := strings.ToValidUTF8(odd[i].name, "\uFFFD")
+			if !seen[l] {
+				seen[l] = true
+				c.collectResource(ch, l, &odd[i].s)
+			}
+		}
+	}
+	var sent map[[2]string]bool
 	for i, b := range c.eng.CircuitBreakerStates() {
 		rule := b.Rule.ID
 		if rule == "" {
 			rule = strconv.Itoa(i)
 		}
-		ch <- prometheus.MustNewConstMetric(c.breaker, prometheus.GaugeValue, float64(b.State), b.Rule.Resource, rule)
+		key := [2]string{strings.ToValidUTF8(b.Rule.Resource, "\uFFFD"), strings.ToValidUTF8(rule, "\uFFFD")}
+		if sent == nil {
+			sent = map[[2]string]bool{}
+		}
+		if sent[key] {
+			continue // two rules of one resource with one ID
+		}
+		sent[key] = true
+		ch <- prometheus.MustNewConstMetric(c.breaker, prometheus.GaugeValue, float64(b.State), key[0], key[1])
+		for to, n := range b.Transitions {
+			ch <- prometheus.MustNewConstMetric(c.moves, prometheus.CounterValue, float64(n), key[0], key[1], sluice.BreakerState(to).String())
+		}
 	}
 	sys := c.eng.SystemMetrics()
 	if !math.IsNaN(sys.Load1) {
@@ -104,5 +200,23 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if !math.IsNaN(sys.CPUUsage) {
 		ch <- prometheus.MustNewConstMetric(c.cpu, prometheus.GaugeValue, sys.CPUUsage)
+	}
+	if cs, ok := c.eng.ClusterStatus(); ok {
+		d := &c.cluster
+		fallback := 0.0
+		if cs.Mode == sluice.ClusterFallback {
+			fallback = 1
+		}
+		ch <- prometheus.MustNewConstMetric(d.fallback, prometheus.GaugeValue, fallback)
+		ch <- prometheus.MustNewConstMetric(d.live, prometheus.GaugeValue, float64(cs.Live))
+		for _, m := range []struct {
+			d *prometheus.Desc
+			n int64
+		}{
+			{d.takes, cs.Takes}, {d.takeErrs, cs.TakeErrors}, {d.reqs, cs.Requests},
+			{d.given, cs.Given}, {d.dropped, cs.Dropped}, {d.probes, cs.Probes}, {d.hbFails, cs.HeartbeatFailures},
+		} {
+			ch <- prometheus.MustNewConstMetric(m.d, prometheus.CounterValue, float64(m.n))
+		}
 	}
 }

@@ -101,7 +101,15 @@ type state struct {
 	hub *Hub
 	cur atomic.Pointer[phase]
 	cfg atomic.Pointer[params] // the rule in force (the newest breaker's)
+	// moves counts transitions by the state they led to, written under
+	// the hub's mutex at the transition (never on a decision that keeps
+	// the state) and read without it.
+	moves [States]atomic.Uint64
 }
+
+// States is the number of breaker states: Closed, Open and HalfOpen index
+// arrays of this length.
+const States = 3
 
 // phase is one stretch of a breaker's life in one state. Only word (and the
 // window's counters) change after it is published.
@@ -175,6 +183,17 @@ func (b *Breaker) Rule() rules.CircuitBreaker { return b.rule }
 // next Check, so an Open breaker whose retry timeout has passed still reads
 // Open until a call arrives.
 func (b *Breaker) State() State { return b.st.cur.Load().state }
+
+// Transitions returns how many times the breaker changed state since its
+// state was made (an equivalent reload keeps it), by the state it changed
+// to: Transitions()[Open] is how many times it opened.
+func (b *Breaker) Transitions() [States]uint64 {
+	var out [States]uint64
+	for i := range out {
+		out[i] = b.st.moves[i].Load()
+	}
+	return out
+}
 
 const (
 	reasonOpen     = "circuit breaker open"
@@ -301,6 +320,7 @@ func (st *state) swap(from *phase, next func(*params) *phase, snapshot float64, 
 		to.snapshot = from.snapshot
 	}
 	st.cur.Store(to)
+	st.moves[to.state].Add(1)
 	h.events.Enqueue(Transition{
 		Resource: c.rule.Resource,
 		Rule:     c.rule,
