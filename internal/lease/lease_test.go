@@ -141,6 +141,7 @@ func TestLeaseSingleRefill(t *testing.T) {
 	// Every caller waits on its deadline timer, and the Take on its
 	// context's: 65 timers once all are parked.
 	e.blockUntil(t, g+1)
+	e.st.waitTakeCalls(t, 1)
 	if takes, _, _ := e.st.counts("big"); takes != 1 {
 		t.Fatalf("%d Take calls while %d callers wait, want 1", takes, g)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/sluice-go/sluice/cluster"
@@ -39,6 +40,7 @@ type memStore struct {
 	sw       map[string][]swEntry
 	tat      map[string]float64
 
+	called    *sync.Cond          // broadcast at every Take call (waitTakeCalls)
 	quiet     bool                // do not record batches (benchmarks)
 	takes     int                 // Take calls that decided
 	takeCalls int                 // every Take call
@@ -132,6 +134,9 @@ func (s *memStore) wait(ctx context.Context) error {
 func (s *memStore) Take(ctx context.Context, reqs []cluster.Request, grants []cluster.Grant) error {
 	s.mu.Lock()
 	s.takeCalls++
+	if s.called != nil {
+		s.called.Broadcast()
+	}
 	if !s.quiet {
 		s.batches = append(s.batches, append([]cluster.Request(nil), reqs...))
 	}
@@ -307,6 +312,32 @@ func (s *memStore) counts(key string) (takeCalls int, granted, given int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.takeCalls, s.granted[key], s.given[key]
+}
+
+// waitTakeCalls waits until the store has seen at least n Take calls: a
+// caller's context timer is on the clock a moment before its Take reaches
+// the store, so counting timers alone does not say the call arrived.
+func (s *memStore) waitTakeCalls(t *testing.T, n int) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.called == nil {
+		s.called = sync.NewCond(&s.mu)
+	}
+	expired := false
+	stop := time.AfterFunc(30*time.Second, func() {
+		s.mu.Lock()
+		expired = true
+		s.called.Broadcast()
+		s.mu.Unlock()
+	})
+	defer stop.Stop()
+	for s.takeCalls < n && !expired {
+		s.called.Wait()
+	}
+	if s.takeCalls < n {
+		t.Fatalf("%d Take calls after 30 s, want %d", s.takeCalls, n)
+	}
 }
 
 // requests returns the requests of every Take call so far.
