@@ -71,7 +71,9 @@ func TestParamClusterInvalidRefusedWhole(t *testing.T) {
 func TestParamClusterPerUser(t *testing.T) {
 	clk := sluicetest.NewManualClock(1_000_000_000_000)
 	st := newFakeStore(clk)
+	st.mu.Lock()
 	st.live = 2
+	st.mu.Unlock()
 	gs := make([]*Engine, 2)
 	for i := range gs {
 		gs[i] = New(WithClock(clk), WithCluster(st, ClusterConfig{App: "shop", Timeout: time.Hour}))
@@ -109,7 +111,9 @@ func TestParamClusterPerUser(t *testing.T) {
 // call on, without touching the store; it comes back after a probe.
 func TestParamClusterFallback(t *testing.T) {
 	g, st, clk := clusterEngine(t, ClusterConfig{Timeout: time.Hour, ProbeInterval: time.Second})
+	st.mu.Lock()
 	st.live = 2
+	st.mu.Unlock()
 	_, err := g.LoadParamRules([]rules.Param{{Resource: "post", Key: "user", Threshold: 5, Duration: time.Minute,
 		Cluster: &rules.Cluster{}}})
 	require.NoError(t, err)
