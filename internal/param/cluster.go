@@ -243,6 +243,15 @@ type leaseEntry struct {
 	used atomic.Bool
 }
 
+// maxLeaseLifetime caps the lifetime of a value's leases: with the flow
+// rules' Interval/10, a per-day budget's lease would keep its permits from
+// the other instances for 2.4 hours.
+const maxLeaseLifetime = time.Second
+
+func leaseLifetime(interval time.Duration) time.Duration {
+	return max(min(interval/10, maxLeaseLifetime), time.Millisecond)
+}
+
 func newLeaseCache(capacity int) *leaseCache {
 	return &leaseCache{m: make(map[digest]*leaseEntry), cap: max(capacity, 1)}
 }
@@ -281,7 +290,7 @@ func (lc *leaseCache) limiter(cc *clusterCtl, d *digest, tm terms) (*lease.Limit
 		return e.lim, nil
 	}
 	var stale []*lease.Limiter
-	lim, err := cc.mgr.NewLimiter(lease.Spec{Budget: cc.budget(d, tm), Fallback: lease.FallbackPass})
+	lim, err := cc.mgr.NewLimiter(lease.Spec{Budget: cc.budget(d, tm), Fallback: lease.FallbackPass, Lifetime: leaseLifetime(cc.interval)})
 	if err != nil {
 		return nil, nil
 	}
