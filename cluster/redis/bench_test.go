@@ -80,59 +80,61 @@ func BenchmarkTakeCluster(b *testing.B) {
 }
 
 // BenchmarkParamEntry measures Entry+Exit under one param rule counting
-// attachment "user" over 1,000 users, with limits no user reaches: the
-// local rule, and the cluster rule strict (one Redis request per entry,
-// concurrent entries sharing a round trip) and with leases (a Limiter per
-// user), against a local redis-server.
+// attachment "user", with limits no user reaches: the local rule, and the
+// cluster rule strict (one Redis request per entry, concurrent entries
+// sharing a round trip) and with leases (a Limiter per user), against a
+// local redis-server. Entries cycle over 10 users (each value hot: leases
+// serve most entries) or 1,000 (each value comes back after its lease has
+// expired: every entry waits for a refill, and the expired lease goes back).
 func BenchmarkParamEntry(b *testing.B) {
 	srv := redistest.Start(b)
-	users := make([]string, 1000)
-	for i := range users {
-		users[i] = fmt.Sprint("user-", i)
-	}
-	for _, tc := range []struct {
-		name    string
-		section *rules.Cluster
-	}{
-		{"local", nil},
-		{"strict", &rules.Cluster{}},
-		{"leased", &rules.Cluster{Leases: true}},
-	} {
-		g := sluice.New(sluice.WithCluster(New(srv.Client(b)), sluice.ClusterConfig{App: "bench", Timeout: time.Second}))
-		if _, err := g.LoadParamRules([]rules.Param{{Resource: "api", Key: "user", Threshold: 1e9, Cluster: tc.section}}); err != nil {
-			b.Fatal(err)
+	for _, nusers := range []int{10, 1000} {
+		users := make([]string, nusers)
+		for i := range users {
+			users[i] = fmt.Sprint("user-", i)
 		}
-		run := func(b *testing.B, i int) {
-			p, err := g.Entry("api", sluice.WithStringAttachment("user", users[i%len(users)]))
-			if err != nil {
+		for _, tc := range []struct {
+			name    string
+			section *rules.Cluster
+		}{
+			{"local", nil},
+			{"strict", &rules.Cluster{}},
+			{"leased", &rules.Cluster{Leases: true}},
+		} {
+			g := sluice.New(sluice.WithCluster(New(srv.Client(b)), sluice.ClusterConfig{App: "bench", Timeout: time.Second}))
+			if _, err := g.LoadParamRules([]rules.Param{{Resource: "api", Key: "user", Threshold: 1e9, Cluster: tc.section}}); err != nil {
 				b.Fatal(err)
 			}
-			p.Exit()
-		}
-		b.Run(tc.name+"/serial", func(b *testing.B) {
-			b.ReportAllocs()
-			for i := 0; i < b.N; i++ {
-				run(b, i)
-			}
-		})
-		b.Run(tc.name+"/parallel", func(b *testing.B) {
-			b.ReportAllocs()
-			var next atomic.Int64
-			b.RunParallel(func(pb *testing.PB) {
-				i := int(next.Add(7919))
-				for pb.Next() {
-					i++
+			name := fmt.Sprintf("users=%d/%s", nusers, tc.name)
+			b.Run(name+"/serial", func(b *testing.B) {
+				b.ReportAllocs()
+				for i := 0; i < b.N; i++ {
 					p, err := g.Entry("api", sluice.WithStringAttachment("user", users[i%len(users)]))
 					if err != nil {
-						b.Error(err)
-						return
+						b.Fatal(err)
 					}
 					p.Exit()
 				}
 			})
-		})
-		st, _ := g.ClusterStatus()
-		_ = g.Close()
-		b.Logf("%s: %+v", tc.name, st)
+			b.Run(name+"/parallel", func(b *testing.B) {
+				b.ReportAllocs()
+				var next atomic.Int64
+				b.RunParallel(func(pb *testing.PB) {
+					i := int(next.Add(7919))
+					for pb.Next() {
+						i++
+						p, err := g.Entry("api", sluice.WithStringAttachment("user", users[i%len(users)]))
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						p.Exit()
+					}
+				})
+			})
+			st, _ := g.ClusterStatus()
+			_ = g.Close()
+			b.Logf("%s: %+v", name, st)
+		}
 	}
 }
