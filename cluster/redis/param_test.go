@@ -11,10 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/cluster/redis/redistest"
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
+	"go.uber.org/goleak"
 )
 
 // These tests run param rules with a cluster section (one budget per
@@ -285,4 +287,29 @@ func TestParamLeasesGiveBack(t *testing.T) {
 	if !strings.Contains(key, "{shop/param/api/kuser/reject/") {
 		t.Errorf("key %q", key)
 	}
+}
+
+// TestParamNoLeakAfterClose: engines running strict and leasing cluster
+// param rules leave no goroutine behind once closed (with their clients).
+func TestParamNoLeakAfterClose(t *testing.T) {
+	srv := redistest.Start(t)
+	before := goleak.IgnoreCurrent()
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
+	g := sluice.New(sluice.WithCluster(New(client), sluice.ClusterConfig{App: "shop", Timeout: time.Second}))
+	loadParam(t, g,
+		rules.Param{Resource: "a", Key: "user", Threshold: 5, Duration: time.Minute, Cluster: &rules.Cluster{}},
+		rules.Param{Resource: "b", Key: "user", Threshold: 1000, Cluster: &rules.Cluster{Leases: true}},
+		rules.Param{Resource: "c", Key: "user", Threshold: 10, Behavior: rules.Throttle, Cluster: &rules.Cluster{}})
+	for i := 0; i < 50; i++ {
+		for _, res := range []string{"a", "b", "c"} {
+			enterAs(t, g, res, fmt.Sprint("user-", i%7))
+		}
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Close(); err != nil {
+		t.Fatal(err)
+	}
+	goleak.VerifyNone(t, before)
 }
