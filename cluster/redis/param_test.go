@@ -112,6 +112,12 @@ func TestParamFivePerMinutePerUser(t *testing.T) {
 			t.Errorf("user-%d: admitted %d, want 5 (at most %d refilled)", u, n, refilled)
 		}
 	}
+	// A reload that leaves the rule unchanged (another rule added) keeps
+	// every user's budget: user-0 is still refused.
+	loadParam(t, gs[0], rule, rules.Param{Resource: "other", Threshold: 1})
+	if be := enterAs(t, gs[0], "post", "user-0"); be == nil && refilled == 0 {
+		t.Error("user-0 admitted after a reload: the budget was reset")
+	}
 	// One budget per user, each its own hash tag.
 	keys, err := client.Keys(ctxT(t), "sluice:{shop/param/post/*").Result()
 	if err != nil {

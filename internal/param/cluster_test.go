@@ -455,3 +455,49 @@ func newClusterCtlKey(r *rules.Param, v string) string {
 	d := digestOf(v)
 	return cc.budget(&d, terms{limit: 1}).Key
 }
+
+// TestClusterLeasesConcurrent: goroutines hammer a leasing rule with more
+// values than its Capacity, so values are evicted (their Limiters closed)
+// while other goroutines use them. Each value's budget is never exceeded,
+// and once the rule is removed the store's books balance: every permit
+// granted was admitted or given back.
+func TestClusterLeasesConcurrent(t *testing.T) {
+	f := newFleet(t, 1)
+	const limit = 40
+	r := rules.Param{Threshold: limit, Duration: time.Hour, Capacity: 8, Cluster: &rules.Cluster{Leases: true}}
+	c, set := f.build(t, 0, r, nil)
+	values := []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l"}
+	var (
+		mu       sync.Mutex
+		admitted = map[string]int{}
+		wg       sync.WaitGroup
+	)
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 300; i++ {
+				v := values[(i*7+w*5)%len(values)]
+				if f.enter(c, v) == nil {
+					mu.Lock()
+					admitted[v]++
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	total := int64(0)
+	for v, n := range admitted {
+		assert.LessOrEqual(t, n, limit, "value %q", v)
+		total += int64(n)
+	}
+	assert.LessOrEqual(t, c.cl.leases.len(), 8)
+	_, err := Build(nil, set, NewRemote(f.ms[0], "shop"))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		g, gv, _ := f.st.totals()
+		return g == total+gv
+	}, 10*time.Second, time.Millisecond, "granted = admitted + given back")
+	assert.Equal(t, int64(0), f.ms[0].Stats().Dropped)
+}
