@@ -29,7 +29,9 @@ type Cluster struct {
 	// Zero means the instance's share of the budget: Threshold divided by
 	// the number of live instances at the time of the decision (total
 	// mode), or Threshold (per-instance mode). It must be non-negative, and zero with another
-	// fallback.
+	// fallback. On a param rule it is each value's local limit per
+	// Duration (values listed in Exceptions use their threshold divided by
+	// the live instances), and a whole number.
 	LocalThreshold float64 `json:"localThreshold,omitempty" yaml:"localThreshold,omitempty"`
 	// Strict sends every decision to the store (one request per entry,
 	// concurrent entries sharing one round trip) instead of leasing
