@@ -445,6 +445,7 @@ func TestDigestKeys(t *testing.T) {
 	assert.Equal(t, k("alice"), newClusterCtlKey(&r, "alice"))
 	assert.NotEqual(t, k("alice"), k("alicf"))
 	assert.Len(t, k(strings.Repeat("{", 1<<20)), len(k("")))
+	assert.NotContains(t, k("{tag}%\r\n"), "{", "the value's bytes never reach the key")
 	assert.Equal(t, "app/param/r/i2/reject/1000ms/", cc.prefix)
 }
 
@@ -500,4 +501,52 @@ func TestClusterLeasesConcurrent(t *testing.T) {
 		return g == total+gv
 	}, 10*time.Second, time.Millisecond, "granted = admitted + given back")
 	assert.Equal(t, int64(0), f.ms[0].Stats().Dropped)
+}
+
+// TestClusterLeasesFollowTerms: a leasing value's Limiter is replaced, and
+// its lease given back, when its budget's terms change: here the live count
+// of a per-instance rule. Throttle rules lease stretches of the schedule.
+func TestClusterLeasesFollowTerms(t *testing.T) {
+	f := newFleet(t, 1)
+	r := rules.Param{Threshold: 100, Duration: time.Minute, Cluster: &rules.Cluster{Leases: true, Mode: rules.ClusterPerInstance}}
+	c, _ := f.build(t, 0, r, nil)
+	for i := 0; i < 20; i++ {
+		require.Nil(t, f.enter(c, "u"))
+	}
+	lc := c.cl.leases
+	lc.mu.Lock()
+	first := lc.m[digestOf("u")].lim
+	lc.mu.Unlock()
+	assert.Equal(t, 100.0, first.Spec().Budget.Limit)
+	f.ms[0].SetLive(3)
+	require.Nil(t, f.enter(c, "u"))
+	lc.mu.Lock()
+	second := lc.m[digestOf("u")].lim
+	lc.mu.Unlock()
+	assert.NotSame(t, first, second)
+	assert.True(t, first.Closed())
+	assert.Equal(t, 300.0, second.Spec().Budget.Limit)
+
+	p := rules.Param{Resource: "p", Threshold: 10, Behavior: rules.Throttle, MaxQueueing: time.Second, Cluster: &rules.Cluster{Leases: true}}
+	pc, _ := f.build(t, 0, p, nil)
+	require.Nil(t, f.enter(pc, "v"))
+	ec := &entry.Context{Resource: "p", Batch: 1, Start: f.clk.Nanotime()}
+	done := make(chan *core.BlockError)
+	go func() { done <- pc.CheckKey(context.Background(), ec, "v", f.clk) }()
+	var moved time.Duration
+	for {
+		select {
+		case be := <-done:
+			require.Nil(t, be)
+			assert.GreaterOrEqual(t, moved, 100*time.Millisecond, "the second slot of v")
+			return
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		_ = f.clk.BlockUntil(ctx, 1)
+		cancel()
+		f.clk.Advance(time.Millisecond)
+		moved += time.Millisecond
+		require.Less(t, moved, time.Hour)
+	}
 }
