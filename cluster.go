@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-go/sluice/cluster"
 	"github.com/sluice-go/sluice/internal/flow"
 	"github.com/sluice-go/sluice/internal/lease"
+	"github.com/sluice-go/sluice/internal/param"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -95,9 +96,9 @@ type ClusterStatus struct {
 	HeartbeatFailures int64
 }
 
-// WithCluster makes the engine enforce flow rules with a cluster section
-// (rules.Flow.Cluster) as budgets shared through store by every instance of
-// cfg.App; see docs/cluster.md. The engine starts a heartbeat goroutine at
+// WithCluster makes the engine enforce flow and param rules with a cluster
+// section (rules.Flow.Cluster, rules.Param.Cluster) as budgets shared
+// through store by every instance of cfg.App; see docs/cluster.md. The engine starts a heartbeat goroutine at
 // New and a store goroutine while there is store work; Close stops both and
 // gives unused leased permits back. An engine without WithCluster, or whose
 // cfg is invalid (a nil store, an empty App, a negative duration), refuses
@@ -115,6 +116,7 @@ type clusterState struct {
 	mgr *lease.Manager
 	hb  *lease.Heartbeat
 	fl  *flow.Leases
+	pr  *param.Remote
 	err error // why cluster rules are refused; nil when mgr is set
 }
 
@@ -169,21 +171,35 @@ func (cs *clusterState) start(store cluster.Store, cfg ClusterConfig, clk Clock,
 	}
 	cs.mgr, cs.hb = mgr, hb
 	cs.fl = fl
+	cs.pr = param.NewRemote(mgr, cfg.App)
 }
 
 // leases returns what flow.Build needs for cluster rules; nil without a
 // store.
 func (cs *clusterState) leases() *flow.Leases { return cs.fl }
 
+// params returns what param.Build needs for cluster rules; nil without a
+// store.
+func (cs *clusterState) params() *param.Remote { return cs.pr }
+
 // refuses returns the error of the first cluster rule of rs when the engine
 // has no usable store, naming why.
 func (cs *clusterState) refuses(rs []rules.Flow) error {
+	return refuseCluster(cs, "flow", rs, func(r *rules.Flow) (bool, string) { return r.Cluster != nil, r.Resource })
+}
+
+// refusesParams is refuses for param rules.
+func (cs *clusterState) refusesParams(rs []rules.Param) error {
+	return refuseCluster(cs, "param", rs, func(r *rules.Param) (bool, string) { return r.Cluster != nil, r.Resource })
+}
+
+func refuseCluster[R any](cs *clusterState, kind string, rs []R, of func(*R) (bool, string)) error {
 	if cs.err == nil {
 		return nil
 	}
 	for i := range rs {
-		if rs[i].Cluster != nil {
-			return &rules.Error{Kind: "flow", Index: i, Resource: rs[i].Resource, Field: "Cluster", Reason: cs.err.Error()}
+		if on, res := of(&rs[i]); on {
+			return &rules.Error{Kind: kind, Index: i, Resource: res, Field: "Cluster", Reason: cs.err.Error()}
 		}
 	}
 	return nil

@@ -28,6 +28,7 @@ type fakeStore struct {
 	down  bool
 	log   map[string][][2]int64 // key -> (grant time ns, permits)
 	tat   map[string]float64
+	tb    map[string][2]float64 // key -> (tokens, last ns)
 	given map[string]int64
 	live  int
 }
@@ -35,7 +36,7 @@ type fakeStore struct {
 var errStoreDown = errors.New("fake store down")
 
 func newFakeStore(clk core.Clock) *fakeStore {
-	return &fakeStore{clk: clk, log: map[string][][2]int64{}, tat: map[string]float64{}, given: map[string]int64{}, live: 1}
+	return &fakeStore{clk: clk, log: map[string][][2]int64{}, tat: map[string]float64{}, tb: map[string][2]float64{}, given: map[string]int64{}, live: 1}
 }
 
 func (s *fakeStore) setDown(d bool) { s.mu.Lock(); s.down = d; s.mu.Unlock() }
@@ -77,7 +78,26 @@ func (s *fakeStore) Take(ctx context.Context, reqs []cluster.Request, grants []c
 			} else {
 				g.RetryAfter = wait - b.MaxQueue
 			}
-		default: // a sliding window; token buckets are not used by flow rules
+		case cluster.TokenBucket: // full at first use, Limit per Interval, at most Burst
+			burst := b.Burst
+			if burst == 0 {
+				burst = b.Limit
+			}
+			st, ok := s.tb[b.Key]
+			if !ok {
+				st = [2]float64{burst, float64(now)}
+			}
+			tok := math.Min(burst, st[0]+(float64(now)-st[1])*b.Limit/float64(b.Interval))
+			switch {
+			case tok >= float64(r.N):
+				g.N = r.N
+			case r.Partial && tok >= 1:
+				g.N = int64(tok)
+			default:
+				g.RetryAfter = time.Duration(math.Ceil((float64(r.N) - tok) * float64(b.Interval) / b.Limit))
+			}
+			s.tb[b.Key] = [2]float64{tok - float64(g.N), float64(now)}
+		default: // a sliding window
 			free := int64(b.Limit) - s.usedLocked(b.Key, b.Interval, now)
 			switch {
 			case free >= r.N:
@@ -101,6 +121,10 @@ func (s *fakeStore) Give(ctx context.Context, b cluster.Budget, n int64) error {
 		return errStoreDown
 	}
 	s.given[b.Key] += n
+	if st, ok := s.tb[b.Key]; ok {
+		st[0] += float64(n) // clamped to the burst at the next take
+		s.tb[b.Key] = st
+	}
 	l := s.log[b.Key]
 	for i := len(l) - 1; i >= 0 && n > 0; i-- { // the most recent permits
 		d := min(n, l[i][1])

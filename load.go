@@ -137,8 +137,11 @@ var (
 		validate: rules.ValidateParamRules,
 		equal:    func(a, b []rules.Param) bool { return slices.EqualFunc(a, b, rules.Param.Equal) },
 		clone:    cloneParams,
-		build: func(_ *Engine, rs []rules.Param, old map[string][]*param.Controller) (map[string][]*param.Controller, error) {
-			return param.Build(rs, old)
+		build: func(eng *Engine, rs []rules.Param, old map[string][]*param.Controller) (map[string][]*param.Controller, error) {
+			if err := eng.cluster.refusesParams(rs); err != nil {
+				return nil, err
+			}
+			return param.Build(rs, old, eng.cluster.params())
 		},
 	}
 )

@@ -5,7 +5,9 @@ import "math"
 // Cluster makes a flow rule's Threshold a budget shared by every instance of
 // the service through the engine's cluster store (sluice.WithCluster):
 // Threshold per StatInterval in total, whichever instance serves the
-// requests. A flow rule whose Cluster is nil is local to its engine.
+// requests. A flow rule whose Cluster is nil is local to its engine. On a
+// param rule (rules.Param.Cluster) it shares each value's limit the same
+// way, Threshold per Duration per value; see Param.
 //
 // A cluster rule needs the QPS metric, the direct strategy and the rule's
 // own resource; with the reject behavior the store counts a sliding window
@@ -27,13 +29,23 @@ type Cluster struct {
 	// Zero means the instance's share of the budget: Threshold divided by
 	// the number of live instances at the time of the decision (total
 	// mode), or Threshold (per-instance mode). It must be non-negative, and zero with another
-	// fallback.
+	// fallback. On a param rule it is each value's local limit per
+	// Duration (values listed in Exceptions use their threshold divided by
+	// the live instances), and a whole number.
 	LocalThreshold float64 `json:"localThreshold,omitempty" yaml:"localThreshold,omitempty"`
 	// Strict sends every decision to the store (one request per entry,
 	// concurrent entries sharing one round trip) instead of leasing
 	// permits: exact at any rate, at the cost of a round trip per entry.
-	// For low rates, such as 20 per hour. The zero value leases.
+	// For low rates, such as 20 per hour. The zero value leases for a flow
+	// rule; a param rule is strict unless Leases is set.
 	Strict bool `json:"strict,omitempty" yaml:"strict,omitempty"`
+	// Leases, for a param rule, leases permits per value (as flow rules
+	// do) instead of asking the store on every entry, which param rules do
+	// by default: worth it only for values each used at high rates, since
+	// what a lease holds is unusable by the other instances until it
+	// expires (see docs/cluster.md). A flow rule leases anyway. It must not
+	// be set with Strict.
+	Leases bool `json:"leases,omitempty" yaml:"leases,omitempty"`
 }
 
 // ClusterMode is how a cluster rule's Threshold counts.
@@ -77,20 +89,32 @@ func (f *ClusterFallback) UnmarshalText(b []byte) error {
 	return parseInto(clusterFallbackEnum, b, (*uint8)(f))
 }
 
+// validate reports the first problem with the section's own fields, for a
+// rule of kind on resource, as an *Error naming the field.
+func (c *Cluster) validate(kind, resource string) error {
+	switch {
+	case !clusterModeEnum.valid(uint8(c.Mode)):
+		return fieldErr(kind, resource, "Cluster.Mode", "unknown mode %d", c.Mode)
+	case !clusterFallbackEnum.valid(uint8(c.Fallback)):
+		return fieldErr(kind, resource, "Cluster.Fallback", "unknown fallback %d", c.Fallback)
+	case math.IsNaN(c.LocalThreshold) || math.IsInf(c.LocalThreshold, 0) || c.LocalThreshold < 0 || c.LocalThreshold > MaxThreshold:
+		return fieldErr(kind, resource, "Cluster.LocalThreshold", "must be in [0, %g], got %v", MaxThreshold, c.LocalThreshold)
+	case c.LocalThreshold != 0 && c.Fallback != FallbackLocal:
+		return fieldErr(kind, resource, "Cluster.LocalThreshold", "is only used with the local fallback; leave it zero or set Fallback local")
+	case c.Strict && c.Leases:
+		return fieldErr(kind, resource, "Cluster.Leases", "contradicts Strict (every entry asks the store); set one of them")
+	}
+	return nil
+}
+
 // validateCluster reports the first problem with r's cluster section, which
 // must be set, as an *Error naming the field.
 func (r *Flow) validateCluster() error {
 	const kind = "flow"
-	c := r.Cluster
+	if err := r.Cluster.validate(kind, r.Resource); err != nil {
+		return err
+	}
 	switch {
-	case !clusterModeEnum.valid(uint8(c.Mode)):
-		return fieldErr(kind, r.Resource, "Cluster.Mode", "unknown mode %d", c.Mode)
-	case !clusterFallbackEnum.valid(uint8(c.Fallback)):
-		return fieldErr(kind, r.Resource, "Cluster.Fallback", "unknown fallback %d", c.Fallback)
-	case math.IsNaN(c.LocalThreshold) || math.IsInf(c.LocalThreshold, 0) || c.LocalThreshold < 0 || c.LocalThreshold > MaxThreshold:
-		return fieldErr(kind, r.Resource, "Cluster.LocalThreshold", "must be in [0, %g], got %v", MaxThreshold, c.LocalThreshold)
-	case c.LocalThreshold != 0 && c.Fallback != FallbackLocal:
-		return fieldErr(kind, r.Resource, "Cluster.LocalThreshold", "is only used with the local fallback; leave it zero or set Fallback local")
 	case r.Metric != QPS:
 		return fieldErr(kind, r.Resource, "Cluster", "needs the qps metric (in-flight requests are counted per instance)")
 	case r.Strategy == WarmUp:
@@ -124,4 +148,21 @@ func (r Flow) Clone() Flow {
 		r.Cluster = &c
 	}
 	return r
+}
+
+// validateCluster reports the first problem with r's cluster section, which
+// must be set, as an *Error naming the field.
+func (r *Param) validateCluster() error {
+	const kind = "param"
+	c := r.Cluster
+	if err := c.validate(kind, r.Resource); err != nil {
+		return err
+	}
+	switch {
+	case r.Metric != QPS:
+		return fieldErr(kind, r.Resource, "Cluster", "needs the qps metric (in-flight requests are counted per instance)")
+	case c.Fallback == FallbackLocal && c.LocalThreshold != math.Trunc(c.LocalThreshold):
+		return fieldErr(kind, r.Resource, "Cluster.LocalThreshold", "must be a whole number for a param rule (each value's local bucket counts whole requests), got %v", c.LocalThreshold)
+	}
+	return nil
 }

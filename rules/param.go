@@ -36,6 +36,11 @@ import (
 // flight (by batch).
 //
 // Capacity bounds how many distinct values are tracked; see Capacity.
+//
+// With Cluster set, each value's limit is a budget shared by every instance
+// of the service through the engine's cluster store (sluice.WithCluster):
+// Threshold per Duration per value in total, whichever instance serves the
+// requests. See Cluster and docs/cluster.md.
 type Param struct {
 	// ID is an optional label for the rule, shown in block errors and logs.
 	// It plays no part in matching rules across reloads.
@@ -88,6 +93,17 @@ type Param struct {
 	// (see docs/param.md). It must be in [0, MaxParamCapacity]. Size it to
 	// the number of distinct values active within one Duration.
 	Capacity int `json:"capacity,omitempty" yaml:"capacity,omitempty"`
+	// Cluster, when set, makes each value's Threshold (with its Burst and
+	// Exceptions) a budget shared by every instance through the engine's
+	// cluster store: one budget per value, kept in the store under a
+	// digest of the value. It needs the QPS metric; Reject shares a token
+	// bucket, Throttle a schedule. Unlike a flow rule, a param rule asks
+	// the store on every entry (concurrent entries share one round trip)
+	// unless Cluster.Leases is set. While the store fails, the local
+	// fallback limits each value to its share, LocalThreshold or
+	// Threshold divided by the live instances (at least 1), per Duration.
+	// Nil means a local rule. See docs/cluster.md.
+	Cluster *Cluster `json:"cluster,omitempty" yaml:"cluster,omitempty"`
 }
 
 const (
@@ -138,13 +154,18 @@ func (r Param) Equal(o Param) bool {
 	return r.ID == o.ID && r.Resource == o.Resource && r.Index == o.Index && r.Key == o.Key &&
 		r.Metric == o.Metric && r.Threshold == o.Threshold && r.Burst == o.Burst &&
 		r.Duration == o.Duration && r.Behavior == o.Behavior && r.MaxQueueing == o.MaxQueueing &&
-		r.Capacity == o.Capacity && maps.Equal(r.Exceptions, o.Exceptions)
+		r.Capacity == o.Capacity && maps.Equal(r.Exceptions, o.Exceptions) &&
+		(r.Cluster == nil) == (o.Cluster == nil) && (r.Cluster == nil || *r.Cluster == *o.Cluster)
 }
 
 // Clone returns a copy of r that shares no memory with it.
 func (r Param) Clone() Param {
 	if r.Exceptions != nil {
 		r.Exceptions = maps.Clone(r.Exceptions)
+	}
+	if r.Cluster != nil {
+		c := *r.Cluster
+		r.Cluster = &c
 	}
 	return r
 }
@@ -193,6 +214,9 @@ func (r *Param) Validate() error {
 	}
 	if found {
 		return fieldErr(kind, r.Resource, "Exceptions", "threshold of %q must be in [0, %g], got %d", bad, MaxThreshold, r.Exceptions[bad])
+	}
+	if r.Cluster != nil {
+		return r.validateCluster()
 	}
 	return nil
 }

@@ -2,6 +2,8 @@ package rules
 
 import (
 	"encoding/json"
+	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -90,4 +92,107 @@ func TestParamJSON(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(in), &r))
 	assert.True(t, r.Equal(Param{Resource: "GET /feed", Key: "ip", Threshold: 10, Burst: 2, Duration: time.Minute, Exceptions: map[string]int64{"vip-1": 100}}))
 	require.NoError(t, r.Validate())
+}
+
+func TestParamClusterValidate(t *testing.T) {
+	tests := []struct {
+		name      string
+		give      func(r *Param)
+		wantField string // empty: valid
+	}{
+		{"zero section", func(r *Param) {}, ""},
+		{"per minute", func(r *Param) { r.Duration = time.Minute }, ""},
+		{"burst and exceptions", func(r *Param) { r.Burst = 5; r.Exceptions = map[string]int64{"vip": 50, "bad": 0} }, ""},
+		{"throttle", func(r *Param) { r.Behavior = Throttle; r.MaxQueueing = time.Second }, ""},
+		{"leases", func(r *Param) { r.Cluster.Leases = true }, ""},
+		{"strict", func(r *Param) { r.Cluster.Strict = true }, ""},
+		{"per-instance", func(r *Param) { r.Cluster.Mode = ClusterPerInstance }, ""},
+		{"local threshold", func(r *Param) { r.Cluster.LocalThreshold = 3 }, ""},
+		{"block", func(r *Param) { r.Cluster.Fallback = FallbackBlock }, ""},
+		{"concurrency", func(r *Param) { r.Metric = Concurrency }, "Cluster"},
+		{"strict and leases", func(r *Param) { r.Cluster.Strict = true; r.Cluster.Leases = true }, "Cluster.Leases"},
+		{"fractional local threshold", func(r *Param) { r.Cluster.LocalThreshold = 2.5 }, "Cluster.LocalThreshold"},
+		{"local threshold with pass", func(r *Param) { r.Cluster.Fallback = FallbackPass; r.Cluster.LocalThreshold = 2 }, "Cluster.LocalThreshold"},
+		{"unknown mode", func(r *Param) { r.Cluster.Mode = 9 }, "Cluster.Mode"},
+		{"unknown fallback", func(r *Param) { r.Cluster.Fallback = 9 }, "Cluster.Fallback"},
+		{"NaN local threshold", func(r *Param) { r.Cluster.LocalThreshold = math.NaN() }, "Cluster.LocalThreshold"},
+		{"rule errors first", func(r *Param) { r.Threshold = 0 }, "Threshold"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := Param{Resource: "r", Key: "user", Threshold: 10, Cluster: &Cluster{}}
+			tt.give(&r)
+			err := r.Validate()
+			if tt.wantField == "" {
+				require.NoError(t, err)
+				return
+			}
+			var e *Error
+			require.True(t, errors.As(err, &e), "want *Error, got %v", err)
+			assert.Equal(t, tt.wantField, e.Field)
+			assert.Equal(t, "r", e.Resource)
+			assert.Equal(t, "param", e.Kind)
+		})
+	}
+	// In a list the error names the rule's index.
+	err := ValidateParamRules([]Param{{Resource: "a", Threshold: 1}, {Resource: "b", Threshold: 1, Metric: Concurrency, Cluster: &Cluster{}}})
+	var e *Error
+	require.True(t, errors.As(err, &e))
+	assert.Equal(t, 1, e.Index)
+	assert.Equal(t, "Cluster", e.Field)
+	assert.Contains(t, err.Error(), "qps metric")
+}
+
+func TestDecodeParamCluster(t *testing.T) {
+	yml := `
+param:
+  - resource: POST /posts
+    key: user
+    threshold: 5
+    duration: 1m
+    cluster: {}
+  - resource: GET /api
+    key: tenant
+    threshold: 1000
+    burst: 100
+    cluster: {leases: true, fallback: local, localThreshold: 300, mode: per-instance}
+  - resource: local
+    threshold: 5
+`
+	json := `{"param":[{"resource":"POST /posts","key":"user","threshold":5,"duration":"1m","cluster":{}},
+{"resource":"GET /api","key":"tenant","threshold":1000,"burst":100,"cluster":{"leases":true,"fallback":"local","localThreshold":300,"mode":"per-instance"}},
+{"resource":"local","threshold":5}]}`
+	for _, tc := range []struct {
+		f    Format
+		data string
+	}{{YAML, yml}, {JSON, json}} {
+		s, err := Decode([]byte(tc.data), tc.f)
+		require.NoError(t, err, tc.f)
+		require.Len(t, s.Param, 3)
+		assert.Equal(t, &Cluster{}, s.Param[0].Cluster)
+		assert.Equal(t, &Cluster{Leases: true, LocalThreshold: 300, Mode: ClusterPerInstance}, s.Param[1].Cluster)
+		assert.Nil(t, s.Param[2].Cluster)
+		for _, out := range []Format{JSON, YAML} {
+			enc, err := Encode(s, out)
+			require.NoError(t, err)
+			again, err := Decode(enc, out)
+			require.NoError(t, err)
+			assert.Equal(t, s, again, "round trip through %v:\n%s", out, enc)
+		}
+	}
+	_, err := Decode([]byte("param:\n  - resource: a\n    threshold: 1\n    metric: concurrency\n    cluster: {}\n"), YAML)
+	assert.ErrorContains(t, err, "qps metric")
+	_, err = Decode([]byte("param:\n  - resource: a\n    threshold: 1\n    cluster: {lease: true}\n"), YAML)
+	assert.ErrorContains(t, err, "lease")
+}
+
+func TestParamClusterEqualClone(t *testing.T) {
+	a := Param{Resource: "r", Threshold: 10, Cluster: &Cluster{LocalThreshold: 2}}
+	b := a.Clone()
+	require.NotSame(t, a.Cluster, b.Cluster)
+	assert.True(t, a.Equal(b))
+	b.Cluster.Leases = true
+	assert.False(t, a.Equal(b), "different sections")
+	assert.False(t, a.Cluster.Leases, "the clone shares nothing")
+	assert.False(t, a.Equal(Param{Resource: "r", Threshold: 10}), "cluster beside local")
 }

@@ -3,12 +3,15 @@ package sluiceredis
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/cluster"
 	"github.com/sluice-go/sluice/cluster/redis/redistest"
+	"github.com/sluice-go/sluice/rules"
 )
 
 // benchBatch returns n requests for n budgets, cycling through the three
@@ -74,4 +77,64 @@ func BenchmarkTake(b *testing.B) {
 func BenchmarkTakeCluster(b *testing.B) {
 	rc := redistest.StartCluster(b, 3)
 	benchTake(b, rc.Client(b))
+}
+
+// BenchmarkParamEntry measures Entry+Exit under one param rule counting
+// attachment "user", with limits no user reaches: the local rule, and the
+// cluster rule strict (one Redis request per entry, concurrent entries
+// sharing a round trip) and with leases (a Limiter per user), against a
+// local redis-server. Entries cycle over 10 users (each value hot: leases
+// serve most entries) or 1,000 (each value comes back after its lease has
+// expired: every entry waits for a refill, and the expired lease goes back).
+func BenchmarkParamEntry(b *testing.B) {
+	srv := redistest.Start(b)
+	for _, nusers := range []int{10, 1000} {
+		users := make([]string, nusers)
+		for i := range users {
+			users[i] = fmt.Sprint("user-", i)
+		}
+		for _, tc := range []struct {
+			name    string
+			section *rules.Cluster
+		}{
+			{"local", nil},
+			{"strict", &rules.Cluster{}},
+			{"leased", &rules.Cluster{Leases: true}},
+		} {
+			g := sluice.New(sluice.WithCluster(New(srv.Client(b)), sluice.ClusterConfig{App: "bench", Timeout: time.Second}))
+			if _, err := g.LoadParamRules([]rules.Param{{Resource: "api", Key: "user", Threshold: 1e9, Cluster: tc.section}}); err != nil {
+				b.Fatal(err)
+			}
+			name := fmt.Sprintf("users=%d/%s", nusers, tc.name)
+			b.Run(name+"/serial", func(b *testing.B) {
+				b.ReportAllocs()
+				for i := 0; i < b.N; i++ {
+					p, err := g.Entry("api", sluice.WithStringAttachment("user", users[i%len(users)]))
+					if err != nil {
+						b.Fatal(err)
+					}
+					p.Exit()
+				}
+			})
+			b.Run(name+"/parallel", func(b *testing.B) {
+				b.ReportAllocs()
+				var next atomic.Int64
+				b.RunParallel(func(pb *testing.PB) {
+					i := int(next.Add(7919))
+					for pb.Next() {
+						i++
+						p, err := g.Entry("api", sluice.WithStringAttachment("user", users[i%len(users)]))
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						p.Exit()
+					}
+				})
+			})
+			st, _ := g.ClusterStatus()
+			_ = g.Close()
+			b.Logf("%s: %+v", name, st)
+		}
+	}
 }

@@ -711,6 +711,9 @@ func (l *Limiter) Close() {
 	l.m.unregister(l)
 }
 
+// Closed reports whether Close was called.
+func (l *Limiter) Closed() bool { return l.isClosed() }
+
 // fallback decides n permits by the fallback policy.
 func (l *Limiter) fallback(n, now int64) Result {
 	if l.m.Mode() == Fallback {

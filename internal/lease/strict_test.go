@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
@@ -103,5 +104,49 @@ func TestStrictPacing(t *testing.T) {
 	}
 	if r := l.acq(bg, 1); r.Admitted || r.RetryAfter != 50*time.Millisecond {
 		t.Fatalf("4th call: %+v, want refused, retry after 50ms", r)
+	}
+}
+
+// TestAsk: Manager.Ask decides one budget without a Limiter: the Store's
+// answer, or ByFallback (not admitted, for the caller's own policy) when
+// the Store fails, from the first failure on, with probes queued while in
+// Fallback; a cancelled wait is ByContext.
+func TestAsk(t *testing.T) {
+	e := newEnv(t, Config{ProbeInterval: time.Second})
+	b := cluster.Budget{Key: "user:1", Algorithm: cluster.TokenBucket, Limit: 3, Interval: time.Minute}
+	now := e.clk.Nanotime
+	for i := 0; i < 3; i++ {
+		if r := e.m.Ask(bg, b, now(), 1); !r.Admitted || r.By != ByStore {
+			t.Fatalf("ask %d: %+v", i, r)
+		}
+	}
+	if r := e.m.Ask(bg, b, now(), 1); r.Admitted || r.By != ByStore || r.RetryAfter != 20*time.Second {
+		t.Fatalf("4th ask: %+v, want the store's refusal, retry after 20s", r)
+	}
+	if r := e.m.Ask(bg, b, now(), 0); r.Admitted {
+		t.Fatalf("n = 0 counts as 1: %+v", r)
+	}
+	e.st.set(fail)
+	if r := e.m.Ask(bg, b, now(), 1); r.Admitted || r.By != ByFallback {
+		t.Fatalf("failing store: %+v, want ByFallback", r)
+	}
+	if e.m.Mode() != Fallback {
+		t.Fatal("no fallback after the first failure")
+	}
+	e.st.set(answer)
+	if r := e.m.Ask(bg, b, now(), 1); r.By != ByFallback {
+		t.Fatalf("in fallback before the probe interval: %+v", r)
+	}
+	e.clk.Advance(time.Second)
+	e.m.Ask(bg, b, now(), 1) // queues the probe
+	e.m.waitIdle()
+	if e.m.Mode() != Remote {
+		t.Fatal("the probe did not bring the store back")
+	}
+	ctx, cancel := context.WithCancel(bg)
+	cancel()
+	e.st.set(hang)
+	if r := e.m.Ask(ctx, b, now(), 1); r.By != ByContext {
+		t.Fatalf("cancelled: %+v", r)
 	}
 }

@@ -29,12 +29,17 @@ type Controller struct {
 	maxQueue int64            // MaxQueueing in ns (throttle)
 	exc      map[string]int64 // own copy of Exceptions; nil when empty
 	cache    *cache
+	cl       *clusterCtl // nil for a local rule
 }
 
-// NewController builds the controller of rule r, tracking no value yet.
+// NewController builds the controller of local rule r, tracking no value
+// yet. Cluster rules are built by Build.
 func NewController(r rules.Param) (*Controller, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
+	}
+	if r.Cluster != nil {
+		return nil, &rules.Error{Kind: "param", Resource: r.Resource, Field: "Cluster", Reason: errNoCluster}
 	}
 	c := newController(r)
 	c.cache = newCache(r.Cap(), c.mode)
@@ -93,7 +98,7 @@ func (c *Controller) Tokens(v string, now int64) (int64, bool) {
 	if e == nil {
 		return 0, false
 	}
-	c.refill(e, now, c.threshold(v))
+	refill(e, now, c.threshold(v), c.burst, c.window)
 	return e.tokens, true
 }
 
@@ -140,20 +145,30 @@ func (c *Controller) CheckKey(ctx context.Context, ec *entry.Context, key string
 	if t == 0 {
 		return c.blocked(ec, 0, 0, 0, "value refused by its exception")
 	}
-	now, n := ec.Start, ec.Batch
 	// The largest batch a value can ever pass: its bucket's size (Burst is
 	// zero unless the rule is QPS Reject), its window's worth of slots or its
 	// in-flight limit. Retrying cannot help a larger one.
-	if limit := t + c.burst; n > limit {
-		return c.blocked(ec, float64(n), float64(limit), 0, "batch larger than threshold")
+	if limit := t + c.burst; ec.Batch > limit {
+		return c.blocked(ec, float64(ec.Batch), float64(limit), 0, "batch larger than threshold")
 	}
+	if c.cl != nil {
+		return c.checkCluster(ctx, ec, key, t, clk)
+	}
+	return c.checkLocal(ctx, ec, key, t, c.burst, clk)
+}
+
+// checkLocal decides the entry in this process for value key with
+// threshold t and burst: the rule's own, or a cluster rule's local share
+// while its store fails.
+func (c *Controller) checkLocal(ctx context.Context, ec *entry.Context, key string, t, burst int64, clk core.Clock) *core.BlockError {
+	now, n := ec.Start, ec.Batch
 	s, r := c.cache.locate(key)
 	switch c.mode {
 	case modeReject:
-		size := t + c.burst
+		size := t + burst
 		s.mu.Lock()
 		e := s.get(&r, size, now)
-		c.refill(e, now, t)
+		refill(e, now, t, burst, c.window)
 		if e.tokens >= n {
 			e.tokens -= n
 			s.mu.Unlock()
@@ -199,9 +214,9 @@ func satAdd(a, b int64) int64 {
 // window, exactly: the product elapsed×t and the carried remainder are kept
 // in 128 bits, the whole tokens are added and the rest carried in part, so t
 // tokens are earned per window however t and the window divide. The bucket
-// never holds more than t+Burst. Must hold e's shard lock.
-func (c *Controller) refill(e *keyState, now, t int64) {
-	size := t + c.burst
+// never holds more than t+burst. Must hold e's shard lock.
+func refill(e *keyState, now, t, burst int64, window uint64) {
+	size := t + burst
 	if e.tokens >= size {
 		e.tokens, e.part = size, 0
 	}
@@ -217,11 +232,11 @@ func (c *Controller) refill(e *keyState, now, t int64) {
 	var carry uint64
 	lo, carry = bits.Add64(lo, e.part, 0)
 	hi += carry
-	if hi >= c.window { // more than 2^64 tokens: full
+	if hi >= window { // more than 2^64 tokens: full
 		e.tokens, e.part = size, 0
 		return
 	}
-	q, r := bits.Div64(hi, lo, c.window)
+	q, r := bits.Div64(hi, lo, window)
 	if q >= uint64(size-e.tokens) {
 		e.tokens, e.part = size, 0
 		return
@@ -332,27 +347,39 @@ type stateKey struct {
 	mode          mode
 	window        uint64
 	capacity      int
+	cluster       bool
 }
 
 func (c *Controller) stateKey() stateKey {
-	return stateKey{resource: c.rule.Resource, key: c.rule.Key, index: c.rule.Index, mode: c.mode, window: c.window, capacity: c.rule.Cap()}
+	return stateKey{resource: c.rule.Resource, key: c.rule.Key, index: c.rule.Index, mode: c.mode,
+		window: c.window, capacity: c.rule.Cap(), cluster: c.rule.Cluster != nil}
 }
 
 // Build validates every rule first and, only if all are valid, returns the
 // controllers grouped by resource, in rule order. A rule that counts the
 // same way as a controller in old (same resource, argument, metric,
-// behavior, duration and capacity) takes over that controller's per-value
-// state (buckets, schedules, in-flight counts), so an equivalent reload —
-// including one that only changes thresholds, burst or exceptions — neither
-// forgets a value nor hands out a fresh burst. Each old controller is
-// inherited at most once.
+// behavior, duration and capacity, both local or both cluster rules) takes
+// over that controller's per-value state (buckets, schedules, in-flight
+// counts), so an equivalent reload — including one that only changes
+// thresholds, burst or exceptions — neither forgets a value nor hands out a
+// fresh burst. Each old controller is inherited at most once.
+//
+// A cluster rule (rules.Param.Cluster set) asks rm's Manager; a leasing one
+// also takes over its predecessor's per-value Limiters (each is replaced
+// when the terms of its value's budget change). When Build succeeds, the
+// Limiters of old leasing rules that no rule inherited are closed (their
+// unused permits go back to the store): old must then go out of force, as
+// it does right after a successful build. A nil rm refuses cluster rules.
 //
 // The error names the offending rule's index, resource and field (an
 // *rules.Error).
-func Build(rs []rules.Param, old map[string][]*Controller) (map[string][]*Controller, error) {
+func Build(rs []rules.Param, old map[string][]*Controller, rm *Remote) (map[string][]*Controller, error) {
 	for i := range rs {
 		if err := rs[i].Validate(); err != nil {
 			return nil, rules.At(err, i)
+		}
+		if rs[i].Cluster != nil && rm == nil {
+			return nil, &rules.Error{Kind: "param", Index: i, Resource: rs[i].Resource, Field: "Cluster", Reason: errNoCluster}
 		}
 	}
 	pool := make(map[stateKey][]*Controller)
@@ -362,17 +389,32 @@ func Build(rs []rules.Param, old map[string][]*Controller) (map[string][]*Contro
 			pool[k] = append(pool[k], c)
 		}
 	}
+	kept := make(map[*leaseCache]bool)
 	out := make(map[string][]*Controller, len(rs))
 	for i := range rs {
 		c := newController(rs[i])
+		if rs[i].Cluster != nil {
+			c.cl = newClusterCtl(&c.rule, rm)
+		}
 		k := c.stateKey()
 		if prev := pool[k]; len(prev) > 0 {
 			c.cache = prev[0].cache
+			if c.cl != nil && c.cl.leases != nil && prev[0].cl.leases != nil {
+				c.cl.leases = prev[0].cl.leases
+				kept[c.cl.leases] = true
+			}
 			pool[k] = prev[1:]
 		} else {
 			c.cache = newCache(rs[i].Cap(), c.mode)
 		}
 		out[c.rule.Resource] = append(out[c.rule.Resource], c)
+	}
+	for _, cs := range old {
+		for _, c := range cs {
+			if c.cl != nil && c.cl.leases != nil && !kept[c.cl.leases] {
+				c.cl.close()
+			}
+		}
 	}
 	return out, nil
 }

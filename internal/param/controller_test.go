@@ -351,12 +351,12 @@ func TestConcurrencyValueInFlightIsNotEvicted(t *testing.T) {
 
 func TestBuild(t *testing.T) {
 	base := rules.Param{Resource: "r", Threshold: 5, Duration: time.Minute}
-	old, err := Build([]rules.Param{base}, nil)
+	old, err := Build([]rules.Param{base}, nil, nil)
 	require.NoError(t, err)
 	require.Equal(t, 2, admit(old["r"][0], start, "u", 2))
 
 	t.Run("invalid rule refused whole", func(t *testing.T) {
-		_, err := Build([]rules.Param{base, {Resource: "r", Threshold: 0}}, old)
+		_, err := Build([]rules.Param{base, {Resource: "r", Threshold: 0}}, old, nil)
 		var re *rules.Error
 		require.ErrorAs(t, err, &re)
 		assert.Equal(t, 1, re.Index)
@@ -376,7 +376,7 @@ func TestBuild(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := Build([]rules.Param{tt.give}, old)
+			got, err := Build([]rules.Param{tt.give}, old, nil)
 			require.NoError(t, err)
 			c := got["r"][0]
 			tok, ok := c.Tokens("u", start)
@@ -607,13 +607,13 @@ func TestThrottleAdmittedSlotsNeverOverlap(t *testing.T) {
 // the new one.
 func TestThrottleScheduleSurvivesThresholdChange(t *testing.T) {
 	r := rules.Param{Resource: "r", Threshold: 1_000_000_007, Behavior: rules.Throttle}
-	old, err := Build([]rules.Param{r}, nil)
+	old, err := Build([]rules.Param{r}, nil, nil)
 	require.NoError(t, err)
 	be, _ := check(old["r"][0], nil, start, 1, "u") // holds [start, start + 0.99999999 ns)
 	require.Nil(t, be)
 
 	r.Threshold = 1 // one per second
-	got, err := Build([]rules.Param{r}, old)
+	got, err := Build([]rules.Param{r}, old, nil)
 	require.NoError(t, err)
 	c := got["r"][0]
 	be, _ = check(c, nil, start, 1, "u")

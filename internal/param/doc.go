@@ -14,4 +14,12 @@
 // integer argument does not allocate once the value is tracked, and the
 // arguments never leave the caller's stack. See docs/param.md for the
 // algorithms and their exact boundaries.
+//
+// A cluster rule (rules.Param.Cluster) gives each value a budget in the
+// engine's cluster store, named by a SHA-256 digest of the value: by
+// default every entry asks the store (lease.Manager.Ask, concurrent entries
+// sharing one round trip); with Cluster.Leases each value has a
+// lease.Limiter, at most Capacity of them. While the store fails, the
+// rule's fallback decides, the local share using this package's own
+// per-value state. See docs/cluster.md.
 package param
