@@ -1,6 +1,7 @@
 package sluiceredis
 
 import (
+	"context"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/cluster"
 	"github.com/sluice-go/sluice/cluster/redis/internal/tcpproxy"
 	"github.com/sluice-go/sluice/cluster/redis/redistest"
 	"github.com/sluice-go/sluice/core"
@@ -274,6 +276,60 @@ func TestProxyEntriesNeverWaitPastTimeout(t *testing.T) {
 			}
 			if !strings.Contains(tr.Err.Error(), "cluster store") {
 				t.Errorf("transition error %q does not name the store", tr.Err)
+			}
+		})
+	}
+}
+
+// TestProxyStoreReturnsAtDeadline: whatever the client's options, every
+// Store method returns when its context ends, even through a blackholed
+// Redis: a client with go-redis's defaults (ContextTimeoutEnabled false,
+// so its sockets wait for ReadTimeout, 3 s, and up to 3 retries) as well
+// as one configured for the decision path.
+func TestProxyStoreReturnsAtDeadline(t *testing.T) {
+	srv := redistest.Start(t)
+	p, err := tcpproxy.Start(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	clients := map[string]*redis.Options{
+		"defaults":      {Addr: p.Addr()},
+		"decision path": decisionOptions(p.Addr()),
+	}
+	b := cluster.Budget{Key: "api", Algorithm: cluster.TokenBucket, Limit: 10, Interval: time.Second}
+	for name, opts := range clients {
+		t.Run(name, func(t *testing.T) {
+			c := redis.NewClient(opts)
+			t.Cleanup(func() { _ = c.Close() }) // ends calls still waiting on their sockets
+			s := New(c)
+			p.Blackhole(false)
+			take1(t, s, cluster.Request{Budget: b, N: 1}) // a connection in the pool
+			p.Blackhole(true)
+			defer p.Blackhole(false)
+			calls := map[string]func(ctx context.Context) error{
+				"take": func(ctx context.Context) error {
+					return s.Take(ctx, []cluster.Request{{Budget: b, N: 1}}, make([]cluster.Grant, 1))
+				},
+				"give": func(ctx context.Context) error { return s.Give(ctx, b, 1) },
+				"beat": func(ctx context.Context) error {
+					_, err := s.Beat(ctx, cluster.Member{ID: "a", App: "shop"}, time.Second)
+					return err
+				},
+				"members": func(ctx context.Context) error { _, err := s.Members(ctx, "shop"); return err },
+			}
+			for op, call := range calls {
+				ctx, cancel := context.WithTimeout(context.Background(), proxyTimeout)
+				began := time.Now()
+				err := call(ctx)
+				took := time.Since(began)
+				cancel()
+				if err == nil {
+					t.Errorf("%s through a blackhole succeeded", op)
+				}
+				if took > proxyTimeout+proxyMargin {
+					t.Errorf("%s returned after %v, deadline %v: %v", op, took, proxyTimeout, err)
+				}
 			}
 		})
 	}

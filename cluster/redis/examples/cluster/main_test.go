@@ -19,7 +19,8 @@ import (
 // table: while Redis decides, the fleet admits at most 300 per second in
 // total (at least 250 once the leases are warm: alice's refused requests
 // have spent API permits, about 25 a second) and alice at most 50; the
-// seconds Redis is down are the fallback's, and Redis decides again after.
+// seconds Redis is down are the fallback's, and Redis decides again after,
+// within the limits plus what leases hold.
 func TestRun(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	if _, err := exec.LookPath("redis-server"); err != nil {
@@ -104,8 +105,13 @@ func TestRun(t *testing.T) {
 			if r.mode != "remote" {
 				t.Errorf("second %d: mode %s, want remote after Redis came back", s, r.mode)
 			}
-			if r.total > 300 || r.alice > 50 {
-				t.Errorf("second %d: admitted %d (alice %d), limits 300 (50)", s, r.total, r.alice)
+			// Redis's windows restarted within a second, not on one: an
+			// aligned second then holds the end of one window and the
+			// start of the next, and admits up to the limit plus the
+			// permits held in leases at its start (docs/cluster.md,
+			// Accuracy), about a tenth of the limit at this rate.
+			if r.total > 330 || r.alice > 55 {
+				t.Errorf("second %d: admitted %d (alice %d), limits 300 (50) plus a tenth in leases", s, r.total, r.alice)
 			}
 		}
 	}
