@@ -165,7 +165,7 @@ func TestClusterEngineFleet(t *testing.T) {
 	newClient := func() redis.UniversalClient {
 		c := redis.NewUniversalClient(&redis.UniversalOptions{
 			Addrs: rc.Addrs(), MaxRetries: -1, MaxRedirects: -1, DialerRetries: 1,
-			DialTimeout: 250 * time.Millisecond, ReadTimeout: 250 * time.Millisecond, WriteTimeout: 250 * time.Millisecond,
+			DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second,
 			ContextTimeoutEnabled: true,
 		})
 		t.Cleanup(func() { _ = c.Close() })
@@ -193,7 +193,9 @@ func TestClusterEngineFleet(t *testing.T) {
 	}
 	gs := make([]*sluice.Engine, engines)
 	for i := range gs {
-		gs[i] = clusterEngine(t, New(newClient()), sluice.ClusterConfig{Timeout: 250 * time.Millisecond, HeartbeatInterval: 100 * time.Millisecond})
+		// A generous Timeout: the test is about sharing, not latency (see
+		// TestProcessFleetSharesBudget).
+		gs[i] = clusterEngine(t, New(newClient()), sluice.ClusterConfig{Timeout: 2 * time.Second, HeartbeatInterval: 100 * time.Millisecond})
 		loadFlow(t, gs[i], rs...)
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
