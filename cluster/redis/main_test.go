@@ -22,5 +22,8 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envFleetChild) != "" {
 		os.Exit(fleetChild())
 	}
+	if m := os.Getenv(envOrphanMode); m != "" {
+		os.Exit(orphanMode(m))
+	}
 	goleak.VerifyTestMain(m)
 }

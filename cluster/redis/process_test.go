@@ -253,3 +253,26 @@ func TestProcessFleetSharesBudget(t *testing.T) {
 		}
 	}
 }
+
+// envOrphanMode runs the test binary as one of the two processes of
+// TestProcessChildDiesWithParent: "parent" starts a "child" as the fleet
+// test starts its instances, prints its PID and waits; "child" waits.
+const envOrphanMode = "SLUICE_TEST_ORPHAN_MODE"
+
+func orphanMode(mode string) int {
+	if mode == "parent" {
+		bin, err := os.Executable()
+		if err != nil {
+			return 1
+		}
+		c := exec.Command(bin, "-test.run=^$")
+		c.Env = append(os.Environ(), envOrphanMode+"=child")
+		c.SysProcAttr = childProcAttr()
+		if err := c.Start(); err != nil {
+			return 1
+		}
+		fmt.Println(c.Process.Pid)
+	}
+	time.Sleep(time.Minute) // until killed; bounded all the same
+	return 0
+}
