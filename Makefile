@@ -15,7 +15,7 @@ else
 RACE :=
 endif
 
-.PHONY: test fmt tidy workspace vet race allocs standalone bench bench-compare demo fuzz
+.PHONY: test fmt tidy workspace vet race allocs standalone bench bench-compare bench-cluster demo fuzz
 
 # Rounds of make bench-compare.
 BENCH_COUNT ?= 5
@@ -75,6 +75,21 @@ bench:
 ## medians with min-max and the same-run ratios (docs/benchmarks.md).
 bench-compare:
 	cd examples/benchcompare && GOWORK=off $(GO) run . -count $(BENCH_COUNT)
+
+## bench-cluster: cluster limits through a redis-server the benchmark starts
+## (needs redis-server on PATH): sluice's leases and strict mode beside
+## go-redis/redis_rate Allow at 1, 2 and 64 goroutines, BENCH_COUNT rounds,
+## with ns/op and the µs Redis spent per decision; summarised by benchstat
+## when it is installed (docs/benchmarks.md, "Cluster").
+bench-cluster:
+	@out=$$(mktemp); echo "running $(BENCH_COUNT) rounds (a few minutes)"; \
+	if ! (cd examples/benchcompare && GOWORK=off $(GO) test -run '^$$' -bench '^BenchmarkCluster$$' -benchmem -count $(BENCH_COUNT) .) >$$out 2>&1; then \
+		cat $$out; rm -f $$out; exit 1; fi; \
+	cat $$out; \
+	if command -v benchstat >/dev/null 2>&1; then benchstat $$out; \
+	elif [ -x "$$HOME/go/bin/benchstat" ]; then "$$HOME/go/bin/benchstat" $$out; \
+	else echo "(install benchstat for medians: go install golang.org/x/perf/cmd/benchstat@latest)"; fi; \
+	rm -f $$out
 
 ## fuzz: a short fuzzing pass over the rule decoders.
 fuzz:

@@ -3,12 +3,17 @@ package sluiceredis
 import (
 	"context"
 	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/cluster"
 	"github.com/sluice-go/sluice/cluster/redis/redistest"
+	"github.com/sluice-go/sluice/rules"
 )
 
 // TestCluster runs on a 3-primary Redis Cluster on loopback ports: keys of
@@ -137,4 +142,155 @@ func TestCluster(t *testing.T) {
 	t.Run("members", func(t *testing.T) {
 		membersOK(t, newStore(), admin)
 	})
+}
+
+// TestClusterEngineFleet: three engines share four 200/s cluster rules
+// through a 3-primary Redis Cluster, reached as docs/cluster.md wires it
+// (redis.NewUniversalClient with several addresses, which builds a
+// ClusterClient), under five times each rule's demand for three seconds.
+// The rules' budgets sit in slots of different primaries, so each lease
+// refill carrying several of them is a pipeline of one script per slot.
+// Every rule admits at most 200 in each aligned second, and at least 190
+// after the first.
+func TestClusterEngineFleet(t *testing.T) {
+	const (
+		engines = 3
+		limit   = 200
+		seconds = 3
+	)
+	// Names whose budgets hash to slots of all three primaries (slots are
+	// split evenly at creation: these are in 14489, 5733, 7100 and 3543).
+	resources := []string{"api-0", "api-1", "api-3", "api-5"}
+	rc := redistest.StartCluster(t, 3)
+	newClient := func() redis.UniversalClient {
+		c := redis.NewUniversalClient(&redis.UniversalOptions{
+			Addrs: rc.Addrs(), MaxRetries: -1, MaxRedirects: -1, DialerRetries: 1,
+			DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second,
+			ContextTimeoutEnabled: true,
+		})
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	if _, ok := newClient().(*redis.ClusterClient); !ok {
+		t.Fatal("UniversalClient with several addresses is not a ClusterClient")
+	}
+	var rs []rules.Flow
+	primaries := map[string]bool{}
+	admin := rc.Client(t)
+	s := New(admin)
+	for _, r := range resources {
+		rs = append(rs, rules.Flow{Resource: r, Threshold: limit, Cluster: &rules.Cluster{}})
+		k, _ := s.budgetKeys(escapeTag("shop/flow/"+r+"/reject/1000ms"), algWindow)
+		node, err := admin.MasterForKey(ctxT(t), k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		primaries[node.Options().Addr] = true
+	}
+	t.Logf("%d rules on %d primaries", len(resources), len(primaries))
+	if len(primaries) != 3 {
+		t.Fatalf("the rules' budgets sit on %d primaries, want them spread over 3", len(primaries))
+	}
+	gs := make([]*sluice.Engine, engines)
+	for i := range gs {
+		// A generous Timeout: the test is about sharing, not latency (see
+		// TestProcessFleetSharesBudget).
+		gs[i] = clusterEngine(t, New(newClient()), sluice.ClusterConfig{Timeout: 2 * time.Second, HeartbeatInterval: 100 * time.Millisecond})
+		loadFlow(t, gs[i], rs...)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		ok := true
+		for _, g := range gs {
+			st, _ := g.ClusterStatus()
+			ok = ok && st.Live == engines
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the heartbeats did not count the fleet")
+		}
+	}
+	counts, fell := runFleet(t, gs, resources, 5*limit/engines, seconds)
+	if fell > 0 {
+		t.Errorf("%d decisions by the fallback: the store failed or was late", fell)
+	}
+	for r, res := range resources {
+		for sec := 0; sec < seconds; sec++ {
+			sum := int64(0)
+			per := make([]string, engines)
+			for e := range per {
+				sum += counts[sec][r][e]
+				per[e] = fmt.Sprint(counts[sec][r][e])
+			}
+			t.Logf("%s second %d: admitted %d (%s)", res, sec, sum, strings.Join(per, " + "))
+			if sum > limit {
+				t.Errorf("%s second %d: admitted %d > %d", res, sec, sum, limit)
+			}
+			if sec > 0 && sum < limit*95/100 {
+				t.Errorf("%s second %d: admitted %d < 95%% of %d", res, sec, sum, limit)
+			}
+		}
+	}
+}
+
+// runFleet has every engine of gs make demand entries per second on every
+// resource, from the next aligned wall-clock second for seconds, and
+// returns the admissions by second, resource and engine, and the number of
+// decisions by the fallback.
+func runFleet(t *testing.T, gs []*sluice.Engine, resources []string, demand, seconds int) ([][][]int64, int64) {
+	t.Helper()
+	counts := make([][][]int64, seconds)
+	for s := range counts {
+		counts[s] = make([][]int64, len(resources))
+		for r := range counts[s] {
+			counts[s][r] = make([]int64, len(gs))
+		}
+	}
+	var (
+		fell atomic.Int64
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+	)
+	start := time.Now().Truncate(time.Second).Add(time.Second)
+	time.Sleep(time.Until(start))
+	for e, g := range gs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mine := make([][]int64, seconds)
+			for s := range mine {
+				mine[s] = make([]int64, len(resources))
+			}
+			sent := 0
+			for {
+				el := time.Since(start)
+				if el >= time.Duration(seconds)*time.Second {
+					break
+				}
+				for due := int(el.Seconds() * float64(demand)); sent < due; sent++ {
+					for r, res := range resources {
+						be := enter(t, g, res)
+						if be == nil {
+							if sec := int(time.Since(start) / time.Second); sec < seconds {
+								mine[sec][r]++
+							}
+						} else if strings.Contains(be.Reason, "fallback") {
+							fell.Add(1)
+						}
+					}
+				}
+				time.Sleep(time.Millisecond)
+			}
+			mu.Lock()
+			for s := range mine {
+				for r := range mine[s] {
+					counts[s][r][e] = mine[s][r]
+				}
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return counts, fell.Load()
 }

@@ -43,8 +43,12 @@
 //     that meets a moved slot fails (the engine falls back) and the client
 //     reloads the slot map for the next one. MaxRedirects: 1 follows one
 //     redirect at the price of possibly deciding a timed-out call twice.
-//   - ContextTimeoutEnabled: true, or go-redis ignores the context's
-//     deadline on the socket and a call can block for ReadTimeout.
+//   - ContextTimeoutEnabled: true. Without it go-redis ignores the
+//     context's deadline on the socket and a call to a silent Redis blocks
+//     for ReadTimeout (3 s by default) and its retries; the Store then runs
+//     each call on a goroutine of its own so as to return at the deadline
+//     all the same, which costs a goroutine per call, and leaves the
+//     abandoned call to end within the client's timeouts.
 //   - DialTimeout, ReadTimeout and WriteTimeout of tens of milliseconds,
 //     bounds for callers without a deadline; DialerRetries: 1 (retried
 //     dials send nothing, so they are safe, but they spend the deadline).
@@ -79,7 +83,10 @@
 // Each call is one script that reads TIME once (µs since the epoch, exact
 // in a double until the year 2255) and decides all its requests at that
 // instant, in order, so requests for one budget in one batch see each
-// other. Instances' clocks play no part. Lua numbers are doubles: fractions
+// other. It reads each budget's keys once, keeps the state in a table
+// while it decides the batch, and writes it once at the end: k requests
+// for one budget (a strict rule's concurrent entries) cost one read and
+// one write, and a window's grants of one call are one log entry. Instances' clocks play no part. Lua numbers are doubles: fractions
 // are stored and returned as %.17g strings, which round-trip exactly, and a
 // Take reply is a single string. With L = Limit, I = Interval (µs), n the
 // permits asked:

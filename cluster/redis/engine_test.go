@@ -81,7 +81,9 @@ func TestEngineFleetSharesBudget(t *testing.T) {
 	rule := rules.Flow{Resource: "api", Threshold: limit, Cluster: &rules.Cluster{}}
 	gs := make([]*sluice.Engine, engines)
 	for i := range gs {
-		gs[i] = clusterEngine(t, New(srv.Client(t)), sluice.ClusterConfig{Timeout: 250 * time.Millisecond})
+		// A generous Timeout: the test is about sharing, not latency (see
+		// TestProcessFleetSharesBudget).
+		gs[i] = clusterEngine(t, New(srv.Client(t)), sluice.ClusterConfig{Timeout: 2 * time.Second})
 		loadFlow(t, gs[i], rule)
 	}
 	// Start on a second boundary; the first second warms the leases up.

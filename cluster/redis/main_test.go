@@ -2,6 +2,7 @@ package sluiceredis
 
 import (
 	"context"
+	"os"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -16,5 +17,13 @@ func (quiet) Printf(context.Context, string, ...interface{}) {}
 
 func TestMain(m *testing.M) {
 	redis.SetLogger(quiet{})
+	// The test binary re-executed as one instance of a fleet
+	// (TestProcessFleetSharesBudget) runs that instance and exits.
+	if os.Getenv(envFleetChild) != "" {
+		os.Exit(fleetChild())
+	}
+	if m := os.Getenv(envOrphanMode); m != "" {
+		os.Exit(orphanMode(m))
+	}
 	goleak.VerifyTestMain(m)
 }

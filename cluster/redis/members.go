@@ -37,9 +37,17 @@ func (s *Store) Beat(ctx context.Context, m cluster.Member, ttl time.Duration) (
 	}
 	base := s.appBase(m.App)
 	keys := []string{base + sufMembers, base + sufMember + m.ID}
-	n, err := beatScript.Run(ctx, s.c, keys, m.ID, int64(ms), m.Host, started, m.RuleVersion).Int()
+	var n int
+	err := s.bounded(ctx, "beat", func() error {
+		var err error
+		n, err = beatScript.Run(ctx, s.c, keys, m.ID, int64(ms), m.Host, started, m.RuleVersion).Int()
+		if err != nil {
+			return fmt.Errorf("sluiceredis: beat: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
-		return 0, fmt.Errorf("sluiceredis: beat: %w", err)
+		return 0, err
 	}
 	return n, nil
 }
@@ -52,9 +60,17 @@ func (s *Store) Members(ctx context.Context, app string) ([]cluster.Member, erro
 		return nil, errors.New("sluiceredis: members: empty app")
 	}
 	base := s.appBase(app)
-	vals, err := membersScript.Run(ctx, s.c, []string{base + sufMembers}, base+sufMember).StringSlice()
+	var vals []string
+	err := s.bounded(ctx, "members", func() error {
+		var err error
+		vals, err = membersScript.Run(ctx, s.c, []string{base + sufMembers}, base+sufMember).StringSlice()
+		if err != nil {
+			return fmt.Errorf("sluiceredis: members: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("sluiceredis: members: %w", err)
+		return nil, err
 	}
 	if len(vals)%4 != 0 {
 		return nil, fmt.Errorf("sluiceredis: members: malformed reply of %d fields", len(vals))

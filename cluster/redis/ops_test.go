@@ -297,3 +297,95 @@ func TestContextEnds(t *testing.T) {
 		t.Fatalf("take with a cancelled context: %v", err)
 	}
 }
+
+// TestBatchReadsAndWritesEachBudgetOnce: a batch of many requests for one
+// budget (a strict rule's concurrent entries) is decided in order, as
+// single requests at the same instant would be, and the script reads and
+// writes the budget once: one HMGET, HSET and PEXPIRE for a token bucket,
+// one log entry for a window's grants, one GET and SET for pacing.
+func TestBatchReadsAndWritesEachBudgetOnce(t *testing.T) {
+	s, rc, _ := standalone(t)
+	tests := []struct {
+		name   string
+		budget cluster.Budget
+		want   int64            // requests of one permit granted, of 15
+		calls  map[string]int64 // commands the script sent
+	}{
+		{"token bucket", cluster.Budget{Key: "tb", Algorithm: cluster.TokenBucket, Limit: 10, Interval: time.Hour},
+			10, map[string]int64{"hmget": 1, "hset": 1, "pexpire": 1}},
+		{"sliding window", cluster.Budget{Key: "sw", Algorithm: cluster.SlidingWindow, Limit: 10, Interval: time.Hour},
+			10, map[string]int64{"hmget": 1, "zadd": 1, "hset": 1}},
+		// Permits 100 ms apart, waits up to 1 s: 0, 100, ..., 1,000 ms.
+		{"pacing", cluster.Budget{Key: "pc", Algorithm: cluster.Pacing, Limit: 10, Interval: time.Second, MaxQueue: time.Second},
+			11, map[string]int64{"get": 1, "set": 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reqs := make([]cluster.Request, 15)
+			for i := range reqs {
+				reqs[i] = cluster.Request{Budget: tt.budget, N: 1}
+			}
+			g := make([]cluster.Grant, len(reqs))
+			if err := rc.ConfigResetStat(ctxT(t)).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Take(ctxT(t), reqs, g); err != nil {
+				t.Fatal(err)
+			}
+			stats := commandCalls(t, rc)
+			for i := range g {
+				want := int64(0)
+				if int64(i) < tt.want {
+					want = 1
+				}
+				if g[i].N != want {
+					t.Fatalf("request %d: %+v, want %d granted", i, g[i], want)
+				}
+				if tt.budget.Algorithm == cluster.Pacing && want == 1 && !near(g[i].Wait, time.Duration(i)*100*time.Millisecond) {
+					t.Errorf("request %d: wait %v, want %v", i, g[i].Wait, time.Duration(i)*100*time.Millisecond)
+				}
+				if want == 0 && g[i].RetryAfter <= 0 {
+					t.Errorf("request %d refused without RetryAfter", i)
+				}
+			}
+			for cmd, n := range tt.calls {
+				if stats[cmd] != n {
+					t.Errorf("%s sent %d times, want %d (all: %v)", cmd, stats[cmd], n, stats)
+				}
+			}
+			if tt.budget.Algorithm == cluster.SlidingWindow {
+				_, zkey := s.budgetKeys(escapeTag(tt.budget.Key), algWindow)
+				if n := rc.ZCard(ctxT(t), zkey).Val(); n != 1 {
+					t.Errorf("window log holds %d entries, want 1 for the call's grants", n)
+				}
+				if n := windowCount(t, s, tt.budget.Key); n != 10 {
+					t.Errorf("window counts %d, want 10", n)
+				}
+			}
+		})
+	}
+}
+
+// commandCalls returns the calls of each command since the last CONFIG
+// RESETSTAT, by lower-case name.
+func commandCalls(t *testing.T, c *redis.Client) map[string]int64 {
+	t.Helper()
+	info, err := c.Info(ctxT(t), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for _, line := range strings.Split(info, "\n") {
+		name, stats, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		calls, _, _ := strings.Cut(strings.TrimPrefix(stats, "calls="), ",")
+		n, err := strconv.ParseInt(calls, 10, 64)
+		if err != nil {
+			t.Fatalf("INFO commandstats: %q", line)
+		}
+		out[strings.TrimPrefix(name, "cmdstat_")] = n
+	}
+	return out
+}

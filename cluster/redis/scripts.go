@@ -96,40 +96,86 @@ end
 // algorithm (1 bucket, 2 window, 3 pacing), n, partial (0/1), limit,
 // interval µs, burst, max queue µs.
 // Reply: one string "now g wait retry g wait retry ...", µs.
+//
+// Every request is decided at the same instant, so the script reads each
+// budget once, keeps its state in a table while it decides the batch's
+// requests for it in order, and writes it once at the end: a batch of k
+// requests for one budget (a strict rule's concurrent entries) costs one
+// read and one write, not k. A window's grants of one call share their
+// time and go into the log as one entry.
 const takeSrc = luaPrelude + `
+local tb, tbk = {}, {} -- token buckets: key -> {tokens, rate, burst, ivl}; keys in order
+local sw, swk = {}, {} -- windows: summary key -> {zkey, used, seq, changed, pend, ivl}
+local gc, gck = {}, {} -- pacing: key -> {tat, px}
+
 local function bucket(key, n, partial, limit, ivl, burst)
   if burst <= 0 then burst = limit end
   local rate = limit / ivl
-  local tokens = bucket_level(key, rate, burst)
+  local st = tb[key]
+  if st == nil then
+    st = {tokens = bucket_level(key, rate, burst)}
+    tb[key] = st
+    tbk[#tbk + 1] = key
+  elseif st.tokens > burst then
+    st.tokens = burst -- no time passed since the last request: only the cap changes
+  end
+  st.rate, st.burst, st.ivl = rate, burst, ivl
+  local tokens = st.tokens
   local g = 0
   if tokens >= n then g = n
   elseif partial and tokens >= 1 then g = math.floor(tokens) end
   tokens = tokens - g
-  bucket_store(key, tokens, rate, burst, ivl)
+  st.tokens = tokens
   local rest, retry = n - g, 0
   if rest > 0 and rest <= burst then retry = (rest - tokens) / rate end
   return g, 0, retry
 end
 
+-- window_flush writes a window's pending grants into its log as one entry.
+local function window_flush(st)
+  if st.pend > 0 then
+    st.seq = st.seq + 1
+    redis.call('ZADD', st.zkey, fmt(now), string.format('%d:%d', st.seq, st.pend))
+    st.pend = 0
+  end
+end
+
+local function window_save(hkey, st)
+  window_flush(st)
+  if st.changed then window_store(hkey, st.zkey, st.used, st.seq, st.ivl) end
+end
+
 local function window(hkey, zkey, n, partial, limit, ivl)
-  local used, seq, changed = window_load(hkey, zkey, ivl)
+  local st = sw[hkey]
+  if st ~= nil and st.ivl ~= ivl then
+    -- Other terms for the same key: save, and load again under these.
+    window_save(hkey, st)
+    st = nil
+  end
+  if st == nil then
+    local used, seq, changed = window_load(hkey, zkey, ivl)
+    st = {zkey = zkey, used = used, seq = seq, changed = changed, pend = 0, ivl = ivl}
+    if sw[hkey] == nil then swk[#swk + 1] = hkey end
+    sw[hkey] = st
+  end
+  local used = st.used
   local avail = limit - used
   local g = 0
   if n <= avail then g = n
   elseif partial and avail >= 1 then g = math.floor(avail) end
   if g > 0 then
-    seq = seq + 1
-    redis.call('ZADD', zkey, fmt(now), string.format('%d:%d', seq, g))
+    st.pend = st.pend + g
     used = used + g
-    changed = true
+    st.used = used
+    st.changed = true
   end
-  if changed then window_store(hkey, zkey, used, seq, ivl) end
   local rest, retry = n - g, 0
   if rest > 0 and rest <= limit then
     -- The rest fits once need permits have left the window: walk the log
     -- from the oldest grant; the grant that frees the last of them leaves
     -- at its score + ivl. The walk is bounded: past 128 grants the answer
     -- is the 128th's departure, a lower bound.
+    window_flush(st)
     local need = rest - (limit - used)
     local freed = 0
     local items = redis.call('ZRANGE', zkey, 0, 127, 'WITHSCORES')
@@ -144,13 +190,20 @@ end
 
 local function pace(key, n, limit, ivl, maxq)
   local T = ivl / limit
-  local tat = tonumber(redis.call('GET', key))
+  local st = gc[key]
+  if st == nil then
+    st = {tat = tonumber(redis.call('GET', key))}
+    gc[key] = st
+  end
+  local tat = st.tat
   if tat == nil or tat < now then tat = now end
   local wait = tat - now
   if wait > maxq then return 0, 0, wait - maxq end
   local nt = tat + n * T
+  st.tat = nt
   -- The key outlives the last permit it schedules by one interval.
-  redis.call('SET', key, fmt(nt), 'PX', ms(nt - now + ivl))
+  if st.px == nil then gck[#gck + 1] = key end
+  st.px = ms(nt - now + ivl)
   return n, wait, 0
 end
 
@@ -178,6 +231,15 @@ for tok in string.gmatch(ARGV[1], '%S+') do
     out[#out + 1] = r == 0 and '0' or fmt(r)
     a = {}
   end
+end
+for _, key in ipairs(tbk) do
+  local st = tb[key]
+  bucket_store(key, st.tokens, st.rate, st.burst, st.ivl)
+end
+for _, hkey in ipairs(swk) do window_save(hkey, sw[hkey]) end
+for _, key in ipairs(gck) do
+  local st = gc[key]
+  redis.call('SET', key, fmt(st.tat), 'PX', st.px)
 end
 return table.concat(out, ' ')
 `

@@ -42,6 +42,10 @@ type Store struct {
 	// decided the requests idx.
 	onTake func(nowMicros int64, idx []int)
 	pool   sync.Pool // *batch
+	// detach is set when the client ignores contexts' deadlines on its
+	// sockets (ContextTimeoutEnabled false): each call then runs on a
+	// goroutine of its own, which the caller leaves when ctx ends.
+	detach bool
 }
 
 type grouping uint8
@@ -77,10 +81,18 @@ func WithPrefix(p string) Option {
 // so that it does not retry either (see the package documentation): a
 // retried Take could be decided twice.
 //
+// Every method returns when its context ends, whatever the client's
+// options: with ContextTimeoutEnabled false (go-redis's default) the
+// client would wait on a silent Redis for its ReadTimeout (3 s by default)
+// and retry, so the Store then runs each call on a goroutine of its own
+// and returns at the context's end, leaving the call to finish in the
+// background, within the client's timeouts or at its Close. That costs a
+// goroutine and a copy per call; ContextTimeoutEnabled: true avoids both.
+//
 // New does not contact Redis; Load does, optionally, ahead of the first
 // Take. Closing client is the caller's business.
 func New(client redis.UniversalClient, opts ...Option) *Store {
-	s := &Store{c: client, prefix: DefaultPrefix}
+	s := &Store{c: client, prefix: DefaultPrefix, detach: !honoursDeadlines(client)}
 	switch client.(type) {
 	case *redis.Client:
 		s.group = groupNone
@@ -116,6 +128,37 @@ func (s *Store) Load(ctx context.Context) error {
 		})
 	}
 	return load(ctx, s.c)
+}
+
+// honoursDeadlines reports whether c bounds its socket reads and writes
+// by the context's deadline.
+func honoursDeadlines(c redis.UniversalClient) bool {
+	switch c := c.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
+}
+
+// bounded runs call and returns its error, or, on a Store that detaches
+// its calls (see New), the end of ctx if that comes first; call then goes
+// on, on its own goroutine, and must touch only what it owns.
+func (s *Store) bounded(ctx context.Context, op string, call func() error) error {
+	if !s.detach || ctx.Done() == nil {
+		return call()
+	}
+	done := make(chan error, 1)
+	go func() { done <- call() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("sluiceredis: %s: %w", op, context.Cause(ctx))
+	}
 }
 
 // batch is the scratch space of one Take.
@@ -157,6 +200,20 @@ func (s *Store) Take(ctx context.Context, reqs []cluster.Request, grants []clust
 			return err
 		}
 	}
+	if s.detach && ctx.Done() != nil {
+		// The call may outlive this one: it gets copies.
+		rs, gs := slices.Clone(reqs), make([]cluster.Grant, len(grants))
+		err := s.bounded(ctx, "take", func() error { return s.take(ctx, rs, gs) })
+		if err == nil {
+			copy(grants, gs)
+		}
+		return err
+	}
+	return s.take(ctx, reqs, grants)
+}
+
+// take is Take once the requests are checked.
+func (s *Store) take(ctx context.Context, reqs []cluster.Request, grants []cluster.Grant) error {
 	b := s.pool.Get().(*batch)
 	defer s.putBatch(b)
 	s.groupRequests(b, reqs)
@@ -370,10 +427,12 @@ func (s *Store) Give(ctx context.Context, b cluster.Budget, n int64) error {
 	argv[2] = strconv.FormatFloat(b.Limit, 'g', -1, 64)
 	argv[3] = string(appendMicros(nil, b.Interval))
 	argv[4] = strconv.FormatFloat(b.Burst, 'g', -1, 64)
-	if err := giveScript.Run(ctx, s.c, keys, argv[0], argv[1], argv[2], argv[3], argv[4]).Err(); err != nil {
-		return fmt.Errorf("sluiceredis: give: %w", err)
-	}
-	return nil
+	return s.bounded(ctx, "give", func() error {
+		if err := giveScript.Run(ctx, s.c, keys, argv[0], argv[1], argv[2], argv[3], argv[4]).Err(); err != nil {
+			return fmt.Errorf("sluiceredis: give: %w", err)
+		}
+		return nil
+	})
 }
 
 func wireAlg(a cluster.Algorithm) byte {

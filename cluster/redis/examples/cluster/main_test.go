@@ -2,43 +2,117 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
 
-// TestRun runs a shorter script (four seconds, Redis down in the second
-// one) and checks the table's shape; the figures depend on the host.
+// TestRun builds the example and runs it as a user would, on a shorter
+// script (seven seconds, Redis down in seconds 3 and 4), and checks the
+// table: while Redis decides, the fleet admits at most 300 per second in
+// total (at least 250 once the leases are warm: alice's refused requests
+// have spent API permits, about 25 a second) and alice at most 50; the
+// seconds Redis is down are the fallback's, and Redis decides again after,
+// within the limits plus what leases hold.
 func TestRun(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
+	if _, err := exec.LookPath("redis-server"); err != nil {
 		msg := "redis-server not on PATH: install Redis (Debian/Ubuntu: apt-get install redis-server; macOS: brew install redis) to run this test"
 		if os.Getenv("CI") == "true" {
 			t.Fatal(msg)
 		}
 		t.Skip(msg)
 	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("the go command is not on PATH")
+	}
+	bin := filepath.Join(t.TempDir(), "cluster")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, goBin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	const (
+		seconds  = 7
+		down, up = 3, 5
+	)
 	var out bytes.Buffer
-	p := plan{seconds: 4, down: 1, up: 2, demand: 200, limit: 300, instances: 3, serverBinary: bin}
-	if err := run(&out, p); err != nil {
-		t.Fatal(err)
+	cmd := exec.CommandContext(ctx, bin, "-seconds", strconv.Itoa(seconds), "-down", strconv.Itoa(down), "-up", strconv.Itoa(up))
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.WaitDelay = time.Second
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
 	}
 	t.Log("\n" + out.String())
-	lines := strings.Split(out.String(), "\n")
-	var rows [][]string
-	for _, l := range lines {
-		if f := strings.Split(l, "\t"); len(f) == 6 && f[0] != "second" {
-			rows = append(rows, f)
+
+	type row struct {
+		total, alice int
+		mode         string
+	}
+	var rows []row
+	for _, l := range strings.Split(out.String(), "\n") {
+		f := strings.Fields(l)
+		if len(f) != 7 || f[0] == "second" {
+			continue
 		}
+		sec, err1 := strconv.Atoi(f[0])
+		total, err2 := strconv.Atoi(f[4])
+		alice, err3 := strconv.Atoi(f[5])
+		if err1 != nil || err2 != nil || err3 != nil || sec != len(rows) {
+			t.Fatalf("malformed row %q", l)
+		}
+		sum := 0
+		for _, x := range f[1:4] {
+			n, err := strconv.Atoi(x)
+			if err != nil {
+				t.Fatalf("malformed row %q", l)
+			}
+			sum += n
+		}
+		if sum != total {
+			t.Errorf("second %d: instances sum to %d, total says %d", sec, sum, total)
+		}
+		rows = append(rows, row{total, alice, f[6]})
 	}
-	if len(rows) != p.seconds {
-		t.Fatalf("%d rows, want %d", len(rows), p.seconds)
+	if len(rows) != seconds {
+		t.Fatalf("%d rows, want %d", len(rows), seconds)
 	}
-	if rows[0][5] != "remote" || rows[1][5] != "fallback" {
-		t.Errorf("modes %q, %q: want remote, then fallback while Redis is down", rows[0][5], rows[1][5])
+	for s, r := range rows {
+		switch {
+		case s < down: // Redis decides
+			if r.mode != "remote" {
+				t.Errorf("second %d: mode %s, want remote", s, r.mode)
+			}
+			if r.total > 300 || r.alice > 50 {
+				t.Errorf("second %d: admitted %d (alice %d), limits 300 (50)", s, r.total, r.alice)
+			}
+			if s > 0 && r.total < 250 {
+				t.Errorf("second %d: admitted %d, want at least 250 of 300", s, r.total)
+			}
+		case s < up: // Redis is down
+			if r.mode != "fallback" {
+				t.Errorf("second %d: mode %s, want fallback while Redis is down", s, r.mode)
+			}
+		case s > up: // a second after Redis came back
+			if r.mode != "remote" {
+				t.Errorf("second %d: mode %s, want remote after Redis came back", s, r.mode)
+			}
+			// Redis's windows restarted within a second, not on one: an
+			// aligned second then holds the end of one window and the
+			// start of the next, and admits up to the limit plus the
+			// permits held in leases at its start (docs/cluster.md,
+			// Accuracy), about a tenth of the limit at this rate.
+			if r.total > 330 || r.alice > 55 {
+				t.Errorf("second %d: admitted %d (alice %d), limits 300 (50) plus a tenth in leases", s, r.total, r.alice)
+			}
+		}
 	}
 }
