@@ -102,9 +102,15 @@ func (eng *Engine) RuleStoreStatus() (RuleStoreStatus, bool) {
 	return f.st, true
 }
 
+// WithInstanceID sets the instance's identity in its heartbeats, rule
+// reports and telemetry (Engine.InstanceID); it must be unique among the
+// live instances of the application. It takes precedence over
+// ClusterConfig.InstanceID.
+func WithInstanceID(id string) Option { return func(cf *config) { cf.instanceID = id } }
+
 // InstanceID returns the instance's identity in its heartbeats, rule
-// reports and telemetry: ClusterConfig.InstanceID when set, else the host
-// name, the process ID and a random suffix.
+// reports and telemetry: WithInstanceID's, else ClusterConfig.InstanceID,
+// else the host name, the process ID and a random suffix.
 func (eng *Engine) InstanceID() string { return eng.id }
 
 // instanceID returns the instance's identity (id if set) and host name.

@@ -52,7 +52,7 @@ func TestRuleStoreFollow(t *testing.T) {
 		}
 	}
 	save(0, "flow:\n  - resource: api\n    threshold: 10\n")
-	eng := sluice.New(sluice.WithClock(clk), sluice.WithCluster(nil, sluice.ClusterConfig{InstanceID: "i1"}),
+	eng := sluice.New(sluice.WithClock(clk), sluice.WithInstanceID("i1"),
 		sluice.WithRuleStore(fs, sluice.RuleStoreConfig{App: "shop"}))
 	defer eng.Close()
 	var mu sync.Mutex
