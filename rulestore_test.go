@@ -2,6 +2,7 @@ package sluice_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/cluster"
 	"github.com/sluice-go/sluice/cluster/filestore"
+	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 	"github.com/sluice-go/sluice/stat"
 )
@@ -136,5 +138,44 @@ func TestRuleStoreConfigErrors(t *testing.T) {
 	}
 	if eng.InstanceID() == "" {
 		t.Fatal("no instance id")
+	}
+}
+
+// hanging is a RuleStore whose reads wait for their context to end.
+type hanging struct{ *filestore.Store }
+
+func (h hanging) Current(ctx context.Context, _ string) (cluster.RuleVersion, error) {
+	<-ctx.Done()
+	return cluster.RuleVersion{}, ctx.Err()
+}
+
+// TestRuleStoreHangingAtNew: New gives up on a store that does not answer
+// at its Timeout, starts without rules and says why; Close cuts the
+// following reads short.
+func TestRuleStoreHangingAtNew(t *testing.T) {
+	fs, err := filestore.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var errs []error
+	eng := sluice.New(sluice.WithRuleStore(hanging{fs}, sluice.RuleStoreConfig{
+		App: "shop", Timeout: 10 * time.Millisecond,
+		OnError: func(err error) { mu.Lock(); errs = append(errs, err); mu.Unlock() },
+	}))
+	st, _ := eng.RuleStoreStatus()
+	if st.Version != 0 || st.Failures != 1 || !errors.Is(st.Err, context.DeadlineExceeded) {
+		t.Fatalf("status %+v, want one failure, deadline exceeded", st)
+	}
+	if _, err := eng.LoadFlowRules([]rules.Flow{{Resource: "api", Threshold: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(errs) == 0 || !strings.Contains(errs[0].Error(), `rule store "shop"`) {
+		t.Fatalf("OnError saw %v", errs)
 	}
 }
