@@ -121,7 +121,11 @@ func (t *Telemetry) Frames(ctx context.Context, app string, since int64) ([]clus
 		if !ok || json.Unmarshal([]byte(body), &w) != nil {
 			return nil, fmt.Errorf("sluiceredis: frames %q: malformed frame %q", app, cut(v, 80))
 		}
-		out = append(out, w.frame())
+		f, err := w.frame()
+		if err != nil {
+			return nil, fmt.Errorf("sluiceredis: frames %q: %w", app, err)
+		}
+		out = append(out, f)
 	}
 	slices.SortStableFunc(out, func(a, b cluster.Frame) int {
 		if c := strings.Compare(a.Instance, b.Instance); c != 0 {
@@ -135,18 +139,18 @@ func (t *Telemetry) Frames(ctx context.Context, app string, since int64) ([]clus
 // wireFrame is a Frame as stored: JSON cannot hold the NaN readings of a
 // system source that has not read yet, so they travel as null.
 type wireFrame struct {
-	App         string                   `json:"app"`
-	Instance    string                   `json:"instance"`
-	Second      int64                    `json:"second"`
-	RuleVersion int64                    `json:"ruleVersion,omitempty"`
-	ClusterMode string                   `json:"clusterMode,omitempty"`
-	Resources   []cluster.ResourceSecond `json:"resources,omitempty"`
-	Breakers    []cluster.BreakerFrame   `json:"breakers,omitempty"`
-	Load1       *float64                 `json:"load1"`
-	CPUUsage    *float64                 `json:"cpuUsage"`
-	Memory      uint64                   `json:"memory"`
-	Ages        [3]time.Duration         `json:"ages"`
-	Shedding    bool                     `json:"shedding,omitempty"`
+	App         string                 `json:"app"`
+	Instance    string                 `json:"instance"`
+	Second      int64                  `json:"second"`
+	RuleVersion int64                  `json:"ruleVersion,omitempty"`
+	ClusterMode string                 `json:"clusterMode,omitempty"`
+	Resources   string                 `json:"res,omitempty"` // appendResources
+	Breakers    []cluster.BreakerFrame `json:"breakers,omitempty"`
+	Load1       *float64               `json:"load1"`
+	CPUUsage    *float64               `json:"cpuUsage"`
+	Memory      uint64                 `json:"memory"`
+	Ages        [3]time.Duration       `json:"ages"`
+	Shedding    bool                   `json:"shedding,omitempty"`
 }
 
 func finite(x float64) *float64 {
@@ -167,17 +171,12 @@ func orNaN(p *float64) float64 {
 // and maxFrameBreakers breakers. f is not modified.
 func toWire(f *cluster.Frame, maxRes int) wireFrame {
 	res := f.Resources
-	if len(res) > maxRes || slices.ContainsFunc(res, func(r cluster.ResourceSecond) bool { return !isFinite(r.MeanConcurrency) }) {
+	if len(res) > maxRes {
 		res = slices.Clone(res)
 		slices.SortStableFunc(res, func(a, b cluster.ResourceSecond) int {
 			return cmp.Compare(b.Pass+b.Block, a.Pass+a.Block)
 		})
-		res = res[:min(len(res), maxRes)]
-		for i := range res {
-			if !isFinite(res[i].MeanConcurrency) {
-				res[i].MeanConcurrency = 0
-			}
-		}
+		res = res[:maxRes]
 	}
 	br := f.Breakers
 	if len(br) > maxFrameBreakers {
@@ -186,7 +185,7 @@ func toWire(f *cluster.Frame, maxRes int) wireFrame {
 	s := f.System
 	return wireFrame{
 		App: f.App, Instance: f.Instance, Second: f.Second, RuleVersion: f.RuleVersion,
-		ClusterMode: f.ClusterMode, Resources: res, Breakers: br,
+		ClusterMode: f.ClusterMode, Resources: string(appendResources(make([]byte, 0, 96*len(res)), res)), Breakers: br,
 		Load1: finite(s.Load1), CPUUsage: finite(s.CPUUsage), Memory: s.Memory,
 		Ages: [3]time.Duration{s.Load1Age, s.CPUUsageAge, s.MemoryAge}, Shedding: f.Shedding,
 	}
@@ -194,14 +193,104 @@ func toWire(f *cluster.Frame, maxRes int) wireFrame {
 
 func isFinite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 
-func (w *wireFrame) frame() cluster.Frame {
+func (w *wireFrame) frame() (cluster.Frame, error) {
+	res, err := parseResources(w.Resources)
+	if err != nil {
+		return cluster.Frame{}, err
+	}
 	return cluster.Frame{
 		App: w.App, Instance: w.Instance, Second: w.Second, RuleVersion: w.RuleVersion,
-		ClusterMode: w.ClusterMode, Resources: w.Resources, Breakers: w.Breakers,
+		ClusterMode: w.ClusterMode, Resources: res, Breakers: w.Breakers,
 		System: stat.System{
 			Load1: orNaN(w.Load1), CPUUsage: orNaN(w.CPUUsage), Memory: w.Memory,
 			Load1Age: w.Ages[0], CPUUsageAge: w.Ages[1], MemoryAge: w.Ages[2],
 		},
 		Shedding: w.Shedding,
+	}, nil
+}
+
+// resourceFields is the number of figures after a resource's name in the
+// compact encoding.
+const resourceFields = 9 + stat.BlockTypes
+
+// appendResources appends rs in a compact text form, decoded about ten
+// times faster than JSON objects: one line per resource, its name quoted
+// as a Go string (so any bytes are escaped), then Start, Pass, Block,
+// Complete, Error, AvgRT, MinRT (ns), MeanConcurrency (0 when not finite),
+// Concurrency and BlockedBy, separated by spaces.
+func appendResources(b []byte, rs []cluster.ResourceSecond) []byte {
+	for i := range rs {
+		r := &rs[i]
+		b = strconv.AppendQuote(b, r.Resource)
+		for _, v := range [...]int64{r.Start, int64(r.Pass), int64(r.Block), int64(r.Complete), int64(r.Error), int64(r.AvgRT), int64(r.MinRT)} {
+			b = append(b, ' ')
+			b = strconv.AppendInt(b, v, 10)
+		}
+		mc := r.MeanConcurrency
+		if !isFinite(mc) {
+			mc = 0
+		}
+		b = append(b, ' ')
+		b = strconv.AppendFloat(b, mc, 'g', -1, 64)
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, r.Concurrency, 10)
+		for _, v := range r.BlockedBy {
+			b = append(b, ' ')
+			b = strconv.AppendUint(b, v, 10)
+		}
+		b = append(b, '\n')
 	}
+	return b
+}
+
+// parseResources reads what appendResources wrote.
+func parseResources(s string) ([]cluster.ResourceSecond, error) {
+	if s == "" {
+		return nil, nil
+	}
+	out := make([]cluster.ResourceSecond, 0, strings.Count(s, "\n"))
+	var f [resourceFields]string
+	for len(s) > 0 {
+		line, rest, _ := strings.Cut(s, "\n")
+		s = rest
+		q, err := strconv.QuotedPrefix(line)
+		if err != nil {
+			return nil, fmt.Errorf("malformed resource line %q", cut(line, 80))
+		}
+		name, _ := strconv.Unquote(q)
+		line = line[len(q):]
+		for i := range f {
+			if len(line) == 0 || line[0] != ' ' {
+				return nil, fmt.Errorf("resource %q: %d figures, want %d", cut(name, 80), i, resourceFields)
+			}
+			line = line[1:]
+			j := strings.IndexByte(line, ' ')
+			if j < 0 {
+				j = len(line)
+			}
+			f[i], line = line[:j], line[j:]
+		}
+		r := cluster.ResourceSecond{Resource: name}
+		var ints [7]int64
+		for i := range ints {
+			if ints[i], err = strconv.ParseInt(f[i], 10, 64); err != nil {
+				return nil, fmt.Errorf("resource %q: %w", cut(name, 80), err)
+			}
+		}
+		r.Start, r.Pass, r.Block, r.Complete, r.Error = ints[0], uint64(ints[1]), uint64(ints[2]), uint64(ints[3]), uint64(ints[4])
+		r.AvgRT, r.MinRT = time.Duration(ints[5]), time.Duration(ints[6])
+		if r.MeanConcurrency, err = strconv.ParseFloat(f[7], 64); err != nil {
+			return nil, fmt.Errorf("resource %q: %w", cut(name, 80), err)
+		}
+		if r.Concurrency, err = strconv.ParseInt(f[8], 10, 64); err != nil {
+			return nil, fmt.Errorf("resource %q: %w", cut(name, 80), err)
+		}
+		for i := range r.BlockedBy {
+			if r.BlockedBy[i], err = strconv.ParseUint(f[9+i], 10, 64); err != nil {
+				return nil, fmt.Errorf("resource %q: %w", cut(name, 80), err)
+			}
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
