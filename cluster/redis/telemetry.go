@@ -270,6 +270,9 @@ func parseResources(s string) ([]cluster.ResourceSecond, error) {
 			}
 			f[i], line = line[:j], line[j:]
 		}
+		if line != "" {
+			return nil, fmt.Errorf("resource %q: more than %d figures", cut(name, 80), resourceFields)
+		}
 		r := cluster.ResourceSecond{Resource: name}
 		var ints [7]int64
 		for i := range ints {

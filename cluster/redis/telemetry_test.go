@@ -177,3 +177,21 @@ func TestTelemetryHostileNames(t *testing.T) {
 		t.Fatalf("keys %q, want the index and i1's list", keys)
 	}
 }
+
+// TestParseResourcesMalformed: a frame stored by something else is an
+// error, never a panic.
+func TestParseResourcesMalformed(t *testing.T) {
+	good := string(appendResources(nil, []cluster.ResourceSecond{{Resource: "a"}}))
+	for _, give := range []string{
+		"a 1 2\n", `"a` + "\n", `"a" 1 2 3` + "\n", `"a"` + strings.Repeat(" x", resourceFields) + "\n",
+		good[:len(good)-3], `"a"` + strings.Repeat(" 1", resourceFields-1) + " 1.5\n",
+		`"a"` + strings.Repeat(" 1", resourceFields) + " 1\n",
+	} {
+		if _, err := parseResources(give); err == nil {
+			t.Errorf("parseResources(%q) accepted", give)
+		}
+	}
+	if rs, err := parseResources(good); err != nil || len(rs) != 1 || rs[0].Resource != "a" {
+		t.Fatalf("parseResources(%q) = %+v, %v", good, rs, err)
+	}
+}
