@@ -15,6 +15,12 @@ import (
 // at the newer version and saves again. Nothing was written.
 var ErrConflict = errors.New("cluster: rules changed since the version edited")
 
+// ErrInvalidRules is wrapped, beside the decoder's error, by the error of a
+// RuleStore.Save that refused the document (malformed, invalid, or over the
+// store's limits), so that callers tell a document to fix (errors.Is) from
+// a store that failed. Nothing was written.
+var ErrInvalidRules = errors.New("cluster: invalid rule document")
+
 // ErrNoVersion is returned by RuleStore.Version for a version the store
 // does not have (never written, or older than the history it keeps).
 var ErrNoVersion = errors.New("cluster: no such rule version")
@@ -79,9 +85,9 @@ type RuleStore interface {
 	Version(ctx context.Context, app string, version int64) (RuleVersion, error)
 	// History returns up to limit versions of app's rules, newest first.
 	History(ctx context.Context, app string, limit int) ([]RuleVersion, error)
-	// Save validates v.Doc whole (the loaders' validation: an error names
-	// the rule and field, as a *rules.Error or *rules.PathError reached
-	// with errors.As), then writes it as version base+1 if the version in
+	// Save validates v.Doc whole (the loaders' validation: an error wraps
+	// ErrInvalidRules and names the rule and field, as a *rules.Error or
+	// *rules.PathError reached with errors.As), then writes it as version base+1 if the version in
 	// force is base, atomically, records it in the history, and notifies
 	// the instances of app. It returns ErrConflict, writing nothing, when
 	// the version in force is not base. v.Version and v.At are set by the

@@ -351,7 +351,7 @@ func (s *Store) Save(ctx context.Context, app string, base int64, v cluster.Rule
 		return cluster.RuleVersion{}, errors.New("filestore: negative version")
 	}
 	if _, err := s.limits.Decode(v.Doc, rules.YAML); err != nil {
-		return cluster.RuleVersion{}, fmt.Errorf("filestore: save %s: %w", app, err)
+		return cluster.RuleVersion{}, fmt.Errorf("filestore: save %s: %w: %w", app, cluster.ErrInvalidRules, err)
 	}
 	if err := ctx.Err(); err != nil {
 		return cluster.RuleVersion{}, err

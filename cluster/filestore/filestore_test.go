@@ -134,7 +134,7 @@ func TestStoreRefuses(t *testing.T) {
 	save(t, s, "shop", 0, docA)
 	_, err := s.Save(bg, "shop", 1, cluster.RuleVersion{Doc: []byte("flow:\n  - resource: api\n    threshold: -1\n"), Author: "a"})
 	var re *rules.Error
-	if !errors.As(err, &re) || re.Field != "Threshold" || re.Resource != "api" {
+	if !errors.As(err, &re) || re.Field != "Threshold" || re.Resource != "api" || !errors.Is(err, cluster.ErrInvalidRules) {
 		t.Fatalf("invalid doc: %v, want a *rules.Error on Threshold", err)
 	}
 	for _, app := range []string{"", "..", "../x", "a/b", ".hidden", "a b", strings.Repeat("a", 200)} {
@@ -142,8 +142,11 @@ func TestStoreRefuses(t *testing.T) {
 			t.Fatalf("app %q accepted: %v", app, err)
 		}
 	}
-	if _, err := s.Save(bg, "shop", 1, cluster.RuleVersion{Doc: []byte(docB)}); err == nil {
-		t.Fatal("a save without an author was accepted")
+	if _, err := s.Save(bg, "shop", 1, cluster.RuleVersion{Doc: []byte(docB)}); err == nil || errors.Is(err, cluster.ErrInvalidRules) {
+		t.Fatalf("a save without an author: %v, want an error that is not ErrInvalidRules", err)
+	}
+	if _, err := s.Save(bg, "shop", 1, cluster.RuleVersion{Doc: []byte("flow: [\n"), Author: "a"}); !errors.Is(err, cluster.ErrInvalidRules) {
+		t.Fatalf("a malformed document: %v, want ErrInvalidRules", err)
 	}
 	if v, _ := s.Current(bg, "shop"); v.Version != 1 {
 		t.Fatalf("version %d after refused saves, want 1", v.Version)

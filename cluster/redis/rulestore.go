@@ -257,7 +257,7 @@ func (s *RuleStore) Save(ctx context.Context, app string, base int64, v cluster.
 		return cluster.RuleVersion{}, errors.New("sluiceredis: negative version")
 	}
 	if _, err := s.limits.Decode(v.Doc, rules.YAML); err != nil {
-		return cluster.RuleVersion{}, fmt.Errorf("sluiceredis: save %q: %w", app, err)
+		return cluster.RuleVersion{}, fmt.Errorf("sluiceredis: save %q: %w: %w", app, cluster.ErrInvalidRules, err)
 	}
 	var old []byte
 	if base > 0 {

@@ -178,6 +178,9 @@ func TestRuleStoreRefusesInvalid(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("Save = %v, want an error containing %q", err, tt.want)
 			}
+			if tt.author == "a" && !errors.Is(err, cluster.ErrInvalidRules) {
+				t.Fatalf("Save = %v, want it to wrap ErrInvalidRules", err)
+			}
 			var re *rules.Error
 			if tt.field != "" && (!errors.As(err, &re) || re.Kind != "flow" || re.Field != tt.field || re.Resource != "api") {
 				t.Fatalf("Save error %v: want a *rules.Error of flow rule on api, field %s", err, tt.field)
