@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/cluster"
+	"github.com/sluice-go/sluice/cluster/fleettest"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 	"go.uber.org/goleak"
@@ -295,4 +296,15 @@ func TestStoreAuditRotation(t *testing.T) {
 			t.Fatalf("entries not newest first at %d", i)
 		}
 	}
+}
+
+// TestConformance runs the suite every cluster.RuleStore passes.
+func TestConformance(t *testing.T) {
+	fleettest.RuleStore(t, func(t *testing.T) cluster.RuleStore {
+		s, err := Open(t.TempDir(), WithPollInterval(5*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
 }

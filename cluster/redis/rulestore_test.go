@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluice-go/sluice/cluster"
+	"github.com/sluice-go/sluice/cluster/fleettest"
 	"github.com/sluice-go/sluice/cluster/redis/redistest"
 	"github.com/sluice-go/sluice/rules"
 )
@@ -540,4 +541,15 @@ func checkConsistentCluster(t *testing.T, s *RuleStore, app string, want int64) 
 	if err != nil || cur.Version != want || len(h) != 2 || h[0].Version != want {
 		t.Fatalf("%s: current %d, history %d versions (%v); want %d, 2", app, cur.Version, len(h), err, want)
 	}
+}
+
+// TestRuleStoreConformance runs the suite every cluster.RuleStore passes,
+// each subtest under a prefix of its own on one server.
+func TestRuleStoreConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	n := 0
+	fleettest.RuleStore(t, func(t *testing.T) cluster.RuleStore {
+		n++
+		return NewRuleStore(srv.Client(t), RuleStoreConfig{Prefix: fmt.Sprint("suite", n)})
+	})
 }
