@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/sluice-go/sluice/stat"
@@ -12,6 +14,12 @@ import (
 // changed since the version the caller edited: the caller reloads, looks
 // at the newer version and saves again. Nothing was written.
 var ErrConflict = errors.New("cluster: rules changed since the version edited")
+
+// ErrInvalidRules is wrapped, beside the decoder's error, by the error of a
+// RuleStore.Save that refused the document (malformed, invalid, or over the
+// store's limits), so that callers tell a document to fix (errors.Is) from
+// a store that failed. Nothing was written.
+var ErrInvalidRules = errors.New("cluster: invalid rule document")
 
 // ErrNoVersion is returned by RuleStore.Version for a version the store
 // does not have (never written, or older than the history it keeps).
@@ -77,9 +85,9 @@ type RuleStore interface {
 	Version(ctx context.Context, app string, version int64) (RuleVersion, error)
 	// History returns up to limit versions of app's rules, newest first.
 	History(ctx context.Context, app string, limit int) ([]RuleVersion, error)
-	// Save validates v.Doc whole (the loaders' validation: an error names
-	// the rule and field, as a *rules.Error or *rules.PathError reached
-	// with errors.As), then writes it as version base+1 if the version in
+	// Save validates v.Doc whole (the loaders' validation: an error wraps
+	// ErrInvalidRules and names the rule and field, as a *rules.Error or
+	// *rules.PathError reached with errors.As), then writes it as version base+1 if the version in
 	// force is base, atomically, records it in the history, and notifies
 	// the instances of app. It returns ErrConflict, writing nothing, when
 	// the version in force is not base. v.Version and v.At are set by the
@@ -150,4 +158,67 @@ type Telemetry interface {
 	// Frames returns the kept frames of app's instances whose Second is at
 	// least since (Unix seconds), by instance then Second.
 	Frames(ctx context.Context, app string, since int64) ([]Frame, error)
+}
+
+// maxDiffLines bounds the documents LineDiff compares line by line: beyond
+// it, the diff says only how many lines each has (the comparison costs the
+// product of the line counts).
+const maxDiffLines = 2000
+
+// LineDiff returns a line diff from old to new: the lines only in old
+// prefixed "- ", those only in new "+ ", one a line, in document order, or
+// "" when the documents have the same lines. Stores use it for the Detail
+// of a save's AuditEntry. Documents of more than 2,000 lines are not
+// compared; the diff then says how many lines each has.
+func LineDiff(old, new []byte) string {
+	a, b := splitLines(old), splitLines(new)
+	// Common head and tail need no table.
+	for len(a) > 0 && len(b) > 0 && a[0] == b[0] {
+		a, b = a[1:], b[1:]
+	}
+	for len(a) > 0 && len(b) > 0 && a[len(a)-1] == b[len(b)-1] {
+		a, b = a[:len(a)-1], b[:len(b)-1]
+	}
+	if len(a) == 0 && len(b) == 0 {
+		return ""
+	}
+	var sb strings.Builder
+	if len(a) > maxDiffLines || len(b) > maxDiffLines {
+		fmt.Fprintf(&sb, "%d lines changed to %d lines (too many to compare)\n", len(a), len(b))
+		return sb.String()
+	}
+	// lcs[i][j] is the longest common subsequence of a[i:] and b[j:].
+	w := len(b) + 1
+	lcs := make([]int32, (len(a)+1)*w)
+	for i := len(a) - 1; i >= 0; i-- {
+		for j := len(b) - 1; j >= 0; j-- {
+			if a[i] == b[j] {
+				lcs[i*w+j] = lcs[(i+1)*w+j+1] + 1
+			} else {
+				lcs[i*w+j] = max(lcs[(i+1)*w+j], lcs[i*w+j+1])
+			}
+		}
+	}
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		switch {
+		case i < len(a) && j < len(b) && a[i] == b[j]:
+			i, j = i+1, j+1
+		case i < len(a) && (j == len(b) || lcs[(i+1)*w+j] >= lcs[i*w+j+1]):
+			sb.WriteString("- " + a[i] + "\n")
+			i++
+		default:
+			sb.WriteString("+ " + b[j] + "\n")
+			j++
+		}
+	}
+	return sb.String()
+}
+
+func splitLines(doc []byte) []string {
+	s := strings.TrimSuffix(string(doc), "\n")
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\n")
 }

@@ -1,0 +1,201 @@
+// Package fleettest is the shared conformance suite of cluster.RuleStore
+// implementations: the Redis store, the file store and any other run the
+// same tests of the contract (versions, conflicts, validation, history,
+// watch, reports, audit), as a store's own tests call it:
+//
+//	func TestConformance(t *testing.T) {
+//		fleettest.RuleStore(t, func(t *testing.T) cluster.RuleStore { return open(t) })
+//	}
+package fleettest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-go/sluice/cluster"
+	"github.com/sluice-go/sluice/rules"
+)
+
+// timeout bounds each wait of the suite (a watch notification, a call).
+const timeout = 10 * time.Second
+
+func doc(threshold int) []byte {
+	return []byte(fmt.Sprintf("flow:\n  - resource: api\n    threshold: %d\n", threshold))
+}
+
+// RuleStore runs the suite against stores made by open, one per subtest,
+// each empty. A store's Watch must notify within 10 s of a save.
+func RuleStore(t *testing.T, open func(t *testing.T) cluster.RuleStore) {
+	ctx := func(t *testing.T) context.Context {
+		c, cancel := context.WithTimeout(context.Background(), timeout)
+		t.Cleanup(cancel)
+		return c
+	}
+	save := func(t *testing.T, s cluster.RuleStore, app string, base int64, th int) cluster.RuleVersion {
+		t.Helper()
+		v, err := s.Save(ctx(t), app, base, cluster.RuleVersion{Doc: doc(th), Author: "ann", Comment: fmt.Sprint("to ", th)})
+		if err != nil {
+			t.Fatalf("Save(%s, base %d) = %v", app, base, err)
+		}
+		if v.Version != base+1 || v.At.IsZero() {
+			t.Fatalf("Save(%s, base %d) = version %d at %v, want %d, dated", app, base, v.Version, v.At, base+1)
+		}
+		return v
+	}
+
+	t.Run("versions", func(t *testing.T) {
+		s := open(t)
+		if v, err := s.Current(ctx(t), "shop"); err != nil || v.Version != 0 || v.Doc != nil {
+			t.Fatalf("Current of an empty store = %+v, %v; want version 0", v, err)
+		}
+		if _, err := s.Version(ctx(t), "shop", 1); !errors.Is(err, cluster.ErrNoVersion) {
+			t.Fatalf("Version(1) of an empty store = %v, want ErrNoVersion", err)
+		}
+		for i := int64(0); i < 3; i++ {
+			save(t, s, "shop", i, int(10*(i+1)))
+		}
+		save(t, s, "blog", 0, 5)
+		rb, err := s.Save(ctx(t), "shop", 3, cluster.RuleVersion{Doc: doc(10), Author: "bob", RollbackOf: 1})
+		if err != nil || rb.Version != 4 || rb.RollbackOf != 1 {
+			t.Fatalf("rollback = %+v, %v", rb, err)
+		}
+		cur, err := s.Current(ctx(t), "shop")
+		if err != nil || cur.Version != 4 || string(cur.Doc) != string(doc(10)) || cur.Author != "bob" || cur.RollbackOf != 1 {
+			t.Fatalf("Current = %+v, %v; want the rollback", cur, err)
+		}
+		v2, err := s.Version(ctx(t), "shop", 2)
+		if err != nil || string(v2.Doc) != string(doc(20)) || v2.Comment != "to 20" || v2.Author != "ann" {
+			t.Fatalf("Version(2) = %+v, %v", v2, err)
+		}
+		h, err := s.History(ctx(t), "shop", 3)
+		if err != nil || len(h) != 3 || h[0].Version != 4 || h[1].Version != 3 || h[2].Version != 2 {
+			t.Fatalf("History(3) = %+v, %v; want 4, 3, 2", h, err)
+		}
+		apps, err := s.Apps(ctx(t))
+		if err != nil || strings.Join(apps, ",") != "blog,shop" {
+			t.Fatalf("Apps = %v, %v; want blog, shop", apps, err)
+		}
+	})
+
+	t.Run("conflict", func(t *testing.T) {
+		s := open(t)
+		save(t, s, "shop", 0, 1)
+		var wg sync.WaitGroup
+		errs := make([]error, 8)
+		for i := range errs {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				_, errs[i] = s.Save(context.Background(), "shop", 1, cluster.RuleVersion{Doc: doc(100 + i), Author: "w"})
+			}(i)
+		}
+		wg.Wait()
+		won := 0
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				won++
+			case !errors.Is(err, cluster.ErrConflict):
+				t.Fatalf("Save %d = %v, want nil or ErrConflict", i, err)
+			}
+		}
+		if won != 1 {
+			t.Fatalf("%d of 8 saves on one base won, want 1", won)
+		}
+		for _, base := range []int64{0, 1, 9} {
+			if _, err := s.Save(ctx(t), "shop", base, cluster.RuleVersion{Doc: doc(7), Author: "x"}); !errors.Is(err, cluster.ErrConflict) {
+				t.Fatalf("Save(base %d) with version 2 in force = %v, want ErrConflict", base, err)
+			}
+		}
+	})
+
+	t.Run("invalid", func(t *testing.T) {
+		s := open(t)
+		save(t, s, "shop", 0, 1)
+		for _, give := range []string{"flow: [\n", "flow:\n  - resource: api\n    threshold: -1\n", "flow:\n  - resource: api\n    treshold: 1\n", ""} {
+			_, err := s.Save(ctx(t), "shop", 1, cluster.RuleVersion{Doc: []byte(give), Author: "a"})
+			if !errors.Is(err, cluster.ErrInvalidRules) {
+				t.Fatalf("Save(%q) = %v, want ErrInvalidRules", give, err)
+			}
+			var re *rules.Error
+			if strings.Contains(give, "resource") && (!errors.As(err, &re) || re.Kind != "flow" || re.Resource != "api" || re.Field == "") {
+				t.Fatalf("Save(%q) = %v, want a *rules.Error naming the rule and field", give, err)
+			}
+		}
+		if v, _ := s.Current(ctx(t), "shop"); v.Version != 1 {
+			t.Fatalf("version %d in force after refused saves, want 1", v.Version)
+		}
+	})
+
+	t.Run("watch", func(t *testing.T) {
+		s := open(t)
+		c, cancel := context.WithCancel(context.Background())
+		got := make(chan int64, 100)
+		done := make(chan error, 1)
+		go func() { done <- s.Watch(c, "shop", func(v int64) { got <- v }) }()
+		// Save until a notification arrives (the watch may start late).
+		var base int64
+		deadline := time.After(timeout)
+	wait:
+		for {
+			save(t, s, "shop", base, int(base+1))
+			base++
+			select {
+			case v := <-got:
+				if v < 1 || v > base {
+					t.Fatalf("Watch saw version %d after saves up to %d", v, base)
+				}
+				break wait
+			case <-time.After(20 * time.Millisecond):
+			case <-deadline:
+				t.Fatal("Watch saw no save")
+			}
+		}
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("Watch returned %v after its context ended, want context.Canceled", err)
+		}
+	})
+
+	t.Run("reports", func(t *testing.T) {
+		s := open(t)
+		for _, r := range []cluster.RuleReport{{Instance: "b", Version: 1}, {Instance: "a", Version: 1}, {Instance: "a", Version: 2, Refused: 3, Err: "rules: no"}} {
+			if err := s.Report(ctx(t), "shop", r, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+		}
+		reps, err := s.Reports(ctx(t), "shop")
+		if err != nil || len(reps) != 2 || reps[0].Instance != "a" || reps[0].Version != 2 || reps[0].Refused != 3 || reps[0].Err != "rules: no" || reps[1].Instance != "b" {
+			t.Fatalf("Reports = %+v, %v; want a's latest, then b", reps, err)
+		}
+		if err := s.Report(ctx(t), "shop", cluster.RuleReport{}, time.Minute); err == nil {
+			t.Fatal("a report without an instance was accepted")
+		}
+	})
+
+	t.Run("audit", func(t *testing.T) {
+		s := open(t)
+		save(t, s, "shop", 0, 1)
+		save(t, s, "shop", 1, 2)
+		if err := s.Audit(ctx(t), cluster.AuditEntry{User: "ann", Action: "login"}); err != nil {
+			t.Fatal(err)
+		}
+		log, err := s.AuditLog(ctx(t), "shop", 10)
+		if err != nil || len(log) != 2 || log[0].Action != "save" || log[0].Version != 2 || log[0].User != "ann" ||
+			log[0].Detail != "-     threshold: 1\n+     threshold: 2\n" || log[0].At.IsZero() {
+			t.Fatalf("AuditLog(shop) = %+v, %v", log, err)
+		}
+		all, err := s.AuditLog(ctx(t), "", 2)
+		if err != nil || len(all) != 2 || all[0].Action != "login" {
+			t.Fatalf("AuditLog(all, 2) = %+v, %v; want the login first", all, err)
+		}
+		if err := s.Audit(ctx(t), cluster.AuditEntry{User: "ann"}); err == nil {
+			t.Fatal("an audit entry without an action was accepted")
+		}
+	})
+}
