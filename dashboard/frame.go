@@ -1,0 +1,96 @@
+package dashboard
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/cluster"
+	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/stat"
+)
+
+// maxFrameResources bounds the resources of a frame the dashboard takes of
+// its own Engine: the busiest ones.
+const maxFrameResources = 50
+
+// sampler takes a frame of an engine each second and publishes it.
+type sampler struct {
+	eng      *sluice.Engine
+	app      string
+	instance string
+	now      func() time.Time
+	version  func() int64
+	out      cluster.Telemetry
+	keep     int
+
+	mu   sync.Mutex
+	prev map[string][stat.BlockTypes]uint64 // BlockedBy totals at the last frame
+}
+
+// frame takes the frame of the last completed second.
+func (s *sampler) frame() cluster.Frame {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := cluster.Frame{App: s.app, Instance: s.instance, Second: s.now().Unix() - 1, RuleVersion: s.version(),
+		System: s.eng.SystemMetrics()}
+	if st, ok := s.eng.ClusterStatus(); ok {
+		f.ClusterMode = st.Mode.String()
+	}
+	next := make(map[string][stat.BlockTypes]uint64, len(s.prev))
+	s.eng.Each(func(name string, snap stat.Snapshot) {
+		next[name] = snap.BlockedBy
+		rs := cluster.ResourceSecond{Resource: name, Concurrency: snap.Concurrency}
+		if h := s.eng.History(name, time.Second); len(h) > 0 {
+			rs.Second = h[len(h)-1]
+		}
+		prev := s.prev[name]
+		for i := range snap.BlockedBy {
+			if snap.BlockedBy[i] >= prev[i] {
+				rs.BlockedBy[i] = snap.BlockedBy[i] - prev[i]
+			}
+		}
+		if rs.BlockedBy[core.BlockSystem] > 0 {
+			f.Shedding = true
+		}
+		if rs.Pass+rs.Block+rs.Complete > 0 || rs.Concurrency > 0 {
+			f.Resources = append(f.Resources, rs)
+		}
+	})
+	s.prev = next
+	sort.Slice(f.Resources, func(i, j int) bool {
+		a, b := f.Resources[i], f.Resources[j]
+		if a.Pass+a.Block != b.Pass+b.Block {
+			return a.Pass+a.Block > b.Pass+b.Block
+		}
+		return a.Resource < b.Resource
+	})
+	if len(f.Resources) > maxFrameResources {
+		f.Resources = f.Resources[:maxFrameResources]
+	}
+	for _, b := range s.eng.CircuitBreakerStates() {
+		f.Breakers = append(f.Breakers, cluster.BreakerFrame{Resource: b.Rule.Resource, State: b.State})
+	}
+	return f
+}
+
+// publish takes a frame and publishes it.
+func (s *sampler) publish(ctx context.Context) {
+	_ = s.out.Publish(ctx, s.frame(), s.keep, time.Duration(s.keep)*time.Second)
+}
+
+// run publishes a frame each second of clock until ctx ends.
+func (s *sampler) run(ctx context.Context, clock sluice.Clock) {
+	for {
+		t := clock.NewTimer(time.Second)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+			s.publish(ctx)
+		}
+	}
+}
