@@ -28,13 +28,20 @@ type sampler struct {
 
 	mu   sync.Mutex
 	prev map[string][stat.BlockTypes]uint64 // BlockedBy totals at the last frame
+	last int64                              // the second of the last frame
 }
 
-// frame takes the frame of the last completed second.
-func (s *sampler) frame() cluster.Frame {
+// frame takes the frame of the last completed second, false when it was
+// taken already.
+func (s *sampler) frame() (cluster.Frame, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	f := cluster.Frame{App: s.app, Instance: s.instance, Second: s.now().Unix() - 1, RuleVersion: s.version(),
+	sec := s.now().Unix() - 1
+	if sec <= s.last {
+		return cluster.Frame{}, false
+	}
+	s.last = sec
+	f := cluster.Frame{App: s.app, Instance: s.instance, Second: sec, RuleVersion: s.version(),
 		System: s.eng.SystemMetrics()}
 	if st, ok := s.eng.ClusterStatus(); ok {
 		f.ClusterMode = st.Mode.String()
@@ -73,12 +80,14 @@ func (s *sampler) frame() cluster.Frame {
 	for _, b := range s.eng.CircuitBreakerStates() {
 		f.Breakers = append(f.Breakers, cluster.BreakerFrame{Resource: b.Rule.Resource, State: b.State})
 	}
-	return f
+	return f, true
 }
 
 // publish takes a frame and publishes it.
 func (s *sampler) publish(ctx context.Context) {
-	_ = s.out.Publish(ctx, s.frame(), s.keep, time.Duration(s.keep)*time.Second)
+	if f, ok := s.frame(); ok {
+		_ = s.out.Publish(ctx, f, s.keep, time.Duration(s.keep)*time.Second)
+	}
 }
 
 // run publishes a frame each second of clock until ctx ends.

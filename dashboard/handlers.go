@@ -305,8 +305,20 @@ func (d *Dashboard) liveState(ctx context.Context, app string) *live {
 	rtSum := map[key]float64{}
 	rtN := map[key]uint64{}
 	totals := map[string]uint64{}
+	seen := map[struct {
+		id  string
+		sec int64
+	}]bool{}
 	for i := range frames {
 		f := &frames[i]
+		fk := struct {
+			id  string
+			sec int64
+		}{f.Instance, f.Second}
+		if seen[fk] {
+			continue // a frame published twice counts once
+		}
+		seen[fk] = true
 		if lf := last[f.Instance]; lf == nil || f.Second > lf.Second {
 			last[f.Instance] = f
 		}

@@ -75,12 +75,12 @@ func lineDiff(a, b string) string {
 		case i < n && j < m && x[i] == y[j]:
 			i++
 			j++
-		case j < m && (i == n || lcs[i][j+1] >= lcs[i+1][j]):
-			out.WriteString("+ " + y[j] + "\n")
-			j++
-		default:
+		case i < n && (j == m || lcs[i+1][j] >= lcs[i][j+1]):
 			out.WriteString("- " + x[i] + "\n")
 			i++
+		default:
+			out.WriteString("+ " + y[j] + "\n")
+			j++
 		}
 	}
 	return out.String()
