@@ -260,7 +260,13 @@ func TestLoginLimitedBySluice(t *testing.T) {
 
 func TestSessions(t *testing.T) {
 	clk := sluicetest.NewManualClock(0)
-	f := newFleet(t, func(c *dashboard.Config) { c.Clock = clk; c.SessionLifetime = time.Hour; c.MaxSessions = 3; c.LoginsPerUser = 100; c.LoginsPerIP = 100 })
+	f := newFleet(t, func(c *dashboard.Config) {
+		c.Clock = clk
+		c.SessionLifetime = time.Hour
+		c.MaxSessions = 3
+		c.LoginsPerUser = 100
+		c.LoginsPerIP = 100
+	})
 	c := signIn(t, f.srv, "viv")
 	code, _, h := c.do("GET", "/", nil, nil)
 	require.Equal(t, http.StatusOK, code)
