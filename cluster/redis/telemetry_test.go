@@ -1,0 +1,146 @@
+package sluiceredis
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-go/sluice/cluster"
+	"github.com/sluice-go/sluice/cluster/redis/redistest"
+	"github.com/sluice-go/sluice/stat"
+)
+
+func frame(app, inst string, sec int64, nres int) cluster.Frame {
+	f := cluster.Frame{
+		App: app, Instance: inst, Second: sec, RuleVersion: 7, ClusterMode: "remote",
+		Breakers: []cluster.BreakerFrame{{Resource: "db", State: stat.BreakerOpen}},
+		System:   stat.System{Load1: math.NaN(), CPUUsage: 0.25, Memory: 1 << 20, Load1Age: -1, CPUUsageAge: time.Second},
+		Shedding: true,
+	}
+	for i := 0; i < nres; i++ {
+		r := cluster.ResourceSecond{Resource: fmt.Sprintf("r%d", i), Concurrency: 3}
+		r.Pass, r.Block = uint64(i), 1
+		r.AvgRT = 5 * time.Millisecond
+		r.BlockedBy[1] = 1
+		f.Resources = append(f.Resources, r)
+	}
+	return f
+}
+
+func TestTelemetry(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := srv.Client(t)
+	tm := NewTelemetry(srv.Client(t), TelemetryConfig{MaxResources: 3})
+	ctx := ctxT(t)
+	for sec := int64(100); sec < 110; sec++ {
+		for _, inst := range []string{"b", "a"} {
+			if err := tm.Publish(ctx, frame("shop", inst, sec, 5), 4, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := tm.Publish(ctx, frame("blog", "a", 200, 1), 4, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	got, err := tm.Frames(ctx, "shop", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for _, f := range got {
+		order = append(order, fmt.Sprintf("%s%d", f.Instance, f.Second))
+	}
+	if s := strings.Join(order, " "); s != "a106 a107 a108 a109 b106 b107 b108 b109" {
+		t.Fatalf("Frames = %s, want the 4 kept of each, by instance then second", s)
+	}
+	f := got[0]
+	if len(f.Resources) != 3 || f.Resources[0].Resource != "r4" || f.Resources[2].Resource != "r2" {
+		t.Fatalf("frame resources = %+v, want the 3 busiest", f.Resources)
+	}
+	want := frame("shop", "a", 106, 5)
+	if r := f.Resources[0]; r.Pass != 4 || r.Block != 1 || r.BlockedBy[1] != 1 || r.AvgRT != 5*time.Millisecond || r.Concurrency != 3 {
+		t.Fatalf("resource figures = %+v", r)
+	}
+	if !math.IsNaN(f.System.Load1) || f.System.CPUUsage != 0.25 || f.System.Memory != want.System.Memory ||
+		f.System.CPUUsageAge != time.Second || f.System.Load1Age != -1 {
+		t.Fatalf("system = %+v, want %+v", f.System, want.System)
+	}
+	if f.App != "shop" || f.RuleVersion != 7 || f.ClusterMode != "remote" || !f.Shedding || len(f.Breakers) != 1 || f.Breakers[0].State != stat.BreakerOpen {
+		t.Fatalf("frame = %+v", f)
+	}
+	if since, _ := tm.Frames(ctx, "shop", 108); len(since) != 4 || since[0].Second != 108 {
+		t.Fatalf("Frames since 108 = %d frames", len(since))
+	}
+
+	// Bounded and expiring: every key has a TTL, lists keep their length.
+	keys, _ := raw.Keys(ctx, "sluice:tm:*").Result()
+	if len(keys) != 5 { // shop idx, a, b; blog idx, a
+		t.Fatalf("keys = %v", keys)
+	}
+	for _, k := range keys {
+		if ttl := raw.PTTL(ctx, k).Val(); ttl <= 50*time.Second || ttl > time.Minute {
+			t.Fatalf("PTTL %s = %v, want about 1m", k, ttl)
+		}
+		if strings.Contains(k, ":f:") {
+			if n := raw.LLen(ctx, k).Val(); n > 4 {
+				t.Fatalf("LLEN %s = %d, want at most 4", k, n)
+			}
+		}
+	}
+
+	// An instance that stops publishing is forgotten after its ttl.
+	if err := tm.Publish(ctx, frame("shop", "c", 110, 1), 4, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(testTimeout)
+	for {
+		got, err := tm.Frames(ctx, "shop", 110)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("instance c still listed: %+v", got)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if n := raw.ZCard(ctx, "sluice:tm:{shop}:idx").Val(); n != 2 {
+		t.Fatalf("index holds %d instances, want 2", n)
+	}
+
+	for _, bad := range []struct {
+		f    cluster.Frame
+		keep int
+		ttl  time.Duration
+	}{
+		{frame("", "a", 1, 0), 1, time.Second},
+		{frame("shop", "", 1, 0), 1, time.Second},
+		{frame("shop", "a", 1, 0), 0, time.Second},
+		{frame("shop", "a", 1, 0), 1, 0},
+	} {
+		if err := tm.Publish(ctx, bad.f, bad.keep, bad.ttl); err == nil {
+			t.Fatalf("Publish(%q/%q, keep %d, ttl %v) accepted", bad.f.App, bad.f.Instance, bad.keep, bad.ttl)
+		}
+	}
+}
+
+func TestTelemetryCluster(t *testing.T) {
+	rc := redistest.StartCluster(t, 3)
+	tm := NewTelemetry(rc.Client(t), TelemetryConfig{})
+	ctx := ctxT(t)
+	for _, app := range []string{"shop", "blog", "x{y}"} {
+		for _, inst := range []string{"i1", "i2"} {
+			if err := tm.Publish(ctx, frame(app, inst, 5, 2), 10, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := tm.Frames(ctx, app, 0)
+		if err != nil || len(got) != 2 {
+			t.Fatalf("Frames(%s) = %d, %v", app, len(got), err)
+		}
+	}
+}
