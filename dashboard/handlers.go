@@ -497,17 +497,7 @@ func (d *Dashboard) save(w http.ResponseWriter, r *http.Request, c *call, base i
 	ctx := r.Context()
 	saved, err := d.store.Save(ctx, c.app, base, cluster.RuleVersion{Doc: doc, Author: c.user.name, Comment: comment, RollbackOf: rollbackOf})
 	if err == nil {
-		var before []byte
-		if base > 0 {
-			if b, err := d.store.Version(ctx, c.app, base); err == nil {
-				before = b.Doc
-			}
-		}
-		detail := lineDiff(string(before), string(doc))
-		if comment != "" {
-			detail = comment + "\n" + detail
-		}
-		aerr := d.audit(ctx, cluster.AuditEntry{User: c.user.name, App: c.app, Action: action, Version: saved.Version, Detail: detail})
+		aerr := d.auditSave(ctx, c.app, base, saved, action)
 		target := "/apps/" + pathEscape(c.app) + "/rules?saved=" + strconv.FormatInt(saved.Version, 10)
 		if aerr != nil {
 			target += "&auditerr=1"
@@ -654,7 +644,7 @@ func (d *Dashboard) historyPage(w http.ResponseWriter, r *http.Request, c *call)
 			if pv, err := d.store.Version(ctx, c.app, n-1); err == nil {
 				before = pv.Doc
 			}
-			hd.Diff = lineDiff(string(before), string(sv.Doc))
+			hd.Diff = cluster.LineDiff(before, sv.Doc)
 		}
 	}
 	v.Data = hd
@@ -700,4 +690,27 @@ func (d *Dashboard) usersPage(w http.ResponseWriter, r *http.Request, c *call) {
 	v := d.view(c, "Users")
 	v.Data = d.cfg.Users
 	d.render(w, http.StatusOK, "users", v)
+}
+
+// auditSave makes sure the audit log records a save. Stores record their
+// saves themselves, in the same write (sluiceredis does, atomically); for
+// one that does not, the dashboard writes the entry.
+func (d *Dashboard) auditSave(ctx context.Context, app string, base int64, saved cluster.RuleVersion, action string) error {
+	es, err := d.store.AuditLog(ctx, app, 20)
+	if err != nil {
+		return err
+	}
+	for _, e := range es {
+		if e.Version == saved.Version && (e.Action == "save" || e.Action == "rollback") {
+			return nil
+		}
+	}
+	var before []byte
+	if base > 0 {
+		if b, err := d.store.Version(ctx, app, base); err == nil {
+			before = b.Doc
+		}
+	}
+	return d.audit(ctx, cluster.AuditEntry{User: saved.Author, App: app, Action: action, Version: saved.Version,
+		Detail: cluster.LineDiff(before, saved.Doc)})
 }

@@ -23,8 +23,10 @@ const (
 	MaxAudit = 1000
 )
 
-// Store is an in-memory cluster.RuleStore and cluster.Telemetry. It is
-// safe for concurrent use.
+// Store is an in-memory cluster.RuleStore and cluster.Telemetry. Like
+// sluiceredis, it records each save in the audit log (action "save", or
+// "rollback" for a version with RollbackOf; Detail the line diff from the
+// version before). It is safe for concurrent use.
 type Store struct {
 	now   func() time.Time
 	apply func(app string, set rules.Set) error
@@ -155,10 +157,21 @@ func (s *Store) Save(ctx context.Context, name string, base int64, v cluster.Rul
 			return cluster.RuleVersion{}, err
 		}
 	}
+	var old []byte
+	if n := len(a.versions); n > 0 {
+		old = a.versions[n-1].Doc
+	}
 	v.Version = cur + 1
 	v.At = s.now()
 	v.Doc = slices.Clone(v.Doc)
 	a.versions = append(a.versions, v)
+	// Recorded with the save, as sluiceredis does.
+	action := "save"
+	if v.RollbackOf != 0 {
+		action = "rollback"
+	}
+	s.auditLocked(cluster.AuditEntry{User: v.Author, App: name, Action: action, Version: v.Version,
+		Detail: cluster.LineDiff(old, v.Doc)})
 	if len(a.versions) > MaxHistory {
 		a.versions = slices.Delete(a.versions, 0, len(a.versions)-MaxHistory)
 	}
@@ -227,12 +240,16 @@ func (s *Store) Reports(ctx context.Context, name string) ([]cluster.RuleReport,
 func (s *Store) Audit(ctx context.Context, e cluster.AuditEntry) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.auditLocked(e)
+	return nil
+}
+
+func (s *Store) auditLocked(e cluster.AuditEntry) {
 	e.At = s.now()
 	s.audit = append(s.audit, e)
 	if len(s.audit) > MaxAudit {
 		s.audit = slices.Delete(s.audit, 0, len(s.audit)-MaxAudit)
 	}
-	return nil
 }
 
 // AuditLog implements cluster.RuleStore.
