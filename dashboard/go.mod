@@ -1,6 +1,6 @@
 module github.com/sluice-go/sluice/dashboard
 
-go 1.24
+go 1.26.0
 
 replace (
 	github.com/sluice-go/sluice => ../
@@ -8,7 +8,9 @@ replace (
 )
 
 require (
+	github.com/redis/go-redis/v9 v9.23.0
 	github.com/sluice-go/sluice v0.0.0
+	github.com/sluice-go/sluice/cluster/redis v0.0.0-00010101000000-000000000000
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
 	go.yaml.in/yaml/v3 v3.0.5
@@ -16,6 +18,7 @@ require (
 )
 
 require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/go-ole/go-ole v1.2.6 // indirect
 	github.com/lufia/plan9stats v0.0.0-20211012122336-39d0f177ccd0 // indirect
 	github.com/power-devops/perfstat v0.0.0-20210106213030-5aafc221ea8c // indirect
@@ -24,5 +27,6 @@ require (
 	github.com/tklauser/go-sysconf v0.3.12 // indirect
 	github.com/tklauser/numcpus v0.6.1 // indirect
 	github.com/yusufpapurcu/wmi v1.2.4 // indirect
-	golang.org/x/sys v0.34.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
 )
