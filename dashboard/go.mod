@@ -8,9 +8,9 @@ replace (
 )
 
 require (
-	github.com/redis/go-redis/v9 v9.23.0
+	github.com/redis/go-redis/v9 v9.22.0
 	github.com/sluice-go/sluice v0.0.0
-	github.com/sluice-go/sluice/cluster/redis v0.0.0-00010101000000-000000000000
+	github.com/sluice-go/sluice/cluster/redis v0.0.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
 	go.yaml.in/yaml/v3 v3.0.5
