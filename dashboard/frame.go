@@ -53,12 +53,7 @@ func (s *sampler) frame() (cluster.Frame, bool) {
 		if h := s.eng.History(name, time.Second); len(h) > 0 {
 			rs.Second = h[len(h)-1]
 		}
-		prev := s.prev[name]
-		for i := range snap.BlockedBy {
-			if snap.BlockedBy[i] >= prev[i] {
-				rs.BlockedBy[i] = snap.BlockedBy[i] - prev[i]
-			}
-		}
+		rs.BlockedBy = apportion(rs.Block, snap.BlockedBy, s.prev[name])
 		if rs.BlockedBy[core.BlockSystem] > 0 {
 			f.Shedding = true
 		}
@@ -102,4 +97,34 @@ func (s *sampler) run(ctx context.Context, clock sluice.Clock) {
 			s.publish(ctx)
 		}
 	}
+}
+
+// apportion splits block, the refusals of one second, by the reasons of the
+// refusals counted between two snapshots' BlockedBy totals (the sampling
+// interval is not the engine's second), so that the reasons add up to
+// block. Without an earlier snapshot the totals since the resource was made
+// give the mix.
+func apportion(block uint64, now, prev [stat.BlockTypes]uint64) (out [stat.BlockTypes]uint64) {
+	var d [stat.BlockTypes]uint64
+	var sum uint64
+	for i := range now {
+		if now[i] > prev[i] {
+			d[i] = now[i] - prev[i]
+		}
+		sum += d[i]
+	}
+	if block == 0 || sum == 0 {
+		return out
+	}
+	var given uint64
+	top := 0
+	for i := range d {
+		out[i] = uint64(float64(block) * float64(d[i]) / float64(sum))
+		given += out[i]
+		if d[i] > d[top] {
+			top = i
+		}
+	}
+	out[top] += block - given // rounding, to the main reason
+	return out
 }

@@ -91,7 +91,10 @@
   }
 
   function renderCharts(container, data) {
-    const t1 = data.now, t0 = data.now - data.window;
+    // The x axis spans the window, or less while the data are young.
+    let first = data.now;
+    for (const r of data.resources) if (r.points.length && r.points[0].t < first) first = r.points[0].t;
+    const t1 = data.now, t0 = Math.max(data.now - data.window, first - 30);
     const seen = new Set();
     for (const r of data.resources) {
       seen.add(r.resource);
