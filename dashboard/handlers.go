@@ -523,6 +523,9 @@ func (d *Dashboard) save(w http.ResponseWriter, r *http.Request, c *call, base i
 			"Compare it with your text below and save again.", prev.Version, prev.Author, base)
 	case isValidation(err):
 		v.Error = describe(err, rd)
+		if rd.ErrRule != "" {
+			v.Error = "Not saved: a rule is invalid (below); the rules in force are unchanged."
+		}
 	default:
 		status = http.StatusBadGateway
 		v.Error = "the rule store: " + err.Error()
