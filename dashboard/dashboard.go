@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/cluster"
 	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/dashboard/internal/agent"
 	"github.com/sluice-go/sluice/dashboard/internal/memstore"
 	"github.com/sluice-go/sluice/rules"
 )
@@ -56,7 +57,7 @@ type Dashboard struct {
 	static   http.Handler
 	mux      *http.ServeMux
 	routes   []route
-	sampler  *sampler
+	sampler  *agent.Sampler
 	window   time.Duration
 
 	cancel context.CancelFunc
@@ -138,16 +139,16 @@ func New(cfg Config) (*Dashboard, error) {
 	}
 	if d.tel == nil && cfg.Engine != nil {
 		d.tel = mem
-		d.sampler = &sampler{eng: cfg.Engine, app: cfg.App, instance: "local", now: cfg.Now, out: mem,
-			keep: int(cfg.Window / time.Second), prev: nil,
-			version: func() int64 {
+		d.sampler = &agent.Sampler{Engine: cfg.Engine, App: cfg.App, Instance: "local", Now: cfg.Now, Out: mem,
+			Keep: int(cfg.Window / time.Second),
+			Version: func() int64 {
 				v, _ := d.store.Current(context.Background(), cfg.App)
 				return v.Version
 			}}
 		d.wg.Add(1)
 		go func() {
 			defer d.wg.Done()
-			d.sampler.run(ctx, cfg.Clock)
+			d.sampler.Run(ctx, cfg.Clock)
 		}()
 	}
 

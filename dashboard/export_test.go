@@ -2,13 +2,11 @@ package dashboard
 
 import (
 	"context"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/cluster"
-	"github.com/sluice-go/sluice/rules"
+	"github.com/sluice-go/sluice/dashboard/internal/agent"
 )
 
 // Routes returns the method and pattern of every endpoint, and whether it
@@ -23,49 +21,12 @@ func (d *Dashboard) Routes() (out [][3]string) {
 
 // Sample publishes a frame of the Engine now, as the sampler does each
 // second.
-func (d *Dashboard) Sample() { d.sampler.publish(context.Background()) }
+func (d *Dashboard) Sample() { d.sampler.Publish(context.Background()) }
 
 // Sessions returns the number of sessions kept.
 func (d *Dashboard) Sessions() int { return d.sessions.len() }
 
-// Follow makes eng an instance id of app until ctx ends, as the engine's
-// own store options would: it loads each new version of app's rules from
-// rs (polling every 100 ms), reports what it runs or refused, and
-// publishes a frame to tel each second. wait waits for its goroutines.
+// Follow makes eng an instance id of app until ctx ends (see agent.Follow).
 func Follow(ctx context.Context, eng *sluice.Engine, rs cluster.RuleStore, tel cluster.Telemetry, app, id string) (wait func()) {
-	var wg sync.WaitGroup
-	var applied atomic.Int64
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		var seen int64
-		for {
-			if cur, err := rs.Current(ctx, app); err == nil && cur.Version != seen {
-				seen = cur.Version
-				rep := cluster.RuleReport{Instance: id, Version: applied.Load()}
-				set, err := rules.Decode(cur.Doc, rules.YAML)
-				if err == nil {
-					err = eng.LoadRuleSet(set)
-				}
-				if err != nil {
-					rep.Refused, rep.Err = cur.Version, err.Error()
-				} else {
-					applied.Store(cur.Version)
-					rep.Version = cur.Version
-				}
-				_ = rs.Report(ctx, app, rep, time.Minute)
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	}()
-	s := &sampler{eng: eng, app: app, instance: id, now: time.Now, out: tel, keep: 300, version: applied.Load}
-	go func() {
-		defer wg.Done()
-		s.run(ctx, eng.Clock())
-	}()
-	return wg.Wait
+	return agent.Follow(ctx, eng, rs, tel, app, id, 100*time.Millisecond)
 }

@@ -1,4 +1,9 @@
-package dashboard
+// Package agent makes an engine an instance of a fleet for the dashboard's
+// own use (its local mode, its tests and its example): a Sampler takes a
+// cluster.Frame of an engine each second, and Follow loads an
+// application's rules from a cluster.RuleStore into an engine and reports
+// what it runs.
+package agent
 
 import (
 	"context"
@@ -12,19 +17,23 @@ import (
 	"github.com/sluice-go/sluice/stat"
 )
 
-// maxFrameResources bounds the resources of a frame the dashboard takes of
-// its own Engine: the busiest ones.
-const maxFrameResources = 50
+// MaxResources bounds the resources of a frame: the busiest ones.
+const MaxResources = 50
 
-// sampler takes a frame of an engine each second and publishes it.
-type sampler struct {
-	eng      *sluice.Engine
-	app      string
-	instance string
-	now      func() time.Time
-	version  func() int64
-	out      cluster.Telemetry
-	keep     int
+// Sampler takes a frame of an engine each second and publishes it. Set
+// the exported fields before the first call; it is safe for concurrent
+// use.
+type Sampler struct {
+	// Engine is sampled; App and Instance name it in the frames.
+	Engine        *sluice.Engine
+	App, Instance string
+	// Now is the wall clock (frames carry Unix seconds).
+	Now func() time.Time
+	// Version returns the rule version the engine runs.
+	Version func() int64
+	// Out receives the frames, each kept for Keep seconds.
+	Out  cluster.Telemetry
+	Keep int
 
 	mu   sync.Mutex
 	prev map[string][stat.BlockTypes]uint64 // BlockedBy totals at the last frame
@@ -33,24 +42,24 @@ type sampler struct {
 
 // frame takes the frame of the last completed second, false when it was
 // taken already.
-func (s *sampler) frame() (cluster.Frame, bool) {
+func (s *Sampler) frame() (cluster.Frame, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sec := s.now().Unix() - 1
+	sec := s.Now().Unix() - 1
 	if sec <= s.last {
 		return cluster.Frame{}, false
 	}
 	s.last = sec
-	f := cluster.Frame{App: s.app, Instance: s.instance, Second: sec, RuleVersion: s.version(),
-		System: s.eng.SystemMetrics()}
-	if st, ok := s.eng.ClusterStatus(); ok {
+	f := cluster.Frame{App: s.App, Instance: s.Instance, Second: sec, RuleVersion: s.Version(),
+		System: s.Engine.SystemMetrics()}
+	if st, ok := s.Engine.ClusterStatus(); ok {
 		f.ClusterMode = st.Mode.String()
 	}
 	next := make(map[string][stat.BlockTypes]uint64, len(s.prev))
-	s.eng.Each(func(name string, snap stat.Snapshot) {
+	s.Engine.Each(func(name string, snap stat.Snapshot) {
 		next[name] = snap.BlockedBy
 		rs := cluster.ResourceSecond{Resource: name, Concurrency: snap.Concurrency}
-		if h := s.eng.History(name, time.Second); len(h) > 0 {
+		if h := s.Engine.History(name, time.Second); len(h) > 0 {
 			rs.Second = h[len(h)-1]
 		}
 		rs.BlockedBy = apportion(rs.Block, snap.BlockedBy, s.prev[name])
@@ -69,24 +78,25 @@ func (s *sampler) frame() (cluster.Frame, bool) {
 		}
 		return a.Resource < b.Resource
 	})
-	if len(f.Resources) > maxFrameResources {
-		f.Resources = f.Resources[:maxFrameResources]
+	if len(f.Resources) > MaxResources {
+		f.Resources = f.Resources[:MaxResources]
 	}
-	for _, b := range s.eng.CircuitBreakerStates() {
+	for _, b := range s.Engine.CircuitBreakerStates() {
 		f.Breakers = append(f.Breakers, cluster.BreakerFrame{Resource: b.Rule.Resource, State: b.State})
 	}
 	return f, true
 }
 
-// publish takes a frame and publishes it.
-func (s *sampler) publish(ctx context.Context) {
+// Publish takes the frame of the last completed second and publishes it,
+// unless it did already.
+func (s *Sampler) Publish(ctx context.Context) {
 	if f, ok := s.frame(); ok {
-		_ = s.out.Publish(ctx, f, s.keep, time.Duration(s.keep)*time.Second)
+		_ = s.Out.Publish(ctx, f, s.Keep, time.Duration(s.Keep)*time.Second)
 	}
 }
 
-// run publishes a frame each second of clock until ctx ends.
-func (s *sampler) run(ctx context.Context, clock sluice.Clock) {
+// Run publishes a frame each second of clock until ctx ends.
+func (s *Sampler) Run(ctx context.Context, clock sluice.Clock) {
 	for {
 		t := clock.NewTimer(time.Second)
 		select {
@@ -94,7 +104,7 @@ func (s *sampler) run(ctx context.Context, clock sluice.Clock) {
 			t.Stop()
 			return
 		case <-t.C():
-			s.publish(ctx)
+			s.Publish(ctx)
 		}
 	}
 }
