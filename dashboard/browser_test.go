@@ -132,6 +132,7 @@ func startInstance(t *testing.T, ctx context.Context, wg *sync.WaitGroup, rs clu
 				return
 			case <-tick.C:
 				if p, err := eng.Entry("GET /api"); err == nil {
+					time.Sleep(time.Millisecond) // work: a response time, requests in flight
 					p.Exit()
 				}
 			}
@@ -189,7 +190,8 @@ func TestBrowser(t *testing.T) {
 	rdb := srv.Client(t)
 	rs := sluiceredis.NewRuleStore(rdb, sluiceredis.RuleStoreConfig{Prefix: "browser"})
 	tel := sluiceredis.NewTelemetry(rdb, sluiceredis.TelemetryConfig{Prefix: "browser"})
-	const v1 = "flow:\n  - resource: GET /api\n    threshold: 50\n"
+	const v1 = "flow:\n  - resource: GET /api\n    threshold: 50\n" +
+		"circuitBreaker:\n  - resource: GET /api\n    strategy: error-count\n    threshold: 1000\n    retryTimeout: 10s\n"
 	_, err := rs.Save(context.Background(), "shop", 0, cluster.RuleVersion{Doc: []byte(v1), Author: "seed", Comment: "first rules"})
 	require.NoError(t, err)
 
@@ -240,6 +242,7 @@ func TestBrowser(t *testing.T) {
 	require.NoError(t, chromedp.Run(ctx,
 		chromedp.Navigate(base+"/apps/shop"),
 		chromedp.WaitVisible(sel, chromedp.ByQuery),
+		chromedp.WaitVisible(`//td[@class="state-closed"]`, chromedp.BySearch),
 		chromedp.AttributeValue(sel, "data-points", &first, nil, chromedp.ByQuery),
 	))
 	require.Eventually(t, func() bool {
@@ -272,6 +275,7 @@ func TestBrowser(t *testing.T) {
 	require.Equal(t, int64(1), version(t, rs, "shop"), "nothing written")
 
 	good := strings.Replace(v1, "threshold: 50", "threshold: 20", 1)
+	require.NotEqual(t, v1, good)
 	require.NoError(t, chromedp.Run(ctx,
 		chromedp.SetValue("#doc", good, chromedp.ByID),
 		chromedp.SetValue("#comment", "halve the API", chromedp.ByID),

@@ -231,7 +231,7 @@ type call struct {
 
 func (d *Dashboard) routeTable() []route {
 	return []route{
-		{"GET", "/static/", public, false, func(w http.ResponseWriter, r *http.Request, _ *call) { d.static.ServeHTTP(w, r) }},
+		{"GET", "/static/", public, false, d.staticFile},
 		{"GET", "/login", public, false, d.loginPage},
 		{"POST", "/login", public, false, d.login},
 		{"POST", "/logout", signedIn, false, d.logout},
@@ -322,7 +322,8 @@ func (d *Dashboard) who(w http.ResponseWriter, r *http.Request) (*principal, *se
 		return nil, nil
 	}
 	if ss != nil && ss.user.name == p.name && ss.user.role == p.role {
-		ss.user = p // grants may change from request to request
+		// The headers' grants, which may change from request to request;
+		// the session gives the CSRF token.
 		return p, ss
 	}
 	if r.Method != http.MethodGet {
@@ -391,4 +392,13 @@ func clientIP(r *http.Request) string {
 // undo what was done (the error is shown on the page that did it).
 func (d *Dashboard) audit(ctx context.Context, e cluster.AuditEntry) error {
 	return d.store.Audit(ctx, e)
+}
+
+// staticFile serves the embedded script and stylesheet (no listings).
+func (d *Dashboard) staticFile(w http.ResponseWriter, r *http.Request, c *call) {
+	if strings.HasSuffix(r.URL.Path, "/") {
+		http.NotFound(w, r)
+		return
+	}
+	d.static.ServeHTTP(w, r)
 }

@@ -3,6 +3,7 @@ package dashboard_test
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -15,9 +16,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/cluster"
 	"github.com/sluice-go/sluice/dashboard"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
+	"github.com/sluice-go/sluice/stat"
 )
 
 const evil = `<script>alert(1)</script>`
@@ -386,4 +389,29 @@ func TestNewRefusesIncompleteConfig(t *testing.T) {
 	_, err = dashboard.New(dashboard.Config{Rules: f.store, Proxy: &dashboard.TrustedProxy{}})
 	require.ErrorContains(t, err, "Proxy.From")
 	_ = strings.TrimSpace
+}
+
+// TestInstancesAndRefusedVersions: instances come from reports and frames;
+// one that refused a version shows it with the error.
+func TestInstancesAndRefusedVersions(t *testing.T) {
+	f := newFleet(t, func(c *dashboard.Config) { c.Now = func() time.Time { return time.Unix(1_800_000_000, 0) } })
+	ctx := context.Background()
+	require.NoError(t, f.store.Report(ctx, "shop", cluster.RuleReport{Instance: "shop-1", Version: 1}, time.Hour))
+	require.NoError(t, f.store.Report(ctx, "shop", cluster.RuleReport{Instance: "shop-2", Version: 1, Refused: 2,
+		Err: `rules: flow rule 0 (resource "<b>x</b>"): Threshold: must be a positive number, got -1`}, time.Hour))
+	require.NoError(t, f.store.Publish(ctx, cluster.Frame{App: "shop", Instance: "shop-3", Second: 1_800_000_000 - 1, RuleVersion: 1,
+		ClusterMode: "fallback", Shedding: true, System: stat.System{Load1: math.NaN(), CPUUsage: 0.25},
+		Breakers: []cluster.BreakerFrame{{Resource: "GET /search", State: stat.BreakerOpen}}}, 10, time.Hour))
+	viv := signIn(t, f.srv, "viv")
+	code, body := viv.get("/apps/shop")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, "shop-1")
+	require.Contains(t, body, `refused version 2: rules: flow rule 0 (resource &#34;&lt;b&gt;x&lt;/b&gt;&#34;): Threshold: must be a positive number, got -1`)
+	require.Regexp(t, `shop-3</td><td></td>\s*<td>version 1</td>\s*<td>fallback</td><td>shedding</td>\s*<td></td><td>25%</td>`, body)
+	require.Contains(t, body, `<td class="state-open">open</td>`)
+	_, js := viv.get("/api/apps/shop/live")
+	require.Contains(t, js, `"refused":2`)
+	require.Contains(t, js, `"load1":null`, "NaN is no number in JSON")
+	code, _ = viv.get("/static/")
+	require.Equal(t, http.StatusNotFound, code, "no listing")
 }
