@@ -79,9 +79,10 @@ func TestTrafficValuesEscaped(t *testing.T) {
 			Resource string
 			Points   []struct {
 				Pass, Block uint64
-				Blocked     map[string]uint64
+				Blocked     []uint64
 			}
 		}
+		BlockTypes []string
 		Breakers []struct{ Resource, State string }
 	}
 	require.NoError(t, json.Unmarshal([]byte(body), &l))
@@ -91,7 +92,14 @@ func TestTrafficValuesEscaped(t *testing.T) {
 	p := l.Resources[0].Points[0]
 	require.Equal(t, uint64(3), p.Pass)
 	require.Equal(t, uint64(2), p.Block)
-	require.Equal(t, map[string]uint64{"flow": 2}, p.Blocked)
+	require.Len(t, p.Blocked, len(l.BlockTypes))
+	for i, n := range p.Blocked {
+		if l.BlockTypes[i] == "flow" {
+			require.Equal(t, uint64(2), n)
+		} else {
+			require.Zero(t, n, l.BlockTypes[i])
+		}
+	}
 	require.Equal(t, []struct{ Resource, State string }{{evil, "closed"}}, l.Breakers)
 
 	// The page's script sets names with textContent only.

@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/cluster"
 	"github.com/sluice-go/sluice/rules"
+	"github.com/sluice-go/sluice/stat"
 )
 
 // Limits of the lists pages show.
@@ -208,18 +209,19 @@ type breaker struct {
 }
 
 type point struct {
-	T       int64             `json:"t"`
-	Pass    uint64            `json:"pass"`
-	Block   uint64            `json:"block"`
-	Blocked map[string]uint64 `json:"blocked,omitempty"`
-	RTms    float64           `json:"rt"`
-	InFlt   int64             `json:"inflight"`
+	T     int64  `json:"t"`
+	Pass  uint64 `json:"pass"`
+	Block uint64 `json:"block"`
+	// Blocked counts the refusals by block type, as live.BlockTypes names
+	// them; nil when none.
+	Blocked []uint64 `json:"blocked,omitempty"`
+	RTms    float64  `json:"rt"`
+	InFlt   int64    `json:"inflight"`
 }
 
 type series struct {
 	Resource string  `json:"resource"`
 	Points   []point `json:"points"`
-	total    uint64
 }
 
 // live is an application's state: the app page shows it and refreshes it
@@ -232,8 +234,19 @@ type live struct {
 	Instances []instance `json:"instances"`
 	Resources []series   `json:"resources"`
 	Breakers  []breaker  `json:"breakers"`
-	Errors    []string   `json:"errors,omitempty"`
+	// BlockTypes names the elements of a point's Blocked.
+	BlockTypes []string `json:"blockTypes"`
+	Errors     []string `json:"errors,omitempty"`
 }
+
+// blockTypes names the block types, by index.
+var blockTypes = func() []string {
+	out := make([]string, stat.BlockTypes)
+	for i := range out {
+		out[i] = blockName(i)
+	}
+	return out
+}()
 
 // maxSeries bounds the resources the charts show: the busiest.
 const maxSeries = 12
@@ -255,7 +268,8 @@ func (d *Dashboard) live(w http.ResponseWriter, r *http.Request, c *call) {
 func (d *Dashboard) liveState(ctx context.Context, app string) *live {
 	now := d.cfg.Now().Unix()
 	win := int64(d.window / time.Second)
-	l := &live{App: app, Now: now, Window: win, Instances: []instance{}, Resources: []series{}, Breakers: []breaker{}}
+	l := &live{App: app, Now: now, Window: win, Instances: []instance{}, Resources: []series{}, Breakers: []breaker{},
+		BlockTypes: blockTypes}
 	cur, err := d.store.Current(ctx, app)
 	if err != nil {
 		l.Errors = append(l.Errors, "rule store: "+err.Error())
@@ -296,57 +310,93 @@ func (d *Dashboard) liveState(ctx context.Context, app string) *live {
 			l.Errors = append(l.Errors, "telemetry: "+err.Error())
 		}
 	}
+	// Frames come by instance then second; a frame published twice counts
+	// once.
+	sort.SliceStable(frames, func(i, j int) bool {
+		a, b := &frames[i], &frames[j]
+		return a.Instance < b.Instance || a.Instance == b.Instance && a.Second < b.Second
+	})
+	frames = slices.CompactFunc(frames, func(a, b cluster.Frame) bool { return a.Instance == b.Instance && a.Second == b.Second })
 	last := map[string]*cluster.Frame{}
-	type key struct {
-		res string
-		t   int64
-	}
-	points := map[key]*point{}
-	rtSum := map[key]float64{}
-	rtN := map[key]uint64{}
+	since := now - win
 	totals := map[string]uint64{}
-	seen := map[struct {
-		id  string
-		sec int64
-	}]bool{}
 	for i := range frames {
 		f := &frames[i]
-		fk := struct {
-			id  string
-			sec int64
-		}{f.Instance, f.Second}
-		if seen[fk] {
-			continue // a frame published twice counts once
+		last[f.Instance] = f // the newest, by the order above
+		if f.Second < since || f.Second > now {
+			continue
 		}
-		seen[fk] = true
-		if lf := last[f.Instance]; lf == nil || f.Second > lf.Second {
-			last[f.Instance] = f
-		}
-		for _, rs := range f.Resources {
-			k := key{rs.Resource, f.Second}
-			p := points[k]
-			if p == nil {
-				if len(points) >= 100000 {
-					continue // bounded whatever instances publish
-				}
-				p = &point{T: f.Second}
-				points[k] = p
+		for j := range f.Resources {
+			rs := &f.Resources[j]
+			if _, ok := totals[rs.Resource]; ok || len(totals) < 100000 { // bounded whatever instances publish
+				totals[rs.Resource] += rs.Pass + rs.Block
 			}
+		}
+	}
+	// The busiest resources get a series each: one accumulator per second
+	// of the window.
+	type acc struct {
+		point
+		blocked [stat.BlockTypes]uint64
+		rtSum   float64
+		rtN     uint64
+		seen    bool
+	}
+	names := make([]string, 0, len(totals))
+	for n := range totals {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		a, b := names[i], names[j]
+		return totals[a] > totals[b] || totals[a] == totals[b] && a < b
+	})
+	if len(names) > maxSeries {
+		names = names[:maxSeries]
+	}
+	accs := make(map[string][]acc, len(names))
+	for _, n := range names {
+		accs[n] = make([]acc, win+1)
+	}
+	for i := range frames {
+		f := &frames[i]
+		if f.Second < since || f.Second > now {
+			continue
+		}
+		for j := range f.Resources {
+			rs := &f.Resources[j]
+			a := accs[rs.Resource]
+			if a == nil {
+				continue
+			}
+			p := &a[f.Second-since]
+			p.seen = true
 			p.Pass += rs.Pass
 			p.Block += rs.Block
 			p.InFlt += rs.Concurrency
 			for bt, n := range rs.BlockedBy {
-				if n > 0 {
-					if p.Blocked == nil {
-						p.Blocked = map[string]uint64{}
-					}
-					p.Blocked[blockName(bt)] += n
-				}
+				p.blocked[bt] += n
 			}
-			rtSum[k] += float64(rs.AvgRT) * float64(rs.Complete)
-			rtN[k] += rs.Complete
-			totals[rs.Resource] += rs.Pass + rs.Block
+			p.rtSum += float64(rs.AvgRT) * float64(rs.Complete)
+			p.rtN += rs.Complete
 		}
+	}
+	for _, n := range names {
+		s := series{Resource: n}
+		for k := range accs[n] {
+			p := &accs[n][k]
+			if !p.seen {
+				continue
+			}
+			p.T = since + int64(k)
+			if p.rtN > 0 {
+				p.RTms = p.rtSum / float64(p.rtN) / float64(time.Millisecond)
+			}
+			if p.Block > 0 {
+				p.Blocked = slices.Clone(p.blocked[:])
+			}
+			s.Points = append(s.Points, p.point)
+		}
+		l.Resources = append(l.Resources, s)
 	}
 	for id, f := range last {
 		in := get(id)
@@ -367,29 +417,6 @@ func (d *Dashboard) liveState(ctx context.Context, app string) *live {
 		a, b := l.Breakers[i], l.Breakers[j]
 		return a.Resource < b.Resource || a.Resource == b.Resource && a.Instance < b.Instance
 	})
-	bySeries := map[string]*series{}
-	for k, p := range points {
-		if n := rtN[k]; n > 0 {
-			p.RTms = rtSum[k] / float64(n) / float64(time.Millisecond)
-		}
-		s := bySeries[k.res]
-		if s == nil {
-			s = &series{Resource: k.res, total: totals[k.res]}
-			bySeries[k.res] = s
-		}
-		s.Points = append(s.Points, *p)
-	}
-	for _, s := range bySeries {
-		sort.Slice(s.Points, func(i, j int) bool { return s.Points[i].T < s.Points[j].T })
-		l.Resources = append(l.Resources, *s)
-	}
-	sort.Slice(l.Resources, func(i, j int) bool {
-		a, b := l.Resources[i], l.Resources[j]
-		return a.total > b.total || a.total == b.total && a.Resource < b.Resource
-	})
-	if len(l.Resources) > maxSeries {
-		l.Resources = l.Resources[:maxSeries]
-	}
 	return l
 }
 

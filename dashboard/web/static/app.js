@@ -100,13 +100,14 @@
       seen.add(r.resource);
       const c = chartFor(container, r.resource);
       const pts = r.points;
-      const reasons = new Set();
-      for (const p of pts) for (const k in (p.blocked || {})) reasons.add(k);
+      const names = data.blockTypes || [];
+      const reasons = new Set(); // indices of the block types seen
+      for (const p of pts) (p.blocked || []).forEach((n, i) => { if (n > 0) reasons.add(i); });
       const req = [
         { color: colors.pass, points: pts.map((p) => [p.t, p.pass]) },
         { color: colors.block, points: pts.map((p) => [p.t, p.block]) },
       ];
-      for (const k of reasons) req.push({ color: colors[k] || colors.other, points: pts.map((p) => [p.t, (p.blocked || {})[k] || 0]) });
+      for (const i of reasons) req.push({ color: colors[names[i]] || colors.other, points: pts.map((p) => [p.t, (p.blocked || [])[i] || 0]) });
       draw(c.canvases.requests, req, t0, t1, "/s");
       draw(c.canvases.rt, [{ color: colors.rt, points: pts.map((p) => [p.t, p.rt]) }], t0, t1, "ms");
       draw(c.canvases.inflight, [{ color: colors.inflight, points: pts.map((p) => [p.t, p.inflight]) }], t0, t1, "");
@@ -116,7 +117,7 @@
       if (last) {
         let s = "second " + last.t + ": passed " + last.pass + ", blocked " + last.block;
         const parts = [];
-        for (const k in (last.blocked || {})) parts.push(k + " " + last.blocked[k]);
+        (last.blocked || []).forEach((n, i) => { if (n > 0) parts.push((names[i] || "other") + " " + n); });
         if (parts.length) s += " (" + parts.join(", ") + ")";
         s += ", response time " + last.rt.toFixed(2) + " ms, in flight " + last.inflight;
         c.summary.textContent = s;
