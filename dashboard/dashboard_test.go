@@ -83,7 +83,7 @@ func TestTrafficValuesEscaped(t *testing.T) {
 			}
 		}
 		BlockTypes []string
-		Breakers []struct{ Resource, State string }
+		Breakers   []struct{ Resource, State string }
 	}
 	require.NoError(t, json.Unmarshal([]byte(body), &l))
 	require.Len(t, l.Resources, 1)
