@@ -1,11 +1,7 @@
 package sluice
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"os"
-	"strconv"
 	"time"
 
 	"github.com/sluice-go/sluice/cluster"
@@ -21,8 +17,9 @@ type ClusterConfig struct {
 	// under one App, which scopes the budgets' keys in the store and
 	// counts the live instances. Required.
 	App string
-	// InstanceID identifies this instance among the live ones of App.
-	// Empty means the host name, the process ID and a random suffix.
+	// InstanceID identifies this instance among the live ones of App, in
+	// heartbeats, rule reports and telemetry (Engine.InstanceID). Empty
+	// means the host name, the process ID and a random suffix.
 	InstanceID string
 	// Timeout bounds every store call and every entry's wait for one: an
 	// entry whose decision the store has not given within Timeout is
@@ -120,10 +117,10 @@ type clusterState struct {
 
 var errNoCluster = errors.New("cluster rules need sluice.WithCluster (the engine has no cluster store)")
 
-// start sets the state up for store (nil without WithCluster) and cfg;
-// publish receives every change between remote and fallback, for the
-// engine's event stream.
-func (cs *clusterState) start(store cluster.Store, cfg ClusterConfig, clk Clock, publish func(fallback bool, err error)) {
+// start sets the state up for store (nil without WithCluster) and cfg, for
+// the instance id on host; publish receives every change between remote
+// and fallback, for the engine's event stream.
+func (cs *clusterState) start(store cluster.Store, cfg ClusterConfig, id, host string, clk Clock, publish func(fallback bool, err error)) {
 	switch {
 	case store == nil:
 		cs.err = errNoCluster
@@ -148,13 +145,6 @@ func (cs *clusterState) start(store cluster.Store, cfg ClusterConfig, clk Clock,
 	if err != nil {
 		cs.err = err
 		return
-	}
-	host, _ := os.Hostname()
-	id := cfg.InstanceID
-	if id == "" {
-		var b [4]byte
-		_, _ = rand.Read(b[:])
-		id = host + "-" + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(b[:])
 	}
 	fl := flow.NewLeases(mgr, cfg.App)
 	hb, err := lease.StartHeartbeat(lease.HeartbeatConfig{

@@ -113,6 +113,10 @@ type config struct {
 	blockLog     *slog.Logger  // (blocklog.go)
 	clusterStore cluster.Store // WithCluster (cluster.go)
 	cluster      ClusterConfig
+	ruleStore    cluster.RuleStore // WithRuleStore (rulestore.go)
+	ruleCfg      RuleStoreConfig
+	telemetry    cluster.Telemetry // WithTelemetry (telemetry.go)
+	teleCfg      TelemetryConfig
 }
 
 // WithClock makes the engine read time from c instead of the system's
@@ -174,10 +178,17 @@ type Engine struct {
 	shed    shedding               // whether system protection sheds, for events
 	blocks  *blockLog              // nil without WithBlockLog
 	cluster clusterState           // the cluster store's Manager and heartbeat; set by New
+
+	id, host string     // the instance's identity (InstanceID) and host name
+	rules    *follower  // nil without WithRuleStore (rulestore.go)
+	tele     *publisher // nil without WithTelemetry (telemetry.go)
 }
 
 // New returns an engine with no rules, configured by opts. It starts no
-// goroutine, except the heartbeat of a cluster store (WithCluster).
+// goroutine, except the heartbeat of a cluster store (WithCluster) and
+// those that follow a rule store (WithRuleStore) and publish telemetry
+// (WithTelemetry). With WithRuleStore, New waits (for at most the rule
+// store's Timeout) for the version in force and loads it.
 func New(opts ...Option) *Engine {
 	cf := config{clock: core.SystemClock(), maxResources: DefaultMaxResources, history: DefaultHistory}
 	for _, o := range opts {
@@ -202,9 +213,11 @@ func New(opts ...Option) *Engine {
 	if cf.blockLog != nil {
 		eng.blocks = newBlockLog(cf.blockLog, eng.clock)
 	}
-	eng.cluster.start(cf.clusterStore, cf.cluster, eng.clock, func(fallback bool, err error) {
+	eng.id, eng.host = instanceID(cf.cluster.InstanceID)
+	eng.cluster.start(cf.clusterStore, cf.cluster, eng.id, eng.host, eng.clock, func(fallback bool, err error) {
 		eng.clusterEvent("", fallback, err)
 	})
+	eng.startFleet(&cf) // rulestore.go, telemetry.go
 	return eng
 }
 
@@ -226,6 +239,7 @@ func (eng *Engine) Close() error {
 		return nil
 	}
 	eng.endLife()
+	eng.stopFleet() // before the cluster store: the last frame may read it
 	eng.cluster.close()
 	err := eng.system.Close()
 	if eng.blocks != nil {

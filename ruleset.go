@@ -21,10 +21,14 @@ import (
 //
 // Loads into one engine are serialized; loads into different engines are
 // independent. On a closed engine it returns ErrClosed and changes nothing.
-func (eng *Engine) LoadRuleSet(set rules.Set) error {
+func (eng *Engine) LoadRuleSet(set rules.Set) error { return eng.loadRuleSet(set, 0) }
+
+// loadRuleSet is LoadRuleSet of version of a rule store (0: none), which
+// its events carry.
+func (eng *Engine) loadRuleSet(set rules.Set, version int64) error {
 	for _, k := range ruleKinds {
 		if err := k.validateIn(&set); err != nil {
-			eng.events.Publish(stat.Event{Kind: stat.EventRulesRefused, At: eng.clock.Nanotime(), RuleKind: "set", Err: err})
+			eng.events.Publish(stat.Event{Kind: stat.EventRulesRefused, At: eng.clock.Nanotime(), RuleKind: "set", Err: err, RuleVersion: version})
 			return err
 		}
 	}
@@ -46,7 +50,7 @@ func (eng *Engine) LoadRuleSet(set rules.Set) error {
 			}
 			commit, err := k.stageIn(eng, &set)
 			if err != nil {
-				eng.events.Enqueue(stat.Event{Kind: stat.EventRulesRefused, At: eng.clock.Nanotime(), RuleKind: "set", Err: err})
+				eng.events.Enqueue(stat.Event{Kind: stat.EventRulesRefused, At: eng.clock.Nanotime(), RuleKind: "set", Err: err, RuleVersion: version})
 				return err
 			}
 			if commit != nil {
@@ -65,7 +69,7 @@ func (eng *Engine) LoadRuleSet(set rules.Set) error {
 	now := eng.clock.Nanotime()
 	for _, k := range ruleKinds { // in the order of rules.Set
 		if changed[k.kindName()] {
-			eng.events.Enqueue(stat.Event{Kind: stat.EventRulesLoaded, At: now, RuleKind: k.kindName()})
+			eng.events.Enqueue(stat.Event{Kind: stat.EventRulesLoaded, At: now, RuleKind: k.kindName(), RuleVersion: version})
 		}
 	}
 	return nil

@@ -46,6 +46,7 @@ type HeartbeatConfig struct {
 type Heartbeat struct {
 	store    cluster.Store
 	clock    core.Clock
+	memberMu sync.Mutex // guards member: SetRuleVersion changes it
 	member   cluster.Member
 	interval time.Duration
 	ttl      time.Duration
@@ -138,9 +139,24 @@ func (h *Heartbeat) run() {
 	}
 }
 
+// SetRuleVersion sets the rule version the member reports from the next
+// beat on (Member.RuleVersion).
+func (h *Heartbeat) SetRuleVersion(v string) {
+	h.memberMu.Lock()
+	h.member.RuleVersion = v
+	h.memberMu.Unlock()
+}
+
+// Member returns the member as the next beat records it.
+func (h *Heartbeat) Member() cluster.Member {
+	h.memberMu.Lock()
+	defer h.memberMu.Unlock()
+	return h.member
+}
+
 func (h *Heartbeat) beat() {
 	ctx, cancel := callContext(h.ctx, h.clock, h.timeout)
-	n, err := h.store.Beat(ctx, h.member, h.ttl)
+	n, err := h.store.Beat(ctx, h.Member(), h.ttl)
 	cancel()
 	if h.ctx.Err() != nil {
 		return

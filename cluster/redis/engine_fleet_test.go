@@ -1,0 +1,350 @@
+package sluiceredis
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/cluster"
+	"github.com/sluice-go/sluice/cluster/redis/redistest"
+	"github.com/sluice-go/sluice/sluicetest"
+	"github.com/sluice-go/sluice/stat"
+)
+
+// threshold returns the flow threshold of resource api in force, -1 when
+// there is no such rule.
+func threshold(eng *sluice.Engine) float64 {
+	for _, r := range eng.FlowRules() {
+		if r.Resource == "api" {
+			return r.Threshold
+		}
+	}
+	return -1
+}
+
+// eventually polls cond until it holds or d has passed.
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > d {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+func version(eng *sluice.Engine) int64 {
+	st, _ := eng.RuleStoreStatus()
+	return st.Version
+}
+
+// subscribers waits until app's channel has n subscribers.
+func subscribers(t *testing.T, srv *redistest.Server, s *RuleStore, app string, n int64) {
+	t.Helper()
+	ch := s.keys(app).channel
+	c := srv.Client(t)
+	eventually(t, testTimeout, "subscriptions", func() bool {
+		m, err := c.PubSubNumSub(ctxT(t), ch).Result()
+		return err == nil && m[ch] == n
+	})
+}
+
+// TestFleetPush: a saved version reaches three engines through pub/sub
+// (their CheckInterval is an hour: no read could bring it), an engine made
+// later loads the version in force at New, and each reports it.
+func TestFleetPush(t *testing.T) {
+	srv := redistest.Start(t)
+	rs := NewRuleStore(srv.Client(t), RuleStoreConfig{})
+	save(t, rs, "shop", 0, docA)
+	var engs []*sluice.Engine
+	for i := 0; i < 3; i++ {
+		eng := sluice.New(sluice.WithRuleStore(NewRuleStore(srv.Client(t), RuleStoreConfig{}),
+			sluice.RuleStoreConfig{App: "shop", CheckInterval: time.Hour}))
+		defer eng.Close()
+		if v, th := version(eng), threshold(eng); v != 1 || th != 10 {
+			t.Fatalf("engine %d after New: version %d, threshold %v; want 1, 10", i, v, th)
+		}
+		engs = append(engs, eng)
+	}
+	subscribers(t, srv, rs, "shop", 3)
+	save(t, rs, "shop", 1, docB)
+	took := eventually(t, time.Second, "version 2 on 3 engines", func() bool {
+		for _, eng := range engs {
+			if version(eng) != 2 {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("version 2 reached 3 engines in %v", took)
+	for i, eng := range engs {
+		if th := threshold(eng); th != 20 {
+			t.Fatalf("engine %d: threshold %v, want 20", i, th)
+		}
+	}
+	late := sluice.New(sluice.WithRuleStore(rs, sluice.RuleStoreConfig{App: "shop", CheckInterval: time.Hour}))
+	defer late.Close()
+	if v, th := version(late), threshold(late); v != 2 || th != 20 {
+		t.Fatalf("engine made later: version %d, threshold %v; want 2, 20", v, th)
+	}
+	reps, err := rs.Reports(ctxT(t), "shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, testTimeout, "4 reports of version 2", func() bool {
+		reps, err = rs.Reports(ctxT(t), "shop")
+		n := 0
+		for _, r := range reps {
+			if r.Version == 2 && r.Refused == 0 {
+				n++
+			}
+		}
+		return err == nil && n == 4
+	})
+	for _, eng := range append(engs, late) {
+		found := false
+		for _, r := range reps {
+			found = found || r.Instance == eng.InstanceID()
+		}
+		if !found {
+			t.Fatalf("no report from %s in %+v", eng.InstanceID(), reps)
+		}
+	}
+}
+
+// deaf is a RuleStore whose notifications are lost.
+type deaf struct{ *RuleStore }
+
+func (d deaf) Watch(ctx context.Context, app string, _ func(int64)) error {
+	return d.RuleStore.Watch(ctx, app, func(int64) {})
+}
+
+// TestFleetPoll: with every notification lost, a new version reaches the
+// engines at their next read, one CheckInterval (on their clock) later,
+// and not before.
+func TestFleetPoll(t *testing.T) {
+	srv := redistest.Start(t)
+	rs := NewRuleStore(srv.Client(t), RuleStoreConfig{})
+	save(t, rs, "shop", 0, docA)
+	clk := sluicetest.NewManualClock(0)
+	var engs []*sluice.Engine
+	for i := 0; i < 3; i++ {
+		eng := sluice.New(sluice.WithClock(clk), sluice.WithRuleStore(deaf{rs}, sluice.RuleStoreConfig{App: "shop"}))
+		defer eng.Close()
+		engs = append(engs, eng)
+	}
+	subscribers(t, srv, rs, "shop", 3)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if err := clk.BlockUntil(ctx, 3); err != nil { // each engine's read timer
+		t.Fatal(err)
+	}
+	save(t, rs, "shop", 1, docB)
+	for i, eng := range engs {
+		if v := version(eng); v != 1 {
+			t.Fatalf("engine %d runs version %d before its read", i, v)
+		}
+	}
+	clk.Advance(sluice.DefaultCheckInterval)
+	eventually(t, testTimeout, "version 2 after one CheckInterval", func() bool {
+		for _, eng := range engs {
+			if version(eng) != 2 || threshold(eng) != 20 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// TestFleetRefused: a version that one engine cannot run (a cluster rule,
+// on an engine without WithCluster) is refused there, with the reason in
+// its report and on its event stream, while it keeps its rules; the others
+// run it and their heartbeats carry it.
+func TestFleetRefused(t *testing.T) {
+	srv := redistest.Start(t)
+	rs := NewRuleStore(srv.Client(t), RuleStoreConfig{})
+	store := New(srv.Client(t))
+	save(t, rs, "shop", 0, docA)
+	cfg := sluice.RuleStoreConfig{App: "shop", CheckInterval: time.Hour}
+	a := sluice.New(sluice.WithCluster(store, sluice.ClusterConfig{App: "shop", InstanceID: "a"}), sluice.WithRuleStore(rs, cfg))
+	defer a.Close()
+	b := sluice.New(sluice.WithCluster(store, sluice.ClusterConfig{App: "shop", InstanceID: "b"}), sluice.WithRuleStore(rs, cfg))
+	defer b.Close()
+	c := sluice.New(sluice.WithCluster(nil, sluice.ClusterConfig{InstanceID: "c"}), sluice.WithRuleStore(rs, cfg))
+	defer c.Close()
+	if c.InstanceID() != "c" || a.InstanceID() != "a" {
+		t.Fatalf("instance ids %q %q, want the ClusterConfig's", a.InstanceID(), c.InstanceID())
+	}
+	var mu sync.Mutex
+	var refused []stat.Event
+	defer c.Subscribe(func(e stat.Event) {
+		if e.Kind == stat.EventRulesRefused {
+			mu.Lock()
+			refused = append(refused, e)
+			mu.Unlock()
+		}
+	})()
+	subscribers(t, srv, rs, "shop", 3)
+	save(t, rs, "shop", 1, "flow:\n  - resource: api\n    threshold: 50\n    cluster: {}\n")
+	eventually(t, testTimeout, "version 2 on a and b, refused by c", func() bool {
+		st, _ := c.RuleStoreStatus()
+		return version(a) == 2 && version(b) == 2 && st.Refused == 2
+	})
+	st, _ := c.RuleStoreStatus()
+	if st.Version != 1 || threshold(c) != 10 || !strings.Contains(fmt.Sprint(st.RefusedErr), "WithCluster") {
+		t.Fatalf("c: %+v, threshold %v; want version 1 kept, refusal naming WithCluster", st, threshold(c))
+	}
+	if threshold(a) != 50 || a.FlowRules()[0].Cluster == nil {
+		t.Fatalf("a runs %+v, want the cluster rule", a.FlowRules())
+	}
+	mu.Lock()
+	if len(refused) != 1 || refused[0].RuleVersion != 2 || refused[0].Err == nil {
+		t.Fatalf("c's refusals on the stream: %+v", refused)
+	}
+	mu.Unlock()
+	eventually(t, testTimeout, "reports", func() bool {
+		reps, err := rs.Reports(ctxT(t), "shop")
+		if err != nil || len(reps) != 3 {
+			return false
+		}
+		want := []cluster.RuleReport{{Instance: "a", Version: 2}, {Instance: "b", Version: 2}, {Instance: "c", Version: 1, Refused: 2}}
+		for i, r := range reps {
+			w := want[i]
+			if r.Instance != w.Instance || r.Version != w.Version || r.Refused != w.Refused || (r.Refused != 0) != strings.Contains(r.Err, "Cluster") {
+				return false
+			}
+		}
+		return true
+	})
+	eventually(t, testTimeout, "heartbeats carry version 2", func() bool {
+		ms, err := store.Members(ctxT(t), "shop")
+		return err == nil && len(ms) == 2 && ms[0].RuleVersion == "2" && ms[1].RuleVersion == "2"
+	})
+}
+
+// TestFleetStoreDown: an engine whose rule store is down at New starts
+// without rules within its Timeout, keeps the rules loaded meanwhile, and
+// loads the version in force once the store answers.
+func TestFleetStoreDown(t *testing.T) {
+	srv := redistest.Start(t)
+	rs := NewRuleStore(srv.Client(t), RuleStoreConfig{})
+	srv.Kill()
+	clk := sluicetest.NewManualClock(0)
+	var errs sync.Map
+	eng := sluice.New(sluice.WithClock(clk), sluice.WithRuleStore(rs, sluice.RuleStoreConfig{
+		App: "shop", Timeout: 200 * time.Millisecond, OnError: func(err error) { errs.Store(err.Error(), true) },
+	}))
+	defer eng.Close()
+	st, _ := eng.RuleStoreStatus()
+	if st.Version != 0 || st.Failures == 0 || st.Err == nil {
+		t.Fatalf("status with the store down: %+v", st)
+	}
+	if _, err := eng.LoadFlowRules(nil); err != nil {
+		t.Fatal(err)
+	}
+	srv.Restart()
+	save(t, rs, "shop", 0, docC)
+	// The watch may have failed and be waiting an interval too: advance
+	// one interval at a time until the version is in force.
+	eventually(t, testTimeout, "version 1 after the store came back", func() bool {
+		if clk.Waiters() > 0 {
+			clk.Advance(sluice.DefaultCheckInterval)
+		}
+		return version(eng) == 1
+	})
+	if len(eng.FlowRules()) != 2 {
+		t.Fatalf("rules in force %+v, want docC's", eng.FlowRules())
+	}
+}
+
+// TestFleetTelemetry: an engine publishes, once a second of its clock, the
+// frame of the second that just ended: its resources' figures, refusals
+// by block type, breakers, rule version; a failing store is counted and
+// never blocks an entry.
+func TestFleetTelemetry(t *testing.T) {
+	srv := redistest.Start(t)
+	rs := NewRuleStore(srv.Client(t), RuleStoreConfig{})
+	save(t, rs, "shop", 0, "flow:\n  - resource: api\n    threshold: 3\ncircuitBreaker:\n  - resource: db\n    strategy: error-count\n    threshold: 5\n    retryTimeout: 10s\n")
+	tm := NewTelemetry(srv.Client(t), TelemetryConfig{MaxResources: 2})
+	clk := sluicetest.NewManualClock(0)
+	eng := sluice.New(sluice.WithClock(clk),
+		sluice.WithRuleStore(rs, sluice.RuleStoreConfig{App: "shop", CheckInterval: time.Hour}),
+		sluice.WithTelemetry(tm, sluice.TelemetryConfig{Keep: 10}))
+	defer eng.Close()
+	enter := func(res string, n int) {
+		for i := 0; i < n; i++ {
+			if p, err := eng.Entry(res); err == nil {
+				p.Exit()
+			}
+		}
+	}
+	enter("api", 5) // 3 pass, 2 refused by the flow rule
+	enter("web", 4)
+	enter("img", 1) // the least busy: left out of MaxResources 2
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if err := clk.BlockUntil(ctx, 2); err != nil { // the publisher's and the rule store's timers
+		t.Fatal(err)
+	}
+	clk.Advance(time.Second)
+	var frames []cluster.Frame
+	eventually(t, testTimeout, "the frame of second 0", func() bool {
+		frames, _ = tm.Frames(ctxT(t), "shop", 0)
+		return len(frames) == 1
+	})
+	f := frames[0]
+	if f.Instance != eng.InstanceID() || f.RuleVersion != 1 || f.ClusterMode != "" || len(f.Resources) != 2 {
+		t.Fatalf("frame %+v", f)
+	}
+	api, web := f.Resources[0], f.Resources[1]
+	if api.Resource != "api" || api.Pass != 3 || api.Block != 2 || api.BlockedBy[1] != 2 || api.Start != 0 {
+		t.Fatalf("api in the frame: %+v", api)
+	}
+	if web.Resource != "web" || web.Pass != 4 || web.Block != 0 {
+		t.Fatalf("web in the frame: %+v", web)
+	}
+	if len(f.Breakers) != 1 || f.Breakers[0].Resource != "db" || f.Breakers[0].State != stat.BreakerClosed {
+		t.Fatalf("breakers %+v", f.Breakers)
+	}
+	wall := time.Now().Unix()
+	if f.Second < wall-testTimeout.Milliseconds()/1000-1 || f.Second > wall {
+		t.Fatalf("frame second %d, want about the wall clock's %d", f.Second, wall)
+	}
+
+	// The next second: nothing happened, no refusal counted again.
+	enter("web", 1)
+	if err := clk.BlockUntil(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Second)
+	eventually(t, testTimeout, "the frame of second 1", func() bool {
+		frames, _ = tm.Frames(ctxT(t), "shop", f.Second+1)
+		return len(frames) == 1
+	})
+	for _, r := range frames[0].Resources {
+		if r.Block != 0 || r.BlockedBy != [stat.BlockTypes]uint64{} || r.Start != int64(time.Second) {
+			t.Fatalf("second 1 of %s: %+v", r.Resource, r)
+		}
+	}
+
+	// The store down: frames fail, are counted, and entries go on.
+	srv.Kill()
+	if err := clk.BlockUntil(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Second)
+	eventually(t, testTimeout, "a failed publish counted", func() bool {
+		st, _ := eng.TelemetryStatus()
+		return st.Failures == 1 && st.Err != nil
+	})
+	enter("api", 1)
+	if st, _ := eng.TelemetryStatus(); st.Published != 2 {
+		t.Fatalf("status %+v, want 2 published", st)
+	}
+}
