@@ -107,21 +107,22 @@ func postFromPage(t *testing.T, ctx context.Context, path, body string) int {
 	return status
 }
 
-// instanceLoad runs an engine following shop's rules on Redis under load:
-// a request every 2 ms on "GET /api" until ctx ends.
+// instanceLoad is an engine of shop following its rules on Redis
+// (sluice.WithRuleStore), publishing its figures (sluice.WithTelemetry) and
+// beating as a member (sluice.WithCluster), under load: a request every
+// 2 ms on "GET /api" until ctx ends.
 type instanceLoad struct {
 	eng *sluice.Engine
 }
 
-func startInstance(t *testing.T, ctx context.Context, wg *sync.WaitGroup, rs cluster.RuleStore, tel cluster.Telemetry, id string) *instanceLoad {
-	eng := sluice.New()
+func startInstance(t *testing.T, ctx context.Context, wg *sync.WaitGroup, shared cluster.Store, rs cluster.RuleStore, tel cluster.Telemetry, id string) *instanceLoad {
+	eng := sluice.New(
+		sluice.WithCluster(shared, sluice.ClusterConfig{App: "shop", InstanceID: id}),
+		sluice.WithRuleStore(rs, sluice.RuleStoreConfig{CheckInterval: 500 * time.Millisecond}),
+		sluice.WithTelemetry(tel, sluice.TelemetryConfig{}),
+	)
 	t.Cleanup(func() { eng.Close() })
-	wait := dashboard.Follow(ctx, eng, rs, tel, "shop", id)
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		wait()
-	}()
+	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		tick := time.NewTicker(2 * time.Millisecond)
@@ -199,13 +200,14 @@ func TestBrowser(t *testing.T) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer stopLoad()
+	shared := sluiceredis.New(rdb, sluiceredis.WithPrefix("browser"))
 	ins := []*instanceLoad{
-		startInstance(t, loadCtx, &wg, rs, tel, "shop-1"),
-		startInstance(t, loadCtx, &wg, rs, tel, "shop-2"),
+		startInstance(t, loadCtx, &wg, shared, rs, tel, "shop-1"),
+		startInstance(t, loadCtx, &wg, shared, rs, tel, "shop-2"),
 	}
 	waitThreshold(t, ins, 50)
 
-	d, err := dashboard.New(dashboard.Config{Rules: rs, Telemetry: tel, Users: testUsers(t)})
+	d, err := dashboard.New(dashboard.Config{Rules: rs, Telemetry: tel, Members: shared, Users: testUsers(t)})
 	require.NoError(t, err)
 	defer d.Close()
 	web := httptest.NewServer(d)
@@ -255,6 +257,7 @@ func TestBrowser(t *testing.T) {
 	require.Contains(t, text, "shop-1")
 	require.Contains(t, text, "shop-2")
 	require.Contains(t, text, "version 1")
+	require.Contains(t, text, "remote", "the cluster mode")
 	shot(t, ctx, "app")
 	require.NoError(t, chromedp.Run(ctx, chromedp.Click("form.logout button", chromedp.ByQuery), chromedp.WaitVisible("#name", chromedp.ByID)))
 

@@ -1,6 +1,8 @@
 // Command dashboard is the dashboard's demo: a Redis on a free loopback
-// port, three instances of the application "shop" under load following its
-// rules in Redis and publishing their figures, and the dashboard, with a
+// port, three instances of the application "shop" under load, following
+// its rules in Redis (sluice.WithRuleStore), publishing their figures
+// (sluice.WithTelemetry) and beating as members (sluice.WithCluster), and
+// the dashboard, with a
 // viewer's and an editor's credentials printed. It runs until Ctrl-C, or
 // for -duration.
 //
@@ -33,7 +35,6 @@ import (
 	"github.com/sluice-go/sluice/cluster"
 	sluiceredis "github.com/sluice-go/sluice/cluster/redis"
 	"github.com/sluice-go/sluice/dashboard"
-	"github.com/sluice-go/sluice/dashboard/internal/agent"
 )
 
 const app = "shop"
@@ -110,15 +111,14 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	defer wg.Wait()
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	defer stopLoad()
+	shared := sluiceredis.New(rdb)
 	for i := 1; i <= 3; i++ {
-		eng := sluice.New()
+		eng := sluice.New(
+			sluice.WithCluster(shared, sluice.ClusterConfig{App: app, InstanceID: app + "-" + strconv.Itoa(i)}),
+			sluice.WithRuleStore(rs, sluice.RuleStoreConfig{}),
+			sluice.WithTelemetry(tel, sluice.TelemetryConfig{}),
+		)
 		defer eng.Close()
-		wait := agent.Follow(loadCtx, eng, rs, tel, app, app+"-"+strconv.Itoa(i), 500*time.Millisecond)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			wait()
-		}()
 		load(loadCtx, &wg, eng)
 	}
 
@@ -130,7 +130,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 		users = append(users, dashboard.User{Name: u.name, Hash: string(h), Role: u.role, Apps: []string{app}})
 	}
-	d, err := dashboard.New(dashboard.Config{Rules: rs, Telemetry: tel, Users: users})
+	d, err := dashboard.New(dashboard.Config{Rules: rs, Telemetry: tel, Members: shared, Users: users})
 	if err != nil {
 		return err
 	}

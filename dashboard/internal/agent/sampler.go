@@ -1,8 +1,6 @@
-// Package agent makes an engine an instance of a fleet for the dashboard's
-// own use (its local mode, its tests and its example): a Sampler takes a
-// cluster.Frame of an engine each second, and Follow loads an
-// application's rules from a cluster.RuleStore into an engine and reports
-// what it runs.
+// Package agent takes the frames of an engine of the dashboard's own
+// process, which was built without sluice.WithTelemetry (the dashboard's
+// local mode): a Sampler takes a cluster.Frame of the engine each second.
 package agent
 
 import (

@@ -115,7 +115,7 @@
       // The data drawn, for tests and for copying: the last points.
       c.section.dataset.points = JSON.stringify(pts.slice(-10).map((p) => [p.t, p.pass, p.block]));
       if (last) {
-        let s = "second " + last.t + ": passed " + last.pass + ", blocked " + last.block;
+        let s = new Date(last.t * 1000).toLocaleTimeString() + ": passed " + last.pass + ", blocked " + last.block;
         const parts = [];
         (last.blocked || []).forEach((n, i) => { if (n > 0) parts.push((names[i] || "other") + " " + n); });
         if (parts.length) s += " (" + parts.join(", ") + ")";
