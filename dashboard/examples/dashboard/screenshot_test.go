@@ -29,7 +29,9 @@ func TestScreenshot(t *testing.T) {
 	}
 	var out syncBuffer
 	done := make(chan error, 1)
-	go func() { done <- run(context.Background(), []string{"-listen", "127.0.0.1:0", "-duration", "70s"}, &out) }()
+	go func() {
+		done <- run(context.Background(), []string{"-listen", "127.0.0.1:0", "-duration", "70s"}, &out)
+	}()
 	defer func() { require.NoError(t, <-done) }()
 	url := regexp.MustCompile(`http://127\.0\.0\.1:\d+/`)
 	require.Eventually(t, func() bool { return url.MatchString(out.String()) }, 20*time.Second, 20*time.Millisecond)
