@@ -146,13 +146,18 @@ func TestInvalidRuleRefusedNamingField(t *testing.T) {
 		{"flow:\n  - resource: GET /api\n    threshold: -5\n", `flow rule 0 (resource &#34;GET /api&#34;)`, "Threshold"},
 		{"flow:\n  - resource: a\n    threshold: 1\n  - resource: b\n    threshold: 1\n    strategy: warm-up\n", "flow rule 1", "WarmUpPeriod"},
 		{"flow:\n  - resource: a\n    treshold: 1\n", "flow rule 0", "treshold"},
+		{"flow:\n  - resource: a\n    threshold: [1\n", "", ""}, // not YAML
 	}
 	for _, tt := range tests {
 		code, body := ed.post("/apps/shop/rules", url.Values{"base": {"1"}, "doc": {tt.give}})
 		require.Equal(t, http.StatusUnprocessableEntity, code, tt.give)
-		require.Contains(t, body, `id="fielderror"`, tt.give)
-		require.Contains(t, body, tt.wantRule, tt.give)
-		require.Contains(t, body, `<strong class="field">`+tt.wantField+`</strong>`, tt.give)
+		if tt.wantRule == "" {
+			require.Contains(t, body, "rules: yaml: line 2", tt.give)
+		} else {
+			require.Contains(t, body, `id="fielderror"`, tt.give)
+			require.Contains(t, body, tt.wantRule, tt.give)
+			require.Contains(t, body, `<strong class="field">`+tt.wantField+`</strong>`, tt.give)
+		}
 		// The user's text is kept in the editor.
 		require.Contains(t, body, "resource: ", tt.give)
 		require.Equal(t, int64(1), version(t, f.store, "shop"), "a refused document is not written")

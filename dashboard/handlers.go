@@ -522,7 +522,14 @@ func describe(err error, rd *rulesData) string {
 // page with the error and the user's text.
 func (d *Dashboard) save(w http.ResponseWriter, r *http.Request, c *call, base int64, doc []byte, comment, action string, rollbackOf int64) {
 	ctx := r.Context()
-	saved, err := d.store.Save(ctx, c.app, base, cluster.RuleVersion{Doc: doc, Author: c.user.name, Comment: comment, RollbackOf: rollbackOf})
+	// The store validates too; checking here first tells a refused
+	// document from a failing store whatever the store wraps errors in.
+	_, verr := rules.Decode(doc, rules.YAML)
+	var saved cluster.RuleVersion
+	err := verr
+	if err == nil {
+		saved, err = d.store.Save(ctx, c.app, base, cluster.RuleVersion{Doc: doc, Author: c.user.name, Comment: comment, RollbackOf: rollbackOf})
+	}
 	if err == nil {
 		aerr := d.auditSave(ctx, c.app, base, saved, action)
 		target := "/apps/" + pathEscape(c.app) + "/rules?saved=" + strconv.FormatInt(saved.Version, 10)
@@ -548,7 +555,7 @@ func (d *Dashboard) save(w http.ResponseWriter, r *http.Request, c *call, base i
 		rd.Base = prev.Version
 		v.Error = fmt.Sprintf("conflict: version %d was saved by %s since version %d you edited; nothing was written. "+
 			"Compare it with your text below and save again.", prev.Version, prev.Author, base)
-	case isValidation(err):
+	case verr != nil || isValidation(err):
 		v.Error = describe(err, rd)
 		if rd.ErrRule != "" {
 			v.Error = "Not saved: a rule is invalid (below); the rules in force are unchanged."
