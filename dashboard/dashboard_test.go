@@ -17,6 +17,8 @@ import (
 
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/cluster"
+	sluiceredis "github.com/sluice-go/sluice/cluster/redis"
+	"github.com/sluice-go/sluice/cluster/redis/redistest"
 	"github.com/sluice-go/sluice/dashboard"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
@@ -165,8 +167,25 @@ func TestInvalidRuleRefusedNamingField(t *testing.T) {
 }
 
 func TestTwoEditorsSavingAtOnce(t *testing.T) {
-	f := newFleet(t, nil)
-	ed, eve := signIn(t, f.srv, "ed"), signIn(t, f.srv, "eve")
+	t.Run("memory", func(t *testing.T) {
+		f := newFleet(t, nil)
+		twoEditors(t, f.srv, f.store)
+	})
+	t.Run("redis", func(t *testing.T) {
+		rdb := redistest.Start(t).Client(t)
+		rs := sluiceredis.NewRuleStore(rdb, sluiceredis.RuleStoreConfig{Prefix: "editors"})
+		_, err := rs.Save(context.Background(), "shop", 0, cluster.RuleVersion{Doc: []byte(shopRules), Author: "seed"})
+		require.NoError(t, err)
+		f := newFleet(t, func(c *dashboard.Config) { c.Rules = rs })
+		twoEditors(t, f.srv, rs)
+	})
+}
+
+// twoEditors has two editors save different documents over version 1 at
+// once: one is written, the other gets the conflict, and nothing is
+// overwritten.
+func twoEditors(t *testing.T, srv *httptest.Server, rs cluster.RuleStore) {
+	ed, eve := signIn(t, srv, "ed"), signIn(t, srv, "eve")
 	docs := map[*client]string{
 		ed:  "flow:\n  - resource: GET /api\n    threshold: 50\n",
 		eve: "flow:\n  - resource: GET /api\n    threshold: 60\n",
@@ -197,7 +216,7 @@ func TestTwoEditorsSavingAtOnce(t *testing.T) {
 	require.Contains(t, bodies[loser], "conflict: version 2 was saved by")
 	require.Contains(t, bodies[loser], `id="conflict"`, "the version saved meanwhile is shown")
 	require.Contains(t, bodies[loser], `name="base" value="2"`, "saving again is against the version seen")
-	cur, err := f.store.Current(context.Background(), "shop")
+	cur, err := rs.Current(context.Background(), "shop")
 	require.NoError(t, err)
 	require.Equal(t, int64(2), cur.Version)
 	require.Equal(t, docs[winner], string(cur.Doc), "nothing overwritten silently")
