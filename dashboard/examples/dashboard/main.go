@@ -76,7 +76,7 @@ func main() {
 func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("dashboard", flag.ContinueOnError)
 	listen := fs.String("listen", "127.0.0.1:8089", "address of the dashboard")
-	duration := fs.Duration("duration", 0, "stop after this long (0: at Ctrl-C)")
+	duration := fs.Duration("duration", 0, "stop this long after the dashboard is up (0: at Ctrl-C)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -87,11 +87,6 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if *duration > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, *duration)
-		defer cancel()
-	}
 
 	addr, stopRedis, err := startRedis(ctx, bin)
 	if err != nil {
@@ -148,6 +143,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		fmt.Fprintf(out, "  %-7s log in as %s / %s\n", u.role, u.name, u.password)
 	}
 	fmt.Fprintln(out, "Three instances of shop are under load. Ctrl-C stops.")
+	if *duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *duration)
+		defer cancel()
+	}
 
 	select {
 	case err = <-errc:
