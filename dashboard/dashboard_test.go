@@ -3,6 +3,7 @@ package dashboard_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -446,4 +447,22 @@ func TestInstancesAndRefusedVersions(t *testing.T) {
 	require.Contains(t, js, `"load1":null`, "NaN is no number in JSON")
 	code, _ = viv.get("/static/")
 	require.Equal(t, http.StatusNotFound, code, "no listing")
+}
+
+// TestBoundedWhateverClientsSend: a body beyond the rule document limit is
+// refused before it is read whole, and failed logins keep no session.
+func TestBoundedWhateverClientsSend(t *testing.T) {
+	f := newFleet(t, func(c *dashboard.Config) { c.LoginsPerIP = 1000; c.LoginsPerUser = 1000 })
+	ed := signIn(t, f.srv, "ed")
+	huge := strings.Repeat("a", rules.DefaultMaxBytes+128<<10)
+	code, _ := ed.post("/apps/shop/rules", url.Values{"base": {"1"}, "doc": {huge}})
+	require.Equal(t, http.StatusRequestEntityTooLarge, code)
+	require.Equal(t, int64(1), version(t, f.store, "shop"))
+
+	before := f.dash.Sessions()
+	c := newClient(t, f.srv)
+	for i := 0; i < 10; i++ { // each costs a bcrypt comparison, as a known user's would
+		require.Equal(t, http.StatusUnauthorized, c.loginAs(fmt.Sprint("nobody-", i), "x"))
+	}
+	require.Equal(t, before, f.dash.Sessions(), "failed logins make no session")
 }
