@@ -113,6 +113,7 @@ type config struct {
 	blockLog     *slog.Logger  // (blocklog.go)
 	clusterStore cluster.Store // WithCluster (cluster.go)
 	cluster      ClusterConfig
+	instanceID   string            // WithInstanceID (rulestore.go)
 	ruleStore    cluster.RuleStore // WithRuleStore (rulestore.go)
 	ruleCfg      RuleStoreConfig
 	telemetry    cluster.Telemetry // WithTelemetry (telemetry.go)
@@ -213,7 +214,10 @@ func New(opts ...Option) *Engine {
 	if cf.blockLog != nil {
 		eng.blocks = newBlockLog(cf.blockLog, eng.clock)
 	}
-	eng.id, eng.host = instanceID(cf.cluster.InstanceID)
+	if cf.instanceID == "" {
+		cf.instanceID = cf.cluster.InstanceID
+	}
+	eng.id, eng.host = instanceID(cf.instanceID)
 	eng.cluster.start(cf.clusterStore, cf.cluster, eng.id, eng.host, eng.clock, func(fallback bool, err error) {
 		eng.clusterEvent("", fallback, err)
 	})

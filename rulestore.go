@@ -102,9 +102,15 @@ func (eng *Engine) RuleStoreStatus() (RuleStoreStatus, bool) {
 	return f.st, true
 }
 
+// WithInstanceID sets the instance's identity in its heartbeats, rule
+// reports and telemetry (Engine.InstanceID); it must be unique among the
+// live instances of the application. It takes precedence over
+// ClusterConfig.InstanceID.
+func WithInstanceID(id string) Option { return func(cf *config) { cf.instanceID = id } }
+
 // InstanceID returns the instance's identity in its heartbeats, rule
-// reports and telemetry: ClusterConfig.InstanceID when set, else the host
-// name, the process ID and a random suffix.
+// reports and telemetry: WithInstanceID's, else ClusterConfig.InstanceID,
+// else the host name, the process ID and a random suffix.
 func (eng *Engine) InstanceID() string { return eng.id }
 
 // instanceID returns the instance's identity (id if set) and host name.
@@ -205,7 +211,7 @@ func startFollower(eng *Engine, store cluster.RuleStore, cfg RuleStoreConfig, cl
 		f.ttl = 3 * f.interval
 	}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
-	f.sync(true)
+	f.check() // run reports it: New waits for one store call at most
 	f.wg.Add(2)
 	go f.watch()
 	go f.run()
@@ -271,6 +277,7 @@ func (f *follower) sleep() bool {
 // reports every interval.
 func (f *follower) run() {
 	defer f.wg.Done()
+	f.report()
 	t := f.eng.clock.NewTimer(f.interval)
 	for {
 		select {
@@ -289,13 +296,21 @@ func (f *follower) run() {
 // sync reads the version in force and loads it when it is new; it reports
 // after a change, or always with report set.
 func (f *follower) sync(report bool) {
+	if f.check() || report {
+		f.report()
+	}
+}
+
+// check reads the version in force and loads it when it is new, and
+// reports whether it loaded or refused a version.
+func (f *follower) check() bool {
 	f.syncMu.Lock()
 	defer f.syncMu.Unlock()
 	ctx, cancel := context.WithTimeout(f.ctx, f.timeout)
 	v, err := f.store.Current(ctx, f.app)
 	cancel()
 	if f.ctx.Err() != nil {
-		return
+		return false
 	}
 	f.mu.Lock()
 	f.st.Checks++
@@ -303,18 +318,16 @@ func (f *follower) sync(report bool) {
 	f.mu.Unlock()
 	if err != nil {
 		f.fail(fmt.Errorf("sluice: rule store %q: %w", f.app, err))
-		return
+		return false
 	}
 	f.mu.Lock()
 	f.st.Err = nil
 	f.mu.Unlock()
-	if !known && v.Version > 0 {
-		f.load(v)
-		report = true
+	if known || v.Version == 0 {
+		return false
 	}
-	if report {
-		f.report()
-	}
+	f.load(v)
+	return true
 }
 
 // load loads version v, or records why it was refused.

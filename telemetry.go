@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/cluster"
+	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/stat"
 )
 
@@ -36,7 +38,7 @@ type TelemetryConfig struct {
 	// instance; zero means Keep seconds.
 	TTL time.Duration
 	// MaxResources is the most resources a frame holds, the busiest by
-	// passed plus refused requests over the last second; zero means
+	// passed plus refused requests in the frame's second; zero means
 	// DefaultFrameResources.
 	MaxResources int
 	// Timeout bounds each Publish; zero means 500 ms (less than the second
@@ -100,7 +102,7 @@ type publisher struct {
 	// Owned by the goroutine: the last second published and the
 	// refusal totals of each resource at the previous frame.
 	last    int64
-	blocked map[string][stat.BlockTypes]uint64
+	blocked map[*resource][stat.BlockTypes]uint64
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -203,36 +205,46 @@ func (p *publisher) frame(now, sec int64) cluster.Frame {
 	if st, ok := eng.ClusterStatus(); ok {
 		f.ClusterMode = st.Mode.String()
 	}
+	// Rank by cheap reads (two window sums and the refusal counters of
+	// each resource: no Snapshot, which costs several µs a resource).
 	type busy struct {
-		name  string
-		load  float64
-		conc  int64
+		r     *resource
+		load  uint64
 		block [stat.BlockTypes]uint64
 	}
-	var all []busy
-	totals := make(map[string][stat.BlockTypes]uint64, len(p.blocked))
-	eng.Each(func(name string, s stat.Snapshot) {
-		b := busy{name: name, load: s.PassQPS + s.BlockQPS, conc: s.Concurrency}
-		prev := p.blocked[name]
-		for i := range b.block {
-			if s.BlockedBy[i] >= prev[i] {
-				b.block[i] = s.BlockedBy[i] - prev[i]
+	eng.reg.mu.Lock()
+	all := make([]busy, 0, len(eng.reg.all))
+	for _, r := range eng.reg.all {
+		all = append(all, busy{r: r})
+	}
+	eng.reg.mu.Unlock()
+	end := (sec+1)*int64(time.Second) - 1 // the second's last instant: Sum covers the second
+	totals := make(map[*resource][stat.BlockTypes]uint64, len(all))
+	for i := range all {
+		b := &all[i]
+		n := &b.r.node
+		b.load = n.Sum(end, window.Pass) + n.Sum(end, window.Block)
+		prev := p.blocked[b.r]
+		var tot [stat.BlockTypes]uint64
+		for t := range tot {
+			tot[t] = n.BlockedBy(core.BlockType(t))
+			if tot[t] >= prev[t] {
+				b.block[t] = tot[t] - prev[t]
 			}
 		}
-		totals[name] = s.BlockedBy
-		all = append(all, b)
-	})
+		totals[b.r] = tot
+	}
 	p.blocked = totals
 	slices.SortFunc(all, func(a, b busy) int {
 		if c := cmp.Compare(b.load, a.load); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.name, b.name)
+		return cmp.Compare(a.r.name, b.r.name)
 	})
 	all = all[:min(len(all), p.maxRes)]
 	for _, b := range all {
-		r := cluster.ResourceSecond{Resource: b.name, BlockedBy: b.block, Concurrency: b.conc}
-		if h := eng.History(b.name, time.Second); len(h) == 1 && h[0].Start == sec*int64(time.Second) {
+		r := cluster.ResourceSecond{Resource: b.r.name, BlockedBy: b.block, Concurrency: b.r.node.Concurrency()}
+		if h := b.r.node.History(now, time.Second); len(h) == 1 && h[0].Start == sec*int64(time.Second) {
 			r.Second = h[0]
 		} else {
 			r.Start = sec * int64(time.Second)

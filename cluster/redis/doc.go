@@ -154,4 +154,17 @@
 // maxmemory-policy noeviction (a full Redis then fails writes, and the
 // engine falls back) rather than an evicting policy, which would silently
 // forget budgets. Redis 4.0 or later; tested with Redis 7.
+//
+// # Rule store and telemetry
+//
+// RuleStore (NewRuleStore) implements cluster.RuleStore: versioned rule
+// documents per application with their history, conflict-checked saves
+// that are one Lua script each (atomic, on Redis's clock), a pub/sub
+// channel per application for sluice.WithRuleStore, the instances' reports
+// with TTLs and a capped audit log. Telemetry (NewTelemetry) implements
+// cluster.Telemetry: each instance's last frames, expiring when it stops
+// publishing. Neither is on a decision path: their client may retry. They
+// also need SADD, SMEMBERS, LPUSH, LTRIM, LRANGE, LREM, LLEN, RPOP, DEL,
+// HDEL, HVALS, TYPE, PUBLISH and SUBSCRIBE. Keys and scripts are described
+// in docs/rule-store.md.
 package sluiceredis

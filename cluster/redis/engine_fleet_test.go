@@ -176,7 +176,7 @@ func TestFleetRefused(t *testing.T) {
 	defer a.Close()
 	b := sluice.New(sluice.WithCluster(store, sluice.ClusterConfig{App: "shop", InstanceID: "b"}), sluice.WithRuleStore(rs, cfg))
 	defer b.Close()
-	c := sluice.New(sluice.WithCluster(nil, sluice.ClusterConfig{InstanceID: "c"}), sluice.WithRuleStore(rs, cfg))
+	c := sluice.New(sluice.WithInstanceID("c"), sluice.WithRuleStore(rs, cfg))
 	defer c.Close()
 	if c.InstanceID() != "c" || a.InstanceID() != "a" {
 		t.Fatalf("instance ids %q %q, want the ClusterConfig's", a.InstanceID(), c.InstanceID())

@@ -144,3 +144,36 @@ func TestTelemetryCluster(t *testing.T) {
 		}
 	}
 }
+
+// TestTelemetryHostileNames: resource names come from traffic; any bytes
+// round-trip, and none reaches a key name.
+func TestTelemetryHostileNames(t *testing.T) {
+	srv := redistest.Start(t)
+	tm := NewTelemetry(srv.Client(t), TelemetryConfig{})
+	ctx := ctxT(t)
+	names := []string{"a\"}\n{x", "1 2 3", "}{", "\x00\xff", "<script>alert(1)</script>", strings.Repeat("é", 100)}
+	f := frame("shop", "i1", 7, 0)
+	for _, n := range names {
+		f.Resources = append(f.Resources, cluster.ResourceSecond{Resource: n})
+	}
+	if err := tm.Publish(ctx, f, 5, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	got, err := tm.Frames(ctx, "shop", 0)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("Frames = %d, %v", len(got), err)
+	}
+	seen := map[string]bool{}
+	for _, r := range got[0].Resources {
+		seen[r.Resource] = true
+	}
+	for _, n := range names {
+		if !seen[strings.ToValidUTF8(n, "\uFFFD")] {
+			t.Fatalf("resource %q did not round-trip: %+v", n, got[0].Resources)
+		}
+	}
+	keys, _ := srv.Client(t).Keys(ctx, "*").Result()
+	if len(keys) != 2 {
+		t.Fatalf("keys %q, want the index and i1's list", keys)
+	}
+}

@@ -1,0 +1,120 @@
+package sluice_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/cluster"
+	"github.com/sluice-go/sluice/rules"
+	"github.com/sluice-go/sluice/sluicetest"
+)
+
+// sink is a cluster.Telemetry that records frames in memory; with hang
+// set, Publish waits for its context instead.
+type sink struct {
+	mu     sync.Mutex
+	frames []cluster.Frame
+	keep   int
+	ttl    time.Duration
+	hang   bool
+	calls  chan struct{}
+}
+
+func (s *sink) Publish(ctx context.Context, f cluster.Frame, keep int, ttl time.Duration) error {
+	defer func() { s.calls <- struct{}{} }()
+	if s.hang {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	s.mu.Lock()
+	s.frames = append(s.frames, f)
+	s.keep, s.ttl = keep, ttl
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *sink) Frames(context.Context, string, int64) ([]cluster.Frame, error) { return nil, nil }
+
+// TestTelemetryFrames: one frame per second of the engine's clock, of the
+// second just ended, with exact figures; refusals are counted per frame.
+func TestTelemetryFrames(t *testing.T) {
+	clk := sluicetest.NewManualClock(0)
+	s := &sink{calls: make(chan struct{}, 10)}
+	eng := sluice.New(sluice.WithClock(clk), sluice.WithInstanceID("i1"),
+		sluice.WithTelemetry(s, sluice.TelemetryConfig{App: "shop", MaxResources: 1, Keep: 60}))
+	defer eng.Close()
+	if _, err := eng.LoadFlowRules([]rules.Flow{{Resource: "api", Threshold: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	enter := func(res string, n int) {
+		for i := 0; i < n; i++ {
+			if p, err := eng.Entry(res); err == nil {
+				p.Exit()
+			}
+		}
+	}
+	second := func() cluster.Frame {
+		t.Helper()
+		blockUntil(t, clk, 1)
+		clk.Advance(time.Second)
+		<-s.calls
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.frames[len(s.frames)-1]
+	}
+	enter("api", 5) // 2 pass, 3 refused
+	enter("web", 1)
+	f := second()
+	if f.App != "shop" || f.Instance != "i1" || len(f.Resources) != 1 || s.keep != 60 || s.ttl != time.Minute {
+		t.Fatalf("frame %+v (keep %d, ttl %v)", f, s.keep, s.ttl)
+	}
+	if r := f.Resources[0]; r.Resource != "api" || r.Pass != 2 || r.Block != 3 || r.BlockedBy[1] != 3 || r.Start != 0 {
+		t.Fatalf("api: %+v", r)
+	}
+	enter("api", 3) // 2 pass, 1 refused
+	first := f
+	f = second()
+	if r := f.Resources[0]; r.Pass != 2 || r.Block != 1 || r.BlockedBy[1] != 1 || r.Start != int64(time.Second) {
+		t.Fatalf("api, second 1: %+v", r)
+	}
+	if f.Second != first.Second+1 || len(s.frames) != 2 {
+		t.Fatalf("%d frames, seconds %d then %d", len(s.frames), first.Second, f.Second)
+	}
+	if st, ok := eng.TelemetryStatus(); !ok || st.Published != 2 || st.Failures != 0 {
+		t.Fatalf("status %+v", st)
+	}
+}
+
+// TestTelemetryHangingStore: a store that never answers delays no entry,
+// each Publish ends at its Timeout and is counted, and Close cuts the last
+// one short.
+func TestTelemetryHangingStore(t *testing.T) {
+	clk := sluicetest.NewManualClock(0)
+	s := &sink{hang: true, calls: make(chan struct{}, 10)}
+	eng := sluice.New(sluice.WithClock(clk),
+		sluice.WithTelemetry(s, sluice.TelemetryConfig{App: "shop", Timeout: time.Millisecond}))
+	blockUntil(t, clk, 1)
+	clk.Advance(time.Second)
+	<-s.calls
+	waitFor(t, "the failure counted", func() bool { st, _ := eng.TelemetryStatus(); return st.Failures == 1 && st.Err != nil })
+	for i := 0; i < 100; i++ { // entries go on whatever the store does
+		p, err := eng.Entry("api")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Exit()
+	}
+	if err := eng.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, cfg := range []sluice.TelemetryConfig{{}, {App: "x", Keep: -1}} {
+		e := sluice.New(sluice.WithTelemetry(s, cfg))
+		if st, ok := e.TelemetryStatus(); !ok || st.Err == nil {
+			t.Fatalf("TelemetryConfig %+v accepted: %+v", cfg, st)
+		}
+		e.Close()
+	}
+}
