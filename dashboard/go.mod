@@ -1,6 +1,6 @@
 module github.com/sluice-go/sluice/dashboard
 
-go 1.26.0
+go 1.24
 
 replace (
 	github.com/sluice-go/sluice => ../
@@ -35,5 +35,5 @@ require (
 	github.com/tklauser/numcpus v0.6.1 // indirect
 	github.com/yusufpapurcu/wmi v1.2.4 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/sys v0.34.0 // indirect
 )
