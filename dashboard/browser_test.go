@@ -7,12 +7,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/runtime"
+	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
@@ -45,8 +47,10 @@ func chromium(t *testing.T) string {
 // and waited for at the end of the test.
 func newBrowser(t *testing.T) context.Context {
 	t.Helper()
+	profile := t.TempDir()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium(t)),
+		chromedp.UserDataDir(profile),
 		chromedp.Headless,
 		chromedp.DisableGPU,
 		chromedp.WindowSize(1280, 900),
@@ -62,9 +66,48 @@ func newBrowser(t *testing.T) context.Context {
 		cancelTimeout()
 		cancel()
 		cancelAlloc() // kills the browser and waits for it
+		// Every process of this browser (they all name its profile) is gone.
+		var left []int
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			left = processesWith(profile)
+			if len(left) == 0 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		for _, pid := range left {
+			if p, err := os.FindProcess(pid); err == nil {
+				p.Kill()
+			}
+		}
+		if len(left) > 0 {
+			t.Errorf("chromium processes %v outlived the test (killed now)", left)
+		}
 	})
 	require.NoError(t, chromedp.Run(ctx)) // start it now
+	if runtime.GOOS == "linux" {
+		require.NotEmpty(t, processesWith(profile), "the browser's processes are found by their profile")
+	}
 	return ctx
+}
+
+// processesWith returns the processes whose command line contains s
+// (Linux; none elsewhere).
+func processesWith(s string) []int {
+	dirs, _ := os.ReadDir("/proc")
+	var out []int
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		cmd, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(cmd), s) {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
 
 // shot writes a screenshot of the page to docs/img/dashboard-name.png when
@@ -101,7 +144,7 @@ func postFromPage(t *testing.T, ctx context.Context, path, body string) int {
 	js := fmt.Sprintf(`fetch(%q, {method: "POST", credentials: "same-origin",
 		headers: {"Content-Type": "application/x-www-form-urlencoded"},
 		body: "csrf=" + encodeURIComponent(document.body.dataset.csrf) + "&" + %q}).then(r => r.status)`, path, body)
-	require.NoError(t, chromedp.Run(ctx, chromedp.Evaluate(js, &status, func(p *runtime.EvaluateParams) *runtime.EvaluateParams {
+	require.NoError(t, chromedp.Run(ctx, chromedp.Evaluate(js, &status, func(p *cdpruntime.EvaluateParams) *cdpruntime.EvaluateParams {
 		return p.WithAwaitPromise(true)
 	})))
 	return status
