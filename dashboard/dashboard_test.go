@@ -466,3 +466,45 @@ func TestBoundedWhateverClientsSend(t *testing.T) {
 	}
 	require.Equal(t, before, f.dash.Sessions(), "failed logins make no session")
 }
+
+// TestLiveSince: the page's later polls ask only for the last seconds.
+func TestLiveSince(t *testing.T) {
+	const now = 1_800_000_000
+	f := newFleet(t, func(c *dashboard.Config) { c.Now = func() time.Time { return time.Unix(now, 0) } })
+	ctx := context.Background()
+	for s := int64(now - 10); s < now; s++ {
+		for _, id := range []string{"a", "b"} {
+			require.NoError(t, f.store.Publish(ctx, cluster.Frame{App: "shop", Instance: id, Second: s,
+				Resources: []cluster.ResourceSecond{{Resource: "r", Second: stat.Second{Pass: uint64(s - now + 20)}}}}, 100, time.Hour))
+		}
+	}
+	viv := signIn(t, f.srv, "viv")
+	type answer struct {
+		Since     int64
+		Resources []struct {
+			Points []struct{ T, Pass int64 }
+		}
+	}
+	tests := []struct {
+		give      string
+		wantSince int64
+		wantFirst int64
+		wantN     int
+	}{
+		{"", now - 300, now - 10, 10},
+		{"?since=" + fmt.Sprint(now-3), now - 3, now - 3, 3},
+		{"?since=1", now - 300, now - 10, 10}, // before the window: the window
+		{"?since=junk", now - 300, now - 10, 10},
+	}
+	for _, tt := range tests {
+		code, body := viv.get("/api/apps/shop/live" + tt.give)
+		require.Equal(t, http.StatusOK, code)
+		var a answer
+		require.NoError(t, json.Unmarshal([]byte(body), &a))
+		require.Equal(t, tt.wantSince, a.Since, tt.give)
+		require.Len(t, a.Resources, 1, tt.give)
+		require.Len(t, a.Resources[0].Points, tt.wantN, tt.give)
+		require.Equal(t, tt.wantFirst, a.Resources[0].Points[0].T, tt.give)
+		require.Equal(t, 2*(tt.wantFirst-now+20), a.Resources[0].Points[0].Pass, "two instances added up")
+	}
+}

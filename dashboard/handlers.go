@@ -230,6 +230,7 @@ type live struct {
 	App       string     `json:"app"`
 	Version   int64      `json:"version"`
 	Now       int64      `json:"now"`
+	Since     int64      `json:"since"` // the first second the figures cover
 	Window    int64      `json:"window"`
 	Instances []instance `json:"instances"`
 	Resources []series   `json:"resources"`
@@ -258,18 +259,28 @@ func finite(f float64) *float64 {
 	return &f
 }
 
+// live answers the app page's poll. With ?since=S (a Unix second) it
+// covers only the seconds from S on: the page asks for the whole window
+// once, then for the last seconds, and merges.
 func (d *Dashboard) live(w http.ResponseWriter, r *http.Request, c *call) {
-	l := d.liveState(r.Context(), c.app)
+	from, _ := strconv.ParseInt(r.URL.Query().Get("since"), 10, 64)
+	l := d.liveState(r.Context(), c.app, from)
 	w.Header().Set("Content-Type", "application/json")
 	enc := newJSON(w)
 	enc.Encode(l)
 }
 
-func (d *Dashboard) liveState(ctx context.Context, app string) *live {
+// liveState returns app's state, with the figures of the seconds from
+// from (the whole window when from is before it, or 0).
+func (d *Dashboard) liveState(ctx context.Context, app string, from int64) *live {
 	now := d.cfg.Now().Unix()
 	win := int64(d.window / time.Second)
-	l := &live{App: app, Now: now, Window: win, Instances: []instance{}, Resources: []series{}, Breakers: []breaker{},
-		BlockTypes: blockTypes}
+	since := now - win
+	if from > since && from <= now {
+		since = from
+	}
+	l := &live{App: app, Now: now, Since: since, Window: win, Instances: []instance{}, Resources: []series{},
+		Breakers: []breaker{}, BlockTypes: blockTypes}
 	cur, err := d.store.Current(ctx, app)
 	if err != nil {
 		l.Errors = append(l.Errors, "rule store: "+err.Error())
@@ -305,7 +316,7 @@ func (d *Dashboard) liveState(ctx context.Context, app string) *live {
 	}
 	var frames []cluster.Frame
 	if d.tel != nil {
-		frames, err = d.tel.Frames(ctx, app, now-win)
+		frames, err = d.tel.Frames(ctx, app, since)
 		if err != nil {
 			l.Errors = append(l.Errors, "telemetry: "+err.Error())
 		}
@@ -318,7 +329,6 @@ func (d *Dashboard) liveState(ctx context.Context, app string) *live {
 	})
 	frames = slices.CompactFunc(frames, func(a, b cluster.Frame) bool { return a.Instance == b.Instance && a.Second == b.Second })
 	last := map[string]*cluster.Frame{}
-	since := now - win
 	totals := map[string]uint64{}
 	for i := range frames {
 		f := &frames[i]
@@ -355,7 +365,7 @@ func (d *Dashboard) liveState(ctx context.Context, app string) *live {
 	}
 	accs := make(map[string][]acc, len(names))
 	for _, n := range names {
-		accs[n] = make([]acc, win+1)
+		accs[n] = make([]acc, now-since+1)
 	}
 	for i := range frames {
 		f := &frames[i]
@@ -430,7 +440,7 @@ func blockName(bt int) string {
 
 func (d *Dashboard) appPage(w http.ResponseWriter, r *http.Request, c *call) {
 	v := d.view(c, c.app)
-	v.Data = d.liveState(r.Context(), c.app)
+	v.Data = d.liveState(r.Context(), c.app, 0)
 	d.render(w, http.StatusOK, "app", v)
 }
 

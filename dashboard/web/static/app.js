@@ -161,19 +161,47 @@
     tbody.replaceChildren(...rows);
   }
 
+  // The points of each resource, by second: the first answer covers the
+  // window, the next ones the last seconds (late frames included), merged
+  // here; a full answer every minute starts afresh.
+  const known = new Map(); // resource -> Map(t -> point)
+
+  function merge(data) {
+    if (data.since <= data.now - data.window) known.clear();
+    for (const r of data.resources) {
+      let m = known.get(r.resource);
+      if (!m) { m = new Map(); known.set(r.resource, m); }
+      for (const p of r.points) m.set(p.t, p);
+    }
+    const from = data.now - data.window, out = [];
+    for (const [name, m] of known) {
+      for (const t of m.keys()) if (t < from) m.delete(t);
+      if (!m.size) { known.delete(name); continue; }
+      const points = [...m.values()].sort((a, b) => a.t - b.t);
+      let total = 0;
+      for (const p of points) total += p.pass + p.block;
+      out.push({ resource: name, points, total });
+    }
+    out.sort((a, b) => b.total - a.total || (a.resource < b.resource ? -1 : 1));
+    return Object.assign({}, data, { resources: out.slice(0, 12) });
+  }
+
   const chartsEl = document.getElementById("charts");
   if (chartsEl && app) {
     const url = "/api/apps/" + encodeURIComponent(app) + "/live";
     const updated = document.getElementById("updated");
-    let busy = false;
+    let busy = false, last = 0, ticks = 0;
     async function tick() {
       if (busy) return;
       busy = true;
       try {
-        const res = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });
+        const full = last === 0 || ticks++ % 60 === 0;
+        const res = await fetch(full ? url : url + "?since=" + (last - 5),
+          { credentials: "same-origin", headers: { Accept: "application/json" } });
         if (res.status === 401) { window.location.assign("/login"); return; }
         if (!res.ok) throw new Error("HTTP " + res.status);
-        const data = await res.json();
+        const data = merge(await res.json());
+        last = data.now;
         renderCharts(chartsEl, data);
         renderInstances(document.querySelector("#instances tbody"), data);
         renderBreakers(document.querySelector("#breakers tbody"), data);
