@@ -1,0 +1,183 @@
+package dashboard_test
+
+import (
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// writeEndpoint is one endpoint that changes something, with a request
+// that would succeed for an editor of shop.
+type writeEndpoint struct {
+	pattern string // as registered
+	path    string // for application shop
+	form    url.Values
+	// anyUser: every signed-in user may call it (logout); the matrix then
+	// expects success, not 403, for a viewer and an editor of another
+	// application.
+	anyUser bool
+}
+
+func writeEndpoints() []writeEndpoint {
+	return []writeEndpoint{
+		{pattern: "/apps/{app}/rules", path: "/apps/shop/rules",
+			form: url.Values{"base": {"1"}, "doc": {"flow:\n  - resource: GET /api\n    threshold: 7\n"}}},
+		{pattern: "/apps/{app}/rules/delete", path: "/apps/shop/rules/delete",
+			form: url.Values{"base": {"1"}, "kind": {"flow"}, "index": {"0"}}},
+		{pattern: "/apps/{app}/rollback", path: "/apps/shop/rollback",
+			form: url.Values{"base": {"1"}, "version": {"1"}}},
+		{pattern: "/logout", path: "/logout", anyUser: true},
+	}
+}
+
+// readEndpoints are the GET endpoints of one application, and the
+// admin-only ones.
+var (
+	appReads   = []string{"/apps/{app}", "/apps/{app}/rules", "/apps/{app}/history", "/apps/{app}/audit", "/api/apps/{app}/live"}
+	adminReads = []string{"/audit", "/users"}
+	otherReads = []string{"/{$}"} // signed-in users; no application
+	publicOnes = []string{"GET /static/", "GET /login", "POST /login"}
+)
+
+// TestEndpointListsComplete fails when the router has an endpoint the
+// matrix below does not try, so that a new endpoint cannot be forgotten.
+func TestEndpointListsComplete(t *testing.T) {
+	f := newFleet(t, nil)
+	var got, want []string
+	for _, r := range f.dash.Routes() {
+		got = append(got, r[0]+" "+r[1]+" "+r[2])
+	}
+	for _, e := range writeEndpoints() {
+		acc := "write"
+		if e.anyUser {
+			acc = "signed-in"
+		}
+		want = append(want, "POST "+e.pattern+" "+acc)
+	}
+	for _, p := range appReads {
+		want = append(want, "GET "+p+" read")
+	}
+	for _, p := range otherReads {
+		want = append(want, "GET "+p+" read")
+	}
+	for _, p := range adminReads {
+		want = append(want, "GET "+p+" admin")
+	}
+	for _, p := range publicOnes {
+		want = append(want, p+" public")
+	}
+	sort.Strings(got)
+	sort.Strings(want)
+	require.Equal(t, want, got, "the router's endpoints and the authorization matrix's lists differ")
+}
+
+func TestWriteAuthorizationMatrix(t *testing.T) {
+	for _, e := range writeEndpoints() {
+		t.Run(e.path, func(t *testing.T) {
+			f := newFleet(t, nil)
+			before := version(t, f.store, "shop")
+			unchanged := func(who string) {
+				t.Helper()
+				require.Equal(t, before, version(t, f.store, "shop"), "%s changed shop's rules", who)
+			}
+			send := func(c *client, csrf string) int {
+				t.Helper()
+				form := url.Values{}
+				for k, v := range e.form {
+					form[k] = v
+				}
+				if csrf != "" {
+					form.Set("csrf", csrf)
+				}
+				code, _, _ := c.do("POST", e.path, form, nil)
+				return code
+			}
+
+			anon := newClient(t, f.srv)
+			require.Equal(t, http.StatusUnauthorized, send(anon, "x"), "anonymous")
+			unchanged("anonymous")
+
+			forged := newClient(t, f.srv)
+			code, _, _ := forged.do("POST", e.path, e.form, http.Header{"Cookie": {"sluice_session=" + strings.Repeat("A", 43)}})
+			require.Equal(t, http.StatusUnauthorized, code, "forged session cookie")
+			unchanged("a forged session")
+
+			ed := signIn(t, f.srv, "ed")
+			require.Equal(t, http.StatusForbidden, send(ed, ""), "editor without a CSRF token")
+			require.Equal(t, http.StatusForbidden, send(ed, "wrong-token"), "editor with a wrong CSRF token")
+			eve := signIn(t, f.srv, "eve")
+			require.Equal(t, http.StatusForbidden, send(ed, eve.csrf), "editor with another session's CSRF token")
+			unchanged("a write without the session's CSRF token")
+
+			viv := signIn(t, f.srv, "viv")
+			bill := signIn(t, f.srv, "bill")
+			if e.anyUser {
+				require.Equal(t, http.StatusSeeOther, send(viv, viv.csrf), "viewer")
+				require.Equal(t, http.StatusSeeOther, send(bill, bill.csrf), "editor of another application")
+				return
+			}
+			require.Equal(t, http.StatusForbidden, send(viv, viv.csrf), "viewer of shop")
+			unchanged("a viewer")
+			require.Equal(t, http.StatusForbidden, send(bill, bill.csrf), "editor of billing")
+			unchanged("an editor of another application")
+
+			// The same request by an editor of shop with its token passes:
+			// the refusals above are not an endpoint that always refuses.
+			require.Equal(t, http.StatusSeeOther, send(ed, ed.csrf), "editor of shop")
+			require.Equal(t, before+1, version(t, f.store, "shop"))
+		})
+	}
+}
+
+func TestReadAuthorization(t *testing.T) {
+	f := newFleet(t, nil)
+	anon := newClient(t, f.srv)
+	viv := signIn(t, f.srv, "viv") // viewer of shop
+	ada := signIn(t, f.srv, "ada")
+	for _, p := range appReads {
+		own := strings.ReplaceAll(p, "{app}", "shop")
+		other := strings.ReplaceAll(p, "{app}", "billing")
+		t.Run(p, func(t *testing.T) {
+			code, _ := viv.get(own)
+			require.Equal(t, http.StatusOK, code, "viewer of shop reads %s", own)
+			code, body := viv.get(other)
+			require.Equal(t, http.StatusNotFound, code, "viewer of shop reads %s", other)
+			require.NotContains(t, body, "GET /api", "a refusal shows none of billing's rules")
+			code, _ = ada.get(other)
+			require.Equal(t, http.StatusOK, code, "admin reads %s", other)
+			code, _ = anon.get(own)
+			if strings.HasPrefix(p, "/api/") {
+				require.Equal(t, http.StatusUnauthorized, code, "anonymous reads %s", own)
+			} else {
+				require.Equal(t, http.StatusSeeOther, code, "anonymous reads %s: to the login page", own)
+			}
+		})
+	}
+	for _, p := range adminReads {
+		code, _ := viv.get(p)
+		require.Equal(t, http.StatusForbidden, code, "viewer reads %s", p)
+		code, _ = ada.get(p)
+		require.Equal(t, http.StatusOK, code, "admin reads %s", p)
+	}
+	// The application list shows only what is granted.
+	_, body := viv.get("/")
+	require.Contains(t, body, `href="/apps/shop"`)
+	require.NotContains(t, body, "billing")
+}
+
+func TestViewerSeesNoEditControls(t *testing.T) {
+	f := newFleet(t, nil)
+	viv := signIn(t, f.srv, "viv")
+	_, body := viv.get("/apps/shop/rules")
+	require.NotContains(t, body, `id="editor"`)
+	require.NotContains(t, body, "/rules/delete")
+	_, body = viv.get("/apps/shop/history")
+	require.NotContains(t, body, "/rollback")
+	ed := signIn(t, f.srv, "ed")
+	_, body = ed.get("/apps/shop/rules")
+	require.Contains(t, body, `id="editor"`)
+}

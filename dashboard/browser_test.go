@@ -1,0 +1,352 @@
+package dashboard_test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	cdpruntime "github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/cluster"
+	sluiceredis "github.com/sluice-go/sluice/cluster/redis"
+	"github.com/sluice-go/sluice/cluster/redis/redistest"
+	"github.com/sluice-go/sluice/dashboard"
+	"github.com/sluice-go/sluice/stat"
+)
+
+// chromium returns the path of a Chromium or Chrome binary; without one the
+// test is skipped, or fails under CI=true.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{"/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
+		if path, err := exec.LookPath(p); err == nil {
+			return path
+		}
+	}
+	msg := "no chromium on PATH: install it (apt-get install chromium) to run the browser tests"
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// newBrowser starts a headless Chromium owned by t: its process is killed
+// and waited for at the end of the test.
+func newBrowser(t *testing.T) context.Context {
+	t.Helper()
+	profile := t.TempDir()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium(t)),
+		chromedp.UserDataDir(profile),
+		chromedp.Headless,
+		chromedp.DisableGPU,
+		chromedp.WindowSize(1280, 900),
+		chromedp.Flag("disable-dev-shm-usage", true),
+	)
+	if os.Geteuid() == 0 {
+		opts = append(opts, chromedp.NoSandbox)
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(func() {
+		cancelTimeout()
+		cancel()
+		cancelAlloc() // kills the browser and waits for it
+		// Every process of this browser (they all name its profile) is gone.
+		var left []int
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			left = processesWith(profile)
+			if len(left) == 0 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		for _, pid := range left {
+			if p, err := os.FindProcess(pid); err == nil {
+				p.Kill()
+			}
+		}
+		if len(left) > 0 {
+			t.Errorf("chromium processes %v outlived the test (killed now)", left)
+		}
+	})
+	require.NoError(t, chromedp.Run(ctx)) // start it now
+	if runtime.GOOS == "linux" {
+		require.NotEmpty(t, processesWith(profile), "the browser's processes are found by their profile")
+	}
+	return ctx
+}
+
+// processesWith returns the processes whose command line contains s
+// (Linux; none elsewhere).
+func processesWith(s string) []int {
+	dirs, _ := os.ReadDir("/proc")
+	var out []int
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		cmd, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(cmd), s) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// shot writes a screenshot of the page to docs/img/dashboard-name.png when
+// SLUICE_SCREENSHOTS=1.
+func shot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	if os.Getenv("SLUICE_SCREENSHOTS") != "1" {
+		return
+	}
+	var png []byte
+	require.NoError(t, chromedp.Run(ctx, chromedp.CaptureScreenshot(&png)))
+	path := filepath.Join("..", "docs", "img", "dashboard-"+name+".png")
+	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+	require.NoError(t, os.WriteFile(path, png, 0o644))
+}
+
+func browserLogin(t *testing.T, ctx context.Context, base, name string) {
+	t.Helper()
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Navigate(base+"/login"),
+		chromedp.WaitVisible("#name", chromedp.ByID),
+		chromedp.SendKeys("#name", name, chromedp.ByID),
+		chromedp.SendKeys("#password", password, chromedp.ByID),
+		chromedp.Click("#login", chromedp.ByID),
+		chromedp.WaitVisible("form.logout", chromedp.ByQuery),
+	))
+}
+
+// postFromPage sends a form POST from the page with the page's CSRF token
+// (what a user could do from the console) and returns the status.
+func postFromPage(t *testing.T, ctx context.Context, path, body string) int {
+	t.Helper()
+	var status int
+	js := fmt.Sprintf(`fetch(%q, {method: "POST", credentials: "same-origin",
+		headers: {"Content-Type": "application/x-www-form-urlencoded"},
+		body: "csrf=" + encodeURIComponent(document.body.dataset.csrf) + "&" + %q}).then(r => r.status)`, path, body)
+	require.NoError(t, chromedp.Run(ctx, chromedp.Evaluate(js, &status, func(p *cdpruntime.EvaluateParams) *cdpruntime.EvaluateParams {
+		return p.WithAwaitPromise(true)
+	})))
+	return status
+}
+
+// instanceLoad is an engine of shop following its rules on Redis
+// (sluice.WithRuleStore), publishing its figures (sluice.WithTelemetry) and
+// beating as a member (sluice.WithCluster), under load: a request every
+// 2 ms on "GET /api" until ctx ends.
+type instanceLoad struct {
+	eng *sluice.Engine
+}
+
+func startInstance(t *testing.T, ctx context.Context, wg *sync.WaitGroup, shared cluster.Store, rs cluster.RuleStore, tel cluster.Telemetry, id string) *instanceLoad {
+	eng := sluice.New(
+		sluice.WithCluster(shared, sluice.ClusterConfig{App: "shop", InstanceID: id}),
+		sluice.WithRuleStore(rs, sluice.RuleStoreConfig{CheckInterval: 500 * time.Millisecond}),
+		sluice.WithTelemetry(tel, sluice.TelemetryConfig{}),
+	)
+	t.Cleanup(func() { eng.Close() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				if p, err := eng.Entry("GET /api"); err == nil {
+					time.Sleep(time.Millisecond) // work: a response time, requests in flight
+					p.Exit()
+				}
+			}
+		}
+	}()
+	return &instanceLoad{eng: eng}
+}
+
+// threshold returns the threshold of the engine's flow rule on GET /api.
+func (in *instanceLoad) threshold() float64 {
+	for _, r := range in.eng.FlowRules() {
+		if r.Resource == "GET /api" {
+			return r.Threshold
+		}
+	}
+	return 0
+}
+
+// waitThreshold waits up to 2 s for every instance to run the threshold
+// want, and then for a completed second in which each admitted at most
+// want requests.
+func waitThreshold(t *testing.T, ins []*instanceLoad, want float64) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for _, in := range ins {
+		for in.threshold() != want {
+			require.True(t, time.Now().Before(deadline), "threshold %v not in force after 2 s (have %v)", want, in.threshold())
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	for _, in := range ins {
+		from := in.eng.Clock().Nanotime() // the rule is in force from here
+		var sec stat.Second
+		require.Eventually(t, func() bool {
+			for _, s := range in.eng.History("GET /api", 3*time.Second) {
+				if s.Start >= from {
+					sec = s
+					return true
+				}
+			}
+			return false
+		}, 10*time.Second, 50*time.Millisecond, "no completed second since threshold %v", want)
+		require.LessOrEqual(t, sec.Pass, uint64(want), "admitted in a second under threshold %v", want)
+	}
+}
+
+// TestBrowser drives a real Chromium through the dashboard of a fleet of
+// two engines on a real Redis: a viewer sees rules and moving charts and
+// cannot write; an editor sees an invalid threshold refused with the field
+// named, saves a valid one that both instances apply, rolls back, and finds
+// both changes in the audit log.
+func TestBrowser(t *testing.T) {
+	ctx := newBrowser(t)
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	rs := sluiceredis.NewRuleStore(rdb, sluiceredis.RuleStoreConfig{Prefix: "browser"})
+	tel := sluiceredis.NewTelemetry(rdb, sluiceredis.TelemetryConfig{Prefix: "browser"})
+	const v1 = "flow:\n  - resource: GET /api\n    threshold: 50\n" +
+		"circuitBreaker:\n  - resource: GET /api\n    strategy: error-count\n    threshold: 1000\n    retryTimeout: 10s\n"
+	_, err := rs.Save(context.Background(), "shop", 0, cluster.RuleVersion{Doc: []byte(v1), Author: "seed", Comment: "first rules"})
+	require.NoError(t, err)
+
+	loadCtx, stopLoad := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer stopLoad()
+	shared := sluiceredis.New(rdb, sluiceredis.WithPrefix("browser"))
+	ins := []*instanceLoad{
+		startInstance(t, loadCtx, &wg, shared, rs, tel, "shop-1"),
+		startInstance(t, loadCtx, &wg, shared, rs, tel, "shop-2"),
+	}
+	waitThreshold(t, ins, 50)
+
+	d, err := dashboard.New(dashboard.Config{Rules: rs, Telemetry: tel, Members: shared, Users: testUsers(t)})
+	require.NoError(t, err)
+	defer d.Close()
+	web := httptest.NewServer(d)
+	defer web.Close()
+	base := web.URL
+
+	// The viewer.
+	require.NoError(t, chromedp.Run(ctx, chromedp.Navigate(base+"/login"), chromedp.WaitVisible("#name", chromedp.ByID)))
+	shot(t, ctx, "login")
+	browserLogin(t, ctx, base, "viv")
+	var text string
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Navigate(base+"/apps/shop/rules"),
+		chromedp.Text("main", &text, chromedp.ByQuery),
+	))
+	require.Contains(t, text, "GET /api")
+	require.Contains(t, text, `"threshold":50`)
+	var controls int
+	require.NoError(t, chromedp.Run(ctx, chromedp.Evaluate(
+		`document.querySelectorAll("#editor, textarea, button.delete, button.rollback, button.add").length`, &controls)))
+	require.Equal(t, 0, controls, "a viewer sees no edit controls")
+	require.NoError(t, chromedp.Run(ctx, chromedp.Navigate(base+"/apps/shop/history")))
+	require.NoError(t, chromedp.Run(ctx, chromedp.Evaluate(`document.querySelectorAll("button.rollback").length`, &controls)))
+	require.Equal(t, 0, controls)
+	// Direct POSTs, with the page's own CSRF token, are refused.
+	require.Equal(t, 403, postFromPage(t, ctx, "/apps/shop/rules", "base=1&doc=flow%3A%20%5B%5D"))
+	require.Equal(t, 403, postFromPage(t, ctx, "/apps/shop/rollback", "base=1&version=1"))
+	require.Equal(t, 403, postFromPage(t, ctx, "/apps/shop/rules/delete", "base=1&kind=flow&index=0"))
+	require.Equal(t, int64(1), version(t, rs, "shop"))
+
+	// The charts move while the load runs.
+	sel := `section.chart[data-resource="GET /api"][data-points]`
+	var first, next string
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Navigate(base+"/apps/shop"),
+		chromedp.WaitVisible(sel, chromedp.ByQuery),
+		chromedp.WaitVisible(`//td[@class="state-closed"]`, chromedp.BySearch),
+		chromedp.AttributeValue(sel, "data-points", &first, nil, chromedp.ByQuery),
+	))
+	require.Eventually(t, func() bool {
+		if err := chromedp.Run(ctx, chromedp.AttributeValue(sel, "data-points", &next, nil, chromedp.ByQuery)); err != nil {
+			return false
+		}
+		return next != first && next != "[]"
+	}, 15*time.Second, 200*time.Millisecond, "the chart's points did not change: %s", first)
+	require.NoError(t, chromedp.Run(ctx, chromedp.Text("#instances", &text, chromedp.ByID)))
+	require.Contains(t, text, "shop-1")
+	require.Contains(t, text, "shop-2")
+	require.Contains(t, text, "version 1")
+	require.Contains(t, text, "remote", "the cluster mode")
+	shot(t, ctx, "app")
+	require.NoError(t, chromedp.Run(ctx, chromedp.Click("form.logout button", chromedp.ByQuery), chromedp.WaitVisible("#name", chromedp.ByID)))
+
+	// The editor.
+	browserLogin(t, ctx, base, "ed")
+	bad := strings.Replace(v1, "threshold: 50", "threshold: -20", 1)
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Navigate(base+"/apps/shop/rules"),
+		chromedp.WaitVisible("#doc", chromedp.ByID),
+		chromedp.SetValue("#doc", bad, chromedp.ByID),
+		chromedp.Click("#save", chromedp.ByID),
+		chromedp.WaitVisible("#fielderror", chromedp.ByID),
+		chromedp.Text("#fielderror", &text, chromedp.ByID),
+	))
+	require.Contains(t, text, `flow rule 0 (resource "GET /api")`)
+	require.Contains(t, text, "Field: Threshold")
+	shot(t, ctx, "rule-error")
+	require.Equal(t, int64(1), version(t, rs, "shop"), "nothing written")
+
+	good := strings.Replace(v1, "threshold: 50", "threshold: 20", 1)
+	require.NotEqual(t, v1, good)
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.SetValue("#doc", good, chromedp.ByID),
+		chromedp.SetValue("#comment", "halve the API", chromedp.ByID),
+		chromedp.Click("#save", chromedp.ByID),
+		chromedp.WaitVisible(`//strong[@id="version"][text()="2"]`, chromedp.BySearch),
+	))
+	waitThreshold(t, ins, 20)
+
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Navigate(base+"/apps/shop/history?v=2"),
+		chromedp.WaitVisible(`button.rollback[data-version="1"]`, chromedp.ByQuery),
+	))
+	shot(t, ctx, "history")
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Click(`button.rollback[data-version="1"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`//strong[@id="version"][text()="3"]`, chromedp.BySearch),
+	))
+	waitThreshold(t, ins, 50)
+
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Navigate(base+"/apps/shop/audit"),
+		chromedp.Text("#audit", &text, chromedp.ByID),
+	))
+	require.Contains(t, text, "rollback")
+	require.Regexp(t, `ed\s+shop\s+save\s+2\s+-\s+threshold: 50\s+\+\s+threshold: 20`, text)
+	require.Regexp(t, `ed\s+shop\s+rollback\s+3\s+-\s+threshold: 20\s+\+\s+threshold: 50`, text)
+	shot(t, ctx, "audit")
+}

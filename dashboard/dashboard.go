@@ -1,0 +1,404 @@
+package dashboard
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/cluster"
+	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/dashboard/internal/agent"
+	"github.com/sluice-go/sluice/dashboard/internal/memstore"
+	"github.com/sluice-go/sluice/rules"
+)
+
+//go:embed web
+var webFS embed.FS
+
+// Names of the dashboard's cookies.
+const (
+	sessionCookie = "sluice_session"
+	loginCookie   = "sluice_login" // the login form's CSRF token (double submit)
+)
+
+// Resources of the dashboard's own engine, which limits login attempts.
+const (
+	loginIPResource   = "dashboard-login-ip"
+	loginUserResource = "dashboard-login-user"
+)
+
+// maxForm bounds a request body: a rule document of rules.DefaultMaxBytes
+// and the form around it.
+const maxForm = rules.DefaultMaxBytes + 64<<10
+
+// Dashboard is the web interface: an http.Handler to mount (at the root
+// of a host or under a prefix with http.StripPrefix). Make one with New and
+// Close it when done. It is safe for concurrent use.
+type Dashboard struct {
+	cfg      Config
+	store    cluster.RuleStore
+	tel      cluster.Telemetry
+	users    map[string]*User
+	sessions *sessions
+	limiter  *sluice.Engine // login attempts
+	pages    map[string]*template.Template
+	static   http.Handler
+	mux      *http.ServeMux
+	routes   []route
+	sampler  *agent.Sampler
+	window   time.Duration
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+// dummyHash is compared against when a login names no known user, so that
+// an unknown name takes as long as a wrong password.
+var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("sluice-dashboard-dummy"), bcrypt.DefaultCost)
+
+// New returns a Dashboard for cfg. With an Engine and no Telemetry it
+// starts a goroutine that samples the Engine each second until Close.
+func New(cfg Config) (*Dashboard, error) {
+	if cfg.Rules == nil && cfg.Engine == nil {
+		return nil, errors.New("dashboard: Config needs Rules or an Engine")
+	}
+	if len(cfg.Users) == 0 && cfg.Proxy == nil {
+		return nil, errors.New("dashboard: Config needs Users or a Proxy")
+	}
+	if cfg.Proxy != nil && len(cfg.Proxy.From) == 0 {
+		return nil, errors.New("dashboard: Proxy.From: the proxy's addresses are required")
+	}
+	if err := validateUsers(cfg.Users); err != nil {
+		return nil, err
+	}
+	if cfg.App == "" {
+		cfg.App = "local"
+	}
+	if cfg.SessionLifetime <= 0 {
+		cfg.SessionLifetime = 8 * time.Hour
+	}
+	if cfg.MaxSessions <= 0 {
+		cfg.MaxSessions = 10000
+	}
+	if cfg.LoginsPerIP <= 0 {
+		cfg.LoginsPerIP = 10
+	}
+	if cfg.LoginsPerUser <= 0 {
+		cfg.LoginsPerUser = 5
+	}
+	if cfg.Window <= 0 {
+		cfg.Window = 5 * time.Minute
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = core.SystemClock()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	d := &Dashboard{cfg: cfg, store: cfg.Rules, tel: cfg.Telemetry, users: map[string]*User{}, window: cfg.Window}
+	for i := range cfg.Users {
+		d.users[cfg.Users[i].Name] = &cfg.Users[i]
+	}
+	d.sessions = newSessions(cfg.Clock, cfg.SessionLifetime, cfg.MaxSessions)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	d.cancel = cancel
+	var mem *memstore.Store
+	if cfg.Engine != nil && (d.store == nil || d.tel == nil) {
+		eng, app := cfg.Engine, cfg.App
+		mem = memstore.New(cfg.Now, func(a string, set rules.Set) error {
+			if a != app {
+				return fmt.Errorf("dashboard: no application %q here", clip(a))
+			}
+			return eng.LoadRuleSet(set)
+		})
+	}
+	if d.store == nil {
+		d.store = mem
+		doc, err := rules.Encode(cfg.Engine.RuleSet(), rules.YAML)
+		if err == nil {
+			_, err = mem.Save(ctx, cfg.App, 0, cluster.RuleVersion{Doc: doc, Author: "engine", Comment: "rules in force at start"})
+		}
+		if err != nil {
+			cancel()
+			return nil, fmt.Errorf("dashboard: the engine's rules: %w", err)
+		}
+	}
+	if d.tel == nil && cfg.Engine != nil {
+		d.tel = mem
+		d.sampler = &agent.Sampler{Engine: cfg.Engine, App: cfg.App, Instance: "local", Now: cfg.Now, Out: mem,
+			Keep: int(cfg.Window / time.Second),
+			Version: func() int64 {
+				v, _ := d.store.Current(context.Background(), cfg.App)
+				return v.Version
+			}}
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			d.sampler.Run(ctx, cfg.Clock)
+		}()
+	}
+
+	d.limiter = sluice.New(sluice.WithClock(cfg.Clock), sluice.WithMaxResources(16))
+	if _, err := d.limiter.LoadParamRules([]rules.Param{
+		{Resource: loginIPResource, Threshold: cfg.LoginsPerIP, Duration: time.Minute, Capacity: 100000},
+		{Resource: loginUserResource, Threshold: cfg.LoginsPerUser, Duration: time.Minute, Capacity: 100000},
+	}); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("dashboard: login limits: %w", err)
+	}
+
+	pages, err := parsePages()
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	d.pages = pages
+	static, _ := fs.Sub(webFS, "web/static")
+	d.static = http.StripPrefix("/static/", http.FileServerFS(static))
+	d.mux = http.NewServeMux()
+	d.routes = d.routeTable()
+	for _, rt := range d.routes {
+		d.mux.Handle(rt.method+" "+rt.pattern, d.guard(rt))
+	}
+	return d, nil
+}
+
+// Close stops the Engine's sampling and the login limiter. It is safe to
+// call more than once.
+func (d *Dashboard) Close() error {
+	d.once.Do(func() {
+		d.cancel()
+		d.wg.Wait()
+		d.limiter.Close()
+	})
+	return nil
+}
+
+// ServeHTTP serves the dashboard.
+func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "+
+		"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "same-origin")
+	h.Set("Cache-Control", "no-store")
+	if r.TLS != nil {
+		h.Set("Strict-Transport-Security", "max-age=31536000")
+	}
+	d.mux.ServeHTTP(w, r)
+}
+
+// access is what a route requires.
+type access uint8
+
+const (
+	public   access = iota // anyone (login, static files)
+	read                   // a session; the application granted when the route names one
+	write                  // read, a CSRF token, and the right to change the application's rules
+	admin                  // an admin
+	signedIn               // a session and a CSRF token (logout)
+)
+
+// route is one endpoint of the dashboard.
+type route struct {
+	method, pattern string
+	access          access
+	api             bool // answers JSON: 401 instead of a redirect to the login page
+	handle          func(w http.ResponseWriter, r *http.Request, c *call)
+}
+
+// call is what the guard learned about a request.
+type call struct {
+	user *principal
+	sess *session
+	app  string // the {app} of the route, "" when none
+}
+
+func (d *Dashboard) routeTable() []route {
+	return []route{
+		{"GET", "/static/", public, false, d.staticFile},
+		{"GET", "/login", public, false, d.loginPage},
+		{"POST", "/login", public, false, d.login},
+		{"POST", "/logout", signedIn, false, d.logout},
+		{"GET", "/{$}", read, false, d.appsPage},
+		{"GET", "/apps/{app}", read, false, d.appPage},
+		{"GET", "/apps/{app}/rules", read, false, d.rulesPage},
+		{"POST", "/apps/{app}/rules", write, false, d.saveRules},
+		{"POST", "/apps/{app}/rules/delete", write, false, d.deleteRule},
+		{"GET", "/apps/{app}/history", read, false, d.historyPage},
+		{"POST", "/apps/{app}/rollback", write, false, d.rollback},
+		{"GET", "/apps/{app}/audit", read, false, d.auditPage},
+		{"GET", "/api/apps/{app}/live", read, true, d.live},
+		{"GET", "/audit", admin, false, d.auditPage},
+		{"GET", "/users", admin, false, d.usersPage},
+	}
+}
+
+// guard checks who calls, their CSRF token on writes, and their right to
+// the route and its application, before the handler runs.
+func (d *Dashboard) guard(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+		c := &call{app: r.PathValue("app")}
+		if rt.access == public {
+			rt.handle(w, r, c)
+			return
+		}
+		c.user, c.sess = d.who(w, r)
+		if c.user == nil {
+			if r.Method == http.MethodGet && !rt.api {
+				http.Redirect(w, r, "/login", http.StatusSeeOther)
+				return
+			}
+			d.fail(w, r, c, http.StatusUnauthorized, "log in first")
+			return
+		}
+		if r.Method != http.MethodGet {
+			if err := r.ParseForm(); err != nil {
+				d.fail(w, r, c, http.StatusRequestEntityTooLarge, "request too large")
+				return
+			}
+			tok := r.PostForm.Get("csrf")
+			if tok == "" {
+				tok = r.Header.Get("X-CSRF-Token")
+			}
+			if !equalToken(tok, c.sess.csrf) {
+				d.fail(w, r, c, http.StatusForbidden, "missing or wrong CSRF token: reload the page and try again")
+				return
+			}
+		}
+		switch rt.access {
+		case admin:
+			if c.user.role != Admin {
+				d.fail(w, r, c, http.StatusForbidden, "for admins only")
+				return
+			}
+		case read, write:
+			if rt.access == read && c.app != "" && !c.user.can(c.app, false) {
+				// Not granted: as if it did not exist.
+				d.fail(w, r, c, http.StatusNotFound, "no such application")
+				return
+			}
+			if rt.access == write && !c.user.can(c.app, true) {
+				d.fail(w, r, c, http.StatusForbidden, "you may not change the rules of this application")
+				return
+			}
+		}
+		rt.handle(w, r, c)
+	})
+}
+
+// who returns the caller and its session, or nil. In the trusted-header
+// mode a request from the proxy gets a session of the user its headers
+// name.
+func (d *Dashboard) who(w http.ResponseWriter, r *http.Request) (*principal, *session) {
+	var ss *session
+	if ck, err := r.Cookie(sessionCookie); err == nil {
+		ss = d.sessions.get(ck.Value)
+	}
+	if d.cfg.Proxy == nil {
+		if ss == nil {
+			return nil, nil
+		}
+		return ss.user, ss
+	}
+	p := d.proxyUser(r)
+	if p == nil {
+		return nil, nil
+	}
+	if ss != nil && ss.user.name == p.name && ss.user.role == p.role {
+		// The headers' grants, which may change from request to request;
+		// the session gives the CSRF token.
+		return p, ss
+	}
+	if r.Method != http.MethodGet {
+		// A write needs the CSRF token of a session made by an earlier
+		// page.
+		return p, &session{}
+	}
+	ss = d.sessions.create(p)
+	d.setCookie(w, r, sessionCookie, ss.id, d.cfg.SessionLifetime)
+	return p, ss
+}
+
+// proxyUser reads the user from the trusted proxy's headers, or nil when
+// the request is not from the proxy or names no valid user.
+func (d *Dashboard) proxyUser(r *http.Request) *principal {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return nil
+	}
+	addr, err := netip.ParseAddr(host)
+	if err != nil {
+		return nil
+	}
+	addr = addr.Unmap()
+	trusted := false
+	for _, p := range d.cfg.Proxy.From {
+		if p.Contains(addr) {
+			trusted = true
+			break
+		}
+	}
+	if !trusted {
+		return nil
+	}
+	uh, rh, ah := d.cfg.Proxy.headers()
+	name := strings.TrimSpace(r.Header.Get(uh))
+	role, err := ParseRole(r.Header.Get(rh))
+	if name == "" || len(name) > 256 || err != nil {
+		return nil
+	}
+	p := &principal{name: name, role: role, apps: map[string]bool{}}
+	for _, a := range strings.Split(r.Header.Get(ah), ",") {
+		if a = strings.TrimSpace(a); a != "" && len(p.apps) < 1000 {
+			p.apps[a] = true
+		}
+	}
+	return p
+}
+
+func (d *Dashboard) setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAge time.Duration) {
+	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: "/", MaxAge: int(maxAge / time.Second),
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil || d.cfg.SecureCookies})
+}
+
+// clientIP is the address a request came from: the proxy's when behind
+// one (the login page is not used in the trusted-header mode).
+func clientIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// audit records e, best effort: a store that fails to record it does not
+// undo what was done (the error is shown on the page that did it).
+func (d *Dashboard) audit(ctx context.Context, e cluster.AuditEntry) error {
+	return d.store.Audit(ctx, e)
+}
+
+// staticFile serves the embedded script and stylesheet (no listings).
+func (d *Dashboard) staticFile(w http.ResponseWriter, r *http.Request, c *call) {
+	if strings.HasSuffix(r.URL.Path, "/") {
+		http.NotFound(w, r)
+		return
+	}
+	d.static.ServeHTTP(w, r)
+}

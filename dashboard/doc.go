@@ -1,0 +1,27 @@
+// Package dashboard is sluice's web interface: an http.Handler showing the
+// applications of a fleet (or one engine of the process), their instances
+// and the rule version each runs, live charts per resource (passed,
+// blocked by reason, response time, in flight), circuit breakers, system
+// protection and cluster mode; the rules of every kind, edited as a rule
+// document with validation and conflict detection; their history with
+// rollback; and an audit log.
+//
+// Data come from a cluster.RuleStore (rules, history, reports, audit log)
+// and a cluster.Telemetry (one frame per instance and second); with
+// Config.Engine and neither, the dashboard keeps that engine's rules in
+// memory and samples it itself.
+//
+// Users log in with a password (bcrypt hashes from a users file, see
+// ParseUsers) or are named by an authenticating proxy (TrustedProxy). Each
+// has a Role (Viewer, Editor, Admin) and the applications granted.
+// Authorization is checked on the server for every request; sessions live
+// on the server, bounded and expiring; every write needs the session's
+// CSRF token; login attempts are limited by param rules on an engine inside
+// the dashboard; pages carry a Content-Security-Policy without inline
+// script, and every value from traffic is escaped.
+//
+// The pages are server-rendered html/template with one embedded script and
+// stylesheet: no build step, nothing fetched from elsewhere. See
+// docs/dashboard.md in the repository for deployment and the security
+// measures with their tests.
+package dashboard

@@ -1,0 +1,22 @@
+package dashboard
+
+import (
+	"context"
+)
+
+// Routes returns the method and pattern of every endpoint, and whether it
+// is public, for the authorization matrix's completeness check.
+func (d *Dashboard) Routes() (out [][3]string) {
+	for _, rt := range d.routes {
+		acc := map[access]string{public: "public", read: "read", write: "write", admin: "admin", signedIn: "signed-in"}[rt.access]
+		out = append(out, [3]string{rt.method, rt.pattern, acc})
+	}
+	return out
+}
+
+// Sample publishes a frame of the Engine now, as the sampler does each
+// second.
+func (d *Dashboard) Sample() { d.sampler.Publish(context.Background()) }
+
+// Sessions returns the number of sessions kept.
+func (d *Dashboard) Sessions() int { return d.sessions.len() }

@@ -1,0 +1,763 @@
+package dashboard
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/cluster"
+	"github.com/sluice-go/sluice/rules"
+	"github.com/sluice-go/sluice/stat"
+)
+
+// Limits of the lists pages show.
+const (
+	historyLimit = 50
+	auditLimit   = 200
+)
+
+// view is what every page template receives.
+type view struct {
+	Title   string
+	User    string
+	Role    string
+	IsAdmin bool
+	CanEdit bool // the user may change App's rules
+	CSRF    string
+	App     string
+	Error   string
+	Notice  string
+	Data    any
+}
+
+func (d *Dashboard) view(c *call, title string) *view {
+	v := &view{Title: title, App: c.app}
+	if c.user != nil {
+		v.User, v.Role, v.IsAdmin = c.user.name, c.user.role.String(), c.user.role == Admin
+		v.CanEdit = c.app != "" && c.user.can(c.app, true)
+	}
+	if c.sess != nil {
+		v.CSRF = c.sess.csrf
+	}
+	return v
+}
+
+func (d *Dashboard) render(w http.ResponseWriter, status int, name string, v *view) {
+	var buf bytes.Buffer
+	if err := d.pages[name].ExecuteTemplate(&buf, "layout", v); err != nil {
+		http.Error(w, "dashboard: rendering "+name+": "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	w.Write(buf.Bytes())
+}
+
+// fail answers an error: a page, or plain text for the API.
+func (d *Dashboard) fail(w http.ResponseWriter, r *http.Request, c *call, status int, msg string) {
+	if strings.HasPrefix(r.URL.Path, "/api/") {
+		http.Error(w, msg, status)
+		return
+	}
+	v := d.view(c, http.StatusText(status))
+	v.Error = msg
+	d.render(w, status, "error", v)
+}
+
+// ---- login ----
+
+func (d *Dashboard) loginPage(w http.ResponseWriter, r *http.Request, c *call) {
+	d.renderLogin(w, r, c, http.StatusOK, "")
+}
+
+func (d *Dashboard) renderLogin(w http.ResponseWriter, r *http.Request, c *call, status int, msg string) {
+	if d.cfg.Proxy != nil && len(d.users) == 0 {
+		d.fail(w, r, c, http.StatusNotFound, "this dashboard takes its users from the proxy in front of it")
+		return
+	}
+	tok := randomID()
+	d.setCookie(w, r, loginCookie, tok, time.Hour)
+	v := d.view(c, "Log in")
+	v.CSRF, v.Error = tok, msg
+	d.render(w, status, "login", v)
+}
+
+func (d *Dashboard) login(w http.ResponseWriter, r *http.Request, c *call) {
+	if err := r.ParseForm(); err != nil {
+		d.fail(w, r, c, http.StatusRequestEntityTooLarge, "request too large")
+		return
+	}
+	ck, err := r.Cookie(loginCookie)
+	if err != nil || !equalToken(r.PostForm.Get("csrf"), ck.Value) {
+		d.fail(w, r, c, http.StatusForbidden, "missing or wrong CSRF token: reload the login page and try again")
+		return
+	}
+	name, password := r.PostForm.Get("name"), r.PostForm.Get("password")
+	ctx := r.Context()
+	ip := clientIP(r)
+	// Every attempt counts, per client address and per user name, in the
+	// dashboard's own engine; beyond the limits the password is not even
+	// checked.
+	for _, lim := range []struct{ resource, key string }{{loginIPResource, ip}, {loginUserResource, clip(name)}} {
+		p, err := d.limiter.Entry(lim.resource, sluice.WithStringArg(0, lim.key))
+		if err != nil {
+			d.audit(ctx, cluster.AuditEntry{User: clip(name), Action: "login-failed", Detail: "too many attempts from " + ip})
+			d.renderLogin(w, r, c, http.StatusTooManyRequests, "too many login attempts: wait a minute")
+			return
+		}
+		p.Exit()
+	}
+	u := d.users[name]
+	hash := dummyHash
+	if u != nil {
+		hash = []byte(u.Hash)
+	}
+	if err := bcrypt.CompareHashAndPassword(hash, []byte(password)); err != nil || u == nil {
+		d.audit(ctx, cluster.AuditEntry{User: clip(name), Action: "login-failed", Detail: "wrong name or password, from " + ip})
+		d.renderLogin(w, r, c, http.StatusUnauthorized, "wrong name or password")
+		return
+	}
+	role, _ := ParseRole(u.Role)
+	p := &principal{name: u.Name, role: role, apps: map[string]bool{}}
+	for _, a := range u.Apps {
+		p.apps[a] = true
+	}
+	ss := d.sessions.create(p)
+	d.setCookie(w, r, sessionCookie, ss.id, d.cfg.SessionLifetime)
+	d.setCookie(w, r, loginCookie, "", -time.Second)
+	d.audit(ctx, cluster.AuditEntry{User: u.Name, Action: "login", Detail: "from " + ip})
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+func (d *Dashboard) logout(w http.ResponseWriter, r *http.Request, c *call) {
+	d.sessions.delete(c.sess.id)
+	d.setCookie(w, r, sessionCookie, "", -time.Second)
+	d.audit(r.Context(), cluster.AuditEntry{User: c.user.name, Action: "logout"})
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
+
+// ---- applications ----
+
+type appRow struct {
+	Name    string
+	Version int64
+	CanEdit bool
+}
+
+// apps returns the applications c's user may see.
+func (d *Dashboard) apps(ctx context.Context, c *call) ([]string, error) {
+	names, err := d.store.Apps(ctx)
+	if err != nil {
+		return nil, err
+	}
+	names = append(names, d.cfg.Apps...)
+	if d.cfg.Engine != nil {
+		names = append(names, d.cfg.App)
+	}
+	sort.Strings(names)
+	names = slices.Compact(names)
+	return slices.DeleteFunc(names, func(a string) bool { return !c.user.can(a, false) }), nil
+}
+
+func (d *Dashboard) appsPage(w http.ResponseWriter, r *http.Request, c *call) {
+	v := d.view(c, "Applications")
+	names, err := d.apps(r.Context(), c)
+	if err != nil {
+		v.Error = "the rule store: " + err.Error()
+	}
+	var rows []appRow
+	for _, a := range names {
+		cur, err := d.store.Current(r.Context(), a)
+		if err != nil {
+			v.Error = "the rule store: " + err.Error()
+		}
+		rows = append(rows, appRow{Name: a, Version: cur.Version, CanEdit: c.user.can(a, true)})
+	}
+	v.Data = rows
+	d.render(w, http.StatusOK, "apps", v)
+}
+
+// instance is one instance of an application as the dashboard sees it.
+type instance struct {
+	ID          string   `json:"id"`
+	Host        string   `json:"host,omitempty"`
+	Version     int64    `json:"version"`
+	Refused     int64    `json:"refused,omitempty"`
+	Err         string   `json:"error,omitempty"`
+	ClusterMode string   `json:"clusterMode,omitempty"`
+	LastSecond  int64    `json:"lastSecond,omitempty"`
+	Shedding    bool     `json:"shedding"`
+	Load1       *float64 `json:"load1"`
+	CPU         *float64 `json:"cpu"`
+	Memory      uint64   `json:"memory"`
+}
+
+type breaker struct {
+	Instance string `json:"instance"`
+	Resource string `json:"resource"`
+	State    string `json:"state"`
+}
+
+type point struct {
+	T     int64  `json:"t"`
+	Pass  uint64 `json:"pass"`
+	Block uint64 `json:"block"`
+	// Blocked counts the refusals by block type, as live.BlockTypes names
+	// them; nil when none.
+	Blocked []uint64 `json:"blocked,omitempty"`
+	RTms    float64  `json:"rt"`
+	InFlt   int64    `json:"inflight"`
+}
+
+type series struct {
+	Resource string  `json:"resource"`
+	Points   []point `json:"points"`
+}
+
+// live is an application's state: the app page shows it and refreshes it
+// every second from the JSON API.
+type live struct {
+	App       string     `json:"app"`
+	Version   int64      `json:"version"`
+	Now       int64      `json:"now"`
+	Since     int64      `json:"since"` // the first second the figures cover
+	Window    int64      `json:"window"`
+	Instances []instance `json:"instances"`
+	Resources []series   `json:"resources"`
+	Breakers  []breaker  `json:"breakers"`
+	// BlockTypes names the elements of a point's Blocked.
+	BlockTypes []string `json:"blockTypes"`
+	Errors     []string `json:"errors,omitempty"`
+}
+
+// blockTypes names the block types, by index.
+var blockTypes = func() []string {
+	out := make([]string, stat.BlockTypes)
+	for i := range out {
+		out[i] = blockName(i)
+	}
+	return out
+}()
+
+// maxSeries bounds the resources the charts show: the busiest.
+const maxSeries = 12
+
+func finite(f float64) *float64 {
+	if f != f || f > 1e300 || f < -1e300 {
+		return nil
+	}
+	return &f
+}
+
+// live answers the app page's poll. With ?since=S (a Unix second) it
+// covers only the seconds from S on: the page asks for the whole window
+// once, then for the last seconds, and merges.
+func (d *Dashboard) live(w http.ResponseWriter, r *http.Request, c *call) {
+	from, _ := strconv.ParseInt(r.URL.Query().Get("since"), 10, 64)
+	l := d.liveState(r.Context(), c.app, from)
+	w.Header().Set("Content-Type", "application/json")
+	enc := newJSON(w)
+	enc.Encode(l)
+}
+
+// liveState returns app's state, with the figures of the seconds from
+// from (the whole window when from is before it, or 0).
+func (d *Dashboard) liveState(ctx context.Context, app string, from int64) *live {
+	now := d.cfg.Now().Unix()
+	win := int64(d.window / time.Second)
+	since := now - win
+	if from > since && from <= now {
+		since = from
+	}
+	l := &live{App: app, Now: now, Since: since, Window: win, Instances: []instance{}, Resources: []series{},
+		Breakers: []breaker{}, BlockTypes: blockTypes}
+	cur, err := d.store.Current(ctx, app)
+	if err != nil {
+		l.Errors = append(l.Errors, "rule store: "+err.Error())
+	}
+	l.Version = cur.Version
+	byID := map[string]*instance{}
+	get := func(id string) *instance {
+		in := byID[id]
+		if in == nil {
+			in = &instance{ID: id}
+			byID[id] = in
+		}
+		return in
+	}
+	if d.cfg.Members != nil {
+		ms, err := d.cfg.Members.Members(ctx, app)
+		if err != nil {
+			l.Errors = append(l.Errors, "members: "+err.Error())
+		}
+		for _, m := range ms {
+			in := get(m.ID)
+			in.Host = m.Host
+			in.Version, _ = strconv.ParseInt(m.RuleVersion, 10, 64)
+		}
+	}
+	reps, err := d.store.Reports(ctx, app)
+	if err != nil {
+		l.Errors = append(l.Errors, "reports: "+err.Error())
+	}
+	for _, rep := range reps {
+		in := get(rep.Instance)
+		in.Version, in.Refused, in.Err = rep.Version, rep.Refused, rep.Err
+	}
+	var frames []cluster.Frame
+	if d.tel != nil {
+		frames, err = d.tel.Frames(ctx, app, since)
+		if err != nil {
+			l.Errors = append(l.Errors, "telemetry: "+err.Error())
+		}
+	}
+	// Frames come by instance then second; a frame published twice counts
+	// once.
+	sort.SliceStable(frames, func(i, j int) bool {
+		a, b := &frames[i], &frames[j]
+		return a.Instance < b.Instance || a.Instance == b.Instance && a.Second < b.Second
+	})
+	frames = slices.CompactFunc(frames, func(a, b cluster.Frame) bool { return a.Instance == b.Instance && a.Second == b.Second })
+	last := map[string]*cluster.Frame{}
+	totals := map[string]uint64{}
+	for i := range frames {
+		f := &frames[i]
+		last[f.Instance] = f // the newest, by the order above
+		if f.Second < since || f.Second > now {
+			continue
+		}
+		for j := range f.Resources {
+			rs := &f.Resources[j]
+			if _, ok := totals[rs.Resource]; ok || len(totals) < 100000 { // bounded whatever instances publish
+				totals[rs.Resource] += rs.Pass + rs.Block
+			}
+		}
+	}
+	// The busiest resources get a series each: one accumulator per second
+	// of the window.
+	type acc struct {
+		point
+		blocked [stat.BlockTypes]uint64
+		rtSum   float64
+		rtN     uint64
+		seen    bool
+	}
+	names := make([]string, 0, len(totals))
+	for n := range totals {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		a, b := names[i], names[j]
+		return totals[a] > totals[b] || totals[a] == totals[b] && a < b
+	})
+	if len(names) > maxSeries {
+		names = names[:maxSeries]
+	}
+	accs := make(map[string][]acc, len(names))
+	for _, n := range names {
+		accs[n] = make([]acc, now-since+1)
+	}
+	for i := range frames {
+		f := &frames[i]
+		if f.Second < since || f.Second > now {
+			continue
+		}
+		for j := range f.Resources {
+			rs := &f.Resources[j]
+			a := accs[rs.Resource]
+			if a == nil {
+				continue
+			}
+			p := &a[f.Second-since]
+			p.seen = true
+			p.Pass += rs.Pass
+			p.Block += rs.Block
+			p.InFlt += rs.Concurrency
+			for bt, n := range rs.BlockedBy {
+				p.blocked[bt] += n
+			}
+			p.rtSum += float64(rs.AvgRT) * float64(rs.Complete)
+			p.rtN += rs.Complete
+		}
+	}
+	for _, n := range names {
+		s := series{Resource: n}
+		for k := range accs[n] {
+			p := &accs[n][k]
+			if !p.seen {
+				continue
+			}
+			p.T = since + int64(k)
+			if p.rtN > 0 {
+				p.RTms = p.rtSum / float64(p.rtN) / float64(time.Millisecond)
+			}
+			if p.Block > 0 {
+				p.Blocked = slices.Clone(p.blocked[:])
+			}
+			s.Points = append(s.Points, p.point)
+		}
+		l.Resources = append(l.Resources, s)
+	}
+	for id, f := range last {
+		in := get(id)
+		in.LastSecond, in.ClusterMode, in.Shedding = f.Second, f.ClusterMode, f.Shedding
+		if in.Version == 0 {
+			in.Version = f.RuleVersion
+		}
+		in.Load1, in.CPU, in.Memory = finite(f.System.Load1), finite(f.System.CPUUsage), f.System.Memory
+		for _, b := range f.Breakers {
+			l.Breakers = append(l.Breakers, breaker{Instance: id, Resource: b.Resource, State: b.State.String()})
+		}
+	}
+	for _, in := range byID {
+		l.Instances = append(l.Instances, *in)
+	}
+	sort.Slice(l.Instances, func(i, j int) bool { return l.Instances[i].ID < l.Instances[j].ID })
+	sort.Slice(l.Breakers, func(i, j int) bool {
+		a, b := l.Breakers[i], l.Breakers[j]
+		return a.Resource < b.Resource || a.Resource == b.Resource && a.Instance < b.Instance
+	})
+	return l
+}
+
+// blockName names a block type in the charts.
+func blockName(bt int) string {
+	if bt == 0 {
+		return "other"
+	}
+	return sluice.BlockType(bt).String()
+}
+
+func (d *Dashboard) appPage(w http.ResponseWriter, r *http.Request, c *call) {
+	v := d.view(c, c.app)
+	v.Data = d.liveState(r.Context(), c.app, 0)
+	d.render(w, http.StatusOK, "app", v)
+}
+
+// ---- rules ----
+
+// ruleRow is one rule in the rules page's lists.
+type ruleRow struct {
+	Kind     string // the file key
+	Index    int
+	Resource string
+	Text     string // the rule, as one line of JSON
+}
+
+type rulesData struct {
+	Version   cluster.RuleVersion
+	Base      int64
+	Doc       string // the editor's text
+	Rules     map[string][]ruleRow
+	Kinds     []string
+	Conflict  *cluster.RuleVersion // the version saved meanwhile
+	ErrRule   string               // the rule the error names, "flow rule 2 (resource x)"
+	ErrField  string
+	ErrReason string
+}
+
+var kindKeys = []string{"flow", "isolation", "system", "circuitBreaker", "param"}
+
+func rowsOf(doc []byte) map[string][]ruleRow {
+	out := map[string][]ruleRow{}
+	if len(bytes.TrimSpace(doc)) == 0 {
+		return out
+	}
+	set, err := rules.Decode(doc, rules.YAML)
+	if err != nil {
+		return out
+	}
+	add := func(kind string, i int, res string, r any) {
+		text, _ := marshalCompact(r)
+		out[kind] = append(out[kind], ruleRow{Kind: kind, Index: i, Resource: res, Text: text})
+	}
+	for i, r := range set.Flow {
+		add("flow", i, r.Resource, r)
+	}
+	for i, r := range set.Isolation {
+		add("isolation", i, r.Resource, r)
+	}
+	for i, r := range set.System {
+		add("system", i, "", r)
+	}
+	for i, r := range set.CircuitBreaker {
+		add("circuitBreaker", i, r.Resource, r)
+	}
+	for i, r := range set.Param {
+		add("param", i, r.Resource, r)
+	}
+	return out
+}
+
+func (d *Dashboard) rulesPage(w http.ResponseWriter, r *http.Request, c *call) {
+	v := d.view(c, c.app+": rules")
+	cur, err := d.store.Current(r.Context(), c.app)
+	if err != nil {
+		d.fail(w, r, c, http.StatusBadGateway, "the rule store: "+err.Error())
+		return
+	}
+	v.Data = &rulesData{Version: cur, Base: cur.Version, Doc: string(cur.Doc), Rules: rowsOf(cur.Doc), Kinds: kindKeys}
+	d.render(w, http.StatusOK, "rules", v)
+}
+
+// describe splits a validation error into the rule, the field and the
+// reason, for the page to show them apart.
+func describe(err error, rd *rulesData) string {
+	var re *rules.Error
+	if errors.As(err, &re) {
+		rule := re.Kind + " rule"
+		if re.Index >= 0 {
+			rule += " " + strconv.Itoa(re.Index)
+		}
+		if re.Resource != "" {
+			rule += " (resource " + strconv.Quote(re.Resource) + ")"
+		}
+		rd.ErrRule, rd.ErrField, rd.ErrReason = rule, re.Field, re.Reason
+	}
+	return err.Error()
+}
+
+// save writes doc as the version after base, recording it in the audit log
+// with action and a diff against prev; on a refusal it renders the rules
+// page with the error and the user's text.
+func (d *Dashboard) save(w http.ResponseWriter, r *http.Request, c *call, base int64, doc []byte, comment, action string, rollbackOf int64) {
+	ctx := r.Context()
+	// The store validates too; checking here first tells a refused
+	// document from a failing store whatever the store wraps errors in.
+	_, verr := rules.Decode(doc, rules.YAML)
+	var saved cluster.RuleVersion
+	err := verr
+	if err == nil {
+		saved, err = d.store.Save(ctx, c.app, base, cluster.RuleVersion{Doc: doc, Author: c.user.name, Comment: comment, RollbackOf: rollbackOf})
+	}
+	if err == nil {
+		aerr := d.auditSave(ctx, c.app, base, saved, action)
+		target := "/apps/" + pathEscape(c.app) + "/rules?saved=" + strconv.FormatInt(saved.Version, 10)
+		if aerr != nil {
+			target += "&auditerr=1"
+		}
+		http.Redirect(w, r, target, http.StatusSeeOther)
+		return
+	}
+	prev, cerr := d.store.Current(ctx, c.app)
+	if cerr != nil {
+		d.fail(w, r, c, http.StatusBadGateway, "the rule store: "+cerr.Error())
+		return
+	}
+	v := d.view(c, c.app+": rules")
+	rd := &rulesData{Version: prev, Base: base, Doc: string(doc), Rules: rowsOf(prev.Doc), Kinds: kindKeys}
+	v.Data = rd
+	status := http.StatusUnprocessableEntity
+	switch {
+	case errors.Is(err, cluster.ErrConflict):
+		status = http.StatusConflict
+		rd.Conflict = &prev
+		rd.Base = prev.Version
+		v.Error = fmt.Sprintf("conflict: version %d was saved by %s since version %d you edited; nothing was written. "+
+			"Compare it with your text below and save again.", prev.Version, prev.Author, base)
+	case verr != nil || isValidation(err):
+		v.Error = describe(err, rd)
+		if rd.ErrRule != "" {
+			v.Error = "Not saved: a rule is invalid (below); the rules in force are unchanged."
+		}
+	default:
+		status = http.StatusBadGateway
+		v.Error = "the rule store: " + err.Error()
+	}
+	d.render(w, status, "rules", v)
+}
+
+// isValidation reports whether err is the refusal of a document.
+func isValidation(err error) bool {
+	var re *rules.Error
+	var pe *rules.PathError
+	return errors.As(err, &re) || errors.As(err, &pe) || strings.HasPrefix(err.Error(), "rules: ")
+}
+
+func formInt(r *http.Request, name string) (int64, error) {
+	n, err := strconv.ParseInt(r.PostForm.Get(name), 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("field %s: want a version number", name)
+	}
+	return n, nil
+}
+
+func (d *Dashboard) saveRules(w http.ResponseWriter, r *http.Request, c *call) {
+	base, err := formInt(r, "base")
+	if err != nil {
+		d.fail(w, r, c, http.StatusBadRequest, err.Error())
+		return
+	}
+	doc := strings.ReplaceAll(r.PostForm.Get("doc"), "\r\n", "\n")
+	d.save(w, r, c, base, []byte(doc), clip(r.PostForm.Get("comment")), "save", 0)
+}
+
+func (d *Dashboard) deleteRule(w http.ResponseWriter, r *http.Request, c *call) {
+	base, err := formInt(r, "base")
+	if err != nil {
+		d.fail(w, r, c, http.StatusBadRequest, err.Error())
+		return
+	}
+	idx, err := formInt(r, "index")
+	if err != nil {
+		d.fail(w, r, c, http.StatusBadRequest, "field index: want a rule index")
+		return
+	}
+	kind := r.PostForm.Get("kind")
+	cur, err := d.store.Version(r.Context(), c.app, base)
+	if err != nil {
+		d.fail(w, r, c, http.StatusConflict, fmt.Sprintf("version %d: %v", base, err))
+		return
+	}
+	set, err := rules.Decode(cur.Doc, rules.YAML)
+	if err != nil {
+		d.fail(w, r, c, http.StatusConflict, err.Error())
+		return
+	}
+	i := int(idx)
+	ok := true
+	switch kind {
+	case "flow":
+		set.Flow, ok = without(set.Flow, i)
+	case "isolation":
+		set.Isolation, ok = without(set.Isolation, i)
+	case "system":
+		set.System, ok = without(set.System, i)
+	case "circuitBreaker":
+		set.CircuitBreaker, ok = without(set.CircuitBreaker, i)
+	case "param":
+		set.Param, ok = without(set.Param, i)
+	default:
+		ok = false
+	}
+	if !ok {
+		d.fail(w, r, c, http.StatusBadRequest, fmt.Sprintf("no %s rule %d in version %d", clip(kind), i, base))
+		return
+	}
+	doc, err := rules.Encode(set, rules.YAML)
+	if err != nil {
+		d.fail(w, r, c, http.StatusInternalServerError, err.Error())
+		return
+	}
+	d.save(w, r, c, base, doc, fmt.Sprintf("delete %s rule %d", kind, i), "save", 0)
+}
+
+func without[T any](s []T, i int) ([]T, bool) {
+	if i < 0 || i >= len(s) {
+		return s, false
+	}
+	return slices.Delete(slices.Clone(s), i, i+1), true
+}
+
+// ---- history ----
+
+type historyData struct {
+	Current  int64
+	Versions []cluster.RuleVersion
+	Shown    *cluster.RuleVersion
+	Diff     string
+}
+
+func (d *Dashboard) historyPage(w http.ResponseWriter, r *http.Request, c *call) {
+	ctx := r.Context()
+	v := d.view(c, c.app+": history")
+	vs, err := d.store.History(ctx, c.app, historyLimit)
+	if err != nil {
+		d.fail(w, r, c, http.StatusBadGateway, "the rule store: "+err.Error())
+		return
+	}
+	hd := &historyData{Versions: vs}
+	if len(vs) > 0 {
+		hd.Current = vs[0].Version
+	}
+	if s := r.URL.Query().Get("v"); s != "" {
+		n, _ := strconv.ParseInt(s, 10, 64)
+		sv, err := d.store.Version(ctx, c.app, n)
+		if err != nil {
+			v.Error = fmt.Sprintf("version %d: %v", n, err)
+		} else {
+			hd.Shown = &sv
+			var before []byte
+			if pv, err := d.store.Version(ctx, c.app, n-1); err == nil {
+				before = pv.Doc
+			}
+			hd.Diff = cluster.LineDiff(before, sv.Doc)
+		}
+	}
+	v.Data = hd
+	d.render(w, http.StatusOK, "history", v)
+}
+
+func (d *Dashboard) rollback(w http.ResponseWriter, r *http.Request, c *call) {
+	base, err := formInt(r, "base")
+	if err != nil {
+		d.fail(w, r, c, http.StatusBadRequest, err.Error())
+		return
+	}
+	to, err := formInt(r, "version")
+	if err != nil {
+		d.fail(w, r, c, http.StatusBadRequest, err.Error())
+		return
+	}
+	old, err := d.store.Version(r.Context(), c.app, to)
+	if err != nil {
+		d.fail(w, r, c, http.StatusNotFound, fmt.Sprintf("version %d: %v", to, err))
+		return
+	}
+	d.save(w, r, c, base, old.Doc, fmt.Sprintf("rollback to version %d", to), "rollback", to)
+}
+
+// ---- audit and users ----
+
+func (d *Dashboard) auditPage(w http.ResponseWriter, r *http.Request, c *call) {
+	title := "Audit log"
+	if c.app != "" {
+		title = c.app + ": audit log"
+	}
+	v := d.view(c, title)
+	es, err := d.store.AuditLog(r.Context(), c.app, auditLimit)
+	if err != nil {
+		v.Error = "the rule store: " + err.Error()
+	}
+	v.Data = es
+	d.render(w, http.StatusOK, "audit", v)
+}
+
+func (d *Dashboard) usersPage(w http.ResponseWriter, r *http.Request, c *call) {
+	v := d.view(c, "Users")
+	v.Data = d.cfg.Users
+	d.render(w, http.StatusOK, "users", v)
+}
+
+// auditSave makes sure the audit log records a save. Stores record their
+// saves themselves, in the same write (sluiceredis does, atomically); for
+// one that does not, the dashboard writes the entry.
+func (d *Dashboard) auditSave(ctx context.Context, app string, base int64, saved cluster.RuleVersion, action string) error {
+	es, err := d.store.AuditLog(ctx, app, 20)
+	if err != nil {
+		return err
+	}
+	for _, e := range es {
+		if e.Version == saved.Version && (e.Action == "save" || e.Action == "rollback") {
+			return nil
+		}
+	}
+	var before []byte
+	if base > 0 {
+		if b, err := d.store.Version(ctx, app, base); err == nil {
+			before = b.Doc
+		}
+	}
+	return d.audit(ctx, cluster.AuditEntry{User: saved.Author, App: app, Action: action, Version: saved.Version,
+		Detail: cluster.LineDiff(before, saved.Doc)})
+}
