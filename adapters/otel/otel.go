@@ -52,9 +52,6 @@ package sluiceotel
 import (
 	"context"
 	"math"
-	"strconv"
-	"strings"
-	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -63,13 +60,6 @@ import (
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/stat"
 )
-
-// oddResource is a resource whose name is not valid UTF-8, kept for the
-// end of a collection.
-type oddResource struct {
-	name string
-	s    stat.Snapshot
-}
 
 // observeResource reports the figures of one resource, named name (valid
 // UTF-8).
@@ -174,53 +164,16 @@ func Register(eng *sluice.Engine, mp metric.MeterProvider) (metric.Registration,
 // from traffic; exporters need valid UTF-8 (OTLP's protobuf refuses
 // others), so each invalid byte becomes U+FFFD, and a resource or breaker
 // whose attributes, made valid so, equal those of one already observed in
-// the collection is left out of it.
+// the collection is left out of it (sluice.Engine.Export).
 func (in *instruments) observe(eng *sluice.Engine, o metric.Observer) {
-	var (
-		names []string
-		odd   []oddResource
-	)
-	eng.Each(func(name string, s stat.Snapshot) {
-		if !utf8.ValidString(name) {
-			odd = append(odd, oddResource{name, s})
-			return
-		}
-		names = append(names, name)
-		in.observeResource(o, name, &s)
-	})
-	if len(odd) > 0 {
-		seen := make(map[string]bool, len(names)+len(odd))
-		for _, n := range names {
-			seen[n] = true
-		}
-		for i := range odd {
-			l := strings.ToValidUTF8(odd[i].name, "\uFFFD")
-			if !seen[l] {
-				seen[l] = true
-				in.observeResource(o, l, &odd[i].s)
+	eng.Export(func(name string, s *stat.Snapshot) { in.observeResource(o, name, s) },
+		func(resource, rule string, b *sluice.BreakerStatus) {
+			res, r := attribute.String("resource", resource), attribute.String("rule", rule)
+			o.ObserveInt64(in.state, int64(b.State), metric.WithAttributes(res, r))
+			for to, n := range b.Transitions {
+				o.ObserveInt64(in.moves, int64(n), metric.WithAttributes(res, r, attribute.String("to", sluice.BreakerState(to).String())))
 			}
-		}
-	}
-	var sent map[[2]string]bool
-	for i, b := range eng.CircuitBreakerStates() {
-		rule := b.Rule.ID
-		if rule == "" {
-			rule = strconv.Itoa(i)
-		}
-		key := [2]string{strings.ToValidUTF8(b.Rule.Resource, "\uFFFD"), strings.ToValidUTF8(rule, "\uFFFD")}
-		if sent == nil {
-			sent = map[[2]string]bool{}
-		}
-		if sent[key] {
-			continue // two rules of one resource with one ID
-		}
-		sent[key] = true
-		res, r := attribute.String("resource", key[0]), attribute.String("rule", key[1])
-		o.ObserveInt64(in.state, int64(b.State), metric.WithAttributes(res, r))
-		for to, n := range b.Transitions {
-			o.ObserveInt64(in.moves, int64(n), metric.WithAttributes(res, r, attribute.String("to", sluice.BreakerState(to).String())))
-		}
-	}
+		})
 	sys := eng.SystemMetrics()
 	if !math.IsNaN(sys.Load1) {
 		o.ObserveFloat64(in.load1, sys.Load1)

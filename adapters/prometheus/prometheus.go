@@ -47,9 +47,6 @@ package sluiceprom
 
 import (
 	"math"
-	"strconv"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -105,13 +102,6 @@ func NewCollector(eng *sluice.Engine) *Collector {
 	}
 }
 
-// oddResource is a resource whose name is not valid UTF-8, kept for the
-// end of a scrape.
-type oddResource struct {
-	name string
-	s    stat.Snapshot
-}
-
 // collectResource sends the metrics of one resource, labelled name (valid
 // UTF-8).
 func (c *Collector) collectResource(ch chan<- prometheus.Metric, name string, s *stat.Snapshot) {
@@ -148,52 +138,15 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // traffic: Prometheus takes only valid UTF-8, so each invalid byte becomes
 // U+FFFD. A series whose labels, made valid so, equal those of one already
 // sent in the scrape is left out of it, so that one odd name can never make
-// a whole scrape fail.
+// a whole scrape fail (sluice.Engine.Export).
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	var (
-		names []string // valid names, sent as they come
-		odd   []oddResource
-	)
-	c.eng.Each(func(name string, s stat.Snapshot) {
-		if !utf8.ValidString(name) {
-			odd = append(odd, oddResource{name, s})
-			return
-		}
-		names = append(names, name)
-		c.collectResource(ch, name, &s)
-	})
-	if len(odd) > 0 {
-		seen := make(map[string]bool, len(names)+len(odd))
-		for _, n := range names {
-			seen[n] = true
-		}
-		for i := range odd {
-			l := strings.ToValidUTF8(odd[i].name, "\uFFFD")
-			if !seen[l] {
-				seen[l] = true
-				c.collectResource(ch, l, &odd[i].s)
+	c.eng.Export(func(name string, s *stat.Snapshot) { c.collectResource(ch, name, s) },
+		func(resource, rule string, b *sluice.BreakerStatus) {
+			ch <- prometheus.MustNewConstMetric(c.breaker, prometheus.GaugeValue, float64(b.State), resource, rule)
+			for to, n := range b.Transitions {
+				ch <- prometheus.MustNewConstMetric(c.moves, prometheus.CounterValue, float64(n), resource, rule, sluice.BreakerState(to).String())
 			}
-		}
-	}
-	var sent map[[2]string]bool
-	for i, b := range c.eng.CircuitBreakerStates() {
-		rule := b.Rule.ID
-		if rule == "" {
-			rule = strconv.Itoa(i)
-		}
-		key := [2]string{strings.ToValidUTF8(b.Rule.Resource, "\uFFFD"), strings.ToValidUTF8(rule, "\uFFFD")}
-		if sent == nil {
-			sent = map[[2]string]bool{}
-		}
-		if sent[key] {
-			continue // two rules of one resource with one ID
-		}
-		sent[key] = true
-		ch <- prometheus.MustNewConstMetric(c.breaker, prometheus.GaugeValue, float64(b.State), key[0], key[1])
-		for to, n := range b.Transitions {
-			ch <- prometheus.MustNewConstMetric(c.moves, prometheus.CounterValue, float64(n), key[0], key[1], sluice.BreakerState(to).String())
-		}
-	}
+		})
 	sys := c.eng.SystemMetrics()
 	if !math.IsNaN(sys.Load1) {
 		ch <- prometheus.MustNewConstMetric(c.load1, prometheus.GaugeValue, sys.Load1)

@@ -1,0 +1,45 @@
+package sluice
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-go/sluice/rules"
+	"github.com/sluice-go/sluice/stat"
+)
+
+// TestExportNamesAreValidAndUnique: names that are not valid UTF-8 are
+// passed repaired, after the valid ones, and a repaired name that equals
+// one already passed is left out; so are breakers with the same resource
+// and rule name.
+func TestExportNamesAreValidAndUnique(t *testing.T) {
+	g, _ := newTestEngine(t, 0)
+	for _, r := range []string{"a\xff", "a\uFFFD", "b\xfe", "b\xfd", "ok"} {
+		require.True(t, try(g, r))
+	}
+	_, err := g.LoadCircuitBreakerRules([]rules.CircuitBreaker{
+		{ID: "x", Resource: "ok", Strategy: rules.ErrorCount, Threshold: 5, RetryTimeout: 1e9, MinRequestAmount: 1, StatInterval: 1e9},
+		{ID: "x\xff", Resource: "ok", Strategy: rules.ErrorRatio, Threshold: 0.5, RetryTimeout: 1e9, MinRequestAmount: 1, StatInterval: 1e9},
+		{ID: "x\uFFFD", Resource: "ok", Strategy: rules.SlowRequestRatio, MaxAllowedRT: 1e8, Threshold: 0.5, RetryTimeout: 1e9, MinRequestAmount: 1, StatInterval: 1e9},
+		{Resource: "b\xfe", Strategy: rules.ErrorCount, Threshold: 5, RetryTimeout: 1e9, MinRequestAmount: 1, StatInterval: 1e9},
+	})
+	require.NoError(t, err)
+
+	var names []string
+	passes := map[string]uint64{}
+	var breakers [][2]string
+	g.Export(func(name string, s *stat.Snapshot) {
+		names = append(names, name)
+		passes[name] = s.TotalPass
+	}, func(resource, rule string, b *BreakerStatus) {
+		breakers = append(breakers, [2]string{resource, rule})
+	})
+	assert.ElementsMatch(t, []string{"a\uFFFD", "ok", "b\uFFFD"}, names)
+	assert.Equal(t, "b\uFFFD", names[len(names)-1], "a repaired name comes after the valid ones")
+	assert.Equal(t, uint64(1), passes["a\uFFFD"], "the valid name wins over the repaired one")
+	assert.Equal(t, [][2]string{{"ok", "x"}, {"ok", "x\uFFFD"}, {"b\uFFFD", "3"}}, breakers)
+
+	g.Export(nil, nil) // both optional
+}
