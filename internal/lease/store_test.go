@@ -35,6 +35,7 @@ type memStore struct {
 	mu       sync.Mutex
 	behavior behavior
 	gate     chan struct{}
+	released chan struct{} // closed by release: hung calls return
 	delay    time.Duration
 	tb       map[string]*tbState
 	sw       map[string][]swEntry
@@ -69,6 +70,8 @@ func newMemStore(clk core.Clock) *memStore {
 		granted: make(map[string]int64),
 		given:   make(map[string]int64),
 		live:    1,
+
+		released: make(chan struct{}),
 	}
 }
 
@@ -91,7 +94,7 @@ func (s *memStore) open() {
 }
 
 // release makes the store answer from now on, letting calls at the gate
-// through: tests' cleanup closes Managers on a store that answers, as the
+// and hung calls through: tests' cleanup closes Managers on a store that answers, as the
 // manual clock no longer moves.
 func (s *memStore) release() {
 	s.mu.Lock()
@@ -99,19 +102,27 @@ func (s *memStore) release() {
 		close(s.gate)
 	}
 	s.behavior = answer
+	select {
+	case <-s.released:
+	default:
+		close(s.released)
+	}
 	s.mu.Unlock()
 }
 
 // wait applies the store's behavior to a call; a non-nil error fails it.
 func (s *memStore) wait(ctx context.Context) error {
 	s.mu.Lock()
-	b, gate, delay := s.behavior, s.gate, s.delay
+	b, gate, delay, released := s.behavior, s.gate, s.delay, s.released
 	s.mu.Unlock()
 	switch b {
 	case fail:
 		return errDown
 	case hang:
-		<-ctx.Done()
+		select {
+		case <-ctx.Done():
+		case <-released:
+		}
 		return ctx.Err()
 	case gated:
 		select {
