@@ -2,6 +2,8 @@ package sluice_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -116,5 +118,83 @@ func TestTelemetryHangingStore(t *testing.T) {
 			t.Fatalf("TelemetryConfig %+v accepted: %+v", cfg, st)
 		}
 		e.Close()
+	}
+}
+
+// TestPublishTelemetry: an engine made without WithTelemetry publishes the
+// same frames once PublishTelemetry starts; one publisher per engine; stop
+// and Close stop it.
+func TestPublishTelemetry(t *testing.T) {
+	clk := sluicetest.NewManualClock(0)
+	s := &sink{calls: make(chan struct{}, 10)}
+	eng := sluice.New(sluice.WithClock(clk), sluice.WithInstanceID("i1"))
+	defer eng.Close()
+	if _, ok := eng.TelemetryStatus(); ok {
+		t.Fatal("telemetry before PublishTelemetry")
+	}
+	if _, err := eng.PublishTelemetry(s, sluice.TelemetryConfig{}); err == nil || !strings.Contains(err.Error(), "TelemetryConfig.App") {
+		t.Fatalf("no App: %v", err)
+	}
+	if _, err := eng.PublishTelemetry(nil, sluice.TelemetryConfig{App: "shop"}); err == nil {
+		t.Fatal("nil Telemetry accepted")
+	}
+	if _, err := eng.LoadFlowRules([]rules.Flow{{Resource: "api", Threshold: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	stop, err := eng.PublishTelemetry(s, sluice.TelemetryConfig{App: "shop", Keep: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.PublishTelemetry(s, sluice.TelemetryConfig{App: "shop"}); err == nil || !strings.Contains(err.Error(), "already") {
+		t.Fatalf("second publisher: %v", err)
+	}
+	for i := 0; i < 5; i++ { // 2 pass, 3 refused
+		if p, err := eng.Entry("api"); err == nil {
+			p.Exit()
+		}
+	}
+	blockUntil(t, clk, 1)
+	clk.Advance(time.Second)
+	<-s.calls
+	s.mu.Lock()
+	f := s.frames[0]
+	s.mu.Unlock()
+	if f.App != "shop" || f.Instance != "i1" || len(f.Resources) != 1 || s.keep != 60 {
+		t.Fatalf("frame %+v", f)
+	}
+	if r := f.Resources[0]; r.Resource != "api" || r.Pass != 2 || r.Block != 3 || r.BlockedBy[1] != 3 {
+		t.Fatalf("api: %+v", r)
+	}
+	if st, ok := eng.TelemetryStatus(); !ok || st.Published != 1 {
+		t.Fatalf("status %+v %v", st, ok)
+	}
+	stop()
+	stop() // idempotent
+	if _, ok := eng.TelemetryStatus(); ok {
+		t.Fatal("telemetry after stop")
+	}
+	if clk.Waiters() != 0 {
+		t.Fatalf("%d timers after stop", clk.Waiters())
+	}
+	// Another may start, and Close stops it.
+	if _, err := eng.PublishTelemetry(s, sluice.TelemetryConfig{App: "shop"}); err != nil {
+		t.Fatal(err)
+	}
+	blockUntil(t, clk, 1)
+	if err := eng.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if clk.Waiters() != 0 {
+		t.Fatalf("%d timers after Close", clk.Waiters())
+	}
+	if _, err := eng.PublishTelemetry(s, sluice.TelemetryConfig{App: "shop"}); !errors.Is(err, sluice.ErrClosed) {
+		t.Fatalf("after Close: %v", err)
+	}
+
+	// An engine with WithTelemetry has its publisher.
+	e := sluice.New(sluice.WithTelemetry(s, sluice.TelemetryConfig{App: "shop"}))
+	defer e.Close()
+	if _, err := e.PublishTelemetry(s, sluice.TelemetryConfig{App: "shop"}); err == nil {
+		t.Fatal("second publisher beside WithTelemetry")
 	}
 }
