@@ -3,6 +3,8 @@ package sluice_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log"
 	"strings"
 	"sync"
 	"testing"
@@ -196,5 +198,71 @@ func TestPublishTelemetry(t *testing.T) {
 	defer e.Close()
 	if _, err := e.PublishTelemetry(s, sluice.TelemetryConfig{App: "shop"}); err == nil {
 		t.Fatal("second publisher beside WithTelemetry")
+	}
+}
+
+// printer is a cluster.Telemetry that prints each frame's figures.
+type printer struct{ done chan struct{} }
+
+func (p printer) Publish(_ context.Context, f cluster.Frame, _ int, _ time.Duration) error {
+	for _, r := range f.Resources {
+		fmt.Printf("%s %s: passed %d, refused %d\n", f.App, r.Resource, r.Pass, r.Block)
+	}
+	p.done <- struct{}{}
+	return nil
+}
+
+func (printer) Frames(context.Context, string, int64) ([]cluster.Frame, error) { return nil, nil }
+
+// An engine made elsewhere (by a library, say) publishes its frames once
+// asked; stop (or Close) ends it.
+func ExampleEngine_PublishTelemetry() {
+	clk := sluicetest.NewManualClock(0) // a real program uses the system clock
+	engine := sluice.New(sluice.WithClock(clk))
+	defer engine.Close()
+	if _, err := engine.LoadFlowRules([]rules.Flow{{Resource: "GET /api", Threshold: 2}}); err != nil {
+		log.Fatal(err)
+	}
+	out := printer{done: make(chan struct{}, 1)}
+	stop, err := engine.PublishTelemetry(out, sluice.TelemetryConfig{App: "shop"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer stop()
+	for i := 0; i < 3; i++ {
+		if p, err := engine.Entry("GET /api"); err == nil {
+			p.Exit()
+		}
+	}
+	_ = clk.BlockUntil(context.Background(), 1) // the publisher waits for the second's end
+	clk.Advance(time.Second)
+	<-out.done
+	// Output: shop GET /api: passed 2, refused 1
+}
+
+// TestPublishTelemetryRacesClose: PublishTelemetry, its stop and Close at
+// once leave no publisher running (goleak checks at the end).
+func TestPublishTelemetryRacesClose(t *testing.T) {
+	s := &sink{calls: make(chan struct{}, 1000)}
+	for i := 0; i < 50; i++ {
+		eng := sluice.New()
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			stop, err := eng.PublishTelemetry(s, sluice.TelemetryConfig{App: "shop"})
+			if err != nil && !errors.Is(err, sluice.ErrClosed) {
+				t.Error(err)
+			}
+			if err == nil && i%2 == 0 {
+				stop()
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			eng.Close()
+		}()
+		wg.Wait()
+		eng.Close()
 	}
 }
