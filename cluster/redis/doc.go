@@ -20,7 +20,9 @@
 // New takes any redis.UniversalClient: a *redis.Client for one server or for
 // a Sentinel-managed primary (UniversalOptions.MasterName, with the
 // Sentinels' addresses in Addrs), or a *redis.ClusterClient for Redis Cluster (several
-// Addrs, or IsClusterMode). Authentication and encryption are the client's:
+// Addrs, or IsClusterMode). The Sentinel failover (a killed primary, the
+// replica promoted) is tested end to end; docs/cluster.md ("Sentinel
+// failover") gives what it does to budgets. Authentication and encryption are the client's:
 // set Username and Password (Redis 6 ACL; Password alone for requirepass), or
 // CredentialsProvider for rotating credentials, SentinelUsername and
 // SentinelPassword for the Sentinels, and TLSConfig for TLS. The Store never
