@@ -285,7 +285,10 @@ func TestSentinelEngineFleet(t *testing.T) {
 	// primary again: not before the Sentinels could even see the old one
 	// down.
 	trMu.Lock()
-	type span struct{ from, to time.Duration }
+	type span struct {
+		engine   int
+		from, to time.Duration
+	}
 	var spans []span
 	for e, l := range trs {
 		var from time.Duration = -1
@@ -296,7 +299,7 @@ func TestSentinelEngineFleet(t *testing.T) {
 			if tr.To == sluice.ClusterFallback {
 				from = at
 			} else if from >= 0 {
-				spans = append(spans, span{from, at})
+				spans = append(spans, span{e, from, at})
 				from = -1
 			}
 			switch {
@@ -316,10 +319,25 @@ func TestSentinelEngineFleet(t *testing.T) {
 			t.Errorf("engine %d did not fall back after the kill", e)
 		}
 		if from >= 0 {
-			spans = append(spans, span{from, time.Hour})
+			spans = append(spans, span{e, from, time.Hour})
 		}
 	}
 	trMu.Unlock()
+	// fallbackThroughout reports whether every engine decided by its
+	// fallback during the whole second.
+	fallbackThroughout := func(sec int) bool {
+		lo, hi := time.Duration(sec)*time.Second, time.Duration(sec+1)*time.Second
+		for e := range trs {
+			in := false
+			for _, s := range spans {
+				in = in || (s.engine == e && s.from <= lo && s.to >= hi)
+			}
+			if !in {
+				return false
+			}
+		}
+		return true
+	}
 	remoteThroughout := func(sec int) bool {
 		lo, hi := time.Duration(sec)*time.Second, time.Duration(sec+1)*time.Second
 		for _, s := range spans {
@@ -382,6 +400,7 @@ func TestSentinelEngineFleet(t *testing.T) {
 	// after a second that saw a transition; plus the local shares (limit
 	// over the fleet) in a second that saw one; plus what the failover
 	// lost, after the kill.
+	fallbackSecs := 0
 	for sec := 0; sec < end; sec++ {
 		sum := int64(0)
 		per := make([]string, engines)
@@ -409,5 +428,22 @@ func TestSentinelEngineFleet(t *testing.T) {
 		if steady && sec > 0 && time.Duration(sec+1)*time.Second <= killed && sum < limit*95/100 {
 			t.Errorf("second %d: admitted %d < 95%% of %d", sec, sum, limit)
 		}
+		// With no primary, each engine admits its local share, limit /
+		// engines (plus an entry straddling the second's end), and under
+		// five times the demand uses it.
+		if fallbackThroughout(sec) {
+			fallbackSecs++
+			for e := range engines {
+				if n := counts[sec][e]; n > limit/engines+1 {
+					t.Errorf("second %d in fallback: engine %d admitted %d, local share %d", sec, e, n, limit/engines)
+				}
+			}
+			if sum < limit*9/10 {
+				t.Errorf("second %d in fallback: admitted %d, local shares %d", sec, sum, limit)
+			}
+		}
+	}
+	if fallbackSecs == 0 {
+		t.Logf("no whole second in fallback (a failover faster than 1 s): local shares not checked")
 	}
 }
