@@ -239,6 +239,26 @@ func TestSentinelEngineFleet(t *testing.T) {
 			mu.Unlock()
 		}()
 	}
+	// The host's own stalls (other builds on a shared machine, the race
+	// detector's pauses): the longest a 5 ms sleep overran, by second. An
+	// entry may take that long beyond the Timeout without waiting for
+	// Redis.
+	var stalls [maxSecs]time.Duration
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		var mine [maxSecs]time.Duration
+		for !stop.Load() {
+			began := time.Since(start)
+			time.Sleep(5 * time.Millisecond)
+			if sec := int(began / time.Second); sec < maxSecs {
+				mine[sec] = max(mine[sec], time.Since(start)-began-5*time.Millisecond)
+			}
+		}
+		mu.Lock()
+		stalls = mine
+		mu.Unlock()
+	}()
 	defer func() { stop.Store(true); wg.Wait() }()
 
 	time.Sleep(time.Until(start.Add(killAt)))
@@ -348,10 +368,15 @@ func TestSentinelEngineFleet(t *testing.T) {
 		return true
 	}
 
-	// Entries' waits: Timeout at most, whatever the primary's state.
+	// Entries' waits: Timeout at most, whatever the primary's state, plus
+	// scheduling room and the host's stalls around that second.
 	for sec := 0; sec < end; sec++ {
-		if slowest[sec] > timeout+margin {
-			t.Errorf("second %d: an entry took %v, Timeout %v (+%v margin)", sec, slowest[sec], timeout, margin)
+		stall := stalls[sec]
+		if sec+1 < maxSecs {
+			stall = max(stall, stalls[sec+1])
+		}
+		if slowest[sec] > timeout+margin+stall {
+			t.Errorf("second %d: an entry took %v, Timeout %v (+%v margin, host stalled %v)", sec, slowest[sec], timeout, margin, stall)
 		}
 	}
 	if n := func() (n int64) {
@@ -420,8 +445,8 @@ func TestSentinelEngineFleet(t *testing.T) {
 		if time.Duration(sec+1)*time.Second > killed {
 			bound += max(lost, 0)
 		}
-		t.Logf("second %d: admitted %d (%s), remote throughout %v, slowest entry %v, bound %d",
-			sec, sum, strings.Join(per, " + "), remote, slowest[sec].Round(time.Microsecond), bound)
+		t.Logf("second %d: admitted %d (%s), remote throughout %v, slowest entry %v (host stalled %v), bound %d",
+			sec, sum, strings.Join(per, " + "), remote, slowest[sec].Round(time.Microsecond), stalls[sec].Round(time.Microsecond), bound)
 		if sum > bound {
 			t.Errorf("second %d: admitted %d > %d", sec, sum, bound)
 		}

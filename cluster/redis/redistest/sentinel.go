@@ -7,9 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
-
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -86,12 +85,15 @@ func StartSentinel(t testing.TB, sentinels int) *Sentinel {
 }
 
 // launch starts one redis-server on a free port, retrying on another port
-// when the start fails (a port taken meanwhile).
+// when the start fails (a port taken meanwhile). A Sentinel (conf set) runs
+// in its configuration file's directory, as it rewrites that file.
 func launch(t testing.TB, bin, what, conf string, args []string) *Server {
 	t.Helper()
-	s := &Server{t: t, bin: bin, dir: t.TempDir(), args: args, conf: conf}
+	s := &Server{t: t, bin: bin, args: args, conf: conf}
 	if conf != "" {
 		s.dir = filepath.Dir(conf)
+	} else {
+		s.dir = t.TempDir()
 	}
 	t.Cleanup(s.Stop)
 	var err error
