@@ -20,9 +20,7 @@
 // New takes any redis.UniversalClient: a *redis.Client for one server or for
 // a Sentinel-managed primary (UniversalOptions.MasterName, with the
 // Sentinels' addresses in Addrs), or a *redis.ClusterClient for Redis Cluster (several
-// Addrs, or IsClusterMode). The Sentinel failover (a killed primary, the
-// replica promoted) is tested end to end; docs/cluster.md ("Sentinel
-// failover") gives what it does to budgets. Authentication and encryption are the client's:
+// Addrs, or IsClusterMode). Authentication and encryption are the client's:
 // set Username and Password (Redis 6 ACL; Password alone for requirepass), or
 // CredentialsProvider for rotating credentials, SentinelUsername and
 // SentinelPassword for the Sentinels, and TLSConfig for TLS. The Store never
@@ -31,6 +29,10 @@
 // PEXPIRE, GET, SET, ZADD, ZRANGE, ZRANGEBYSCORE, ZREMRANGEBYSCORE, ZREVRANGE,
 // ZREM, ZCARD, EXISTS) on keys under the prefix (an ACL key pattern such as
 // ~shop:*).
+//
+// The Sentinel failover (a killed primary, the replica promoted) is tested
+// end to end against real Sentinels; docs/cluster.md ("Sentinel failover")
+// gives what it does to budgets and how long decisions fall back.
 //
 // # Deadlines and retries
 //

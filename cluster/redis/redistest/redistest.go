@@ -1,10 +1,10 @@
 // Package redistest runs real redis-server processes for tests, as
-// net/http/httptest runs HTTP servers: a
-// standalone server that can be killed and restarted on the same port, a
-// Redis Cluster of primaries on loopback ports, and a primary with a replica
-// watched by Redis Sentinels, whose primary can be killed for a failover. Every process belongs to
-// the test that started it and is stopped by its cleanup; on Linux the
-// kernel also kills it if the test binary dies first.
+// net/http/httptest runs HTTP servers: a standalone server that can be
+// killed and restarted on the same port, a Redis Cluster of primaries on
+// loopback ports, and a primary with a replica watched by Redis Sentinels
+// (StartSentinel), whose primary can be killed for a failover. Every process
+// belongs to the test that started it and is stopped by its cleanup; on
+// Linux the kernel also kills it if the test binary dies first.
 //
 // When redis-server (or, for a cluster, redis-cli) is not on PATH the test
 // is skipped with a message saying how to install it, except under CI=true,
