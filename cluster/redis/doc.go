@@ -30,6 +30,10 @@
 // ZREM, ZCARD, EXISTS) on keys under the prefix (an ACL key pattern such as
 // ~shop:*).
 //
+// The Sentinel failover (a killed primary, the replica promoted) is tested
+// end to end against real Sentinels; docs/cluster.md ("Sentinel failover")
+// gives what it does to budgets and how long decisions fall back.
+//
 // # Deadlines and retries
 //
 // The engine calls Take on its decision path with a tight deadline in ctx

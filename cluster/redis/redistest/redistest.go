@@ -1,9 +1,10 @@
 // Package redistest runs real redis-server processes for tests, as
-// net/http/httptest runs HTTP servers: a
-// standalone server that can be killed and restarted on the same port, and
-// a Redis Cluster of primaries on loopback ports. Every process belongs to
-// the test that started it and is stopped by its cleanup; on Linux the
-// kernel also kills it if the test binary dies first.
+// net/http/httptest runs HTTP servers: a standalone server that can be
+// killed and restarted on the same port, a Redis Cluster of primaries on
+// loopback ports, and a primary with a replica watched by Redis Sentinels
+// (StartSentinel), whose primary can be killed for a failover. Every process
+// belongs to the test that started it and is stopped by its cleanup; on
+// Linux the kernel also kills it if the test binary dies first.
 //
 // When redis-server (or, for a cluster, redis-cli) is not on PATH the test
 // is skipped with a message saying how to install it, except under CI=true,
@@ -38,6 +39,7 @@ type Server struct {
 	dir  string
 	port int
 	args []string // after --port N
+	conf string   // a Sentinel's configuration file, first on its command line
 
 	cmd  *exec.Cmd
 	done chan struct{} // closed when cmd has exited
@@ -104,11 +106,15 @@ func (s *Server) Client(t testing.TB) *redis.Client {
 }
 
 func (s *Server) start() error {
-	args := append([]string{
+	var args []string
+	if s.conf != "" {
+		args = []string{s.conf, "--sentinel"}
+	}
+	args = append(args,
 		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", s.dir,
-		"--daemonize", "no", "--logfile", "",
-	}, s.args...)
+		"--daemonize", "no", "--logfile", "")
+	args = append(args, s.args...)
 	s.log = filepath.Join(s.dir, "redis.log")
 	lf, err := os.OpenFile(s.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
