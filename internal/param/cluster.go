@@ -270,9 +270,14 @@ func (lc *leaseCache) acquire(ctx context.Context, cc *clusterCtl, d *digest, tm
 		r := lim.Acquire(ctx, now, n)
 		// A Limiter closed since we got it (its value was evicted, or the
 		// rule reloaded) decides by its fallback, which here is pass:
-		// ask again rather than take that for the store's failure.
-		if r.By == lease.ByFallback && lim.Closed() && try < 2 && cc.mgr.Mode() == lease.Remote {
-			continue
+		// never take that for the store's failure. Ask again; when values
+		// churn so fast that the value's Limiter keeps being evicted,
+		// the store decides this entry alone, as for a strict rule.
+		if r.By == lease.ByFallback && lim.Closed() && cc.mgr.Mode() == lease.Remote {
+			if try < 2 {
+				continue
+			}
+			return cc.mgr.Ask(ctx, cc.budget(d, tm), now, n).Result
 		}
 		return r
 	}
