@@ -193,6 +193,7 @@ func TestUsersHandEditPickedUp(t *testing.T) {
 	viv := signIn(t, f.srv, "viv")
 	ada := signIn(t, f.srv, "ada")
 
+	stale := f.dash.UsersVersion()
 	// By hand: viv goes, hank comes.
 	us := testUsers(t)[1:]
 	us = append(us, dashboard.User{Name: "hank", Hash: testHash(t), Role: "viewer", Apps: []string{"billing"}})
@@ -216,8 +217,9 @@ func TestUsersHandEditPickedUp(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 
 	// A change on the page loaded before the hand edit is refused.
-	code, _ = ada.post("/users/delete", url.Values{"version": {"0123"}, "name": {"hank"}})
+	code, _ = ada.post("/users/delete", url.Values{"version": {stale}, "name": {"hank"}})
 	require.Equal(t, http.StatusConflict, code)
+	require.NotNil(t, userNamed(t, path, "hank"))
 
 	// A broken hand edit leaves the users in force, and the page says why.
 	before := f.dash.UsersVersion()
@@ -234,6 +236,26 @@ func TestUsersHandEditPickedUp(t *testing.T) {
 	code, _ = change(ada, f, "/users/delete", url.Values{"name": {"hank"}})
 	require.Equal(t, http.StatusConflict, code)
 	require.Contains(t, readFile(t, path), "hash: plain")
+}
+
+// A change made after a hand edit that the dashboard has not read yet is
+// refused too: the file on disk is what the version is compared with.
+func TestUsersHandEditNotYetRead(t *testing.T) {
+	clock := sluicetest.NewManualClock(0)
+	f, path := newUsersFleet(t, func(c *dashboard.Config) { c.Clock = clock })
+	ada := signIn(t, f.srv, "ada")
+	shown := f.dash.UsersVersion()
+	us := append(testUsers(t), dashboard.User{Name: "hank", Hash: testHash(t), Role: "viewer"})
+	writeUsers(t, path, us)
+	handEdit := readFile(t, path)
+	code, body := ada.post("/users/update", url.Values{"version": {shown}, "name": {"viv"}, "role": {"admin"}})
+	require.Equal(t, http.StatusConflict, code)
+	require.Contains(t, body, `data-user="hank"`, "the page shows the users as they are now")
+	require.Equal(t, handEdit, readFile(t, path), "the hand edit is not overwritten")
+	code, _ = change(ada, f, "/users/update", url.Values{"name": {"viv"}, "role": {"admin"}})
+	require.Equal(t, http.StatusSeeOther, code, "made again on the page as it is now")
+	require.NotNil(t, userNamed(t, path, "hank"))
+	require.Equal(t, "admin", userNamed(t, path, "viv").Role)
 }
 
 func TestUsersLastAdmin(t *testing.T) {
@@ -427,4 +449,8 @@ func TestUsersFileConfig(t *testing.T) {
 	require.ErrorContains(t, err, "hash")
 	_, err = dashboard.New(dashboard.Config{Rules: newFleet(t, nil).store, UsersFile: bad, Users: testUsers(t)})
 	require.ErrorContains(t, err, "both Users and a UsersFile")
+}
+
+func clusterVersion(doc string) cluster.RuleVersion {
+	return cluster.RuleVersion{Doc: []byte(doc), Author: "seed"}
 }
