@@ -155,6 +155,12 @@ func (s *usersStore) update(base string, change func(us []User) ([]User, error))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Other dashboard processes on the same file wait too.
+	unlock, err := lockDir(filepath.Dir(s.path))
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	// The file on disk, not the copy in memory, is what the change is
 	// compared with: an edit made by hand since counts.
 	data, err := readUsersFile(s.path)
