@@ -193,6 +193,9 @@ func (d *Dashboard) changeUsers(w http.ResponseWriter, r *http.Request, c *call,
 		d.usersRefused(w, r, c, http.StatusConflict, "Not saved: the users changed (in the dashboard or in the file) since this page "+
 			"was loaded. The page now shows them as they are; make your change again.", true)
 		return
+	case errors.Is(err, errUsersStorage):
+		d.usersRefused(w, r, c, http.StatusInternalServerError, "Not saved: "+err.Error(), true)
+		return
 	case errors.As(err, &last):
 		d.usersRefused(w, r, c, http.StatusUnprocessableEntity, "Not saved: "+err.Error(), true)
 		return

@@ -21,6 +21,10 @@ import (
 // the users that is no longer the current one.
 var errUsersConflict = errors.New("dashboard: the users changed since the page was loaded")
 
+// errUsersStorage marks a failure to read, lock or write the users file,
+// as opposed to the refusal of a change.
+var errUsersStorage = errors.New("the users file cannot be written")
+
 // usersRecheck is how often, at most, the users file is read again to
 // pick up edits made on disk.
 const usersRecheck = time.Second
@@ -158,14 +162,14 @@ func (s *usersStore) update(base string, change func(us []User) ([]User, error))
 	// Other dashboard processes on the same file wait too.
 	unlock, err := lockDir(filepath.Dir(s.path))
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %w", errUsersStorage, err)
 	}
 	defer unlock()
 	// The file on disk, not the copy in memory, is what the change is
 	// compared with: an edit made by hand since counts.
 	data, err := readUsersFile(s.path)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %w", errUsersStorage, err)
 	}
 	if contentVersion(data) != base {
 		s.reloadLocked()
@@ -190,7 +194,7 @@ func (s *usersStore) update(base string, change func(us []User) ([]User, error))
 		return fmt.Errorf("dashboard: users file would be %d bytes, more than %d", len(out), maxUsersFile)
 	}
 	if err := writeFileAtomic(s.path, out); err != nil {
-		return err
+		return fmt.Errorf("%w: %w", errUsersStorage, err)
 	}
 	s.cur.Store(newUserSet(next, contentVersion(out)))
 	s.loadErr = nil
