@@ -348,7 +348,7 @@ func TestClusterPerInstanceFollowsTheFleet(t *testing.T) {
 	clk := sluicetest.NewManualClock(1_000_000_000_000)
 	st := newFakeStore(clk)
 	st.live = 3
-	g := New(WithClock(clk), WithCluster(st, ClusterConfig{App: "shop", HeartbeatInterval: 100 * time.Millisecond}))
+	g := New(WithClock(clk), WithCluster(st, ClusterConfig{App: "shop", HeartbeatInterval: 10 * time.Millisecond}))
 	t.Cleanup(func() { _ = g.Close() })
 	live := func(n int) func() bool {
 		return func() bool { s, _ := g.ClusterStatus(); return s.Live == n }
@@ -369,8 +369,16 @@ func TestClusterPerInstanceFollowsTheFleet(t *testing.T) {
 	st.mu.Lock()
 	st.live = 2
 	st.mu.Unlock()
-	clk.Advance(100 * time.Millisecond) // the next beat
-	require.Eventually(t, live(2), 5*time.Second, time.Millisecond)
+	// The next beat: the heartbeat arms its timer a moment after its
+	// beat, so the clock moves by one interval until a beat has counted
+	// two (a few 10 ms steps at most, far from the 1 s window).
+	require.Eventually(t, func() bool {
+		if live(2)() {
+			return true
+		}
+		clk.Advance(10 * time.Millisecond)
+		return false
+	}, 5*time.Second, time.Millisecond)
 	assert.Equal(t, 0, drain(), "the store's window still holds 30")
 	clk.Advance(time.Second) // the window slides past them
 	assert.Equal(t, 20, drain(), "10 per instance, 2 instances")

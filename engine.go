@@ -181,9 +181,9 @@ type Engine struct {
 	cluster clusterState           // the cluster store's Manager and heartbeat; set by New
 	watches watchSet               // Watch (watch.go)
 
-	id, host string     // the instance's identity (InstanceID) and host name
-	rules    *follower  // nil without WithRuleStore (rulestore.go)
-	tele     *publisher // nil without WithTelemetry (telemetry.go)
+	id, host string                    // the instance's identity (InstanceID) and host name
+	rules    *follower                 // nil without WithRuleStore (rulestore.go)
+	tele     atomic.Pointer[publisher] // nil without WithTelemetry or PublishTelemetry (telemetry.go)
 }
 
 // New returns an engine with no rules, configured by opts. It starts no

@@ -110,10 +110,14 @@ func TestParamClusterPerUser(t *testing.T) {
 // local share (5 over 2 instances: 2 per minute) from the first failed
 // call on, without touching the store; it comes back after a probe.
 func TestParamClusterFallback(t *testing.T) {
-	g, st, clk := clusterEngine(t, ClusterConfig{Timeout: time.Hour, ProbeInterval: time.Second})
-	st.mu.Lock()
+	// Two live instances from the first beat, which New starts at once
+	// (set later, the count would wait for a beat the manual clock never
+	// brings).
+	clk := sluicetest.NewManualClock(1_000_000_000_000)
+	st := newFakeStore(clk)
 	st.live = 2
-	st.mu.Unlock()
+	g := New(WithClock(clk), WithCluster(st, ClusterConfig{App: "shop", Timeout: time.Hour, ProbeInterval: time.Second}))
+	t.Cleanup(func() { _ = g.Close() })
 	_, err := g.LoadParamRules([]rules.Param{{Resource: "post", Key: "user", Threshold: 5, Duration: time.Minute,
 		Cluster: &rules.Cluster{}}})
 	require.NoError(t, err)

@@ -138,14 +138,14 @@ func (eng *Engine) startFleet(cf *config) {
 		if app == "" {
 			app = cf.cluster.App
 		}
-		eng.tele = startPublisher(eng, cf.telemetry, cf.teleCfg, app)
+		eng.tele.Store(startPublisher(eng, cf.telemetry, cf.teleCfg, app))
 	}
 }
 
 // stopFleet stops what startFleet started and waits for it.
 func (eng *Engine) stopFleet() {
-	if eng.tele != nil {
-		eng.tele.close()
+	if p := eng.tele.Load(); p != nil {
+		p.close()
 	}
 	if eng.rules != nil {
 		eng.rules.close()

@@ -54,7 +54,8 @@ type TelemetryConfig struct {
 // rule store's version. It runs on a goroutine of its own, which Close
 // stops: Entry never waits for it, and a failed Publish is counted
 // (TelemetryStatus) and forgotten. Frames name the instance by InstanceID
-// and date their second on the wall clock.
+// and date their second on the wall clock. Engine.PublishTelemetry starts
+// the same publishing on an engine already made.
 func WithTelemetry(t cluster.Telemetry, cfg TelemetryConfig) Option {
 	return func(cf *config) {
 		cf.telemetry = t
@@ -73,7 +74,7 @@ type TelemetryStatus struct {
 // TelemetryStatus returns the engine's telemetry counts, and false when it
 // publishes none. It is safe for concurrent use, also after Close.
 func (eng *Engine) TelemetryStatus() (TelemetryStatus, bool) {
-	p := eng.tele
+	p := eng.tele.Load()
 	if p == nil {
 		return TelemetryStatus{}, false
 	}
@@ -109,21 +110,33 @@ type publisher struct {
 	wg     sync.WaitGroup
 }
 
+// startPublisher starts publishing for WithTelemetry; an invalid cfg
+// leaves a publisher that publishes nothing, whose status says why.
 func startPublisher(eng *Engine, t cluster.Telemetry, cfg TelemetryConfig, app string) *publisher {
+	p, err := newPublisher(eng, t, cfg, app)
+	if err != nil {
+		err = fmt.Errorf("sluice.WithTelemetry: %w", err)
+		p.lastErr.Store(&err)
+		return p
+	}
+	p.start()
+	return p
+}
+
+// newPublisher checks cfg and returns a publisher with its defaults set,
+// not started.
+func newPublisher(eng *Engine, t cluster.Telemetry, cfg TelemetryConfig, app string) (*publisher, error) {
 	p := &publisher{
 		eng: eng, t: t, app: app, keep: cfg.Keep, ttl: cfg.TTL, maxRes: cfg.MaxResources, timeout: cfg.Timeout,
 		wallOffset: time.Now().UnixNano() - eng.clock.Nanotime(), last: -1,
 	}
-	var err error
 	switch {
+	case t == nil:
+		return p, errors.New("no cluster.Telemetry to publish to")
 	case app == "":
-		err = errors.New("sluice.WithTelemetry: TelemetryConfig.App (or RuleStoreConfig.App, ClusterConfig.App) is required")
+		return p, errors.New("TelemetryConfig.App (or RuleStoreConfig.App, ClusterConfig.App) is required")
 	case cfg.Keep < 0 || cfg.TTL < 0 || cfg.MaxResources < 0 || cfg.Timeout < 0:
-		err = errors.New("sluice.WithTelemetry: negative Keep, TTL, MaxResources or Timeout")
-	}
-	if err != nil {
-		p.lastErr.Store(&err)
-		return p
+		return p, errors.New("negative Keep, TTL, MaxResources or Timeout")
 	}
 	if p.keep == 0 {
 		p.keep = DefaultTelemetryKeep
@@ -137,10 +150,52 @@ func startPublisher(eng *Engine, t cluster.Telemetry, cfg TelemetryConfig, app s
 	if p.timeout == 0 {
 		p.timeout = 500 * time.Millisecond
 	}
+	return p, nil
+}
+
+func (p *publisher) start() {
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.wg.Add(1)
 	go p.run()
-	return p
+}
+
+// PublishTelemetry starts publishing the engine's frames to t, as
+// WithTelemetry does, on an engine that is already running: an engine
+// made by a library, or shown by a dashboard of its own process. cfg.App
+// is required unless the engine follows a rule store (its application is
+// then the default). An engine has one publisher at most: it returns an
+// error when the engine publishes already (WithTelemetry, or an earlier
+// PublishTelemetry not stopped), and ErrClosed after Close.
+//
+// stop stops the publishing and waits for its goroutine; it is idempotent,
+// and Close stops the publishing too. After stop, TelemetryStatus reports
+// no telemetry and PublishTelemetry may start another.
+func (eng *Engine) PublishTelemetry(t cluster.Telemetry, cfg TelemetryConfig) (stop func(), err error) {
+	app := cfg.App
+	if app == "" && eng.rules != nil {
+		app = eng.rules.app
+	}
+	p, err := newPublisher(eng, t, cfg, app)
+	if err != nil {
+		return nil, fmt.Errorf("sluice: PublishTelemetry: %w", err)
+	}
+	eng.mu.Lock()
+	defer eng.mu.Unlock()
+	if eng.closed.Load() {
+		return nil, ErrClosed
+	}
+	if eng.tele.Load() != nil {
+		return nil, errors.New("sluice: PublishTelemetry: the engine publishes telemetry already (WithTelemetry or PublishTelemetry)")
+	}
+	p.start()
+	eng.tele.Store(p)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			p.close()
+			eng.tele.CompareAndSwap(p, nil)
+		})
+	}, nil
 }
 
 func (p *publisher) close() {

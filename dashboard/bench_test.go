@@ -8,18 +8,19 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/cluster"
+	"github.com/sluice-go/sluice/cluster/filestore"
 	"github.com/sluice-go/sluice/dashboard/internal/memstore"
 	"github.com/sluice-go/sluice/stat"
 )
 
 // BenchmarkLive measures what the app page costs the server each second it
 // is open: reading a window of frames (3 instances, 300 seconds, 50
-// resources a frame, from memory) and adding them up into the JSON the
+// resources a frame, from memory; the rules from a file store) and adding them up into the JSON the
 // charts draw.
 func BenchmarkLive(b *testing.B) {
 	const instances, seconds, resources = 3, 300, 50
 	now := time.Unix(1_800_000_000, 0)
-	st := memstore.New(func() time.Time { return now }, nil)
+	st := memstore.New(func() time.Time { return now })
 	ctx := context.Background()
 	for i := 0; i < instances; i++ {
 		for s := int64(0); s < seconds; s++ {
@@ -34,7 +35,11 @@ func BenchmarkLive(b *testing.B) {
 			}
 		}
 	}
-	d := &Dashboard{cfg: Config{Now: func() time.Time { return now }}, store: st, tel: st, window: seconds * time.Second}
+	rs, err := filestore.Open(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	d := &Dashboard{cfg: Config{Now: func() time.Time { return now }}, store: rs, tel: st, window: seconds * time.Second}
 	run := func(b *testing.B) {
 		l := d.liveState(ctx, "shop", 0)
 		if len(l.Resources) != maxSeries || len(l.Resources[0].Points) != seconds {

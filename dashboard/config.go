@@ -178,19 +178,28 @@ type Members interface {
 	Members(ctx context.Context, app string) ([]cluster.Member, error)
 }
 
-// Config configures a Dashboard. Rules or Engine is required; Users or
-// Proxy is required.
+// Config configures a Dashboard. Rules (or RulesDir) or an Engine with
+// RulesDir (or Rules) is required; Users or Proxy is required.
 type Config struct {
-	// Rules is the store of the applications' rules. Nil with an Engine
-	// means the dashboard keeps the Engine's rules itself, in memory
-	// (history and audit log included, lost at restart), and loads each
-	// saved version into the Engine.
+	// Rules is the store of the applications' rules. With an Engine, the
+	// Engine's rules are kept there under App.
 	Rules cluster.RuleStore
+	// RulesDir is a directory (created if needed) that New opens as Rules
+	// with cluster/filestore: the rules of every version, their history
+	// and the audit log as plain files, which a restart finds again. Set
+	// Rules or RulesDir, not both.
+	RulesDir string
 	// Telemetry carries the frames of the fleet's instances. Nil with an
-	// Engine means the dashboard samples the Engine itself every second.
+	// Engine means the Engine publishes its frames to the dashboard, in
+	// memory (sluice.Engine.PublishTelemetry), for Window.
 	Telemetry cluster.Telemetry
 	// Engine, when set, is an engine of the dashboard's own process, shown
-	// as the application App (one instance, "local").
+	// as the application App (one instance, the Engine's InstanceID). New
+	// loads into it the version of App in force in the rule store, or,
+	// when App has none, saves the Engine's rules as version 1; each
+	// version saved through the dashboard goes into the Engine before it
+	// is written (a version the Engine refuses is not written). The
+	// Engine must not follow a rule store of its own (sluice.WithRuleStore).
 	Engine *sluice.Engine
 	// App names the Engine's application; zero means "local".
 	App string
@@ -231,10 +240,11 @@ type Config struct {
 	// Window is how much history the charts show; zero means 5 minutes.
 	Window time.Duration
 
-	// Clock measures session lifetimes and paces the Engine's sampling and
-	// the login limits; nil means the system clock.
+	// Clock measures session lifetimes and paces the login limits; nil
+	// means the system clock. (The Engine's frames follow its own clock.)
 	Clock sluice.Clock
-	// Now is the wall clock (frames are stamped with Unix seconds); nil
+	// Now is the wall clock, which places the charts' window (frames are
+	// stamped with Unix seconds) and dates what RulesDir records; nil
 	// means time.Now.
 	Now func() time.Time
 }

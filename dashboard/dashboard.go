@@ -18,8 +18,8 @@ import (
 
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/cluster"
+	"github.com/sluice-go/sluice/cluster/filestore"
 	"github.com/sluice-go/sluice/core"
-	"github.com/sluice-go/sluice/dashboard/internal/agent"
 	"github.com/sluice-go/sluice/dashboard/internal/memstore"
 	"github.com/sluice-go/sluice/rules"
 )
@@ -57,23 +57,36 @@ type Dashboard struct {
 	static   http.Handler
 	mux      *http.ServeMux
 	routes   []route
-	sampler  *agent.Sampler
+	local    *localStore // the Engine's rules; nil without an Engine
+	stopTele func()      // stops the Engine's frames; nil when it publishes none for the dashboard
 	window   time.Duration
 
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	once   sync.Once
+	once sync.Once
 }
 
 // dummyHash is compared against when a login names no known user, so that
 // an unknown name takes as long as a wrong password.
 var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("sluice-dashboard-dummy"), bcrypt.DefaultCost)
 
-// New returns a Dashboard for cfg. With an Engine and no Telemetry it
-// starts a goroutine that samples the Engine each second until Close.
+// New returns a Dashboard for cfg. With an Engine, it loads the version
+// of the Engine's rules in force in the store into the Engine (or seeds the
+// store with the Engine's rules as version 1), and, without Telemetry,
+// starts the Engine's frames (sluice.Engine.PublishTelemetry) until Close.
 func New(cfg Config) (*Dashboard, error) {
-	if cfg.Rules == nil && cfg.Engine == nil {
-		return nil, errors.New("dashboard: Config needs Rules or an Engine")
+	switch {
+	case cfg.Rules != nil && cfg.RulesDir != "":
+		return nil, errors.New("dashboard: Config has Rules and RulesDir: set one")
+	case cfg.Engine != nil && cfg.Rules == nil && cfg.RulesDir == "":
+		return nil, errors.New("dashboard: Config.Engine needs RulesDir, the directory where its rules are kept " +
+			"across restarts (or Rules, a store of them)")
+	case cfg.Rules == nil && cfg.RulesDir == "":
+		return nil, errors.New("dashboard: Config needs Rules (or RulesDir) or an Engine")
+	}
+	if cfg.Engine != nil {
+		if _, ok := cfg.Engine.RuleStoreStatus(); ok {
+			return nil, errors.New("dashboard: Config.Engine follows a rule store (sluice.WithRuleStore): " +
+				"show its application from that store (Rules) without Engine")
+		}
 	}
 	if len(cfg.Users) == 0 && cfg.UsersFile == "" && cfg.Proxy == nil {
 		return nil, errors.New("dashboard: Config needs Users or a Proxy (or a UsersFile)")
@@ -111,6 +124,13 @@ func New(cfg Config) (*Dashboard, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.RulesDir != "" {
+		fs, err := filestore.Open(cfg.RulesDir, filestore.WithWallClock(cfg.Now))
+		if err != nil {
+			return nil, fmt.Errorf("dashboard: RulesDir: %w", err)
+		}
+		cfg.Rules = fs
+	}
 	d := &Dashboard{cfg: cfg, store: cfg.Rules, tel: cfg.Telemetry, window: cfg.Window}
 	accounts, err := newUsersStore(cfg.Users, cfg.UsersFile, cfg.Clock)
 	if err != nil {
@@ -119,42 +139,23 @@ func New(cfg Config) (*Dashboard, error) {
 	d.accounts = accounts
 	d.sessions = newSessions(cfg.Clock, cfg.SessionLifetime, cfg.MaxSessions)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	d.cancel = cancel
-	var mem *memstore.Store
-	if cfg.Engine != nil && (d.store == nil || d.tel == nil) {
-		eng, app := cfg.Engine, cfg.App
-		mem = memstore.New(cfg.Now, func(a string, set rules.Set) error {
-			if a != app {
-				return fmt.Errorf("dashboard: no application %q here", clip(a))
-			}
-			return eng.LoadRuleSet(set)
-		})
-	}
-	if d.store == nil {
-		d.store = mem
-		doc, err := rules.Encode(cfg.Engine.RuleSet(), rules.YAML)
-		if err == nil {
-			_, err = mem.Save(ctx, cfg.App, 0, cluster.RuleVersion{Doc: doc, Author: "engine", Comment: "rules in force at start"})
-		}
+	if cfg.Engine != nil {
+		d.local = &localStore{RuleStore: cfg.Rules, eng: cfg.Engine, app: cfg.App}
+		d.store = d.local
+		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		err := d.local.start(ctx)
+		cancel()
 		if err != nil {
-			cancel()
 			return nil, fmt.Errorf("dashboard: the engine's rules: %w", err)
 		}
-	}
-	if d.tel == nil && cfg.Engine != nil {
-		d.tel = mem
-		d.sampler = &agent.Sampler{Engine: cfg.Engine, App: cfg.App, Instance: "local", Now: cfg.Now, Out: mem,
-			Keep: int(cfg.Window / time.Second),
-			Version: func() int64 {
-				v, _ := d.store.Current(context.Background(), cfg.App)
-				return v.Version
-			}}
-		d.wg.Add(1)
-		go func() {
-			defer d.wg.Done()
-			d.sampler.Run(ctx, cfg.Clock)
-		}()
+		if d.tel == nil {
+			frames := memstore.New(cfg.Now)
+			stop, err := cfg.Engine.PublishTelemetry(frames, sluice.TelemetryConfig{App: cfg.App, Keep: int(cfg.Window / time.Second)})
+			if err != nil {
+				return nil, fmt.Errorf("dashboard: the engine's frames (with sluice.WithTelemetry, set Config.Telemetry to its store): %w", err)
+			}
+			d.tel, d.stopTele = frames, stop
+		}
 	}
 
 	d.limiter = sluice.New(sluice.WithClock(cfg.Clock), sluice.WithMaxResources(16))
@@ -182,12 +183,13 @@ func New(cfg Config) (*Dashboard, error) {
 	return d, nil
 }
 
-// Close stops the Engine's sampling and the login limiter. It is safe to
+// Close stops the Engine's frames and the login limiter. It is safe to
 // call more than once.
 func (d *Dashboard) Close() error {
 	d.once.Do(func() {
-		d.cancel()
-		d.wg.Wait()
+		if d.stopTele != nil {
+			d.stopTele()
+		}
 		d.limiter.Close()
 	})
 	return nil

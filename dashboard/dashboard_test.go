@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/cluster"
+	"github.com/sluice-go/sluice/cluster/filestore"
 	sluiceredis "github.com/sluice-go/sluice/cluster/redis"
 	"github.com/sluice-go/sluice/cluster/redis/redistest"
 	"github.com/sluice-go/sluice/dashboard"
@@ -38,9 +41,7 @@ func TestTrafficValuesEscaped(t *testing.T) {
 	require.NoError(t, err)
 	_, err = eng.LoadCircuitBreakerRules([]rules.CircuitBreaker{{Resource: evil, Strategy: rules.ErrorCount, Threshold: 100, RetryTimeout: time.Second}})
 	require.NoError(t, err)
-	wall := time.Unix(1_800_000_000, 0)
-	d, err := dashboard.New(dashboard.Config{Engine: eng, App: "shop", Users: testUsers(t), Clock: clk,
-		Now: func() time.Time { return wall.Add(clk.Elapsed()) }})
+	d, err := dashboard.New(dashboard.Config{Engine: eng, App: "shop", RulesDir: t.TempDir(), Users: testUsers(t), Clock: clk})
 	require.NoError(t, err)
 	defer d.Close()
 	srv := httptest.NewServer(d)
@@ -51,8 +52,7 @@ func TestTrafficValuesEscaped(t *testing.T) {
 			p.Exit()
 		}
 	}
-	clk.Advance(time.Second)
-	d.Sample()
+	nextFrame(t, clk, eng)
 
 	ed := signIn(t, srv, "ed")
 	// A failed login under the same name lands in the audit log.
@@ -113,13 +113,14 @@ func TestTrafficValuesEscaped(t *testing.T) {
 	require.NotContains(t, js, "document.write")
 }
 
-// TestLocalEngineFollowsSaves: with an Engine and no store, a save loads
-// the rules into the engine, and the engine refuses what it must.
+// TestLocalEngineFollowsSaves: with an Engine, a save loads the rules into
+// the engine and writes them to the rules directory.
 func TestLocalEngineFollowsSaves(t *testing.T) {
 	clk := sluicetest.NewManualClock(0)
 	eng := sluice.New(sluice.WithClock(clk))
 	defer eng.Close()
-	d, err := dashboard.New(dashboard.Config{Engine: eng, App: "shop", Users: testUsers(t), Clock: clk})
+	dir := t.TempDir()
+	d, err := dashboard.New(dashboard.Config{Engine: eng, App: "shop", RulesDir: dir, Users: testUsers(t), Clock: clk})
 	require.NoError(t, err)
 	defer d.Close()
 	srv := httptest.NewServer(d)
@@ -136,6 +137,9 @@ func TestLocalEngineFollowsSaves(t *testing.T) {
 		}
 	}
 	require.Equal(t, 2, admitted)
+	file, err := os.ReadFile(filepath.Join(dir, "shop", "rules.yaml"))
+	require.NoError(t, err)
+	require.Equal(t, "flow:\n  - resource: r\n    threshold: 2\n", string(file), "the rule file of the version in force")
 }
 
 func TestInvalidRuleRefusedNamingField(t *testing.T) {
@@ -168,9 +172,19 @@ func TestInvalidRuleRefusedNamingField(t *testing.T) {
 }
 
 func TestTwoEditorsSavingAtOnce(t *testing.T) {
-	t.Run("memory", func(t *testing.T) {
-		f := newFleet(t, nil)
-		twoEditors(t, f.srv, f.store)
+	t.Run("local", func(t *testing.T) {
+		eng := sluice.New()
+		defer eng.Close()
+		_, err := eng.LoadFlowRules([]rules.Flow{{Resource: "GET /api", Threshold: 100}})
+		require.NoError(t, err)
+		dir := t.TempDir()
+		f := newFleet(t, func(c *dashboard.Config) { c.Rules, c.RulesDir, c.Engine, c.App = nil, dir, eng, "shop" })
+		rs, err := filestore.Open(dir)
+		require.NoError(t, err)
+		cur := twoEditors(t, f.srv, rs)
+		set, err := rules.Decode(cur.Doc, rules.YAML)
+		require.NoError(t, err)
+		require.Equal(t, set.Flow, eng.FlowRules(), "the engine runs the version written")
 	})
 	t.Run("redis", func(t *testing.T) {
 		rdb := redistest.Start(t).Client(t)
@@ -185,7 +199,7 @@ func TestTwoEditorsSavingAtOnce(t *testing.T) {
 // twoEditors has two editors save different documents over version 1 at
 // once: one is written, the other gets the conflict, and nothing is
 // overwritten.
-func twoEditors(t *testing.T, srv *httptest.Server, rs cluster.RuleStore) {
+func twoEditors(t *testing.T, srv *httptest.Server, rs cluster.RuleStore) cluster.RuleVersion {
 	ed, eve := signIn(t, srv, "ed"), signIn(t, srv, "eve")
 	docs := map[*client]string{
 		ed:  "flow:\n  - resource: GET /api\n    threshold: 50\n",
@@ -221,6 +235,7 @@ func twoEditors(t *testing.T, srv *httptest.Server, rs cluster.RuleStore) {
 	require.NoError(t, err)
 	require.Equal(t, int64(2), cur.Version)
 	require.Equal(t, docs[winner], string(cur.Doc), "nothing overwritten silently")
+	return cur
 }
 
 func TestRollbackAndAudit(t *testing.T) {
@@ -415,7 +430,7 @@ func TestParseUsers(t *testing.T) {
 
 func TestNewRefusesIncompleteConfig(t *testing.T) {
 	_, err := dashboard.New(dashboard.Config{Users: testUsers(t)})
-	require.ErrorContains(t, err, "Rules or an Engine")
+	require.ErrorContains(t, err, "Config needs Rules (or RulesDir) or an Engine")
 	f := newFleet(t, nil)
 	_, err = dashboard.New(dashboard.Config{Rules: f.store})
 	require.ErrorContains(t, err, "Users or a Proxy")
@@ -432,7 +447,7 @@ func TestInstancesAndRefusedVersions(t *testing.T) {
 	require.NoError(t, f.store.Report(ctx, "shop", cluster.RuleReport{Instance: "shop-1", Version: 1}, time.Hour))
 	require.NoError(t, f.store.Report(ctx, "shop", cluster.RuleReport{Instance: "shop-2", Version: 1, Refused: 2,
 		Err: `rules: flow rule 0 (resource "<b>x</b>"): Threshold: must be a positive number, got -1`}, time.Hour))
-	require.NoError(t, f.store.Publish(ctx, cluster.Frame{App: "shop", Instance: "shop-3", Second: 1_800_000_000 - 1, RuleVersion: 1,
+	require.NoError(t, f.tel.Publish(ctx, cluster.Frame{App: "shop", Instance: "shop-3", Second: 1_800_000_000 - 1, RuleVersion: 1,
 		ClusterMode: "fallback", Shedding: true, System: stat.System{Load1: math.NaN(), CPUUsage: 0.25},
 		Breakers: []cluster.BreakerFrame{{Resource: "GET /search", State: stat.BreakerOpen}}}, 10, time.Hour))
 	viv := signIn(t, f.srv, "viv")
@@ -474,7 +489,7 @@ func TestLiveSince(t *testing.T) {
 	ctx := context.Background()
 	for s := int64(now - 10); s < now; s++ {
 		for _, id := range []string{"a", "b"} {
-			require.NoError(t, f.store.Publish(ctx, cluster.Frame{App: "shop", Instance: id, Second: s,
+			require.NoError(t, f.tel.Publish(ctx, cluster.Frame{App: "shop", Instance: id, Second: s,
 				Resources: []cluster.ResourceSecond{{Resource: "r", Second: stat.Second{Pass: uint64(s - now + 20)}}}}, 100, time.Hour))
 		}
 	}

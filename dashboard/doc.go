@@ -7,9 +7,13 @@
 // rollback; and an audit log.
 //
 // Data come from a cluster.RuleStore (rules, history, reports, audit log)
-// and a cluster.Telemetry (one frame per instance and second); with
-// Config.Engine and neither, the dashboard keeps that engine's rules in
-// memory and samples it itself.
+// and a cluster.Telemetry (one frame per instance and second). With
+// Config.Engine the dashboard shows an engine of its own process: its
+// rules are kept in a directory (Config.RulesDir, a cluster/filestore) or
+// another store, so that the version saved last is loaded again after a
+// restart; each save goes into the engine, all or nothing, before it is
+// written; and the engine publishes its frames to the dashboard
+// (sluice.Engine.PublishTelemetry).
 //
 // Users log in with a password (bcrypt hashes from a users file, see
 // ParseUsers) or are named by an authenticating proxy (TrustedProxy). Each

@@ -5,6 +5,7 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"os"
 
 	"golang.org/x/crypto/bcrypt"
 
@@ -12,19 +13,26 @@ import (
 	"github.com/sluice-go/sluice/dashboard"
 )
 
-// The dashboard of an engine of the process, with one editor. Pages need a
-// session: an anonymous visitor is sent to the login page.
+// The dashboard of an engine of the process, with one editor, keeping the
+// engine's rules in a directory (a restart loads the version saved last).
+// Pages need a session: an anonymous visitor is sent to the login page.
 func Example() {
 	engine := sluice.New()
 	defer engine.Close()
+	dir, err := os.MkdirTemp("", "shop-rules") // in production a lasting directory, such as /var/lib/shop/rules
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
 	hash, err := bcrypt.GenerateFromPassword([]byte("s3cret"), bcrypt.MinCost) // the users file holds such hashes
 	if err != nil {
 		log.Fatal(err)
 	}
 	d, err := dashboard.New(dashboard.Config{
-		Engine: engine,
-		App:    "shop",
-		Users:  []dashboard.User{{Name: "alice", Hash: string(hash), Role: "editor", Apps: []string{"shop"}}},
+		Engine:   engine,
+		App:      "shop",
+		RulesDir: dir,
+		Users:    []dashboard.User{{Name: "alice", Hash: string(hash), Role: "editor", Apps: []string{"shop"}}},
 	})
 	if err != nil {
 		log.Fatal(err)

@@ -1,9 +1,5 @@
 package dashboard
 
-import (
-	"context"
-)
-
 // Routes returns the method and pattern of every endpoint, and whether it
 // is public, for the authorization matrix's completeness check.
 func (d *Dashboard) Routes() (out [][3]string) {
@@ -13,10 +9,6 @@ func (d *Dashboard) Routes() (out [][3]string) {
 	}
 	return out
 }
-
-// Sample publishes a frame of the Engine now, as the sampler does each
-// second.
-func (d *Dashboard) Sample() { d.sampler.Publish(context.Background()) }
 
 // Sessions returns the number of sessions kept.
 func (d *Dashboard) Sessions() int { return d.sessions.len() }

@@ -314,6 +314,11 @@ func (d *Dashboard) liveState(ctx context.Context, app string, from int64) *live
 		in := get(rep.Instance)
 		in.Version, in.Refused, in.Err = rep.Version, rep.Refused, rep.Err
 	}
+	if d.local != nil && app == d.local.app {
+		st := d.local.state()
+		in := get(d.cfg.Engine.InstanceID())
+		in.Version, in.Refused, in.Err = st.Version, st.Refused, st.Err
+	}
 	var frames []cluster.Frame
 	if d.tel != nil {
 		frames, err = d.tel.Frames(ctx, app, since)
@@ -581,7 +586,8 @@ func (d *Dashboard) save(w http.ResponseWriter, r *http.Request, c *call, base i
 func isValidation(err error) bool {
 	var re *rules.Error
 	var pe *rules.PathError
-	return errors.As(err, &re) || errors.As(err, &pe) || strings.HasPrefix(err.Error(), "rules: ")
+	return errors.As(err, &re) || errors.As(err, &pe) || errors.Is(err, cluster.ErrInvalidRules) ||
+		strings.HasPrefix(err.Error(), "rules: ")
 }
 
 func formInt(r *http.Request, name string) (int64, error) {

@@ -19,8 +19,9 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/sluice-go/sluice/cluster"
+	sluiceredis "github.com/sluice-go/sluice/cluster/redis"
+	"github.com/sluice-go/sluice/cluster/redis/redistest"
 	"github.com/sluice-go/sluice/dashboard"
-	"github.com/sluice-go/sluice/dashboard/internal/memstore"
 )
 
 // password is every test user's password.
@@ -57,23 +58,26 @@ func testUsers(t testing.TB) []dashboard.User {
 
 const shopRules = "flow:\n  - resource: GET /api\n    threshold: 100\n"
 
-// fleet is a dashboard over an in-memory store holding rules of shop and
-// billing, served on loopback.
+// fleet is a dashboard over a rule store and telemetry on a real Redis
+// holding rules of shop and billing, served on loopback.
 type fleet struct {
-	store *memstore.Store
+	store cluster.RuleStore
+	tel   cluster.Telemetry
 	dash  *dashboard.Dashboard
 	srv   *httptest.Server
 }
 
 func newFleet(t *testing.T, mod func(*dashboard.Config)) *fleet {
 	t.Helper()
-	st := memstore.New(nil, nil)
+	rdb := redistest.Start(t).Client(t)
+	st := sluiceredis.NewRuleStore(rdb, sluiceredis.RuleStoreConfig{Prefix: "dash"})
+	tel := sluiceredis.NewTelemetry(rdb, sluiceredis.TelemetryConfig{Prefix: "dash"})
 	ctx := context.Background()
 	for _, app := range []string{"shop", "billing"} {
 		_, err := st.Save(ctx, app, 0, cluster.RuleVersion{Doc: []byte(shopRules), Author: "seed"})
 		require.NoError(t, err)
 	}
-	cfg := dashboard.Config{Rules: st, Telemetry: st, Users: testUsers(t)}
+	cfg := dashboard.Config{Rules: st, Telemetry: tel, Users: testUsers(t)}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -84,7 +88,7 @@ func newFleet(t *testing.T, mod func(*dashboard.Config)) *fleet {
 		srv.Close()
 		d.Close()
 	})
-	return &fleet{store: st, dash: d, srv: srv}
+	return &fleet{store: st, tel: tel, dash: d, srv: srv}
 }
 
 // client is a browser-like HTTP client: cookies kept, redirects not

@@ -1,15 +1,10 @@
 package dashboard_test
 
 import (
-	"net/http/httptest"
-	"path/filepath"
 	"testing"
 
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
-
-	"github.com/sluice-go/sluice/dashboard"
-	"github.com/sluice-go/sluice/dashboard/internal/memstore"
 )
 
 // TestBrowserUsers drives a real Chromium through the users page: an
@@ -17,17 +12,8 @@ import (
 // password and sees shop.
 func TestBrowserUsers(t *testing.T) {
 	ctx := newBrowser(t)
-	path := filepath.Join(t.TempDir(), "users.yaml")
-	writeUsers(t, path, testUsers(t))
-	st := memstore.New(nil, nil)
-	_, err := st.Save(t.Context(), "shop", 0, clusterVersion(shopRules))
-	require.NoError(t, err)
-	d, err := dashboard.New(dashboard.Config{Rules: st, Telemetry: st, UsersFile: path})
-	require.NoError(t, err)
-	defer d.Close()
-	web := httptest.NewServer(d)
-	defer web.Close()
-	base := web.URL
+	f, path := newUsersFleet(t, nil)
+	base := f.srv.URL
 
 	browserLogin(t, ctx, base, "ada")
 	var text string

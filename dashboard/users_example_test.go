@@ -34,7 +34,7 @@ func ExampleConfig_usersFile() {
 	}
 	engine := sluice.New()
 	defer engine.Close()
-	d, err := dashboard.New(dashboard.Config{Engine: engine, App: "shop", UsersFile: path})
+	d, err := dashboard.New(dashboard.Config{Engine: engine, App: "shop", RulesDir: filepath.Join(dir, "rules"), UsersFile: path})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -441,16 +441,13 @@ func TestUsersReadOnly(t *testing.T) {
 
 func TestUsersFileConfig(t *testing.T) {
 	dir := t.TempDir()
-	_, err := dashboard.New(dashboard.Config{Rules: newFleet(t, nil).store, UsersFile: filepath.Join(dir, "missing.yaml")})
+	store := newFleet(t, nil).store
+	_, err := dashboard.New(dashboard.Config{Rules: store, UsersFile: filepath.Join(dir, "missing.yaml")})
 	require.ErrorContains(t, err, "missing.yaml")
 	bad := filepath.Join(dir, "bad.yaml")
 	require.NoError(t, os.WriteFile(bad, []byte("users:\n  - {name: a, hash: plain, role: viewer}\n"), 0o600))
-	_, err = dashboard.New(dashboard.Config{Rules: newFleet(t, nil).store, UsersFile: bad})
+	_, err = dashboard.New(dashboard.Config{Rules: store, UsersFile: bad})
 	require.ErrorContains(t, err, "hash")
-	_, err = dashboard.New(dashboard.Config{Rules: newFleet(t, nil).store, UsersFile: bad, Users: testUsers(t)})
+	_, err = dashboard.New(dashboard.Config{Rules: store, UsersFile: bad, Users: testUsers(t)})
 	require.ErrorContains(t, err, "both Users and a UsersFile")
-}
-
-func clusterVersion(doc string) cluster.RuleVersion {
-	return cluster.RuleVersion{Doc: []byte(doc), Author: "seed"}
 }

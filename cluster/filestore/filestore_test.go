@@ -220,6 +220,9 @@ func TestStoreWatch(t *testing.T) {
 	got := make(chan int64, 10)
 	done := make(chan error, 1)
 	go func() { done <- s.Watch(ctx, "shop", func(v int64) { got <- v }) }()
+	// tick moves the clock past the poll's timer and returns once the
+	// poll is over (Watch has armed its next timer), so that a save after
+	// a tick is never seen by the poll of that tick.
 	tick := func() {
 		t.Helper()
 		tctx, tcancel := context.WithTimeout(bg, 10*time.Second)
@@ -228,6 +231,9 @@ func TestStoreWatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		clk.Advance(time.Second)
+		if err := clk.BlockUntil(tctx, 1); err != nil {
+			t.Fatal(err)
+		}
 	}
 	tick() // nothing saved: nothing seen
 	save(t, s, "shop", 0, docA)

@@ -19,8 +19,10 @@ import (
 // table: while Redis decides, the fleet admits at most 300 per second in
 // total (at least 250 once the leases are warm: alice's refused requests
 // have spent API permits, about 25 a second) and alice at most 50; the
-// seconds Redis is down are the fallback's, and Redis decides again after,
-// within the limits plus what leases hold.
+// seconds Redis is down are the fallback's, and Redis decides again within
+// three seconds of its restart (a restart and a probe on a busy host), and
+// from the first whole second it decides on, within the limits plus what
+// leases hold.
 func TestRun(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	if _, err := exec.LookPath("redis-server"); err != nil {
@@ -41,7 +43,7 @@ func TestRun(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	const (
-		seconds  = 7
+		seconds  = 10
 		down, up = 3, 5
 	)
 	var out bytes.Buffer
@@ -85,6 +87,17 @@ func TestRun(t *testing.T) {
 	if len(rows) != seconds {
 		t.Fatalf("%d rows, want %d", len(rows), seconds)
 	}
+	// The first second that ends in remote mode after Redis came back.
+	recovered := -1
+	for s := up; s < len(rows); s++ {
+		if rows[s].mode == "remote" {
+			recovered = s
+			break
+		}
+	}
+	if recovered < 0 || recovered > up+3 {
+		t.Errorf("Redis restarted in second %d; remote mode again in second %d, want within 3 seconds", up, recovered)
+	}
 	for s, r := range rows {
 		switch {
 		case s < down: // Redis decides
@@ -101,15 +114,15 @@ func TestRun(t *testing.T) {
 			if r.mode != "fallback" {
 				t.Errorf("second %d: mode %s, want fallback while Redis is down", s, r.mode)
 			}
-		case s > up: // a second after Redis came back
-			if r.mode != "remote" {
-				t.Errorf("second %d: mode %s, want remote after Redis came back", s, r.mode)
-			}
+		case s > up && s >= recovered: // Redis decides again
 			// Redis's windows restarted within a second, not on one: an
 			// aligned second then holds the end of one window and the
 			// start of the next, and admits up to the limit plus the
 			// permits held in leases at its start (docs/cluster.md,
 			// Accuracy), about a tenth of the limit at this rate.
+			if r.mode != "remote" {
+				t.Errorf("second %d: mode %s after Redis decided again in second %d", s, r.mode, recovered)
+			}
 			if r.total > 330 || r.alice > 55 {
 				t.Errorf("second %d: admitted %d (alice %d), limits 300 (50) plus a tenth in leases", s, r.total, r.alice)
 			}
