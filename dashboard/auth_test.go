@@ -20,6 +20,9 @@ type writeEndpoint struct {
 	// expects success, not 403, for a viewer and an editor of another
 	// application.
 	anyUser bool
+	// admin: only an admin may call it (the users endpoints), on a
+	// dashboard with a users file; an editor of shop is refused too.
+	admin bool
 }
 
 func writeEndpoints() []writeEndpoint {
@@ -31,6 +34,13 @@ func writeEndpoints() []writeEndpoint {
 		{pattern: "/apps/{app}/rollback", path: "/apps/shop/rollback",
 			form: url.Values{"base": {"1"}, "version": {"1"}}},
 		{pattern: "/logout", path: "/logout", anyUser: true},
+		{pattern: "/users/add", path: "/users/add", admin: true,
+			form: url.Values{"name": {"newbie"}, "role": {"viewer"}, "apps": {"shop"}, "password": {"twelve chars!"}}},
+		{pattern: "/users/update", path: "/users/update", admin: true,
+			form: url.Values{"name": {"viv"}, "role": {"editor"}, "apps": {"shop, billing"}}},
+		{pattern: "/users/password", path: "/users/password", admin: true,
+			form: url.Values{"name": {"viv"}, "password": {"another long one"}}},
+		{pattern: "/users/delete", path: "/users/delete", admin: true, form: url.Values{"name": {"eve"}}},
 	}
 }
 
@@ -56,6 +66,9 @@ func TestEndpointListsComplete(t *testing.T) {
 		if e.anyUser {
 			acc = "signed-in"
 		}
+		if e.admin {
+			acc = "admin"
+		}
 		want = append(want, "POST "+e.pattern+" "+acc)
 	}
 	for _, p := range appReads {
@@ -78,11 +91,19 @@ func TestEndpointListsComplete(t *testing.T) {
 func TestWriteAuthorizationMatrix(t *testing.T) {
 	for _, e := range writeEndpoints() {
 		t.Run(e.path, func(t *testing.T) {
-			f := newFleet(t, nil)
-			before := version(t, f.store, "shop")
+			var f *fleet
+			var usersFile string
+			if e.admin {
+				f, usersFile = newUsersFleet(t, nil)
+				e.form.Set("version", f.dash.UsersVersion())
+			} else {
+				f = newFleet(t, nil)
+			}
+			state := func() string { return vs(version(t, f.store, "shop")) + "\n" + readFile(t, usersFile) }
+			before, v0 := state(), version(t, f.store, "shop")
 			unchanged := func(who string) {
 				t.Helper()
-				require.Equal(t, before, version(t, f.store, "shop"), "%s changed shop's rules", who)
+				require.Equal(t, before, state(), "%s changed shop's rules or the users", who)
 			}
 			send := func(c *client, csrf string) int {
 				t.Helper()
@@ -124,11 +145,19 @@ func TestWriteAuthorizationMatrix(t *testing.T) {
 			unchanged("a viewer")
 			require.Equal(t, http.StatusForbidden, send(bill, bill.csrf), "editor of billing")
 			unchanged("an editor of another application")
+			if e.admin {
+				require.Equal(t, http.StatusForbidden, send(ed, ed.csrf), "editor of shop")
+				unchanged("an editor")
+				ada := signIn(t, f.srv, "ada")
+				require.Equal(t, http.StatusSeeOther, send(ada, ada.csrf), "admin")
+				require.NotEqual(t, before, state(), "the admin's change is written")
+				return
+			}
 
 			// The same request by an editor of shop with its token passes:
 			// the refusals above are not an endpoint that always refuses.
 			require.Equal(t, http.StatusSeeOther, send(ed, ed.csrf), "editor of shop")
-			require.Equal(t, before+1, version(t, f.store, "shop"))
+			require.Equal(t, v0+1, version(t, f.store, "shop"))
 		})
 	}
 }

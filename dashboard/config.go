@@ -67,7 +67,7 @@ type User struct {
 	Role string `yaml:"role"`
 	// Apps lists the applications granted; "*" grants every one. An admin
 	// is granted every application whatever it lists.
-	Apps []string `yaml:"apps"`
+	Apps []string `yaml:"apps,omitempty"`
 }
 
 // usersFile is the format of a users file.
@@ -211,8 +211,14 @@ type Config struct {
 	// in frames and rule reports.
 	Members Members
 
-	// Users are the accounts that log in with a password.
+	// Users are the accounts that log in with a password, fixed: the users
+	// page lists them but cannot change them.
 	Users []User
+	// UsersFile, instead of Users, is a users file (see ParseUsers) that
+	// the dashboard reads at start, reads again when it changed on disk
+	// (checked at most once a second, on access), and writes when an admin
+	// changes users on the users page. Zero means Users.
+	UsersFile string
 	// Proxy, when set, enables the trusted-header mode.
 	Proxy *TrustedProxy
 

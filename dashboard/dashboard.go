@@ -50,7 +50,7 @@ type Dashboard struct {
 	cfg      Config
 	store    cluster.RuleStore
 	tel      cluster.Telemetry
-	users    map[string]*User
+	accounts *usersStore
 	sessions *sessions
 	limiter  *sluice.Engine // login attempts
 	pages    map[string]*template.Template
@@ -88,8 +88,11 @@ func New(cfg Config) (*Dashboard, error) {
 				"show its application from that store (Rules) without Engine")
 		}
 	}
-	if len(cfg.Users) == 0 && cfg.Proxy == nil {
-		return nil, errors.New("dashboard: Config needs Users or a Proxy")
+	if len(cfg.Users) == 0 && cfg.UsersFile == "" && cfg.Proxy == nil {
+		return nil, errors.New("dashboard: Config needs Users or a Proxy (or a UsersFile)")
+	}
+	if len(cfg.Users) > 0 && cfg.UsersFile != "" {
+		return nil, errors.New("dashboard: Config has both Users and a UsersFile: give one")
 	}
 	if cfg.Proxy != nil && len(cfg.Proxy.From) == 0 {
 		return nil, errors.New("dashboard: Proxy.From: the proxy's addresses are required")
@@ -128,10 +131,12 @@ func New(cfg Config) (*Dashboard, error) {
 		}
 		cfg.Rules = fs
 	}
-	d := &Dashboard{cfg: cfg, store: cfg.Rules, tel: cfg.Telemetry, users: map[string]*User{}, window: cfg.Window}
-	for i := range cfg.Users {
-		d.users[cfg.Users[i].Name] = &cfg.Users[i]
+	d := &Dashboard{cfg: cfg, store: cfg.Rules, tel: cfg.Telemetry, window: cfg.Window}
+	accounts, err := newUsersStore(cfg.Users, cfg.UsersFile, cfg.Clock)
+	if err != nil {
+		return nil, err
 	}
+	d.accounts = accounts
 	d.sessions = newSessions(cfg.Clock, cfg.SessionLifetime, cfg.MaxSessions)
 
 	if cfg.Engine != nil {
@@ -248,6 +253,10 @@ func (d *Dashboard) routeTable() []route {
 		{"GET", "/api/apps/{app}/live", read, true, d.live},
 		{"GET", "/audit", admin, false, d.auditPage},
 		{"GET", "/users", admin, false, d.usersPage},
+		{"POST", "/users/add", admin, false, d.addUser},
+		{"POST", "/users/update", admin, false, d.updateUser},
+		{"POST", "/users/password", admin, false, d.resetPassword},
+		{"POST", "/users/delete", admin, false, d.deleteUser},
 	}
 }
 
@@ -317,7 +326,14 @@ func (d *Dashboard) who(w http.ResponseWriter, r *http.Request) (*principal, *se
 		if ss == nil {
 			return nil, nil
 		}
-		return ss.user, ss
+		// The user as the users are now: a deleted user's session ends, a
+		// changed role or grant applies from the next request.
+		p := d.accounts.current().princ[ss.user.name]
+		if p == nil {
+			d.sessions.delete(ss.id)
+			return nil, nil
+		}
+		return p, ss
 	}
 	p := d.proxyUser(r)
 	if p == nil {

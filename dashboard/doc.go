@@ -17,7 +17,11 @@
 //
 // Users log in with a password (bcrypt hashes from a users file, see
 // ParseUsers) or are named by an authenticating proxy (TrustedProxy). Each
-// has a Role (Viewer, Editor, Admin) and the applications granted.
+// has a Role (Viewer, Editor, Admin) and the applications granted. Given a
+// users file (Config.UsersFile), admins manage the users on the users page
+// (add, change role and grants, set a password, delete), the dashboard
+// writes the file atomically and reads hand edits within a second, and
+// every request is authorized against the users in force.
 // Authorization is checked on the server for every request; sessions live
 // on the server, bounded and expiring; every write needs the session's
 // CSRF token; login attempts are limited by param rules on an engine inside

@@ -12,3 +12,7 @@ func (d *Dashboard) Routes() (out [][3]string) {
 
 // Sessions returns the number of sessions kept.
 func (d *Dashboard) Sessions() int { return d.sessions.len() }
+
+// UsersVersion returns the version of the users in force (the hex SHA-256
+// of the users file), as the users page sends it back.
+func (d *Dashboard) UsersVersion() string { return d.accounts.current().version }

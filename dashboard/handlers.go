@@ -81,7 +81,7 @@ func (d *Dashboard) loginPage(w http.ResponseWriter, r *http.Request, c *call) {
 }
 
 func (d *Dashboard) renderLogin(w http.ResponseWriter, r *http.Request, c *call, status int, msg string) {
-	if d.cfg.Proxy != nil && len(d.users) == 0 {
+	if d.cfg.Proxy != nil && len(d.accounts.current().list) == 0 {
 		d.fail(w, r, c, http.StatusNotFound, "this dashboard takes its users from the proxy in front of it")
 		return
 	}
@@ -117,7 +117,7 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request, c *call) {
 		}
 		p.Exit()
 	}
-	u := d.users[name]
+	u := d.accounts.current().byName[name]
 	hash := dummyHash
 	if u != nil {
 		hash = []byte(u.Hash)
@@ -737,12 +737,6 @@ func (d *Dashboard) auditPage(w http.ResponseWriter, r *http.Request, c *call) {
 	}
 	v.Data = es
 	d.render(w, http.StatusOK, "audit", v)
-}
-
-func (d *Dashboard) usersPage(w http.ResponseWriter, r *http.Request, c *call) {
-	v := d.view(c, "Users")
-	v.Data = d.cfg.Users
-	d.render(w, http.StatusOK, "users", v)
 }
 
 // auditSave makes sure the audit log records a save. Stores record their

@@ -9,6 +9,10 @@
 //
 //	sluice-dashboard -proxy-from 10.0.0.5/32 -secure-cookies
 //
+// The users file is also where the users page writes: admins add users,
+// change roles and grants, set passwords and delete users there, and edits
+// made to the file by hand are read within a second.
+//
 // -hash reads a password from standard input and prints its bcrypt hash,
 // for the users file.
 package main
@@ -51,7 +55,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer, 
 	addr := fs.String("redis", "127.0.0.1:6379", "Redis address (host:port)")
 	redisUser := fs.String("redis-user", "", "Redis ACL user (password from $SLUICE_REDIS_PASSWORD)")
 	prefix := fs.String("prefix", sluiceredis.DefaultPrefix, "prefix of the Redis keys, as the instances use")
-	usersFile := fs.String("users", "", "users file (YAML: name, hash, role, apps)")
+	usersFile := fs.String("users", "", "users file (YAML: name, hash, role, apps); admins change it from the users page")
 	listen := fs.String("listen", "127.0.0.1:8089", "address to listen on")
 	apps := fs.String("apps", "", "applications to show besides those with rules (comma-separated)")
 	proxyFrom := fs.String("proxy-from", "", "trusted-header mode: the proxy's addresses (comma-separated prefixes, 10.0.0.5/32)")
@@ -78,11 +82,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer, 
 
 	cfg := dashboard.Config{SessionLifetime: *session, SecureCookies: *secure}
 	if *usersFile != "" {
-		us, err := dashboard.LoadUsers(*usersFile)
-		if err != nil {
+		// Checked before connecting; the dashboard then keeps the file:
+		// admins change users on the users page, and hand edits are read
+		// within a second.
+		if _, err := dashboard.LoadUsers(*usersFile); err != nil {
 			return err
 		}
-		cfg.Users = us
+		cfg.UsersFile = *usersFile
 	}
 	if *proxyFrom != "" {
 		p := &dashboard.TrustedProxy{}
