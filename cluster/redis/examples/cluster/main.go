@@ -57,6 +57,7 @@ type plan struct {
 	Limit     int    // the API's shared budget per second
 	UserLimit int    // alice's shared budget per second
 	Instances int
+	Timeout   time.Duration // the cluster store's Timeout (and the client's)
 }
 
 // report is what an instance writes on stdout for each second of the run.
@@ -79,9 +80,13 @@ func main() {
 	flag.IntVar(&p.Seconds, "seconds", 12, "seconds of load")
 	flag.IntVar(&p.Down, "down", 6, "second at which Redis is stopped")
 	flag.IntVar(&p.Up, "up", 9, "second at which Redis is started again")
+	flag.DurationVar(&p.Timeout, "timeout", 100*time.Millisecond, "how long an entry waits for Redis before its rule's fallback decides")
 	flag.Parse()
 	if p.Seconds < 1 || p.Seconds > 60 || p.Down < 0 || p.Up < p.Down || p.Up > p.Seconds {
 		log.Fatal("need 0 <= down <= up <= seconds <= 60")
+	}
+	if p.Timeout <= 0 || p.Timeout > 10*time.Second {
+		log.Fatal("need 0 < timeout <= 10s")
 	}
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -308,13 +313,13 @@ func instance() error {
 	// A client for the decision path: no retries, tight timeouts, the
 	// engine's deadline honoured (see docs/cluster.md).
 	rdb := redis.NewClient(&redis.Options{
-		Addr: p.Redis, MaxRetries: -1, DialerRetries: 1, DialTimeout: 100 * time.Millisecond,
-		ReadTimeout: 100 * time.Millisecond, WriteTimeout: 100 * time.Millisecond,
+		Addr: p.Redis, MaxRetries: -1, DialerRetries: 1, DialTimeout: p.Timeout,
+		ReadTimeout: p.Timeout, WriteTimeout: p.Timeout,
 		ContextTimeoutEnabled: true,
 	})
 	defer rdb.Close()
 	g := sluice.New(sluice.WithCluster(sluiceredis.New(rdb, sluiceredis.WithPrefix("example")), sluice.ClusterConfig{
-		App: "example", InstanceID: fmt.Sprint("instance-", idx), Timeout: 100 * time.Millisecond,
+		App: "example", InstanceID: fmt.Sprint("instance-", idx), Timeout: p.Timeout,
 		ProbeInterval: 250 * time.Millisecond, HeartbeatInterval: 250 * time.Millisecond,
 	}))
 	defer g.Close()

@@ -47,7 +47,11 @@ func TestRun(t *testing.T) {
 		down, up = 3, 5
 	)
 	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, bin, "-seconds", strconv.Itoa(seconds), "-down", strconv.Itoa(down), "-up", strconv.Itoa(up))
+	// A one-second Timeout: on a busy host (CI runs this beside -race
+	// tests) a store call can take over the demo's 100 ms, which is not
+	// what this test checks; a stopped Redis refuses connections at once,
+	// so the fallback still starts at the first call after the stop.
+	cmd := exec.CommandContext(ctx, bin, "-seconds", strconv.Itoa(seconds), "-down", strconv.Itoa(down), "-up", strconv.Itoa(up), "-timeout", "1s")
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.WaitDelay = time.Second
 	if err := cmd.Run(); err != nil {
