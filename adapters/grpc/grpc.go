@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -256,6 +257,7 @@ func StreamClientInterceptor(g *sluice.Engine, opts ...Option) grpc.StreamClient
 		// without them (see openStreams).
 		key := streamKey{eng, name}
 		open.reap(key, false)
+		ends := open.ends.Load()
 		// The entry outlives this call, so its Pass is on the heap anyway;
 		// the options and arguments still stay in this frame.
 		var (
@@ -269,7 +271,11 @@ func StreamClientInterceptor(g *sluice.Engine, opts ...Option) grpc.StreamClient
 			eo = ob[:2]
 		}
 		p, eer := eng.EntryContext(ctx, name, eo...)
-		if eer != nil && errors.Is(eer, sluice.ErrBlocked) && open.reap(key, true) > 0 {
+		// Refused: look through every listed stream, and ask once more if
+		// that ended any, or if a stream ended meanwhile on its own (its
+		// context's AfterFunc may have exited its entry just after this
+		// one was refused, and taken it off the list before the look).
+		if eer != nil && errors.Is(eer, sluice.ErrBlocked) && (open.reap(key, true) > 0 || open.ends.Load() != ends) {
 			p, eer = eng.EntryContext(ctx, name, eo...)
 		}
 		if eer != nil {
@@ -397,8 +403,10 @@ type streamKey struct {
 //   - before asking for its entry, when the resource has at most reapAhead
 //     such streams open: the engine then never sees the cancelled entries,
 //     and its statistics count no refusal for them;
-//   - when refused, through all of them; if that ended any, it asks once
-//     more, and the engine's statistics show the first refusal too.
+//   - when refused, through all of them; if that ended any, or if a listed
+//     stream ended on its own since it looked first (its AfterFunc may exit
+//     the entry just after the refusal), it asks once more, and the
+//     engine's statistics show the first refusal too.
 //
 // Listing costs one lock when a stream opens and one when it ends; looking
 // costs one lock and one non-blocking receive per listed stream of the
@@ -406,6 +414,9 @@ type streamKey struct {
 type openStreams struct {
 	mu    sync.Mutex
 	lists map[streamKey]streamList // by value: a list that empties and refills costs no allocation
+	// ends counts the listed streams taken off for good, each after its
+	// entry exited: a refused stream asks again when it moved.
+	ends atomic.Uint64
 }
 
 // streamList is the listed streams of one engine and resource.
@@ -447,6 +458,9 @@ func (o *openStreams) remove(s *clientStream) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	s.ended = true
+	if s.listed {
+		o.ends.Add(1)
+	}
 	o.unlink(s)
 }
 
