@@ -50,8 +50,10 @@ type Answer struct {
 // every other request queued meanwhile, and a grant that arrives after the
 // caller stopped waiting goes back to the Store. Either way the Take is
 // bounded by Timeout and its failure switches the Manager to Fallback; a
-// Take that ends because ctx did is the caller's, not the Store's, and
-// decides nothing (cluster.Store's contract).
+// lone caller's Take that ends because ctx did is the caller's doing, not
+// the Store's: the answer is ByContext and the mode stays (the Store may
+// have charged the permits of a call cut short: permits lost, never an
+// admission too many).
 //
 // The answer is the Store's (By ByStore: admitted with the grant's Wait, or
 // refused with its RetryAfter), ByContext when ctx ended first, or
@@ -142,8 +144,8 @@ func (m *Manager) askAlone(ctx context.Context, b cluster.Budget, n int64) Answe
 	m.reqs, m.grants = reqs, grants
 	if err != nil {
 		if ctx.Err() != nil {
-			// The caller's context ended the call: nothing was decided
-			// and the Store is not to blame.
+			// The caller's context ended the call: the Store is not to
+			// blame, and what it may have charged is lost.
 			return Answer{Result: Result{By: ByContext}}
 		}
 		m.stats.takeErrs.Add(1)
