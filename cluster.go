@@ -37,8 +37,10 @@ type ClusterConfig struct {
 	// means one second.
 	HeartbeatInterval time.Duration
 	// OnTransition, when set, is called after every change between remote
-	// and fallback decisions, in order, on a goroutine of the engine's. It
-	// must return quickly and must not make entries.
+	// and fallback decisions, in order, on the goroutine whose store call
+	// caused it: the engine's, or that of an entry on a strict rule, which
+	// makes its own call when no other is under way. It must return quickly
+	// and must not make entries.
 	OnTransition func(ClusterTransition)
 }
 

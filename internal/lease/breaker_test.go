@@ -93,6 +93,9 @@ func TestFallbackDeadline(t *testing.T) {
 				done := make(chan Result)
 				go func() { done <- l.acq(bg, 1) }()
 				timers := 2 // the caller's deadline and the Take's
+				if strict {
+					timers = 1 // the Take's: a lone strict caller makes it itself
+				}
 				if b == slow {
 					timers++ // and the store's delay
 				}
@@ -146,7 +149,11 @@ func TestCallerDeadline(t *testing.T) {
 			ctx, cancel := context.WithCancel(bg)
 			done := make(chan Result)
 			go func() { done <- l.acq(ctx, 1) }()
-			e.blockUntil(t, 2)
+			if strict {
+				e.blockUntil(t, 1) // its own Take's deadline: it is alone
+			} else {
+				e.blockUntil(t, 2)
+			}
 			cancel()
 			r := <-done
 			if r.Admitted || r.Fallback() || r.By != ByContext {
@@ -158,8 +165,10 @@ func TestCallerDeadline(t *testing.T) {
 				t.Fatalf("mode %v", e.m.Mode())
 			}
 			if strict {
-				// The grant nobody waited for went back.
-				if _, granted, given := e.st.counts("c"); granted != 1 || given != 1 {
+				// The lone caller's Take ended with its context and
+				// decided nothing (the queued case is
+				// TestStrictQueuedCallerDeadline).
+				if _, granted, given := e.st.counts("c"); granted != 0 || given != 0 {
 					t.Fatalf("granted %d, given back %d", granted, given)
 				}
 			}
@@ -355,8 +364,9 @@ func TestCloseLeavesNothing(t *testing.T) {
 	acquire(t, l, 3)
 	e.m.waitIdle()
 	e.st.set(hang)
+	calls, _, _ := e.st.counts("z")
 	var wg sync.WaitGroup
-	for _, x := range []*Limiter{l, s} {
+	for i, x := range []*Limiter{s, l} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -364,8 +374,11 @@ func TestCloseLeavesNothing(t *testing.T) {
 				t.Errorf("%+v", r)
 			}
 		}()
+		if i == 0 {
+			e.st.waitTakeCalls(t, calls+1) // the strict caller, alone, makes its Take
+		}
 	}
-	e.blockUntil(t, 3) // two callers, one Take
+	e.blockUntil(t, 2) // the strict caller's Take, the lease caller queued behind it
 	e.clk.Advance(DefaultTimeout)
 	wg.Wait()
 	e.m.waitIdle()

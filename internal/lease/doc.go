@@ -101,10 +101,12 @@
 //
 // A strict Limiter (Spec.Strict) has no lease: every Acquire sends one
 // all-or-nothing request for its n permits, so every decision is the
-// Store's, exactly. Requests queue on the Manager; its store goroutine sends
-// everything queued (strict requests and lease refills of every budget) in
-// one Take while no other is under way, and hands out the grants. A grant
-// whose caller stopped waiting goes back.
+// Store's, exactly. A caller that finds no Store call under way sends its
+// request alone, in a Take on its own goroutine (one round trip, no
+// hand-off). Otherwise requests queue on the Manager; its store goroutine
+// sends everything queued (strict requests and lease refills of every
+// budget) in one Take once the call under way returns, and hands out the
+// grants. A grant whose caller stopped waiting goes back.
 //
 // # Failures
 //
@@ -126,12 +128,13 @@
 // last probe (or the failure) queues a probe, a Take of one permit of a
 // dedicated budget (Config.ProbeKey), without waiting for it; success
 // returns to Remote. Transitions go to Config.OnTransition in order,
-// outside locks, on the store goroutine; Manager.Mode reads the mode.
+// outside locks, on the goroutine that made the Store call (the store
+// goroutine or a lone strict caller); Manager.Mode reads the mode.
 //
 // # Goroutines
 //
 // The Manager's store goroutine runs only while there is work and Close
-// waits for it. A Heartbeat's goroutine runs until its Close. With a clock
+// waits for it, as for a lone strict caller's Take. A Heartbeat's goroutine runs until its Close. With a clock
 // other than core.SystemClock (tests), each Store call also has a goroutine
 // that ends it at its deadline on that clock, and the call waits for it.
 package lease

@@ -80,9 +80,10 @@ type Config struct {
 	// short). Empty means DefaultProbeKey.
 	ProbeKey string
 	// OnTransition, when set, is called after every change of mode, in
-	// order, on the Manager's store goroutine and outside its locks. It
-	// must return quickly (the next Store call waits for it) and must not
-	// call Acquire or Close.
+	// order, outside the Manager's locks, on the goroutine that made the
+	// Store call: the Manager's store goroutine, or a strict caller that
+	// sent its request alone (see Ask). It must return quickly (the next
+	// Store call waits for it) and must not call Acquire or Close.
 	OnTransition func(Transition)
 }
 
@@ -90,10 +91,13 @@ type Config struct {
 // of one engine against one Store, and the breaker around that Store. It is
 // safe for concurrent use.
 //
-// Every Store call (Take, Give, and the probe) is made by one goroutine of
-// the Manager's, which exists only while there is work and sends all the
-// Take requests queued meanwhile (lease refills of any budget, strict
-// requests) in one Take. Close waits for it.
+// Store calls (Take, Give, and the probe) are made one at a time, by one
+// goroutine of the Manager's, which exists only while there is work and
+// sends all the Take requests queued meanwhile (lease refills of any
+// budget, strict requests) in one Take; or, when no call is under way or
+// queued, by a strict caller itself, which sends its request alone and
+// meanwhile holds the place of that goroutine (see Ask). Close waits for
+// both.
 type Manager struct {
 	store      cluster.Store
 	clock      core.Clock
@@ -113,13 +117,14 @@ type Manager struct {
 	queue    []*call
 	gives    []give
 	probing  bool // a probe is queued
-	working  bool // the store goroutine runs
+	working  bool // the store goroutine runs, or a strict caller holds its place
 	closed   bool // no new Take or probe
 	done     bool // no new store goroutine
 	wg       sync.WaitGroup
 
 	// Buffers of the store goroutine: spare and gspare between runs
-	// (under mu), reqs and grants while it runs.
+	// (under mu), reqs and grants while it runs (or a strict caller holds
+	// its place).
 	spare  []*call
 	gspare []give
 	reqs   []cluster.Request
@@ -496,7 +501,8 @@ func (m *Manager) runProbe() {
 // trip switches to Fallback after a failed Store call: leases are dropped
 // (their permits cannot go back to a failing Store) and the first probe is
 // allowed one probe interval later. It reports whether the mode changed.
-// Only the store goroutine calls it, so transitions are ordered.
+// Only the holder of the store role (the store goroutine, or a strict
+// caller in its place) calls it, so transitions are ordered.
 func (m *Manager) trip(now int64, err error) (Transition, bool) {
 	if !m.mode.CompareAndSwap(uint32(Remote), uint32(Fallback)) {
 		return Transition{}, false

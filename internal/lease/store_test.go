@@ -25,6 +25,10 @@ const (
 
 var errDown = errors.New("memstore: down")
 
+// callerKey is the key of a context value by which a memStore tells which
+// caller's context a Take call runs under (none for the store goroutine's).
+type callerKey struct{}
+
 // memStore is a cluster.Store in memory for tests: a token bucket, a
 // sliding-window log and GCRA, deciding on its own clock (in tests the
 // ManualClock the Manager reads), as the Redis scripts do. It can fail,
@@ -46,6 +50,7 @@ type memStore struct {
 	takes     int                 // Take calls that decided
 	takeCalls int                 // every Take call
 	batches   [][]cluster.Request // requests of every Take call
+	callers   []any               // the callerKey value of every Take call's context
 	granted   map[string]int64    // permits granted, by key
 	given     map[string]int64    // permits given back, by key
 	giveCalls int
@@ -150,6 +155,7 @@ func (s *memStore) Take(ctx context.Context, reqs []cluster.Request, grants []cl
 	}
 	if !s.quiet {
 		s.batches = append(s.batches, append([]cluster.Request(nil), reqs...))
+		s.callers = append(s.callers, ctx.Value(callerKey{}))
 	}
 	s.mu.Unlock()
 	if err := s.wait(ctx); err != nil {
@@ -361,4 +367,12 @@ func (s *memStore) requests() [][]cluster.Request {
 // acq is Acquire at the Limiter's clock's current reading.
 func (l *Limiter) acq(ctx context.Context, n int64) Result {
 	return l.Acquire(ctx, l.clock.Nanotime(), n)
+}
+
+// takeCallers returns the callerKey value of every recorded Take call's
+// context, in order.
+func (s *memStore) takeCallers() []any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]any(nil), s.callers...)
 }

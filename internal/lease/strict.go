@@ -2,15 +2,17 @@ package lease
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"slices"
 
 	"github.com/sluice-go/sluice/cluster"
 )
 
-// acquireStrict sends a request for n permits, all or nothing, in the
-// Manager's next Take (with every other request queued meanwhile) and waits
-// for the answer, for ctx, or for the Manager's Timeout, whichever is
-// first. A grant that arrives after its caller stopped waiting goes back to
-// the Store.
+// acquireStrict asks the Store for n permits, all or nothing, through
+// Manager.Ask: in a Take of its own on the caller's goroutine when no Store
+// call is under way, else in the Manager's next Take with every other
+// request queued meanwhile.
 func (l *Limiter) acquireStrict(ctx context.Context, now, n int64) Result {
 	if l.isClosed() {
 		return l.fallback(n, now)
@@ -35,11 +37,23 @@ type Answer struct {
 }
 
 // Ask asks the Store for n permits of budget b (n below 1 counts as 1), all
-// or nothing, with no Limiter and no lease: the request goes in the
-// Manager's next Take, with every other request queued meanwhile, and Ask
-// waits for the answer, for ctx, or for the Manager's Timeout, whichever is
-// first; a grant that arrives after the caller stopped waiting goes back to
-// the Store. now is the caller's reading of the Manager's clock.
+// or nothing, with no Limiter and no lease, and waits for the answer, for
+// ctx, or for the Manager's Timeout, whichever is first. now is the
+// caller's reading of the Manager's clock.
+//
+// A caller that finds no Store call under way or queued sends its request
+// alone, in a Take on its own goroutine under a context that ends with ctx
+// or after Timeout (no hand-off to the store goroutine and back: one round
+// trip is the whole cost); Store calls stay one at a time, as requests
+// arriving meanwhile queue and go together in the next Take once it
+// returns. Otherwise the request goes in the Manager's next Take, with
+// every other request queued meanwhile, and a grant that arrives after the
+// caller stopped waiting goes back to the Store. Either way the Take is
+// bounded by Timeout and its failure switches the Manager to Fallback; a
+// lone caller's Take that ends because ctx did is the caller's doing, not
+// the Store's: the answer is ByContext and the mode stays (the Store may
+// have charged the permits of a call cut short: permits lost, never an
+// admission too many).
 //
 // The answer is the Store's (By ByStore: admitted with the grant's Wait, or
 // refused with its RetryAfter), ByContext when ctx ended first, or
@@ -56,10 +70,21 @@ func (m *Manager) Ask(ctx context.Context, b cluster.Budget, now, n int64) Answe
 		m.maybeProbe(now)
 		return Answer{Result: Result{By: ByFallback}, at: now}
 	}
-	c := &call{req: cluster.Request{Budget: b, N: n}, done: make(chan struct{})}
-	if !m.submit(c) {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
 		return Answer{Result: Result{By: ByFallback}, at: now}
 	}
+	if !m.working {
+		// Alone: this goroutine takes the store role (see askAlone).
+		m.working = true
+		m.wg.Add(1)
+		m.mu.Unlock()
+		return m.askAlone(ctx, b, n)
+	}
+	c := &call{req: cluster.Request{Budget: b, N: n}, done: make(chan struct{})}
+	m.queue = append(m.queue, c) // the running store goroutine takes it
+	m.mu.Unlock()
 	t := m.clock.NewTimer(m.timeout)
 	select {
 	case <-c.done:
@@ -83,10 +108,81 @@ func (m *Manager) Ask(ctx context.Context, b cluster.Budget, now, n int64) Answe
 		}
 		return Answer{Result: Result{By: ByFallback}, at: now}
 	}
-	if c.grant.N >= n {
-		return Answer{Result: Result{Admitted: true, Wait: c.grant.Wait}}
+	return grantAnswer(c.grant, n)
+}
+
+// askAlone sends one request in a Take of its own on the caller's
+// goroutine, which holds the store role meanwhile (m.working, counted in
+// m.wg, as the store goroutine is): Store calls stay one at a time,
+// transitions stay in order, and Close waits for the call. Whatever was
+// queued meanwhile goes to a store goroutine started on the way out.
+func (m *Manager) askAlone(ctx context.Context, b cluster.Budget, n int64) Answer {
+	defer m.release()
+	if m.Mode() == Fallback { // a Take failed since Ask looked
+		now := m.clock.Nanotime()
+		m.maybeProbe(now)
+		return Answer{Result: Result{By: ByFallback}, at: now}
 	}
-	return Answer{Result: Result{RetryAfter: c.grant.RetryAfter}}
+	if ctx.Err() != nil {
+		return Answer{Result: Result{By: ByContext}}
+	}
+	// The store goroutine's buffers are this goroutine's while it holds
+	// the role.
+	reqs := append(m.reqs[:0], cluster.Request{Budget: b, N: n})
+	grants := slices.Grow(m.grants[:0], 1)[:1]
+	grants[0] = cluster.Grant{}
+	m.stats.takes.Add(1)
+	m.stats.requests.Add(1)
+	start := m.clock.Nanotime()
+	tctx, cancel := callContext(ctx, m.clock, m.timeout)
+	err := m.store.Take(tctx, reqs, grants)
+	late := err != nil && errors.Is(context.Cause(tctx), context.DeadlineExceeded)
+	cancel()
+	now := m.clock.Nanotime()
+	g := grants[0]
+	clear(reqs)
+	m.reqs, m.grants = reqs, grants
+	if err != nil {
+		if ctx.Err() != nil {
+			// The caller's context ended the call: the Store is not to
+			// blame, and what it may have charged is lost.
+			return Answer{Result: Result{By: ByContext}}
+		}
+		m.stats.takeErrs.Add(1)
+		tr, tripped := m.trip(now, fmt.Errorf("sluice: cluster store: take: %w", err))
+		if tripped {
+			m.notify(tr)
+		}
+		if m.Mode() == Fallback {
+			m.maybeProbe(now)
+		}
+		return Answer{Result: Result{By: ByFallback}, at: now, timedOut: late}
+	}
+	m.observeRTT(now - start)
+	return grantAnswer(g, n)
+}
+
+// release gives up the store role askAlone took: to a store goroutine when
+// work was queued meanwhile, else for good.
+func (m *Manager) release() {
+	m.mu.Lock()
+	if len(m.queue) > 0 || len(m.gives) > 0 || m.probing {
+		m.mu.Unlock()
+		go m.work() // the role and its m.wg count pass to it
+		return
+	}
+	m.working = false
+	m.idle.Broadcast()
+	m.mu.Unlock()
+	m.wg.Done()
+}
+
+// grantAnswer is the answer of a request for n permits that got g.
+func grantAnswer(g cluster.Grant, n int64) Answer {
+	if g.N >= n {
+		return Answer{Result: Result{Admitted: true, Wait: g.Wait}}
+	}
+	return Answer{Result: Result{RetryAfter: g.RetryAfter}}
 }
 
 func (l *Limiter) isClosed() bool {

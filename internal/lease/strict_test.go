@@ -49,9 +49,9 @@ func TestStrictExact(t *testing.T) {
 	}
 }
 
-// TestStrictCoalesce: concurrent strict calls share Take round trips: while
-// one Take is under way the others queue, and the next Take carries them
-// all.
+// TestStrictCoalesce: concurrent strict calls share Take round trips: the
+// first caller, alone, sends its own request; while its Take is under way
+// the others queue, and the next Take carries them all.
 func TestStrictCoalesce(t *testing.T) {
 	e := newEnv(t, Config{})
 	b := cluster.Budget{Key: "posts", Algorithm: cluster.TokenBucket, Limit: 50, Interval: time.Hour}
@@ -76,7 +76,8 @@ func TestStrictCoalesce(t *testing.T) {
 			}
 		}()
 	}
-	e.blockUntil(t, g+1) // every caller's deadline, and the first Take's
+	e.blockUntil(t, g) // the first caller's Take's deadline, every other caller's
+	e.st.waitTakeCalls(t, 1)
 	e.st.open()
 	wg.Wait()
 	if admitted != 50 {
@@ -87,8 +88,11 @@ func TestStrictCoalesce(t *testing.T) {
 	for _, batch := range reqs {
 		n += len(batch)
 	}
-	if len(reqs) > 2 || n != g {
-		t.Fatalf("%d Take calls carrying %d requests, want at most 2 carrying %d", len(reqs), n, g)
+	if len(reqs) != 2 || len(reqs[0]) != 1 || len(reqs[1]) != g-1 {
+		t.Fatalf("%d Take calls carrying %d requests, want one with 1 then one with %d", len(reqs), n, g-1)
+	}
+	if st := e.m.Stats(); st.Takes != 2 || st.Requests != g || st.TakeErrors != 0 {
+		t.Fatalf("stats %+v", st)
 	}
 }
 
@@ -148,5 +152,158 @@ func TestAsk(t *testing.T) {
 	e.st.set(hang)
 	if r := e.m.Ask(ctx, b, now(), 1); r.By != ByContext {
 		t.Fatalf("cancelled: %+v", r)
+	}
+}
+
+// TestStrictAloneDirect: a strict caller that finds no Store call under way
+// sends its request itself, under its own context (the Store sees the
+// caller's values), one Take per call, with no store goroutine; the
+// Manager is idle as soon as the call returns.
+func TestStrictAloneDirect(t *testing.T) {
+	e := newEnv(t, Config{})
+	b := cluster.Budget{Key: "alone", Algorithm: cluster.TokenBucket, Limit: 3, Interval: time.Minute}
+	l := e.limiter(t, Spec{Budget: b, Strict: true})
+	for i := 0; i < 5; i++ {
+		ctx := context.WithValue(bg, callerKey{}, i)
+		r := l.acq(ctx, 1)
+		if want := i < 3; r.Admitted != want || r.Fallback() {
+			t.Fatalf("call %d: %+v, want admitted %v by the store", i, r, want)
+		}
+		e.m.mu.Lock()
+		working := e.m.working
+		e.m.mu.Unlock()
+		if working {
+			t.Fatalf("call %d: the store role is still held after the call returned", i)
+		}
+	}
+	callers := e.st.takeCallers()
+	if len(callers) != 5 {
+		t.Fatalf("%d Take calls, want 5", len(callers))
+	}
+	for i, c := range callers {
+		if c != i {
+			t.Fatalf("Take %d ran under the context of caller %v, want %d's", i, c, i)
+		}
+	}
+	if st := e.m.Stats(); st.Takes != 5 || st.Requests != 5 || st.TakeErrors != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	// Ask without a Limiter takes the same path.
+	if r := e.m.Ask(context.WithValue(bg, callerKey{}, "ask"), b, e.clk.Nanotime(), 1); r.Admitted || r.By != ByStore {
+		t.Fatalf("ask: %+v, want the store's refusal", r)
+	}
+	if c := e.st.takeCallers(); c[len(c)-1] != "ask" {
+		t.Fatalf("Ask's Take ran under %v", c[len(c)-1])
+	}
+}
+
+// TestStrictQueued: callers that arrive while a lone caller's Take is under
+// way queue and share the next Take, on the store goroutine (under no
+// caller's context), started when the lone call returns; a lease refill
+// queued meanwhile rides in the same Take.
+func TestStrictQueued(t *testing.T) {
+	e := newEnv(t, Config{})
+	b := cluster.Budget{Key: "q", Algorithm: cluster.TokenBucket, Limit: 1000, Interval: time.Second}
+	s := e.limiter(t, Spec{Budget: b, Strict: true})
+	l := e.limiter(t, Spec{Budget: bucket("lease", 1000)})
+	e.st.set(gated)
+	first := make(chan Result)
+	go func() { first <- s.acq(context.WithValue(bg, callerKey{}, "first"), 1) }()
+	e.st.waitTakeCalls(t, 1)
+	const g = 8
+	results := make(chan Result, g+1)
+	for i := 0; i < g; i++ {
+		go func() { results <- s.acq(context.WithValue(bg, callerKey{}, "queued"), 1) }()
+	}
+	go func() { results <- l.acq(bg, 1) }()
+	e.blockUntil(t, 1+g+1) // the first Take's deadline, g+1 callers'
+	e.st.open()
+	if r := <-first; !r.Admitted || r.Fallback() {
+		t.Fatalf("first: %+v", r)
+	}
+	for i := 0; i < g+1; i++ {
+		if r := <-results; !r.Admitted || r.Fallback() {
+			t.Fatalf("queued: %+v", r)
+		}
+	}
+	e.m.waitIdle()
+	reqs, callers := e.st.requests(), e.st.takeCallers()
+	if len(reqs) != 2 || len(reqs[0]) != 1 || len(reqs[1]) != g+1 {
+		t.Fatalf("Take calls %v, want one with 1 request then one with %d", reqs, g+1)
+	}
+	if callers[0] != "first" || callers[1] != nil {
+		t.Fatalf("Take contexts %v, want the first caller's, then the store goroutine's", callers)
+	}
+}
+
+// TestStrictQueuedCallerDeadline: a queued strict caller whose context ends
+// leaves at once; the grant its request got later goes back to the Store.
+func TestStrictQueuedCallerDeadline(t *testing.T) {
+	e := newEnv(t, Config{})
+	b := bucket("qc", 100)
+	l := e.limiter(t, Spec{Budget: b, Strict: true})
+	e.st.set(gated)
+	first := make(chan Result)
+	go func() { first <- l.acq(bg, 1) }()
+	e.st.waitTakeCalls(t, 1)
+	ctx, cancel := context.WithCancel(bg)
+	done := make(chan Result)
+	go func() { done <- l.acq(ctx, 1) }()
+	e.blockUntil(t, 2) // the first Take's deadline and the queued caller's
+	cancel()
+	if r := <-done; r.Admitted || r.Fallback() || r.By != ByContext {
+		t.Fatalf("%+v, want refused with context.Canceled", r)
+	}
+	e.st.open()
+	if r := <-first; !r.Admitted {
+		t.Fatalf("first: %+v", r)
+	}
+	e.m.waitIdle()
+	if _, granted, given := e.st.counts("qc"); granted != 2 || given != 1 {
+		t.Fatalf("granted %d, given back %d; want 2 and 1", granted, given)
+	}
+	if e.m.Mode() != Remote {
+		t.Fatalf("mode %v", e.m.Mode())
+	}
+}
+
+// TestStrictQueuedTimeout: behind a lone caller's Take that hangs, a queued
+// caller also returns at the Timeout; the failed Take switches to Fallback
+// once, and the queued request never reaches the Store.
+func TestStrictQueuedTimeout(t *testing.T) {
+	var trs transitions
+	e := newEnv(t, Config{OnTransition: trs.add})
+	l := e.limiter(t, Spec{Budget: bucket("qt", 100), Strict: true})
+	e.st.set(hang)
+	var wg sync.WaitGroup
+	rs := make([]Result, 2)
+	wg.Add(1)
+	go func() { defer wg.Done(); rs[0] = l.acq(bg, 1) }()
+	e.st.waitTakeCalls(t, 1)
+	wg.Add(1)
+	go func() { defer wg.Done(); rs[1] = l.acq(bg, 1) }()
+	e.blockUntil(t, 2)
+	e.clk.Advance(DefaultTimeout)
+	wg.Wait()
+	for i, r := range rs {
+		if !r.Fallback() || !r.Admitted {
+			t.Fatalf("caller %d: %+v, want admitted by the fallback", i, r)
+		}
+	}
+	if e.clk.Elapsed() != DefaultTimeout {
+		t.Fatalf("returned at %v", e.clk.Elapsed())
+	}
+	e.m.waitIdle()
+	if got := trs.modes(); got != "remote>fallback" {
+		t.Fatalf("transitions %q", got)
+	}
+	if st := e.m.Stats(); st.Takes != 1 || st.TakeErrors != 1 {
+		t.Fatalf("stats %+v, want one failed Take", st)
+	}
+	// The lone caller's Take passed its deadline: a timeout. The queued
+	// caller's deadline fired at the same instant as the failure's answer
+	// to its request, and either may have woken it.
+	if st := l.Stats(); st.Timeouts < 1 || st.Timeouts > 2 {
+		t.Fatalf("limiter stats %+v, want 1 or 2 timeouts", st)
 	}
 }
