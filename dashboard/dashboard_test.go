@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"html"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -540,7 +541,8 @@ func TestRulesInFileFormat(t *testing.T) {
 	f := newFleet(t, nil)
 	const doc = "flow:\n  - resource: GET /api\n    threshold: 50\n    behavior: throttle\n    maxQueueing: 500ms\n" +
 		"circuitBreaker:\n  - resource: GET /api\n    strategy: error-count\n    threshold: 1000\n    retryTimeout: 10s\n" +
-		"system:\n  - metric: load1\n    threshold: 8\n"
+		"system:\n  - metric: load1\n    threshold: 8\n" +
+		"param:\n  - resource: \"POST /orders: a\"\n    key: user\n    threshold: 10\n    duration: 1m0s\n    exceptions:\n      vip: 100\n      bot: 1\n"
 	_, err := f.store.Save(context.Background(), "shop", 1, cluster.RuleVersion{Doc: []byte(doc), Author: "seed"})
 	require.NoError(t, err)
 	viv := signIn(t, f.srv, "viv")
@@ -555,9 +557,20 @@ func TestRulesInFileFormat(t *testing.T) {
 		"resource: GET /api\nthreshold: 50\nbehavior: throttle\nmaxQueueing: 500ms",
 		"metric: load1\nthreshold: 8",
 		"resource: GET /api\nstrategy: error-count\nthreshold: 1000\nretryTimeout: 10s",
+		"resource: &#39;POST /orders: a&#39;\nkey: user\nthreshold: 10\nduration: 1m0s\nexceptions:\n  bot: 1\n  vip: 100",
 	}, got)
 	require.NotContains(t, body, "10000000000")
 	require.NotContains(t, body, `"retryTimeout"`)
+	// Each text, as a list item under its kind, is the rule again.
+	var again strings.Builder
+	for i, kind := range []string{"flow", "system", "circuitBreaker", "param"} {
+		again.WriteString(kind + ":\n  - " + strings.ReplaceAll(html.UnescapeString(got[i]), "\n", "\n    ") + "\n")
+	}
+	want, err := rules.Decode([]byte(doc), rules.YAML)
+	require.NoError(t, err)
+	have, err := rules.Decode([]byte(again.String()), rules.YAML)
+	require.NoError(t, err, again.String())
+	require.Equal(t, want, have)
 }
 
 // TestLegendKeysForEveryBlockType: every block type the live answer names
