@@ -267,7 +267,9 @@ func TestBrowser(t *testing.T) {
 		chromedp.Text("main", &text, chromedp.ByQuery),
 	))
 	require.Contains(t, text, "GET /api")
-	require.Contains(t, text, `"threshold":50`)
+	require.Contains(t, text, "threshold: 50", "rules as in a rule file")
+	require.Contains(t, text, "retryTimeout: 10s")
+	require.NotContains(t, text, "10000000000")
 	var controls int
 	require.NoError(t, chromedp.Run(ctx, chromedp.Evaluate(
 		`document.querySelectorAll("#editor, textarea, button.delete, button.rollback, button.add").length`, &controls)))
@@ -296,11 +298,41 @@ func TestBrowser(t *testing.T) {
 		}
 		return next != first && next != "[]"
 	}, 15*time.Second, 200*time.Millisecond, "the chart's points did not change: %s", first)
+	// The card names the second by its time of day, and its legend names
+	// every line of the requests/s plot: passed, blocked, and each block
+	// type drawn (flow: the load is ten times the threshold).
+	var card struct {
+		Summary, Reasons string
+		Keys             []string
+	}
+	cardJS := `(() => { const s = document.querySelector(` + "`" + sel + "`" + `);
+		return { summary: s.querySelector("p.summary").textContent, reasons: s.dataset.reasons || "",
+			keys: [...s.querySelectorAll("p.keys .k")].map((k) => k.dataset.line + "=" + k.textContent) }; })()`
+	require.Eventually(t, func() bool {
+		return chromedp.Run(ctx, chromedp.Evaluate(cardJS, &card)) == nil && strings.Contains(card.Reasons, "flow")
+	}, 15*time.Second, 200*time.Millisecond, "no flow refusals drawn: %+v", card)
+	require.Regexp(t, `^\d\d:\d\d:\d\d: passed \d+, blocked \d+`, card.Summary)
+	want := []string{"pass=passed", "block=blocked"}
+	for _, r := range strings.Split(card.Reasons, ",") {
+		want = append(want, r+"=blocked by "+r)
+	}
+	require.Equal(t, want, card.Keys)
+	var updated string
+	require.NoError(t, chromedp.Run(ctx, chromedp.Text("#updated", &updated, chromedp.ByID)))
+	require.Regexp(t, `^Updated \d\d:\d\d:\d\d\.$`, updated)
 	require.NoError(t, chromedp.Run(ctx, chromedp.Text("#instances", &text, chromedp.ByID)))
 	require.Contains(t, text, "shop-1")
 	require.Contains(t, text, "shop-2")
 	require.Contains(t, text, "version 1")
 	require.Contains(t, text, "remote", "the cluster mode")
+	var blanks int
+	require.NoError(t, chromedp.Run(ctx, chromedp.Evaluate(
+		`[...document.querySelectorAll("#instances td")].filter((td) => td.textContent.trim() === "" && td.cellIndex >= 5).length`, &blanks)))
+	require.Zero(t, blanks, "no blank Load, CPU or Memory cell")
+	var dashes int
+	require.NoError(t, chromedp.Run(ctx, chromedp.Evaluate(
+		`[...document.querySelectorAll("#instances td.unknown")].filter((td) => td.textContent === "\u2013" && td.title.startsWith("not measured yet")).length`, &dashes)))
+	require.Equal(t, 6, dashes, "two instances without system rules: load, CPU and memory not measured")
 	shot(t, ctx, "app")
 	require.NoError(t, chromedp.Run(ctx, chromedp.Click("form.logout button", chromedp.ByQuery), chromedp.WaitVisible("#name", chromedp.ByID)))
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"html"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -455,11 +457,19 @@ func TestInstancesAndRefusedVersions(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 	require.Contains(t, body, "shop-1")
 	require.Contains(t, body, `refused version 2: rules: flow rule 0 (resource &#34;&lt;b&gt;x&lt;/b&gt;&#34;): Threshold: must be a positive number, got -1`)
-	require.Regexp(t, `shop-3</td><td></td>\s*<td>version 1</td>\s*<td>fallback</td><td>shedding</td>\s*<td></td><td>25%</td>`, body)
+	// A figure not measured is a dash that says why, never a blank cell.
+	unknown := `<td class="unknown" title="not measured yet: an instance samples load, CPU and memory once it has a system rule on load1 or CPU usage">–</td>`
+	require.Regexp(t, `shop-3</td><td></td>\s*<td>version 1</td>\s*<td>fallback</td><td>shedding</td>\s*`+
+		regexp.QuoteMeta(unknown)+`\s*<td>25%</td>\s*`+regexp.QuoteMeta(unknown)+`</tr>`, body)
 	require.Contains(t, body, `<td class="state-open">open</td>`)
 	_, js := viv.get("/api/apps/shop/live")
 	require.Contains(t, js, `"refused":2`)
 	require.Contains(t, js, `"load1":null`, "NaN is no number in JSON")
+	require.Contains(t, js, `"memory":0`)
+	require.Contains(t, js, `"notMeasured":"not measured yet: an instance samples load, CPU and memory once it has a system rule on load1 or CPU usage"`,
+		"the script's title for a dash")
+	require.Contains(t, js, `"blockLabels":["other","flow",`)
+	require.Contains(t, js, `"circuit breaker"`)
 	code, _ = viv.get("/static/")
 	require.Equal(t, http.StatusNotFound, code, "no listing")
 }
@@ -521,5 +531,63 @@ func TestLiveSince(t *testing.T) {
 		require.Len(t, a.Resources[0].Points, tt.wantN, tt.give)
 		require.Equal(t, tt.wantFirst, a.Resources[0].Points[0].T, tt.give)
 		require.Equal(t, 2*(tt.wantFirst-now+20), a.Resources[0].Points[0].Pass, "two instances added up")
+	}
+}
+
+// TestRulesInFileFormat: the rules page lists each rule as the editor's
+// text has it (durations like "10s", enums by name), not as Go's JSON of
+// the struct (nanoseconds, numbers).
+func TestRulesInFileFormat(t *testing.T) {
+	f := newFleet(t, nil)
+	const doc = "flow:\n  - resource: GET /api\n    threshold: 50\n    behavior: throttle\n    maxQueueing: 500ms\n" +
+		"circuitBreaker:\n  - resource: GET /api\n    strategy: error-count\n    threshold: 1000\n    retryTimeout: 10s\n" +
+		"system:\n  - metric: load1\n    threshold: 8\n" +
+		"param:\n  - resource: \"POST /orders: a\"\n    key: user\n    threshold: 10\n    duration: 1m0s\n    exceptions:\n      vip: 100\n      bot: 1\n"
+	_, err := f.store.Save(context.Background(), "shop", 1, cluster.RuleVersion{Doc: []byte(doc), Author: "seed"})
+	require.NoError(t, err)
+	viv := signIn(t, f.srv, "viv")
+	code, body := viv.get("/apps/shop/rules")
+	require.Equal(t, http.StatusOK, code)
+	rows := regexp.MustCompile(`(?s)<pre class="rule">(.*?)</pre>`).FindAllStringSubmatch(body, -1)
+	var got []string
+	for _, m := range rows {
+		got = append(got, m[1])
+	}
+	require.Equal(t, []string{
+		"resource: GET /api\nthreshold: 50\nbehavior: throttle\nmaxQueueing: 500ms",
+		"metric: load1\nthreshold: 8",
+		"resource: GET /api\nstrategy: error-count\nthreshold: 1000\nretryTimeout: 10s",
+		"resource: &#39;POST /orders: a&#39;\nkey: user\nthreshold: 10\nduration: 1m0s\nexceptions:\n  bot: 1\n  vip: 100",
+	}, got)
+	require.NotContains(t, body, "10000000000")
+	require.NotContains(t, body, `"retryTimeout"`)
+	// Each text, as a list item under its kind, is the rule again.
+	var again strings.Builder
+	for i, kind := range []string{"flow", "system", "circuitBreaker", "param"} {
+		again.WriteString(kind + ":\n  - " + strings.ReplaceAll(html.UnescapeString(got[i]), "\n", "\n    ") + "\n")
+	}
+	want, err := rules.Decode([]byte(doc), rules.YAML)
+	require.NoError(t, err)
+	have, err := rules.Decode([]byte(again.String()), rules.YAML)
+	require.NoError(t, err, again.String())
+	require.Equal(t, want, have)
+}
+
+// TestLegendKeysForEveryBlockType: every block type the live answer names
+// has a line colour in the script and a legend key in the stylesheet, so
+// whatever reason refuses requests, its line is named in its colour.
+func TestLegendKeysForEveryBlockType(t *testing.T) {
+	f := newFleet(t, nil)
+	viv := signIn(t, f.srv, "viv")
+	_, body := viv.get("/api/apps/shop/live")
+	var l struct{ BlockTypes, BlockLabels []string }
+	require.NoError(t, json.Unmarshal([]byte(body), &l))
+	require.Len(t, l.BlockLabels, len(l.BlockTypes))
+	_, js := viv.get("/static/app.js")
+	_, css := viv.get("/static/style.css")
+	for _, n := range append([]string{"pass", "block"}, l.BlockTypes...) {
+		m := regexp.MustCompile(`\b` + n + `: "(#[0-9a-f]{6})"`).FindStringSubmatch(js)
+		require.NotNil(t, m, "no colour for %s in app.js", n)
+		require.Regexp(t, `\.k\.`+n+`::before \{[^}]*`+m[1]+`[; ]`, css, "the legend's key of %s is not %s", n, m[1])
 	}
 }

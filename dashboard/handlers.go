@@ -237,7 +237,13 @@ type live struct {
 	Breakers  []breaker  `json:"breakers"`
 	// BlockTypes names the elements of a point's Blocked.
 	BlockTypes []string `json:"blockTypes"`
-	Errors     []string `json:"errors,omitempty"`
+	// BlockLabels are the legend's names of the block types, by index
+	// ("circuit breaker" for degrade).
+	BlockLabels []string `json:"blockLabels"`
+	// NotMeasured explains an instance's Load, CPU or Memory without a
+	// figure (null, or zero memory).
+	NotMeasured string   `json:"notMeasured"`
+	Errors      []string `json:"errors,omitempty"`
 }
 
 // blockTypes names the block types, by index.
@@ -245,6 +251,17 @@ var blockTypes = func() []string {
 	out := make([]string, stat.BlockTypes)
 	for i := range out {
 		out[i] = blockName(i)
+	}
+	return out
+}()
+
+// blockLabels names the block types in the charts' legends.
+var blockLabels = func() []string {
+	out := slices.Clone(blockTypes)
+	for i, n := range out {
+		if n == "degrade" {
+			out[i] = "circuit breaker"
+		}
 	}
 	return out
 }()
@@ -280,7 +297,7 @@ func (d *Dashboard) liveState(ctx context.Context, app string, from int64) *live
 		since = from
 	}
 	l := &live{App: app, Now: now, Since: since, Window: win, Instances: []instance{}, Resources: []series{},
-		Breakers: []breaker{}, BlockTypes: blockTypes}
+		Breakers: []breaker{}, BlockTypes: blockTypes, BlockLabels: blockLabels, NotMeasured: notMeasured}
 	cur, err := d.store.Current(ctx, app)
 	if err != nil {
 		l.Errors = append(l.Errors, "rule store: "+err.Error())
@@ -456,7 +473,7 @@ type ruleRow struct {
 	Kind     string // the file key
 	Index    int
 	Resource string
-	Text     string // the rule, as one line of JSON
+	Text     string // the rule as a rule file writes it (rules.Encode, YAML)
 }
 
 type rulesData struct {
@@ -482,26 +499,50 @@ func rowsOf(doc []byte) map[string][]ruleRow {
 	if err != nil {
 		return out
 	}
-	add := func(kind string, i int, res string, r any) {
-		text, _ := marshalCompact(r)
-		out[kind] = append(out[kind], ruleRow{Kind: kind, Index: i, Resource: res, Text: text})
+	add := func(kind string, i int, res string, one rules.Set) {
+		out[kind] = append(out[kind], ruleRow{Kind: kind, Index: i, Resource: res, Text: ruleText(one)})
 	}
 	for i, r := range set.Flow {
-		add("flow", i, r.Resource, r)
+		add("flow", i, r.Resource, rules.Set{Flow: []rules.Flow{r}})
 	}
 	for i, r := range set.Isolation {
-		add("isolation", i, r.Resource, r)
+		add("isolation", i, r.Resource, rules.Set{Isolation: []rules.Isolation{r}})
 	}
 	for i, r := range set.System {
-		add("system", i, "", r)
+		add("system", i, "", rules.Set{System: []rules.System{r}})
 	}
 	for i, r := range set.CircuitBreaker {
-		add("circuitBreaker", i, r.Resource, r)
+		add("circuitBreaker", i, r.Resource, rules.Set{CircuitBreaker: []rules.CircuitBreaker{r}})
 	}
 	for i, r := range set.Param {
-		add("param", i, r.Resource, r)
+		add("param", i, r.Resource, rules.Set{Param: []rules.Param{r}})
 	}
 	return out
+}
+
+// ruleText is the one rule of one as the editor's text has it: the YAML
+// rules.Encode writes (durations as "10s", enums by name), without the
+// kind's key and the list's dash, its lines unindented.
+func ruleText(one rules.Set) string {
+	doc, err := rules.Encode(one, rules.YAML)
+	if err != nil {
+		return "(cannot be written: " + err.Error() + ")"
+	}
+	lines := strings.Split(strings.TrimRight(string(doc), "\n"), "\n")
+	if len(lines) < 2 {
+		return strings.Join(lines, "\n")
+	}
+	// "kind:", then "  - first: ...", then "    next: ..." (SetIndent(2)).
+	lines = lines[1:]
+	for i, l := range lines {
+		if i == 0 {
+			l = strings.TrimPrefix(strings.TrimLeft(l, " "), "- ")
+		} else if len(l) >= 4 && strings.TrimLeft(l[:4], " ") == "" {
+			l = l[4:]
+		}
+		lines[i] = l
+	}
+	return strings.Join(lines, "\n")
 }
 
 func (d *Dashboard) rulesPage(w http.ResponseWriter, r *http.Request, c *call) {

@@ -15,11 +15,6 @@ func newJSON(w io.Writer) *json.Encoder {
 	return enc
 }
 
-func marshalCompact(v any) (string, error) {
-	b, err := json.Marshal(v)
-	return string(b), err
-}
-
 func pathEscape(s string) string { return url.PathEscape(s) }
 
 // pageNames are the templates of web/pages, each executed with
@@ -30,8 +25,9 @@ func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{
 		"path": pathEscape,
 		"when": when,
-		"mulf": func(f float64) float64 { return f * 100 },
 		"mib":  func(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) },
+		"f2":   func(f *float64) string { return fmt.Sprintf("%.2f", *f) },
+		"pct":  func(f *float64) string { return fmt.Sprintf("%.0f%%", *f*100) },
 	}
 	out := map[string]*template.Template{}
 	for _, n := range pageNames {
@@ -43,6 +39,12 @@ func parsePages() (map[string]*template.Template, error) {
 	}
 	return out, nil
 }
+
+// notMeasured is the title of an instance's Load, CPU or Memory cell that
+// has no figure (the page's script has the same text): an engine samples
+// them only once a system rule on load1 or CPU usage is loaded
+// (sluice.Engine.SystemMetrics), and reports NaN and zero before.
+const notMeasured = "not measured yet: an instance samples load, CPU and memory once it has a system rule on load1 or CPU usage"
 
 // when formats t for pages: UTC, to the second.
 func when(t time.Time) string {

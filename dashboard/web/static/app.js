@@ -14,8 +14,17 @@
     return e;
   }
 
+  // hms is a time of day in the viewer's time zone, 24-hour: "16:34:43".
+  function hms(d) {
+    const p = (n) => String(n).padStart(2, "0");
+    return p(d.getHours()) + ":" + p(d.getMinutes()) + ":" + p(d.getSeconds());
+  }
+
   // ---- charts ----
 
+  // The colours of the lines, by key: "pass", "block", the block types'
+  // names (data.blockTypes)... style.css gives the legend's keys the same
+  // (.k.pass, .k.flow...).
   const colors = {
     pass: "#2e7d32", block: "#c62828", rt: "#1565c0", inflight: "#6a1b9a",
     flow: "#e65100", system: "#ad1457", isolation: "#4e342e", param: "#827717",
@@ -35,13 +44,13 @@
     if (max <= 0) max = 1;
     const top = 14, bottom = h - 4, left = 2, right = w - 2;
     g.strokeStyle = "#ddd"; g.lineWidth = 1;
-    g.beginPath(); g.moveTo(left, bottom + 0.5); g.lineTo(right, bottom + 0.5); g.stroke();
+    g.setLineDash([]); g.beginPath(); g.moveTo(left, bottom + 0.5); g.lineTo(right, bottom + 0.5); g.stroke();
     g.fillStyle = "#555"; g.font = "11px sans-serif";
     g.fillText("max " + fmt(max) + (unit ? " " + unit : ""), left + 2, 11);
     const x = (t) => left + (right - left) * (t - t0) / Math.max(1, t1 - t0);
     const y = (v) => bottom - (bottom - top) * v / max;
     for (const l of lines) {
-      g.strokeStyle = l.color; g.lineWidth = 1.5; g.beginPath();
+      g.strokeStyle = l.color; g.lineWidth = 1.5; g.setLineDash(l.dash || []); g.beginPath();
       let first = true;
       for (const p of l.points) {
         if (first) { g.moveTo(x(p[0]), y(p[1])); first = false; } else g.lineTo(x(p[0]), y(p[1]));
@@ -76,6 +85,9 @@
     section.dataset.ready = "1";
     const summary = el("p", "summary");
     section.appendChild(summary);
+    // The lines of the requests/s plot, each named with its colour.
+    const keys = el("p", "legend keys");
+    section.appendChild(keys);
     const canvases = {};
     for (const k of ["requests", "rt", "inflight"]) {
       const wrap = el("div", "plot");
@@ -85,7 +97,7 @@
       section.appendChild(wrap);
       canvases[k] = cv;
     }
-    c = { section, canvases, summary };
+    c = { section, canvases, summary, keys };
     charts.set(resource, c);
     return c;
   }
@@ -101,23 +113,35 @@
       const c = chartFor(container, r.resource);
       const pts = r.points;
       const names = data.blockTypes || [];
-      const reasons = new Set(); // indices of the block types seen
-      for (const p of pts) (p.blocked || []).forEach((n, i) => { if (n > 0) reasons.add(i); });
+      const labels = data.blockLabels || names;
+      const seenReasons = new Set(); // indices of the block types seen
+      for (const p of pts) (p.blocked || []).forEach((n, i) => { if (n > 0) seenReasons.add(i); });
+      const reasons = [...seenReasons].sort((a, b) => a - b);
       const req = [
-        { color: colors.pass, points: pts.map((p) => [p.t, p.pass]) },
-        { color: colors.block, points: pts.map((p) => [p.t, p.block]) },
+        { key: "pass", label: "passed", points: pts.map((p) => [p.t, p.pass]) },
+        { key: "block", label: "blocked", dash: [4, 3], points: pts.map((p) => [p.t, p.block]) },
       ];
-      for (const i of reasons) req.push({ color: colors[names[i]] || colors.other, points: pts.map((p) => [p.t, (p.blocked || [])[i] || 0]) });
-      draw(c.canvases.requests, req, t0, t1, "/s");
+      for (const i of reasons) {
+        const key = colors[names[i]] ? names[i] : "other";
+        req.push({ key, label: "blocked by " + (labels[i] || names[i] || "other"), points: pts.map((p) => [p.t, (p.blocked || [])[i] || 0]) });
+      }
+      for (const l of req) l.color = colors[l.key];
+      // The totals over the reasons, blocked dashed: with one reason the two
+      // lines coincide and both stay visible.
+      draw(c.canvases.requests, req.slice(2).concat(req.slice(0, 2)), t0, t1, "/s");
+      const keys = req.map((l) => { const k = el("span", "k " + l.key, l.label); k.dataset.line = l.key; return k; });
+      c.keys.replaceChildren(...keys);
+      // The block types drawn, for tests: each has its key in the legend.
+      c.section.dataset.reasons = reasons.map((i) => names[i] || "other").join(",");
       draw(c.canvases.rt, [{ color: colors.rt, points: pts.map((p) => [p.t, p.rt]) }], t0, t1, "ms");
       draw(c.canvases.inflight, [{ color: colors.inflight, points: pts.map((p) => [p.t, p.inflight]) }], t0, t1, "");
       const last = pts.length ? pts[pts.length - 1] : null;
       // The data drawn, for tests and for copying: the last points.
       c.section.dataset.points = JSON.stringify(pts.slice(-10).map((p) => [p.t, p.pass, p.block]));
       if (last) {
-        let s = new Date(last.t * 1000).toLocaleTimeString() + ": passed " + last.pass + ", blocked " + last.block;
+        let s = hms(new Date(last.t * 1000)) + ": passed " + last.pass + ", blocked " + last.block;
         const parts = [];
-        (last.blocked || []).forEach((n, i) => { if (n > 0) parts.push((names[i] || "other") + " " + n); });
+        (last.blocked || []).forEach((n, i) => { if (n > 0) parts.push((labels[i] || names[i] || "other") + " " + n); });
         if (parts.length) s += " (" + parts.join(", ") + ")";
         s += ", response time " + last.rt.toFixed(2) + " ms, in flight " + last.inflight;
         c.summary.textContent = s;
@@ -130,6 +154,15 @@
 
   function cell(tr, text, cls) { tr.appendChild(el("td", cls, text)); }
 
+  // metric adds a Load, CPU or Memory cell: the figure, or a dash that
+  // says why there is none.
+  function metric(tr, text, data) {
+    if (text !== null) { cell(tr, text); return; }
+    const td = el("td", "unknown", "\u2013");
+    td.title = data.notMeasured || "not measured yet";
+    tr.appendChild(td);
+  }
+
   function renderInstances(tbody, data) {
     const rows = [];
     for (const i of data.instances) {
@@ -141,9 +174,9 @@
       tr.appendChild(td);
       cell(tr, i.clusterMode || "");
       cell(tr, i.shedding ? "shedding" : "ok");
-      cell(tr, i.load1 === null || i.load1 === undefined ? "" : i.load1.toFixed(2));
-      cell(tr, i.cpu === null || i.cpu === undefined ? "" : (i.cpu * 100).toFixed(0) + "%");
-      cell(tr, i.memory ? (i.memory / 1048576).toFixed(1) + " MiB" : "");
+      metric(tr, i.load1 === null || i.load1 === undefined ? null : i.load1.toFixed(2), data);
+      metric(tr, i.cpu === null || i.cpu === undefined ? null : (i.cpu * 100).toFixed(0) + "%", data);
+      metric(tr, i.memory ? (i.memory / 1048576).toFixed(1) + " MiB" : null, data);
       rows.push(tr);
     }
     if (!rows.length) { const tr = el("tr"); const td = el("td", null, "No instance has reported."); td.colSpan = 8; tr.appendChild(td); rows.push(tr); }
@@ -205,7 +238,7 @@
         renderCharts(chartsEl, data);
         renderInstances(document.querySelector("#instances tbody"), data);
         renderBreakers(document.querySelector("#breakers tbody"), data);
-        updated.textContent = "Updated " + new Date().toLocaleTimeString() + ".";
+        updated.textContent = "Updated " + hms(new Date()) + ".";
         updated.dataset.now = String(data.now);
       } catch (e) {
         updated.textContent = "Update failed: " + e.message;
