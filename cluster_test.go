@@ -307,6 +307,9 @@ func TestClusterFallbackAndRecovery(t *testing.T) {
 	require.Nil(t, blockOf(t, g, "api"), "decided by the fallback, which queued a probe")
 	require.Eventually(t, func() bool { s, _ := g.ClusterStatus(); return s.Mode == ClusterRemote },
 		5*time.Second, time.Millisecond)
+	// The mode changes before OnTransition and the event stream are told.
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(trs) >= 2 && len(evs) >= 2 },
+		5*time.Second, time.Millisecond, "both transitions reported")
 	mu.Lock()
 	defer mu.Unlock()
 	require.Len(t, trs, 2)
