@@ -72,7 +72,7 @@ func TestCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		err := admin.ForEachMaster(ctxT(t), func(ctx context.Context, c *redis.Client) error {
-			ex, err := c.ScriptExists(ctx, takeScript.Hash(), giveScript.Hash(), beatScript.Hash(), membersScript.Hash()).Result()
+			ex, err := c.ScriptExists(ctx, takeScript.Hash(), takeOneScript.Hash(), giveScript.Hash(), beatScript.Hash(), membersScript.Hash()).Result()
 			if err != nil {
 				return err
 			}

@@ -3,7 +3,9 @@ package sluiceredis
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
+	"math/rand"
 	"strconv"
 	"strings"
 	"sync"
@@ -177,7 +179,14 @@ func flushDuringTakes(t *testing.T, flusher redis.UniversalClient, newStore func
 			defer wg.Done()
 			g := make([]cluster.Grant, len(batch))
 			for r := 0; r < 150; r++ {
-				if err := s.Take(ctxT(t), batch, g); err != nil {
+				// Batches alternate with lone requests of each
+				// algorithm (the lone-request script for two of them).
+				reqs := batch
+				if r%2 == 1 {
+					i := (r / 2) % 3
+					reqs = batch[i : i+1]
+				}
+				if err := s.Take(ctxT(t), reqs, g[:len(reqs)]); err != nil {
 					failures.Add(1)
 					t.Errorf("take during SCRIPT FLUSH: %v", err)
 					return
@@ -208,6 +217,9 @@ func flushDuringTakes(t *testing.T, flusher redis.UniversalClient, newStore func
 	}
 	if err := newStore().Take(ctxT(t), batch, make([]cluster.Grant, len(batch))); err != nil {
 		t.Fatalf("take after SCRIPT FLUSH: %v", err)
+	}
+	if err := newStore().Take(ctxT(t), batch[:1], make([]cluster.Grant, 1)); err != nil {
+		t.Fatalf("lone take after SCRIPT FLUSH: %v", err)
 	}
 	evals := evalCalls(t, flusher)
 	if evals == 0 {
@@ -388,4 +400,145 @@ func commandCalls(t *testing.T, c *redis.Client) map[string]int64 {
 		out[strings.TrimPrefix(name, "cmdstat_")] = n
 	}
 	return out
+}
+
+// TestLoneAndBatchedRequestsAgree: a lone request for a token bucket or a
+// pacing budget goes to the lone-request script, the same request beside
+// another goes to the batch script; both read and write the same keys and
+// decide the same. Requests of random sizes alternate at random between
+// the two paths and are checked against a model of the budget (refill and
+// the passing of time are negligible over the test: 10 permits per 1,000
+// hours).
+func TestLoneAndBatchedRequestsAgree(t *testing.T) {
+	const hour = int64(time.Hour)
+	slow := func(key string, alg cluster.Algorithm) cluster.Budget {
+		return cluster.Budget{Key: key, Algorithm: alg, Limit: 10, Interval: 1000 * time.Hour, MaxQueue: 350 * time.Hour}
+	}
+	for _, partial := range []bool{false, true} {
+		t.Run(fmt.Sprintf("token bucket, partial %v", partial), func(t *testing.T) {
+			s, rc, _ := standalone(t)
+			b := slow("tb", cluster.TokenBucket)
+			other := cluster.Request{Budget: slow("other", cluster.TokenBucket), N: 1}
+			rng := rand.New(rand.NewSource(7))
+			level, lone := int64(10), 0
+			for i := 0; level > 0 || i < 30; i++ {
+				if i > 200 {
+					t.Fatal("the bucket never emptied")
+				}
+				n := int64(1 + rng.Intn(3))
+				req := cluster.Request{Budget: b, N: n, Partial: partial}
+				var g cluster.Grant
+				if rng.Intn(2) == 0 {
+					lone++
+					g = take1(t, s, req)
+				} else {
+					gs := make([]cluster.Grant, 2)
+					if err := s.Take(ctxT(t), []cluster.Request{req, other}, gs); err != nil {
+						t.Fatal(err)
+					}
+					g = gs[0]
+				}
+				want := int64(0)
+				switch {
+				case level >= n:
+					want = n
+				case partial && level >= 1:
+					want = level
+				}
+				if g.N != want || g.Wait != 0 {
+					t.Fatalf("request %d (%d, level %d): %+v, want %d granted", i, n, level, g, want)
+				}
+				level -= want
+				// Refused: the rest comes back in (rest - level) refills of
+				// 100 hours each, give or take the test's own duration.
+				if rest := n - want; rest > 0 {
+					wantRetry := time.Duration((rest - level) * 100 * hour)
+					if d := g.RetryAfter - wantRetry; d < -time.Minute || d > 0 {
+						t.Fatalf("request %d: RetryAfter %v, want about %v", i, g.RetryAfter, wantRetry)
+					}
+				}
+				key, _ := s.budgetKeys("tb", algBucket)
+				if got := hfloat(t, rc, key, "t"); got < float64(level) || got >= float64(level)+0.01 {
+					t.Fatalf("request %d: stored level %v, want %d", i, got, level)
+				}
+			}
+			if lone == 0 {
+				t.Fatal("no lone request")
+			}
+		})
+	}
+	t.Run("pacing", func(t *testing.T) {
+		s, _, _ := standalone(t)
+		b := slow("pc", cluster.Pacing)
+		other := cluster.Request{Budget: slow("other", cluster.Pacing), N: 1}
+		rng := rand.New(rand.NewSource(7))
+		scheduled := int64(0) // permits scheduled, 100 hours apart
+		for i := 0; i < 40; i++ {
+			n := int64(1 + rng.Intn(2))
+			req := cluster.Request{Budget: b, N: n}
+			var g cluster.Grant
+			if i%2 == 0 {
+				g = take1(t, s, req)
+			} else {
+				gs := make([]cluster.Grant, 2)
+				if err := s.Take(ctxT(t), []cluster.Request{req, other}, gs); err != nil {
+					t.Fatal(err)
+				}
+				g = gs[0]
+			}
+			wait := time.Duration(scheduled * 100 * hour)
+			if wait > 350*time.Hour { // beyond MaxQueue: refused
+				if g.N != 0 || g.RetryAfter <= wait-350*time.Hour-time.Minute || g.RetryAfter > wait-350*time.Hour {
+					t.Fatalf("request %d: %+v, want refused, RetryAfter about %v", i, g, wait-350*time.Hour)
+				}
+				continue
+			}
+			if g.N != n || g.Wait <= wait-time.Minute || g.Wait > wait {
+				t.Fatalf("request %d: %+v, want %d granted after about %v", i, g, n, wait)
+			}
+			scheduled += n
+		}
+	})
+}
+
+// TestLoneRequestScript: a lone token bucket or pacing request is one
+// invocation of the lone-request script (loaded by it, the batch script
+// not), with the commands of the batch script for one budget; a lone
+// sliding window request goes to the batch script.
+func TestLoneRequestScript(t *testing.T) {
+	s, rc, _ := standalone(t)
+	tests := []struct {
+		alg   cluster.Algorithm
+		one   bool
+		calls map[string]int64
+	}{
+		{cluster.TokenBucket, true, map[string]int64{"evalsha": 1, "eval": 1, "hmget": 1, "hset": 1, "pexpire": 1}},
+		{cluster.Pacing, true, map[string]int64{"evalsha": 1, "eval": 1, "get": 1, "set": 1}},
+		{cluster.SlidingWindow, false, map[string]int64{"evalsha": 1, "eval": 1, "hmget": 1, "zadd": 1}},
+	}
+	for _, tt := range tests {
+		if err := rc.ScriptFlush(ctxT(t)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := rc.ConfigResetStat(ctxT(t)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		b := cluster.Budget{Key: fmt.Sprint("k", tt.alg), Algorithm: tt.alg, Limit: 5, Interval: time.Second, MaxQueue: time.Second}
+		if g := take1(t, s, cluster.Request{Budget: b, N: 2}); g.N != 2 {
+			t.Fatalf("algorithm %d: %+v", tt.alg, g)
+		}
+		stats := commandCalls(t, rc)
+		for cmd, n := range tt.calls {
+			if stats[cmd] != n {
+				t.Errorf("algorithm %d: %s sent %d times, want %d (all: %v)", tt.alg, cmd, stats[cmd], n, stats)
+			}
+		}
+		ex, err := rc.ScriptExists(ctxT(t), takeOneScript.Hash(), takeScript.Hash()).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ex[0] != tt.one || ex[1] == tt.one {
+			t.Errorf("algorithm %d: lone-request script loaded %v, batch script %v; want lone %v", tt.alg, ex[0], ex[1], tt.one)
+		}
+	}
 }

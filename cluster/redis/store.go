@@ -221,7 +221,11 @@ func (s *Store) take(ctx context.Context, reqs []cluster.Request, grants []clust
 	ngroups := len(b.bound) - 1
 	if ngroups == 1 {
 		keys, argv := s.encode(b, reqs, b.order)
-		res, err := takeScript.Run(ctx, s.c, keys, argv).Text()
+		script := takeScript
+		if len(reqs) == 1 && reqs[0].Budget.Algorithm != cluster.SlidingWindow {
+			script = takeOneScript
+		}
+		res, err := script.Run(ctx, s.c, keys, argv).Text()
 		if err != nil {
 			return fmt.Errorf("sluiceredis: take: %w", err)
 		}
