@@ -101,12 +101,26 @@ func TestRuleStoreFollow(t *testing.T) {
 	if len(loaded) != 1 || loaded[0] != 2 || len(refused) != 1 || refused[0] != 3 {
 		t.Fatalf("events: loaded versions %v, refused %v; want [2], [3]", loaded, refused)
 	}
-	// A version saved again is loaded once the engine reads it: the
-	// refused one is not retried at every check.
+	// The periodic check finds the refused version current and does not
+	// retry it.
 	blockUntil(t, clk, 2)
+	before, _ := eng.RuleStoreStatus()
 	clk.Advance(sluice.DefaultCheckInterval)
-	if st, _ := eng.RuleStoreStatus(); st.Checks < 3 {
-		t.Fatalf("checks %d", st.Checks)
+	// The check runs on the engine's goroutine after the clock moved.
+	waitFor(t, "the periodic check", func() bool { st, _ := eng.RuleStoreStatus(); return st.Checks > before.Checks })
+	if st, _ := eng.RuleStoreStatus(); st.Version != 2 || st.Refused != 3 {
+		t.Fatalf("after the check: %+v", st)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	n := 0
+	for _, e := range evs {
+		if e.Kind == stat.EventRulesRefused {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("version 3 refused %d times, want once", n)
 	}
 }
 
