@@ -138,7 +138,10 @@
 //
 // # Batches and Redis Cluster
 //
-// On one server a Take is one EVALSHA whatever the batch. On Redis Cluster
+// On one server a Take is one EVALSHA whatever the batch: a lone token
+// bucket or pacing request (a strict rule's usual call) runs a script of
+// its own, the same decision over the same keys without the batch's
+// bookkeeping; anything else runs the batch script. On Redis Cluster
 // a script may only touch keys of one slot, so Take groups the requests by
 // the slot of their budget's tag (CRC16 mod 16384, as CLUSTER KEYSLOT) and
 // sends one EVALSHA per slot in one pipeline; go-redis sends each node its
