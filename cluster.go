@@ -37,10 +37,11 @@ type ClusterConfig struct {
 	// means one second.
 	HeartbeatInterval time.Duration
 	// OnTransition, when set, is called after every change between remote
-	// and fallback decisions, in order, on the goroutine whose store call
-	// caused it: the engine's, or that of an entry on a strict rule, which
-	// makes its own call when no other is under way. It must return quickly
-	// and must not make entries.
+	// and fallback decisions, in order, one at a time, on the goroutine
+	// whose store call caused it (the engine's, or that of an entry on a
+	// strict rule, which makes its own call when no other entry's is under
+	// way) or on one already telling an earlier transition. It must return
+	// quickly and must not make entries.
 	OnTransition func(ClusterTransition)
 }
 

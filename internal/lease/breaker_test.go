@@ -378,7 +378,9 @@ func TestCloseLeavesNothing(t *testing.T) {
 			e.st.waitTakeCalls(t, calls+1) // the strict caller, alone, makes its Take
 		}
 	}
-	e.blockUntil(t, 2) // the strict caller's Take, the lease caller queued behind it
+	// The strict caller's Take; the lease caller, waiting for its refill;
+	// the store goroutine's Take carrying it, beside the strict one.
+	e.blockUntil(t, 3)
 	e.clk.Advance(DefaultTimeout)
 	wg.Wait()
 	e.m.waitIdle()

@@ -101,12 +101,15 @@
 //
 // A strict Limiter (Spec.Strict) has no lease: every Acquire sends one
 // all-or-nothing request for its n permits, so every decision is the
-// Store's, exactly. A caller that finds no Store call under way sends its
-// request alone, in a Take on its own goroutine (one round trip, no
-// hand-off). Otherwise requests queue on the Manager; its store goroutine
-// sends everything queued (strict requests and lease refills of every
-// budget) in one Take once the call under way returns, and hands out the
-// grants. A grant whose caller stopped waiting goes back.
+// Store's, exactly. Store calls go in two lanes, at most one call in each.
+// A caller that finds the lone lane free sends its request alone, in a
+// Take on its own goroutine (one round trip, no hand-off). Otherwise its
+// request queues on the Manager, whose store goroutine (started at once if
+// it is not running) sends everything queued (strict requests and lease
+// refills of every budget) in one Take, the next as soon as the one under
+// way returns, and hands out the grants. So two strict callers go
+// concurrently, as two callers of a per-call limiter would, and many share
+// round trips. A grant whose caller stopped waiting goes back.
 //
 // # Failures
 //
@@ -127,9 +130,13 @@
 // refuses. The first decision in Fallback at least ProbeInterval after the
 // last probe (or the failure) queues a probe, a Take of one permit of a
 // dedicated budget (Config.ProbeKey), without waiting for it; success
-// returns to Remote. Transitions go to Config.OnTransition in order,
-// outside locks, on the goroutine that made the Store call (the store
-// goroutine or a lone strict caller); Manager.Mode reads the mode.
+// returns to Remote. Either lane's failure switches the mode; a failure of
+// a call that started before the last change of mode changes nothing (it
+// was counted already, or it is older than a probe that succeeded since).
+// Transitions go to Config.OnTransition in the order the mode changed, one
+// at a time, outside locks, on the goroutine that made the Store call (the
+// store goroutine or a lone strict caller) or on one already telling an
+// earlier transition; Manager.Mode reads the mode.
 //
 // # Goroutines
 //

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-go/sluice/cluster"
 	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/notify"
 )
 
 // Defaults of Config.
@@ -81,9 +82,10 @@ type Config struct {
 	ProbeKey string
 	// OnTransition, when set, is called after every change of mode, in
 	// order, outside the Manager's locks, on the goroutine that made the
-	// Store call: the Manager's store goroutine, or a strict caller that
-	// sent its request alone (see Ask). It must return quickly (the next
-	// Store call waits for it) and must not call Acquire or Close.
+	// Store call, or on a goroutine already telling an earlier transition:
+	// transitions are told one at a time, in the order the mode changed. It
+	// must return quickly (the Store call that failed or the probe waits
+	// for it) and must not call Acquire or Close.
 	OnTransition func(Transition)
 }
 
@@ -91,20 +93,28 @@ type Config struct {
 // of one engine against one Store, and the breaker around that Store. It is
 // safe for concurrent use.
 //
-// Store calls (Take, Give, and the probe) are made one at a time, by one
-// goroutine of the Manager's, which exists only while there is work and
-// sends all the Take requests queued meanwhile (lease refills of any
-// budget, strict requests) in one Take; or, when no call is under way or
-// queued, by a strict caller itself, which sends its request alone and
-// meanwhile holds the place of that goroutine (see Ask). Close waits for
-// both.
+// Store calls are made in two lanes, at most one call in each. The
+// Manager's store goroutine, which exists only while there is work, makes
+// Take, Give and the probe one at a time and sends all the Take requests
+// queued meanwhile (lease refills of any budget, strict requests) in one
+// Take. Beside it, one strict caller at a time sends its request alone, on
+// its own goroutine, with no hand-off (see Ask): two strict callers go
+// concurrently, as two callers of a per-call limiter would. The breaker
+// takes either lane's failure, a failure of a call started before the last
+// transition is not counted twice, and transitions are told in order.
+// Close waits for both lanes.
 type Manager struct {
 	store      cluster.Store
 	clock      core.Clock
 	timeout    time.Duration
 	probeEvery int64
 	probe      cluster.Budget
-	listener   func(Transition)
+	trs        notify.Hub[Transition] // OnTransition's queue
+
+	// tmu orders mode changes: epoch counts them, so a call that started
+	// before the last one does not switch the mode on its failure.
+	tmu   sync.Mutex
+	epoch atomic.Uint64
 
 	mode    atomic.Uint32
 	probeAt atomic.Int64 // clock ns: the next probe is allowed at or after
@@ -117,18 +127,21 @@ type Manager struct {
 	queue    []*call
 	gives    []give
 	probing  bool // a probe is queued
-	working  bool // the store goroutine runs, or a strict caller holds its place
+	working  bool // the store goroutine runs
+	alone    bool // a strict caller's own Take is under way (see Ask)
 	closed   bool // no new Take or probe
 	done     bool // no new store goroutine
 	wg       sync.WaitGroup
 
 	// Buffers of the store goroutine: spare and gspare between runs
-	// (under mu), reqs and grants while it runs (or a strict caller holds
-	// its place).
-	spare  []*call
-	gspare []give
-	reqs   []cluster.Request
-	grants []cluster.Grant
+	// (under mu), reqs and grants while it runs; loneReq and loneGrant are
+	// the lone strict caller's (m.alone).
+	spare     []*call
+	gspare    []give
+	reqs      []cluster.Request
+	grants    []cluster.Grant
+	loneReq   [1]cluster.Request
+	loneGrant [1]cluster.Grant
 
 	stats struct {
 		takes, takeErrs, requests atomic.Int64
@@ -176,7 +189,6 @@ func New(cfg Config) (*Manager, error) {
 		store:    cfg.Store,
 		clock:    cfg.Clock,
 		timeout:  cfg.Timeout,
-		listener: cfg.OnTransition,
 		limiters: make(map[*Limiter]struct{}),
 	}
 	if m.clock == nil {
@@ -195,6 +207,7 @@ func New(cfg Config) (*Manager, error) {
 	}
 	m.probe = cluster.Budget{Key: key, Algorithm: cluster.TokenBucket, Limit: 1 << 30, Interval: time.Second}
 	m.idle.L = &m.mu
+	m.trs.Listen(cfg.OnTransition)
 	m.live.Store(1)
 	return m, nil
 }
@@ -352,11 +365,11 @@ func (m *Manager) wakeLocked() {
 	go m.work()
 }
 
-// waitIdle waits until the store goroutine has finished all queued work.
-// For tests.
+// waitIdle waits until the store goroutine has finished all queued work
+// and no strict caller's own Take is under way. For tests.
 func (m *Manager) waitIdle() {
 	m.mu.Lock()
-	for m.working {
+	for m.working || m.alone {
 		m.idle.Wait()
 	}
 	m.mu.Unlock()
@@ -412,6 +425,7 @@ func (m *Manager) take(batch []*call) {
 	clear(grants)
 	m.stats.takes.Add(1)
 	m.stats.requests.Add(int64(len(reqs)))
+	epoch := m.epoch.Load()
 	start := m.clock.Nanotime()
 	ctx, cancel := callContext(context.Background(), m.clock, m.timeout)
 	err := m.store.Take(ctx, reqs, grants)
@@ -422,11 +436,9 @@ func (m *Manager) take(batch []*call) {
 	if err != nil {
 		m.stats.takeErrs.Add(1)
 		err = fmt.Errorf("sluice: cluster store: take: %w", err)
-		tr, tripped := m.trip(now, err)
+		m.trip(now, epoch, err)
 		m.finish(batch, err, now)
-		if tripped {
-			m.notify(tr)
-		}
+		m.trs.Drain()
 		return
 	}
 	m.observeRTT(now - start)
@@ -464,15 +476,14 @@ func (m *Manager) give(g give) {
 		return
 	}
 	m.stats.gives.Add(1)
+	epoch := m.epoch.Load()
 	ctx, cancel := callContext(context.Background(), m.clock, m.timeout)
 	err := m.store.Give(ctx, g.b, g.n)
 	cancel()
 	if err != nil {
 		m.stats.dropped.Add(g.n)
-		tr, tripped := m.trip(m.clock.Nanotime(), fmt.Errorf("sluice: cluster store: give: %w", err))
-		if tripped {
-			m.notify(tr)
-		}
+		m.trip(m.clock.Nanotime(), epoch, fmt.Errorf("sluice: cluster store: give: %w", err))
+		m.trs.Drain()
 		return
 	}
 	m.stats.given.Add(g.n)
@@ -493,20 +504,29 @@ func (m *Manager) runProbe() {
 	if err != nil {
 		return
 	}
+	m.tmu.Lock()
 	if m.mode.CompareAndSwap(uint32(Fallback), uint32(Remote)) {
-		m.notify(Transition{From: Fallback, To: Remote, At: m.clock.Nanotime()})
+		m.epoch.Add(1)
+		m.trs.Enqueue(Transition{From: Fallback, To: Remote, At: m.clock.Nanotime()})
 	}
+	m.tmu.Unlock()
+	m.trs.Drain()
 }
 
-// trip switches to Fallback after a failed Store call: leases are dropped
-// (their permits cannot go back to a failing Store) and the first probe is
-// allowed one probe interval later. It reports whether the mode changed.
-// Only the holder of the store role (the store goroutine, or a strict
-// caller in its place) calls it, so transitions are ordered.
-func (m *Manager) trip(now int64, err error) (Transition, bool) {
-	if !m.mode.CompareAndSwap(uint32(Remote), uint32(Fallback)) {
-		return Transition{}, false
+// trip switches to Fallback after a failed Store call that started in
+// mode epoch epoch: leases are dropped (their permits cannot go back to a
+// failing Store) and the first probe is allowed one probe interval later.
+// The transition is queued for OnTransition (the caller drains it once it
+// has decided its requests). A call that started before the last change
+// of mode changes nothing: its failure was seen already, or came before
+// a probe that succeeded since.
+func (m *Manager) trip(now int64, epoch uint64, err error) {
+	m.tmu.Lock()
+	defer m.tmu.Unlock()
+	if m.epoch.Load() != epoch || !m.mode.CompareAndSwap(uint32(Remote), uint32(Fallback)) {
+		return
 	}
+	m.epoch.Add(1)
 	m.probeAt.Store(now + m.probeEvery)
 	m.mu.Lock()
 	ls := m.limiterList()
@@ -514,13 +534,7 @@ func (m *Manager) trip(now int64, err error) (Transition, bool) {
 	for _, l := range ls {
 		l.dropLeases()
 	}
-	return Transition{From: Remote, To: Fallback, At: now, Err: err}, true
-}
-
-func (m *Manager) notify(tr Transition) {
-	if m.listener != nil {
-		m.listener(tr)
-	}
+	m.trs.Enqueue(Transition{From: Remote, To: Fallback, At: now, Err: err})
 }
 
 // observeRTT folds the duration d of a successful Take into the moving

@@ -4,15 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/sluice-go/sluice/cluster"
 )
 
 // acquireStrict asks the Store for n permits, all or nothing, through
-// Manager.Ask: in a Take of its own on the caller's goroutine when no Store
-// call is under way, else in the Manager's next Take with every other
-// request queued meanwhile.
+// Manager.Ask: in a Take of its own on the caller's goroutine when no other
+// strict caller's is under way, else in the Manager's next Take with every
+// other request queued meanwhile.
 func (l *Limiter) acquireStrict(ctx context.Context, now, n int64) Result {
 	if l.isClosed() {
 		return l.fallback(n, now)
@@ -41,19 +40,19 @@ type Answer struct {
 // ctx, or for the Manager's Timeout, whichever is first. now is the
 // caller's reading of the Manager's clock.
 //
-// A caller that finds no Store call under way or queued sends its request
-// alone, in a Take on its own goroutine under a context that ends with ctx
-// or after Timeout (no hand-off to the store goroutine and back: one round
-// trip is the whole cost); Store calls stay one at a time, as requests
-// arriving meanwhile queue and go together in the next Take once it
-// returns. Otherwise the request goes in the Manager's next Take, with
-// every other request queued meanwhile, and a grant that arrives after the
-// caller stopped waiting goes back to the Store. Either way the Take is
-// bounded by Timeout and its failure switches the Manager to Fallback; a
-// lone caller's Take that ends because ctx did is the caller's doing, not
-// the Store's: the answer is ByContext and the mode stays (the Store may
-// have charged the permits of a call cut short: permits lost, never an
-// admission too many).
+// A caller that finds no other caller's own Take under way sends its
+// request alone, in a Take on its own goroutine under a context that ends
+// with ctx or after Timeout (no hand-off to the store goroutine and back:
+// one round trip is the whole cost). Otherwise the request is queued for
+// the Manager's store goroutine, started at once if it is not running,
+// whose next Take carries every request queued meanwhile; a grant that
+// arrives after the caller stopped waiting goes back to the Store. So two
+// strict callers go concurrently, one in each lane, and many share the
+// store goroutine's Takes. Either way the Take is bounded by Timeout and
+// its failure switches the Manager to Fallback; a lone caller's Take that
+// ends because ctx did is the caller's doing, not the Store's: the answer
+// is ByContext and the mode stays (the Store may have charged the permits
+// of a call cut short: permits lost, never an admission too many).
 //
 // The answer is the Store's (By ByStore: admitted with the grant's Wait, or
 // refused with its RetryAfter), ByContext when ctx ended first, or
@@ -75,15 +74,16 @@ func (m *Manager) Ask(ctx context.Context, b cluster.Budget, now, n int64) Answe
 		m.mu.Unlock()
 		return Answer{Result: Result{By: ByFallback}, at: now}
 	}
-	if !m.working {
-		// Alone: this goroutine takes the store role (see askAlone).
-		m.working = true
+	if !m.alone {
+		// This goroutine takes the lone lane (see askAlone).
+		m.alone = true
 		m.wg.Add(1)
 		m.mu.Unlock()
 		return m.askAlone(ctx, b, n)
 	}
 	c := &call{req: cluster.Request{Budget: b, N: n}, done: make(chan struct{})}
-	m.queue = append(m.queue, c) // the running store goroutine takes it
+	m.queue = append(m.queue, c)
+	m.wakeLocked()
 	m.mu.Unlock()
 	t := m.clock.NewTimer(m.timeout)
 	select {
@@ -112,12 +112,11 @@ func (m *Manager) Ask(ctx context.Context, b cluster.Budget, now, n int64) Answe
 }
 
 // askAlone sends one request in a Take of its own on the caller's
-// goroutine, which holds the store role meanwhile (m.working, counted in
-// m.wg, as the store goroutine is): Store calls stay one at a time,
-// transitions stay in order, and Close waits for the call. Whatever was
-// queued meanwhile goes to a store goroutine started on the way out.
+// goroutine, which holds the lone lane meanwhile (m.alone, counted in m.wg
+// so that Close waits for the call).
 func (m *Manager) askAlone(ctx context.Context, b cluster.Budget, n int64) Answer {
 	defer m.release()
+	epoch := m.epoch.Load()
 	if m.Mode() == Fallback { // a Take failed since Ask looked
 		now := m.clock.Nanotime()
 		m.maybeProbe(now)
@@ -126,11 +125,9 @@ func (m *Manager) askAlone(ctx context.Context, b cluster.Budget, n int64) Answe
 	if ctx.Err() != nil {
 		return Answer{Result: Result{By: ByContext}}
 	}
-	// The store goroutine's buffers are this goroutine's while it holds
-	// the role.
-	reqs := append(m.reqs[:0], cluster.Request{Budget: b, N: n})
-	grants := slices.Grow(m.grants[:0], 1)[:1]
-	grants[0] = cluster.Grant{}
+	// The lane's buffers are this goroutine's while it holds the lane.
+	reqs, grants := m.loneReq[:], m.loneGrant[:]
+	reqs[0], grants[0] = cluster.Request{Budget: b, N: n}, cluster.Grant{}
 	m.stats.takes.Add(1)
 	m.stats.requests.Add(1)
 	start := m.clock.Nanotime()
@@ -140,8 +137,7 @@ func (m *Manager) askAlone(ctx context.Context, b cluster.Budget, n int64) Answe
 	cancel()
 	now := m.clock.Nanotime()
 	g := grants[0]
-	clear(reqs)
-	m.reqs, m.grants = reqs, grants
+	reqs[0] = cluster.Request{}
 	if err != nil {
 		if ctx.Err() != nil {
 			// The caller's context ended the call: the Store is not to
@@ -149,10 +145,8 @@ func (m *Manager) askAlone(ctx context.Context, b cluster.Budget, n int64) Answe
 			return Answer{Result: Result{By: ByContext}}
 		}
 		m.stats.takeErrs.Add(1)
-		tr, tripped := m.trip(now, fmt.Errorf("sluice: cluster store: take: %w", err))
-		if tripped {
-			m.notify(tr)
-		}
+		m.trip(now, epoch, fmt.Errorf("sluice: cluster store: take: %w", err))
+		m.trs.Drain()
 		if m.Mode() == Fallback {
 			m.maybeProbe(now)
 		}
@@ -162,16 +156,10 @@ func (m *Manager) askAlone(ctx context.Context, b cluster.Budget, n int64) Answe
 	return grantAnswer(g, n)
 }
 
-// release gives up the store role askAlone took: to a store goroutine when
-// work was queued meanwhile, else for good.
+// release gives up the lone lane askAlone took.
 func (m *Manager) release() {
 	m.mu.Lock()
-	if len(m.queue) > 0 || len(m.gives) > 0 || m.probing {
-		m.mu.Unlock()
-		go m.work() // the role and its m.wg count pass to it
-		return
-	}
-	m.working = false
+	m.alone = false
 	m.idle.Broadcast()
 	m.mu.Unlock()
 	m.wg.Done()

@@ -50,8 +50,10 @@ func TestStrictExact(t *testing.T) {
 }
 
 // TestStrictCoalesce: concurrent strict calls share Take round trips: the
-// first caller, alone, sends its own request; while its Take is under way
-// the others queue, and the next Take carries them all.
+// first caller sends its own request in the lone lane; the second, queued,
+// starts the store goroutine, whose Take carries it; the others queue
+// while those two are under way, and the store goroutine's next Take
+// carries them all.
 func TestStrictCoalesce(t *testing.T) {
 	e := newEnv(t, Config{})
 	b := cluster.Budget{Key: "posts", Algorithm: cluster.TokenBucket, Limit: 50, Interval: time.Hour}
@@ -61,7 +63,7 @@ func TestStrictCoalesce(t *testing.T) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	admitted := 0
-	for i := 0; i < g; i++ {
+	start := func() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -76,22 +78,29 @@ func TestStrictCoalesce(t *testing.T) {
 			}
 		}()
 	}
-	e.blockUntil(t, g) // the first caller's Take's deadline, every other caller's
-	e.st.waitTakeCalls(t, 1)
+	start()
+	e.st.waitTakeCalls(t, 1) // the lone lane
+	start()
+	e.st.waitTakeCalls(t, 2) // the store goroutine, beside it
+	for i := 2; i < g; i++ {
+		start()
+	}
+	e.blockUntil(t, g+1) // both Takes' deadlines, every queued caller's
 	e.st.open()
 	wg.Wait()
 	if admitted != 50 {
 		t.Fatalf("admitted %d, want 50", admitted)
 	}
+	e.m.waitIdle()
 	reqs := e.st.requests()
 	n := 0
 	for _, batch := range reqs {
 		n += len(batch)
 	}
-	if len(reqs) != 2 || len(reqs[0]) != 1 || len(reqs[1]) != g-1 {
-		t.Fatalf("%d Take calls carrying %d requests, want one with 1 then one with %d", len(reqs), n, g-1)
+	if len(reqs) != 3 || len(reqs[0]) != 1 || len(reqs[1]) != 1 || len(reqs[2]) != g-2 {
+		t.Fatalf("%d Take calls carrying %d requests, want two with 1 then one with %d", len(reqs), n, g-2)
 	}
-	if st := e.m.Stats(); st.Takes != 2 || st.Requests != g || st.TakeErrors != 0 {
+	if st := e.m.Stats(); st.Takes != 3 || st.Requests != g || st.TakeErrors != 0 {
 		t.Fatalf("stats %+v", st)
 	}
 }
@@ -170,10 +179,10 @@ func TestStrictAloneDirect(t *testing.T) {
 			t.Fatalf("call %d: %+v, want admitted %v by the store", i, r, want)
 		}
 		e.m.mu.Lock()
-		working := e.m.working
+		working, alone := e.m.working, e.m.alone
 		e.m.mu.Unlock()
-		if working {
-			t.Fatalf("call %d: the store role is still held after the call returned", i)
+		if working || alone {
+			t.Fatalf("call %d: store goroutine %v, lone lane held %v after the call returned", i, working, alone)
 		}
 	}
 	callers := e.st.takeCallers()
@@ -197,10 +206,11 @@ func TestStrictAloneDirect(t *testing.T) {
 	}
 }
 
-// TestStrictQueued: callers that arrive while a lone caller's Take is under
-// way queue and share the next Take, on the store goroutine (under no
-// caller's context), started when the lone call returns; a lease refill
-// queued meanwhile rides in the same Take.
+// TestStrictQueued: two strict callers go concurrently, one in the lone
+// lane on its own goroutine, the other on the store goroutine (under no
+// caller's context), started at once; callers that arrive while both are
+// under way queue and share the store goroutine's next Take, with a lease
+// refill queued meanwhile.
 func TestStrictQueued(t *testing.T) {
 	e := newEnv(t, Config{})
 	b := cluster.Budget{Key: "q", Algorithm: cluster.TokenBucket, Limit: 1000, Interval: time.Second}
@@ -210,16 +220,21 @@ func TestStrictQueued(t *testing.T) {
 	first := make(chan Result)
 	go func() { first <- s.acq(context.WithValue(bg, callerKey{}, "first"), 1) }()
 	e.st.waitTakeCalls(t, 1)
+	second := make(chan Result)
+	go func() { second <- s.acq(context.WithValue(bg, callerKey{}, "second"), 1) }()
+	e.st.waitTakeCalls(t, 2) // both under way at once
 	const g = 8
 	results := make(chan Result, g+1)
 	for i := 0; i < g; i++ {
 		go func() { results <- s.acq(context.WithValue(bg, callerKey{}, "queued"), 1) }()
 	}
 	go func() { results <- l.acq(bg, 1) }()
-	e.blockUntil(t, 1+g+1) // the first Take's deadline, g+1 callers'
+	e.blockUntil(t, 2+1+g+1) // two Takes' deadlines, the second's and g+1 callers' waits
 	e.st.open()
-	if r := <-first; !r.Admitted || r.Fallback() {
-		t.Fatalf("first: %+v", r)
+	for _, ch := range []chan Result{first, second} {
+		if r := <-ch; !r.Admitted || r.Fallback() {
+			t.Fatalf("first two: %+v", r)
+		}
 	}
 	for i := 0; i < g+1; i++ {
 		if r := <-results; !r.Admitted || r.Fallback() {
@@ -228,10 +243,10 @@ func TestStrictQueued(t *testing.T) {
 	}
 	e.m.waitIdle()
 	reqs, callers := e.st.requests(), e.st.takeCallers()
-	if len(reqs) != 2 || len(reqs[0]) != 1 || len(reqs[1]) != g+1 {
-		t.Fatalf("Take calls %v, want one with 1 request then one with %d", reqs, g+1)
+	if len(reqs) != 3 || len(reqs[0]) != 1 || len(reqs[1]) != 1 || len(reqs[2]) != g+1 {
+		t.Fatalf("Take calls %v, want two with 1 request then one with %d", reqs, g+1)
 	}
-	if callers[0] != "first" || callers[1] != nil {
+	if callers[0] != "first" || callers[1] != nil || callers[2] != nil {
 		t.Fatalf("Take contexts %v, want the first caller's, then the store goroutine's", callers)
 	}
 }
@@ -267,9 +282,9 @@ func TestStrictQueuedCallerDeadline(t *testing.T) {
 	}
 }
 
-// TestStrictQueuedTimeout: behind a lone caller's Take that hangs, a queued
-// caller also returns at the Timeout; the failed Take switches to Fallback
-// once, and the queued request never reaches the Store.
+// TestStrictQueuedTimeout: a lone caller's Take and the store goroutine's
+// beside it both hang: both callers return at the Timeout, decided by the
+// fallback, and the two failed Takes switch to Fallback once.
 func TestStrictQueuedTimeout(t *testing.T) {
 	var trs transitions
 	e := newEnv(t, Config{OnTransition: trs.add})
@@ -282,7 +297,8 @@ func TestStrictQueuedTimeout(t *testing.T) {
 	e.st.waitTakeCalls(t, 1)
 	wg.Add(1)
 	go func() { defer wg.Done(); rs[1] = l.acq(bg, 1) }()
-	e.blockUntil(t, 2)
+	e.st.waitTakeCalls(t, 2)
+	e.blockUntil(t, 3) // two Takes' deadlines, the second caller's wait
 	e.clk.Advance(DefaultTimeout)
 	wg.Wait()
 	for i, r := range rs {
@@ -297,13 +313,56 @@ func TestStrictQueuedTimeout(t *testing.T) {
 	if got := trs.modes(); got != "remote>fallback" {
 		t.Fatalf("transitions %q", got)
 	}
-	if st := e.m.Stats(); st.Takes != 1 || st.TakeErrors != 1 {
-		t.Fatalf("stats %+v, want one failed Take", st)
+	if st := e.m.Stats(); st.Takes != 2 || st.TakeErrors != 2 {
+		t.Fatalf("stats %+v, want two failed Takes", st)
 	}
 	// The lone caller's Take passed its deadline: a timeout. The queued
 	// caller's deadline fired at the same instant as the failure's answer
 	// to its request, and either may have woken it.
 	if st := l.Stats(); st.Timeouts < 1 || st.Timeouts > 2 {
 		t.Fatalf("limiter stats %+v, want 1 or 2 timeouts", st)
+	}
+}
+
+// TestStaleFailureKeepsRecovery: a lone caller's Take that started before
+// a switch to Fallback and a recovery fails after both: the failure is
+// older than the recovery and does not switch the mode again.
+func TestStaleFailureKeepsRecovery(t *testing.T) {
+	var trs transitions
+	e := newEnv(t, Config{OnTransition: trs.add, Timeout: 10 * time.Second, ProbeInterval: time.Second})
+	l := e.limiter(t, Spec{Budget: bucket("sf", 100), Strict: true})
+	e.st.set(hang)
+	lone := make(chan Result)
+	go func() { lone <- l.acq(bg, 1) }()
+	e.st.waitTakeCalls(t, 1)
+	e.st.set(fail)
+	if r := l.acq(bg, 1); !r.Fallback() { // the store goroutine's Take fails
+		t.Fatalf("%+v, want decided by the fallback", r)
+	}
+	if e.m.Mode() != Fallback {
+		t.Fatalf("mode %v after a failed Take", e.m.Mode())
+	}
+	e.st.set(answer)
+	e.blockUntil(t, 1) // the lone Take's deadline
+	e.clk.Advance(time.Second)
+	l.acq(bg, 1) // due: a probe runs behind it, and succeeds
+	for deadline := time.Now().Add(30 * time.Second); e.m.Mode() != Remote; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no recovery")
+		}
+	}
+	e.clk.Advance(9 * time.Second) // the lone Take's deadline
+	if r := <-lone; !r.Fallback() {
+		t.Fatalf("lone caller: %+v, want decided by the fallback", r)
+	}
+	e.m.waitIdle()
+	if e.m.Mode() != Remote {
+		t.Fatalf("mode %v: the stale failure switched it", e.m.Mode())
+	}
+	if got := trs.modes(); got != "remote>fallback fallback>remote" {
+		t.Fatalf("transitions %q", got)
+	}
+	if r := l.acq(bg, 1); r.Fallback() || !r.Admitted {
+		t.Fatalf("%+v after recovery", r)
 	}
 }
