@@ -427,17 +427,11 @@ func TestLoneAndBatchedRequestsAgree(t *testing.T) {
 				}
 				n := int64(1 + rng.Intn(3))
 				req := cluster.Request{Budget: b, N: n, Partial: partial}
-				var g cluster.Grant
-				if rng.Intn(2) == 0 {
+				alone := rng.Intn(2) == 0
+				if alone {
 					lone++
-					g = take1(t, s, req)
-				} else {
-					gs := make([]cluster.Grant, 2)
-					if err := s.Take(ctxT(t), []cluster.Request{req, other}, gs); err != nil {
-						t.Fatal(err)
-					}
-					g = gs[0]
 				}
+				g := takeAloneOrBeside(t, s, req, other, alone)
 				want := int64(0)
 				switch {
 				case level >= n:
@@ -476,16 +470,7 @@ func TestLoneAndBatchedRequestsAgree(t *testing.T) {
 		for i := 0; i < 40; i++ {
 			n := int64(1 + rng.Intn(2))
 			req := cluster.Request{Budget: b, N: n}
-			var g cluster.Grant
-			if i%2 == 0 {
-				g = take1(t, s, req)
-			} else {
-				gs := make([]cluster.Grant, 2)
-				if err := s.Take(ctxT(t), []cluster.Request{req, other}, gs); err != nil {
-					t.Fatal(err)
-				}
-				g = gs[0]
-			}
+			g := takeAloneOrBeside(t, s, req, other, i%2 == 0)
 			wait := time.Duration(scheduled * 100 * hour)
 			if wait > 350*time.Hour { // beyond MaxQueue: refused
 				if g.N != 0 || g.RetryAfter <= wait-350*time.Hour-time.Minute || g.RetryAfter > wait-350*time.Hour {
@@ -499,6 +484,20 @@ func TestLoneAndBatchedRequestsAgree(t *testing.T) {
 			scheduled += n
 		}
 	})
+}
+
+// takeAloneOrBeside takes req alone (the lone-request script) or in a batch
+// beside other (the batch script), and returns req's grant.
+func takeAloneOrBeside(t *testing.T, s *Store, req, other cluster.Request, alone bool) cluster.Grant {
+	t.Helper()
+	if alone {
+		return take1(t, s, req)
+	}
+	gs := make([]cluster.Grant, 2)
+	if err := s.Take(ctxT(t), []cluster.Request{req, other}, gs); err != nil {
+		t.Fatal(err)
+	}
+	return gs[0]
 }
 
 // TestLoneRequestScript: a lone token bucket or pacing request is one
