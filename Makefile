@@ -15,7 +15,7 @@ else
 RACE :=
 endif
 
-.PHONY: test fmt tidy workspace vet race allocs standalone bench bench-compare bench-cluster demo fuzz
+.PHONY: test fmt tidy workspace vet race allocs standalone bench bench-compare bench-cluster demo fuzz conformance
 
 # Rounds of make bench-compare.
 BENCH_COUNT ?= 5
@@ -90,6 +90,13 @@ bench-cluster:
 	elif [ -x "$$HOME/go/bin/benchstat" ]; then "$$HOME/go/bin/benchstat" $$out; \
 	else echo "(install benchstat for medians: go install golang.org/x/perf/cmd/benchstat@latest)"; fi; \
 	rm -f $$out
+
+## conformance: the differential tests against x/time/rate and the reference
+## models (TestConformance*) at SLUICE_CONFORMANCE_SCALE times their default
+## number of steps (docs/conformance.md).
+CONFORMANCE_SCALE ?= 20
+conformance:
+	SLUICE_CONFORMANCE_SCALE=$(CONFORMANCE_SCALE) $(GO) test -count=1 -timeout 30m -run 'TestConformance' ./...
 
 ## fuzz: a short fuzzing pass over the rule decoders.
 fuzz:
