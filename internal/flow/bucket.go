@@ -38,12 +38,21 @@ import (
 // A bucket is shared by the rules that inherit it across reloads. It keeps
 // the cost and burst it was last used with; a rule with other parameters
 // first carries its tokens over (capped at the new burst) at its own now.
+//
+// A request that gives its tokens back (its wait cancelled, or a later check
+// refused it) gives back only those no later request depends on, as
+// rate.Reservation.CancelAt does: its n tokens less those reserved after
+// it, which the bucket reads from last, the instant at which the latest
+// request's tokens are due. Tokens given back while later requests wait
+// would otherwise let the next caller take a turn already promised to one
+// of them: two admissions in one slot with a Burst of 1.
 type bucket struct {
 	mu    sync.Mutex
 	at    int64   // ns
 	owed  float64 // tokens taken since at, net of those given back
 	cost  float64 // ns per token
 	burst float64 // tokens
+	last  int64   // ns: when the latest request's tokens are due (rate's lastEvent)
 }
 
 // rebaseAfter bounds now - at: beyond it the bucket moves at to now,
@@ -64,8 +73,10 @@ func (b *bucket) sync(now int64, cost, burst float64) float64 {
 	since := now - b.at
 	if b.owed*b.cost <= float64(since) {
 		// Full at now (a fresh bucket's at is far enough back for any
-		// parameters).
-		b.at, b.owed, b.cost, b.burst = now, 0, cost, burst
+		// parameters): it holds its burst, and a larger new burst does
+		// not fill it further (rate.Limiter.SetBurstAt).
+		b.owed = math.Max(burst-b.burst, 0)
+		b.at, b.cost, b.burst = now, cost, burst
 		return 0
 	}
 	if b.cost != cost || b.burst != burst || since > rebaseAfter {
@@ -100,23 +111,66 @@ func (b *bucket) reserve(now int64, n, cost, burst float64, maxWait int64) (wait
 	due := (b.owed + n - b.burst) * b.cost
 	if due < since+float64(maxWait)+1 {
 		b.owed += n
-		b.mu.Unlock()
 		if due < since+1 {
+			b.last = now
+			b.mu.Unlock()
 			return 0, 0, true
 		}
-		return math.Floor(due - since), 0, true
+		wait = math.Floor(due - since)
+		b.last = now + int64(wait) // a wait within maxWait fits an int64
+		b.mu.Unlock()
+		return wait, 0, true
 	}
 	st := b.stored(since)
 	b.mu.Unlock()
 	return math.Floor(due - since), st, false
 }
 
-// give returns n tokens, never more than the bucket has taken since it was
-// last full (it never holds more than burst).
-func (b *bucket) give(n float64) {
+// cancel gives back, at now, what no later request depends on of the n
+// tokens a request took at cost ns each, due at act (now + its wait): n
+// less the tokens reserved after it, nothing once act has passed (the
+// request could have gone), and never so many that the bucket holds more
+// than burst. It is rate.Reservation.CancelAt in the bucket's terms: the
+// bucket advances to now at its current rate, and when the request was the
+// latest one, last goes back to when the one before it was due, if that is
+// not past.
+func (b *bucket) cancel(now, act int64, n, cost float64) {
 	b.mu.Lock()
-	b.owed = math.Max(b.owed-n, 0)
-	b.mu.Unlock()
+	defer b.mu.Unlock()
+	if act < now {
+		return
+	}
+	b.giveBack(now, act, n, cost)
+}
+
+// release gives back the n tokens of an entry admitted with its tokens due
+// at act, which a later check refused: as cancel, but whenever it comes,
+// since the entry never went through. The bucket does not advance (the
+// refusal has no clock reading of its own); the tokens go back at at.
+func (b *bucket) release(act int64, n, cost float64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.giveBack(b.at, act, n, cost)
+}
+
+// giveBack is cancel's work at now (at least b.at when the bucket must not
+// move). Must hold mu.
+func (b *bucket) giveBack(now, act int64, n, cost float64) {
+	give := n - float64(b.last-act)/cost
+	if give <= 0 {
+		return
+	}
+	if now > b.at {
+		// Advance to now: the tokens stored at now, at most burst.
+		st := math.Min(b.stored(float64(now-b.at)), b.burst)
+		b.at, b.owed = now, b.burst-st
+	}
+	b.owed = math.Max(b.owed-give, 0)
+	if act == b.last {
+		if prev := act - int64(n*cost); prev >= now {
+			b.last = prev
+		}
+	}
 }
 
 // reasonBucketShort is the reason of a token-bucket rule's refusal of a
@@ -172,10 +226,11 @@ func (c *tokenBucket) check(_ context.Context, ec *entry.Context, _ core.Clock) 
 	return nil
 }
 
-// Release gives back the tokens of an entry a later check refused.
+// Release gives back the tokens of an entry a later check refused, less
+// those a later request depends on. They were due at its start.
 func (c *tokenBucket) Release(x entry.ExitInfo) {
 	if x.Blocked {
-		c.bucket.give(float64(x.Batch))
+		c.bucket.release(x.Start, float64(x.Batch), c.cost)
 	}
 }
 
@@ -199,24 +254,52 @@ func (c *tokenBucketThrottle) check(ctx context.Context, ec *entry.Context, clk 
 		return be
 	}
 	n := float64(ec.Batch)
-	wait, _, ok := c.bucket.reserve(ec.Start, n, c.cost, c.burst, c.maxQueue)
+	// A wait the context's deadline cannot cover is refused at once, and
+	// reserves nothing (rate.Limiter.WaitN).
+	maxWait, short := waitBound(ctx, c.maxQueue)
+	wait, _, ok := c.bucket.reserve(ec.Start, n, c.cost, c.burst, maxWait)
 	if !ok {
+		if short && wait <= float64(c.maxQueue) {
+			return c.pastDeadline(ec, wait, maxWait)
+		}
 		return c.queueRefusal(ec, wait, c.maxQueue)
 	}
-	if wait > 0 {
-		if err := ec.Sleep(ctx, clk, time.Duration(wait)); err != nil {
-			c.bucket.give(n) // the tokens go back: the next caller takes them
-			return c.cancelled(ec, wait, c.maxQueue, err)
-		}
+	if wait == 0 {
+		ec.AddUndo(c)
+		return nil
 	}
-	ec.AddUndo(c)
+	act := ec.Start + int64(wait)
+	if err := ec.Sleep(ctx, clk, time.Duration(wait)); err != nil {
+		// What no later request depends on goes back: the next caller
+		// may take it.
+		c.bucket.cancel(clk.Nanotime(), act, n, c.cost)
+		return c.cancelled(ec, wait, c.maxQueue, err)
+	}
+	// An entry that waited already allocated (its timer): its undo ticket
+	// keeps when its tokens were due.
+	ec.AddUndo(&waitedTokens{b: c.bucket, act: act, cost: c.cost})
 	return nil
 }
 
-// Release gives back the tokens of an entry a later check refused.
+// Release gives back the tokens of an entry admitted without waiting that a
+// later check refused, less those a later request depends on.
 func (c *tokenBucketThrottle) Release(x entry.ExitInfo) {
 	if x.Blocked {
-		c.bucket.give(float64(x.Batch))
+		c.bucket.release(x.Start, float64(x.Batch), c.cost)
+	}
+}
+
+// waitedTokens is the undo ticket of a token-bucket entry that waited for
+// its tokens, due at act.
+type waitedTokens struct {
+	b    *bucket
+	act  int64
+	cost float64
+}
+
+func (w *waitedTokens) Release(x entry.ExitInfo) {
+	if x.Blocked {
+		w.b.release(w.act, float64(x.Batch), w.cost)
 	}
 }
 

@@ -193,6 +193,38 @@ func (b *base) cancelled(ec *entry.Context, wait float64, maxQueue int64, err er
 	return be
 }
 
+// waitBound returns the longest wait a pacing rule may give an entry whose
+// context is ctx (nil: none): maxQueue, or less when the context's deadline
+// leaves less, and then short. The deadline is read against the wall clock
+// (time.Until), on which the context ends whatever clock the engine reads.
+// A deadline already past still admits an entry that need not wait.
+func waitBound(ctx context.Context, maxQueue int64) (bound int64, short bool) {
+	if ctx == nil {
+		return maxQueue, false
+	}
+	d, ok := ctx.Deadline()
+	if !ok {
+		return maxQueue, false
+	}
+	if left := int64(time.Until(d)); left < maxQueue {
+		return max(left, 0), true
+	}
+	return maxQueue, false
+}
+
+// pastDeadline is the refusal of a pacing rule's entry whose turn, wait
+// nanoseconds away, comes after its context's deadline, left nanoseconds
+// away: refused at once, holding nothing, as rate.Limiter.WaitN does, so
+// the turn stays free for a caller that can wait for it. It matches
+// context.DeadlineExceeded (its Cause) as well as ErrBlocked. Observed and
+// Threshold are the wait and the time left, in milliseconds.
+func (b *base) pastDeadline(ec *entry.Context, wait float64, left int64) *core.BlockError {
+	be := b.refuse(ec, wait/1e6, float64(left)/1e6, 0,
+		"wait "+describe(wait)+" exceeds the context's deadline ("+describe(float64(left))+" left)")
+	be.Cause = context.DeadlineExceeded
+	return be
+}
+
 // saturated converts ns nanoseconds to a time.Duration, saturating at the
 // longest one (about 292 years) instead of wrapping around. A wait that
 // long comes from a threshold far below one request per interval.

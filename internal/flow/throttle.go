@@ -47,14 +47,20 @@ func (c *throttle) check(ctx context.Context, ec *entry.Context, clk core.Clock)
 	}
 	cost := c.cost * float64(ec.Batch)
 	now := float64(ec.Start)
-	var wait float64
+	// A turn after the context's deadline is refused at once, and takes
+	// no slot (rate.Limiter.WaitN).
+	maxWait, short := waitBound(ctx, c.maxQueue)
+	var wait, start float64
 	for {
 		bits := c.free.Load()
-		start := math.Max(math.Float64frombits(bits), now)
+		start = math.Max(math.Float64frombits(bits), now)
 		// Whole nanoseconds: slot k of a rate R is due at k/R s, not a
 		// rounding error after it.
 		wait = math.Round(start) - now
-		if wait > float64(c.maxQueue) {
+		if wait > float64(maxWait) {
+			if short && wait <= float64(c.maxQueue) {
+				return c.pastDeadline(ec, wait, maxWait)
+			}
 			return c.queueRefusal(ec, wait, c.maxQueue)
 		}
 		if c.free.CompareAndSwap(bits, math.Float64bits(start+cost)) {
@@ -63,29 +69,61 @@ func (c *throttle) check(ctx context.Context, ec *entry.Context, clk core.Clock)
 	}
 	if d := time.Duration(wait); d > 0 {
 		if err := ec.Sleep(ctx, clk, d); err != nil {
-			c.unschedule(cost) // give the slots back: the next caller takes them
+			c.unschedule(start, start+cost)
 			return c.cancelled(ec, wait, c.maxQueue, err)
 		}
+		// An entry that waited already allocated (its timer): its undo
+		// ticket keeps its slots.
+		ec.AddUndo(&waitedSlots{c: c, start: start, end: start + cost})
+		return nil
 	}
 	ec.AddUndo(c)
 	return nil
 }
 
+// Release gives back the slots of an entry admitted without waiting that a
+// later check refused, if no later entry is scheduled behind them. Its
+// slots started within half a nanosecond of its arrival (it did not wait);
+// another entry's slots end there only if they are shorter than half a
+// nanosecond, which no threshold within the rules' bounds gives.
 func (c *throttle) Release(x entry.ExitInfo) {
-	if x.Blocked {
-		c.unschedule(c.cost * float64(x.Batch))
+	if !x.Blocked {
+		return
+	}
+	cost := c.cost * float64(x.Batch)
+	for {
+		bits := c.free.Load()
+		start := math.Float64frombits(bits) - cost
+		if math.Round(start) != float64(x.Start) {
+			return // later entries are scheduled behind it
+		}
+		if c.free.CompareAndSwap(bits, math.Float64bits(start)) {
+			return
+		}
 	}
 }
 
 func (c *throttle) inherit(old checker) { c.free = old.(*throttle).free }
 
-// unschedule moves the schedule back by cost nanoseconds: the slots of a
-// request that did not go through after all.
-func (c *throttle) unschedule(cost float64) {
-	for {
-		old := c.free.Load()
-		if c.free.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)-cost)) {
-			return
-		}
+// unschedule gives back the slots [start, end) of an entry that did not go
+// through after all (its wait was cancelled, or a later check refused it)
+// when no later entry is scheduled behind them: the schedule is free from
+// start again, and the next caller takes them. When later entries are
+// scheduled, it gives back nothing: they keep their turns, and moving the
+// schedule back would put the next caller in a slot one of them holds.
+func (c *throttle) unschedule(start, end float64) {
+	c.free.CompareAndSwap(math.Float64bits(end), math.Float64bits(start))
+}
+
+// waitedSlots is the undo ticket of a throttle entry that waited for its
+// slots [start, end).
+type waitedSlots struct {
+	c          *throttle
+	start, end float64
+}
+
+func (w *waitedSlots) Release(x entry.ExitInfo) {
+	if x.Blocked {
+		w.c.unschedule(w.start, w.end)
 	}
 }
