@@ -142,10 +142,17 @@ var ErrClosed = errors.New("sluice: engine closed")
 // Sleep waits d on clk for a check of the entry (a throttling rule's turn).
 // It returns nil after the full wait, ctx's error when ctx (nil: none) ends
 // first, and ErrClosed when the entry's engine closes first (see Life). A
-// non-positive d returns at once. It allocates only when it waits.
+// non-positive d returns at once. A wait that ends after ctx's deadline
+// returns context.DeadlineExceeded at once instead of waiting to fail (the
+// deadline is read on the wall clock, time.Until, on which the context ends
+// whatever clk reads); checks that can, refuse such a wait before they
+// reserve anything. It allocates only when it waits.
 func (c *Context) Sleep(ctx context.Context, clk core.Clock, d time.Duration) error {
 	if ctx == nil {
 		ctx = context.Background()
+	}
+	if dl, ok := ctx.Deadline(); ok && d > 0 && time.Until(dl) < d {
+		return context.DeadlineExceeded
 	}
 	if d > 0 && c.Life != nil {
 		var cancel context.CancelCauseFunc
