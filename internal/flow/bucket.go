@@ -155,8 +155,21 @@ func (b *bucket) release(act int64, n, cost float64) {
 
 // giveBack is cancel's work at now (at least b.at when the bucket must not
 // move). Must hold mu.
+//
+// Turns are whole nanoseconds, each rounded down from its own
+// floating-point product, so two requests whose tokens are due at the same
+// instant may be given turns a nanosecond apart: turns within a nanosecond
+// of each other count as one instant, and a request due within a
+// nanosecond of last counts as the latest. (Two requests a whole token
+// apart are more than a nanosecond apart at any rate within the rules'
+// bounds, a token per 3.6 ns at the most.)
 func (b *bucket) giveBack(now, act int64, n, cost float64) {
-	give := n - float64(b.last-act)/cost
+	later := b.last - act
+	latest := later <= 1 && later >= -1
+	give := n
+	if !latest {
+		give -= float64(later) / cost
+	}
 	if give <= 0 {
 		return
 	}
@@ -166,7 +179,7 @@ func (b *bucket) giveBack(now, act int64, n, cost float64) {
 		b.at, b.owed = now, b.burst-st
 	}
 	b.owed = math.Max(b.owed-give, 0)
-	if act == b.last {
+	if latest {
 		if prev := act - int64(n*cost); prev >= now {
 			b.last = prev
 		}
