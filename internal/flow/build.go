@@ -2,6 +2,7 @@ package flow
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/sluice-go/sluice/rules"
 )
@@ -41,6 +42,7 @@ func Build(rs []rules.Flow, old map[string][]*Controller, nodes NodeFunc, cl *Le
 		}
 	}
 	built := make([]*Controller, len(rs))
+	var unexact []carriedLog
 	for i := range rs {
 		c, err := newController(rs[i], nodes)
 		if err != nil {
@@ -50,6 +52,18 @@ func Build(rs []rules.Flow, old map[string][]*Controller, nodes NodeFunc, cl *Le
 		if prev := pool[k]; len(prev) > 0 {
 			c.c.inherit(prev[0].c)
 			pool[k] = prev[1:]
+		} else if from := switchedExact(pool, k); from != nil {
+			// The same rule with Exact switched: the count carries over.
+			if o, ok := from.c.(*reject); ok {
+				if nc, ok := c.c.(*exact); ok {
+					nc.log.seedFrom(o.win, o.width)
+				}
+			}
+			if o, ok := from.c.(*exact); ok {
+				if nc, ok := c.c.(*reject); ok {
+					unexact = append(unexact, carriedLog{to: nc, times: o.log.recent(o.interval)})
+				}
+			}
 		}
 		built[i] = c
 	}
@@ -73,7 +87,39 @@ func Build(rs []rules.Flow, old map[string][]*Controller, nodes NodeFunc, cl *Le
 		res := c.c.enforced().Resource
 		out[res] = append(out[res], c)
 	}
+	for _, u := range unexact {
+		for _, t := range u.times {
+			u.to.win.TryAdd(t/u.to.width, 1, math.Inf(1))
+		}
+	}
 	return out, nil
+}
+
+// switchedExact returns an old controller of pool that counts as a
+// controller of key k would but with Exact the other way, if there is one.
+// Its count carries over to the new rule (which does not take it over: it
+// stays in pool). Switching Exact on, the new rule's admission log starts
+// with the old window's admissions, each at the end of its bucket (see
+// admissionLog.seedFrom); switching it off, the new window starts with the
+// old log's admissions of the last interval, each in its own bucket.
+func switchedExact(pool map[stateKey][]*Controller, k stateKey) *Controller {
+	k.exact = !k.exact
+	prev := pool[k]
+	if len(prev) == 0 {
+		return nil
+	}
+	switch prev[0].c.(type) {
+	case *reject, *exact:
+		return prev[0]
+	}
+	return nil
+}
+
+// carriedLog is the admissions of an exact rule's log that a rule without
+// Exact replacing it counts in its window.
+type carriedLog struct {
+	to    *reject
+	times []int64
 }
 
 // attachLimiters gives every cluster rule of built that inherited no

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/entry"
+	"github.com/sluice-go/sluice/internal/window"
 )
 
 // exact enforces a QPS reject rule with Exact set: at most limit
@@ -68,6 +69,12 @@ type admissionLog struct {
 	head  int     // the oldest entry
 	count int     // entries in use
 	last  int64   // the newest time logged (valid when a request was logged)
+
+	// seed, until the first admission, is the window of the rule without
+	// Exact that the log's rule replaced (buckets of seedWidth ns): its
+	// admissions are logged first (see seedFrom).
+	seed      *window.Snapshot
+	seedWidth int64
 }
 
 func newAdmissionLog(capacity int) *admissionLog {
@@ -95,6 +102,9 @@ func (l *admissionLog) at(i int) int64 { return l.times[l.slot(i)] }
 func (l *admissionLog) admit(now int64, n, limit int, interval int64) (ok bool, seen int, free int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.seed != nil {
+		l.logSeed(now)
+	}
 	if l.count > 0 && now < l.last {
 		now = l.last
 	}
@@ -106,16 +116,72 @@ func (l *admissionLog) admit(now int64, n, limit int, interval int64) (ok bool, 
 		}
 	}
 	for i := 0; i < n; i++ {
-		if l.count < len(l.times) {
-			l.times[l.slot(l.count)] = now
-			l.count++
-		} else {
-			l.times[l.head] = now
-			l.head = l.slot(1)
+		l.push(now)
+	}
+	return true, 0, 0
+}
+
+// seedFrom makes the log start with the admissions counted in win, the
+// window (buckets of width ns) of the rule without Exact that the log's
+// rule replaces on a reload, so that switching Exact on does not admit a
+// fresh interval's worth. The window knows only the bucket of each
+// admission, not its instant: the first admission logs each at the last
+// nanosecond of its bucket (or at its own instant, if sooner), never
+// earlier than it was, so the log may hold an inherited admission up to a
+// bucket longer than its instant would, and never admits more than the
+// limit in an interval.
+func (l *admissionLog) seedFrom(win *window.Window, width int64) {
+	s := win.Snapshot()
+	l.mu.Lock()
+	l.seed, l.seedWidth = &s, width
+	l.mu.Unlock()
+}
+
+// logSeed logs the seed's admissions of the window that ends at now, and
+// drops the seed. Must hold mu.
+func (l *admissionLog) logSeed(now int64) {
+	s, w := l.seed, l.seedWidth
+	l.seed = nil
+	e := now / w
+	for ep := e - window.WindowBuckets + 1; ep <= e+1; ep++ {
+		if ep < 0 {
+			continue
+		}
+		at := min((ep+1)*w-1, now)
+		if l.count > 0 && at < l.last {
+			at = l.last
+		}
+		for k := s.Count(ep); k > 0; k-- {
+			l.push(at)
 		}
 	}
-	l.last = now
-	return true, 0, 0
+}
+
+// push logs one request at t, no earlier than the newest entry, dropping
+// the oldest when the log is full. Must hold mu.
+func (l *admissionLog) push(t int64) {
+	if l.count < len(l.times) {
+		l.times[l.slot(l.count)] = t
+		l.count++
+	} else {
+		l.times[l.head] = t
+		l.head = l.slot(1)
+	}
+	l.last = t
+}
+
+// recent returns the times logged in the interval of interval ns that ends
+// with the newest entry, oldest first: what a rule without Exact that
+// replaces the log's rule on a reload counts in its window (see
+// Build).
+func (l *admissionLog) recent(interval int64) []int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var ts []int64
+	for i := l.firstAfter(l.last - interval); i < l.count; i++ {
+		ts = append(ts, l.at(i))
+	}
+	return ts
 }
 
 // firstAfter returns the index of the oldest entry later than t (count
