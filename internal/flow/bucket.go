@@ -33,7 +33,11 @@ import (
 // (owed - burst)×cost, which it compares with the integer now - at, so no
 // error accumulates over admissions, and a request at now + RetryAfter
 // passes while one a nanosecond earlier does not. at moves to now whenever
-// the bucket is full at now.
+// the bucket is full at now. The product is computed as
+// (tokens × interval) / threshold, not with a rounded cost: for a whole
+// number of tokens the product is exact and the quotient correctly
+// rounded, so a wait that is a whole number of nanoseconds (3 tokens at 3
+// per second: 1 s) is that number, not a nanosecond less.
 //
 // A bucket is shared by the rules that inherit it across reloads. It keeps
 // the cost and burst it was last used with; a rule with other parameters
@@ -50,7 +54,7 @@ type bucket struct {
 	mu    sync.Mutex
 	at    int64   // ns
 	owed  float64 // tokens taken since at, net of those given back
-	cost  float64 // ns per token
+	rate  refill  // cost: ns per token
 	burst float64 // tokens
 	last  int64   // ns: when the latest request's tokens are due (rate's lastEvent)
 }
@@ -61,29 +65,40 @@ type bucket struct {
 const rebaseAfter = 1 << 50
 
 // newBucket returns a full bucket.
-func newBucket(cost, burst float64) *bucket {
-	return &bucket{at: math.MinInt64 / 2, cost: cost, burst: burst}
+func newBucket(rate refill, burst float64) *bucket {
+	return &bucket{at: math.MinInt64 / 2, rate: rate, burst: burst}
 }
 
-// sync prepares the bucket for a decision at now with cost and burst: it
+// refill is a token bucket's rate: thr tokens per ival ns.
+type refill struct {
+	ival, thr float64
+}
+
+// ns returns how long tokens take to refill, in ns: tokens×ival/thr.
+func (r refill) ns(tokens float64) float64 { return tokens * r.ival / r.thr }
+
+// tokens returns the tokens that refill in ns nanoseconds.
+func (r refill) tokens(ns float64) float64 { return ns * r.thr / r.ival }
+
+// sync prepares the bucket for a decision at now with rate and burst: it
 // carries the tokens over to new parameters and restarts the state at now
 // when the bucket is full or when at is too far back. It returns now - at.
 // Must hold mu.
-func (b *bucket) sync(now int64, cost, burst float64) float64 {
+func (b *bucket) sync(now int64, rate refill, burst float64) float64 {
 	since := now - b.at
-	if b.owed*b.cost <= float64(since) {
+	if b.rate.ns(b.owed) <= float64(since) {
 		// Full at now (a fresh bucket's at is far enough back for any
 		// parameters): it holds its burst, and a larger new burst does
 		// not fill it further (rate.Limiter.SetBurstAt).
 		b.owed = math.Max(burst-b.burst, 0)
-		b.at, b.cost, b.burst = now, cost, burst
+		b.at, b.rate, b.burst = now, rate, burst
 		return 0
 	}
-	if b.cost != cost || b.burst != burst || since > rebaseAfter {
+	if b.rate != rate || b.burst != burst || since > rebaseAfter {
 		// Start again at now with the tokens stored at now (fewer than
 		// zero while the bucket owes some), at most the new burst.
 		st := b.stored(float64(since))
-		b.at, b.cost, b.burst = now, cost, burst
+		b.at, b.rate, b.burst = now, rate, burst
 		b.owed = burst - math.Min(st, burst)
 		return 0
 	}
@@ -93,7 +108,7 @@ func (b *bucket) sync(now int64, cost, burst float64) float64 {
 // stored returns the tokens the bucket holds at now (negative while it
 // owes reserved ones), where since is now - at from sync. Must hold mu.
 func (b *bucket) stored(since float64) float64 {
-	return b.burst - (b.owed - since/b.cost)
+	return b.burst - (b.owed - b.rate.tokens(since))
 }
 
 // reserve takes n tokens at now if the wait for them is at most maxWait
@@ -103,12 +118,12 @@ func (b *bucket) stored(since float64) float64 {
 // less than a nanosecond after now does not wait. It returns the wait and
 // whether it took the tokens; when it did not, wait is the wait it would
 // have had, and stored the tokens the bucket holds at now.
-func (b *bucket) reserve(now int64, n, cost, burst float64, maxWait int64) (wait, stored float64, ok bool) {
+func (b *bucket) reserve(now int64, n float64, rate refill, burst float64, maxWait int64) (wait, stored float64, ok bool) {
 	b.mu.Lock()
-	since := b.sync(now, cost, burst)
+	since := b.sync(now, rate, burst)
 	// The wait in ns is (owed+n-burst)×cost - since: compare the rounded
 	// product with the exact integers since and since+maxWait+1.
-	due := (b.owed + n - b.burst) * b.cost
+	due := b.rate.ns(b.owed + n - b.burst)
 	if due < since+float64(maxWait)+1 {
 		b.owed += n
 		if due < since+1 {
@@ -127,30 +142,30 @@ func (b *bucket) reserve(now int64, n, cost, burst float64, maxWait int64) (wait
 }
 
 // cancel gives back, at now, what no later request depends on of the n
-// tokens a request took at cost ns each, due at act (now + its wait): n
+// tokens a request took at rate, due at act (now + its wait): n
 // less the tokens reserved after it, nothing once act has passed (the
 // request could have gone), and never so many that the bucket holds more
 // than burst. It is rate.Reservation.CancelAt in the bucket's terms: the
 // bucket advances to now at its current rate, and when the request was the
 // latest one, last goes back to when the one before it was due, if that is
 // not past.
-func (b *bucket) cancel(now, act int64, n, cost float64) {
+func (b *bucket) cancel(now, act int64, n float64, rate refill) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if act < now {
 		return
 	}
-	b.giveBack(now, act, n, cost)
+	b.giveBack(now, act, n, rate)
 }
 
 // release gives back the n tokens of an entry admitted with its tokens due
 // at act, which a later check refused: as cancel, but whenever it comes,
 // since the entry never went through. The bucket does not advance (the
 // refusal has no clock reading of its own); the tokens go back at at.
-func (b *bucket) release(act int64, n, cost float64) {
+func (b *bucket) release(act int64, n float64, rate refill) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.giveBack(b.at, act, n, cost)
+	b.giveBack(b.at, act, n, rate)
 }
 
 // giveBack is cancel's work at now (at least b.at when the bucket must not
@@ -163,12 +178,12 @@ func (b *bucket) release(act int64, n, cost float64) {
 // nanosecond of last counts as the latest. (Two requests a whole token
 // apart are more than a nanosecond apart at any rate within the rules'
 // bounds, a token per 3.6 ns at the most.)
-func (b *bucket) giveBack(now, act int64, n, cost float64) {
+func (b *bucket) giveBack(now, act int64, n float64, rate refill) {
 	later := b.last - act
 	latest := later <= 1 && later >= -1
 	give := n
 	if !latest {
-		give -= float64(later) / cost
+		give -= rate.tokens(float64(later))
 	}
 	if give <= 0 {
 		return
@@ -180,7 +195,7 @@ func (b *bucket) giveBack(now, act int64, n, cost float64) {
 	}
 	b.owed = math.Max(b.owed-give, 0)
 	if latest {
-		if prev := act - int64(n*cost); prev >= now {
+		if prev := act - int64(rate.ns(n)); prev >= now {
 			b.last = prev
 		}
 	}
@@ -197,15 +212,15 @@ const reasonBurst = "batch larger than burst"
 // bucketRule is what both token-bucket checkers keep.
 type bucketRule struct {
 	bucket *bucket
-	cost   float64 // ns per token: interval/threshold
+	rate   refill  // Threshold per interval
 	burst  float64 // tokens
 	base
 }
 
 func newBucketRule(b base) bucketRule {
-	cost := float64(b.rule.Interval()) / b.rule.Threshold
+	rate := refill{ival: float64(b.rule.Interval()), thr: b.rule.Threshold}
 	burst := b.rule.BurstSize()
-	return bucketRule{bucket: newBucket(cost, burst), cost: cost, burst: burst, base: b}
+	return bucketRule{bucket: newBucket(rate, burst), rate: rate, burst: burst, base: b}
 }
 
 // tooLargeForBurst refuses, with no RetryAfter, a batch larger than the
@@ -231,7 +246,7 @@ func (c *tokenBucket) check(_ context.Context, ec *entry.Context, _ core.Clock) 
 		return be
 	}
 	n := float64(ec.Batch)
-	wait, stored, ok := c.bucket.reserve(ec.Start, n, c.cost, c.burst, 0)
+	wait, stored, ok := c.bucket.reserve(ec.Start, n, c.rate, c.burst, 0)
 	if !ok {
 		return c.refuse(ec, stored, n, saturated(wait), reasonBucketShort)
 	}
@@ -243,7 +258,7 @@ func (c *tokenBucket) check(_ context.Context, ec *entry.Context, _ core.Clock) 
 // those a later request depends on. They were due at its start.
 func (c *tokenBucket) Release(x entry.ExitInfo) {
 	if x.Blocked {
-		c.bucket.release(x.Start, float64(x.Batch), c.cost)
+		c.bucket.release(x.Start, float64(x.Batch), c.rate)
 	}
 }
 
@@ -270,7 +285,7 @@ func (c *tokenBucketThrottle) check(ctx context.Context, ec *entry.Context, clk 
 	// A wait the context's deadline cannot cover is refused at once, and
 	// reserves nothing (rate.Limiter.WaitN).
 	maxWait, short := waitBound(ctx, c.maxQueue)
-	wait, _, ok := c.bucket.reserve(ec.Start, n, c.cost, c.burst, maxWait)
+	wait, _, ok := c.bucket.reserve(ec.Start, n, c.rate, c.burst, maxWait)
 	if !ok {
 		if short && wait <= float64(c.maxQueue) {
 			return c.pastDeadline(ec, wait, maxWait)
@@ -285,12 +300,12 @@ func (c *tokenBucketThrottle) check(ctx context.Context, ec *entry.Context, clk 
 	if err := ec.Sleep(ctx, clk, time.Duration(wait)); err != nil {
 		// What no later request depends on goes back: the next caller
 		// may take it.
-		c.bucket.cancel(clk.Nanotime(), act, n, c.cost)
+		c.bucket.cancel(clk.Nanotime(), act, n, c.rate)
 		return c.cancelled(ec, wait, c.maxQueue, err)
 	}
 	// An entry that waited already allocated (its timer): its undo ticket
 	// keeps when its tokens were due.
-	ec.AddUndo(&waitedTokens{b: c.bucket, act: act, cost: c.cost})
+	ec.AddUndo(&waitedTokens{b: c.bucket, act: act, rate: c.rate})
 	return nil
 }
 
@@ -298,7 +313,7 @@ func (c *tokenBucketThrottle) check(ctx context.Context, ec *entry.Context, clk 
 // later check refused, less those a later request depends on.
 func (c *tokenBucketThrottle) Release(x entry.ExitInfo) {
 	if x.Blocked {
-		c.bucket.release(x.Start, float64(x.Batch), c.cost)
+		c.bucket.release(x.Start, float64(x.Batch), c.rate)
 	}
 }
 
@@ -307,12 +322,12 @@ func (c *tokenBucketThrottle) Release(x entry.ExitInfo) {
 type waitedTokens struct {
 	b    *bucket
 	act  int64
-	cost float64
+	rate refill
 }
 
 func (w *waitedTokens) Release(x entry.ExitInfo) {
 	if x.Blocked {
-		w.b.release(w.act, float64(x.Batch), w.cost)
+		w.b.release(w.act, float64(x.Batch), w.rate)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"math/rand"
 	"sort"
 	"testing"
@@ -67,6 +68,10 @@ type diffStats struct {
 	// sluiceLater of them with sluice's the longer; drift: later steps
 	// within the slack such a nanosecond leaves after cancellations.
 	offByOne, sluiceLater, drift int
+	// exactChecked: steps whose wait was also checked against exact
+	// arithmetic from the bucket's state (configurations without reloads
+	// and cancellations).
+	exactChecked int
 	mismatches, badSequences     int
 }
 
@@ -110,6 +115,31 @@ func (b *bucket) tokensAt(now int64) float64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return math.Min(b.stored(float64(now-b.at)), b.burst)
+}
+
+// exactWait returns, in exact rational arithmetic, the wait the bucket owes
+// a batch of n at now from its state before the decision (what sync and
+// reserve compute in floating point): the nanoseconds until the batch's
+// tokens are due, rounded down, 0 when they are due less than a nanosecond
+// later.
+func (b *bucket) exactWait(now int64, n float64) int64 {
+	b.mu.Lock()
+	at, owed, r, burst := b.at, b.owed, b.rate, b.burst
+	b.mu.Unlock()
+	ival, thr := new(big.Rat).SetFloat64(r.ival), new(big.Rat).SetFloat64(r.thr)
+	since := new(big.Rat).SetInt64(now - at)
+	k := new(big.Rat).SetFloat64(owed)
+	if full := new(big.Rat).Quo(new(big.Rat).Mul(k, ival), thr); full.Cmp(since) <= 0 {
+		k.SetInt64(0)
+		since.SetInt64(0)
+	}
+	k.Add(k, new(big.Rat).SetFloat64(n-burst))
+	due := new(big.Rat).Sub(new(big.Rat).Quo(new(big.Rat).Mul(k, ival), thr), since)
+	if due.Cmp(big.NewRat(1, 1)) < 0 {
+		return 0
+	}
+	q := new(big.Int).Quo(due.Num(), due.Denom()) // due > 0: truncation is floor
+	return q.Int64()
 }
 
 // waiter is a wait that the timeline cancels at instant at.
@@ -324,9 +354,30 @@ func runDiffSequence(t *testing.T, cfg diffConfig, seed int64, steps int, st *di
 				t.Fatalf("%s: the oracle holds %v tokens after the reload, not the predicted %v", desc(), got, tok)
 			}
 		}
+		// Without reloads and cancellations the bucket's state is whole
+		// tokens, and each wait is checked against exact arithmetic too.
+		plain := !cfg.reloads && !cfg.cancels
+		var exact int64
+		if plain {
+			exact = bucketOf(c).exactWait(now, float64(n))
+		}
+		exactly := func(got int64) {
+			if !plain {
+				return
+			}
+			st.exactChecked++
+			if got != exact {
+				fail("%s: wait %v, exactly %v", desc(), time.Duration(got), time.Duration(exact))
+			}
+		}
 		if cfg.behavior == rules.Reject {
 			wantOK := lim.AllowN(at, int(n))
 			be, _ := check(t, c, now, n)
+			if be == nil {
+				exactly(0)
+			} else {
+				exactly(int64(be.RetryAfter))
+			}
 			switch {
 			case wantOK != (be == nil):
 				fail("%s: rate.Limiter admits: %v, rule: %v", desc(), wantOK, be)
@@ -376,11 +427,19 @@ func runDiffSequence(t *testing.T, cfg diffConfig, seed int64, steps int, st *di
 		fc := &firingClock{now: clock}
 		be := c.Check(context.Background(), newEntry(now, n), fc)
 		switch {
+		case be != nil:
+			exactly(int64(be.RetryAfter + maxQueue))
+		case len(fc.waits) > 0:
+			exactly(int64(fc.waits[0]))
+		default:
+			exactly(0)
+		}
+		switch {
 		case wantOK != (be == nil):
 			fail("%s: rate.Limiter reserves within %v: %v (delay %v), rule: %v", desc(), maxQueue, wantOK, wait, be)
 		case wantOK && wait > 0:
 			st.waited++
-			if edge && same(0, wait) && len(fc.waits) == 0 {
+			if len(fc.waits) == 0 && same(0, wait) {
 				break // sluice found it due now, within the nanosecond
 			}
 			if len(fc.waits) != 1 || !same(fc.waits[0], wait) {
@@ -424,8 +483,8 @@ func TestConformanceTokenBucketAgainstRate(t *testing.T) {
 				st.sequences++
 				runDiffSequence(t, cfg, int64(1000*ci+s), min(perSequence, total-st.steps), &st)
 			}
-			t.Logf("%s: %d sequences, %d steps: %d admitted at once, %d waited (%d of them cancelled), %d refused, %d reloads; %d at a rounding edge (within 1 ns), %d at a decision edge (left out); %d off by 1 ns (%d with sluice's the longer), %d within the drift that leaves after a cancellation; %d mismatches in %d sequences",
-				cfg.name, st.sequences, st.steps, st.admitted, st.waited, st.cancelled, st.refused, st.reloads, st.rounding, st.skipped, st.offByOne, st.sluiceLater, st.drift, st.mismatches, st.badSequences)
+			t.Logf("%s: %d sequences, %d steps: %d admitted at once, %d waited (%d of them cancelled), %d refused, %d reloads; %d at a rounding edge (within 1 ns), %d at a decision edge (left out); %d off by 1 ns (%d with sluice's the longer), %d within the drift that leaves after a cancellation; %d checked against exact arithmetic; %d mismatches in %d sequences",
+				cfg.name, st.sequences, st.steps, st.admitted, st.waited, st.cancelled, st.refused, st.reloads, st.rounding, st.skipped, st.offByOne, st.sluiceLater, st.drift, st.exactChecked, st.mismatches, st.badSequences)
 			if st.mismatches > 0 {
 				t.Errorf("%d of %d steps differ from rate.Limiter", st.mismatches, st.steps)
 			}
