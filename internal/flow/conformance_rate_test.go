@@ -71,8 +71,8 @@ type diffStats struct {
 	// exactChecked: steps whose wait was also checked against exact
 	// arithmetic from the bucket's state (configurations without reloads
 	// and cancellations).
-	exactChecked int
-	mismatches, badSequences     int
+	exactChecked             int
+	mismatches, badSequences int
 }
 
 // harnessNow is the manual clock of the differential test, shared by the
