@@ -189,7 +189,10 @@ func (eng *Engine) Entry(resource string, opts ...EntryOption) (*Pass, error) {
 
 // EntryContext is Entry with a context that bounds any wait: an entry whose
 // context ends while it waits for its turn is refused with a *BlockError
-// whose Cause is the context's error. The context is not kept.
+// whose Cause is the context's error, and one whose turn would come after
+// the context's deadline is refused at once, holding nothing, with Cause
+// context.DeadlineExceeded. An entry that need not wait passes whatever its
+// context. The context is not kept.
 func (eng *Engine) EntryContext(ctx context.Context, resource string, opts ...EntryOption) (*Pass, error) {
 	return eng.enter(new(Pass), ctx, resource, opts)
 }
