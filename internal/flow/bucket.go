@@ -175,12 +175,12 @@ func (b *bucket) release(act int64, n float64, rate refill) {
 // floating-point product, so two requests whose tokens are due at the same
 // instant may be given turns a nanosecond apart: turns within a nanosecond
 // of each other count as one instant, and a request due within a
-// nanosecond of last counts as the latest. (Two requests a whole token
-// apart are more than a nanosecond apart at any rate within the rules'
-// bounds, a token per 3.6 ns at the most.)
+// nanosecond of last counts as the latest, when a token takes more than
+// two nanoseconds (so that two requests a token apart are never taken for
+// one; at faster rates only an exact match counts).
 func (b *bucket) giveBack(now, act int64, n float64, rate refill) {
 	later := b.last - act
-	latest := later <= 1 && later >= -1
+	latest := later == 0 || later <= 1 && later >= -1 && rate.ns(1) > 2
 	give := n
 	if !latest {
 		give -= rate.tokens(float64(later))

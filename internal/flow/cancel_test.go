@@ -249,3 +249,38 @@ func TestCancellingEveryWaiterGivesEverythingBack(t *testing.T) {
 	assert.Equal(t, time.Duration(333333333-2), rec.last(), "the next token after A's")
 	assert.Equal(t, time.Duration(666666665), lim.ReserveN(rateTime(2), 1).DelayFrom(rateTime(2)), "rate.Limiter holds one token back")
 }
+
+// TestPacingChecksAllocOnlyWhenTheyWait checks that a pacing or token-bucket
+// throttle check that need not wait allocates nothing, its undo ticket
+// included (an entry that waits allocates its timer, and its undo ticket
+// with it), and that a later refusal of such an entry gives its turn back.
+func TestPacingChecksAllocOnlyWhenTheyWait(t *testing.T) {
+	for _, pacing := range []bool{false, true} {
+		t.Run(fmt.Sprintf("pacing=%v", pacing), func(t *testing.T) {
+			r := rules.Flow{Resource: "r", Threshold: 1e9, Behavior: rules.Throttle, MaxQueueing: time.Second}
+			if !pacing {
+				r.Strategy, r.Burst = rules.TokenBucket, 1
+			}
+			c, err := NewController(r, nodes(nil))
+			require.NoError(t, err)
+			ec := newEntry(0, 1)
+			now := int64(0)
+			allocs := testing.AllocsPerRun(100, func() {
+				now += int64(time.Second) // idle: no wait
+				ec.Start = now
+				if be := c.Check(context.Background(), ec, neverClock{}); be != nil {
+					t.Fatal(be)
+				}
+				ec.ReleaseRefused() // a later rule refused it: the turn goes back
+			})
+			if !raceEnabled {
+				assert.Zero(t, allocs)
+			}
+			// The turn went back each time: the next request at the same
+			// instant passes at once.
+			rec := &zeroClock{}
+			require.Nil(t, c.Check(context.Background(), newEntry(now, 1), rec))
+			assert.Empty(t, rec.waits)
+		})
+	}
+}

@@ -84,10 +84,11 @@ func (c *throttle) check(ctx context.Context, ec *entry.Context, clk core.Clock)
 // Release gives back the slots of an entry admitted without waiting that a
 // later check refused, if no later entry is scheduled behind them. Its
 // slots started within half a nanosecond of its arrival (it did not wait);
-// another entry's slots end there only if they are shorter than half a
-// nanosecond, which no threshold within the rules' bounds gives.
+// another entry's slots could end there only if they were shorter than half
+// a nanosecond, so at rates of a request per nanosecond or faster nothing
+// is given back.
 func (c *throttle) Release(x entry.ExitInfo) {
-	if !x.Blocked {
+	if !x.Blocked || c.cost < 1 {
 		return
 	}
 	cost := c.cost * float64(x.Batch)
