@@ -76,10 +76,11 @@ const (
 	// in Sentinel).
 	WarmUp
 	// TokenBucket refills Threshold tokens per StatInterval, continuously,
-	// and stores at most Burst of them (golang.org/x/time/rate and Guava's
-	// SmoothBursty semantics, as cluster.TokenBucket): a resource idle long
-	// enough admits Burst requests at once, then Threshold per interval. A
-	// bucket starts full.
+	// and stores at most Burst of them (golang.org/x/time/rate's semantics,
+	// as cluster.TokenBucket; not Guava's SmoothBursty, which starts empty
+	// and makes the next request pay for the current one): a resource idle
+	// long enough admits Burst requests at once, then Threshold per
+	// interval. A bucket starts full.
 	TokenBucket
 )
 

@@ -11,8 +11,9 @@ import (
 )
 
 // bucket is the state of a token-bucket rule: golang.org/x/time/rate's
-// Limiter (Guava's SmoothBursty) in the form of a GCRA. Tokens refill at
-// one per cost nanoseconds, continuously, up to burst; the bucket is full
+// Limiter in the form of a GCRA (not Guava's SmoothBursty, which starts
+// empty and makes the next request pay for the current one). Tokens refill
+// at one per cost nanoseconds, continuously, up to burst; the bucket is full
 // from the instant
 //
 //	full = at + owed×cost
@@ -40,8 +41,9 @@ import (
 // per second: 1 s) is that number, not a nanosecond less.
 //
 // A bucket is shared by the rules that inherit it across reloads. It keeps
-// the cost and burst it was last used with; a rule with other parameters
-// first carries its tokens over (capped at the new burst) at its own now.
+// the rate and burst it was last used with; a rule with other parameters
+// first carries its tokens over (capped at the new burst, and never more
+// than the old burst) at its own now.
 //
 // A request that gives its tokens back (its wait cancelled, or a later check
 // refused it) gives back only those no later request depends on, as
