@@ -352,16 +352,16 @@ func (c *warmUpThrottle) check(ctx context.Context, ec *entry.Context, clk core.
 	return nil
 }
 
-// Release gives back the slots and tokens of an entry a later check
-// refused; the slots at the current allowance, which may have moved since
-// the entry was scheduled.
+// Release gives back the tokens and slots of an entry a later check
+// refused; the slots at the allowance once its tokens are back (the one it
+// was scheduled at, unless the allowance moved since).
 func (c *warmUpThrottle) Release(x entry.ExitInfo) {
 	if x.Blocked {
 		tk, s := c.tokens, c.sched
 		s.mu.Lock()
 		tk.mu.Lock()
-		s.free -= float64(tk.interval) / tk.limit() * float64(x.Batch)
 		tk.give(x.Start, float64(x.Batch))
+		s.free -= float64(tk.interval) / tk.limit() * float64(x.Batch)
 		tk.mu.Unlock()
 		s.mu.Unlock()
 	}
