@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -212,7 +213,7 @@ func (m *model) undo(now, n int64) {
 
 // wuClock is a core.Clock for checks that wait: every timer has
 // fired already, and the clock remembers the last wait asked for.
-type wuClock struct{ waited time.Duration }
+type wuClock struct{ waited atomic.Int64 }
 
 type wuTimer struct{ c chan time.Time }
 
@@ -221,7 +222,7 @@ func (wuTimer) Stop() bool            { return false }
 
 func (c *wuClock) Nanotime() int64 { return 0 }
 func (c *wuClock) NewTimer(d time.Duration) core.Timer {
-	c.waited = d
+	c.waited.Store(int64(d))
 	ch := make(chan time.Time, 1)
 	ch <- time.Time{}
 	return wuTimer{ch}
@@ -310,13 +311,13 @@ func TestConformanceWarmUpAndPacingAgainstTheModel(t *testing.T) {
 				if rng.Float64() < 0.15 {
 					n = int64(2 + rng.Intn(3))
 				}
-				clk.waited = 0
+				clk.waited.Store(0)
 				ec := &entry.Context{Resource: "r", Batch: n, Start: now}
 				be := c.Check(context.Background(), ec, clk)
 				want, wantWait := m.decide(now, n)
-				if (be == nil) != want || (be == nil && int64(clk.waited) != wantWait) {
+				if (be == nil) != want || (be == nil && clk.waited.Load() != wantWait) {
 					t.Fatalf("step %d at %v, batch %d (rule %+v): engine admitted=%v waited %v (%v), model admitted=%v waits %v",
-						i, time.Duration(now), n, rule, be == nil, clk.waited, be, want, time.Duration(wantWait))
+						i, time.Duration(now), n, rule, be == nil, time.Duration(clk.waited.Load()), be, want, time.Duration(wantWait))
 				}
 				if be == nil {
 					admitted++
