@@ -30,7 +30,10 @@ type Flow struct {
 	// Metric is what the rule counts: QPS (default) or Concurrency.
 	Metric FlowMetric `json:"metric,omitempty" yaml:"metric,omitempty"`
 	// Threshold is the limit: requests per StatInterval for QPS, requests
-	// in flight for Concurrency. It must be positive.
+	// in flight for Concurrency. It must be positive, and at least 1 for a
+	// QPS rule of the direct strategy and the reject behavior on its own
+	// resource (a window cannot admit part of a request: write a rate below
+	// one per interval with a longer StatInterval, Throttle or TokenBucket).
 	Threshold float64 `json:"threshold" yaml:"threshold"`
 	// Strategy is Direct (default), WarmUp or TokenBucket. WarmUp and
 	// TokenBucket need Metric QPS.
