@@ -470,7 +470,7 @@ func TestEncodeRoundTrip(t *testing.T) {
 		"empty":  {},
 		"sample": sampleSet(),
 		"awkward strings": {Flow: []Flow{
-			{ID: "123", Resource: "true", Threshold: 0.25},
+			{ID: "123", Resource: "true", Threshold: 2.5},
 			{ID: "null", Resource: "line\nbreak: \"quoted\" # not a comment", Threshold: 1e11},
 			{Resource: "- looks: like yaml", Threshold: 1, Metric: Concurrency},
 		}},

@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"fmt"
 	"math"
 	"time"
 )
@@ -29,7 +30,10 @@ type Flow struct {
 	// Metric is what the rule counts: QPS (default) or Concurrency.
 	Metric FlowMetric `json:"metric,omitempty" yaml:"metric,omitempty"`
 	// Threshold is the limit: requests per StatInterval for QPS, requests
-	// in flight for Concurrency. It must be positive.
+	// in flight for Concurrency. It must be positive, and at least 1 for a
+	// QPS rule of the direct strategy and the reject behavior on its own
+	// resource (a window cannot admit part of a request: write a rate below
+	// one per interval with a longer StatInterval, Throttle or TokenBucket).
 	Threshold float64 `json:"threshold" yaml:"threshold"`
 	// Strategy is Direct (default), WarmUp or TokenBucket. WarmUp and
 	// TokenBucket need Metric QPS.
@@ -204,10 +208,48 @@ func (r *Flow) Validate() error {
 			return fieldErr(kind, r.Resource, "StatInterval", "associated-resource rules read the one-second window; leave it zero")
 		}
 	}
+	if err := r.validateAdmits(); err != nil {
+		return err
+	}
 	if r.Cluster != nil {
 		return r.validateCluster()
 	}
 	return nil
+}
+
+// validateAdmits refuses a rule that could never admit a request: a QPS
+// rule of the direct strategy and the reject behavior on its own resource
+// counts whole requests in a window of StatInterval, which cannot hold one
+// when Threshold is below 1 (nor can its local fallback's window, below 1
+// per StatInterval). The message says what to write instead. (Warm-up rules
+// admit lone requests at their allowance, pacing rules one per slot, token
+// buckets hold at least one token, and associated-resource rules admit
+// while the other resource is quiet.)
+func (r *Flow) validateAdmits() error {
+	if r.Metric != QPS || r.Strategy != Direct || r.Behavior != Reject || r.RefResource != "" {
+		return nil
+	}
+	if r.Threshold < 1 {
+		return fieldErr("flow", r.Resource, "Threshold", "%v per %v would refuse every request: the reject behavior counts whole requests in a window of StatInterval, so Threshold must be at least 1; %s",
+			r.Threshold, r.Interval(), belowOne(r.Threshold, r.Interval()))
+	}
+	if c := r.Cluster; c != nil && c.LocalThreshold != 0 && c.LocalThreshold < 1 {
+		return fieldErr("flow", r.Resource, "Cluster.LocalThreshold", "%v per %v would refuse every request while the store fails: it must be 0 or at least 1; %s",
+			c.LocalThreshold, r.Interval(), belowOne(c.LocalThreshold, r.Interval()))
+	}
+	return nil
+}
+
+// belowOne says how to write a rate of t per iv, below one request per
+// interval: a longer StatInterval holding one request, when one of at most
+// an hour does, or pacing, or a token bucket.
+func belowOne(t float64, iv time.Duration) string {
+	alt := "for that rate set Behavior throttle (one request every StatInterval/Threshold) or Strategy token-bucket with Burst 1"
+	if long := float64(iv) / t; long <= float64(time.Hour) {
+		d := time.Duration(math.Ceil(long/float64(time.Millisecond))) * time.Millisecond
+		return fmt.Sprintf("write Threshold 1 with StatInterval %v, or %s", d, alt)
+	}
+	return alt + " (one request per StatInterval of at most 1h is faster)"
 }
 
 // validateBurst checks the token-bucket fields: Strategy TokenBucket and

@@ -23,7 +23,12 @@ func TestFlowValidate(t *testing.T) {
 		{"NaN threshold", func(r *Flow) { r.Threshold = math.NaN() }, "Threshold"},
 		{"infinite threshold", func(r *Flow) { r.Threshold = math.Inf(1) }, "Threshold"},
 		{"absurd threshold", func(r *Flow) { r.Threshold = 2 * MaxThreshold }, "Threshold"},
-		{"fractional QPS is fine", func(r *Flow) { r.Threshold = 0.5 }, ""},
+		{"fractional QPS is fine", func(r *Flow) { r.Threshold = 1.5 }, ""},
+		{"below one per interval, reject", func(r *Flow) { r.Threshold = 0.5 }, "Threshold"},
+		{"below one per interval, throttle", func(r *Flow) { r.Threshold = 0.5; r.Behavior = Throttle }, ""},
+		{"below one per interval, warm-up", func(r *Flow) { r.Threshold = 0.5; r.Strategy = WarmUp; r.WarmUpPeriod = time.Minute }, ""},
+		{"below one per interval, token bucket", func(r *Flow) { r.Threshold = 0.5; r.Strategy = TokenBucket; r.Burst = 1 }, ""},
+		{"below one per interval, associated", func(r *Flow) { r.Threshold = 0.5; r.RefResource = "x" }, ""},
 		{"fractional concurrency", func(r *Flow) { r.Metric = Concurrency; r.Threshold = 1.5 }, "Threshold"},
 		{"unknown metric", func(r *Flow) { r.Metric = 9 }, "Metric"},
 		{"unknown strategy", func(r *Flow) { r.Strategy = 9 }, "Strategy"},
@@ -155,4 +160,51 @@ func TestFlowEnumsText(t *testing.T) {
 	assert.Contains(t, err.Error(), "qps, concurrency")
 	_, err = FlowMetric(7).MarshalText()
 	require.Error(t, err)
+}
+
+// No rule that Validate accepts can refuse every request: a QPS reject
+// rule of the direct strategy below one request per StatInterval (0.5/s,
+// 1e-300/s), also a cluster rule and its local fallback, is refused with
+// what to write instead.
+func TestFlowValidateRefusesRulesThatNeverAdmit(t *testing.T) {
+	tests := []struct {
+		name      string
+		give      Flow
+		wantField string
+		want      string // the reason, in full
+	}{
+		{
+			"half a request per second", Flow{Resource: "r", Threshold: 0.5}, "Threshold",
+			"0.5 per 1s would refuse every request: the reject behavior counts whole requests in a window of StatInterval, so Threshold must be at least 1; " +
+				"write Threshold 1 with StatInterval 2s, or for that rate set Behavior throttle (one request every StatInterval/Threshold) or Strategy token-bucket with Burst 1",
+		},
+		{
+			"a third per 100 ms", Flow{Resource: "r", Threshold: 1.0 / 3, StatInterval: 100 * time.Millisecond}, "Threshold",
+			"0.3333333333333333 per 100ms would refuse every request: the reject behavior counts whole requests in a window of StatInterval, so Threshold must be at least 1; " +
+				"write Threshold 1 with StatInterval 300ms, or for that rate set Behavior throttle (one request every StatInterval/Threshold) or Strategy token-bucket with Burst 1",
+		},
+		{
+			"1e-300", Flow{Resource: "r", Threshold: 1e-300}, "Threshold",
+			"1e-300 per 1s would refuse every request: the reject behavior counts whole requests in a window of StatInterval, so Threshold must be at least 1; " +
+				"for that rate set Behavior throttle (one request every StatInterval/Threshold) or Strategy token-bucket with Burst 1 (one request per StatInterval of at most 1h is faster)",
+		},
+		{"cluster", Flow{Resource: "r", Threshold: 0.5, Cluster: &Cluster{}}, "Threshold", ""},
+		{
+			"cluster fallback", Flow{Resource: "r", Threshold: 10, Cluster: &Cluster{Fallback: FallbackLocal, LocalThreshold: 0.25}}, "Cluster.LocalThreshold",
+			"0.25 per 1s would refuse every request while the store fails: it must be 0 or at least 1; " +
+				"write Threshold 1 with StatInterval 4s, or for that rate set Behavior throttle (one request every StatInterval/Threshold) or Strategy token-bucket with Burst 1",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.give.Validate()
+			var e *Error
+			require.ErrorAs(t, err, &e)
+			assert.Equal(t, tt.wantField, e.Field)
+			assert.Equal(t, "r", e.Resource)
+			if tt.want != "" {
+				assert.Equal(t, tt.want, e.Reason)
+			}
+		})
+	}
 }

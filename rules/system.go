@@ -61,6 +61,12 @@ func (r *System) Validate() error {
 		if r.Threshold != math.Trunc(r.Threshold) {
 			return fieldErr(kind, "", "Threshold", "must be a whole number for the concurrency metric, got %v", r.Threshold)
 		}
+	case InboundQPS:
+		// Refused when the passes of the last second plus the batch exceed
+		// it: below 1, every inbound request would be.
+		if r.Threshold < 1 {
+			return fieldErr(kind, "", "Threshold", "%v inbound requests per second would refuse every inbound request (the last second's passes plus the entry's batch are compared with it): it must be at least 1", r.Threshold)
+		}
 	case CPUUsage:
 		if r.Threshold > 1 {
 			hint := ""

@@ -20,7 +20,9 @@ func TestSystemValidate(t *testing.T) {
 		wantIn    string // substring of the reason
 	}{
 		{"qps", rules.System{Metric: rules.InboundQPS, Threshold: 1000}, "", ""},
-		{"fractional qps", rules.System{Metric: rules.InboundQPS, Threshold: 0.5}, "", ""},
+		{"fractional qps", rules.System{Metric: rules.InboundQPS, Threshold: 1.5}, "", ""},
+		{"qps below one would refuse everything", rules.System{Metric: rules.InboundQPS, Threshold: 0.5}, "Threshold", "would refuse every inbound request"},
+		{"qps 1e-300", rules.System{Metric: rules.InboundQPS, Threshold: 1e-300}, "Threshold", "must be at least 1"},
 		{"concurrency", rules.System{Metric: rules.InboundConcurrency, Threshold: 64}, "", ""},
 		{"avg rt", rules.System{Metric: rules.InboundAvgRT, Threshold: 12.5}, "", ""},
 		{"load", rules.System{Metric: rules.Load1, Threshold: 8}, "", ""},

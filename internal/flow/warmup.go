@@ -8,16 +8,17 @@ import (
 
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/entry"
+	"github.com/sluice-go/sluice/rules"
 )
 
 // tokens is the token state of a warm-up rule: Sentinel's WarmUpController
 // (after Guava's SmoothWarmingUp) counted in statistic intervals rather than
 // seconds. Admissions consume stored tokens at once; at each interval
-// boundary a resource used at less than threshold/coldFactor in the previous
-// interval refills threshold tokens per elapsed interval (cooling towards
-// maxToken), and a busier one below the warning level refills up to the
-// warning level only. While more than warningToken tokens are stored the
-// resource is cold and admits less than the threshold.
+// boundary a lightly used resource (see light) refills threshold tokens per
+// elapsed interval (cooling towards maxToken), and a busier one below the
+// warning level refills up to the warning level only. While more than
+// warningToken tokens are stored the resource is cold and admits less than
+// the threshold.
 type tokens struct {
 	mu sync.Mutex
 
@@ -25,16 +26,32 @@ type tokens struct {
 	coldFactor   float64
 	warningToken float64
 	maxToken     float64
-	slope        float64
 	interval     int64
+	// busy is, when the cold rate threshold/coldFactor is at least one
+	// request per interval, the count in the previous interval at or above
+	// which the resource is busy: floor(threshold/coldFactor), as in
+	// Sentinel. Below one request per interval it is 0, and idleSpan is
+	// the number of intervals without any admission after which the
+	// resource is lightly used: ceil(coldFactor/threshold), the intervals
+	// of one cold slot.
+	busy     float64
+	idleSpan float64
 
 	stored     float64
 	lastFilled int64 // interval index of the last refill
 	cur        int64 // interval index being counted
 	curCount   float64
 	prevCount  float64
-	free       float64 // warm-up throttle: ns at which the schedule is free (see throttle)
+	lastUsed   int64 // interval index of the latest admission
+	prevUsed   int64 // lastUsed before it moved to cur
 	primed     bool
+
+	// next is, for a rule that refuses at once, the instant (ns) from which
+	// a lone request may pass while the allowance is below one request per
+	// interval; nextAt is the start of the admission that set it and
+	// prevNext its value before (see loneCheck).
+	next, prevNext float64
+	nextAt         int64
 }
 
 func newTokens(b *base) *tokens {
@@ -42,11 +59,28 @@ func newTokens(b *base) *tokens {
 	t := r.Threshold
 	cf := r.Cold()
 	periods := float64(r.WarmUpPeriod) / float64(r.Interval())
-	tk := &tokens{threshold: t, coldFactor: cf, interval: int64(r.Interval()), free: math.Inf(-1)}
+	tk := &tokens{threshold: t, coldFactor: cf, interval: int64(r.Interval()), next: math.Inf(-1)}
 	tk.warningToken = periods * t / (cf - 1)
 	tk.maxToken = tk.warningToken + 2*periods*t/(1+cf)
-	tk.slope = (cf - 1) / t / (tk.maxToken - tk.warningToken)
+	if cold := t / cf; cold >= 1 {
+		tk.busy = math.Floor(cold)
+	} else {
+		tk.idleSpan = math.Ceil(cf / t)
+	}
 	return tk
+}
+
+// light reports whether the resource was used below its cold rate before
+// interval idx, which then cools it down: fewer than busy admissions in the
+// previous interval or, when the cold rate is below one request per
+// interval, none in the idleSpan intervals before idx (traffic at the cold
+// rate then leaves some intervals empty, and must not count as idle).
+// Must hold mu.
+func (tk *tokens) light(idx int64) bool {
+	if tk.busy > 0 {
+		return tk.prevCount < tk.busy
+	}
+	return float64(idx-1-tk.lastUsed) >= tk.idleSpan
 }
 
 // sync rolls the interval counters forward to now and refills tokens at an
@@ -54,9 +88,14 @@ func newTokens(b *base) *tokens {
 func (tk *tokens) sync(now int64) {
 	idx := now / tk.interval
 	if !tk.primed {
+		// A cold start: full, and the first refill at the next boundary
+		// (a refill now would give back the tokens of the first
+		// admissions).
 		tk.primed = true
 		tk.cur = idx
-		tk.lastFilled = idx - 1
+		tk.lastFilled = idx
+		tk.lastUsed = math.MinInt64 / 2
+		tk.prevUsed = tk.lastUsed
 		tk.stored = tk.maxToken
 		return
 	}
@@ -75,7 +114,7 @@ func (tk *tokens) sync(now int64) {
 	old := tk.stored
 	v := old
 	refill := float64(idx-tk.lastFilled) * tk.threshold
-	if tk.prevCount < math.Floor(tk.threshold/tk.coldFactor) {
+	if tk.light(idx) {
 		// Lightly used (or idle): cool down towards maxToken.
 		v = old + refill
 	} else if old < tk.warningToken {
@@ -91,27 +130,45 @@ func (tk *tokens) sync(now int64) {
 // consume stored tokens at once (Sentinel deducts them only at the next
 // interval's refill, which makes its warm-up lag one interval behind
 // Guava's; consuming at admission reaches the threshold exactly at the end
-// of the warm-up period). Must hold mu.
+// of the warm-up period). Must hold mu, after sync.
 func (tk *tokens) take(n float64) {
 	tk.curCount += n
+	if tk.lastUsed != tk.cur {
+		tk.prevUsed, tk.lastUsed = tk.lastUsed, tk.cur
+	}
 	tk.stored = math.Max(tk.stored-n, 0)
 }
 
-// give undoes take for a request that did not go through after all. Must
-// hold mu.
-func (tk *tokens) give(n float64) {
-	tk.curCount -= n
+// give undoes take for n requests admitted at start that did not go
+// through after all: they no longer count in their interval (when it is
+// still the current or the previous one), nor as the use of the current
+// interval when they were all of it. Must hold mu.
+func (tk *tokens) give(start int64, n float64) {
+	switch start / tk.interval {
+	case tk.cur:
+		tk.curCount -= n
+		if tk.curCount <= 0 && tk.lastUsed == tk.cur {
+			tk.lastUsed = tk.prevUsed
+		}
+	case tk.cur - 1:
+		tk.prevCount -= n
+	}
 	tk.stored = math.Min(tk.stored+n, tk.maxToken)
 }
 
 // limit returns the number of requests allowed per interval in the current
-// token state. Must hold mu.
+// token state: Threshold at or below the warning level, and above it
+// Guava's linear rise of the slot length, from ColdFactor/Threshold at
+// maxToken to 1/Threshold at warningToken. (Computed from the fraction of
+// the way up, which neither overflows nor loses its meaning for the tiniest
+// thresholds.) Must hold mu.
 func (tk *tokens) limit() float64 {
-	if tk.stored >= tk.warningToken {
-		above := tk.stored - tk.warningToken
-		return 1 / (above*tk.slope + 1/tk.threshold)
+	span := tk.maxToken - tk.warningToken
+	if tk.stored <= tk.warningToken || !(span > 0) {
+		return tk.threshold
 	}
-	return tk.threshold
+	frac := math.Min((tk.stored-tk.warningToken)/span, 1)
+	return tk.threshold / (1 + frac*(tk.coldFactor-1))
 }
 
 // limitAt returns the allowance per interval at now.
@@ -122,8 +179,18 @@ func (tk *tokens) limitAt(now int64) float64 {
 	return tk.limit()
 }
 
+// sameCurve reports whether rules a and b, two QPS warm-up rules, shape
+// the same warm-up curve: their tokens mean the same, whatever their IDs and
+// queueing bounds.
+func sameCurve(a, b *rules.Flow) bool {
+	return a.Threshold == b.Threshold && a.Cold() == b.Cold() &&
+		a.WarmUpPeriod == b.WarmUpPeriod && a.Interval() == b.Interval()
+}
+
 // warmUp enforces a QPS warm-up rule that refuses at once: at most the
 // current allowance (see tokens) in the window of the last ten buckets.
+// While the allowance is below one request per interval, it admits lone
+// requests spaced by it instead (see loneCheck).
 type warmUp struct {
 	counted
 	tokens *tokens
@@ -141,7 +208,7 @@ func newWarmUp(b base) *warmUp {
 const reasonAboveAllowance = "batch larger than warm-up allowance"
 
 func (c *warmUp) check(_ context.Context, ec *entry.Context, _ core.Clock) *core.BlockError {
-	if be := c.tooLarge(ec, c.rule.Threshold); be != nil {
+	if be := c.tooLargeToPace(ec, c.rule.Threshold); be != nil {
 		return be
 	}
 	now, n := ec.Start, ec.Batch
@@ -149,9 +216,17 @@ func (c *warmUp) check(_ context.Context, ec *entry.Context, _ core.Clock) *core
 	tk.mu.Lock()
 	tk.sync(now)
 	lim := tk.limit()
-	if float64(n) > lim {
+	if float64(n) > lim && (n > 1 || lim >= 1) {
 		tk.mu.Unlock()
 		return c.refuse(ec, float64(n), lim, 0, reasonAboveAllowance)
+	}
+	if lim < 1 {
+		be := c.loneCheck(ec, lim)
+		tk.mu.Unlock()
+		if be == nil {
+			ec.AddUndo(c)
+		}
+		return be
 	}
 	ok, seen := admit(ec, c.win, c.width, lim)
 	if ok {
@@ -168,33 +243,69 @@ func (c *warmUp) check(_ context.Context, ec *entry.Context, _ core.Clock) *core
 	return nil
 }
 
+// loneCheck decides on a single request while the allowance lim is below
+// one request per interval, where a window of one interval could admit
+// nothing: the request passes when the previous lone admission is at least
+// interval/lim ago (Guava's pacing at the cold rate, without a queue), and
+// the window, which it also counts in, has room for one. Must hold
+// tokens.mu.
+func (c *warmUp) loneCheck(ec *entry.Context, lim float64) *core.BlockError {
+	tk := c.tokens
+	now := float64(ec.Start)
+	if wait := math.Ceil(tk.next - now); wait > 0 {
+		return c.refuse(ec, 0, lim, saturated(wait), "warming up")
+	}
+	if ok, seen := admit(ec, c.win, c.width, 1); !ok {
+		return c.refuse(ec, float64(seen), lim, c.retryAfter(ec, 1), "warming up")
+	}
+	tk.prevNext, tk.nextAt = tk.next, ec.Start
+	tk.next = now + float64(tk.interval)/lim
+	tk.take(1)
+	return nil
+}
+
 func (c *warmUp) Release(x entry.ExitInfo) {
 	if x.Blocked {
 		giveBack(c.win, c.width, x)
-		c.tokens.mu.Lock()
-		c.tokens.give(float64(x.Batch))
-		c.tokens.mu.Unlock()
+		tk := c.tokens
+		tk.mu.Lock()
+		tk.give(x.Start, float64(x.Batch))
+		if x.Batch == 1 && tk.nextAt == x.Start && tk.next > float64(x.Start) {
+			// The latest lone admission: its successor may pass when it
+			// could have without it. (An older one's slot stays taken.)
+			tk.next, tk.nextAt = tk.prevNext, math.MinInt64
+		}
+		tk.mu.Unlock()
 	}
 }
 
 func (c *warmUp) inherit(old checker) {
 	o := old.(*warmUp)
 	c.win = o.win
-	if c.rule == o.rule {
+	if sameCurve(&c.rule, &o.rule) {
 		c.tokens = o.tokens
 	}
+}
+
+// schedule is the queue of a warm-up throttle rule: the instant (ns) at
+// which the requests scheduled so far have used up their slots, as in
+// throttle. It outlives reloads of the rule, whatever changes.
+type schedule struct {
+	mu   sync.Mutex // held before the tokens' mu
+	free float64
 }
 
 // warmUpThrottle enforces a QPS warm-up rule that paces requests at the
 // current allowance (see tokens), waiting at most MaxQueueing.
 type warmUpThrottle struct {
 	tokens   *tokens
+	sched    *schedule
 	maxQueue int64 // ns
 	base
 }
 
 func newWarmUpThrottle(b base) *warmUpThrottle {
-	return &warmUpThrottle{tokens: newTokens(&b), maxQueue: int64(b.rule.MaxQueueing), base: b}
+	return &warmUpThrottle{tokens: newTokens(&b), sched: &schedule{free: math.Inf(-1)}, maxQueue: int64(b.rule.MaxQueueing), base: b}
 }
 
 func (c *warmUpThrottle) check(ctx context.Context, ec *entry.Context, clk core.Clock) *core.BlockError {
@@ -202,32 +313,38 @@ func (c *warmUpThrottle) check(ctx context.Context, ec *entry.Context, clk core.
 		return be
 	}
 	now, n := float64(ec.Start), float64(ec.Batch)
-	tk := c.tokens
+	tk, s := c.tokens, c.sched
+	s.mu.Lock()
 	tk.mu.Lock()
 	tk.sync(ec.Start)
 	lim := tk.limit()
 	if n > 1 && n > lim {
 		tk.mu.Unlock()
+		s.mu.Unlock()
 		return c.refuse(ec, n, lim, 0, reasonAboveAllowance)
 	}
 	// The schedule of throttle, with the slot length of the current
 	// allowance.
 	cost := float64(tk.interval) / lim * n
-	start := math.Max(tk.free, now)
+	start := math.Max(s.free, now)
 	wait := math.Round(start) - now
 	if wait > float64(c.maxQueue) {
 		tk.mu.Unlock()
+		s.mu.Unlock()
 		return c.queueRefusal(ec, wait, c.maxQueue)
 	}
-	tk.free = start + cost
+	s.free = start + cost
 	tk.take(n)
 	tk.mu.Unlock()
+	s.mu.Unlock()
 	if d := time.Duration(wait); d > 0 {
 		if err := ec.Sleep(ctx, clk, d); err != nil {
+			s.mu.Lock()
 			tk.mu.Lock()
-			tk.free -= cost
-			tk.give(n)
+			s.free -= cost
+			tk.give(ec.Start, n)
 			tk.mu.Unlock()
+			s.mu.Unlock()
 			return c.cancelled(ec, wait, c.maxQueue, err)
 		}
 	}
@@ -235,22 +352,27 @@ func (c *warmUpThrottle) check(ctx context.Context, ec *entry.Context, clk core.
 	return nil
 }
 
-// Release gives back the slots and tokens of an entry a later check
-// refused; the slots at the current allowance, which may have moved since
-// the entry was scheduled.
+// Release gives back the tokens and slots of an entry a later check
+// refused; the slots at the allowance once its tokens are back (the one it
+// was scheduled at, unless the allowance moved since).
 func (c *warmUpThrottle) Release(x entry.ExitInfo) {
 	if x.Blocked {
-		tk := c.tokens
+		tk, s := c.tokens, c.sched
+		s.mu.Lock()
 		tk.mu.Lock()
-		tk.free -= float64(tk.interval) / tk.limit() * float64(x.Batch)
-		tk.give(float64(x.Batch))
+		tk.give(x.Start, float64(x.Batch))
+		s.free -= float64(tk.interval) / tk.limit() * float64(x.Batch)
 		tk.mu.Unlock()
+		s.mu.Unlock()
 	}
 }
 
+// inherit keeps the queue schedule whatever changed, as throttle does, and
+// the tokens when the curve is the same.
 func (c *warmUpThrottle) inherit(old checker) {
 	o := old.(*warmUpThrottle)
-	if c.rule == o.rule {
+	c.sched = o.sched
+	if sameCurve(&c.rule, &o.rule) {
 		c.tokens = o.tokens
 	}
 }
