@@ -284,3 +284,80 @@ func TestPacingChecksAllocOnlyWhenTheyWait(t *testing.T) {
 		})
 	}
 }
+
+// TestWarmUpThrottleGivesBackOnlyWhatNoLaterWaiterHolds is the cancelled
+// and the later-refused wait on a cold warm-up throttle rule (10/s, cold
+// factor 3: slots of about 300 ms while cold, a little shorter as each
+// admission takes a token): A passes at once, B waits a slot, C two. B's
+// wait ending early gives back nothing C depends on, so D comes after C
+// (three slots), not in C's slot (two); the latest waiter gives its slot
+// back whole.
+func TestWarmUpThrottleGivesBackOnlyWhatNoLaterWaiterHolds(t *testing.T) {
+	const t0 = int64(time.Hour)
+	r := rules.Flow{Resource: "r", Threshold: 10, Strategy: rules.WarmUp, ColdFactor: 3,
+		WarmUpPeriod: 10 * time.Second, Behavior: rules.Throttle, MaxQueueing: time.Hour}
+	t.Run("cancelled", func(t *testing.T) {
+		c, err := NewController(r, nodes(nil))
+		require.NoError(t, err)
+		clk := sluicetest.NewManualClock(t0)
+		require.Nil(t, c.Check(context.Background(), newEntry(t0, 1), clk), "A passes at once")
+		b := enqueue(t, c, clk, t0, 1)
+		cq := enqueue(t, c, clk, t0, 1)
+		b.cancel()
+		require.NotNil(t, b.result(t))
+		rec := &zeroClock{}
+		require.Nil(t, c.Check(context.Background(), newEntry(t0, 1), rec))
+		inSlots(t, 3, rec.last(), "D comes after C, not in C's slot")
+		// C cancelled now is no longer the latest (D is): D keeps its
+		// slot, and E comes after it.
+		cq.cancel()
+		require.NotNil(t, cq.result(t))
+		require.Nil(t, c.Check(context.Background(), newEntry(t0, 1), rec))
+		inSlots(t, 4, rec.last(), "E comes after D")
+	})
+	t.Run("latest cancelled", func(t *testing.T) {
+		c, err := NewController(r, nodes(nil))
+		require.NoError(t, err)
+		clk := sluicetest.NewManualClock(t0)
+		require.Nil(t, c.Check(context.Background(), newEntry(t0, 1), clk))
+		b := enqueue(t, c, clk, t0, 1)
+		cq := enqueue(t, c, clk, t0, 1)
+		cq.cancel()
+		require.NotNil(t, cq.result(t))
+		rec := &zeroClock{}
+		require.Nil(t, c.Check(context.Background(), newEntry(t0, 1), rec))
+		inSlots(t, 2, rec.last(), "D takes C's slot")
+		clk.Advance(time.Hour)
+		require.Nil(t, b.result(t))
+	})
+	t.Run("refused later", func(t *testing.T) {
+		c, err := NewController(r, nodes(nil))
+		require.NoError(t, err)
+		clk := &zeroClock{}
+		require.Nil(t, c.Check(context.Background(), newEntry(t0, 1), clk)) // A
+		b := newEntry(t0, 1)
+		require.Nil(t, c.Check(context.Background(), b, clk)) // B, 300 ms
+		require.Nil(t, c.Check(context.Background(), newEntry(t0, 1), clk))
+		inSlots(t, 2, clk.last(), "C")
+		b.ReleaseTickets(entry.ExitInfo{Start: t0, End: t0, Batch: 1, Blocked: true})
+		require.Nil(t, c.Check(context.Background(), newEntry(t0, 1), clk))
+		inSlots(t, 3, clk.last(), "D comes after C, not in C's slot")
+		e := newEntry(t0, 1)
+		require.Nil(t, c.Check(context.Background(), e, clk))
+		e4 := clk.last()
+		inSlots(t, 4, e4, "E")
+		e.ReleaseTickets(entry.ExitInfo{Start: t0, End: t0, Batch: 1, Blocked: true})
+		require.Nil(t, c.Check(context.Background(), newEntry(t0, 1), clk))
+		assert.Equal(t, e4, clk.last(), "F takes E's slot")
+	})
+}
+
+// inSlots checks that a wait on the cold 10/s warm-up rule of
+// TestWarmUpThrottleGivesBackOnlyWhatNoLaterWaiterHolds is n cold slots:
+// each between 280 and 300 ms (the slot shrinks as admissions take tokens;
+// a slot is 300 ms at the coldest, 100 ms warm).
+func inSlots(t *testing.T, n int, wait time.Duration, what string) {
+	t.Helper()
+	lo, hi := time.Duration(n)*280*time.Millisecond, time.Duration(n)*300*time.Millisecond
+	assert.True(t, wait >= lo && wait <= hi, "%s waits %v, want %d slots: %v to %v", what, wait, n, lo, hi)
+}

@@ -293,6 +293,9 @@ func (c *warmUp) inherit(old checker) {
 type schedule struct {
 	mu   sync.Mutex // held before the tokens' mu
 	free float64
+	// lastStart and lastEnd are the slots of the latest entry scheduled
+	// without a wait (entries that wait keep theirs in an undo ticket).
+	lastStart, lastEnd float64
 }
 
 // warmUpThrottle enforces a QPS warm-up rule that paces requests at the
@@ -334,36 +337,71 @@ func (c *warmUpThrottle) check(ctx context.Context, ec *entry.Context, clk core.
 		return c.queueRefusal(ec, wait, c.maxQueue)
 	}
 	s.free = start + cost
+	if wait <= 0 {
+		s.lastStart, s.lastEnd = start, s.free
+	}
 	tk.take(n)
 	tk.mu.Unlock()
 	s.mu.Unlock()
 	if d := time.Duration(wait); d > 0 {
 		if err := ec.Sleep(ctx, clk, d); err != nil {
-			s.mu.Lock()
-			tk.mu.Lock()
-			s.free -= cost
-			tk.give(ec.Start, n)
-			tk.mu.Unlock()
-			s.mu.Unlock()
+			c.giveBack(ec.Start, n, start, start+cost)
 			return c.cancelled(ec, wait, c.maxQueue, err)
 		}
+		// An entry that waited already allocated (its timer): its undo
+		// ticket keeps its slots.
+		ec.AddUndo(&waitedWarmUpSlots{c: c, start: start, end: start + cost})
+		return nil
 	}
 	ec.AddUndo(c)
 	return nil
 }
 
-// Release gives back the tokens and slots of an entry a later check
-// refused; the slots at the allowance once its tokens are back (the one it
-// was scheduled at, unless the allowance moved since).
+// giveBack undoes the admission of n requests that arrived at arrival and
+// were scheduled in [start, end): their tokens go back, and their slots
+// when no later entry is scheduled behind them (the schedule still ends at
+// end). When later entries are scheduled it keeps the slots, as throttle
+// does: moving the schedule back would put the next caller in a slot one of
+// them holds.
+func (c *warmUpThrottle) giveBack(arrival int64, n, start, end float64) {
+	tk, s := c.tokens, c.sched
+	s.mu.Lock()
+	tk.mu.Lock()
+	tk.give(arrival, n)
+	if s.free == end {
+		s.free = start
+	}
+	tk.mu.Unlock()
+	s.mu.Unlock()
+}
+
+// Release gives back the tokens of an entry admitted without waiting that
+// a later check refused, and its slots if it is still the latest entry
+// scheduled (lastStart, lastEnd record the latest one that did not wait).
 func (c *warmUpThrottle) Release(x entry.ExitInfo) {
+	if !x.Blocked {
+		return
+	}
+	s := c.sched
+	s.mu.Lock()
+	start, end := s.lastStart, s.lastEnd
+	s.mu.Unlock()
+	if math.Round(start) != float64(x.Start) {
+		start, end = math.NaN(), math.NaN() // not the latest: keep the slots
+	}
+	c.giveBack(x.Start, float64(x.Batch), start, end)
+}
+
+// waitedWarmUpSlots is the undo ticket of a warm-up throttle entry that
+// waited for its slots [start, end).
+type waitedWarmUpSlots struct {
+	c          *warmUpThrottle
+	start, end float64
+}
+
+func (w *waitedWarmUpSlots) Release(x entry.ExitInfo) {
 	if x.Blocked {
-		tk, s := c.tokens, c.sched
-		s.mu.Lock()
-		tk.mu.Lock()
-		tk.give(x.Start, float64(x.Batch))
-		s.free -= float64(tk.interval) / tk.limit() * float64(x.Batch)
-		tk.mu.Unlock()
-		s.mu.Unlock()
+		w.c.giveBack(x.Start, float64(x.Batch), w.start, w.end)
 	}
 }
 
