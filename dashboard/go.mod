@@ -17,6 +17,7 @@ require (
 	go.uber.org/goleak v1.3.0
 	go.yaml.in/yaml/v3 v3.0.5
 	golang.org/x/crypto v0.40.0
+	golang.org/x/term v0.33.0
 )
 
 require (

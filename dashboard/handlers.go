@@ -105,17 +105,37 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request, c *call) {
 	name, password := r.PostForm.Get("name"), r.PostForm.Get("password")
 	ctx := r.Context()
 	ip := clientIP(r)
-	// Every attempt counts, per client address and per user name, in the
-	// dashboard's own engine; beyond the limits the password is not even
+	pair := ip + "\x00" + clip(name)
+	// A refused login goes to the log of refused logins, aggregated per
+	// address and name, never to the audit log of changes.
+	//
+	// Every attempt counts per client address; then a name guessed from
+	// this address waits out its backoff; then attempts count per address
+	// and name, and per name (a ceiling much higher, so that an attacker
+	// does not lock the name's owner out). The limits are param rules of
+	// the dashboard's own engine; beyond them the password is not even
 	// checked.
-	for _, lim := range []struct{ resource, key string }{{loginIPResource, ip}, {loginUserResource, clip(name)}} {
-		p, err := d.limiter.Entry(lim.resource, sluice.WithStringArg(0, lim.key))
+	limit := func(resource, key string) bool {
+		p, err := d.limiter.Entry(resource, sluice.WithStringArg(0, key))
 		if err != nil {
-			d.audit(ctx, cluster.AuditEntry{User: clip(name), Action: "login-failed", Detail: "too many attempts from " + ip})
+			d.refused.add(ip, name, true)
 			d.renderLogin(w, r, c, http.StatusTooManyRequests, "too many login attempts: wait a minute")
-			return
+			return false
 		}
 		p.Exit()
+		return true
+	}
+	if !limit(loginIPResource, ip) {
+		return
+	}
+	if wait := d.backoff.wait(pair); wait > 0 {
+		d.refused.add(ip, name, true)
+		d.renderLogin(w, r, c, http.StatusTooManyRequests, fmt.Sprintf(
+			"too many wrong passwords for this name from your address: wait %v", wait.Round(time.Second)))
+		return
+	}
+	if !limit(loginPairResource, pair) || !limit(loginUserResource, clip(name)) {
+		return
 	}
 	u := d.accounts.current().byName[name]
 	hash := dummyHash
@@ -123,14 +143,20 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request, c *call) {
 		hash = []byte(u.Hash)
 	}
 	if err := bcrypt.CompareHashAndPassword(hash, []byte(password)); err != nil || u == nil {
-		d.audit(ctx, cluster.AuditEntry{User: clip(name), Action: "login-failed", Detail: "wrong name or password, from " + ip})
+		d.backoff.failed(pair)
+		d.refused.add(ip, name, false)
 		d.renderLogin(w, r, c, http.StatusUnauthorized, "wrong name or password")
 		return
 	}
+	d.backoff.succeeded(pair)
 	role, _ := ParseRole(u.Role)
 	p := &principal{name: u.Name, role: role, apps: map[string]bool{}}
 	for _, a := range u.Apps {
 		p.apps[a] = true
+	}
+	// A login ends the session this browser had (of whichever user).
+	if old := d.sessionCookie(r); old != "" {
+		d.sessions.delete(old)
 	}
 	ss := d.sessions.create(p)
 	d.setCookie(w, r, sessionCookie, ss.id, d.cfg.SessionLifetime)
@@ -776,8 +802,26 @@ func (d *Dashboard) auditPage(w http.ResponseWriter, r *http.Request, c *call) {
 	if err != nil {
 		v.Error = "the rule store: " + err.Error()
 	}
-	v.Data = es
+	ad := &auditData{Entries: es}
+	if c.app == "" {
+		// The whole audit log, for admins, with the refused logins.
+		ad.Logins = true
+		ad.Refused, ad.Dropped = d.refused.list()
+		ad.Interval, ad.MaxRows = refusedInterval, maxRefusedRows
+	}
+	v.Data = ad
 	d.render(w, http.StatusOK, "audit", v)
+}
+
+// auditData is what the audit pages show.
+type auditData struct {
+	Entries []cluster.AuditEntry
+	// Logins: the page shows the refused logins (the whole audit log).
+	Logins   bool
+	Refused  []refusedRow
+	Dropped  int64
+	Interval time.Duration
+	MaxRows  int
 }
 
 // auditSave makes sure the audit log records a save. Stores record their
