@@ -461,7 +461,7 @@ func TestInstancesAndRefusedVersions(t *testing.T) {
 	require.Contains(t, body, `refused version 2: rules: flow rule 0 (resource &#34;&lt;b&gt;x&lt;/b&gt;&#34;): Threshold: must be a positive number, got -1`)
 	// A figure not measured is a dash that says why, never a blank cell.
 	unknown := `<td class="unknown" title="not measured yet: an instance samples load, CPU and memory once it has a system rule on load1 or CPU usage">–</td>`
-	require.Regexp(t, `shop-3</td><td></td>\s*<td>version 1</td>\s*<td>fallback</td><td>shedding</td>\s*`+
+	require.Regexp(t, `shop-3</td><td class="health health-healthy">healthy · now</td><td></td>\s*<td>version 1</td>\s*<td>fallback</td><td>shedding</td>\s*`+
 		regexp.QuoteMeta(unknown)+`\s*<td>25%</td>\s*`+regexp.QuoteMeta(unknown)+`</tr>`, body)
 	require.Contains(t, body, `<td class="state-open">open</td>`)
 	_, js := viv.get("/api/apps/shop/live")

@@ -2,6 +2,7 @@ package dashboard_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -22,6 +23,7 @@ import (
 	"github.com/sluice-go/sluice/cluster/redis/redistest"
 	"github.com/sluice-go/sluice/dashboard"
 	"github.com/sluice-go/sluice/sluicetest"
+	"github.com/sluice-go/sluice/stat"
 )
 
 // loginFrom logs in as name with pw from the client address ip, calling
@@ -416,4 +418,59 @@ func TestUsersFileMode(t *testing.T) {
 	_, body = ada.get("/users")
 	require.Contains(t, body, "has mode 0666")
 	require.Equal(t, http.StatusSeeOther, newClient(t, srv).loginAs("viv", password), "the users in force stay")
+}
+
+// TestLiveHealthAndGaps: each instance's last-seen second and health
+// (healthy within 5 s, stale within 60 s, lost beyond; none when only
+// reported), and a resource's points: 0 in a second some instance
+// published a frame for, nothing (a gap) in a second without any frame.
+func TestLiveHealthAndGaps(t *testing.T) {
+	const now = 1_800_000_000
+	f := newFleet(t, func(c *dashboard.Config) { c.Now = func() time.Time { return time.Unix(now, 0) } })
+	ctx := context.Background()
+	pub := func(id string, sec int64, pass uint64) {
+		fr := cluster.Frame{App: "shop", Instance: id, Second: sec}
+		if pass > 0 {
+			fr.Resources = []cluster.ResourceSecond{{Resource: "r", Second: stat.Second{Pass: pass}}}
+		}
+		require.NoError(t, f.tel.Publish(ctx, fr, 300, time.Hour))
+	}
+	pub("a", now-20, 5)
+	pub("a", now-19, 6)
+	pub("a", now-17, 0) // a frame without r: r had no traffic
+	pub("a", now-5, 7)  // none from anyone from now-16 to now-6: a gap
+	pub("b", now-6, 0)
+	pub("b", now-60, 0)
+	pub("c", now-61, 0)
+	require.NoError(t, f.store.Report(ctx, "shop", cluster.RuleReport{Instance: "d", Version: 1}, time.Hour))
+
+	viv := signIn(t, f.srv, "viv")
+	code, body := viv.get("/api/apps/shop/live")
+	require.Equal(t, http.StatusOK, code)
+	var l struct {
+		HealthyWithin, LostAfter int64
+		Instances                []struct {
+			ID       string
+			LastSeen int64
+			Health   string
+		}
+		Resources []struct{ Points []struct{ T, Pass int64 } }
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &l))
+	require.Equal(t, int64(5), l.HealthyWithin)
+	require.Equal(t, int64(60), l.LostAfter)
+	got := map[string]string{}
+	for _, in := range l.Instances {
+		got[in.ID] = fmt.Sprintf("%d %s", in.LastSeen-now, in.Health)
+		if in.LastSeen == 0 {
+			got[in.ID] = "never " + in.Health
+		}
+	}
+	require.Equal(t, map[string]string{"a": "-5 healthy", "b": "-6 stale", "c": "-61 lost", "d": "never "}, got)
+	require.Len(t, l.Resources, 1)
+	var pts []string
+	for _, p := range l.Resources[0].Points {
+		pts = append(pts, fmt.Sprintf("%d:%d", p.T-now, p.Pass))
+	}
+	require.Equal(t, []string{"-61:0", "-60:0", "-20:5", "-19:6", "-17:0", "-6:0", "-5:7"}, pts)
 }
