@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -473,4 +474,60 @@ func TestLiveHealthAndGaps(t *testing.T) {
 		pts = append(pts, fmt.Sprintf("%d:%d", p.T-now, p.Pass))
 	}
 	require.Equal(t, []string{"-61:0", "-60:0", "-20:5", "-19:6", "-17:0", "-6:0", "-5:7"}, pts)
+}
+
+// TestLoginLimitsConcurrent: 25 addresses guess ed's password at once, 5
+// times each, within one minute of the manual clock: exactly 100 guesses
+// (the name's ceiling) are checked, the other 25 refused unchecked.
+func TestLoginLimitsConcurrent(t *testing.T) {
+	clk := sluicetest.NewManualClock(0)
+	f := newFleet(t, func(c *dashboard.Config) { c.Clock = clk })
+	var mu sync.Mutex
+	codes := map[int]int{}
+	var wg sync.WaitGroup
+	for a := 0; a < 25; a++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 5; i++ {
+				code := loginFrom(t, f.dash, fmt.Sprintf("10.9.0.%d", a), "ed", "guess")
+				mu.Lock()
+				codes[code]++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	require.Equal(t, map[int]int{http.StatusUnauthorized: 100, http.StatusTooManyRequests: 25}, codes)
+}
+
+// TestProxySessionsConcurrent: four users of the trusted-header mode load
+// pages without cookies from eight goroutines at once; each keeps its 16
+// newest sessions, no more, and the store stays consistent (-race).
+func TestProxySessionsConcurrent(t *testing.T) {
+	f := newFleet(t, func(c *dashboard.Config) {
+		c.Users = nil
+		c.Proxy = &dashboard.TrustedProxy{From: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
+	})
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 40; i++ {
+				req := httptest.NewRequest("GET", "/", nil)
+				req.RemoteAddr = "127.0.0.1:5000"
+				req.Header.Set("X-Sluice-User", fmt.Sprintf("user%d", g%4))
+				req.Header.Set("X-Sluice-Role", "viewer")
+				rec := httptest.NewRecorder()
+				f.dash.ServeHTTP(rec, req)
+				if rec.Code != http.StatusOK {
+					t.Errorf("status %d", rec.Code)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.Equal(t, 4*16, f.dash.Sessions())
 }
