@@ -134,6 +134,28 @@ func TestWriteAuthorizationMatrix(t *testing.T) {
 			require.Equal(t, http.StatusForbidden, send(ed, eve.csrf), "editor with another session's CSRF token")
 			unchanged("a write without the session's CSRF token")
 
+			// The user the endpoint is for, with the right token, from a
+			// page of another origin (another port of the same host, which
+			// may plant cookies): refused.
+			who := map[bool]string{true: "ada", false: "ed"}[e.admin]
+			if e.anyUser {
+				who = "viv"
+			}
+			right := signIn(t, f.srv, who)
+			for _, hdr := range []http.Header{
+				{"Origin": {"http://127.0.0.1:1"}},
+				{"Sec-Fetch-Site": {"same-site"}, "Origin": {"http://127.0.0.1:1"}},
+				{"Sec-Fetch-Site": {"cross-site"}},
+			} {
+				form := url.Values{"csrf": {right.csrf}}
+				for k, v := range e.form {
+					form[k] = v
+				}
+				code, _, _ := right.do("POST", e.path, form, hdr)
+				require.Equal(t, http.StatusForbidden, code, "%s from another origin: %v", who, hdr)
+				unchanged("a request from another origin")
+			}
+
 			viv := signIn(t, f.srv, "viv")
 			bill := signIn(t, f.srv, "bill")
 			if e.anyUser {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"os"
 	"strings"
 	"time"
 
@@ -105,10 +104,12 @@ func ParseUsers(data []byte) ([]User, error) {
 }
 
 // LoadUsers reads and validates the users file at path (see ParseUsers).
+// On Unix it refuses a file that others may read or write, or that its
+// group may write (chmod 600, or 640).
 func LoadUsers(path string) ([]User, error) {
-	data, err := os.ReadFile(path)
+	data, err := readUsersFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("dashboard: %w", err)
+		return nil, err
 	}
 	us, err := ParseUsers(data)
 	if err != nil {
@@ -226,16 +227,23 @@ type Config struct {
 	// 8 hours.
 	SessionLifetime time.Duration
 	// MaxSessions bounds the sessions kept; zero means 10,000. When it is
-	// full, the session closest to expiry is dropped.
+	// full, the session closest to expiry is dropped. Each user keeps at
+	// most its 16 newest sessions besides, so that one user's sessions
+	// end no other user's.
 	MaxSessions int
 	// SecureCookies marks cookies Secure even on plain-HTTP requests (the
 	// dashboard behind a proxy that terminates TLS). Cookies of requests
 	// that came over TLS are always Secure.
 	SecureCookies bool
-	// LoginsPerIP and LoginsPerUser are the login attempts allowed per
-	// minute from one client address and for one user name; zero means 10
-	// and 5. Beyond them attempts are refused with 429 without checking
-	// the password.
+	// LoginsPerIP is the login attempts allowed per minute from one
+	// client address, and LoginsPerUser those for one user name from one
+	// address; zero means 10 and 5. A name gets 20 times LoginsPerUser a
+	// minute from all addresses together. After LoginsPerUser consecutive
+	// wrong passwords for a name from an address, that address waits a
+	// minute before trying the name again, twice as long after each
+	// further wrong one (at most an hour). Beyond the limits, attempts are
+	// refused with 429 without checking the password; the name's owner, from
+	// another address, is not slowed by an attacker's.
 	LoginsPerIP, LoginsPerUser int64
 	// Window is how much history the charts show; zero means 5 minutes.
 	Window time.Duration

@@ -33,11 +33,18 @@ const (
 	loginCookie   = "sluice_login" // the login form's CSRF token (double submit)
 )
 
-// Resources of the dashboard's own engine, which limits login attempts.
+// Resources of the dashboard's own engine, which limits login attempts:
+// per client address, per client address and user name, and per user name
+// (a ceiling perNameFactor times the per-address-and-name limit).
 const (
 	loginIPResource   = "dashboard-login-ip"
+	loginPairResource = "dashboard-login-ip-user"
 	loginUserResource = "dashboard-login-user"
 )
+
+// perNameFactor is how many times the per-address-and-name limit the
+// attempts for one name may be, from all addresses together, in a minute.
+const perNameFactor = 20
 
 // maxForm bounds a request body: a rule document of rules.DefaultMaxBytes
 // and the form around it.
@@ -53,6 +60,8 @@ type Dashboard struct {
 	accounts *usersStore
 	sessions *sessions
 	limiter  *sluice.Engine // login attempts
+	backoff  *loginBackoff  // per address and name, after repeated wrong passwords
+	refused  *refusedLogins // refused logins, apart from the change audit
 	pages    map[string]*template.Template
 	static   http.Handler
 	mux      *http.ServeMux
@@ -159,9 +168,12 @@ func New(cfg Config) (*Dashboard, error) {
 	}
 
 	d.limiter = sluice.New(sluice.WithClock(cfg.Clock), sluice.WithMaxResources(16))
+	d.backoff = newLoginBackoff(cfg.Clock, int(cfg.LoginsPerUser))
+	d.refused = newRefusedLogins(cfg.Clock, cfg.Now)
 	if _, err := d.limiter.LoadParamRules([]rules.Param{
 		{Resource: loginIPResource, Threshold: cfg.LoginsPerIP, Duration: time.Minute, Capacity: 100000},
-		{Resource: loginUserResource, Threshold: cfg.LoginsPerUser, Duration: time.Minute, Capacity: 100000},
+		{Resource: loginPairResource, Threshold: cfg.LoginsPerUser, Duration: time.Minute, Capacity: 100000},
+		{Resource: loginUserResource, Threshold: perNameFactor * cfg.LoginsPerUser, Duration: time.Minute, Capacity: 100000},
 	}); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("dashboard: login limits: %w", err)
@@ -266,20 +278,34 @@ func (d *Dashboard) guard(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 		c := &call{app: r.PathValue("app")}
+		reading := r.Method == http.MethodGet || r.Method == http.MethodHead
+		if !reading {
+			// Before anything else, the login included: a write comes
+			// from a page of the dashboard or from no page at all.
+			if why := d.crossOrigin(r); why != "" {
+				d.fail(w, r, c, http.StatusForbidden, why)
+				return
+			}
+		}
 		if rt.access == public {
 			rt.handle(w, r, c)
 			return
 		}
-		c.user, c.sess = d.who(w, r)
+		c.user, c.sess = d.who(w, r, rt)
 		if c.user == nil {
-			if r.Method == http.MethodGet && !rt.api {
+			if reading && !rt.api {
 				http.Redirect(w, r, "/login", http.StatusSeeOther)
 				return
 			}
-			d.fail(w, r, c, http.StatusUnauthorized, "log in first")
+			msg := "log in first"
+			if !reading && d.sessionCookie(r) != "" {
+				msg = "Nothing was changed: your session has ended (it expired, you logged out or logged in again, " +
+					"or newer sessions of yours replaced it). Log in again and make the change again."
+			}
+			d.fail(w, r, c, http.StatusUnauthorized, msg)
 			return
 		}
-		if r.Method != http.MethodGet {
+		if !reading {
 			if err := r.ParseForm(); err != nil {
 				d.fail(w, r, c, http.StatusRequestEntityTooLarge, "request too large")
 				return
@@ -289,6 +315,12 @@ func (d *Dashboard) guard(rt route) http.Handler {
 				tok = r.Header.Get("X-CSRF-Token")
 			}
 			if !equalToken(tok, c.sess.csrf) {
+				if c.sess.id == "" && tok != "" {
+					// The trusted-header mode: the page's session has
+					// ended. Say so, with a new session to try again.
+					d.sessionEnded(w, r, c, rt)
+					return
+				}
 				d.fail(w, r, c, http.StatusForbidden, "missing or wrong CSRF token: reload the page and try again")
 				return
 			}
@@ -309,18 +341,33 @@ func (d *Dashboard) guard(rt route) http.Handler {
 				d.fail(w, r, c, http.StatusForbidden, "you may not change the rules of this application")
 				return
 			}
+			if rt.access == write {
+				if err := checkAppName(c.app); err != nil {
+					d.fail(w, r, c, http.StatusBadRequest, err.Error())
+					return
+				}
+			}
 		}
 		rt.handle(w, r, c)
 	})
 }
 
-// who returns the caller and its session, or nil. In the trusted-header
-// mode a request from the proxy gets a session of the user its headers
-// name.
-func (d *Dashboard) who(w http.ResponseWriter, r *http.Request) (*principal, *session) {
-	var ss *session
+// sessionCookie returns the session cookie's value, "" when none.
+func (d *Dashboard) sessionCookie(r *http.Request) string {
 	if ck, err := r.Cookie(sessionCookie); err == nil {
-		ss = d.sessions.get(ck.Value)
+		return ck.Value
+	}
+	return ""
+}
+
+// who returns the caller and its session, or nil. In the trusted-header
+// mode a page read by the proxy's user gets a session of that user when it
+// has none (its forms need the session's CSRF token); the JSON API, HEAD
+// and writes make none.
+func (d *Dashboard) who(w http.ResponseWriter, r *http.Request, rt route) (*principal, *session) {
+	var ss *session
+	if id := d.sessionCookie(r); id != "" {
+		ss = d.sessions.get(id)
 	}
 	if d.cfg.Proxy == nil {
 		if ss == nil {
@@ -344,9 +391,9 @@ func (d *Dashboard) who(w http.ResponseWriter, r *http.Request) (*principal, *se
 		// the session gives the CSRF token.
 		return p, ss
 	}
-	if r.Method != http.MethodGet {
+	if r.Method != http.MethodGet || rt.api {
 		// A write needs the CSRF token of a session made by an earlier
-		// page.
+		// page; the API and HEAD need none.
 		return p, &session{}
 	}
 	ss = d.sessions.create(p)
@@ -357,23 +404,7 @@ func (d *Dashboard) who(w http.ResponseWriter, r *http.Request) (*principal, *se
 // proxyUser reads the user from the trusted proxy's headers, or nil when
 // the request is not from the proxy or names no valid user.
 func (d *Dashboard) proxyUser(r *http.Request) *principal {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return nil
-	}
-	addr, err := netip.ParseAddr(host)
-	if err != nil {
-		return nil
-	}
-	addr = addr.Unmap()
-	trusted := false
-	for _, p := range d.cfg.Proxy.From {
-		if p.Contains(addr) {
-			trusted = true
-			break
-		}
-	}
-	if !trusted {
+	if !d.fromProxy(r) {
 		return nil
 	}
 	uh, rh, ah := d.cfg.Proxy.headers()
@@ -389,6 +420,26 @@ func (d *Dashboard) proxyUser(r *http.Request) *principal {
 		}
 	}
 	return p
+}
+
+// fromProxy reports whether r comes from one of the trusted proxy's
+// addresses.
+func (d *Dashboard) fromProxy(r *http.Request) bool {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	addr, err := netip.ParseAddr(host)
+	if err != nil {
+		return false
+	}
+	addr = addr.Unmap()
+	for _, p := range d.cfg.Proxy.From {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	return false
 }
 
 func (d *Dashboard) setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAge time.Duration) {

@@ -23,10 +23,14 @@
 // writes the file atomically and reads hand edits within a second, and
 // every request is authorized against the users in force.
 // Authorization is checked on the server for every request; sessions live
-// on the server, bounded and expiring; every write needs the session's
-// CSRF token; login attempts are limited by param rules on an engine inside
-// the dashboard; pages carry a Content-Security-Policy without inline
-// script, and every value from traffic is escaped.
+// on the server, bounded (per user too) and expiring; every write, the
+// login included, is refused from a page of another origin and needs the
+// session's CSRF token; login attempts are limited by param rules on an
+// engine inside the dashboard, per address, per address and name (with a
+// backoff) and per name, so that an attacker does not lock the owner out;
+// refused logins are counted apart from the audit log; pages carry a
+// Content-Security-Policy without inline script, and every value from
+// traffic is escaped.
 //
 // The pages are server-rendered html/template with one embedded script and
 // stylesheet: no build step, nothing fetched from elsewhere. See

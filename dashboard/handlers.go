@@ -105,17 +105,37 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request, c *call) {
 	name, password := r.PostForm.Get("name"), r.PostForm.Get("password")
 	ctx := r.Context()
 	ip := clientIP(r)
-	// Every attempt counts, per client address and per user name, in the
-	// dashboard's own engine; beyond the limits the password is not even
+	pair := ip + "\x00" + clip(name)
+	// A refused login goes to the log of refused logins, aggregated per
+	// address and name, never to the audit log of changes.
+	//
+	// Every attempt counts per client address; then a name guessed from
+	// this address waits out its backoff; then attempts count per address
+	// and name, and per name (a ceiling much higher, so that an attacker
+	// does not lock the name's owner out). The limits are param rules of
+	// the dashboard's own engine; beyond them the password is not even
 	// checked.
-	for _, lim := range []struct{ resource, key string }{{loginIPResource, ip}, {loginUserResource, clip(name)}} {
-		p, err := d.limiter.Entry(lim.resource, sluice.WithStringArg(0, lim.key))
+	limit := func(resource, key string) bool {
+		p, err := d.limiter.Entry(resource, sluice.WithStringArg(0, key))
 		if err != nil {
-			d.audit(ctx, cluster.AuditEntry{User: clip(name), Action: "login-failed", Detail: "too many attempts from " + ip})
+			d.refused.add(ip, name, true)
 			d.renderLogin(w, r, c, http.StatusTooManyRequests, "too many login attempts: wait a minute")
-			return
+			return false
 		}
 		p.Exit()
+		return true
+	}
+	if !limit(loginIPResource, ip) {
+		return
+	}
+	if wait := d.backoff.wait(pair); wait > 0 {
+		d.refused.add(ip, name, true)
+		d.renderLogin(w, r, c, http.StatusTooManyRequests, fmt.Sprintf(
+			"too many wrong passwords for this name from your address: wait %v", wait.Round(time.Second)))
+		return
+	}
+	if !limit(loginPairResource, pair) || !limit(loginUserResource, clip(name)) {
+		return
 	}
 	u := d.accounts.current().byName[name]
 	hash := dummyHash
@@ -123,14 +143,20 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request, c *call) {
 		hash = []byte(u.Hash)
 	}
 	if err := bcrypt.CompareHashAndPassword(hash, []byte(password)); err != nil || u == nil {
-		d.audit(ctx, cluster.AuditEntry{User: clip(name), Action: "login-failed", Detail: "wrong name or password, from " + ip})
+		d.backoff.failed(pair)
+		d.refused.add(ip, name, false)
 		d.renderLogin(w, r, c, http.StatusUnauthorized, "wrong name or password")
 		return
 	}
+	d.backoff.succeeded(pair)
 	role, _ := ParseRole(u.Role)
 	p := &principal{name: u.Name, role: role, apps: map[string]bool{}}
 	for _, a := range u.Apps {
 		p.apps[a] = true
+	}
+	// A login ends the session this browser had (of whichever user).
+	if old := d.sessionCookie(r); old != "" {
+		d.sessions.delete(old)
 	}
 	ss := d.sessions.create(p)
 	d.setCookie(w, r, sessionCookie, ss.id, d.cfg.SessionLifetime)
@@ -189,17 +215,23 @@ func (d *Dashboard) appsPage(w http.ResponseWriter, r *http.Request, c *call) {
 
 // instance is one instance of an application as the dashboard sees it.
 type instance struct {
-	ID          string   `json:"id"`
-	Host        string   `json:"host,omitempty"`
-	Version     int64    `json:"version"`
-	Refused     int64    `json:"refused,omitempty"`
-	Err         string   `json:"error,omitempty"`
-	ClusterMode string   `json:"clusterMode,omitempty"`
-	LastSecond  int64    `json:"lastSecond,omitempty"`
-	Shedding    bool     `json:"shedding"`
-	Load1       *float64 `json:"load1"`
-	CPU         *float64 `json:"cpu"`
-	Memory      uint64   `json:"memory"`
+	ID          string `json:"id"`
+	Host        string `json:"host,omitempty"`
+	Version     int64  `json:"version"`
+	Refused     int64  `json:"refused,omitempty"`
+	Err         string `json:"error,omitempty"`
+	ClusterMode string `json:"clusterMode,omitempty"`
+	LastSecond  int64  `json:"lastSecond,omitempty"`
+	// LastSeen is the Unix second the instance was last seen: its newest
+	// frame, or now when its heartbeat is live (Members); 0 when neither.
+	LastSeen int64 `json:"lastSeen"`
+	// Health is "healthy" (seen within healthyWithin), "stale" (within
+	// lostAfter), "lost" (longer ago) or "" (never seen, only reported).
+	Health   string   `json:"health"`
+	Shedding bool     `json:"shedding"`
+	Load1    *float64 `json:"load1"`
+	CPU      *float64 `json:"cpu"`
+	Memory   uint64   `json:"memory"`
 }
 
 type breaker struct {
@@ -242,8 +274,36 @@ type live struct {
 	BlockLabels []string `json:"blockLabels"`
 	// NotMeasured explains an instance's Load, CPU or Memory without a
 	// figure (null, or zero memory).
-	NotMeasured string   `json:"notMeasured"`
-	Errors      []string `json:"errors,omitempty"`
+	NotMeasured string `json:"notMeasured"`
+	// HealthyWithin and LostAfter are the health thresholds, in seconds,
+	// for the page to age instances while the store cannot be read.
+	HealthyWithin int64 `json:"healthyWithin"`
+	LostAfter     int64 `json:"lostAfter"`
+	// Errors are the store's failures in this answer: the page shows a
+	// banner and keeps what it read last.
+	Errors []string `json:"errors,omitempty"`
+}
+
+// Health thresholds of an instance, by the age of what was last seen of
+// it. Frames come every second and may be a second or two late: healthy
+// within 5 s. Beyond a minute (when Sentinel's dashboard calls a machine
+// unhealthy) it is lost.
+const (
+	healthyWithin = 5
+	lostAfter     = 60
+)
+
+// health names the state of an instance last seen at lastSeen.
+func health(now, lastSeen int64) string {
+	switch age := now - lastSeen; {
+	case lastSeen == 0:
+		return ""
+	case age <= healthyWithin:
+		return "healthy"
+	case age <= lostAfter:
+		return "stale"
+	}
+	return "lost"
 }
 
 // blockTypes names the block types, by index.
@@ -297,7 +357,8 @@ func (d *Dashboard) liveState(ctx context.Context, app string, from int64) *live
 		since = from
 	}
 	l := &live{App: app, Now: now, Since: since, Window: win, Instances: []instance{}, Resources: []series{},
-		Breakers: []breaker{}, BlockTypes: blockTypes, BlockLabels: blockLabels, NotMeasured: notMeasured}
+		Breakers: []breaker{}, BlockTypes: blockTypes, BlockLabels: blockLabels, NotMeasured: notMeasured,
+		HealthyWithin: healthyWithin, LostAfter: lostAfter}
 	cur, err := d.store.Current(ctx, app)
 	if err != nil {
 		l.Errors = append(l.Errors, "rule store: "+err.Error())
@@ -320,6 +381,7 @@ func (d *Dashboard) liveState(ctx context.Context, app string, from int64) *live
 		for _, m := range ms {
 			in := get(m.ID)
 			in.Host = m.Host
+			in.LastSeen = now // a live heartbeat
 			in.Version, _ = strconv.ParseInt(m.RuleVersion, 10, 64)
 		}
 	}
@@ -352,12 +414,17 @@ func (d *Dashboard) liveState(ctx context.Context, app string, from int64) *live
 	frames = slices.CompactFunc(frames, func(a, b cluster.Frame) bool { return a.Instance == b.Instance && a.Second == b.Second })
 	last := map[string]*cluster.Frame{}
 	totals := map[string]uint64{}
+	// The seconds some instance published a frame for: a resource without
+	// figures in such a second had none (0); a second without any frame is
+	// a gap, which the charts draw as one.
+	covered := make([]bool, now-since+1)
 	for i := range frames {
 		f := &frames[i]
 		last[f.Instance] = f // the newest, by the order above
 		if f.Second < since || f.Second > now {
 			continue
 		}
+		covered[f.Second-since] = true
 		for j := range f.Resources {
 			rs := &f.Resources[j]
 			if _, ok := totals[rs.Resource]; ok || len(totals) < 100000 { // bounded whatever instances publish
@@ -416,7 +483,7 @@ func (d *Dashboard) liveState(ctx context.Context, app string, from int64) *live
 		s := series{Resource: n}
 		for k := range accs[n] {
 			p := &accs[n][k]
-			if !p.seen {
+			if !p.seen && !covered[k] {
 				continue
 			}
 			p.T = since + int64(k)
@@ -433,6 +500,7 @@ func (d *Dashboard) liveState(ctx context.Context, app string, from int64) *live
 	for id, f := range last {
 		in := get(id)
 		in.LastSecond, in.ClusterMode, in.Shedding = f.Second, f.ClusterMode, f.Shedding
+		in.LastSeen = max(in.LastSeen, f.Second)
 		if in.Version == 0 {
 			in.Version = f.RuleVersion
 		}
@@ -442,6 +510,7 @@ func (d *Dashboard) liveState(ctx context.Context, app string, from int64) *live
 		}
 	}
 	for _, in := range byID {
+		in.Health = health(now, in.LastSeen)
 		l.Instances = append(l.Instances, *in)
 	}
 	sort.Slice(l.Instances, func(i, j int) bool { return l.Instances[i].ID < l.Instances[j].ID })
@@ -776,8 +845,26 @@ func (d *Dashboard) auditPage(w http.ResponseWriter, r *http.Request, c *call) {
 	if err != nil {
 		v.Error = "the rule store: " + err.Error()
 	}
-	v.Data = es
+	ad := &auditData{Entries: es}
+	if c.app == "" {
+		// The whole audit log, for admins, with the refused logins.
+		ad.Logins = true
+		ad.Refused, ad.Dropped = d.refused.list()
+		ad.Interval, ad.MaxRows = refusedInterval, maxRefusedRows
+	}
+	v.Data = ad
 	d.render(w, http.StatusOK, "audit", v)
+}
+
+// auditData is what the audit pages show.
+type auditData struct {
+	Entries []cluster.AuditEntry
+	// Logins: the page shows the refused logins (the whole audit log).
+	Logins   bool
+	Refused  []refusedRow
+	Dropped  int64
+	Interval time.Duration
+	MaxRows  int
 }
 
 // auditSave makes sure the audit log records a save. Stores record their

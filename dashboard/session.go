@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
+	"slices"
 	"sync"
 	"time"
 
@@ -47,13 +48,16 @@ type sessions struct {
 	clock    sluice.Clock
 	lifetime time.Duration
 	max      int
+	perUser  int
 
-	mu sync.Mutex
-	m  map[string]*session
+	mu     sync.Mutex
+	m      map[string]*session
+	byUser map[string][]*session // each user's sessions, oldest first
 }
 
 func newSessions(clock sluice.Clock, lifetime time.Duration, max int) *sessions {
-	return &sessions{clock: clock, lifetime: lifetime, max: max, m: map[string]*session{}}
+	return &sessions{clock: clock, lifetime: lifetime, max: max, perUser: maxSessionsPerUser,
+		m: map[string]*session{}, byUser: map[string][]*session{}}
 }
 
 // randomID returns 32 random bytes, base64url-encoded.
@@ -65,18 +69,33 @@ func randomID() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-// create starts a session for p, dropping expired sessions, and the one
-// closest to expiry when the store is full.
+// maxSessionsPerUser bounds the sessions of one user: a user's new
+// session beyond it ends that user's oldest, so that one user, however
+// many sessions it opens, ends no other user's.
+const maxSessionsPerUser = 16
+
+// create starts a session for p, ending p's oldest session when p has
+// maxSessionsPerUser; when the store is full, it drops expired sessions,
+// and the one closest to expiry when none has expired.
 func (s *sessions) create(p *principal) *session {
 	now := s.clock.Nanotime()
 	ss := &session{id: randomID(), user: p, csrf: randomID(), expires: now + int64(s.lifetime)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for _, x := range slices.Clone(s.byUser[p.name]) {
+		if x.expires <= now {
+			s.deleteLocked(x.id)
+		}
+	}
+	// Oldest first: a user's sessions are appended as they are made.
+	for mine := s.byUser[p.name]; len(mine) >= s.perUser; mine = s.byUser[p.name] {
+		s.deleteLocked(mine[0].id)
+	}
 	if len(s.m) >= s.max {
 		var oldest *session
 		for id, x := range s.m {
 			if x.expires <= now {
-				delete(s.m, id)
+				s.deleteLocked(id)
 				continue
 			}
 			if oldest == nil || x.expires < oldest.expires {
@@ -84,11 +103,28 @@ func (s *sessions) create(p *principal) *session {
 			}
 		}
 		if len(s.m) >= s.max && oldest != nil {
-			delete(s.m, oldest.id)
+			s.deleteLocked(oldest.id)
 		}
 	}
 	s.m[ss.id] = ss
+	s.byUser[p.name] = append(s.byUser[p.name], ss)
 	return ss
+}
+
+// deleteLocked ends the session id.
+func (s *sessions) deleteLocked(id string) {
+	ss := s.m[id]
+	if ss == nil {
+		return
+	}
+	delete(s.m, id)
+	name := ss.user.name
+	mine := slices.DeleteFunc(s.byUser[name], func(x *session) bool { return x == ss })
+	if len(mine) == 0 {
+		delete(s.byUser, name)
+	} else {
+		s.byUser[name] = mine
+	}
 }
 
 // get returns the unexpired session id, or nil.
@@ -103,7 +139,7 @@ func (s *sessions) get(id string) *session {
 		return nil
 	}
 	if ss.expires <= s.clock.Nanotime() {
-		delete(s.m, id)
+		s.deleteLocked(id)
 		return nil
 	}
 	return ss
@@ -111,7 +147,7 @@ func (s *sessions) get(id string) *session {
 
 func (s *sessions) delete(id string) {
 	s.mu.Lock()
-	delete(s.m, id)
+	s.deleteLocked(id)
 	s.mu.Unlock()
 }
 

@@ -42,6 +42,7 @@ type usersData struct {
 	Path        string // the users file
 	Version     string // the file's version, sent back with every change
 	ReloadErr   string // why the file on disk is not in force
+	ModeWarning string // the file is readable by its group
 	MinPassword int
 	Roles       []string
 	// Add holds the add form's values after a refusal.
@@ -62,6 +63,9 @@ func (d *Dashboard) usersData() *usersData {
 	}
 	if err := d.accounts.reloadError(); err != nil {
 		ud.ReloadErr = err.Error()
+	}
+	if d.accounts.path != "" {
+		ud.ModeWarning = groupReadable(d.accounts.path)
 	}
 	for _, u := range set.list {
 		role, _ := ParseRole(u.Role)

@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -208,18 +210,53 @@ func contentVersion(data []byte) string {
 }
 
 // readUsersFile reads at most maxUsersFile+1 bytes of path (ParseUsers
-// refuses more).
+// refuses more), after checking its mode (checkUsersMode).
 func readUsersFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: %w", err)
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("dashboard: %w", err)
+	}
+	if err := checkUsersMode(path, fi.Mode()); err != nil {
+		return nil, err
+	}
 	data, err := io.ReadAll(io.LimitReader(f, maxUsersFile+1))
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: %w", err)
 	}
 	return data, nil
+}
+
+// checkUsersMode refuses a users file that others than its owner and
+// group may read or write, or that its group may write: the password
+// hashes in it can be attacked offline, and whoever writes it chooses the
+// admins. A group may read it (a service group the dashboard runs in);
+// the users page then says so. Windows has no such modes: nothing is
+// checked there.
+func checkUsersMode(path string, mode os.FileMode) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	if perm := mode.Perm(); perm&0o027 != 0 {
+		return fmt.Errorf("dashboard: users file %s has mode %04o: others may read or change it, or its group may "+
+			"change it; the dashboard refuses it: chmod 600 %s (or 640)", path, perm, path)
+	}
+	return nil
+}
+
+// groupReadable says, for the users page, when the users file is
+// readable by its group; "" when it is not.
+func groupReadable(path string) string {
+	fi, err := os.Stat(path)
+	if err != nil || runtime.GOOS == "windows" || fi.Mode().Perm()&0o040 == 0 {
+		return ""
+	}
+	return fmt.Sprintf("The users file is readable by its group (mode %04o): its members can attack the password hashes offline; "+
+		"chmod 600 it unless that group needs it.", fi.Mode().Perm())
 }
 
 // writeFileAtomic replaces path with data: readers see the old file or the
@@ -269,9 +306,7 @@ func writeFileAtomic(path string, data []byte) (err error) {
 func (s *sessions) endUser(name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for id, ss := range s.m {
-		if ss.user != nil && ss.user.name == name {
-			delete(s.m, id)
-		}
+	for _, ss := range slices.Clone(s.byUser[name]) {
+		s.deleteLocked(ss.id)
 	}
 }

@@ -28,6 +28,7 @@ func parsePages() (map[string]*template.Template, error) {
 		"mib":  func(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) },
 		"f2":   func(f *float64) string { return fmt.Sprintf("%.2f", *f) },
 		"pct":  func(f *float64) string { return fmt.Sprintf("%.0f%%", *f*100) },
+		"age":  age,
 	}
 	out := map[string]*template.Template{}
 	for _, n := range pageNames {
@@ -52,4 +53,13 @@ func when(t time.Time) string {
 		return ""
 	}
 	return t.UTC().Format("2006-01-02 15:04:05 UTC")
+}
+
+// age says how long ago the Unix second then was, at now: "now" within a
+// second, else "N s ago" (the page's script says the same).
+func age(now, then int64) string {
+	if now-then <= 1 {
+		return "now"
+	}
+	return fmt.Sprintf("%d s ago", now-then)
 }

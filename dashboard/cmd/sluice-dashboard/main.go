@@ -13,8 +13,9 @@
 // change roles and grants, set passwords and delete users there, and edits
 // made to the file by hand are read within a second.
 //
-// -hash reads a password from standard input and prints its bcrypt hash,
-// for the users file.
+// -hash reads a password from standard input (without echoing it when
+// that is a terminal) and prints its bcrypt hash, for the users file; it
+// refuses a password shorter than 12 characters, as the users page does.
 package main
 
 import (
@@ -33,9 +34,11 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/crypto/bcrypt"
+	"golang.org/x/term"
 
 	sluiceredis "github.com/sluice-go/sluice/cluster/redis"
 	"github.com/sluice-go/sluice/dashboard"
@@ -68,16 +71,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer, 
 		return err
 	}
 	if *hash {
-		line, err := bufio.NewReader(stdin).ReadString('\n')
-		if err != nil && !errors.Is(err, io.EOF) {
-			return err
-		}
-		h, err := bcrypt.GenerateFromPassword([]byte(strings.TrimRight(line, "\r\n")), bcrypt.DefaultCost)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(stdout, string(h))
-		return nil
+		return hashPassword(stdin, stdout)
 	}
 
 	cfg := dashboard.Config{SessionLifetime: *session, SecureCookies: *secure}
@@ -160,4 +154,42 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer, 
 	<-errc
 	log.SetOutput(io.Discard)
 	return err
+}
+
+// minPassword is the shortest password -hash takes: the users page's
+// minimum.
+const minPassword = 12
+
+// hashPassword reads a password from stdin and prints its bcrypt hash. On
+// a terminal it asks for it on standard error and does not echo it. The
+// password is never printed, in errors neither.
+func hashPassword(stdin io.Reader, stdout io.Writer) error {
+	var pw []byte
+	if f, ok := stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		fmt.Fprint(os.Stderr, "Password (not echoed): ")
+		b, err := term.ReadPassword(int(f.Fd()))
+		fmt.Fprintln(os.Stderr)
+		if err != nil {
+			return fmt.Errorf("-hash: reading the password: %w", err)
+		}
+		pw = b
+	} else {
+		line, err := bufio.NewReader(io.LimitReader(stdin, 4096)).ReadString('\n')
+		if err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("-hash: reading the password: %w", err)
+		}
+		pw = []byte(strings.TrimRight(line, "\r\n"))
+	}
+	switch n := utf8.RuneCount(pw); {
+	case n < minPassword:
+		return fmt.Errorf("-hash: the password has %d characters: at least %d are required", n, minPassword)
+	case len(pw) > 72:
+		return fmt.Errorf("-hash: the password has %d bytes: bcrypt reads at most 72", len(pw))
+	}
+	h, err := bcrypt.GenerateFromPassword(pw, bcrypt.DefaultCost)
+	if err != nil {
+		return fmt.Errorf("-hash: %w", err)
+	}
+	fmt.Fprintln(stdout, string(h))
+	return nil
 }

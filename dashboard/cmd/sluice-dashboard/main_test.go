@@ -26,9 +26,25 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestHash(t *testing.T) {
+	const good = "twelve chars"
 	var out bytes.Buffer
-	require.NoError(t, run(context.Background(), []string{"-hash"}, strings.NewReader("s3cret\n"), &out, nil))
-	require.NoError(t, bcrypt.CompareHashAndPassword(bytes.TrimSpace(out.Bytes()), []byte("s3cret")))
+	require.NoError(t, run(context.Background(), []string{"-hash"}, strings.NewReader(good+"\n"), &out, nil))
+	require.NoError(t, bcrypt.CompareHashAndPassword(bytes.TrimSpace(out.Bytes()), []byte(good)))
+	require.NotContains(t, out.String(), good, "the password is not printed")
+
+	// Shorter than the users page's minimum: refused, without the
+	// password in the error.
+	for _, pw := range []string{"s3cret", "eleven char", ""} {
+		out.Reset()
+		err := run(context.Background(), []string{"-hash"}, strings.NewReader(pw+"\n"), &out, nil)
+		require.ErrorContains(t, err, "at least 12 are required", "%q", pw)
+		if pw != "" {
+			require.NotContains(t, err.Error(), pw)
+		}
+		require.Empty(t, out.String())
+	}
+	err := run(context.Background(), []string{"-hash"}, strings.NewReader(strings.Repeat("x", 73)), &out, nil)
+	require.ErrorContains(t, err, "at most 72")
 }
 
 // TestServesRedisFleet runs the command against a real Redis holding rules

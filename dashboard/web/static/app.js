@@ -51,10 +51,16 @@
     const y = (v) => bottom - (bottom - top) * v / max;
     for (const l of lines) {
       g.strokeStyle = l.color; g.lineWidth = 1.5; g.setLineDash(l.dash || []); g.beginPath();
-      let first = true;
-      for (const p of l.points) {
-        if (first) { g.moveTo(x(p[0]), y(p[1])); first = false; } else g.lineTo(x(p[0]), y(p[1]));
-      }
+      // A second without a frame from any instance is a gap: the line
+      // stops and starts again after it.
+      // A second alone between gaps is a dot.
+      let prev = null;
+      l.points.forEach((p, k) => {
+        const alone = (prev === null || p[0] - prev > 1) && (k === l.points.length - 1 || l.points[k + 1][0] - p[0] > 1);
+        if (prev === null || p[0] - prev > 1) g.moveTo(x(p[0]), y(p[1])); else g.lineTo(x(p[0]), y(p[1]));
+        if (alone) { g.fillStyle = l.color; g.fillRect(x(p[0]) - 1.5, y(p[1]) - 1.5, 3, 3); }
+        prev = p[0];
+      });
       g.stroke();
     }
   }
@@ -138,6 +144,10 @@
       const last = pts.length ? pts[pts.length - 1] : null;
       // The data drawn, for tests and for copying: the last points.
       c.section.dataset.points = JSON.stringify(pts.slice(-10).map((p) => [p.t, p.pass, p.block]));
+      // The gaps drawn (seconds without any frame), as [from, to] seconds.
+      const gaps = [];
+      for (let k = 1; k < pts.length; k++) if (pts[k].t - pts[k - 1].t > 1) gaps.push([pts[k - 1].t, pts[k].t]);
+      c.section.dataset.gaps = JSON.stringify(gaps);
       if (last) {
         let s = hms(new Date(last.t * 1000)) + ": passed " + last.pass + ", blocked " + last.block;
         const parts = [];
@@ -163,11 +173,29 @@
     tr.appendChild(td);
   }
 
-  function renderInstances(tbody, data) {
+  // ago says how long ago the Unix second then was, at now (as the
+  // server's pages say it).
+  function ago(now, then) { return now - then <= 1 ? "now" : (now - then) + " s ago"; }
+
+  // health names an instance's state by the age of what was last seen
+  // of it, with the server's thresholds.
+  function health(data, now, lastSeen) {
+    if (!lastSeen) return "";
+    const age = now - lastSeen;
+    return age <= data.healthyWithin ? "healthy" : age <= data.lostAfter ? "stale" : "lost";
+  }
+
+  // renderInstances fills the instances' table; now is the current Unix
+  // second (the server's, or estimated while it cannot be read).
+  function renderInstances(tbody, data, now) {
     const rows = [];
     for (const i of data.instances) {
       const tr = el("tr");
+      tr.dataset.instance = i.id;
       cell(tr, i.id);
+      const h = health(data, now, i.lastSeen);
+      if (h) cell(tr, h + " \u00b7 " + ago(now, i.lastSeen), "health health-" + h);
+      else { const td = el("td", "health unknown", "\u2013"); td.title = "not seen in frames or heartbeats"; tr.appendChild(td); }
       cell(tr, i.host || "");
       const td = el("td", null, i.version ? "version " + i.version : "none");
       if (i.refused) td.appendChild(el("span", "refused", " refused version " + i.refused + ": " + (i.error || "")));
@@ -179,7 +207,7 @@
       metric(tr, i.memory ? (i.memory / 1048576).toFixed(1) + " MiB" : null, data);
       rows.push(tr);
     }
-    if (!rows.length) { const tr = el("tr"); const td = el("td", null, "No instance has reported."); td.colSpan = 8; tr.appendChild(td); rows.push(tr); }
+    if (!rows.length) { const tr = el("tr"); const td = el("td", null, "No instance has reported."); td.colSpan = 9; tr.appendChild(td); rows.push(tr); }
     tbody.replaceChildren(...rows);
   }
 
@@ -223,22 +251,74 @@
   if (chartsEl && app) {
     const url = "/api/apps/" + encodeURIComponent(app) + "/live";
     const updated = document.getElementById("updated");
+    const status = document.getElementById("store-status");
     let busy = false, last = 0, ticks = 0;
+    // While the store cannot be read, the page keeps what it read last
+    // (lastGood, whose now was read at lastAt) and ages it.
+    let lastGood = null, lastAt = 0, lostSince = 0, recoveredAt = 0;
+    function show(kind, text) {
+      status.className = kind;
+      status.textContent = text;
+      status.hidden = !text;
+    }
+    function lost(what, detail) {
+      if (!lostSince) lostSince = Date.now();
+      recoveredAt = 0;
+      const s = Math.round((Date.now() - lostSince) / 1000);
+      show("error", what + " since " + hms(new Date(lostSince)) + " (" + s + " s). " +
+        "What is below is what was read last; instances age from when they were last seen. " + detail);
+    }
+    function aged() {
+      if (!lastGood) return;
+      const now = lastGood.now + Math.floor((Date.now() - lastAt) / 1000);
+      renderInstances(document.querySelector("#instances tbody"), lastGood, now);
+    }
     async function tick() {
       if (busy) return;
       busy = true;
       try {
         const full = last === 0 || ticks++ % 60 === 0;
-        const res = await fetch(full ? url : url + "?since=" + (last - 5),
-          { credentials: "same-origin", headers: { Accept: "application/json" } });
+        let res;
+        try {
+          res = await fetch(full ? url : url + "?since=" + (last - 5),
+            { credentials: "same-origin", headers: { Accept: "application/json" } });
+        } catch (e) {
+          lost("The dashboard does not answer", "(" + e.message + ")");
+          aged();
+          return;
+        }
         if (res.status === 401) { window.location.assign("/login"); return; }
-        if (!res.ok) throw new Error("HTTP " + res.status);
+        if (!res.ok) {
+          lost("The dashboard answers with errors", "(HTTP " + res.status + ")");
+          aged();
+          return;
+        }
         const data = merge(await res.json());
         last = data.now;
         renderCharts(chartsEl, data);
-        renderInstances(document.querySelector("#instances tbody"), data);
-        renderBreakers(document.querySelector("#breakers tbody"), data);
-        updated.textContent = "Updated " + hms(new Date()) + ".";
+        if (data.errors && data.errors.length) {
+          lost("The dashboard has lost the store", "Errors: " + data.errors.join("; ") + ".");
+          // The instances read last, aged, unless some were read now.
+          if (data.instances.length || !lastGood) {
+            lastGood = data; lastAt = Date.now();
+          } else {
+            lastGood = Object.assign({}, lastGood, { now: data.now }); lastAt = Date.now();
+          }
+          renderInstances(document.querySelector("#instances tbody"), lastGood, data.now);
+        } else {
+          if (lostSince) {
+            const s = Math.round((Date.now() - lostSince) / 1000);
+            show("notice", "The store is read again since " + hms(new Date()) + ", after " + s + " s lost (from " +
+              hms(new Date(lostSince)) + ").");
+            lostSince = 0; recoveredAt = Date.now();
+          } else if (recoveredAt && Date.now() - recoveredAt > 60000) {
+            show("", ""); recoveredAt = 0;
+          }
+          lastGood = data; lastAt = Date.now();
+          renderInstances(document.querySelector("#instances tbody"), data, data.now);
+        }
+        renderBreakers(document.querySelector("#breakers tbody"), lastGood);
+        updated.textContent = (lostSince ? "Read with errors at " : "Updated ") + hms(new Date()) + ".";
         updated.dataset.now = String(data.now);
       } catch (e) {
         updated.textContent = "Update failed: " + e.message;
