@@ -1,0 +1,273 @@
+package flow
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/conformance"
+	"github.com/sluice-go/sluice/internal/entry"
+	"github.com/sluice-go/sluice/rules"
+)
+
+// windowModel is the documented semantics of a QPS reject rule, written
+// as plainly as possible (README "Flow rules", docs/architecture.md):
+//
+//   - bucketed (Exact false): admissions are counted in buckets of
+//     StatInterval/10; a batch of n at t passes when the admissions of
+//     t's bucket and the nine before it, plus n, stay within Threshold.
+//     A refusal's RetryAfter is the time until the start of the first
+//     bucket from which the batch would pass if nothing else were
+//     admitted: when enough of the oldest buckets have slid out.
+//   - exact: a batch of n at t passes when the admissions in
+//     (t-StatInterval, t], plus n, stay within Threshold. A refusal's
+//     RetryAfter is the time until enough of them are StatInterval old.
+//
+// Either way a batch larger than Threshold is refused with the reason
+// "batch larger than threshold" and no RetryAfter, Observed is the
+// admissions counted (or the batch, when too large), and an admission that
+// a later check refuses is taken back. It keeps every admission, in a
+// map and a slice, and recomputes every sum from scratch.
+type windowModel struct {
+	exact    bool
+	interval int64 // ns
+	width    int64 // ns per bucket
+	limit    float64
+	buckets  map[int64]int64 // bucket index -> admissions (bucketed)
+	times    []int64         // admission instants, one per request (exact)
+}
+
+func newWindowModel(r rules.Flow) *windowModel {
+	m := &windowModel{exact: r.Exact, limit: r.Threshold}
+	m.reset(r)
+	return m
+}
+
+// reset starts the model afresh with rule r's interval.
+func (m *windowModel) reset(r rules.Flow) {
+	m.interval = int64(r.Interval())
+	m.width = m.interval / 10
+	m.buckets = map[int64]int64{}
+	m.times = nil
+}
+
+// windowDecision is what a check decided: passed, or refused with these
+// figures.
+type windowDecision struct {
+	pass       bool
+	observed   float64
+	threshold  float64
+	retryAfter time.Duration
+	reason     string
+}
+
+func (d windowDecision) String() string {
+	if d.pass {
+		return "pass"
+	}
+	return fmt.Sprintf("refuse(observed %v, threshold %v, retry %v, %q)", d.observed, d.threshold, d.retryAfter, d.reason)
+}
+
+func decisionOf(be *core.BlockError) windowDecision {
+	if be == nil {
+		return windowDecision{pass: true}
+	}
+	return windowDecision{observed: be.Observed, threshold: be.Threshold, retryAfter: be.RetryAfter, reason: be.Reason}
+}
+
+// sumBuckets returns the admissions of buckets from..to, both included.
+func (m *windowModel) sumBuckets(from, to int64) int64 {
+	var s int64
+	for b := from; b <= to; b++ {
+		s += m.buckets[b]
+	}
+	return s
+}
+
+// inWindow returns the admissions in (now-interval, now], oldest first.
+func (m *windowModel) inWindow(now int64) []int64 {
+	var out []int64
+	for _, t := range m.times {
+		if t > now-m.interval {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func (m *windowModel) decide(now, n int64) windowDecision {
+	if float64(n) > m.limit {
+		return windowDecision{observed: float64(n), threshold: m.limit, reason: reasonTooLarge}
+	}
+	if m.exact {
+		win := m.inWindow(now)
+		if float64(len(win))+float64(n) > m.limit {
+			// The batch passes once all but limit-n of the requests in
+			// the window are StatInterval old.
+			oldest := win[len(win)-(int(m.limit)-int(n)+1)]
+			return windowDecision{observed: float64(len(win)), threshold: m.limit, retryAfter: time.Duration(oldest + m.interval - now)}
+		}
+		for i := int64(0); i < n; i++ {
+			m.times = append(m.times, now)
+		}
+		return windowDecision{pass: true}
+	}
+	b := now / m.width
+	total := m.sumBuckets(b-9, b)
+	if float64(total+n) > m.limit {
+		f := b + 1
+		for float64(m.sumBuckets(f-9, b)+n) > m.limit {
+			f++
+		}
+		return windowDecision{observed: float64(total), threshold: m.limit, retryAfter: time.Duration(f*m.width - now)}
+	}
+	m.buckets[b] += n
+	return windowDecision{pass: true}
+}
+
+// undo takes back the batch of n admitted at now.
+func (m *windowModel) undo(now, n int64) {
+	if m.exact {
+		m.times = m.times[:len(m.times)-int(n)]
+		return
+	}
+	m.buckets[now/m.width] -= n
+}
+
+// forget drops what can no longer matter at now, to keep the model small.
+func (m *windowModel) forget(now int64) {
+	if m.exact {
+		m.times = m.inWindow(now)
+		return
+	}
+	for b := range m.buckets {
+		if b < now/m.width-10 {
+			delete(m.buckets, b)
+		}
+	}
+}
+
+// windowRule returns a random QPS reject rule: bucketed (whole or
+// fractional threshold) or exact (whole threshold).
+func windowRule(rng *rand.Rand, exact bool, interval time.Duration) rules.Flow {
+	r := rules.Flow{Resource: "r", StatInterval: interval, Exact: exact}
+	if exact || rng.Intn(3) > 0 {
+		r.Threshold = float64(1 + rng.Intn(12))
+	} else {
+		r.Threshold = 1 + math.Round(rng.Float64()*1100)/100 // 1.00 .. 12.00
+	}
+	return r
+}
+
+var windowIntervals = []time.Duration{10 * time.Millisecond, 100 * time.Millisecond, time.Second, 1230 * time.Millisecond, time.Minute}
+
+// windowGap returns an adversarial gap before the next arrival at now:
+// none, onto a bucket boundary or one nanosecond either side of it, onto
+// the instant the oldest admission of the exact log leaves the interval
+// (or just before), a fraction of a bucket, a whole interval, or a long
+// idle of up to a thousand intervals.
+func windowGap(rng *rand.Rand, m *windowModel, now int64) int64 {
+	next := (now/m.width + 1) * m.width
+	switch k := rng.Intn(20); {
+	case k < 6:
+		return 0
+	case k < 9:
+		return next - now
+	case k < 10:
+		return next - now - 1 + int64(rng.Intn(3))
+	case k < 12:
+		if win := m.inWindow(now); len(win) > 0 {
+			return win[rng.Intn(len(win))] + m.interval - now - int64(rng.Intn(2))
+		}
+		return next - now
+	case k < 17:
+		return rng.Int63n(m.width) + 1
+	case k < 19:
+		return m.interval - int64(rng.Intn(2))*m.width
+	default:
+		return rng.Int63n(1000*m.interval) + m.interval
+	}
+}
+
+// TestConformanceWindowAgainstModel drives QPS reject rules, bucketed and
+// exact, with seeded random timelines: bursts at bucket boundaries and at
+// the instants an exact rule's oldest admission expires, zero gaps, long
+// idles, batches up to Threshold+1, admissions taken back by a later
+// check, and reloads (a new threshold keeps the window; a new interval
+// starts afresh). Every decision, and every refusal's Observed,
+// Threshold, RetryAfter and Reason, must equal windowModel's.
+func TestConformanceWindowAgainstModel(t *testing.T) {
+	for _, exact := range []bool{false, true} {
+		t.Run(fmt.Sprintf("exact=%v", exact), func(t *testing.T) {
+			const sequences = 60
+			steps := conformance.Steps(1000)
+			total, refused := 0, 0
+			for seq := 0; seq < sequences; seq++ {
+				seed := int64(seq)*7919 + 1
+				if exact {
+					seed += 1_000_000
+				}
+				rng := rand.New(rand.NewSource(seed))
+				interval := windowIntervals[rng.Intn(len(windowIntervals))]
+				r := windowRule(rng, exact, interval)
+				nf := nodes(nil)
+				cs, err := Build([]rules.Flow{r}, nil, nf, nil)
+				require.NoError(t, err)
+				m := newWindowModel(r)
+				now := int64(time.Hour) + rng.Int63n(int64(time.Hour))
+				if seq%3 == 0 { // a process up for weeks: bucket indexes past 2^27
+					now = rng.Int63n(1 << 51)
+				}
+				for step := 0; step < steps; step++ {
+					switch k := rng.Intn(100); {
+					case k < 2: // reload with a new threshold: the window stays
+						r = windowRule(rng, exact, r.StatInterval)
+						cs, err = Build([]rules.Flow{r}, cs, nf, nil)
+						require.NoError(t, err)
+						m.limit = r.Threshold
+						continue
+					case k < 3: // reload with a new interval: a fresh window
+						r = windowRule(rng, exact, windowIntervals[rng.Intn(len(windowIntervals))])
+						if r.StatInterval == time.Duration(m.interval) {
+							r.StatInterval += 10 * time.Millisecond
+						}
+						cs, err = Build([]rules.Flow{r}, cs, nf, nil)
+						require.NoError(t, err)
+						m.limit = r.Threshold
+						m.reset(r)
+						continue
+					}
+					now += windowGap(rng, m, now)
+					n := int64(1)
+					if rng.Intn(4) == 0 {
+						n = 1 + rng.Int63n(int64(math.Ceil(r.Threshold))+1)
+					}
+					ec := &entry.Context{Resource: "r", Batch: n, Start: now}
+					got := decisionOf(cs["r"][0].Check(context.Background(), ec, nil))
+					want := m.decide(now, n)
+					total++
+					if !want.pass {
+						refused++
+					}
+					if got != want {
+						t.Fatalf("seed %d step %d: %+v, batch %d at %d ns (bucket %d): engine %v, model %v",
+							seed, step, r, n, now, now/m.width, got, want)
+					}
+					if got.pass && rng.Intn(8) == 0 {
+						// A later check refused the entry: it gives back what it took.
+						ec.ReleaseTickets(entry.ExitInfo{Start: now, End: now, Batch: n, Blocked: true})
+						m.undo(now, n)
+					}
+					m.forget(now)
+				}
+			}
+			t.Logf("%d sequences, %d decisions (%d refusals), 0 mismatches", sequences, total, refused)
+		})
+	}
+}
