@@ -50,7 +50,7 @@ type modelValue struct {
 }
 
 func (m *paramModel) threshold(v string) int64 { return m.rule.ThresholdOf(v) }
-func (m *paramModel) window() int64           { return int64(m.rule.Window()) }
+func (m *paramModel) window() int64            { return int64(m.rule.Window()) }
 
 // paramDecision is what a check decided, and the wait a throttle asked of
 // the clock.
