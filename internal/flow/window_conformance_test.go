@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/conformance"
 	"github.com/sluice-go/sluice/internal/entry"
+	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -270,4 +271,65 @@ func TestConformanceWindowAgainstModel(t *testing.T) {
 			t.Logf("%d sequences, %d decisions (%d refusals), 0 mismatches", sequences, total, refused)
 		})
 	}
+}
+
+// TestPeersSentinelWindowCases replays sentinel-golang's sliding-window and
+// reject-rule cases in sluice's terms: core/stat/base/leap_array_test.go
+// and sliding_window_metric_test.go (on a window.LeapArray of 20 buckets of
+// 500 ms, Sentinel's default shape there) and core/flow/slot_test.go (on a
+// flow rule). Sentinel's cases that pin the index of a bucket's slot in its
+// array have no counterpart: sluice's ring is a power of two (32 slots for
+// 20 buckets), so only which bucket holds a time, and which buckets count,
+// are compared.
+func TestPeersSentinelWindowCases(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	type metric uint8
+	newArray := func() *window.LeapArray[metric] {
+		return window.MustLeapArray[metric](10*time.Second, 20, []window.Kind{window.Sum}, nil)
+	}
+	t.Run("Test_calculateStartTime_normal", func(t *testing.T) {
+		a := newArray()
+		require.Equal(t, 1576296044500*ms, a.Epoch(1576296044907*ms)*a.BucketWidth())
+	})
+	t.Run("Test_leapArray_BucketStartCheck_normal", func(t *testing.T) {
+		a := newArray()
+		now := 1596199310000 * ms
+		require.Equal(t, now+500*ms, a.Epoch(now+801*ms)*a.BucketWidth())
+	})
+	t.Run("Test_leapArray_isBucketDeprecated_normal", func(t *testing.T) {
+		// A bucket that started 40 s before, in a 10 s window, counts
+		// for nothing.
+		a := newArray()
+		a.Add(1576296004907*ms, 0, 7)
+		require.Zero(t, a.Sum(1576296044907*ms, 0))
+	})
+	t.Run("TestSlidingWindowMetric_GetIntervalSumWithTime", func(t *testing.T) {
+		// 2000 passes now and 500 spread over 1.0 to 1.5 s later: a
+		// 2 s sub-window (4 buckets) read now sums the 2000 only.
+		a := newArray()
+		now := 1576296044000 * ms
+		for i := int64(0); i < 500; i++ {
+			a.Add(now+(1000+i)*ms, 0, 1)
+		}
+		a.Add(now, 0, 2000)
+		require.Equal(t, uint64(2000), a.SumEpoch(a.Epoch(now), 0, 4))
+	})
+	t.Run("Test_FlowSlot_StandaloneStat", func(t *testing.T) {
+		// 100 per 20 s: 50 entries pass and are counted; sluice goes on
+		// to the limit.
+		c, err := NewController(rules.Flow{Resource: "abc", Threshold: 100, StatInterval: 20 * time.Second}, nodes(nil))
+		require.NoError(t, err)
+		now := int64(time.Hour)
+		for i := 0; i < 50; i++ {
+			require.Nil(t, c.Check(context.Background(), newEntry(now, 1), nil))
+		}
+		require.Equal(t, uint64(50), c.c.(*reject).win.Sum(now/c.c.(*reject).width))
+		for i := 0; i < 50; i++ {
+			require.Nil(t, c.Check(context.Background(), newEntry(now, 1), nil))
+		}
+		be := c.Check(context.Background(), newEntry(now, 1), nil)
+		require.NotNil(t, be)
+		require.Equal(t, 100.0, be.Observed)
+		require.Equal(t, 20*time.Second, be.RetryAfter, "all 100 sit in one bucket, which leaves the window 20 s later")
+	})
 }
