@@ -24,7 +24,9 @@ type breakerModel struct {
 	snapshot float64 // the value that last opened the breaker
 	until    int64   // Open: when probing may start
 
-	// Closed: calls and bad calls by bucket of StatInterval/10.
+	// Closed: which closed phase this is, and its calls and bad calls by
+	// bucket of StatInterval/10.
+	phase      int
 	total, bad map[int64]int64
 
 	// HalfOpen: the round, its start, its N, its probes admitted (and not
@@ -53,6 +55,7 @@ func (m *breakerModel) move(to State, snapshot float64, at int64) {
 
 func (m *breakerModel) toClosed() {
 	m.state = Closed
+	m.phase++
 	m.total, m.bad = map[int64]int64{}, map[int64]int64{}
 }
 
@@ -63,16 +66,17 @@ func (m *breakerModel) open(at int64) {
 }
 
 // modelTicket is what an admitted call holds: the round it is a probe of,
-// or 0 for a call admitted while Closed.
+// or 0 for a call admitted while Closed, and then the closed phase it was
+// admitted in: it counts in that phase's window only.
 type modelTicket struct {
-	round int
+	round, phase int
 }
 
 // check decides a call at now: its ticket, or the refusal.
 func (m *breakerModel) check(now int64) (*modelTicket, windowDecision) {
 	switch m.state {
 	case Closed:
-		return &modelTicket{}, windowDecision{pass: true}
+		return &modelTicket{phase: m.phase}, windowDecision{pass: true}
 	case Open:
 		if now < m.until {
 			return nil, windowDecision{observed: m.snapshot, threshold: m.rule.Threshold, retryAfter: time.Duration(m.until - now), reason: reasonOpen}
@@ -133,7 +137,7 @@ func (m *breakerModel) exit(tk *modelTicket, start, end, n int64, failed, blocke
 		}
 		return
 	}
-	if blocked || m.state != Closed {
+	if blocked || m.state != Closed || tk.phase != m.phase {
 		return
 	}
 	b := end / m.width()

@@ -263,3 +263,25 @@ func TestPeersBreakerListener(t *testing.T) {
 	assert.Equal(t, 1.0, f.rec.ts[0].Snapshot, "the error count")
 	assert.Equal(t, 7.0, f.rec.ts[2].Snapshot, "the failed probe's RT in ms")
 }
+
+// TestCallsOfAnEarlierClosedPhaseAreNotCounted: a call admitted before the
+// breaker opened that exits after it has closed again is not counted in the
+// fresh window (as gobreaker ignores results of an earlier generation): a
+// failure from before the outage must not reopen a recovered dependency.
+// Before, it was counted, and with MinRequestAmount 1 reopened the breaker
+// at once.
+func TestCallsOfAnEarlierClosedPhaseAreNotCounted(t *testing.T) {
+	r := rules.CircuitBreaker{Resource: "db", Strategy: rules.ErrorRatio, Threshold: 0.5, MinRequestAmount: 1,
+		StatInterval: time.Minute, RetryTimeout: time.Second}
+	f := play(t, r, nil)
+	old := f.mustEnter() // hangs through the outage
+	f.call(0, errBoom)
+	require.Equal(t, Open, f.b.State())
+	f.clk.Advance(time.Second)
+	f.call(ms, nil) // the probe
+	require.Equal(t, Closed, f.b.State())
+	f.exit(old, errBoom)
+	require.Equal(t, Closed, f.b.State(), "the old failure is not counted")
+	f.call(0, errBoom) // a new one is
+	require.Equal(t, Open, f.b.State())
+}
