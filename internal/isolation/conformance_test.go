@@ -205,3 +205,29 @@ func TestPeersIsolationCases(t *testing.T) {
 		require.NotNil(t, enter(b))
 	})
 }
+
+// TestReloadKeepsInFlightNewRuleStartsEmpty pins the reload rule the README
+// states: a rule that takes over one on the same resource (by position)
+// keeps counting the requests in flight, whatever its threshold, and their
+// exits free its slots; a rule added beside it counts only the requests it
+// admits (a request that passed before the rule existed holds no slot of
+// it, so nothing would ever give such a slot back). Sentinel, which reads
+// the resource's concurrency instead, would count them.
+func TestReloadKeepsInFlightNewRuleStartsEmpty(t *testing.T) {
+	cs := Build([]rules.Isolation{{Resource: "r", Threshold: 3}}, nil)
+	var held []*entry.Context
+	for i := 0; i < 3; i++ {
+		ec := &entry.Context{Resource: "r", Batch: 1}
+		require.Nil(t, cs["r"][0].Check(ec))
+		held = append(held, ec)
+	}
+	cs = Build([]rules.Isolation{{Resource: "r", Threshold: 4}, {Resource: "r", Threshold: 2}}, cs)
+	require.Equal(t, int64(3), cs["r"][0].InFlight(), "taken over")
+	require.Equal(t, int64(0), cs["r"][1].InFlight(), "added: empty")
+	require.Nil(t, cs["r"][0].Check(&entry.Context{Resource: "r", Batch: 1}), "3 of 4")
+	require.NotNil(t, cs["r"][0].Check(&entry.Context{Resource: "r", Batch: 1}), "4 of 4")
+	for _, ec := range held {
+		ec.ReleaseTickets(entry.ExitInfo{Batch: 1})
+	}
+	require.Equal(t, int64(1), cs["r"][0].InFlight(), "the old requests' exits free the rule that took over")
+}
