@@ -255,7 +255,7 @@ func TestConformanceBreakerAgainstModel(t *testing.T) {
 				m := newBreakerModel(r)
 				now := int64(time.Hour) + rng.Int63n(int64(time.Hour))
 				if seq%4 == 0 {
-					now = rng.Int63n(1 << 51) // weeks of uptime
+					now = rng.Int63n(1 << 55) // up to a year of uptime
 				}
 				var inflight []call
 				compared := 0 // transitions already compared

@@ -222,8 +222,8 @@ func TestConformanceWindowAgainstModel(t *testing.T) {
 				require.NoError(t, err)
 				m := newWindowModel(r)
 				now := int64(time.Hour) + rng.Int63n(int64(time.Hour))
-				if seq%3 == 0 { // a process up for weeks: bucket indexes past 2^27
-					now = rng.Int63n(1 << 51)
+				if seq%3 == 0 { // a process up for up to a year: bucket indexes past 2^27
+					now = rng.Int63n(1 << 55)
 				}
 				for step := 0; step < steps; step++ {
 					switch k := rng.Intn(100); {
@@ -332,4 +332,84 @@ func TestPeersSentinelWindowCases(t *testing.T) {
 		require.Equal(t, 100.0, be.Observed)
 		require.Equal(t, 20*time.Second, be.RetryAfter, "all 100 sit in one bucket, which leaves the window 20 s later")
 	})
+}
+
+// TestConformanceAssociatedAgainstModel drives QPS rules on an associated
+// resource (RefResource) with seeded random timelines of the other
+// resource's passes: the rule refuses while the other resource's passes in
+// its one-second window (ten buckets of 100 ms) exceed Threshold, with
+// Observed that count and RetryAfter the time until enough of its oldest
+// buckets have slid out for it to be within Threshold, if nothing else
+// passed there (README "Flow rules", Associated). The rule's own entries
+// count for nothing. Arrivals land on bucket boundaries and 1 ns either
+// side, after zero gaps and long idles; reloads change the threshold.
+func TestConformanceAssociatedAgainstModel(t *testing.T) {
+	const sequences = 40
+	const width = int64(100 * time.Millisecond)
+	steps := conformance.Steps(1000)
+	total, refused := 0, 0
+	for seq := 0; seq < sequences; seq++ {
+		seed := int64(seq)*3571 + 2
+		rng := rand.New(rand.NewSource(seed))
+		r := rules.Flow{Resource: "r", RefResource: "ref", Threshold: float64(1 + rng.Intn(20))}
+		if rng.Intn(3) == 0 {
+			r.Threshold += 0.5
+		}
+		nf := nodes(nil)
+		cs, err := Build([]rules.Flow{r}, nil, nf, nil)
+		require.NoError(t, err)
+		ref := nf("ref")
+		passes := map[int64]int64{} // ref's passes by 100 ms bucket
+		sum := func(from, to int64) (s int64) {
+			for b := from; b <= to; b++ {
+				s += passes[b]
+			}
+			return s
+		}
+		now := int64(time.Hour) + rng.Int63n(int64(time.Hour))
+		if seq%3 == 0 {
+			now = rng.Int63n(1 << 55)
+		}
+		for step := 0; step < steps; step++ {
+			next := (now/width + 1) * width
+			switch g := rng.Intn(10); {
+			case g < 3:
+			case g < 5:
+				now = next - 1 + int64(rng.Intn(3))
+			case g < 9:
+				now += rng.Int63n(width) + 1
+			default:
+				now += rng.Int63n(50 * width)
+			}
+			switch k := rng.Intn(100); {
+			case k < 2:
+				r.Threshold = float64(1 + rng.Intn(20))
+				cs, err = Build([]rules.Flow{r}, cs, nf, nil)
+				require.NoError(t, err)
+			case k < 55: // the other resource passes
+				n := 1 + rng.Int63n(4)
+				ref.AddPass(now, n)
+				passes[now/width] += n
+			default:
+				ec := &entry.Context{Resource: "r", Batch: 1 + rng.Int63n(3), Start: now}
+				got := decisionOf(cs["r"][0].Check(context.Background(), ec, nil))
+				b := now / width
+				want := windowDecision{pass: true}
+				if v := sum(b-9, b); float64(v) > r.Threshold {
+					f := b + 1
+					for float64(sum(f-9, b)) > r.Threshold {
+						f++
+					}
+					want = windowDecision{observed: float64(v), threshold: r.Threshold, retryAfter: time.Duration(f*width - now),
+						reason: "associated resource ref over threshold"}
+					refused++
+				}
+				total++
+				if got != want {
+					t.Fatalf("seed %d step %d: threshold %v at %d (bucket %d): engine %v, model %v", seed, step, r.Threshold, now, b, got, want)
+				}
+			}
+		}
+	}
+	t.Logf("%d sequences, %d decisions (%d refusals), 0 mismatches", sequences, total, refused)
 }
