@@ -413,3 +413,32 @@ func TestConformanceAssociatedAgainstModel(t *testing.T) {
 	}
 	t.Logf("%d sequences, %d decisions (%d refusals), 0 mismatches", sequences, total, refused)
 }
+
+// TestPeersSentinelReloadReusesWindows replays sentinel-golang's
+// core/flow/rule_manager_test.go
+// Test_buildResourceTrafficShapingController_reuse_stat: on a reload, a
+// reject rule with the same resource and StatInterval as one in force
+// keeps its counts whatever its new threshold (r12 after r1, r42 after
+// r4), an identical rule keeps them (r32 after r3), and a rule whose
+// interval no rule in force has starts empty (r22). Sentinel reuses the
+// statistic; sluice hands the rule's window over (Build).
+func TestPeersSentinelReloadReusesWindows(t *testing.T) {
+	rule := func(threshold float64, interval time.Duration) rules.Flow {
+		return rules.Flow{Resource: "abc1", Threshold: threshold, StatInterval: interval}
+	}
+	nf := nodes(nil)
+	old, err := Build([]rules.Flow{rule(100, time.Second), rule(200, 2*time.Second), rule(300, 5*time.Second), rule(400, 50*time.Second)}, nil, nf, nil)
+	require.NoError(t, err)
+	now := int64(time.Hour)
+	for i, c := range old["abc1"] {
+		for k := 0; k <= i; k++ { // 1, 2, 3 and 4 admissions
+			require.Nil(t, c.Check(context.Background(), newEntry(now, 1), nil))
+		}
+	}
+	got, err := Build([]rules.Flow{rule(300, time.Second), rule(400, 10*time.Second), rule(300, 5*time.Second), rule(4000, 50*time.Second)}, old, nf, nil)
+	require.NoError(t, err)
+	for i, want := range []uint64{1, 0, 3, 4} {
+		k := got["abc1"][i].c.(*reject)
+		require.Equal(t, want, k.win.Sum(now/k.width), "rule %d", i)
+	}
+}
