@@ -457,3 +457,46 @@ func TestPeersHotspotCases(t *testing.T) {
 		require.NotNil(t, run(c, start, 1, "666688"), "the exception's 20 are in flight")
 	})
 }
+
+// signalClock is a clock whose timers never fire; each NewTimer is told on
+// asked, so a test knows a check has scheduled its wait.
+type signalClock struct{ asked chan time.Duration }
+
+func (c *signalClock) Nanotime() int64 { return 0 }
+func (c *signalClock) NewTimer(d time.Duration) core.Timer {
+	c.asked <- d
+	return firedTimer(nil)
+}
+
+// TestThrottleCancelWithAWaiterBehindKeepsTheSchedule: a cancelled wait
+// gives its slots back only when nothing was scheduled behind it
+// (docs/param.md); with a waiter behind, the schedule stays, so no two
+// entries ever share a slot (what x/time/rate's CancelAt also guarantees).
+// A takes the slot at 100 ms and waits, B takes 200 ms, A is cancelled: C
+// gets 300 ms, not A's 100 ms.
+func TestThrottleCancelWithAWaiterBehindKeepsTheSchedule(t *testing.T) {
+	c := newCtl(t, rules.Param{Threshold: 10, Behavior: rules.Throttle, MaxQueueing: time.Second})
+	run := func(ctx context.Context, clk core.Clock) *core.BlockError {
+		return c.CheckKey(ctx, &entry.Context{Resource: "res", Batch: 1, Start: start}, "u", clk)
+	}
+	require.Nil(t, run(context.Background(), &instantClock{}), "the first passes at once")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	sig := &signalClock{asked: make(chan time.Duration, 1)}
+	done := make(chan *core.BlockError)
+	go func() { done <- run(ctx, sig) }()
+	require.Equal(t, 100*time.Millisecond, <-sig.asked, "A waits for the second slot")
+
+	b := &instantClock{}
+	require.Nil(t, run(context.Background(), b))
+	require.Equal(t, []time.Duration{200 * time.Millisecond}, b.waits, "B is scheduled behind A")
+
+	cancel()
+	be := <-done
+	require.NotNil(t, be)
+	require.Contains(t, be.Reason, "wait cancelled")
+
+	cc := &instantClock{}
+	require.Nil(t, run(context.Background(), cc))
+	require.Equal(t, []time.Duration{300 * time.Millisecond}, cc.waits, "A's slot is not handed out again while B holds the next")
+}
