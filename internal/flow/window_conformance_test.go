@@ -154,6 +154,47 @@ func (m *windowModel) forget(now int64) {
 	}
 }
 
+// checkWindowPromises checks the README's promises on the admissions of
+// one stretch of a timeline under one rule (times sorted, one per request):
+// bucketed, at most Threshold in any interval of 0.9·StatInterval and in
+// any interval of StatInterval that starts on a bucket boundary; exact, at
+// most Threshold in any interval of StatInterval.
+func checkWindowPromises(t *testing.T, seed int64, adm []int64, m *windowModel) {
+	t.Helper()
+	limit := int(math.Floor(m.limit))
+	// From every admission a: exact, the interval [a, a+StatInterval);
+	// bucketed, the closed interval [a, a+0.9·StatInterval].
+	last := m.interval - 1
+	if !m.exact {
+		last = m.interval * 9 / 10
+	}
+	j := 0
+	for i, a := range adm {
+		for j < len(adm) && adm[j] <= a+last {
+			j++
+		}
+		if j-i > limit {
+			t.Fatalf("seed %d: %d admissions in [%d, %d], threshold %v", seed, j-i, a, a+last, m.limit)
+		}
+	}
+	if m.exact {
+		return
+	}
+	counts := map[int64]int{} // by bucket
+	for _, a := range adm {
+		counts[a/m.width]++
+	}
+	for b := range counts {
+		n := 0
+		for k := b; k < b+10; k++ {
+			n += counts[k]
+		}
+		if n > limit {
+			t.Fatalf("seed %d: %d admissions in the aligned interval from bucket %d, threshold %v", seed, n, b, m.limit)
+		}
+	}
+}
+
 // windowRule returns a random QPS reject rule: bucketed (whole or
 // fractional threshold) or exact (whole threshold).
 func windowRule(rng *rand.Rand, exact bool, interval time.Duration) rules.Flow {
@@ -202,7 +243,9 @@ func windowGap(rng *rand.Rand, m *windowModel, now int64) int64 {
 // idles, batches up to Threshold+1, admissions taken back by a later
 // check, and reloads (a new threshold keeps the window; a new interval
 // starts afresh). Every decision, and every refusal's Observed,
-// Threshold, RetryAfter and Reason, must equal windowModel's.
+// Threshold, RetryAfter and Reason, must equal windowModel's, and the
+// admissions under each rule must keep the README's promises
+// (checkWindowPromises).
 func TestConformanceWindowAgainstModel(t *testing.T) {
 	for _, exact := range []bool{false, true} {
 		t.Run(fmt.Sprintf("exact=%v", exact), func(t *testing.T) {
@@ -221,6 +264,11 @@ func TestConformanceWindowAgainstModel(t *testing.T) {
 				cs, err := Build([]rules.Flow{r}, nil, nf, nil)
 				require.NoError(t, err)
 				m := newWindowModel(r)
+				var adm []int64 // admissions under the rule in force, one per request
+				promises := func() {
+					checkWindowPromises(t, seed, adm, m)
+					adm = adm[:0]
+				}
 				now := int64(time.Hour) + rng.Int63n(int64(time.Hour))
 				if seq%3 == 0 { // a process up for up to a year: bucket indexes past 2^27
 					now = rng.Int63n(1 << 55)
@@ -228,12 +276,14 @@ func TestConformanceWindowAgainstModel(t *testing.T) {
 				for step := 0; step < steps; step++ {
 					switch k := rng.Intn(100); {
 					case k < 2: // reload with a new threshold: the window stays
+						promises()
 						r = windowRule(rng, exact, r.StatInterval)
 						cs, err = Build([]rules.Flow{r}, cs, nf, nil)
 						require.NoError(t, err)
 						m.limit = r.Threshold
 						continue
 					case k < 3: // reload with a new interval: a fresh window
+						promises()
 						r = windowRule(rng, exact, windowIntervals[rng.Intn(len(windowIntervals))])
 						if r.StatInterval == time.Duration(m.interval) {
 							r.StatInterval += 10 * time.Millisecond
@@ -264,9 +314,14 @@ func TestConformanceWindowAgainstModel(t *testing.T) {
 						// A later check refused the entry: it gives back what it took.
 						ec.ReleaseTickets(entry.ExitInfo{Start: now, End: now, Batch: n, Blocked: true})
 						m.undo(now, n)
+					} else if got.pass {
+						for i := int64(0); i < n; i++ {
+							adm = append(adm, now)
+						}
 					}
 					m.forget(now)
 				}
+				promises()
 			}
 			t.Logf("%d sequences, %d decisions (%d refusals), 0 mismatches", sequences, total, refused)
 		})
