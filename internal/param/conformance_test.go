@@ -3,6 +3,7 @@ package param
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/big"
 	"math/rand/v2"
 	"testing"
@@ -110,9 +111,9 @@ func (m *paramModel) check(v string, now, n int64, cancelled bool) paramDecision
 			st = &modelValue{end: new(big.Rat)}
 			m.values[v] = st
 		}
-		m.carry(st, t)
-		begin := ceilRat(st.end)
-		from := new(big.Rat).Set(st.end)
+		end := m.carry(st, t) // kept only if the entry is scheduled
+		begin := ceilRat(end)
+		from := new(big.Rat).Set(end)
 		if begin <= now {
 			begin = now
 			from.SetInt64(now)
@@ -122,13 +123,13 @@ func (m *paramModel) check(v string, now, n int64, cancelled bool) paramDecision
 			return paramDecision{observed: float64(wait) / 1e6, threshold: float64(mq) / 1e6,
 				retryAfter: time.Duration(wait - mq), reason: "wait exceeds max queueing"}
 		}
-		prev, prevT := st.end, st.endT
-		st.end, st.endT = from.Add(from, new(big.Rat).SetFrac(new(big.Int).Mul(big.NewInt(n), W), big.NewInt(t))), t
 		if cancelled && wait > 0 {
-			st.end, st.endT = prev, prevT // nothing was scheduled behind it in this timeline
+			// Nothing was scheduled behind it in this timeline: its slots
+			// come back, and the schedule is as it was.
 			return paramDecision{observed: float64(wait) / 1e6, threshold: float64(m.rule.MaxQueueing) / 1e6,
 				reason: "wait cancelled: " + context.Canceled.Error()}
 		}
+		st.end, st.endT = from.Add(from, new(big.Rat).SetFrac(new(big.Int).Mul(big.NewInt(n), W), big.NewInt(t))), t
 		return paramDecision{pass: true, wait: time.Duration(wait)}
 	default:
 		size := new(big.Int).Mul(big.NewInt(t+m.rule.Burst), W)
@@ -151,8 +152,11 @@ func (m *paramModel) check(v string, now, n int64, cancelled bool) paramDecision
 		}
 		have := new(big.Int).Quo(st.credit, W).Int64()
 		short := new(big.Int).Sub(need, st.credit)
-		retry := new(big.Int).Quo(short.Add(short, big.NewInt(t-1)), big.NewInt(t)).Int64()
-		return paramDecision{observed: float64(t + m.rule.Burst - have), threshold: float64(t + m.rule.Burst), retryAfter: time.Duration(retry)}
+		retry := new(big.Int).Quo(short.Add(short, big.NewInt(t-1)), big.NewInt(t))
+		if !retry.IsInt64() { // longer than a time.Duration: the longest one
+			retry.SetInt64(math.MaxInt64)
+		}
+		return paramDecision{observed: float64(t + m.rule.Burst - have), threshold: float64(t + m.rule.Burst), retryAfter: time.Duration(retry.Int64())}
 	}
 }
 
@@ -179,15 +183,16 @@ func (m *paramModel) reload(r rules.Param) {
 	}
 }
 
-// carry applies threshold t to a schedule made under another threshold
-// (a reload changed it): the schedule ends a fraction of a nanosecond past
-// a whole one, a whole number of units of 1/endT ns. That many units of
-// the new threshold, when fewer than t, are kept as the fraction;
-// otherwise the end is rounded up to the next nanosecond. Either way it
-// moves by less than a nanosecond (docs/param.md).
-func (m *paramModel) carry(st *modelValue, t int64) {
+// carry returns the end of st's schedule under threshold t when it was
+// made under another threshold (a reload changed it): the end lies a
+// fraction of a nanosecond past a whole one, a whole number of units of
+// 1/endT ns. That many units of the new threshold, when fewer than t, are
+// kept as the fraction; otherwise the end is rounded up to the next
+// nanosecond. Either way it moves by less than a nanosecond (docs/param.md).
+// The caller keeps the result only when it schedules an entry.
+func (m *paramModel) carry(st *modelValue, t int64) *big.Rat {
 	if st.endT == 0 || st.endT == t {
-		return
+		return st.end
 	}
 	whole := new(big.Int).Quo(st.end.Num(), st.end.Denom())
 	frac := new(big.Rat).Sub(st.end, new(big.Rat).SetInt(whole))
@@ -197,12 +202,12 @@ func (m *paramModel) carry(st *modelValue, t int64) {
 	}
 	switch u := units.Num().Int64(); {
 	case u == 0:
+		return st.end
 	case u >= t:
-		st.end.SetInt(whole.Add(whole, big.NewInt(1)))
+		return new(big.Rat).SetInt(whole.Add(whole, big.NewInt(1)))
 	default:
-		st.end.Add(new(big.Rat).SetInt(whole), big.NewRat(u, t))
+		return new(big.Rat).Add(new(big.Rat).SetInt(whole), big.NewRat(u, t))
 	}
-	st.endT = t
 }
 
 // instantClock is a clock whose timers fire at once and record the wait
@@ -239,9 +244,18 @@ func randomParamRule(rng *rand.Rand, metric rules.FlowMetric, behavior rules.Con
 			r.Threshold = 1_000_000_007 // fractions of a nanosecond in every slot
 		}
 	}
+	if rng.IntN(6) == 0 { // the largest numbers validation accepts
+		r.Threshold = rules.MaxThreshold - rng.Int64N(3)
+		if r.Burst > 0 {
+			r.Burst = rules.MaxThreshold - rng.Int64N(3)
+		}
+		if metric == rules.QPS && rng.IntN(2) == 0 {
+			r.Duration = rules.MaxParamDuration
+		}
+	}
 	switch rng.IntN(3) {
 	case 0:
-		r.Exceptions = map[string]int64{"vip": r.Threshold + 1 + rng.Int64N(5)}
+		r.Exceptions = map[string]int64{"vip": min(r.Threshold+1+rng.Int64N(5), rules.MaxThreshold)}
 	case 1:
 		r.Exceptions = map[string]int64{"vip": 1 + rng.Int64N(3), "banned": 0}
 	}
@@ -343,7 +357,7 @@ func TestConformanceParamAgainstModel(t *testing.T) {
 					case g < 9:
 						now += rng.Int64N(w/max(m.rule.Threshold, 1)+1) + 1
 					default:
-						now += rng.Int64N(3 * w)
+						now += rng.Int64N(min(3*w, 1<<50))
 					}
 					n := int64(1)
 					if rng.IntN(4) == 0 {
