@@ -21,7 +21,7 @@ type Breaker struct {
 }
 
 var (
-	_ entry.Ticket = (*state)(nil)
+	_ entry.Ticket = (*closedTicket)(nil)
 	_ entry.Ticket = (*probeTicket)(nil)
 )
 
@@ -95,8 +95,7 @@ func (c *params) trips(bad, total uint64) (float64, bool) {
 	return r, r > c.threshold || (c.threshold == 1 && bad == total)
 }
 
-// state is the part of a breaker that survives an equivalent reload. It is
-// the ticket of calls admitted while Closed.
+// state is the part of a breaker that survives an equivalent reload.
 type state struct {
 	hub *Hub
 	cur atomic.Pointer[phase]
@@ -119,9 +118,11 @@ type phase struct {
 	until    int64   // Open: when probing may start, ns
 	snapshot float64 // Open, HalfOpen: the value that opened the breaker
 
-	// Closed: the window, and the newest bucket that counted a bad call.
+	// Closed: the window, the newest bucket that counted a bad call, and
+	// the ticket of the calls admitted in this phase.
 	win     *window.LeapArray[metric]
 	lastBad atomic.Int64
+	closed  closedTicket
 
 	// HalfOpen.
 	n        uint64        // probes admitted at once
@@ -148,6 +149,15 @@ func admitted(w uint64) uint64  { return w & fieldMask }
 func succeeded(w uint64) uint64 { return w >> succShift & fieldMask }
 func lastAdmit(w uint64) int64  { return int64(w>>admitShift&admitMask) * admitOffset }
 
+// closedTicket is held by the calls admitted in one closed phase: their
+// outcomes count in that phase's window only, so a call admitted before an
+// outage that exits after the breaker closed again counts nowhere (as
+// gobreaker ignores results of an earlier generation).
+type closedTicket struct {
+	p  *phase
+	st *state
+}
+
 // probeTicket is held by the probes of one half-open round.
 type probeTicket struct {
 	p  *phase
@@ -158,9 +168,10 @@ func newWindow(interval int64) *window.LeapArray[metric] {
 	return window.MustLeapArray[metric](time.Duration(interval), windowBuckets, windowKinds, nil)
 }
 
-func closedPhase(at int64, c *params) *phase {
+func closedPhase(st *state, at int64, c *params) *phase {
 	p := &phase{state: Closed, since: at, win: newWindow(c.interval)}
 	p.lastBad.Store(math.MinInt64 / 2)
+	p.closed = closedTicket{p: p, st: st}
 	return p
 }
 
@@ -211,7 +222,7 @@ func (b *Breaker) Check(ec *entry.Context) *core.BlockError {
 		p := st.cur.Load()
 		switch p.state {
 		case Closed:
-			ec.AddTicket(st)
+			ec.AddTicket(&p.closed)
 			return nil
 		case Open:
 			if now < p.until {
@@ -333,18 +344,18 @@ func (st *state) swap(from *phase, next func(*params) *phase, snapshot float64, 
 	h.drain()
 }
 
-// Release feeds a closed-state call's outcome into the window of the phase
-// current at exit and opens the breaker when, with at least the minimum
-// request amount, the window crosses the threshold. A call refused later in
-// the chain never ran and is not counted; a call that exits while the
-// breaker is Open or HalfOpen is not counted either (probes decide there,
-// and closing starts a fresh window).
-func (st *state) Release(x entry.ExitInfo) {
+// Release feeds the outcome of a call admitted in closed phase t.p into its
+// window and opens the breaker when, with at least the minimum request
+// amount, the window crosses the threshold. A call refused later in the
+// chain never ran and is not counted; a call that exits once its phase has
+// ended is not counted either (probes decide while HalfOpen, and closing
+// starts a fresh window that only the calls it admits count in).
+func (t *closedTicket) Release(x entry.ExitInfo) {
 	if x.Blocked {
 		return
 	}
-	p := st.cur.Load()
-	if p.state != Closed {
+	p, st := t.p, t.st
+	if st.cur.Load() != p {
 		return
 	}
 	c := st.cfg.Load()
@@ -407,7 +418,7 @@ func (t *probeTicket) Release(x entry.ExitInfo) {
 		nw := w + succOne
 		if p.word.CompareAndSwap(w, nw) {
 			if s := succeeded(nw); s >= p.n {
-				st.swap(p, func(c *params) *phase { return closedPhase(x.End, c) }, float64(s), x.End)
+				st.swap(p, func(c *params) *phase { return closedPhase(st, x.End, c) }, float64(s), x.End)
 			}
 			return
 		}

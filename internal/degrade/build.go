@@ -34,7 +34,7 @@ func newBreaker(r rules.CircuitBreaker, hub *Hub, st *state) *Breaker {
 	c := newParams(r, hub.isFailure)
 	if st == nil {
 		st = &state{hub: hub}
-		st.cur.Store(closedPhase(0, c))
+		st.cur.Store(closedPhase(st, 0, c))
 		st.cfg.Store(c)
 	}
 	return &Breaker{rule: r, cfg: c, st: st}

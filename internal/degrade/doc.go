@@ -31,9 +31,9 @@
 // # Tickets and costs
 //
 // Every state lives in an immutable phase value behind one atomic pointer.
-// A call admitted while Closed holds the breaker's shared state as its
-// entry.Ticket; a probe holds the probe ticket of its half-open round, made
-// once when the round began. Neither path allocates: the closed-state check
+// A call admitted while Closed holds the ticket of its closed phase, and
+// counts only if it exits while that phase lasts; a probe holds the probe
+// ticket of its half-open round. Both are made once, with their phase. Neither path allocates: the closed-state check
 // is one atomic load, and its exit one window add, plus, only when the
 // window holds a bad call, a second add and two window sums.
 // Phases (and the fresh window of a new Closed phase) are allocated only at

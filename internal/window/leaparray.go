@@ -18,9 +18,22 @@ const (
 	valueBits = 64 - epochBits
 	valueMask = uint64(1)<<valueBits - 1
 	epochMask = uint64(1)<<epochBits - 1
-	// half of the epoch space: a stored epoch less than this far behind the
-	// caller's is stale, anything else is the caller's own or newer.
+	// half of the epoch space: readers that place a stored epoch relative
+	// to theirs (Unretired) take one less than this far behind as older,
+	// anything else as newer.
 	epochHalf = uint64(1) << (epochBits - 1)
+	// maxAhead is the furthest, in buckets, a stored epoch may be ahead of
+	// a writer's and still count as a newer bucket (written by a caller
+	// with a later clock reading) that the writer must not reset. Only a
+	// writer whose reading is that stale (over 17 minutes at the narrowest
+	// bucket, 1 ms) could see a newer bucket so far ahead; any other epoch
+	// is an older one, however long ago it was written. (Taking half the
+	// epoch space as "newer", as before, misread buckets written more
+	// than 2^27 buckets before, and the zero epoch of a counter never
+	// written, once the clock passed 2^27 buckets: 37 hours of uptime for
+	// 1 ms buckets, 155 days for 100 ms ones. Adds then went to a word no
+	// sum counts.)
+	maxAhead = uint64(1) << 20
 	// headroom kept free below valueMask so that racing adders can never
 	// carry into the epoch bits.
 	valueHeadroom = uint64(1) << 32
@@ -230,11 +243,24 @@ func clampMax(v int64) uint64 {
 	return uint64(v)
 }
 
+// isStale reports whether counter word w, about to be written for the
+// bucket of truncated epoch e, holds an older bucket, which the writer
+// resets: a bucket other than e holding nothing, or any other bucket not at
+// most maxAhead buckets ahead of e. A word ahead by at most that much holds
+// a newer bucket, which the writer adds to instead (see LeapArray).
+func isStale(w, e uint64) bool {
+	oe := w >> valueBits
+	if oe == e {
+		return false
+	}
+	return w&valueMask == 0 || (oe-e)&epochMask > maxAhead
+}
+
 func (a *LeapArray[M]) addSum(w *atomic.Uint64, m M, epoch int64, e, n uint64) {
 	for {
 		old := w.Load()
 		oe := old >> valueBits
-		if oe != e && (e-oe)&epochMask < epochHalf {
+		if isStale(old, e) {
 			// Stale: reset it with our value in one step; the winner retires
 			// the old value.
 			if w.CompareAndSwap(old, e<<valueBits|n) {
@@ -261,7 +287,7 @@ func (a *LeapArray[M]) lower(w *atomic.Uint64, m M, epoch int64, e, v uint64) {
 	for {
 		old := w.Load()
 		oe := old >> valueBits
-		if oe != e && (e-oe)&epochMask < epochHalf {
+		if isStale(old, e) {
 			if w.CompareAndSwap(old, e<<valueBits|v) {
 				a.retired(m, epoch, e, oe, old&valueMask)
 				return
@@ -287,7 +313,7 @@ func (a *LeapArray[M]) raise(w *atomic.Uint64, m M, epoch int64, e, v uint64) {
 	for {
 		old := w.Load()
 		oe := old >> valueBits
-		if oe != e && (e-oe)&epochMask < epochHalf {
+		if isStale(old, e) {
 			if w.CompareAndSwap(old, e<<valueBits|v) {
 				a.retired(m, epoch, e, oe, old&valueMask)
 				return

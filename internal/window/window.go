@@ -70,8 +70,7 @@ func (w *Window) TryAdd(epoch int64, n uint64, limit float64) (bool, uint64) {
 		next := nextW.Load()
 		others += count(next, epoch+1)
 
-		oe := old >> valueBits
-		stale := oe != e && (e-oe)&epochMask < epochHalf
+		stale := isStale(old, e)
 		cur := uint64(0)
 		if !stale {
 			cur = old & valueMask

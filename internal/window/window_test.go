@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -266,5 +267,102 @@ func TestFreeAtIsTheFirstBucketThatAdmits(t *testing.T) {
 		}
 		require.Equal(t, want, got, "case %d: words %v, n %d, limit %v", i, w.dump(), n, limit)
 		require.LessOrEqual(t, got, ep+1+WindowBuckets)
+	}
+}
+
+// TestWindowLateEpochsAndLongIdles checks writes once the bucket index
+// has passed 2^27, half the truncated epoch space (37 hours of uptime for
+// the 1 ms buckets of a 10 ms rule, 155 days for 100 ms ones), and after
+// idles longer than that: a window never written, or last written that
+// long ago, counts its adds. Before, the zero epoch of a fresh counter and
+// an epoch more than 2^27 buckets old were taken for newer buckets, the
+// add went into a word no sum reads, and the limit stopped holding.
+func TestWindowLateEpochsAndLongIdles(t *testing.T) {
+	const half = int64(1) << 27
+	tests := []struct {
+		name  string
+		first int64 // bucket of a first admission, or -1 for none
+		at    int64 // bucket of the checks
+	}{
+		{"fresh window past 2^27", -1, half + 5},
+		{"fresh window just before 2^28", -1, 1<<28 - 3},
+		{"fresh window past 2^28 + 2^27", -1, 1<<28 + half + 1},
+		{"idle of 2^27 + 16 buckets, same slot", 7, 7 + half + 16},
+		{"idle of 2^27 + 9 buckets", 7, 7 + half + 9},
+		{"idle of 2^28 - 2^21 buckets", 7, 7 + 1<<28 - 1<<21},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := new(Window)
+			if tt.first >= 0 {
+				ok, _ := w.TryAdd(tt.first, 2, 2)
+				require.True(t, ok)
+			}
+			ok, seen := w.TryAdd(tt.at, 2, 2)
+			require.True(t, ok, "the first admission after the idle")
+			require.Equal(t, uint64(0), seen)
+			require.Equal(t, uint64(2), w.Sum(tt.at))
+			require.Equal(t, uint64(2), w.Sum(tt.at+9), "still in the window nine buckets later")
+			ok, seen = w.TryAdd(tt.at+3, 1, 2)
+			require.False(t, ok, "the limit holds")
+			require.Equal(t, uint64(2), seen)
+
+			a := MustLeapArray[testMetric](10*time.Millisecond, 10, []Kind{Sum, Min}, nil)
+			width := a.BucketWidth()
+			if tt.first >= 0 {
+				a.Add(tt.first*width, mCount, 5)
+				a.Add(tt.first*width, mMin, 5)
+			}
+			a.Add(tt.at*width, mCount, 1)
+			a.Add(tt.at*width, mMin, 3)
+			require.Equal(t, uint64(1), a.Sum(tt.at*width, mCount))
+			v, ok := a.MinOf(tt.at*width, mMin)
+			require.True(t, ok)
+			require.Equal(t, uint64(3), v)
+		})
+	}
+}
+
+// TestWindowMatchesAReferenceModelLate is TestWindowMatchesAReferenceModel
+// from bucket indexes near and past 2^27 and 2^28, with idles of up to
+// 2^28 buckets (kept out of the 2^20 buckets around a multiple of 2^28,
+// where a truncated epoch cannot tell an old bucket from a newer one).
+func TestWindowMatchesAReferenceModelLate(t *testing.T) {
+	for _, start := range []int64{1<<27 - 50, 1<<27 + 3, 1<<28 - 20, 3<<27 + 1} {
+		rng := rand.New(rand.NewSource(start))
+		w, ref := new(Window), new(refWindow)
+		ref.bucket = [windowRing]int64{}
+		ep := start
+		for i := 0; i < 5000; i++ {
+			switch r := rng.Intn(100); {
+			case r < 10:
+				ep += int64(rng.Intn(3))
+				if rng.Intn(50) == 0 {
+					ep += int64(rng.Intn(40))
+				}
+				if rng.Intn(200) == 0 {
+					jump := int64(16) + rng.Int63n(1<<28)
+					if d := jump % (1 << 28); d < 1<<20 || d > 1<<28-1<<20 {
+						jump += 1 << 24
+					}
+					ep += jump
+				}
+			case r < 70:
+				at := ep - int64(rng.Intn(3))
+				n := uint64(rng.Intn(4))
+				limit := float64(rng.Intn(60)) + rng.Float64()
+				ok1, seen1 := w.TryAdd(at, n, limit)
+				ok2, seen2 := ref.tryAdd(at, n, limit)
+				require.Equal(t, ok2, ok1, "start %d op %d", start, i)
+				require.Equal(t, seen2, seen1, "start %d op %d", start, i)
+			case r < 85:
+				at := ep - int64(rng.Intn(18))
+				n := uint64(rng.Intn(3))
+				require.Equal(t, ref.sub(at, n), w.Sub(at, n), "start %d op %d", start, i)
+			default:
+				at := ep - int64(rng.Intn(2))
+				require.Equal(t, ref.sum(at), w.Sum(at), "start %d op %d", start, i)
+			}
+		}
 	}
 }
