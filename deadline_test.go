@@ -86,3 +86,27 @@ func TestEntryContextFailsAtOnceWhenTheDeadlineIsTooShort(t *testing.T) {
 		})
 	}
 }
+
+// TestParamPacingPastTheDeadlineFailsAtOnce is the same for a param rule
+// that paces a value (Behavior throttle): the refusal matches ErrBlocked
+// and context.DeadlineExceeded, no wait starts, and the turn stays the next
+// caller's.
+func TestParamPacingPastTheDeadlineFailsAtOnce(t *testing.T) {
+	clk := &timerCountingClock{ManualClock: sluicetest.NewManualClock(0)}
+	g := New(WithClock(clk))
+	t.Cleanup(func() { _ = g.Close() })
+	mustLoadParam(t, g, rules.Param{Resource: "r", Threshold: 1, Duration: time.Hour,
+		Behavior: rules.Throttle, MaxQueueing: time.Hour})
+	require.True(t, try(g, "r", WithArgs("u")))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	p, err := g.EntryContext(ctx, "r", WithArgs("u"))
+	require.Nil(t, p)
+	require.ErrorIs(t, err, ErrBlocked)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Zero(t, clk.timers.Load(), "the entry started a wait")
+
+	clk.Advance(time.Hour)
+	assert.True(t, try(g, "r", WithArgs("u")), "the turn an hour on is free")
+}

@@ -318,7 +318,9 @@ func (c *Controller) pace(ctx context.Context, ec *entry.Context, clk core.Clock
 				e.last, e.part = prevLast, prevPart
 			}
 			s.mu.Unlock()
-			return c.blocked(ec, float64(wait)/1e6, float64(c.maxQueue)/1e6, 0, "wait cancelled: "+err.Error())
+			be := c.blocked(ec, float64(wait)/1e6, float64(c.maxQueue)/1e6, 0, "wait cancelled: "+err.Error())
+			be.Cause = err // errors.Is(be, context.DeadlineExceeded), as the flow rules' waits
+			return be
 		}
 	}
 	return nil
