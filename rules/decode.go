@@ -3,7 +3,6 @@ package rules
 import (
 	"bytes"
 	"encoding"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -184,8 +183,7 @@ func parse(data []byte, f Format, maxValues int) (*yaml.Node, error) {
 		case err == io.EOF:
 			return nil, errEmpty
 		case f == JSON: // valid JSON the YAML parser cannot read
-			return nil, fmt.Errorf("rules: json: %w (JSON is read by the YAML parser, which needs each key "+
-				"on one line with its colon, and keys under 1024 characters)", err)
+			return nil, fmt.Errorf("rules: json: %w (JSON is read by the YAML parser)", err)
 		}
 		return nil, fmt.Errorf("rules: %w", err)
 	}
@@ -219,20 +217,52 @@ func jsonSyntaxError(data []byte) error {
 }
 
 // jsonForYAML rewrites what valid JSON may hold and YAML reads otherwise:
-// tabs, which are whitespace in JSON (a string cannot hold one raw) but
-// cannot start a line of YAML, become spaces; in strings, the escape \/,
-// surrogate escapes (\ud83d\ude00, joined into one, a lone one read as
-// U+FFFD as encoding/json does), and raw characters YAML refuses or takes
-// for line breaks (DEL, C1 controls, U+2028, U+2029, U+FFFE, U+FFFF, bytes
-// that are not UTF-8). Lines stay where they are.
+// every object key is made an explicit key ("? key"), which YAML reads
+// however long it is and wherever its colon is (a plain "key": is limited
+// to 1024 characters on one line); tabs, which are whitespace in JSON (a
+// string cannot hold one raw) but cannot start a line of YAML, become
+// spaces; in strings, the escape \/, surrogate escapes (\ud83d\ude00,
+// joined into one, a lone one read as U+FFFD as encoding/json does), and raw
+// characters YAML refuses or takes for line breaks (DEL, C1 controls,
+// U+2028, U+2029, U+FFFE, U+FFFF, bytes that are not UTF-8). Lines stay
+// where they are. data must be valid JSON.
 func jsonForYAML(data []byte) []byte {
-	if !bytes.ContainsFunc(data, func(r rune) bool { return r == '\\' || r == '\t' || r >= 0x7f }) {
-		return data
-	}
 	out := make([]byte, 0, len(data)+len(data)/8)
+	var (
+		objects []bool // the open containers: true for an object
+		inStr   bool
+		wantKey bool // the next string is a key
+	)
 	for i := 0; i < len(data); {
 		c := data[i]
+		if !inStr {
+			switch c {
+			case '{':
+				objects = append(objects, true)
+				wantKey = true
+			case '[':
+				objects = append(objects, false)
+			case '}', ']':
+				objects = objects[:len(objects)-1]
+				wantKey = false
+			case ',':
+				wantKey = len(objects) > 0 && objects[len(objects)-1]
+			case '"':
+				inStr = true
+				if wantKey {
+					out = append(out, '?', ' ')
+					wantKey = false
+				}
+			case '\t':
+				c = ' '
+			}
+			out, i = append(out, c), i+1
+			continue
+		}
 		switch {
+		case c == '"':
+			inStr = false
+			out, i = append(out, c), i+1
 		case c == '\\' && data[i+1] == '/': // JSON is valid: every \ starts an escape
 			out, i = append(out, '/'), i+2
 		case c == '\\' && data[i+1] == 'u' && utf16.IsSurrogate(hex4(data[i+2:])):
@@ -245,8 +275,6 @@ func jsonForYAML(data []byte) []byte {
 			out, i = fmt.Appendf(out, `\U%08X`, r), i+n
 		case c == '\\':
 			out, i = append(out, c, data[i+1]), i+2
-		case c == '\t':
-			out, i = append(out, ' '), i+1
 		case c < 0x7f:
 			out, i = append(out, c), i+1
 		default:
@@ -792,109 +820,4 @@ func distance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
-}
-
-// Encode writes s as a document in format f that Decode reads back to an
-// equal Set. Fields are written in the order of the rule types' fields, and
-// fields tagged omitempty are left out when zero; durations are written as
-// Go duration strings, enums by name, map keys sorted. It does not validate
-// s, but refuses values no document can hold (NaN, infinities, strings that
-// are not UTF-8). Encode is safe for concurrent use.
-func Encode(s Set, f Format) ([]byte, error) {
-	if f != JSON && f != YAML {
-		return nil, fmt.Errorf("rules: unknown format %v", f)
-	}
-	doc, err := encodeNode(s)
-	if err != nil {
-		return nil, fmt.Errorf("rules: encode: %w", err)
-	}
-	var b bytes.Buffer
-	if f == JSON {
-		writeJSON(&b, doc, "")
-		b.WriteByte('\n')
-		return b.Bytes(), nil
-	}
-	enc := yaml.NewEncoder(&b)
-	enc.SetIndent(2)
-	if err := enc.Encode(doc); err != nil {
-		return nil, fmt.Errorf("rules: encode yaml: %w", err)
-	}
-	if err := enc.Close(); err != nil {
-		return nil, fmt.Errorf("rules: encode yaml: %w", err)
-	}
-	return b.Bytes(), nil
-}
-
-// encodeNode encodes v with yaml.v3 (yaml tags, time.Duration.String,
-// MarshalText) into the node of its value and checks that Decode can read
-// it back.
-func encodeNode(v any) (*yaml.Node, error) {
-	var doc yaml.Node
-	if err := doc.Encode(v); err != nil {
-		return nil, err
-	}
-	return &doc, writable(&doc)
-}
-
-// writable refuses what yaml.v3 writes and Decode would not read back: a
-// string that is not UTF-8 (written as !!binary) and NaN or an infinity.
-// The error names the map keys on the way to the value.
-func writable(n *yaml.Node) error {
-	switch tag := n.ShortTag(); {
-	case n.Kind != yaml.ScalarNode:
-		for i, c := range n.Content {
-			if err := writable(c); err != nil {
-				if n.Kind == yaml.MappingNode && i%2 == 1 {
-					return fmt.Errorf("%s: %w", n.Content[i-1].Value, err)
-				}
-				return err
-			}
-		}
-	case tag == "!!binary":
-		b, _ := base64.StdEncoding.DecodeString(strings.Join(strings.Fields(n.Value), ""))
-		return fmt.Errorf("string %q is not valid UTF-8", clip(string(b)))
-	case tag == "!!float":
-		if f, _ := parseFloat(n.Value); math.IsNaN(f) || math.IsInf(f, 0) {
-			return fmt.Errorf("number %v cannot be written", f)
-		}
-	}
-	return nil
-}
-
-// writeJSON writes n, as encodeNode made it, as indented JSON.
-func writeJSON(b *bytes.Buffer, n *yaml.Node, indent string) {
-	if n.Kind == yaml.ScalarNode {
-		switch n.ShortTag() {
-		case "!!null":
-			b.WriteString("null")
-		case "!!bool", "!!int", "!!float":
-			b.WriteString(n.Value)
-		default:
-			q, _ := json.Marshal(n.Value) // a UTF-8 string always marshals
-			b.Write(q)
-		}
-		return
-	}
-	open, closing, step := byte('['), byte(']'), 1
-	if n.Kind == yaml.MappingNode {
-		open, closing, step = '{', '}', 2
-	}
-	b.WriteByte(open)
-	inner := indent + "  "
-	for i := 0; i < len(n.Content); i += step {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString("\n" + inner)
-		if step == 2 {
-			q, _ := json.Marshal(n.Content[i].Value)
-			b.Write(q)
-			b.WriteString(": ")
-		}
-		writeJSON(b, n.Content[i+step-1], inner)
-	}
-	if len(n.Content) > 0 {
-		b.WriteString("\n" + indent)
-	}
-	b.WriteByte(closing)
 }

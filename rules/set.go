@@ -2,7 +2,9 @@ package rules
 
 import (
 	"fmt"
+	"reflect"
 	"time"
+	"unicode/utf8"
 )
 
 // Set is a complete set of rules of every kind, as written in a rule file.
@@ -60,7 +62,9 @@ func (s *Set) Validate() error {
 
 // The slice validators below are what a loader calls before it puts a list
 // of rules of one kind in force. Each validates every rule (its Validate
-// method) and refuses duplicates: two rules of the list that would count the
+// method), refuses a rule with a string (a name, an ID, an attachment key,
+// an exception's value) that is not valid UTF-8, which no rule document can
+// hold (see docs/rules.md), and refuses duplicates: two rules of the list that would count the
 // same thing the same way, so that one of them could only shadow the other
 // (5/s beside 3/s on the same count is 3/s) or double it (two breakers on
 // the same outcomes open together and report every transition twice). Rules
@@ -175,6 +179,9 @@ func validateList[R any, K comparable](kind string, rs []R, validate func(*R) er
 		if err := validate(r); err != nil {
 			return At(err, i)
 		}
+		if err := checkUTF8(kind, reflect.ValueOf(r).Elem()); err != nil {
+			return At(err, i)
+		}
 		k := keyOf(r)
 		if j, ok := seen[k]; ok {
 			res, reason := dup(r)
@@ -183,4 +190,52 @@ func validateList[R any, K comparable](kind string, rs []R, validate func(*R) er
 		seen[k] = i
 	}
 	return nil
+}
+
+// checkUTF8 refuses a rule (a struct, v) holding a string, a map key or a
+// string in a struct it points to that is not valid UTF-8, naming the
+// field. A rule document cannot hold such a string (JSON and YAML are
+// text), so a set that held one could not be written and read back.
+func checkUTF8(kind string, v reflect.Value) error {
+	res := v.FieldByName("Resource")
+	resource := ""
+	if res.IsValid() && res.Kind() == reflect.String {
+		resource = res.String()
+	}
+	var walk func(v reflect.Value, field string) error
+	walk = func(v reflect.Value, field string) error {
+		switch v.Kind() {
+		case reflect.String:
+			if !utf8.ValidString(v.String()) {
+				return fieldErr(kind, resource, field, "%q is not valid UTF-8, which no rule document can hold", clip(v.String()))
+			}
+		case reflect.Map:
+			if v.Type().Key().Kind() != reflect.String {
+				return nil
+			}
+			for it := v.MapRange(); it.Next(); {
+				if k := it.Key().String(); !utf8.ValidString(k) {
+					return fieldErr(kind, resource, field, "key %q is not valid UTF-8, which no rule document can hold", clip(k))
+				}
+			}
+		case reflect.Pointer:
+			if !v.IsNil() {
+				return walk(v.Elem(), field)
+			}
+		case reflect.Struct:
+			for i := 0; i < v.NumField(); i++ {
+				if sf := v.Type().Field(i); sf.IsExported() {
+					name := sf.Name
+					if field != "" {
+						name = field + "." + name
+					}
+					if err := walk(v.Field(i), name); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		return nil
+	}
+	return walk(v, "")
 }
