@@ -22,7 +22,8 @@ var (
 	ErrBadBatch = errors.New("sluice: invalid batch count")
 	// ErrBadTraffic: a traffic type other than Inbound and Outbound.
 	ErrBadTraffic = errors.New("sluice: invalid traffic type")
-	// ErrBadResource: an empty resource name.
+	// ErrBadResource: an empty resource name, or one longer than the
+	// engine's limit (WithMaxNameBytes).
 	ErrBadResource = errors.New("sluice: invalid resource name")
 )
 
@@ -285,6 +286,9 @@ func (eng *Engine) enter(p *Pass, ctx context.Context, name string, opts []Entry
 	}
 	if name == "" {
 		return nil, fmt.Errorf("%w: empty", ErrBadResource)
+	}
+	if len(name) > eng.maxName {
+		return nil, fmt.Errorf("%w: %d bytes, more than the engine's limit of %d (WithMaxNameBytes)", ErrBadResource, len(name), eng.maxName)
 	}
 	if eng.closed.Load() {
 		return nil, ErrClosed

@@ -71,6 +71,13 @@ type DecodeLimits struct {
 	// the work of a "billion laughs" document. A two-field rule is 5 values.
 	// Default DefaultMaxValues.
 	MaxValues int
+	// MaxRules is the most rules of one kind (flow, isolation, ...) a
+	// document may hold. Default DefaultMaxRules.
+	MaxRules int
+	// MaxNameBytes is the longest string a rule may hold, in bytes: its
+	// resource, associated resource, ID, attachment key and the values
+	// listed in its exceptions. Default DefaultMaxNameBytes.
+	MaxNameBytes int
 }
 
 const (
@@ -81,6 +88,12 @@ const (
 	// than a document of DefaultMaxBytes holds without aliases unless it is
 	// made to be dense.
 	DefaultMaxValues = 1 << 20
+	// DefaultMaxRules is the default DecodeLimits.MaxRules, and the number
+	// of rules of one kind an engine takes by default (sluice.WithMaxRules).
+	DefaultMaxRules = 10000
+	// DefaultMaxNameBytes is the default DecodeLimits.MaxNameBytes, and the
+	// longest name an engine takes by default (sluice.WithMaxNameBytes).
+	DefaultMaxNameBytes = 1024
 	// maxDepth bounds nesting, which no rule document needs beyond 5.
 	maxDepth = 64
 )
@@ -97,6 +110,20 @@ func (l DecodeLimits) maxValues() int {
 		return DefaultMaxValues
 	}
 	return l.MaxValues
+}
+
+func (l DecodeLimits) maxRules() int {
+	if l.MaxRules <= 0 {
+		return DefaultMaxRules
+	}
+	return l.MaxRules
+}
+
+func (l DecodeLimits) maxNameBytes() int {
+	if l.MaxNameBytes <= 0 {
+		return DefaultMaxNameBytes
+	}
+	return l.MaxNameBytes
 }
 
 func tooLarge(size int64, limit int) error {
@@ -149,10 +176,13 @@ func (l DecodeLimits) Decode(data []byte, format Format) (Set, error) {
 		return Set{}, err
 	}
 	var s Set
-	if err := decodeSet(root, &s); err != nil {
+	if err := decodeSet(root, &s, l.maxRules()); err != nil {
 		return Set{}, err
 	}
 	if err := s.Validate(); err != nil {
+		return Set{}, err
+	}
+	if err := checkNames(&s, l.maxNameBytes()); err != nil {
 		return Set{}, err
 	}
 	return s, nil
@@ -458,7 +488,7 @@ func at(line int) string {
 }
 
 // decodeSet fills s from the document root.
-func decodeSet(root *yaml.Node, s *Set) error {
+func decodeSet(root *yaml.Node, s *Set, maxRules int) error {
 	if root.Kind != yaml.MappingNode {
 		return fmt.Errorf("rules: want a map of rule kinds (flow, isolation, ...) at the top of the document, got %s%s", describe(root), at(root.Line))
 	}
@@ -482,6 +512,10 @@ func decodeSet(root *yaml.Node, s *Set) error {
 			return fmt.Errorf("rules: %s: want a list of rules, got %s%s", k.Value, describe(list), at(list.Line))
 		case len(list.Content) == 0:
 			continue
+		case len(list.Content) > maxRules:
+			return fmt.Errorf("rules: %s: %d rules, more than the limit of %d rules of one kind%s; "+
+				"raise DecodeLimits.MaxRules (WithDecodeLimits for a FileSource) to read them",
+				k.Value, len(list.Content), maxRules, at(list.Line))
 		}
 		fv := sv.Field(kinds[kd].field)
 		out := reflect.MakeSlice(fv.Type(), len(list.Content), len(list.Content))

@@ -119,7 +119,7 @@ func roundTrip(t *testing.T, s Set) {
 		if f == JSON {
 			require.True(t, json.Valid(enc), "Encode(JSON) wrote invalid JSON:\n%s", enc)
 		}
-		got, err := DecodeLimits{MaxBytes: 1 << 30, MaxValues: 1 << 30}.Decode(enc, f)
+		got, err := DecodeLimits{MaxBytes: 1 << 30, MaxValues: 1 << 30, MaxNameBytes: 1 << 30}.Decode(enc, f)
 		require.NoError(t, err, "Decode of the %v encoding:\n%s", f, enc)
 		require.Equal(t, want, got, "round trip through %v:\n%s", f, enc)
 	}

@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"time"
 	"unicode/utf8"
+
+	"github.com/sluice-go/sluice/internal/rulewalk"
 )
 
 // Set is a complete set of rules of every kind, as written in a rule file.
@@ -197,45 +199,50 @@ func validateList[R any, K comparable](kind string, rs []R, validate func(*R) er
 // field. A rule document cannot hold such a string (JSON and YAML are
 // text), so a set that held one could not be written and read back.
 func checkUTF8(kind string, v reflect.Value) error {
-	res := v.FieldByName("Resource")
-	resource := ""
-	if res.IsValid() && res.Kind() == reflect.String {
-		resource = res.String()
+	return rulewalk.Strings(v, func(field, s string, key bool) error {
+		if utf8.ValidString(s) {
+			return nil
+		}
+		what := fmt.Sprintf("%q", clip(s))
+		if key {
+			what = "key " + what
+		}
+		return fieldErr(kind, resourceOf(v), field, "%s is not valid UTF-8, which no rule document can hold", what)
+	})
+}
+
+// resourceOf returns the Resource field of rule v, or "".
+func resourceOf(v reflect.Value) string {
+	if f := v.FieldByName("Resource"); f.IsValid() && f.Kind() == reflect.String {
+		return f.String()
 	}
-	var walk func(v reflect.Value, field string) error
-	walk = func(v reflect.Value, field string) error {
-		switch v.Kind() {
-		case reflect.String:
-			if !utf8.ValidString(v.String()) {
-				return fieldErr(kind, resource, field, "%q is not valid UTF-8, which no rule document can hold", clip(v.String()))
-			}
-		case reflect.Map:
-			if v.Type().Key().Kind() != reflect.String {
-				return nil
-			}
-			for it := v.MapRange(); it.Next(); {
-				if k := it.Key().String(); !utf8.ValidString(k) {
-					return fieldErr(kind, resource, field, "key %q is not valid UTF-8, which no rule document can hold", clip(k))
+	return ""
+}
+
+// checkNames refuses a rule of s holding a string longer than max bytes
+// (DecodeLimits.MaxNameBytes), naming the rule, the field and the limit.
+func checkNames(s *Set, max int) error {
+	sv := reflect.ValueOf(s).Elem()
+	for _, k := range kinds {
+		list := sv.Field(k.field)
+		for i := 0; i < list.Len(); i++ {
+			v := list.Index(i)
+			err := rulewalk.Strings(v, func(field, s string, key bool) error {
+				if len(s) <= max {
+					return nil
 				}
-			}
-		case reflect.Pointer:
-			if !v.IsNil() {
-				return walk(v.Elem(), field)
-			}
-		case reflect.Struct:
-			for i := 0; i < v.NumField(); i++ {
-				if sf := v.Type().Field(i); sf.IsExported() {
-					name := sf.Name
-					if field != "" {
-						name = field + "." + name
-					}
-					if err := walk(v.Field(i), name); err != nil {
-						return err
-					}
+				what := "is"
+				if key {
+					what = fmt.Sprintf("has a key %q of", clip(s))
 				}
+				return &Error{Kind: k.name, Index: i, Resource: resourceOf(v), Field: field, Reason: fmt.Sprintf(
+					"%s %d bytes, more than the limit of %d; raise DecodeLimits.MaxNameBytes "+
+						"(WithDecodeLimits for a FileSource) to read it", what, len(s), max)}
+			})
+			if err != nil {
+				return err
 			}
 		}
-		return nil
 	}
-	return walk(v, "")
+	return nil
 }
