@@ -60,10 +60,12 @@ func FormatOf(path string) (Format, error) {
 // with WithDecodeLimits. A DecodeLimits is a plain value, safe to share.
 type DecodeLimits struct {
 	// MaxBytes is the size of the largest document, in bytes; a larger one
-	// is refused before it is parsed (a file, by its size, unread). The
-	// parser holds about 25 bytes of memory per byte of a rule file, and up
-	// to about 210 for a document made to be dense ({a,a,a,...}), so this
-	// bounds memory as well. Default DefaultMaxBytes.
+	// is refused before it is parsed (a file, by its size, unread). Decoding
+	// allocates at most 32 bytes per byte of a rule file (measured 22 to
+	// 28), and at most 240 for a document made to be dense ({a,a,a,...}:
+	// 225, with a peak of live memory of 190), so this bounds memory as
+	// well: at most about 960 MiB at the default (docs/limits.md). Default
+	// DefaultMaxBytes.
 	MaxBytes int
 	// MaxValues is the most values (each string, number, boolean, null, list
 	// and map, keys included) a document may hold once YAML aliases are
@@ -334,10 +336,14 @@ type checker struct {
 	values, maxValues int
 }
 
+func (c *checker) tooMany(n *yaml.Node) error {
+	return fmt.Errorf("rules: document has more than %d values%s (a YAML alias counts its values at every use); "+
+		"raise DecodeLimits.MaxValues (WithDecodeLimits for a FileSource) to read it", c.maxValues, at(n.Line))
+}
+
 func (c *checker) check(n *yaml.Node, depth int) error {
 	if c.values++; c.values > c.maxValues {
-		return fmt.Errorf("rules: document has more than %d values%s (a YAML alias counts its values at every use); "+
-			"raise DecodeLimits.MaxValues (WithDecodeLimits for a FileSource) to read it", c.maxValues, at(n.Line))
+		return c.tooMany(n)
 	}
 	if depth > maxDepth {
 		return fmt.Errorf("rules: %v: nesting deeper than %d%s", c.format, maxDepth, at(n.Line))
@@ -352,6 +358,11 @@ func (c *checker) check(n *yaml.Node, depth int) error {
 			return fmt.Errorf("rules: yaml: unsupported tag %s%s", clip(tag), at(n.Line))
 		}
 	case yaml.MappingNode:
+		// A large map is refused before its map of keys is built, when
+		// its own keys and values are already too many.
+		if len(n.Content) > 1024 && c.values+len(n.Content) > c.maxValues {
+			return c.tooMany(n)
+		}
 		seen := make(map[string]int, len(n.Content)/2)
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], deref(n.Content[i+1])
