@@ -21,9 +21,10 @@ import (
 // the order of the rule types' fields, and fields tagged omitempty are left
 // out when zero; durations are written as Go duration strings, enums by
 // name, map keys sorted. In YAML a string is written plain when the parser
-// reads it back as the same string, and double-quoted otherwise, with
-// escapes for every character YAML does not take raw (line breaks, control
-// characters, U+0085, U+2028, U+2029, U+FEFF); a map key longer than 512
+// reads it back as the same string, single-quoted when all its characters
+// can be written raw, and double-quoted otherwise, with escapes for every
+// character YAML does not take raw (line breaks, control characters,
+// U+0085, U+2028, U+2029, U+FEFF); a map key longer than 512
 // bytes is written as an explicit key ("? key"), which has no length limit.
 // Encode does not validate s, but refuses values no document can hold (NaN,
 // infinities, strings that are not UTF-8, which Validate refuses too).
@@ -287,10 +288,20 @@ func writeYAMLValue(b *bytes.Buffer, n *enode, ind string) {
 }
 
 // writeYAMLString writes s plain when YAML reads it back as the same
-// string, and double-quoted otherwise.
+// string; otherwise single-quoted when it holds only characters written
+// raw (and no leading or trailing space, which a folded line could lose),
+// and double-quoted with escapes when it does not.
 func writeYAMLString(b *bytes.Buffer, s string) {
 	if plainYAML(s) {
 		b.WriteString(s)
+		return
+	}
+	if strings.IndexFunc(s, func(r rune) bool { return !rawYAML(r) }) < 0 && len(s) > 0 && s[0] != ' ' && s[len(s)-1] != ' ' {
+		// Single quotes, as yaml.v3 writes such strings: no escapes, a
+		// quote doubled.
+		b.WriteByte('\'')
+		b.WriteString(strings.ReplaceAll(s, "'", "''"))
+		b.WriteByte('\'')
 		return
 	}
 	b.WriteByte('"')
@@ -303,16 +314,23 @@ func writeYAMLString(b *bytes.Buffer, s string) {
 			b.WriteString(`\n`)
 		case r == '\t':
 			b.WriteString(`\t`)
-		case r >= 0x20 && r < 0x7f,
-			r >= 0xa0 && r <= 0xd7ff && r != 0x2028 && r != 0x2029,
-			r >= 0xe000 && r <= 0xfffd && r != 0xfeff,
-			r >= 0x10000 && r <= utf8.MaxRune:
+		case rawYAML(r):
 			b.WriteRune(r)
 		default: // C0 and C1 controls, DEL, line and paragraph separators, BOM, U+FFFE, U+FFFF
 			fmt.Fprintf(b, `\u%04X`, r)
 		}
 	}
 	b.WriteByte('"')
+}
+
+// rawYAML reports whether r is written as itself in a quoted YAML string:
+// printable, and not a line break to YAML (U+0085, U+2028, U+2029) or a
+// byte order mark.
+func rawYAML(r rune) bool {
+	return r >= 0x20 && r < 0x7f ||
+		r >= 0xa0 && r <= 0xd7ff && r != 0x2028 && r != 0x2029 ||
+		r >= 0xe000 && r <= 0xfffd && r != 0xfeff ||
+		r >= 0x10000 && r <= utf8.MaxRune
 }
 
 // plainYAML reports whether s can be written as a plain YAML scalar and read
