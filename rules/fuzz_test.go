@@ -90,19 +90,57 @@ func FuzzRoundTrip(f *testing.F) {
 	})
 }
 
-// FuzzValidate fills every field of rules of every kind from the fuzzer's
-// bytes: Validate must never panic, and a set it accepts must round-trip
-// through both formats.
+// FuzzValidate makes rules of every kind whose fields are valid values or
+// values filled from the fuzzer's bytes (fuzzSet): Validate must never
+// panic, and a set it accepts must round-trip through both formats.
 func FuzzValidate(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte("\x01\x00\x00\x00\x00\x00\x00\x14@resource\x00\x01\x01\x01"))
 	f.Add(bytes.Repeat([]byte{1}, 200))
 	f.Add(bytes.Repeat([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0xf0, 0x3f}, 40))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var s Set
-		fill(&fuzzBytes{b: data}, reflect.ValueOf(&s).Elem(), 0)
-		roundTrip(t, s)
+		roundTrip(t, fuzzSet(&fuzzBytes{b: data}))
 	})
+}
+
+// fuzzSet makes a set of up to two rules of each kind from f. Each rule
+// starts valid and a byte per field decides whether the field keeps its
+// valid value or is filled from f (an eighth of the time), so that many sets
+// pass Validate and the rest fail it in one or two fields.
+func fuzzSet(f *fuzzBytes) Set {
+	var s Set
+	templates := []any{
+		Flow{Threshold: 10},
+		Isolation{Threshold: 5},
+		System{Metric: InboundQPS, Threshold: 100},
+		CircuitBreaker{Strategy: ErrorCount, Threshold: 1, RetryTimeout: time.Second},
+		Param{Threshold: 3},
+	}
+	sv := reflect.ValueOf(&s).Elem()
+	for k, tmpl := range templates {
+		n := int(f.byte() % 3)
+		if n == 0 {
+			continue
+		}
+		list := reflect.MakeSlice(sv.Field(k).Type(), n, n)
+		for i := range n {
+			r := list.Index(i)
+			r.Set(reflect.ValueOf(tmpl))
+			if res := r.FieldByName("Resource"); res.IsValid() {
+				res.SetString(fmt.Sprint("r", i))
+			}
+			if k == 2 && i == 1 {
+				r.FieldByName("Metric").Set(reflect.ValueOf(InboundConcurrency))
+			}
+			for j := 0; j < r.NumField(); j++ {
+				if r.Type().Field(j).IsExported() && f.byte()%8 == 0 {
+					fill(f, r.Field(j), 1)
+				}
+			}
+		}
+		sv.Field(k).Set(list)
+	}
+	return s
 }
 
 // roundTrip checks that s, if Validate accepts it, encodes in both formats
