@@ -15,7 +15,7 @@ else
 RACE :=
 endif
 
-.PHONY: test fmt tidy workspace vet race allocs standalone bench bench-compare bench-cluster demo fuzz conformance
+.PHONY: test fmt tidy workspace vet race allocs standalone bench bench-compare bench-cluster demo fuzz fuzz-ci conformance
 
 # Rounds of make bench-compare.
 BENCH_COUNT ?= 5
@@ -23,8 +23,9 @@ BENCH_COUNT ?= 5
 ## test: gofmt check, tidy modules, go vet, race-enabled tests of every module
 ## in the workspace, the allocation tests without the race detector (which
 ## changes inlining), and every module built and tested on its own
-## (GOWORK=off), as a program that depends on it builds it.
-test: fmt tidy workspace vet race allocs standalone
+## (GOWORK=off), as a program that depends on it builds it, and a short
+## fuzzing pass over every fuzz target (fuzz-ci).
+test: fmt tidy workspace vet race allocs standalone fuzz-ci
 
 fmt:
 	@out=$$(gofmt -l $(MODULES) 2>/dev/null | grep -v '/testdata/' || true); \
@@ -98,9 +99,18 @@ CONFORMANCE_SCALE ?= 20
 conformance:
 	SLUICE_CONFORMANCE_SCALE=$(CONFORMANCE_SCALE) $(GO) test -count=1 -timeout 30m -run 'TestConformance' ./...
 
-## fuzz: a short fuzzing pass over the rule decoders.
+## fuzz: every fuzz target, FUZZTIME each (go test runs their seed corpora
+## as plain tests): the rule decoder, the Encode/Decode round trip, Validate,
+## and the net/http adapter's argument extraction. fuzz-ci, part of make
+## test, is the same for FUZZTIME_CI each.
+FUZZ_TARGETS := ./rules:FuzzDecode ./rules:FuzzRoundTrip ./rules:FuzzValidate ./adapters/http:FuzzArgs
+FUZZTIME ?= 60s
+FUZZTIME_CI ?= 10s
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 30s ./rules
+	@set -e; for t in $(FUZZ_TARGETS); do echo "== fuzz $$t for $(FUZZTIME)"; \
+	$(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) $${t%%:*}; done
+fuzz-ci:
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_CI)
 
 ## demo: the quickstart example.
 demo:

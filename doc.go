@@ -10,6 +10,14 @@
 //	}
 //	defer p.Exit()
 //
+// or, in one call that also counts a panic of the protected code as an
+// error for circuit breakers (see Do):
+//
+//	err := sluice.Do("GET /orders", func() error { return serve(w, r) })
+//
+// A *Pass must not be copied (go vet reports a copy; a copy's Exit releases
+// nothing once the original exited), and its methods do nothing on nil.
+//
 // An entry runs through a slot chain: rule checks (system, flow, isolation,
 // param, degrade, then custom slots; the first to refuse wins), then
 // statistics. A refusal is a *BlockError naming the rule, what it observed

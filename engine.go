@@ -105,6 +105,8 @@ type Option func(*config)
 type config struct {
 	clock        core.Clock
 	maxResources int
+	maxRules     int              // WithMaxRules (limits.go)
+	maxNameBytes int              // WithMaxNameBytes (limits.go)
 	isFailure    func(error) bool // circuit breakers' error classifier (degrade.go)
 	sysSource    SystemSource     // system metrics (system.go)
 	sysInterval  time.Duration
@@ -156,9 +158,11 @@ type Engine struct {
 	clock   core.Clock
 	inbound *window.Node
 	reg     registry
-	chain   chain.Chain
-	system  *system.Slot
-	closed  atomic.Bool
+	// maxName and maxRules are WithMaxNameBytes and WithMaxRules.
+	maxName, maxRules int
+	chain             chain.Chain
+	system            *system.Slot
+	closed            atomic.Bool
 	// life ends at Close (endLife): entries waiting for their turn stop
 	// waiting then (entry.Context.Life).
 	life    context.Context
@@ -200,10 +204,16 @@ func New(opts ...Option) *Engine {
 	if cf.maxResources <= 0 {
 		cf.maxResources = DefaultMaxResources
 	}
+	if cf.maxRules <= 0 {
+		cf.maxRules = rules.DefaultMaxRules
+	}
+	if cf.maxNameBytes <= 0 {
+		cf.maxNameBytes = rules.DefaultMaxNameBytes
+	}
 	if cf.clock == nil {
 		cf.clock = core.SystemClock()
 	}
-	eng := &Engine{clock: cf.clock, inbound: window.NewNode()}
+	eng := &Engine{clock: cf.clock, inbound: window.NewNode(), maxRules: cf.maxRules, maxName: cf.maxNameBytes}
 	eng.life, eng.endLife = context.WithCancel(context.Background())
 	eng.reg.init(cf.maxResources, cf.history)
 	eng.system = system.New(system.Config{

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/chain"
@@ -20,7 +22,8 @@ var (
 	ErrBadBatch = errors.New("sluice: invalid batch count")
 	// ErrBadTraffic: a traffic type other than Inbound and Outbound.
 	ErrBadTraffic = errors.New("sluice: invalid traffic type")
-	// ErrBadResource: an empty resource name.
+	// ErrBadResource: an empty resource name, or one longer than the
+	// engine's limit (WithMaxNameBytes).
 	ErrBadResource = errors.New("sluice: invalid resource name")
 )
 
@@ -118,41 +121,84 @@ func WithIntAttachment(key string, n int64) EntryOption {
 // rule lets the call through. Call Exit exactly once when the protected work
 // ends (a second Exit does nothing); typically `defer p.Exit()` right after a
 // successful Entry, which also releases the pass if the protected code
-// panics.
+// panics (but counts it as a success: Do counts a panic as an error).
 //
 // A Pass belongs to the goroutine that made it: SetError and Exit are not
 // safe to call concurrently with each other. Only Entry and EntryContext
-// make one; the zero Pass is not usable. (It is not called Entry because
-// Go does not allow a type and a function of the same name in one package,
-// and sluice.Entry is the verb every Sentinel user knows.)
+// make one; the zero Pass is not usable. Every method may be called on a nil
+// *Pass, and does nothing (or returns the zero value). Do not copy a Pass
+// (go vet's copylocks check reports copies): a copy shares its original's
+// release, so of the two, only the first Exit releases anything. (It is not
+// called Entry because Go does not allow a type and a function of the same
+// name in one package, and sluice.Entry is the verb every Sentinel user
+// knows.)
 type Pass struct {
+	_      noCopy
 	eng    *Engine
 	res    *resource
 	ctx    entry.Context
 	err    error
 	custom *slots.Entry    // what custom slots see, nil without them
 	slots  *chain.Snapshot // the custom slots the entry ran through
-	done   bool
+	// guard and gen make Exit release once across copies of the Pass: Exit
+	// releases only if it moves guard from gen to gen+1, and a copy holds
+	// the same guard and gen. Guards are recycled (their generation goes on
+	// counting), so the pass path allocates nothing.
+	guard *passGuard
+	gen   uint64
 }
 
-// Resource returns the name of the resource the pass is for.
-func (p *Pass) Resource() string { return p.ctx.Resource }
+// noCopy makes go vet's copylocks check report a copied Pass.
+type noCopy struct{}
+
+func (*noCopy) Lock()   {}
+func (*noCopy) Unlock() {}
+
+// passGuard is the release right of one pass at a time (see Pass.guard).
+type passGuard struct{ gen atomic.Uint64 }
+
+var passGuards = sync.Pool{New: func() any { return new(passGuard) }}
+
+// arm gives p its release right; enter calls it once the entry passed.
+func (p *Pass) arm() {
+	g := passGuards.Get().(*passGuard)
+	p.guard, p.gen = g, g.gen.Load()
+}
+
+// Resource returns the name of the resource the pass is for ("" for nil).
+func (p *Pass) Resource() string {
+	if p == nil {
+		return ""
+	}
+	return p.ctx.Resource
+}
 
 // SetError records err as the outcome of the protected work; circuit
-// breakers and error statistics see it at Exit. A nil err clears it.
-func (p *Pass) SetError(err error) { p.err = err }
+// breakers and error statistics see it at Exit. A nil err clears it. On a
+// nil *Pass it does nothing.
+func (p *Pass) SetError(err error) {
+	if p != nil {
+		p.err = err
+	}
+}
 
-// Err returns the error recorded with SetError.
-func (p *Pass) Err() error { return p.err }
+// Err returns the error recorded with SetError (nil for a nil *Pass).
+func (p *Pass) Err() error {
+	if p == nil {
+		return nil
+	}
+	return p.err
+}
 
 // Exit ends the entry: it records completion, RT and error, and releases
 // everything the entry held (concurrency, circuit-breaker probes). Calling
-// Exit again, or on a nil *Pass, does nothing.
+// Exit again, on a copy of an exited Pass, or on a nil *Pass, does nothing.
 func (p *Pass) Exit() {
-	if p == nil || p.done {
+	if p == nil || p.guard == nil || !p.guard.gen.CompareAndSwap(p.gen, p.gen+1) {
 		return
 	}
-	p.done = true
+	passGuards.Put(p.guard)
+	p.guard = nil
 	eng := p.eng
 	now := eng.clock.Nanotime()
 	info := entry.ExitInfo{Start: p.ctx.Start, End: now, Batch: p.ctx.Batch, Err: p.err}
@@ -244,6 +290,9 @@ func (eng *Engine) enter(p *Pass, ctx context.Context, name string, opts []Entry
 	if name == "" {
 		return nil, fmt.Errorf("%w: empty", ErrBadResource)
 	}
+	if len(name) > eng.maxName {
+		return nil, fmt.Errorf("%w: %d bytes, more than the engine's limit of %d (WithMaxNameBytes)", ErrBadResource, len(name), eng.maxName)
+	}
 	if eng.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -263,6 +312,7 @@ func (eng *Engine) enter(p *Pass, ctx context.Context, name string, opts []Entry
 	}
 	c.DropUndo()
 	statistic.Pass(c, &r.node, in)
+	p.arm()
 	return p, nil
 }
 
@@ -306,6 +356,7 @@ func (eng *Engine) enterCustom(ctx context.Context, p *Pass, args entry.Args, r 
 	settled = true
 	c.DropUndo()
 	statistic.Pass(c, &r.node, in)
+	p.arm()
 	return p, nil
 }
 

@@ -13,17 +13,25 @@ import (
 // TestExportNamesAreValidAndUnique: names that are not valid UTF-8 are
 // passed repaired, after the valid ones, and a repaired name that equals
 // one already passed is left out; so are breakers with the same resource
-// and rule name.
+// and rule name. (Rules cannot name an invalid resource or ID: the rule
+// validators refuse them.)
 func TestExportNamesAreValidAndUnique(t *testing.T) {
 	g, _ := newTestEngine(t, 0)
 	for _, r := range []string{"a\xff", "a\uFFFD", "b\xfe", "b\xfd", "ok"} {
 		require.True(t, try(g, r))
 	}
+	for _, bad := range []rules.CircuitBreaker{
+		{ID: "x\xff", Resource: "ok", Strategy: rules.ErrorRatio, Threshold: 0.5, RetryTimeout: 1e9, MinRequestAmount: 1, StatInterval: 1e9},
+		{Resource: "b\xfe", Strategy: rules.ErrorCount, Threshold: 5, RetryTimeout: 1e9, MinRequestAmount: 1, StatInterval: 1e9},
+	} {
+		_, err := g.LoadCircuitBreakerRules([]rules.CircuitBreaker{bad})
+		require.ErrorContains(t, err, "is not valid UTF-8")
+	}
 	_, err := g.LoadCircuitBreakerRules([]rules.CircuitBreaker{
 		{ID: "x", Resource: "ok", Strategy: rules.ErrorCount, Threshold: 5, RetryTimeout: 1e9, MinRequestAmount: 1, StatInterval: 1e9},
-		{ID: "x\xff", Resource: "ok", Strategy: rules.ErrorRatio, Threshold: 0.5, RetryTimeout: 1e9, MinRequestAmount: 1, StatInterval: 1e9},
+		{ID: "x", Resource: "ok", Strategy: rules.ErrorRatio, Threshold: 0.5, RetryTimeout: 1e9, MinRequestAmount: 1, StatInterval: 1e9},
 		{ID: "x\uFFFD", Resource: "ok", Strategy: rules.SlowRequestRatio, MaxAllowedRT: 1e8, Threshold: 0.5, RetryTimeout: 1e9, MinRequestAmount: 1, StatInterval: 1e9},
-		{Resource: "b\xfe", Strategy: rules.ErrorCount, Threshold: 5, RetryTimeout: 1e9, MinRequestAmount: 1, StatInterval: 1e9},
+		{Resource: "a\uFFFD", Strategy: rules.ErrorCount, Threshold: 5, RetryTimeout: 1e9, MinRequestAmount: 1, StatInterval: 1e9},
 	})
 	require.NoError(t, err)
 
@@ -39,7 +47,7 @@ func TestExportNamesAreValidAndUnique(t *testing.T) {
 	assert.ElementsMatch(t, []string{"a\uFFFD", "ok", "b\uFFFD"}, names)
 	assert.Equal(t, "b\uFFFD", names[len(names)-1], "a repaired name comes after the valid ones")
 	assert.Equal(t, uint64(1), passes["a\uFFFD"], "the valid name wins over the repaired one")
-	assert.Equal(t, [][2]string{{"ok", "x"}, {"ok", "x\uFFFD"}, {"b\uFFFD", "3"}}, breakers)
+	assert.Equal(t, [][2]string{{"ok", "x"}, {"ok", "x\uFFFD"}, {"a\uFFFD", "3"}}, breakers)
 
 	g.Export(nil, nil) // both optional
 }

@@ -148,8 +148,9 @@ var (
 
 // anyKind is a ruleKind of any rule type, as LoadRuleSet and RuleSet see it.
 type anyKind interface {
-	// validateIn validates the kind's rules in set.
-	validateIn(set *rules.Set) error
+	// validateIn validates the kind's rules in set, and checks them against
+	// eng's limits.
+	validateIn(eng *Engine, set *rules.Set) error
 	// stageIn builds the kind's rules in set; see ruleKind.stage.
 	stageIn(eng *Engine, set *rules.Set) (commit func(), err error)
 	// readInto copies the kind's rules in force into set. Must hold eng.mu.
@@ -163,10 +164,18 @@ type anyKind interface {
 // ruleKinds are every kind, in the order of rules.Set.
 var ruleKinds = []anyKind{flowKind, isolationKind, systemKind, breakerKind, paramKind}
 
-// check validates rs whole (see validate).
-func (k *ruleKind[R, C]) check(rs []R) error { return k.validate(rs) }
+// check validates rs whole (see validate) and checks them against the
+// engine's limits (limits.go).
+func (k *ruleKind[R, C]) check(eng *Engine, rs []R) error {
+	if err := k.validate(rs); err != nil {
+		return err
+	}
+	return checkLimits(eng, k, rs)
+}
 
-func (k *ruleKind[R, C]) validateIn(set *rules.Set) error { return k.check(*k.of(set)) }
+func (k *ruleKind[R, C]) validateIn(eng *Engine, set *rules.Set) error {
+	return k.check(eng, *k.of(set))
+}
 
 func (k *ruleKind[R, C]) stageIn(eng *Engine, set *rules.Set) (func(), error) {
 	return k.stage(eng, *k.of(set))
@@ -209,7 +218,7 @@ func (k *ruleKind[R, C]) stage(eng *Engine, rs []R) (commit func(), err error) {
 // the rules changed, EventRulesRefused when they were refused (queued under
 // eng.mu, so in the order of the loads, and delivered once it is released).
 func load[R, C any](eng *Engine, k *ruleKind[R, C], rs []R) (bool, error) {
-	if err := k.check(rs); err != nil {
+	if err := k.check(eng, rs); err != nil {
 		eng.events.Publish(stat.Event{Kind: stat.EventRulesRefused, At: eng.clock.Nanotime(), RuleKind: k.name, Err: err})
 		return false, err
 	}
@@ -220,6 +229,11 @@ func load[R, C any](eng *Engine, k *ruleKind[R, C], rs []R) (bool, error) {
 		return false, ErrClosed
 	}
 	defer eng.sweep() // a rule load is the regular time to forget idle resources
+	set := inForce(eng, k, rs)
+	if err := eng.checkResources(&set); err != nil {
+		eng.events.Enqueue(stat.Event{Kind: stat.EventRulesRefused, At: eng.clock.Nanotime(), RuleKind: k.name, Err: err})
+		return false, err
+	}
 	commit, err := k.stage(eng, rs)
 	if err != nil {
 		eng.events.Enqueue(stat.Event{Kind: stat.EventRulesRefused, At: eng.clock.Nanotime(), RuleKind: k.name, Err: err})

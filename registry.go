@@ -57,6 +57,10 @@ const (
 type idleMark struct {
 	since   int64  // clock reading of the look, ns
 	entries uint64 // entries (passed and blocked) the resource had counted then, or unseen
+	// forRules is set on a resource made for rules (not by an entry): one
+	// that never counted an entry is forgotten as soon as no rule needs
+	// it, so that removing rules gives their memory back at once.
+	forRules bool
 }
 
 // unseen marks a look that did not count the entries (the resource was in
@@ -87,7 +91,7 @@ func (reg *registry) lookup(name string, now int64, force bool) *resource {
 	}
 	r := newResourceHistory(name, reg.history)
 	reg.all[r.name] = r
-	reg.marks[r] = idleMark{since: now} // no entries yet
+	reg.marks[r] = idleMark{since: now, forRules: force} // no entries yet
 	switch {
 	case force:
 		reg.stale = true
@@ -176,7 +180,10 @@ func (reg *registry) rebind(rules func(r *resource) *ruleSet) {
 // forgotten; any other is marked again with its count. A resource is
 // therefore forgotten between reclaimAfter and twice that after its last
 // entry (later if sweeps are rarer), and a sweep costs a map iteration plus,
-// for the few resources due, one count of their windows.
+// for the few resources due, one count of their windows. A resource made
+// for rules that never counted an entry is forgotten at the first sweep
+// after no rule needs it (a rule load sweeps), whatever its mark: it holds
+// no statistics, only memory (about 6 KiB plus its history).
 //
 // A forgotten resource is gone for good: it is out of the map and of the
 // read table, so a later entry of its name makes a new one, which starts
@@ -188,16 +195,18 @@ func (reg *registry) sweep(now int64, keep func(*resource) bool) {
 	reg.nextSweep.Store(now + int64(sweepEvery))
 	forgot := false
 	for r, m := range reg.marks {
-		if now-m.since < int64(reclaimAfter) {
+		unused := m.forRules && !keep(r) && r.node.Concurrency() == 0 &&
+			r.node.Total(now, window.Pass)+r.node.Total(now, window.Block) == 0
+		if now-m.since < int64(reclaimAfter) && !unused {
 			continue
 		}
-		if keep(r) || r.node.Concurrency() != 0 {
-			reg.marks[r] = idleMark{since: now, entries: unseen}
+		if !unused && (keep(r) || r.node.Concurrency() != 0) {
+			reg.marks[r] = idleMark{since: now, entries: unseen, forRules: m.forRules}
 			continue
 		}
 		n := r.node.Total(now, window.Pass) + r.node.Total(now, window.Block)
-		if n != m.entries {
-			reg.marks[r] = idleMark{since: now, entries: n}
+		if !unused && n != m.entries {
+			reg.marks[r] = idleMark{since: now, entries: n, forRules: m.forRules}
 			continue
 		}
 		delete(reg.all, r.name)

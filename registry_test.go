@@ -142,15 +142,15 @@ func overflowTotal(g *Engine) uint64 {
 	return s.TotalPass + s.TotalBlock
 }
 
-// TestIdleResourcesAreReclaimed loads rules on more resources than the
-// limit, removes them, and checks that sweeps (here, those of rule loads)
+// TestIdleResourcesAreReclaimed loads rules on as many resources as the
+// limit, enters each, removes the rules, and checks that sweeps (here, those of rule loads)
 // forget each resource at the first sweep at which two looks reclaimAfter
 // apart saw the same count of entries and none in flight, to the
 // nanosecond, and that the room then goes to new names instead of the
 // overflow resource.
 func TestIdleResourcesAreReclaimed(t *testing.T) {
 	const n, R = 200, reclaimAfter
-	g, clk := newTestEngine(t, 0, WithMaxResources(n/2))
+	g, clk := newTestEngine(t, 0, WithMaxResources(n))
 	var rs []rules.Flow
 	for i := 0; i < n; i++ {
 		rs = append(rs, rules.Flow{Resource: fmt.Sprint("r", i), Threshold: 1e6})

@@ -27,7 +27,7 @@ func (eng *Engine) LoadRuleSet(set rules.Set) error { return eng.loadRuleSet(set
 // its events carry.
 func (eng *Engine) loadRuleSet(set rules.Set, version int64) error {
 	for _, k := range ruleKinds {
-		if err := k.validateIn(&set); err != nil {
+		if err := k.validateIn(eng, &set); err != nil {
 			eng.events.Publish(stat.Event{Kind: stat.EventRulesRefused, At: eng.clock.Nanotime(), RuleKind: "set", Err: err, RuleVersion: version})
 			return err
 		}
@@ -39,6 +39,10 @@ func (eng *Engine) loadRuleSet(set rules.Set, version int64) error {
 		return ErrClosed
 	}
 	defer eng.sweep() // a rule load is the regular time to forget idle resources
+	if err := eng.checkResources(&set); err != nil {
+		eng.events.Enqueue(stat.Event{Kind: stat.EventRulesRefused, At: eng.clock.Nanotime(), RuleKind: "set", Err: err, RuleVersion: version})
+		return err
+	}
 	var commits []func()
 	changed := map[string]bool{}
 	// Kinds whose build claims resource nodes come last: a failure after

@@ -119,7 +119,7 @@ func TestLoadRuleSetRefusesWhole(t *testing.T) {
 // failingKind is a rule kind whose rules validate but fail to build.
 type failingKind struct{ err error }
 
-func (f failingKind) validateIn(*rules.Set) error                 { return nil }
+func (f failingKind) validateIn(*Engine, *rules.Set) error        { return nil }
 func (f failingKind) stageIn(*Engine, *rules.Set) (func(), error) { return nil, f.err }
 func (f failingKind) readInto(*Engine, *rules.Set)                {}
 func (f failingKind) claimsNodes() bool                           { return false }

@@ -3,7 +3,6 @@ package rules
 import (
 	"bytes"
 	"encoding"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -61,10 +60,12 @@ func FormatOf(path string) (Format, error) {
 // with WithDecodeLimits. A DecodeLimits is a plain value, safe to share.
 type DecodeLimits struct {
 	// MaxBytes is the size of the largest document, in bytes; a larger one
-	// is refused before it is parsed (a file, by its size, unread). The
-	// parser holds about 25 bytes of memory per byte of a rule file, and up
-	// to about 210 for a document made to be dense ({a,a,a,...}), so this
-	// bounds memory as well. Default DefaultMaxBytes.
+	// is refused before it is parsed (a file, by its size, unread). Decoding
+	// allocates at most 32 bytes per byte of a rule file (measured 22 to
+	// 28), and at most 240 for a document made to be dense ({a,a,a,...}:
+	// 225, with a peak of live memory of 190), so this bounds memory as
+	// well: at most about 960 MiB at the default (docs/limits.md). Default
+	// DefaultMaxBytes.
 	MaxBytes int
 	// MaxValues is the most values (each string, number, boolean, null, list
 	// and map, keys included) a document may hold once YAML aliases are
@@ -72,6 +73,13 @@ type DecodeLimits struct {
 	// the work of a "billion laughs" document. A two-field rule is 5 values.
 	// Default DefaultMaxValues.
 	MaxValues int
+	// MaxRules is the most rules of one kind (flow, isolation, ...) a
+	// document may hold. Default DefaultMaxRules.
+	MaxRules int
+	// MaxNameBytes is the longest string a rule may hold, in bytes: its
+	// resource, associated resource, ID, attachment key and the values
+	// listed in its exceptions. Default DefaultMaxNameBytes.
+	MaxNameBytes int
 }
 
 const (
@@ -82,6 +90,12 @@ const (
 	// than a document of DefaultMaxBytes holds without aliases unless it is
 	// made to be dense.
 	DefaultMaxValues = 1 << 20
+	// DefaultMaxRules is the default DecodeLimits.MaxRules, and the number
+	// of rules of one kind an engine takes by default (sluice.WithMaxRules).
+	DefaultMaxRules = 10000
+	// DefaultMaxNameBytes is the default DecodeLimits.MaxNameBytes, and the
+	// longest name an engine takes by default (sluice.WithMaxNameBytes).
+	DefaultMaxNameBytes = 1024
 	// maxDepth bounds nesting, which no rule document needs beyond 5.
 	maxDepth = 64
 )
@@ -98,6 +112,20 @@ func (l DecodeLimits) maxValues() int {
 		return DefaultMaxValues
 	}
 	return l.MaxValues
+}
+
+func (l DecodeLimits) maxRules() int {
+	if l.MaxRules <= 0 {
+		return DefaultMaxRules
+	}
+	return l.MaxRules
+}
+
+func (l DecodeLimits) maxNameBytes() int {
+	if l.MaxNameBytes <= 0 {
+		return DefaultMaxNameBytes
+	}
+	return l.MaxNameBytes
 }
 
 func tooLarge(size int64, limit int) error {
@@ -150,10 +178,13 @@ func (l DecodeLimits) Decode(data []byte, format Format) (Set, error) {
 		return Set{}, err
 	}
 	var s Set
-	if err := decodeSet(root, &s); err != nil {
+	if err := decodeSet(root, &s, l.maxRules()); err != nil {
 		return Set{}, err
 	}
 	if err := s.Validate(); err != nil {
+		return Set{}, err
+	}
+	if err := checkNames(&s, l.maxNameBytes()); err != nil {
 		return Set{}, err
 	}
 	return s, nil
@@ -184,8 +215,7 @@ func parse(data []byte, f Format, maxValues int) (*yaml.Node, error) {
 		case err == io.EOF:
 			return nil, errEmpty
 		case f == JSON: // valid JSON the YAML parser cannot read
-			return nil, fmt.Errorf("rules: json: %w (JSON is read by the YAML parser, which needs each key "+
-				"on one line with its colon, and keys under 1024 characters)", err)
+			return nil, fmt.Errorf("rules: json: %w (JSON is read by the YAML parser)", err)
 		}
 		return nil, fmt.Errorf("rules: %w", err)
 	}
@@ -219,20 +249,52 @@ func jsonSyntaxError(data []byte) error {
 }
 
 // jsonForYAML rewrites what valid JSON may hold and YAML reads otherwise:
-// tabs, which are whitespace in JSON (a string cannot hold one raw) but
-// cannot start a line of YAML, become spaces; in strings, the escape \/,
-// surrogate escapes (\ud83d\ude00, joined into one, a lone one read as
-// U+FFFD as encoding/json does), and raw characters YAML refuses or takes
-// for line breaks (DEL, C1 controls, U+2028, U+2029, U+FFFE, U+FFFF, bytes
-// that are not UTF-8). Lines stay where they are.
+// every object key is made an explicit key ("? key"), which YAML reads
+// however long it is and wherever its colon is (a plain "key": is limited
+// to 1024 characters on one line); tabs, which are whitespace in JSON (a
+// string cannot hold one raw) but cannot start a line of YAML, become
+// spaces; in strings, the escape \/, surrogate escapes (\ud83d\ude00,
+// joined into one, a lone one read as U+FFFD as encoding/json does), and raw
+// characters YAML refuses or takes for line breaks (DEL, C1 controls,
+// U+2028, U+2029, U+FFFE, U+FFFF, bytes that are not UTF-8). Lines stay
+// where they are. data must be valid JSON.
 func jsonForYAML(data []byte) []byte {
-	if !bytes.ContainsFunc(data, func(r rune) bool { return r == '\\' || r == '\t' || r >= 0x7f }) {
-		return data
-	}
 	out := make([]byte, 0, len(data)+len(data)/8)
+	var (
+		objects []bool // the open containers: true for an object
+		inStr   bool
+		wantKey bool // the next string is a key
+	)
 	for i := 0; i < len(data); {
 		c := data[i]
+		if !inStr {
+			switch c {
+			case '{':
+				objects = append(objects, true)
+				wantKey = true
+			case '[':
+				objects = append(objects, false)
+			case '}', ']':
+				objects = objects[:len(objects)-1]
+				wantKey = false
+			case ',':
+				wantKey = len(objects) > 0 && objects[len(objects)-1]
+			case '"':
+				inStr = true
+				if wantKey {
+					out = append(out, '?', ' ')
+					wantKey = false
+				}
+			case '\t':
+				c = ' '
+			}
+			out, i = append(out, c), i+1
+			continue
+		}
 		switch {
+		case c == '"':
+			inStr = false
+			out, i = append(out, c), i+1
 		case c == '\\' && data[i+1] == '/': // JSON is valid: every \ starts an escape
 			out, i = append(out, '/'), i+2
 		case c == '\\' && data[i+1] == 'u' && utf16.IsSurrogate(hex4(data[i+2:])):
@@ -245,8 +307,6 @@ func jsonForYAML(data []byte) []byte {
 			out, i = fmt.Appendf(out, `\U%08X`, r), i+n
 		case c == '\\':
 			out, i = append(out, c, data[i+1]), i+2
-		case c == '\t':
-			out, i = append(out, ' '), i+1
 		case c < 0x7f:
 			out, i = append(out, c), i+1
 		default:
@@ -276,10 +336,14 @@ type checker struct {
 	values, maxValues int
 }
 
+func (c *checker) tooMany(n *yaml.Node) error {
+	return fmt.Errorf("rules: document has more than %d values%s (a YAML alias counts its values at every use); "+
+		"raise DecodeLimits.MaxValues (WithDecodeLimits for a FileSource) to read it", c.maxValues, at(n.Line))
+}
+
 func (c *checker) check(n *yaml.Node, depth int) error {
 	if c.values++; c.values > c.maxValues {
-		return fmt.Errorf("rules: document has more than %d values%s (a YAML alias counts its values at every use); "+
-			"raise DecodeLimits.MaxValues (WithDecodeLimits for a FileSource) to read it", c.maxValues, at(n.Line))
+		return c.tooMany(n)
 	}
 	if depth > maxDepth {
 		return fmt.Errorf("rules: %v: nesting deeper than %d%s", c.format, maxDepth, at(n.Line))
@@ -294,6 +358,11 @@ func (c *checker) check(n *yaml.Node, depth int) error {
 			return fmt.Errorf("rules: yaml: unsupported tag %s%s", clip(tag), at(n.Line))
 		}
 	case yaml.MappingNode:
+		// A large map is refused before its map of keys is built, when
+		// its own keys and values are already too many.
+		if len(n.Content) > 1024 && c.values+len(n.Content) > c.maxValues {
+			return c.tooMany(n)
+		}
 		seen := make(map[string]int, len(n.Content)/2)
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], deref(n.Content[i+1])
@@ -430,7 +499,7 @@ func at(line int) string {
 }
 
 // decodeSet fills s from the document root.
-func decodeSet(root *yaml.Node, s *Set) error {
+func decodeSet(root *yaml.Node, s *Set, maxRules int) error {
 	if root.Kind != yaml.MappingNode {
 		return fmt.Errorf("rules: want a map of rule kinds (flow, isolation, ...) at the top of the document, got %s%s", describe(root), at(root.Line))
 	}
@@ -454,6 +523,10 @@ func decodeSet(root *yaml.Node, s *Set) error {
 			return fmt.Errorf("rules: %s: want a list of rules, got %s%s", k.Value, describe(list), at(list.Line))
 		case len(list.Content) == 0:
 			continue
+		case len(list.Content) > maxRules:
+			return fmt.Errorf("rules: %s: %d rules, more than the limit of %d rules of one kind%s; "+
+				"raise DecodeLimits.MaxRules (WithDecodeLimits for a FileSource) to read them",
+				k.Value, len(list.Content), maxRules, at(list.Line))
 		}
 		fv := sv.Field(kinds[kd].field)
 		out := reflect.MakeSlice(fv.Type(), len(list.Content), len(list.Content))
@@ -792,109 +865,4 @@ func distance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
-}
-
-// Encode writes s as a document in format f that Decode reads back to an
-// equal Set. Fields are written in the order of the rule types' fields, and
-// fields tagged omitempty are left out when zero; durations are written as
-// Go duration strings, enums by name, map keys sorted. It does not validate
-// s, but refuses values no document can hold (NaN, infinities, strings that
-// are not UTF-8). Encode is safe for concurrent use.
-func Encode(s Set, f Format) ([]byte, error) {
-	if f != JSON && f != YAML {
-		return nil, fmt.Errorf("rules: unknown format %v", f)
-	}
-	doc, err := encodeNode(s)
-	if err != nil {
-		return nil, fmt.Errorf("rules: encode: %w", err)
-	}
-	var b bytes.Buffer
-	if f == JSON {
-		writeJSON(&b, doc, "")
-		b.WriteByte('\n')
-		return b.Bytes(), nil
-	}
-	enc := yaml.NewEncoder(&b)
-	enc.SetIndent(2)
-	if err := enc.Encode(doc); err != nil {
-		return nil, fmt.Errorf("rules: encode yaml: %w", err)
-	}
-	if err := enc.Close(); err != nil {
-		return nil, fmt.Errorf("rules: encode yaml: %w", err)
-	}
-	return b.Bytes(), nil
-}
-
-// encodeNode encodes v with yaml.v3 (yaml tags, time.Duration.String,
-// MarshalText) into the node of its value and checks that Decode can read
-// it back.
-func encodeNode(v any) (*yaml.Node, error) {
-	var doc yaml.Node
-	if err := doc.Encode(v); err != nil {
-		return nil, err
-	}
-	return &doc, writable(&doc)
-}
-
-// writable refuses what yaml.v3 writes and Decode would not read back: a
-// string that is not UTF-8 (written as !!binary) and NaN or an infinity.
-// The error names the map keys on the way to the value.
-func writable(n *yaml.Node) error {
-	switch tag := n.ShortTag(); {
-	case n.Kind != yaml.ScalarNode:
-		for i, c := range n.Content {
-			if err := writable(c); err != nil {
-				if n.Kind == yaml.MappingNode && i%2 == 1 {
-					return fmt.Errorf("%s: %w", n.Content[i-1].Value, err)
-				}
-				return err
-			}
-		}
-	case tag == "!!binary":
-		b, _ := base64.StdEncoding.DecodeString(strings.Join(strings.Fields(n.Value), ""))
-		return fmt.Errorf("string %q is not valid UTF-8", clip(string(b)))
-	case tag == "!!float":
-		if f, _ := parseFloat(n.Value); math.IsNaN(f) || math.IsInf(f, 0) {
-			return fmt.Errorf("number %v cannot be written", f)
-		}
-	}
-	return nil
-}
-
-// writeJSON writes n, as encodeNode made it, as indented JSON.
-func writeJSON(b *bytes.Buffer, n *yaml.Node, indent string) {
-	if n.Kind == yaml.ScalarNode {
-		switch n.ShortTag() {
-		case "!!null":
-			b.WriteString("null")
-		case "!!bool", "!!int", "!!float":
-			b.WriteString(n.Value)
-		default:
-			q, _ := json.Marshal(n.Value) // a UTF-8 string always marshals
-			b.Write(q)
-		}
-		return
-	}
-	open, closing, step := byte('['), byte(']'), 1
-	if n.Kind == yaml.MappingNode {
-		open, closing, step = '{', '}', 2
-	}
-	b.WriteByte(open)
-	inner := indent + "  "
-	for i := 0; i < len(n.Content); i += step {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString("\n" + inner)
-		if step == 2 {
-			q, _ := json.Marshal(n.Content[i].Value)
-			b.Write(q)
-			b.WriteString(": ")
-		}
-		writeJSON(b, n.Content[i+step-1], inner)
-	}
-	if len(n.Content) > 0 {
-		b.WriteString("\n" + indent)
-	}
-	b.WriteByte(closing)
 }

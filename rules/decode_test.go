@@ -290,7 +290,7 @@ func TestDecodeJSONStrings(t *testing.T) {
 		"\"raw \x7f \u0085 \u2028 \u2029 \ufeff \uffff\"",
 		"\"not utf-8: \xff\xfe\"",
 		`"\\u005c and \\\/ and \"quoted\""`,
-		`"` + strings.Repeat("long ", 500) + `"`,
+		`"` + strings.Repeat("long ", 200) + `"`, // at most DefaultMaxNameBytes
 	} {
 		t.Run(lit[:min(len(lit), 20)], func(t *testing.T) {
 			var want string
@@ -347,9 +347,14 @@ func TestDecodeJSONWhitespace(t *testing.T) {
 		_, err := Decode([]byte(doc), JSON)
 		require.NoError(t, err, "%q", doc)
 	}
+	// A key's colon may be on another line, and a key may be longer than
+	// the 1024 characters YAML allows a plain key.
 	_, err := Decode([]byte("{\"flow\"\n: []}"), JSON)
-	require.EqualError(t, err, "rules: json: yaml: line 1: did not find expected ',' or '}' (JSON is read by the YAML parser, "+
-		"which needs each key on one line with its colon, and keys under 1024 characters)")
+	require.NoError(t, err)
+	long := strings.Repeat("k", 4000)
+	s, err := DecodeLimits{MaxNameBytes: len(long)}.Decode([]byte(`{"param": [{"resource": "a", "threshold": 1, "exceptions": {"`+long+`"`+"\n\t: 2}}]}"), JSON)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), s.Param[0].Exceptions[long])
 }
 
 func TestDecodeBoundsHostileInput(t *testing.T) {
@@ -426,6 +431,12 @@ func TestDecodeLimits(t *testing.T) {
 		{"exactly the values", DecodeLimits{MaxValues: 18}, ""},
 		{"a value short", DecodeLimits{MaxValues: 17}, "rules: document has more than 17 values at line 7 (a YAML alias counts its values at every use); " +
 			"raise DecodeLimits.MaxValues (WithDecodeLimits for a FileSource) to read it"},
+		{"exactly the rules", DecodeLimits{MaxRules: 3}, ""},
+		{"a rule short", DecodeLimits{MaxRules: 2}, "rules: flow: 3 rules, more than the limit of 2 rules of one kind at line 2; " +
+			"raise DecodeLimits.MaxRules (WithDecodeLimits for a FileSource) to read them"},
+		{"names exactly the bytes", DecodeLimits{MaxNameBytes: len("GET /api/v1/r000002")}, ""},
+		{"a name a byte long", DecodeLimits{MaxNameBytes: len("GET /api/v1/r000002") - 1}, `rules: flow rule 0 (resource "GET /api/v1/r000000"): ` +
+			"Resource: is 19 bytes, more than the limit of 18; raise DecodeLimits.MaxNameBytes (WithDecodeLimits for a FileSource) to read it"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s, err := tt.limits.Decode(doc, YAML)
@@ -442,7 +453,10 @@ func TestDecodeLimits(t *testing.T) {
 		if testing.Short() || raceEnabled {
 			t.Skip("decodes 5 MB: a second, ten under the race detector")
 		}
-		s, err := DecodeLimits{MaxBytes: 8 << 20}.Decode(manyRules(100_000, YAML), YAML)
+		_, err := DecodeLimits{MaxBytes: 8 << 20}.Decode(manyRules(100_000, YAML), YAML)
+		require.EqualError(t, err, "rules: flow: 100000 rules, more than the limit of 10000 rules of one kind at line 2; "+
+			"raise DecodeLimits.MaxRules (WithDecodeLimits for a FileSource) to read them")
+		s, err := DecodeLimits{MaxBytes: 8 << 20, MaxRules: 100_000}.Decode(manyRules(100_000, YAML), YAML)
 		require.NoError(t, err)
 		require.Equal(t, 100_000, len(s.Flow))
 		require.Equal(t, Flow{Resource: "GET /api/v1/r099999", Threshold: 500}, s.Flow[99_999])
@@ -597,8 +611,10 @@ untagged: u
 			assert.Equal(t, want, got)
 
 			// Encoding and decoding again gives the same value.
-			doc, err := encodeNode(want)
+			text, err := encodeAny(want, tc.f)
 			require.NoError(t, err)
+			doc, err := parse(text, tc.f, DefaultMaxValues)
+			require.NoError(t, err, "encoded:\n%s", text)
 			var again generic
 			require.Nil(t, decodeValue(doc, reflect.ValueOf(&again).Elem()))
 			assert.Equal(t, want, again)

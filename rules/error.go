@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Error is a validation failure of one rule. Loaders return it (possibly
@@ -37,7 +38,7 @@ func (e *Error) Error() string {
 	}
 	if e.Resource != "" {
 		b = append(b, " (resource "...)
-		b = strconv.AppendQuote(b, e.Resource)
+		b = strconv.AppendQuote(b, clipName(e.Resource))
 		b = append(b, ')')
 	}
 	b = append(b, ": "...)
@@ -51,6 +52,19 @@ func (e *Error) Error() string {
 
 // unknownField begins the Reason of an unknown field.
 func unknownField(key string) string { return fmt.Sprintf("unknown field %q", clip(key)) }
+
+// clipName shortens a name longer than 128 bytes for an error message,
+// which should not be the size of a 1 MiB name.
+func clipName(s string) string {
+	if len(s) <= 128 {
+		return s
+	}
+	i := 125
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "..."
+}
 
 func fieldErr(kind, resource, field, format string, args ...any) *Error {
 	return &Error{Kind: kind, Index: -1, Resource: resource, Field: field, Reason: fmt.Sprintf(format, args...)}

@@ -2,7 +2,11 @@ package rules
 
 import (
 	"fmt"
+	"reflect"
 	"time"
+	"unicode/utf8"
+
+	"github.com/sluice-go/sluice/internal/rulewalk"
 )
 
 // Set is a complete set of rules of every kind, as written in a rule file.
@@ -60,7 +64,9 @@ func (s *Set) Validate() error {
 
 // The slice validators below are what a loader calls before it puts a list
 // of rules of one kind in force. Each validates every rule (its Validate
-// method) and refuses duplicates: two rules of the list that would count the
+// method), refuses a rule with a string (a name, an ID, an attachment key,
+// an exception's value) that is not valid UTF-8, which no rule document can
+// hold (see docs/rules.md), and refuses duplicates: two rules of the list that would count the
 // same thing the same way, so that one of them could only shadow the other
 // (5/s beside 3/s on the same count is 3/s) or double it (two breakers on
 // the same outcomes open together and report every transition twice). Rules
@@ -175,12 +181,68 @@ func validateList[R any, K comparable](kind string, rs []R, validate func(*R) er
 		if err := validate(r); err != nil {
 			return At(err, i)
 		}
+		if err := checkUTF8(kind, reflect.ValueOf(r).Elem()); err != nil {
+			return At(err, i)
+		}
 		k := keyOf(r)
 		if j, ok := seen[k]; ok {
 			res, reason := dup(r)
 			return &Error{Kind: kind, Index: i, Resource: res, Reason: fmt.Sprintf("duplicates rule %d: %s", j, reason)}
 		}
 		seen[k] = i
+	}
+	return nil
+}
+
+// checkUTF8 refuses a rule (a struct, v) holding a string, a map key or a
+// string in a struct it points to that is not valid UTF-8, naming the
+// field. A rule document cannot hold such a string (JSON and YAML are
+// text), so a set that held one could not be written and read back.
+func checkUTF8(kind string, v reflect.Value) error {
+	return rulewalk.Strings(v, func(field, s string, key bool) error {
+		if utf8.ValidString(s) {
+			return nil
+		}
+		what := fmt.Sprintf("%q", clip(s))
+		if key {
+			what = "key " + what
+		}
+		return fieldErr(kind, resourceOf(v), field, "%s is not valid UTF-8, which no rule document can hold", what)
+	})
+}
+
+// resourceOf returns the Resource field of rule v, or "".
+func resourceOf(v reflect.Value) string {
+	if f := v.FieldByName("Resource"); f.IsValid() && f.Kind() == reflect.String {
+		return f.String()
+	}
+	return ""
+}
+
+// checkNames refuses a rule of s holding a string longer than max bytes
+// (DecodeLimits.MaxNameBytes), naming the rule, the field and the limit.
+func checkNames(s *Set, max int) error {
+	sv := reflect.ValueOf(s).Elem()
+	for _, k := range kinds {
+		list := sv.Field(k.field)
+		for i := 0; i < list.Len(); i++ {
+			v := list.Index(i)
+			err := rulewalk.Strings(v, func(field, s string, key bool) error {
+				if len(s) <= max {
+					return nil
+				}
+				what := "is"
+				if key {
+					what = fmt.Sprintf("has a key %q of", clip(s))
+				}
+				return &Error{Kind: k.name, Index: i, Resource: resourceOf(v), Field: field, Reason: fmt.Sprintf(
+					"%s %d bytes, more than the limit of %d; raise DecodeLimits.MaxNameBytes "+
+						"(WithDecodeLimits for a FileSource) to read it", what, len(s), max)}
+			})
+			if err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

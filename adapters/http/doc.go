@@ -21,6 +21,15 @@
 //     which pattern matches (http.ServeMux.Handler) before calling it. That
 //     routes each request twice; wrap single routes where that matters.
 //
+// Installed both ways at once (around the mux and around a route), on the
+// same engine, a request is entered once: the inner middleware sees that
+// the outer one already entered the same resource for this request (its
+// ResponseWriter is the outer's, or unwraps to it through the Unwrap method
+// http.ResponseController uses, as wrapping middleware between the two
+// should provide) and calls the handler without a second entry. A different
+// engine, or a different resource name (WithResourceName), inside is a
+// second, deliberate limit and counts the request again.
+//
 // A request is counted against the route that serves it. ServeMux serves
 // HEAD requests with "GET" patterns, so a HEAD to /users/42 is the resource
 // "GET /users/{id}" too, and a rule on that name limits both. For a pattern

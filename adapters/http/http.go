@@ -177,6 +177,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		name = h.resource(r)
 	}
+	eng := h.eng
+	if eng == nil {
+		eng = sluice.Default()
+	}
+	if outer := enteredBy(w); outer != nil && outer.eng == eng && outer.name == name {
+		// The same middleware, outside this one (around the mux and around
+		// the route), already entered this resource for this request.
+		h.next.ServeHTTP(w, r)
+		return
+	}
 	opts := [2]sluice.EntryOption{sluice.WithTraffic(sluice.Inbound)}
 	n := 1
 	if len(h.cf.args) > 0 {
@@ -207,7 +217,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.next.ServeHTTP(w, r) // fail open: see the package doc
 		return
 	}
-	sw := &statusWriter{ResponseWriter: w}
+	sw := &statusWriter{ResponseWriter: w, eng: eng, name: name}
 	done := false
 	defer func() {
 		if !done {
@@ -219,6 +229,26 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	h.next.ServeHTTP(sw, r)
 	done = true
+}
+
+// maxUnwrap bounds the writers enteredBy looks through.
+const maxUnwrap = 16
+
+// enteredBy returns the writer of the middleware that already entered an
+// entry for this request, outside this one: w itself, or a writer w unwraps
+// to (the Unwrap method http.ResponseController uses), or nil.
+func enteredBy(w http.ResponseWriter) *statusWriter {
+	for range maxUnwrap {
+		switch x := w.(type) {
+		case *statusWriter:
+			return x
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return nil
+		}
+	}
+	return nil
 }
 
 // NoRoute is the resource of every request no route pattern names: a path

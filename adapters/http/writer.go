@@ -5,6 +5,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+
+	"github.com/sluice-go/sluice"
 )
 
 // statusWriter records the status of the response written through it. It
@@ -15,6 +17,11 @@ type statusWriter struct {
 	http.ResponseWriter
 	status   int
 	hijacked bool
+	// The engine and resource of the entry made with this writer: an inner
+	// middleware of the same engine and resource does not count the request
+	// again (see enteredBy).
+	eng  *sluice.Engine
+	name string
 }
 
 var (
