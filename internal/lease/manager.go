@@ -153,9 +153,9 @@ type Manager struct {
 	share   atomic.Int64 // the count local shares divide by; 0: live
 	source  atomic.Uint32
 
-	latMu   sync.Mutex
-	lat     [latencySamples]int64 // ns of recent successful calls, a ring
-	latN    int
+	latMu sync.Mutex
+	lat   [latencySamples]int64 // ns of recent successful calls, a ring
+	latN  int
 
 	mu       sync.Mutex
 	idle     sync.Cond // signalled when the store goroutine exits
@@ -350,6 +350,7 @@ func (m *Manager) failed(ctx context.Context, now int64, epoch uint64, err error
 	}
 	m.trip(now, epoch, err)
 }
+
 // ManagerStats counts a Manager's Store traffic since New.
 type ManagerStats struct {
 	// Takes is the number of Take calls, TakeErrors how many of them
