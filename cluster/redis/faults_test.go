@@ -2,15 +2,18 @@ package sluiceredis
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,6 +69,7 @@ type faultLine struct {
 	Done     bool           `json:"done,omitempty"`
 	Users    map[string]int `json:"u,omitempty"`
 	Trans    int            `json:"t,omitempty"` // transitions so far
+	Logs     int            `json:"logs,omitempty"` // go-redis's log lines, through SetLogger
 	Err      string         `json:"err,omitempty"`
 }
 
@@ -97,6 +101,8 @@ func faultChild() int {
 	life := time.AfterFunc(time.Until(start)+time.Duration(sp.Seconds+20)*time.Second, func() { os.Exit(3) })
 	defer life.Stop()
 
+	var logs lineCounter
+	SetLogger(slog.New(slog.NewTextHandler(&logs, nil)))
 	rdb := faultClient(sp.Redis)
 	defer rdb.Close()
 	var trans sync.Mutex
@@ -178,8 +184,16 @@ func faultChild() int {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	_ = enc.Encode(faultLine{Instance: idx, Done: true, Users: users})
+	_ = enc.Encode(faultLine{Instance: idx, Done: true, Users: users, Logs: int(logs.n.Load())})
 	return 0
+}
+
+// lineCounter counts the lines written to it.
+type lineCounter struct{ n atomic.Int64 }
+
+func (c *lineCounter) Write(p []byte) (int, error) {
+	c.n.Add(int64(bytes.Count(p, []byte("\n"))))
+	return len(p), nil
 }
 
 // busyLoop spins until the Unix ns in envBusyUntil: one core's worth of
@@ -205,6 +219,7 @@ type faultRun struct {
 	sp        faultSpec
 	instances int
 	start     time.Time
+	maxLogs   int // go-redis log lines allowed per instance
 
 	mu    sync.Mutex
 	lines []faultLine
@@ -220,7 +235,7 @@ func startFleet(t *testing.T, instances int, sp faultSpec) *faultRun {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &faultRun{t: t, instances: instances}
+	r := &faultRun{t: t, instances: instances, maxLogs: 3}
 	r.start = time.Now().Truncate(time.Second).Add(3 * time.Second)
 	sp.Start = r.start.UnixNano()
 	r.sp = sp
@@ -317,12 +332,17 @@ func (r *faultRun) check() {
 	}
 	users := map[string]int{}
 	done := 0
+	var logs []string
 	for _, l := range r.lines {
 		switch {
 		case l.Err != "":
 			t.Errorf("instance %d: %s", l.Instance, l.Err)
 		case l.Done:
 			done++
+			logs = append(logs, strconv.Itoa(l.Logs))
+			if l.Logs > r.maxLogs {
+				t.Errorf("instance %d: %d go-redis log lines, want at most %d", l.Instance, l.Logs, r.maxLogs)
+			}
 			for u, k := range l.Users {
 				users[u] += k
 			}
@@ -396,7 +416,7 @@ func (r *faultRun) check() {
 		worst["comments"] = most
 		fmt.Fprintf(&b, "per user: budget %d over the run, most admitted %d, %d users over budget + 1\n", budget, most, over)
 	}
-	fmt.Fprintf(&b, "worst second: %v\n", worst)
+	fmt.Fprintf(&b, "worst second: %v; go-redis log lines per instance: %s\n", worst, strings.Join(logs, ", "))
 	if t.Failed() || testing.Verbose() {
 		t.Log("\n" + b.String())
 	}

@@ -173,13 +173,14 @@ func TestLateCallsInARow(t *testing.T) {
 }
 
 // TestDeadlineFollowsLatency: a call's deadline is four times the second
-// slowest of the last 32 successful calls, within [MinTimeout, Timeout],
-// and Timeout before any call succeeded; a Store slower than MinTimeout
-// but steady keeps deciding.
+// slowest of the last 32 successful calls, within [max(MinTimeout,
+// Timeout/4), Timeout], and Timeout before any call succeeded; a Store
+// slower than the floor but steady keeps deciding.
 func TestDeadlineFollowsLatency(t *testing.T) {
-	e := newEnv(t, Config{})
+	const timeout = 80 * time.Millisecond // floor: MinTimeout, 20 ms
+	e := newEnv(t, Config{Timeout: timeout})
 	ms := func(n int64) int64 { return n * int64(time.Millisecond) }
-	if d := e.m.deadline(); d != DefaultTimeout {
+	if d := e.m.deadline(); d != timeout {
 		t.Fatalf("deadline %v before any call", d)
 	}
 	for _, c := range []struct {
@@ -190,7 +191,7 @@ func TestDeadlineFollowsLatency(t *testing.T) {
 		{ms(10), MinTimeout},            // second slowest 1 ms
 		{ms(12), 40 * time.Millisecond}, // second slowest 10 ms
 		{ms(100), 48 * time.Millisecond},
-		{ms(100), DefaultTimeout}, // 400 ms, capped
+		{ms(100), timeout}, // 400 ms, capped
 	} {
 		e.m.observeLatency(c.lat)
 		if d := e.m.deadline(); d != c.want {
@@ -200,7 +201,7 @@ func TestDeadlineFollowsLatency(t *testing.T) {
 	for i := 0; i < latencySamples-2; i++ {
 		e.m.observeLatency(ms(1))
 	}
-	if d := e.m.deadline(); d != DefaultTimeout {
+	if d := e.m.deadline(); d != timeout {
 		t.Fatalf("deadline %v with two 100 ms calls among the last 32", d)
 	}
 	e.m.observeLatency(ms(1))
@@ -208,8 +209,14 @@ func TestDeadlineFollowsLatency(t *testing.T) {
 		t.Fatalf("deadline %v once the slow calls left the samples", d)
 	}
 
-	// A Store that takes 30 ms a call, above MinTimeout: after the first
-	// call the deadline is 120 ms and no call is late.
+	// The default Timeout, 250 ms: the floor is a quarter of it.
+	e = newEnv(t, Config{})
+	e.m.observeLatency(ms(1))
+	if d := e.m.deadline(); d != DefaultTimeout/4 {
+		t.Fatalf("deadline %v, want %v", d, DefaultTimeout/4)
+	}
+	// A Store that takes 30 ms a call: after the first call the deadline
+	// is 120 ms and no call is late.
 	e = newEnv(t, Config{})
 	l := e.limiter(t, Spec{Budget: bucket("slow", 1000), Strict: true})
 	e.st.delay = 30 * time.Millisecond
@@ -321,5 +328,54 @@ func TestPaybackOnRecovery(t *testing.T) {
 	}
 	if n := acquire(t, l, 40); n != 16 {
 		t.Fatalf("admitted %d by the Store after the payback, want 16", n)
+	}
+}
+
+// TestLateCallChargedWithRecentUse: a late call that does not switch the
+// Manager is decided by what is left of the local share after this
+// instance's recent grants from the Store, and refused if the Store ran
+// short lately. Before, each late call was admitted by a whole share
+// while the others kept taking the budget from the Store.
+func TestLateCallChargedWithRecentUse(t *testing.T) {
+	e := newEnv(t, Config{Timeout: 30 * time.Millisecond})
+	e.m.SetLive(4) // share 25 of 100
+	l := e.limiter(t, Spec{Budget: window("w", 100), Strict: true})
+	if n := acquire(t, l, 20); n != 20 {
+		t.Fatalf("admitted %d", n)
+	}
+	e.st.set(hang)
+	local := 0
+	for i := 0; i < 10; i++ {
+		if e.m.Mode() == Fallback {
+			if r := l.acq(bg, 1); r.Admitted {
+				local++
+			}
+			continue
+		}
+		done := make(chan Result)
+		go func() { done <- l.acq(bg, 1) }()
+		e.blockUntil(t, 1)
+		e.clk.Advance(e.m.deadline())
+		if r := <-done; r.Admitted {
+			local++
+		}
+	}
+	if local != 5 {
+		t.Fatalf("admitted %d by the share after 20 from the Store, want 5", local)
+	}
+
+	// The Store ran short: a late call admits nothing.
+	e = newEnv(t, Config{Timeout: 30 * time.Millisecond})
+	l = e.limiter(t, Spec{Budget: window("w", 10), Strict: true})
+	if n := acquire(t, l, 11); n != 10 {
+		t.Fatalf("admitted %d", n)
+	}
+	e.st.set(hang)
+	done := make(chan Result)
+	go func() { done <- l.acq(bg, 1) }()
+	e.blockUntil(t, 1)
+	e.clk.Advance(e.m.deadline())
+	if r := <-done; r.Admitted || !r.Fallback() || e.m.Mode() != Remote {
+		t.Fatalf("%+v in mode %v, want refused by the fallback, still remote", r, e.m.Mode())
 	}
 }

@@ -779,9 +779,13 @@ func (l *Limiter) Close() {
 // Closed reports whether Close was called.
 func (l *Limiter) Closed() bool { return l.isClosed() }
 
-// fallback decides n permits by the fallback policy.
+// fallback decides n permits by the fallback policy. While the Manager is
+// Remote (a late call that did not switch it), the local share is what
+// this instance has not used of it lately: the Store's recent grants count
+// against it, and nothing is left if the Store ran short lately.
 func (l *Limiter) fallback(n, now int64) Result {
-	if l.m.Mode() == Fallback {
+	remote := l.m.Mode() != Fallback
+	if !remote {
 		l.m.maybeProbe(now)
 	}
 	l.stats.fallbacks.Add(1)
@@ -791,7 +795,17 @@ func (l *Limiter) fallback(n, now int64) Result {
 	case FallbackBlock:
 		return Result{By: ByFallback}
 	}
-	r := l.localLimiter().allow(now, n, l.m.shareLive())
+	lc := l.localLimiter()
+	if remote {
+		l.mu.Lock()
+		used := l.recent.sum(now)
+		dry := l.lastDry != math.MinInt64 && now-l.lastDry < int64(l.spec.Budget.Interval)
+		l.mu.Unlock()
+		if dry || !lc.fits(now, n, used, l.m.shareLive()) {
+			return Result{By: ByFallback}
+		}
+	}
+	r := lc.allow(now, n, l.m.shareLive())
 	r.By = ByFallback
 	return r
 }

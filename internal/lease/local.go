@@ -253,3 +253,14 @@ func (lc *localLimiter) admittedRecently(now int64) int64 {
 	defer lc.mu.Unlock()
 	return lc.adm.sum(now)
 }
+
+// fits reports whether n permits fit in the share with used more counted
+// against it, besides what the share admitted in the last Interval.
+func (lc *localLimiter) fits(now, n, used int64, live int) bool {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	if live != lc.live {
+		lc.shape(live)
+	}
+	return float64(used+lc.adm.sum(now)+n) <= lc.share
+}

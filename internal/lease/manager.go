@@ -21,8 +21,8 @@ const (
 	// call's own deadline follows the Store's latency (see Config.Timeout)
 	// and is usually MinTimeout.
 	DefaultTimeout = 250 * time.Millisecond
-	// MinTimeout is the least deadline of a Store call (or Timeout, if
-	// smaller).
+	// MinTimeout is the least deadline of a Store call, with a quarter of
+	// Timeout if that is more (and Timeout if that is less).
 	MinTimeout = 20 * time.Millisecond
 	// DefaultTripAfter is how many Store calls in a row must be late
 	// before the Manager decides locally (a dead connection trips at
@@ -83,8 +83,8 @@ type Config struct {
 	// waits longer, whatever the Store does. Zero means DefaultTimeout.
 	// Each call's own deadline follows the Store's latency: latencyFactor
 	// times a recent high percentile of the successful calls (the second
-	// slowest of the last latencySamples), at least MinTimeout, at most
-	// Timeout; Timeout before any call succeeded.
+	// slowest of the last latencySamples), at least MinTimeout and
+	// Timeout/4, at most Timeout; Timeout before any call succeeded.
 	Timeout time.Duration
 	// TripAfter is how many late Store calls in a row switch the Manager
 	// to Fallback (a late call's own requests are decided by the fallback
@@ -242,7 +242,7 @@ func New(cfg Config) (*Manager, error) {
 	if m.timeout == 0 {
 		m.timeout = DefaultTimeout
 	}
-	m.floor = min(MinTimeout, m.timeout)
+	m.floor = min(max(MinTimeout, m.timeout/4), m.timeout)
 	m.dl.Store(int64(m.timeout))
 	m.tripAfter = int64(cfg.TripAfter)
 	if m.tripAfter == 0 {
