@@ -68,7 +68,7 @@ type faultLine struct {
 	Source   string         `json:"src,omitempty"`
 	Done     bool           `json:"done,omitempty"`
 	Users    map[string]int `json:"u,omitempty"`
-	Trans    int            `json:"t,omitempty"` // transitions so far
+	Trans    int            `json:"t,omitempty"`    // transitions so far
 	Logs     int            `json:"logs,omitempty"` // go-redis's log lines, through SetLogger
 	Err      string         `json:"err,omitempty"`
 }
