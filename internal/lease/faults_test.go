@@ -333,8 +333,10 @@ func TestPaybackOnRecovery(t *testing.T) {
 
 // TestLateCallChargedWithRecentUse: a late call that does not switch the
 // Manager is decided by what is left of the local share after this
-// instance's recent grants from the Store, and refused if the Store ran
-// short lately. Before, each late call was admitted by a whole share
+// instance's recent grants from the Store, at most a twentieth of the
+// share per Interval (here 1 of 25), and refused if the Store ran short
+// lately. After the switch the share is charged with the recent grants:
+// 5 of 25 in all after 20 from the Store. Before, each late call was admitted by a whole share
 // while the others kept taking the budget from the Store.
 func TestLateCallChargedWithRecentUse(t *testing.T) {
 	e := newEnv(t, Config{Timeout: 30 * time.Millisecond})

@@ -781,8 +781,9 @@ func (l *Limiter) Closed() bool { return l.isClosed() }
 
 // fallback decides n permits by the fallback policy. While the Manager is
 // Remote (a late call that did not switch it), the local share is what
-// this instance has not used of it lately: the Store's recent grants count
-// against it, and nothing is left if the Store ran short lately.
+// this instance has not used of it lately (the Store's recent grants count
+// against it, and nothing is left if the Store ran short lately), and late
+// calls admit at most a twentieth of it per Interval (see allowLate).
 func (l *Limiter) fallback(n, now int64) Result {
 	remote := l.m.Mode() != Fallback
 	if !remote {
@@ -796,16 +797,18 @@ func (l *Limiter) fallback(n, now int64) Result {
 		return Result{By: ByFallback}
 	}
 	lc := l.localLimiter()
+	var r Result
 	if remote {
 		l.mu.Lock()
 		used := l.recent.sum(now)
 		dry := l.lastDry != math.MinInt64 && now-l.lastDry < int64(l.spec.Budget.Interval)
 		l.mu.Unlock()
-		if dry || !lc.fits(now, n, used, l.m.shareLive()) {
-			return Result{By: ByFallback}
+		if !dry {
+			r = lc.allowLate(now, n, used, l.m.shareLive())
 		}
+	} else {
+		r = lc.allow(now, n, l.m.shareLive())
 	}
-	r := lc.allow(now, n, l.m.shareLive())
 	r.By = ByFallback
 	return r
 }

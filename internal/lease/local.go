@@ -53,7 +53,8 @@ type localLimiter struct {
 
 	tat int64 // Pacing: when the next permit is due
 
-	adm slotWin // the permits admitted here, for the payback on recovery
+	adm  slotWin // the permits admitted here, for the payback on recovery
+	late slotWin // those of them admitted for late calls (see allowLate)
 }
 
 func newLocalLimiter(s *Spec) *localLimiter {
@@ -69,7 +70,7 @@ func newLocalLimiter(s *Spec) *localLimiter {
 		width:    max(ceilDiv(int64(b.Interval), localSlots-1), 1),
 		tat:      math.MinInt64,
 	}
-	lc.adm.width = lc.width
+	lc.adm.width, lc.late.width = lc.width, lc.width
 	if lc.burst == 0 {
 		lc.burst = lc.limit
 	}
@@ -80,6 +81,36 @@ func newLocalLimiter(s *Spec) *localLimiter {
 func (lc *localLimiter) allow(now, n int64, live int) Result {
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
+	return lc.allowLocked(now, n, live)
+}
+
+// lateShare is the part of the local share (1/lateShare, at least one
+// permit per Interval) that late calls may admit while the Manager stays
+// Remote: the other instances keep taking the whole budget from the
+// Store meanwhile, so what late calls admit is on top of it, and the
+// fleet's at most 1/lateShare of the budget.
+const lateShare = 20
+
+// allowLate decides n permits at now for a late call while the Manager is
+// Remote: used permits granted by the Store lately count against the
+// share, and late calls admit at most a twentieth of it per Interval.
+func (lc *localLimiter) allowLate(now, n, used int64, live int) Result {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	if live != lc.live {
+		lc.shape(live)
+	}
+	if float64(used+lc.adm.sum(now)+n) > lc.share || lc.late.sum(now)+n > max(toInt(lc.share/lateShare), 1) {
+		return Result{}
+	}
+	r := lc.allowLocked(now, n, live)
+	if r.Admitted {
+		lc.late.add(now, n)
+	}
+	return r
+}
+
+func (lc *localLimiter) allowLocked(now, n int64, live int) Result {
 	if live != lc.live {
 		lc.shape(live)
 	}
@@ -252,15 +283,4 @@ func (lc *localLimiter) admittedRecently(now int64) int64 {
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
 	return lc.adm.sum(now)
-}
-
-// fits reports whether n permits fit in the share with used more counted
-// against it, besides what the share admitted in the last Interval.
-func (lc *localLimiter) fits(now, n, used int64, live int) bool {
-	lc.mu.Lock()
-	defer lc.mu.Unlock()
-	if live != lc.live {
-		lc.shape(live)
-	}
-	return float64(used+lc.adm.sum(now)+n) <= lc.share
 }
