@@ -133,38 +133,42 @@ func faultChild() int {
 	time.Sleep(time.Until(start))
 
 	users := map[string]int{}
-	line := faultLine{Instance: idx, Admitted: map[string]int{}}
+	// Every entry counts in the aligned second it began in, whatever the
+	// loop's pace on a busy host; the lines go out at the end.
+	lines := make([]faultLine, sp.Seconds)
+	for s := range lines {
+		lines[s] = faultLine{Instance: idx, Second: s, Admitted: map[string]int{}}
+	}
+	snap := func(s int) {
+		st, _ := g.ClusterStatus()
+		trans.Lock()
+		lines[s].Mode, lines[s].Live, lines[s].Source, lines[s].Trans = st.Mode.String(), st.Live, st.LiveSource, ntrans
+		trans.Unlock()
+	}
 	sent := map[string]int{}
 	entry := func(res string, opts ...sluice.EntryOption) bool {
+		sec := int(time.Since(start) / time.Second)
+		if sec >= sp.Seconds {
+			return false
+		}
 		p, err := g.Entry(res, opts...)
 		if err == nil {
 			p.Exit()
-			line.Admitted[res]++
+			lines[sec].Admitted[res]++
 			return true
 		}
 		if strings.Contains(err.Error(), "fallback") {
-			line.Fallback++
+			lines[sec].Fallback++
 		}
 		return false
 	}
-	flush := func(sec int) bool {
-		st, _ := g.ClusterStatus()
-		line.Mode, line.Live, line.Source = st.Mode.String(), st.Live, st.LiveSource
-		trans.Lock()
-		line.Trans = ntrans
-		trans.Unlock()
-		if err := enc.Encode(line); err != nil {
-			return false
-		}
-		line = faultLine{Instance: idx, Second: sec, Admitted: map[string]int{}}
-		return true
-	}
+	last := -1
 	for {
 		el := time.Since(start)
 		sec := int(el / time.Second)
-		if sec != line.Second {
-			if !flush(sec) {
-				return 1
+		for ; last < sec && last < sp.Seconds; last++ {
+			if last >= 0 {
+				snap(last)
 			}
 		}
 		if sec >= sp.Seconds {
@@ -183,6 +187,11 @@ func faultChild() int {
 			}
 		}
 		time.Sleep(time.Millisecond)
+	}
+	for _, l := range lines {
+		if err := enc.Encode(l); err != nil {
+			return 1
+		}
 	}
 	_ = enc.Encode(faultLine{Instance: idx, Done: true, Users: users, Logs: int(logs.n.Load())})
 	return 0
