@@ -333,7 +333,7 @@ func TestPaybackOnRecovery(t *testing.T) {
 
 // TestLateCallChargedWithRecentUse: a late call that does not switch the
 // Manager is decided by what is left of the local share after this
-// instance's recent grants from the Store, at most a twentieth of the
+// instance's recent grants from the Store, at most a fiftieth of the
 // share per Interval (here 1 of 25), and refused if the Store ran short
 // lately. After the switch the share is charged with the recent grants:
 // 5 of 25 in all after 20 from the Store. Before, each late call was admitted by a whole share

@@ -783,7 +783,7 @@ func (l *Limiter) Closed() bool { return l.isClosed() }
 // Remote (a late call that did not switch it), the local share is what
 // this instance has not used of it lately (the Store's recent grants count
 // against it, and nothing is left if the Store ran short lately), and late
-// calls admit at most a twentieth of it per Interval (see allowLate).
+// calls admit at most a fiftieth of it per Interval (see allowLate).
 func (l *Limiter) fallback(n, now int64) Result {
 	remote := l.m.Mode() != Fallback
 	if !remote {

@@ -89,11 +89,11 @@ func (lc *localLimiter) allow(now, n int64, live int) Result {
 // Remote: the other instances keep taking the whole budget from the
 // Store meanwhile, so what late calls admit is on top of it, and the
 // fleet's at most 1/lateShare of the budget.
-const lateShare = 20
+const lateShare = 50
 
 // allowLate decides n permits at now for a late call while the Manager is
 // Remote: used permits granted by the Store lately count against the
-// share, and late calls admit at most a twentieth of it per Interval.
+// share, and late calls admit at most a fiftieth of it per Interval.
 func (lc *localLimiter) allowLate(now, n, used int64, live int) Result {
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
