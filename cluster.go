@@ -29,11 +29,13 @@ type ClusterConfig struct {
 	// entry whose decision the store has not given within Timeout is
 	// decided by its rule's fallback. Zero means 250 ms. Each call's own
 	// deadline follows the store's latency: four times the second slowest
-	// of the last 32 successful calls, at least 20 ms (or Timeout, if
-	// smaller), at most Timeout. A late call's entries are decided by
-	// their rules' fallbacks; the engine switches to fallback decisions
-	// after three late calls in a row, or at once when a call fails
-	// otherwise (a refused or broken connection, an error reply).
+	// of the last 32 successful calls, at least a quarter of Timeout and
+	// 20 ms, at most Timeout. A late call's entries are decided by their
+	// rules' fallbacks (a local share less this instance's recent use of
+	// the store); the engine switches to fallback decisions after three
+	// late calls in a row, or at once when a call fails otherwise (a
+	// refused or broken connection, an error reply). Set the Redis
+	// client's read and write timeouts above Timeout.
 	Timeout time.Duration
 	// ProbeInterval is the least time between two probes of a failing
 	// store; the first successful probe returns to remote decisions. Zero
