@@ -1,7 +1,9 @@
 package sluice
 
 import (
+	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-go/sluice/cluster"
@@ -25,7 +27,15 @@ type ClusterConfig struct {
 	InstanceID string
 	// Timeout bounds every store call and every entry's wait for one: an
 	// entry whose decision the store has not given within Timeout is
-	// decided by its rule's fallback. Zero means 20 ms.
+	// decided by its rule's fallback. Zero means 250 ms. Each call's own
+	// deadline follows the store's latency: four times the second slowest
+	// of the last 32 successful calls, at least a quarter of Timeout and
+	// 20 ms, at most Timeout. A late call's entries are decided by their
+	// rules' fallbacks (a local share less this instance's recent use of
+	// the store); the engine switches to fallback decisions after three
+	// late calls in a row, or at once when a call fails otherwise (a
+	// refused or broken connection, an error reply). Set the Redis
+	// client's read and write timeouts above Timeout.
 	Timeout time.Duration
 	// ProbeInterval is the least time between two probes of a failing
 	// store; the first successful probe returns to remote decisions. Zero
@@ -36,6 +46,16 @@ type ClusterConfig struct {
 	// instances (local fallback shares and lease sizes depend on it). Zero
 	// means one second.
 	HeartbeatInterval time.Duration
+	// ExpectedInstances is the number of instances local fallback shares
+	// divide the limit by until this instance has counted the fleet:
+	// before its first heartbeat succeeds (the store was down when it
+	// started) and for two heartbeat lifetimes after that (the others
+	// may have started meanwhile and not beaten yet). Zero means 10: an
+	// instance that cannot count its peers assumes ten rather than one,
+	// so that instances started while the store is down do not each admit
+	// the whole limit (see docs/cluster.md, "Instances that start while
+	// the store is down"). Set it to the fleet's usual size.
+	ExpectedInstances int
 	// OnTransition, when set, is called after every change between remote
 	// and fallback decisions, in order, one at a time, on the goroutine
 	// whose store call caused it (the engine's, or that of an entry on a
@@ -74,6 +94,10 @@ type ClusterTransition struct {
 	// Err is, on the way to ClusterFallback, the store failure that caused
 	// it; nil on recovery.
 	Err error
+	// Live is the instance count local shares divide by at the change,
+	// and LiveSource where it comes from (see ClusterStatus).
+	Live       int
+	LiveSource string
 }
 
 // ClusterStatus is the state of an engine's cluster store, as
@@ -81,9 +105,15 @@ type ClusterTransition struct {
 type ClusterStatus struct {
 	// Mode is where decisions come from now.
 	Mode ClusterMode
-	// Live is the number of live instances of the App, this one included,
-	// as of the last successful heartbeat; at least 1.
-	Live int
+	// Live is the number of live instances of the App that local
+	// fallback shares divide by, this one included, and LiveSource where
+	// it comes from: "counted" (the heartbeats' count), "held" (the last
+	// known count, kept while the store fails and for two heartbeat
+	// lifetimes after it answers again with a lower one: a store that
+	// restarted counts only the instances that beat since), or
+	// "expected" (ExpectedInstances: the fleet has not been counted yet).
+	Live       int
+	LiveSource string
 	// Takes is the number of Take calls (lease refills and strict requests
 	// of every rule, batched), TakeErrors how many of them failed, and
 	// Requests the requests they carried.
@@ -93,6 +123,10 @@ type ClusterStatus struct {
 	Given, Dropped int64
 	// Probes is the number of probes of a failing store.
 	Probes int64
+	// Late is the number of store calls that passed their deadline, and
+	// Paid the permits charged to the store on recovery for what the
+	// local shares admitted meanwhile.
+	Late, Paid int64
 	// HeartbeatFailures is the number of heartbeats that failed.
 	HeartbeatFailures int64
 }
@@ -126,7 +160,7 @@ var errNoCluster = errors.New("cluster rules need sluice.WithCluster (the engine
 // start sets the state up for store (nil without WithCluster) and cfg, for
 // the instance id on host; publish receives every change between remote
 // and fallback, for the engine's event stream.
-func (cs *clusterState) start(store cluster.Store, cfg ClusterConfig, id, host string, clk Clock, publish func(fallback bool, err error)) {
+func (cs *clusterState) start(store cluster.Store, cfg ClusterConfig, id, host string, clk Clock, publish func(fallback bool, err error, live int, source string)) {
 	switch {
 	case store == nil:
 		cs.err = errNoCluster
@@ -134,35 +168,57 @@ func (cs *clusterState) start(store cluster.Store, cfg ClusterConfig, id, host s
 	case cfg.App == "":
 		cs.err = errors.New("sluice.WithCluster: ClusterConfig.App is required")
 		return
-	case cfg.Timeout < 0 || cfg.ProbeInterval < 0 || cfg.HeartbeatInterval < 0:
-		cs.err = errors.New("sluice.WithCluster: negative Timeout, ProbeInterval or HeartbeatInterval")
+	case cfg.Timeout < 0 || cfg.ProbeInterval < 0 || cfg.HeartbeatInterval < 0 || cfg.ExpectedInstances < 0:
+		cs.err = errors.New("sluice.WithCluster: negative Timeout, ProbeInterval, HeartbeatInterval or ExpectedInstances")
 		return
 	}
+	var mgrp atomic.Pointer[lease.Manager]
+	var hbp atomic.Pointer[lease.Heartbeat]
 	onTr := func(t lease.Transition) {
-		publish(t.To == lease.Fallback, t.Err)
+		var n int
+		var src lease.Source
+		if m := mgrp.Load(); m != nil {
+			n, src = m.Share()
+		}
+		publish(t.To == lease.Fallback, t.Err, n, src.String())
 		if f := cfg.OnTransition; f != nil {
-			f(ClusterTransition{From: ClusterMode(t.From), To: ClusterMode(t.To), At: t.At, Err: t.Err})
+			f(ClusterTransition{From: ClusterMode(t.From), To: ClusterMode(t.To), At: t.At, Err: t.Err, Live: n, LiveSource: src.String()})
 		}
 	}
 	mgr, err := lease.New(lease.Config{
 		Store: store, Clock: clk, Timeout: cfg.Timeout, ProbeInterval: cfg.ProbeInterval,
 		ProbeKey: cfg.App + "/probe", OnTransition: onTr,
+		// Re-register before the first remote decision after an outage.
+		OnRecover: func(ctx context.Context) {
+			if hb := hbp.Load(); hb != nil {
+				hb.BeatNow(ctx)
+			}
+		},
 	})
 	if err != nil {
 		cs.err = err
 		return
 	}
+	mgrp.Store(mgr)
+	expected := cfg.ExpectedInstances
+	if expected == 0 {
+		expected = lease.DefaultExpected
+	}
+	mgr.SetShare(expected, lease.SourceExpected)
 	fl := flow.NewLeases(mgr, cfg.App)
 	hb, err := lease.StartHeartbeat(lease.HeartbeatConfig{
 		Store: store, Clock: clk, Interval: cfg.HeartbeatInterval, Timeout: cfg.Timeout,
-		Member: cluster.Member{ID: id, App: cfg.App, Host: host, Started: time.Now()},
-		OnLive: fl.SetLive,
+		Member:   cluster.Member{ID: id, App: cfg.App, Host: host, Started: time.Now()},
+		Expected: expected,
+		OnLive:   fl.SetLive,
+		OnShare:  mgr.SetShare,
 	})
 	if err != nil {
 		_ = mgr.Close()
 		cs.err = err
 		return
 	}
+	hbp.Store(hb)
 	cs.mgr, cs.hb = mgr, hb
 	cs.fl = fl
 	cs.pr = param.NewRemote(mgr, cfg.App)
@@ -219,10 +275,11 @@ func (eng *Engine) ClusterStatus() (ClusterStatus, bool) {
 		return ClusterStatus{}, false
 	}
 	st := cs.mgr.Stats()
+	n, src := cs.mgr.Share()
 	return ClusterStatus{
-		Mode: ClusterMode(cs.mgr.Mode()), Live: cs.mgr.Live(),
+		Mode: ClusterMode(cs.mgr.Mode()), Live: n, LiveSource: src.String(),
 		Takes: st.Takes, TakeErrors: st.TakeErrors, Requests: st.Requests,
-		Given: st.Given, Dropped: st.Dropped, Probes: st.Probes,
+		Given: st.Given, Dropped: st.Dropped, Probes: st.Probes, Late: st.Late, Paid: st.Paid,
 		HeartbeatFailures: cs.hb.Failures(),
 	}, true
 }

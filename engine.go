@@ -230,8 +230,8 @@ func New(opts ...Option) *Engine {
 		cf.instanceID = cf.cluster.InstanceID
 	}
 	eng.id, eng.host = instanceID(cf.instanceID)
-	eng.cluster.start(cf.clusterStore, cf.cluster, eng.id, eng.host, eng.clock, func(fallback bool, err error) {
-		eng.clusterEvent("", fallback, err)
+	eng.cluster.start(cf.clusterStore, cf.cluster, eng.id, eng.host, eng.clock, func(fallback bool, err error, live int, _ string) {
+		eng.clusterEvent("", fallback, err, live)
 	})
 	eng.startFleet(&cf) // rulestore.go, telemetry.go
 	return eng

@@ -47,8 +47,12 @@ func (eng *Engine) breakerEvent(t degrade.Transition) {
 // fell back to deciding locally (fallback set, cause the store's error) or
 // reaches its store again. The engine side of cluster limits
 // (internal/lease) calls it from its breaker's transitions.
-func (eng *Engine) clusterEvent(resource string, fallback bool, cause error) {
+// live, when given, is the instance count local shares divide by (Value).
+func (eng *Engine) clusterEvent(resource string, fallback bool, cause error, live ...int) {
 	ev := stat.Event{Kind: stat.EventClusterRecovered, At: eng.clock.Nanotime(), Resource: resource}
+	if len(live) > 0 {
+		ev.Value = float64(live[0])
+	}
 	if fallback {
 		ev.Kind, ev.Err = stat.EventClusterFallback, cause
 	}

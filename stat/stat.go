@@ -131,6 +131,8 @@ const (
 	// EventClusterFallback: the engine's cluster store failed and limits
 	// shared across instances are now decided by their fallback; Err is the
 	// store's error. Resource is empty: the store serves every cluster rule.
+	// Value is the instance count local shares divide by (ClusterStatus
+	// says where it comes from).
 	EventClusterFallback
 	// EventClusterRecovered: the cluster store answers again and decides
 	// the shared limits. Resource is empty.

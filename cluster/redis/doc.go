@@ -9,8 +9,8 @@
 //		MaxRedirects:          -1,   // Cluster: nor redirect one
 //		DialerRetries:         1,    // one dial attempt
 //		DialTimeout:           100 * time.Millisecond,
-//		ReadTimeout:           50 * time.Millisecond,
-//		WriteTimeout:          50 * time.Millisecond,
+//		ReadTimeout:           time.Second, // above the engine's Timeout
+//		WriteTimeout:          time.Second,
 //		ContextTimeoutEnabled: true, // honour the caller's deadline
 //	})
 //	store := sluiceredis.New(rdb, sluiceredis.WithPrefix("shop"))
@@ -53,9 +53,15 @@
 //     each call on a goroutine of its own so as to return at the deadline
 //     all the same, which costs a goroutine per call, and leaves the
 //     abandoned call to end within the client's timeouts.
-//   - DialTimeout, ReadTimeout and WriteTimeout of tens of milliseconds,
-//     bounds for callers without a deadline; DialerRetries: 1 (retried
-//     dials send nothing, so they are safe, but they spend the deadline).
+//   - DialTimeout of about 100 ms; ReadTimeout and WriteTimeout above the
+//     engine's Timeout (250 ms by default), bounds for callers without a
+//     deadline: go-redis ends a call at the earlier of the context's
+//     deadline and its own timeouts, so a 50 ms ReadTimeout would fail the
+//     calls the engine still waits for on a busy host; DialerRetries: 1
+//     (retried dials send nothing, so they are safe, but they spend the
+//     deadline).
+//   - SetLogger routes go-redis's own log lines (one per failed dial) to an
+//     slog.Logger, one line per run of like lines.
 //
 // # Key layout
 //

@@ -22,6 +22,12 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envFleetChild) != "" {
 		os.Exit(fleetChild())
 	}
+	if os.Getenv(envFaultChild) != "" {
+		os.Exit(faultChild())
+	}
+	if os.Getenv(envBusyUntil) != "" {
+		os.Exit(busyLoop())
+	}
 	if m := os.Getenv(envOrphanMode); m != "" {
 		os.Exit(orphanMode(m))
 	}

@@ -91,8 +91,9 @@ func waitMode(t *testing.T, g *sluice.Engine, want sluice.ClusterMode) {
 
 // TestProxyFirstFailedCallFallsBack: an engine whose first store call
 // meets a slow or blackholed Redis decides that entry by the rule's
-// fallback (block, so the refusal names it) within the Timeout, and that
-// one failed call switches it to fallback: exactly one Take, one error.
+// fallback (block, so the refusal names it) within the Timeout; the third
+// late call in a row switches it to fallback: exactly three Takes, three
+// errors, one transition.
 func TestProxyFirstFailedCallFallsBack(t *testing.T) {
 	for _, im := range impairments {
 		t.Run(im.name, func(t *testing.T) {
@@ -110,20 +111,27 @@ func TestProxyFirstFailedCallFallsBack(t *testing.T) {
 				}
 				loadFlow(t, g, rules.Flow{Resource: res, Threshold: 1000, StatInterval: time.Minute,
 					Cluster: &rules.Cluster{Strict: strict, Fallback: rules.FallbackBlock}})
-				began := time.Now()
-				be := enter(t, g, res)
-				took := time.Since(began)
-				if be == nil || be.Type != core.BlockCluster || be.Reason != "cluster fallback: block" {
-					t.Fatalf("%s: first entry refused by %v, want the fallback's block", res, be)
-				}
-				t.Logf("%s: first entry decided by the fallback in %v (Timeout %v)", res, took, proxyTimeout)
-				if took > proxyTimeout+proxyMargin {
-					t.Errorf("%s: first entry took %v, Timeout %v", res, took, proxyTimeout)
+				// An entry that comes while a late call is under way waits
+				// for it and shares its failure: up to ten entries.
+				for i := 0; i < 10; i++ {
+					if st, _ := g.ClusterStatus(); st.Mode == sluice.ClusterFallback {
+						break
+					}
+					began := time.Now()
+					be := enter(t, g, res)
+					took := time.Since(began)
+					if be == nil || be.Type != core.BlockCluster || be.Reason != "cluster fallback: block" {
+						t.Fatalf("%s: entry %d refused by %v, want the fallback's block", res, i, be)
+					}
+					t.Logf("%s: entry %d decided by the fallback in %v (Timeout %v)", res, i, took, proxyTimeout)
+					if took > proxyTimeout+proxyMargin {
+						t.Errorf("%s: entry %d took %v, Timeout %v", res, i, took, proxyTimeout)
+					}
 				}
 				waitMode(t, g, sluice.ClusterFallback)
 				st, _ := g.ClusterStatus()
-				if st.Takes != 1 || st.TakeErrors != 1 {
-					t.Errorf("%s: %d takes, %d failed; want the first and only one failed", res, st.Takes, st.TakeErrors)
+				if st.Takes != 3 || st.TakeErrors != 3 {
+					t.Errorf("%s: %d takes, %d failed; want three late ones", res, st.Takes, st.TakeErrors)
 				}
 				tr := <-trs
 				if tr.From != sluice.ClusterRemote || tr.To != sluice.ClusterFallback || tr.Err == nil {
@@ -135,8 +143,8 @@ func TestProxyFirstFailedCallFallsBack(t *testing.T) {
 						t.Fatalf("%s: entry in fallback: %v", res, be)
 					}
 				}
-				if st2, _ := g.ClusterStatus(); st2.Takes != 1 {
-					t.Errorf("%s: %d takes in fallback, want none more", res, st2.Takes-1)
+				if st2, _ := g.ClusterStatus(); st2.Takes != st.Takes {
+					t.Errorf("%s: %d takes in fallback, want none more", res, st2.Takes-st.Takes)
 				}
 				if !strict { // a fresh engine for the strict rule
 					g = clusterEngine(t, New(c), sluice.ClusterConfig{
@@ -246,12 +254,13 @@ func TestProxyEntriesNeverWaitPastTimeout(t *testing.T) {
 			if st.Mode != sluice.ClusterFallback {
 				t.Fatalf("mode %v while Redis is %s", st.Mode, im.name)
 			}
-			// Nothing is sent once in fallback: the failed calls are those
-			// under way when the first failed, one in each lane at most
-			// (a strict entry's own Take, and the store goroutine's Take,
-			// or Give of an expired lease's permits).
-			if errs := st.TakeErrors - before.TakeErrors; errs > 2 {
-				t.Errorf("%d failed takes, want at most 2: the first failure switches to fallback", errs)
+			// Nothing is sent once in fallback: the failed calls are the
+			// three late ones in a row that switch it (of either lane: a
+			// strict entry's own Take, the store goroutine's Take, or Give
+			// of an expired lease's permits) and one more under way in the
+			// other lane at most.
+			if errs := st.TakeErrors - before.TakeErrors; errs > 4 {
+				t.Errorf("%d failed takes, want at most 4: the third late call in a row switches to fallback", errs)
 			}
 			select {
 			case tr := <-trs:

@@ -86,7 +86,9 @@ func TestFallbackDeadline(t *testing.T) {
 		for _, strict := range []bool{false, true} {
 			name := map[behavior]string{hang: "hang", slow: "slow"}[b] + map[bool]string{false: "-lease", true: "-strict"}[strict]
 			t.Run(name, func(t *testing.T) {
-				e := newEnv(t, Config{Timeout: 30 * time.Millisecond})
+				// TripAfter 1: the first late call switches (the default,
+				// three in a row, is TestLateCallsInARow's).
+				e := newEnv(t, Config{Timeout: 30 * time.Millisecond, TripAfter: 1})
 				l := e.limiter(t, Spec{Budget: bucket("d", 100), Strict: strict})
 				e.st.delay = 60 * time.Millisecond
 				e.st.set(b)
@@ -358,7 +360,7 @@ func TestGiveFailure(t *testing.T) {
 // timeout, Close returns once the Store calls under way reach their
 // deadline, and nothing is left running.
 func TestCloseLeavesNothing(t *testing.T) {
-	e := newEnv(t, Config{})
+	e := newEnv(t, Config{TripAfter: 1})
 	l := e.limiter(t, Spec{Budget: bucket("z", 1000)})
 	s := e.limiter(t, Spec{Budget: bucket("zs", 1000), Strict: true})
 	acquire(t, l, 3)

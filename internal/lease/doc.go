@@ -12,7 +12,7 @@
 // passing the clock reading it took for the entry:
 //
 //	m, _ := lease.New(lease.Config{Store: store, Clock: clk, OnTransition: report})
-//	hb, _ := lease.StartHeartbeat(lease.HeartbeatConfig{Store: store, Clock: clk, Member: me, OnLive: m.SetLive})
+//	hb, _ := lease.StartHeartbeat(lease.HeartbeatConfig{Store: store, Clock: clk, Member: me, OnLive: m.SetLive, OnShare: m.SetShare})
 //	l, _ := m.NewLimiter(lease.Spec{Budget: cluster.Budget{Key: "api", Algorithm: cluster.TokenBucket, Limit: 5000, Interval: time.Second}})
 //	r := l.Acquire(ctx, ec.Start, 1) // r.Admitted, r.Wait, r.RetryAfter, r.By
 //	...
@@ -113,30 +113,56 @@
 //
 // # Failures
 //
-// Every Store call runs under a deadline of Config.Timeout (default 20
-// ms), and no caller waits longer than that, whatever the Store does. The
-// Manager is a breaker with two modes:
+// Every Store call runs under a deadline that follows the Store's latency:
+// four times the second slowest of the last 32 successful calls, at least
+// max(MinTimeout, Timeout/4), at most Config.Timeout (default 250 ms), and
+// Timeout before any success. No caller waits longer than Timeout, whatever
+// the Store does. The Manager is a breaker with two modes:
 //
-//	Remote ──(a Take, Give or probe fails or passes its deadline)──> Fallback
-//	Fallback ──(a probe's Take succeeds)──> Remote
+//	Remote ──(a failed call, or TripAfter late calls in a row)──> Fallback
+//	Fallback ──(a probe's Take succeeds; OnRecover; paybacks queued)──> Remote
+//
+// A late call (past its deadline, or a socket timeout) that is not the
+// TripAfter-th (default 3) in a row switches nothing: its requests are
+// decided by the fallback policy, a local share being what is left of it
+// after this instance's grants of the last Interval (none if the Store ran
+// short in that time). Any other failure (a refused connection, an error
+// reply) switches at once.
 //
 // On the way to Fallback the Manager drops every lease (a failing Store
-// cannot take them back) and the requests of the failed Take, and those
-// whose wait reached the Timeout, are decided by the fallback policy, never
-// left waiting. In Fallback every Acquire is decided at once by its
-// budget's policy without touching the Store: FallbackLocal (the default)
-// enforces a local share, Spec.LocalLimit or Limit/N, with a limiter of the
-// budget's algorithm (see localLimiter); FallbackPass admits, FallbackBlock
-// refuses. The first decision in Fallback at least ProbeInterval after the
-// last probe (or the failure) queues a probe, a Take of one permit of a
-// dedicated budget (Config.ProbeKey), without waiting for it; success
-// returns to Remote. Either lane's failure switches the mode; a failure of
-// a call that started before the last change of mode changes nothing (it
-// was counted already, or it is older than a probe that succeeded since).
+// cannot take them back), charges each local share with this instance's
+// grants of the last Interval (all of it if the Store ran short then), and
+// the requests of the failed Take, and those whose wait reached the
+// Timeout, are decided by the fallback policy, never left waiting. In
+// Fallback every Acquire is decided at once by its budget's policy without
+// touching the Store: FallbackLocal (the default) enforces a local share,
+// Spec.LocalLimit or Limit/N, with a limiter of the budget's algorithm (see
+// localLimiter), N being Manager.Share (the held live count, or the
+// expected fleet size before it was counted); FallbackPass admits,
+// FallbackBlock refuses. The first decision in Fallback at least
+// ProbeInterval after the last probe (or the failure) queues a probe, a
+// Take of one permit of a dedicated budget (Config.ProbeKey), without
+// waiting for it. On its success the Manager calls OnRecover (the engine
+// beats), queues for each local share a partial Take of its admissions in
+// the last Interval times N, at most the budget (a payback, whose grant is
+// spent), and returns to Remote; the paybacks go in the next Take, ahead of
+// any refill. Either lane's failure switches the mode; a failure of a call
+// that started before the last change of mode changes nothing (it was
+// counted already, or it is older than a probe that succeeded since).
 // Transitions go to Config.OnTransition in the order the mode changed, one
 // at a time, outside locks, on the goroutine that made the Store call (the
 // store goroutine or a lone strict caller) or on one already telling an
 // earlier transition; Manager.Mode reads the mode.
+//
+// # Live count
+//
+// A Heartbeat keeps the live count as the largest the Store answered
+// within two TTLs, the hold restarting at the first beat that succeeds
+// after failures: a Store that restarted empty counts only the members
+// that have beaten since, and the count never drops on its word alone.
+// Until the fleet was counted (before the first successful beat, and for
+// the hold after it when beats failed before it), local shares divide by
+// HeartbeatConfig.Expected (DefaultExpected, 10).
 //
 // # Goroutines
 //

@@ -33,11 +33,57 @@ type HeartbeatConfig struct {
 	TTL time.Duration
 	// Timeout bounds each Beat call; zero means DefaultTimeout.
 	Timeout time.Duration
+	// Expected is the fleet size this instance assumes for its local
+	// shares until it has counted the fleet: before its first successful
+	// beat and, if beats failed before it, for the hold after it (see
+	// Share). Zero means DefaultExpected; 1 assumes the instance is alone.
+	Expected int
 	// OnLive, when set, is called after every beat with the live count the
-	// Heartbeat keeps (the Store's answer, or the last known count while
-	// the Store fails), in order, on the Heartbeat's goroutine, outside
-	// its locks. Manager.SetLive fits.
+	// Heartbeat keeps (see Live), in order, on the Heartbeat's goroutine
+	// or the one of a BeatNow, outside its locks. Manager.SetLive fits.
 	OnLive func(live int)
+	// OnShare, when set, is called with OnLive with the count local
+	// shares divide by (see Share) and where it comes from.
+	// Manager.SetShare fits.
+	OnShare func(n int, src Source)
+}
+
+// DefaultExpected is the fleet size an instance that has never counted
+// its fleet assumes for its local shares. A limit protects a dependency,
+// and an instance that starts while the store is down (a deploy, an
+// autoscale during the incident) cannot count its peers: assuming it is
+// alone lets each of N such instances admit the whole limit, N times the
+// limit in total, exactly when the dependency needs it. Assuming ten
+// instances keeps fleets of up to ten within the limit and costs a
+// smaller fleet part of its limit, only while the store is down and only
+// until the instance has counted the fleet once.
+const DefaultExpected = 10
+
+// Source is where a live count comes from.
+type Source uint8
+
+const (
+	// SourceExpected: the fleet was never counted; the count is
+	// HeartbeatConfig.Expected (or DefaultExpected).
+	SourceExpected Source = iota
+	// SourceCounted: the Store's count, the largest of the hold.
+	SourceCounted
+	// SourceHeld: the last known count, held while the Store fails and
+	// for the hold after it answers again, larger than its count then.
+	SourceHeld
+)
+
+// String returns "expected", "counted" or "held".
+func (s Source) String() string {
+	switch s {
+	case SourceExpected:
+		return "expected"
+	case SourceCounted:
+		return "counted"
+	case SourceHeld:
+		return "held"
+	}
+	return "unknown"
 }
 
 // Heartbeat records this instance as alive in the Store every Interval and
@@ -52,8 +98,22 @@ type Heartbeat struct {
 	ttl      time.Duration
 	timeout  time.Duration
 	onLive   func(int)
+	onShare  func(int, Source)
+	expected int
+	hold     int64 // ns: how long a larger count is kept (holdTTLs × TTL)
+
+	// mu guards the count's state: beats come from the goroutine and from
+	// BeatNow.
+	mu        sync.Mutex
+	seen      []sample // successful beats of the last hold, oldest first
+	counted   int64    // clock ns of the first successful beat
+	hasCount  bool     // a beat succeeded
+	coldStart bool     // a beat failed before the first success
+	failing   bool     // the last beat failed
 
 	live     atomic.Int64
+	share    atomic.Int64
+	source   atomic.Uint32
 	failures atomic.Int64
 	lastErr  atomic.Pointer[error]
 
@@ -63,6 +123,17 @@ type Heartbeat struct {
 	once   sync.Once
 }
 
+// sample is one successful beat: the Store's count n at clock ns at.
+type sample struct{ at, n int64 }
+
+// holdTTLs is the hold in TTLs: a count lower than one seen within the
+// hold is not believed. After a restart of the Store, or an outage longer
+// than a TTL, the Store counts only the members that have beaten since;
+// every live member beats within one TTL of its Store answering again,
+// and the second TTL covers a member whose client takes a while to dial
+// again (go-redis redials a failing pool about once a second).
+const holdTTLs = 2
+
 // StartHeartbeat validates cfg and starts the heartbeat: the first beat at
 // once, then one every Interval. Live is 1 until a beat succeeds.
 func StartHeartbeat(cfg HeartbeatConfig) (*Heartbeat, error) {
@@ -71,8 +142,8 @@ func StartHeartbeat(cfg HeartbeatConfig) (*Heartbeat, error) {
 		return nil, errors.New("sluice: heartbeat: nil Store")
 	case cfg.Member.ID == "" || cfg.Member.App == "":
 		return nil, errors.New("sluice: heartbeat: member needs an ID and an App")
-	case cfg.Interval < 0 || cfg.TTL < 0 || cfg.Timeout < 0:
-		return nil, errors.New("sluice: heartbeat: negative Interval, TTL or Timeout")
+	case cfg.Interval < 0 || cfg.TTL < 0 || cfg.Timeout < 0 || cfg.Expected < 0:
+		return nil, errors.New("sluice: heartbeat: negative Interval, TTL, Timeout or Expected")
 	}
 	h := &Heartbeat{
 		store:    cfg.Store,
@@ -82,6 +153,8 @@ func StartHeartbeat(cfg HeartbeatConfig) (*Heartbeat, error) {
 		ttl:      cfg.TTL,
 		timeout:  cfg.Timeout,
 		onLive:   cfg.OnLive,
+		onShare:  cfg.OnShare,
+		expected: cfg.Expected,
 		exited:   make(chan struct{}),
 	}
 	if h.clock == nil {
@@ -96,15 +169,37 @@ func StartHeartbeat(cfg HeartbeatConfig) (*Heartbeat, error) {
 	if h.timeout == 0 {
 		h.timeout = DefaultTimeout
 	}
+	if h.expected == 0 {
+		h.expected = DefaultExpected
+	}
+	h.hold = holdTTLs * int64(h.ttl)
 	h.live.Store(1)
+	h.share.Store(int64(h.expected))
+	h.source.Store(uint32(SourceExpected))
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	go h.run()
 	return h, nil
 }
 
 // Live returns the number of live instances of the member's App, this one
-// included, as of the last successful beat; at least 1.
+// included: the largest count the Store answered within the hold (two
+// TTLs; across failed beats, the hold counts from the first beat that
+// succeeds again); at least 1, and 1 before the first successful beat.
+// A lower count is believed only once it has lasted the hold, so a Store
+// that restarted empty, which counts only the members that have beaten
+// since, never makes the fleet look smaller than it is.
 func (h *Heartbeat) Live() int { return int(h.live.Load()) }
+
+// Share returns the count local shares divide by, and its source: Live,
+// except until the fleet has been counted, where it is at least
+// Expected: before the first successful beat and, when beats failed before
+// it (the Store was down at start, and the others may have started since,
+// unseen), for the hold after it.
+func (h *Heartbeat) Share() (int, Source) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return int(h.share.Load()), Source(h.source.Load())
+}
 
 // Failures returns the number of beats that failed.
 func (h *Heartbeat) Failures() int64 { return h.failures.Load() }
@@ -154,22 +249,87 @@ func (h *Heartbeat) Member() cluster.Member {
 	return h.member
 }
 
-func (h *Heartbeat) beat() {
-	ctx, cancel := callContext(h.ctx, h.clock, h.timeout)
+// BeatNow beats at once, on the caller's goroutine, under ctx and the
+// Timeout, and updates the count as a periodic beat does. The engine calls
+// it when its store answers again, before its first remote decision, so
+// that a Store that restarted empty counts this member at once.
+func (h *Heartbeat) BeatNow(ctx context.Context) {
+	select {
+	case <-h.exited:
+		return
+	default:
+	}
+	h.beatCtx(ctx)
+}
+
+func (h *Heartbeat) beat() { h.beatCtx(h.ctx) }
+
+func (h *Heartbeat) beatCtx(parent context.Context) {
+	ctx, cancel := callContext(parent, h.clock, h.timeout)
 	n, err := h.store.Beat(ctx, h.Member(), h.ttl)
 	cancel()
-	if h.ctx.Err() != nil {
+	if h.ctx.Err() != nil || parent.Err() != nil {
 		return
 	}
+	now := h.clock.Nanotime()
+	h.mu.Lock()
 	if err != nil {
 		h.failures.Add(1)
 		err = fmt.Errorf("sluice: heartbeat: %w", err)
 		h.lastErr.Store(&err)
+		h.failing = true
+		if h.hasCount {
+			h.source.Store(uint32(SourceHeld))
+		}
 	} else {
 		h.lastErr.Store(nil)
-		h.live.Store(int64(max(n, 1)))
+		h.counts(now, int64(max(n, 1)))
 	}
+	live, share, src := int(h.live.Load()), int(h.share.Load()), Source(h.source.Load())
+	h.mu.Unlock()
 	if h.onLive != nil {
-		h.onLive(h.Live())
+		h.onLive(live)
 	}
+	if h.onShare != nil {
+		h.onShare(share, src)
+	}
+}
+
+// counts takes the Store's count n at now. h.mu must be held.
+func (h *Heartbeat) counts(now, n int64) {
+	if !h.hasCount {
+		// A Store that answers the first beat has counted the members
+		// that beat within its TTL; one that failed it may have been down
+		// (and the others with it) and counts them only as they beat.
+		h.hasCount, h.coldStart, h.counted = true, h.failing, now
+	}
+	if h.failing {
+		// The Store answers again: what was seen before the failures is
+		// kept for a whole hold from now.
+		for i := range h.seen {
+			h.seen[i].at = now
+		}
+		h.failing = false
+	}
+	keep := h.seen[:0]
+	for _, s := range h.seen {
+		if now-s.at < h.hold {
+			keep = append(keep, s)
+		}
+	}
+	h.seen = append(keep, sample{now, n})
+	live := int64(0)
+	for _, s := range h.seen {
+		live = max(live, s.n)
+	}
+	h.live.Store(live)
+	share, src := live, SourceCounted
+	if live > n {
+		src = SourceHeld
+	}
+	if h.coldStart && now-h.counted < h.hold && int64(h.expected) > live {
+		share, src = int64(h.expected), SourceExpected
+	}
+	h.share.Store(share)
+	h.source.Store(uint32(src))
 }

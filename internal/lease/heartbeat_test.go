@@ -9,8 +9,8 @@ import (
 )
 
 // TestHeartbeat: a beat at once, then one per Interval with TTL 3×Interval;
-// the live count follows the Store's and stays at the last known value
-// (at least 1) while the Store fails.
+// the live count follows the Store's, stays at the last known value (at
+// least 1) while the Store fails and for two TTLs after it answers again.
 func TestHeartbeat(t *testing.T) {
 	clk := sluicetest.NewManualClock(0)
 	st := newMemStore(clk)
@@ -51,20 +51,29 @@ func TestHeartbeat(t *testing.T) {
 	e.blockUntil(t, 1) // the beat's deadline
 	clk.Advance(DefaultTimeout)
 	next(5)
+	// The Store answers again with a lower count (it restarted empty):
+	// the last known count holds for two TTLs from this beat, then the
+	// Store's count is believed.
 	st.set(answer)
 	st.live = 0
 	tick()
-	next(1)
+	next(5)
 	if h.Err() != nil {
 		t.Fatal(h.Err())
 	}
+	for i := 1; i < 6; i++ {
+		tick()
+		next(5)
+	}
+	tick()
+	next(1)
 	for _, ttl := range st.ttls {
 		if ttl != 3*time.Second {
 			t.Fatalf("ttl %v, want 3s", ttl)
 		}
 	}
-	if len(st.ttls) != 5 {
-		t.Fatalf("%d beats, want 5", len(st.ttls))
+	if len(st.ttls) != 11 {
+		t.Fatalf("%d beats, want 11", len(st.ttls))
 	}
 }
 

@@ -156,6 +156,10 @@ type Limiter struct {
 	sampled        bool    // rate holds a measurement
 	rate           float64 // permits per ns
 	low            int64   // low-water mark for the lease under way
+	// What the Store gave this instance lately, for the local share when
+	// it stops answering (see dropLeases).
+	recent  slotWin // permits granted in the last Interval
+	lastDry int64   // clock ns the Store last had fewer than asked
 
 	local atomic.Pointer[localLimiter]
 	stats limiterStats
@@ -196,7 +200,8 @@ func (m *Manager) NewLimiter(spec Spec) (*Limiter, error) {
 		return nil, err
 	}
 	b := &spec.Budget
-	l := &Limiter{m: m, spec: spec, clock: m.clock}
+	l := &Limiter{m: m, spec: spec, clock: m.clock, lastDry: math.MinInt64}
+	l.recent.width = max(ceilDiv(int64(b.Interval), localSlots-1), 1)
 	l.cur.Store(emptyLease)
 	l.life = int64(spec.Lifetime)
 	if l.life == 0 {
@@ -576,6 +581,12 @@ func (l *Limiter) refilled(c *call, now int64) {
 		l.flight = nil
 	}
 	g := c.grant
+	if c.err == nil {
+		l.recent.add(now, g.N)
+		if g.N < c.req.N {
+			l.lastDry = now
+		}
+	}
 	switch {
 	case c.err != nil:
 	case g.N <= 0:
@@ -668,11 +679,28 @@ func (l *Limiter) retireLocked(ls *lease, now int64) {
 	}
 }
 
-// dropLeases forgets the leases after the Store failed: their permits
-// cannot go back, and while the Store fails decisions are local.
-func (l *Limiter) dropLeases() {
+// dropLeases forgets the leases after the Store failed at now: their
+// permits cannot go back, and while the Store fails decisions are local.
+// The local share is charged with what this instance used of the Store's
+// grants in the last Interval, or all of it if the Store ran short in that
+// time (the fleet used the whole budget then): the share is what is left,
+// and the second in which the Store stops answering does not admit the
+// Store's budget and the local shares both.
+func (l *Limiter) dropLeases(now int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	used := l.recent.sum(now)
+	defer func() {
+		if l.spec.Fallback != FallbackLocal {
+			return
+		}
+		if l.lastDry != math.MinInt64 && now-l.lastDry < int64(l.spec.Budget.Interval) {
+			used = max(used, toInt(math.Ceil(l.spec.Budget.Limit)))
+		}
+		if used > 0 {
+			l.localLimiter().charge(now, used, l.m.shareLive())
+		}
+	}()
 	for _, ls := range [2]*lease{l.cur.Swap(emptyLease), l.next} {
 		if ls == emptyLease || ls == nil {
 			continue
@@ -687,8 +715,45 @@ func (l *Limiter) dropLeases() {
 			l.consumed += ls.granted - left
 		}
 		l.m.stats.dropped.Add(left)
+		used -= left
 	}
 	l.next = nil
+}
+
+// payback charges the shared budget, on the Store's recovery at now, for
+// the permits the local share admitted in the last Interval, times the
+// count the shares divide by (the other instances decided by their shares
+// too, and may not have recovered yet), at most the budget: one Take,
+// partial, queued ahead of any refill, whose grant is spent. So the
+// second of the recovery does not admit the local shares and the whole
+// budget again, nor does a Store that restarted empty.
+func (l *Limiter) payback(now int64) {
+	if l.spec.Fallback != FallbackLocal || l.isClosed() {
+		return
+	}
+	lc := l.local.Load()
+	if lc == nil {
+		return
+	}
+	a := lc.admittedRecently(now)
+	if a <= 0 {
+		return
+	}
+	n := min(a*int64(l.m.shareLive()), max(toInt(l.limit), 1))
+	c := &call{req: cluster.Request{Budget: l.spec.Budget, N: n, Partial: true}, paid: true, done: make(chan struct{})}
+	l.m.submit(c)
+}
+
+// localLimiter returns the local share's limiter, made at first use.
+func (l *Limiter) localLimiter() *localLimiter {
+	lc := l.local.Load()
+	if lc == nil {
+		lc = newLocalLimiter(&l.spec)
+		if !l.local.CompareAndSwap(nil, lc) {
+			lc = l.local.Load()
+		}
+	}
+	return lc
 }
 
 // Close releases the Limiter: the unused permits of its leases go back to
@@ -714,9 +779,14 @@ func (l *Limiter) Close() {
 // Closed reports whether Close was called.
 func (l *Limiter) Closed() bool { return l.isClosed() }
 
-// fallback decides n permits by the fallback policy.
+// fallback decides n permits by the fallback policy. While the Manager is
+// Remote (a late call that did not switch it), the local share is what
+// this instance has not used of it lately (the Store's recent grants count
+// against it, and nothing is left if the Store ran short lately), and late
+// calls admit at most a fiftieth of it per Interval (see allowLate).
 func (l *Limiter) fallback(n, now int64) Result {
-	if l.m.Mode() == Fallback {
+	remote := l.m.Mode() != Fallback
+	if !remote {
 		l.m.maybeProbe(now)
 	}
 	l.stats.fallbacks.Add(1)
@@ -726,14 +796,19 @@ func (l *Limiter) fallback(n, now int64) Result {
 	case FallbackBlock:
 		return Result{By: ByFallback}
 	}
-	lc := l.local.Load()
-	if lc == nil {
-		lc = newLocalLimiter(&l.spec)
-		if !l.local.CompareAndSwap(nil, lc) {
-			lc = l.local.Load()
+	lc := l.localLimiter()
+	var r Result
+	if remote {
+		l.mu.Lock()
+		used := l.recent.sum(now)
+		dry := l.lastDry != math.MinInt64 && now-l.lastDry < int64(l.spec.Budget.Interval)
+		l.mu.Unlock()
+		if !dry {
+			r = lc.allowLate(now, n, used, l.m.shareLive())
 		}
+	} else {
+		r = lc.allow(now, n, l.m.shareLive())
 	}
-	r := lc.allow(now, n, l.m.Live())
 	r.By = ByFallback
 	return r
 }

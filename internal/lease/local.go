@@ -52,6 +52,9 @@ type localLimiter struct {
 	slots [localSlots]struct{ id, n int64 }
 
 	tat int64 // Pacing: when the next permit is due
+
+	adm  slotWin // the permits admitted here, for the payback on recovery
+	late slotWin // those of them admitted for late calls (see allowLate)
 }
 
 func newLocalLimiter(s *Spec) *localLimiter {
@@ -67,6 +70,7 @@ func newLocalLimiter(s *Spec) *localLimiter {
 		width:    max(ceilDiv(int64(b.Interval), localSlots-1), 1),
 		tat:      math.MinInt64,
 	}
+	lc.adm.width, lc.late.width = lc.width, lc.width
 	if lc.burst == 0 {
 		lc.burst = lc.limit
 	}
@@ -77,16 +81,52 @@ func newLocalLimiter(s *Spec) *localLimiter {
 func (lc *localLimiter) allow(now, n int64, live int) Result {
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
+	return lc.allowLocked(now, n, live)
+}
+
+// lateShare is the part of the local share (1/lateShare, at least one
+// permit per Interval) that late calls may admit while the Manager stays
+// Remote: the other instances keep taking the whole budget from the
+// Store meanwhile, so what late calls admit is on top of it, and the
+// fleet's at most 1/lateShare of the budget.
+const lateShare = 50
+
+// allowLate decides n permits at now for a late call while the Manager is
+// Remote: used permits granted by the Store lately count against the
+// share, and late calls admit at most a fiftieth of it per Interval.
+func (lc *localLimiter) allowLate(now, n, used int64, live int) Result {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
 	if live != lc.live {
 		lc.shape(live)
 	}
+	if float64(used+lc.adm.sum(now)+n) > lc.share || lc.late.sum(now)+n > max(toInt(lc.share/lateShare), 1) {
+		return Result{}
+	}
+	r := lc.allowLocked(now, n, live)
+	if r.Admitted {
+		lc.late.add(now, n)
+	}
+	return r
+}
+
+func (lc *localLimiter) allowLocked(now, n int64, live int) Result {
+	if live != lc.live {
+		lc.shape(live)
+	}
+	var r Result
 	switch lc.alg {
 	case cluster.TokenBucket:
-		return lc.bucket(now, n)
+		r = lc.bucket(now, n)
 	case cluster.SlidingWindow:
-		return lc.window(now, n)
+		r = lc.window(now, n)
+	default:
+		r = lc.pace(now, n)
 	}
-	return lc.pace(now, n)
+	if r.Admitted {
+		lc.adm.add(now, n)
+	}
+	return r
 }
 
 func (lc *localLimiter) shape(live int) {
@@ -164,4 +204,83 @@ func (lc *localLimiter) pace(now, n int64) Result {
 	}
 	lc.tat = tat + n*lc.stepNS
 	return Result{Admitted: true, Wait: time.Duration(w)}
+}
+
+// slotWin counts permits over the last Interval in localSlots sub-windows
+// of width ceil(Interval/10): sum covers (now-Interval-width, now], a
+// little more than an Interval, never less.
+type slotWin struct {
+	width int64
+	slots [localSlots]struct{ id, n int64 }
+}
+
+func (w *slotWin) id(now int64) int64 {
+	id := now / w.width
+	if now < 0 && now%w.width != 0 {
+		id--
+	}
+	return id
+}
+
+// add counts n permits at now.
+func (w *slotWin) add(now, n int64) {
+	id := w.id(now)
+	s := &w.slots[((id%localSlots)+localSlots)%localSlots]
+	if s.id != id {
+		s.id, s.n = id, 0
+	}
+	s.n += n
+}
+
+// sum returns the permits counted in the sub-windows that cover the last
+// Interval.
+func (w *slotWin) sum(now int64) int64 {
+	id := w.id(now)
+	var sum int64
+	for i := range w.slots {
+		if s := &w.slots[i]; s.n > 0 && s.id > id-localSlots && s.id <= id {
+			sum += s.n
+		}
+	}
+	return sum
+}
+
+// charge counts n permits as admitted at now, as if this process had
+// admitted them by its share: the permits its leases or strict requests
+// used in the last Interval, when the Store stops answering, so the share
+// is what is left of it. A token bucket loses n tokens (down to empty), a
+// window counts n in the current sub-window; a schedule is left alone
+// (the shared one was paced already).
+func (lc *localLimiter) charge(now, n int64, live int) {
+	if n <= 0 {
+		return
+	}
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	if live != lc.live {
+		lc.shape(live)
+	}
+	switch lc.alg {
+	case cluster.TokenBucket:
+		lc.bucket(now, 0)
+		lc.tokens = max(lc.tokens-float64(n), 0)
+	case cluster.SlidingWindow:
+		id := now / lc.width
+		if now < 0 && now%lc.width != 0 {
+			id--
+		}
+		s := &lc.slots[((id%localSlots)+localSlots)%localSlots]
+		if s.id != id {
+			s.id, s.n = id, 0
+		}
+		s.n += n
+	}
+}
+
+// admittedRecently returns the permits admitted locally in the last Interval
+// (about; see slotWin).
+func (lc *localLimiter) admittedRecently(now int64) int64 {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	return lc.adm.sum(now)
 }

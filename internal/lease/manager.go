@@ -17,8 +17,17 @@ import (
 
 // Defaults of Config.
 const (
-	// DefaultTimeout bounds every Store call and every wait for one.
-	DefaultTimeout = 20 * time.Millisecond
+	// DefaultTimeout bounds every Store call and every wait for one. A
+	// call's own deadline follows the Store's latency (see Config.Timeout)
+	// and is usually MinTimeout.
+	DefaultTimeout = 250 * time.Millisecond
+	// MinTimeout is the least deadline of a Store call, with a quarter of
+	// Timeout if that is more (and Timeout if that is less).
+	MinTimeout = 20 * time.Millisecond
+	// DefaultTripAfter is how many Store calls in a row must be late
+	// before the Manager decides locally (a dead connection trips at
+	// once).
+	DefaultTripAfter = 3
 	// DefaultProbeInterval is the least time between two probes of a
 	// failing Store.
 	DefaultProbeInterval = time.Second
@@ -70,9 +79,25 @@ type Config struct {
 	// this one, decides grants.
 	Clock core.Clock
 	// Timeout bounds every Store call (its context ends after Timeout on
-	// Clock) and every request's wait for one: no Acquire waits longer,
-	// whatever the Store does. Zero means DefaultTimeout.
+	// Clock at the latest) and every request's wait for one: no Acquire
+	// waits longer, whatever the Store does. Zero means DefaultTimeout.
+	// Each call's own deadline follows the Store's latency: latencyFactor
+	// times a recent high percentile of the successful calls (the second
+	// slowest of the last latencySamples), at least MinTimeout and
+	// Timeout/4, at most Timeout; Timeout before any call succeeded.
 	Timeout time.Duration
+	// TripAfter is how many late Store calls in a row switch the Manager
+	// to Fallback (a late call's own requests are decided by the fallback
+	// policy either way). A call that fails otherwise (a refused or broken
+	// connection, an error reply) switches at once. Zero means
+	// DefaultTripAfter.
+	TripAfter int
+	// OnRecover, when set, is called after a probe succeeded and before
+	// the Manager returns to Remote, on the store goroutine, with a
+	// context that ends after Timeout. The engine beats there, so a Store
+	// that restarted empty counts the instance before its first remote
+	// decision.
+	OnRecover func(context.Context)
 	// ProbeInterval is the least time, on Clock, between two probes of a
 	// failing Store. Zero means DefaultProbeInterval.
 	ProbeInterval time.Duration
@@ -107,6 +132,9 @@ type Manager struct {
 	store      cluster.Store
 	clock      core.Clock
 	timeout    time.Duration
+	floor      time.Duration // least deadline of a call
+	tripAfter  int64
+	onRecover  func(context.Context)
 	probeEvery int64
 	probe      cluster.Budget
 	trs        notify.Hub[Transition] // OnTransition's queue
@@ -120,6 +148,14 @@ type Manager struct {
 	probeAt atomic.Int64 // clock ns: the next probe is allowed at or after
 	live    atomic.Int64 // >= 1
 	rtt     atomic.Int64 // ns, moving average of successful Take calls
+	late    atomic.Int64 // late calls in a row
+	dl      atomic.Int64 // ns: the deadline of the next call
+	share   atomic.Int64 // the count local shares divide by; 0: live
+	source  atomic.Uint32
+
+	latMu sync.Mutex
+	lat   [latencySamples]int64 // ns of recent successful calls, a ring
+	latN  int
 
 	mu       sync.Mutex
 	idle     sync.Cond // signalled when the store goroutine exits
@@ -147,8 +183,16 @@ type Manager struct {
 		takes, takeErrs, requests atomic.Int64
 		gives, given, dropped     atomic.Int64
 		probes                    atomic.Int64
+		late, paid                atomic.Int64
 	}
 }
+
+// latencySamples is how many successful calls the deadline follows, and
+// latencyFactor the multiple of their second slowest it allows.
+const (
+	latencySamples = 32
+	latencyFactor  = 4
+)
 
 // call is one request in a Take: a lease refill (lim set) or a strict
 // request.
@@ -157,6 +201,7 @@ type call struct {
 	grant cluster.Grant
 	err   error
 	lim   *Limiter      // the limiter whose lease this refills; nil if strict
+	paid  bool          // a payback (see Limiter.payback): the grant is spent
 	state atomic.Uint32 // strict: callPending, callDone or callAbandoned
 	done  chan struct{} // closed once grant and err are final
 }
@@ -182,8 +227,8 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("sluice: lease: nil Store")
 	}
-	if cfg.Timeout < 0 || cfg.ProbeInterval < 0 {
-		return nil, errors.New("sluice: lease: negative Timeout or ProbeInterval")
+	if cfg.Timeout < 0 || cfg.ProbeInterval < 0 || cfg.TripAfter < 0 {
+		return nil, errors.New("sluice: lease: negative Timeout, ProbeInterval or TripAfter")
 	}
 	m := &Manager{
 		store:    cfg.Store,
@@ -197,6 +242,14 @@ func New(cfg Config) (*Manager, error) {
 	if m.timeout == 0 {
 		m.timeout = DefaultTimeout
 	}
+	m.floor = min(max(MinTimeout, m.timeout/4), m.timeout)
+	m.dl.Store(int64(m.timeout))
+	m.tripAfter = int64(cfg.TripAfter)
+	if m.tripAfter == 0 {
+		m.tripAfter = DefaultTripAfter
+	}
+	m.onRecover = cfg.OnRecover
+	m.source.Store(uint32(SourceCounted))
 	m.probeEvery = int64(cfg.ProbeInterval)
 	if m.probeEvery == 0 {
 		m.probeEvery = int64(DefaultProbeInterval)
@@ -228,6 +281,76 @@ func (m *Manager) SetLive(n int) {
 // Live returns the live instance count last set, at least 1.
 func (m *Manager) Live() int { return int(m.live.Load()) }
 
+// SetShare sets the count local fallback shares divide by and where it
+// comes from (a Heartbeat keeps it with OnShare: m.SetShare); the shares
+// use the larger of it and Live.
+func (m *Manager) SetShare(n int, src Source) {
+	m.share.Store(int64(max(n, 1)))
+	m.source.Store(uint32(src))
+}
+
+// Share returns the count local fallback shares divide by, at least Live,
+// and its source (SourceCounted when nothing was set).
+func (m *Manager) Share() (int, Source) {
+	return int(max(m.share.Load(), m.live.Load())), Source(m.source.Load())
+}
+
+// shareLive is Share's count.
+func (m *Manager) shareLive() int { return int(max(m.share.Load(), m.live.Load())) }
+
+// deadline is the deadline of the next Store call.
+func (m *Manager) deadline() time.Duration { return time.Duration(m.dl.Load()) }
+
+// observeLatency folds the duration d of a successful call into the
+// deadline: latencyFactor times the second slowest of the last
+// latencySamples, within [floor, Timeout]. A late call the Store answers
+// slowly is thus given the time the Store has lately needed, so a busy
+// host does not trip the breaker, and a dead Store costs a call little.
+func (m *Manager) observeLatency(d int64) {
+	m.late.Store(0)
+	m.latMu.Lock()
+	m.lat[m.latN%latencySamples] = max(d, 0)
+	m.latN++
+	var a, b int64 // the slowest and second slowest
+	for _, v := range m.lat[:min(m.latN, latencySamples)] {
+		switch {
+		case v > a:
+			a, b = v, a
+		case v > b:
+			b = v
+		}
+	}
+	if m.latN < 2 {
+		b = a
+	}
+	m.latMu.Unlock()
+	m.dl.Store(clampInt(latencyFactor*b, int64(m.floor), int64(m.timeout)))
+}
+
+// isLate reports whether a call under ctx failed by passing its deadline
+// (or a socket timeout of the client) rather than on a dead connection
+// or an error reply.
+func isLate(ctx context.Context, err error) bool {
+	if errors.Is(context.Cause(ctx), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var ne interface{ Timeout() bool }
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// failed takes the failure err of a call that started in epoch and ran
+// under ctx: a late call switches to Fallback only as the TripAfter-th
+// late call in a row, any other failure at once.
+func (m *Manager) failed(ctx context.Context, now int64, epoch uint64, err error) {
+	if isLate(ctx, err) {
+		m.stats.late.Add(1)
+		if m.late.Add(1) < m.tripAfter {
+			return
+		}
+	}
+	m.trip(now, epoch, err)
+}
+
 // ManagerStats counts a Manager's Store traffic since New.
 type ManagerStats struct {
 	// Takes is the number of Take calls, TakeErrors how many of them
@@ -239,6 +362,10 @@ type ManagerStats struct {
 	Gives, Given, Dropped int64
 	// Probes is the number of probes sent.
 	Probes int64
+	// Late is the number of calls that passed their deadline; Paid the
+	// permits charged to the Store on recovery for the local admissions
+	// of the fallback.
+	Late, Paid int64
 }
 
 // Stats returns the Manager's counters.
@@ -246,7 +373,7 @@ func (m *Manager) Stats() ManagerStats {
 	return ManagerStats{
 		Takes: m.stats.takes.Load(), TakeErrors: m.stats.takeErrs.Load(), Requests: m.stats.requests.Load(),
 		Gives: m.stats.gives.Load(), Given: m.stats.given.Load(), Dropped: m.stats.dropped.Load(),
-		Probes: m.stats.probes.Load(),
+		Probes: m.stats.probes.Load(), Late: m.stats.late.Load(), Paid: m.stats.paid.Load(),
 	}
 }
 
@@ -427,21 +554,23 @@ func (m *Manager) take(batch []*call) {
 	m.stats.requests.Add(int64(len(reqs)))
 	epoch := m.epoch.Load()
 	start := m.clock.Nanotime()
-	ctx, cancel := callContext(context.Background(), m.clock, m.timeout)
+	ctx, cancel := callContext(context.Background(), m.clock, m.deadline())
 	err := m.store.Take(ctx, reqs, grants)
-	cancel()
 	now := m.clock.Nanotime()
 	clear(reqs)
 	m.reqs, m.grants = reqs, grants
 	if err != nil {
 		m.stats.takeErrs.Add(1)
 		err = fmt.Errorf("sluice: cluster store: take: %w", err)
-		m.trip(now, epoch, err)
+		m.failed(ctx, now, epoch, err)
+		cancel()
 		m.finish(batch, err, now)
 		m.trs.Drain()
 		return
 	}
+	cancel()
 	m.observeRTT(now - start)
+	m.observeLatency(now - start)
 	for i, c := range batch {
 		c.grant = grants[i]
 		m.deliver(c, now)
@@ -463,6 +592,9 @@ func (m *Manager) deliver(c *call, now int64) {
 		c.lim.refilled(c, now)
 		return
 	}
+	if c.paid && c.err == nil {
+		m.stats.paid.Add(c.grant.N)
+	}
 	if !c.state.CompareAndSwap(callPending, callDone) && c.err == nil {
 		m.giveBack(c.req.Budget, c.grant.N)
 	}
@@ -477,15 +609,18 @@ func (m *Manager) give(g give) {
 	}
 	m.stats.gives.Add(1)
 	epoch := m.epoch.Load()
-	ctx, cancel := callContext(context.Background(), m.clock, m.timeout)
+	start := m.clock.Nanotime()
+	ctx, cancel := callContext(context.Background(), m.clock, m.deadline())
 	err := m.store.Give(ctx, g.b, g.n)
-	cancel()
 	if err != nil {
 		m.stats.dropped.Add(g.n)
-		m.trip(m.clock.Nanotime(), epoch, fmt.Errorf("sluice: cluster store: give: %w", err))
+		m.failed(ctx, m.clock.Nanotime(), epoch, fmt.Errorf("sluice: cluster store: give: %w", err))
+		cancel()
 		m.trs.Drain()
 		return
 	}
+	cancel()
+	m.observeLatency(m.clock.Nanotime() - start)
 	m.stats.given.Add(g.n)
 }
 
@@ -503,6 +638,22 @@ func (m *Manager) runProbe() {
 	cancel()
 	if err != nil {
 		return
+	}
+	m.late.Store(0)
+	if m.onRecover != nil {
+		ctx, cancel := callContext(context.Background(), m.clock, m.timeout)
+		m.onRecover(ctx)
+		cancel()
+	}
+	// Before any remote decision: the local admissions of the fallback
+	// are charged to the shared budgets (see Limiter.payback), in the
+	// next Take, ahead of any refill.
+	now := m.clock.Nanotime()
+	m.mu.Lock()
+	ls := m.limiterList()
+	m.mu.Unlock()
+	for _, l := range ls {
+		l.payback(now)
 	}
 	m.tmu.Lock()
 	if m.mode.CompareAndSwap(uint32(Fallback), uint32(Remote)) {
@@ -527,12 +678,13 @@ func (m *Manager) trip(now int64, epoch uint64, err error) {
 		return
 	}
 	m.epoch.Add(1)
+	m.late.Store(0)
 	m.probeAt.Store(now + m.probeEvery)
 	m.mu.Lock()
 	ls := m.limiterList()
 	m.mu.Unlock()
 	for _, l := range ls {
-		l.dropLeases()
+		l.dropLeases(now)
 	}
 	m.trs.Enqueue(Transition{From: Remote, To: Fallback, At: now, Err: err})
 }

@@ -23,6 +23,15 @@ func (l *Limiter) acquireStrict(ctx context.Context, now, n int64) Result {
 		}
 		return l.fallback(n, r.at)
 	}
+	if r.By == ByStore {
+		l.mu.Lock()
+		if r.Admitted {
+			l.recent.add(now, n)
+		} else {
+			l.lastDry = now
+		}
+		l.mu.Unlock()
+	}
 	return r.Result
 }
 
@@ -131,28 +140,31 @@ func (m *Manager) askAlone(ctx context.Context, b cluster.Budget, n int64) Answe
 	m.stats.takes.Add(1)
 	m.stats.requests.Add(1)
 	start := m.clock.Nanotime()
-	tctx, cancel := callContext(ctx, m.clock, m.timeout)
+	tctx, cancel := callContext(ctx, m.clock, m.deadline())
 	err := m.store.Take(tctx, reqs, grants)
 	late := err != nil && errors.Is(context.Cause(tctx), context.DeadlineExceeded)
-	cancel()
 	now := m.clock.Nanotime()
 	g := grants[0]
 	reqs[0] = cluster.Request{}
 	if err != nil {
 		if ctx.Err() != nil {
+			cancel()
 			// The caller's context ended the call: the Store is not to
 			// blame, and what it may have charged is lost.
 			return Answer{Result: Result{By: ByContext}}
 		}
 		m.stats.takeErrs.Add(1)
-		m.trip(now, epoch, fmt.Errorf("sluice: cluster store: take: %w", err))
+		m.failed(tctx, now, epoch, fmt.Errorf("sluice: cluster store: take: %w", err))
+		cancel()
 		m.trs.Drain()
 		if m.Mode() == Fallback {
 			m.maybeProbe(now)
 		}
 		return Answer{Result: Result{By: ByFallback}, at: now, timedOut: late}
 	}
+	cancel()
 	m.observeRTT(now - start)
+	m.observeLatency(now - start)
 	return grantAnswer(g, n)
 }
 

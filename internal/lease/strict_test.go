@@ -287,7 +287,7 @@ func TestStrictQueuedCallerDeadline(t *testing.T) {
 // fallback, and the two failed Takes switch to Fallback once.
 func TestStrictQueuedTimeout(t *testing.T) {
 	var trs transitions
-	e := newEnv(t, Config{OnTransition: trs.add})
+	e := newEnv(t, Config{OnTransition: trs.add, TripAfter: 1})
 	l := e.limiter(t, Spec{Budget: bucket("qt", 100), Strict: true})
 	e.st.set(hang)
 	var wg sync.WaitGroup

@@ -139,7 +139,10 @@ func (c *Controller) checkCluster(ctx context.Context, ec *entry.Context, key st
 	}
 	switch {
 	case r.By == lease.ByFallback:
-		return c.checkFallback(ctx, ec, key, t, live, clk)
+		// The local share divides by the count the engine keeps for it:
+		// the fleet's size as configured until it has been counted.
+		n, _ := cc.mgr.Share()
+		return c.checkFallback(ctx, ec, key, t, n, clk)
 	case r.By == lease.ByContext:
 		be := c.clusterBlocked(ec, t, 0, "cancelled while waiting for the cluster store")
 		be.Cause = ctx.Err()
