@@ -22,7 +22,8 @@ const localSlots = 11
 //     of width ceil(Interval/10) ending with the current one, plus n, are
 //     at most the share. Those sub-windows cover (now-Interval, now], so no
 //     window of length Interval ever holds more than the share; the price
-//     is refusing up to one sub-window early.
+//     is refusing up to one sub-window early. A share below one permit
+//     per Interval admits single permits Interval/share apart (see lone).
 //   - Pacing: GCRA with ceil(Interval/share) between permits and the
 //     budget's MaxQueue.
 //
@@ -45,7 +46,7 @@ type localLimiter struct {
 	stepNS   int64   // Pacing
 
 	tokens  float64 // TokenBucket
-	last    int64
+	last    int64   // TokenBucket: last refill; SlidingWindow below one: last admission
 	started bool
 
 	width int64 // SlidingWindow: sub-window, ns
@@ -167,6 +168,9 @@ func (lc *localLimiter) bucket(now, n int64) Result {
 }
 
 func (lc *localLimiter) window(now, n int64) Result {
+	if lc.share < 1 {
+		return lc.lone(now, n)
+	}
 	id := now / lc.width
 	if now < 0 && now%lc.width != 0 {
 		id--
@@ -194,6 +198,22 @@ func (lc *localLimiter) window(now, n int64) Result {
 	// The oldest counted sub-window stops counting once the window has
 	// moved localSlots sub-windows past it.
 	return Result{RetryAfter: time.Duration((oldest+localSlots)*lc.width - now)}
+}
+
+// lone decides for a sliding-window share below one permit per Interval
+// (a small limit over many instances): no window of Interval can hold a
+// whole permit of it, so it admits single permits stepNS = Interval/share
+// apart, the share's average rate, instead of none ever. A batch larger
+// than one is refused for good.
+func (lc *localLimiter) lone(now, n int64) Result {
+	if n > 1 {
+		return Result{}
+	}
+	if lc.started && now-lc.last < lc.stepNS {
+		return Result{RetryAfter: time.Duration(lc.last + lc.stepNS - now)}
+	}
+	lc.started, lc.last = true, now
+	return Result{Admitted: true}
 }
 
 func (lc *localLimiter) pace(now, n int64) Result {

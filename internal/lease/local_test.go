@@ -87,3 +87,37 @@ func TestLocalPacing(t *testing.T) {
 		t.Fatalf("with 2 instances: %+v, want 20ms apart", r)
 	}
 }
+
+// TestLocalWindowShareBelowOne: a sliding-window share below one permit per
+// Interval (a 5/s limit over ten instances, or ExpectedInstances before the
+// fleet was counted) admits single permits Interval/share apart, the
+// share's average rate, rather than nothing at all: over 20 s a share of
+// 0.5/s admits 10, never two within 2 s, and a batch of 2 never.
+func TestLocalWindowShareBelowOne(t *testing.T) {
+	b := cluster.Budget{Key: "k", Algorithm: cluster.SlidingWindow, Limit: 5, Interval: time.Second}
+	lc := newLocalLimiter(&Spec{Budget: b})
+	const live = 10 // share 0.5 per second
+	step := int64(2 * time.Second)
+	var admitted []int64
+	for now := int64(0); now < int64(20*time.Second); now += int64(5 * time.Millisecond) {
+		r := lc.allow(now, 1, live)
+		if r.Admitted {
+			admitted = append(admitted, now)
+			continue
+		}
+		if r.RetryAfter <= 0 || r.RetryAfter > time.Duration(step) {
+			t.Fatalf("at %v: %+v, want a retry within %v", time.Duration(now), r, time.Duration(step))
+		}
+	}
+	if len(admitted) != 10 {
+		t.Fatalf("admitted %d in 20 s (%v), want 10", len(admitted), admitted)
+	}
+	for i := 1; i < len(admitted); i++ {
+		if admitted[i]-admitted[i-1] < step {
+			t.Fatalf("admissions at %v and %v, less than %v apart", time.Duration(admitted[i-1]), time.Duration(admitted[i]), time.Duration(step))
+		}
+	}
+	if r := lc.allow(int64(time.Hour), 2, live); r.Admitted || r.RetryAfter != 0 {
+		t.Fatalf("a batch of 2 over a share of 0.5: %+v, want refused for good", r)
+	}
+}
