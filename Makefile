@@ -15,7 +15,7 @@ else
 RACE :=
 endif
 
-.PHONY: test fmt tidy workspace vet race allocs standalone bench bench-compare bench-cluster demo fuzz fuzz-ci conformance
+.PHONY: test fmt tidy workspace vet race allocs standalone consumer release release-tags bench bench-compare bench-cluster demo fuzz fuzz-ci conformance
 
 # Rounds of make bench-compare.
 BENCH_COUNT ?= 5
@@ -23,19 +23,25 @@ BENCH_COUNT ?= 5
 ## test: gofmt check, tidy modules, go vet, race-enabled tests of every module
 ## in the workspace, the allocation tests without the race detector (which
 ## changes inlining), and every module built and tested on its own
-## (GOWORK=off), as a program that depends on it builds it, and a short
-## fuzzing pass over every fuzz target (fuzz-ci).
-test: fmt tidy workspace vet race allocs standalone fuzz-ci
+## (GOWORK=off), as a program that depends on it builds it, a module
+## outside the repository that requires the published ones (consumer), and a
+## short fuzzing pass over every fuzz target (fuzz-ci).
+test: fmt tidy workspace vet race allocs standalone consumer fuzz-ci
 
 fmt:
 	@out=$$(gofmt -l $(MODULES) 2>/dev/null | grep -v '/testdata/' || true); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-## tidy: every module's go.mod and go.sum are what `go mod tidy` makes them.
+# The module checks serve the working tree's modules, at the version their
+# go.mod files require, from a file-based module proxy in a temporary folder
+# (docs/releasing.md).
+MODULES_CMD := GO=$(GO) $(GO) run ./internal/cmd/modules
+
+## tidy: every module's go.mod and go.sum are what `go mod tidy` makes them
+## (go.sum less the lines of the repository's own modules, whose checksums
+## exist once they are tagged).
 tidy:
-	@set -e; for m in $(MODULES); do echo "== tidy $$m"; \
-	if ! (cd $$m && GOWORK=off $(GO) mod tidy -diff); then \
-		echo "$$m: go.mod/go.sum not tidy; run: (cd $$m && GOWORK=off $(GO) mod tidy)"; exit 1; fi; done
+	@$(MODULES_CMD) tidy
 
 ## workspace: go.work uses every module, and its go.work.sum is complete
 ## (resolving the workspace's module graph does not rewrite it).
@@ -61,11 +67,28 @@ allocs:
 	@$(GO) test -count=1 -run 'Alloc' ./...
 
 ## standalone: each module on its own, without the workspace: what a program
-## that requires it builds (modules that need the root module or an adapter
-## replace it with the repository's folder in their go.mod).
+## that requires it builds (the sibling modules it requires come from the
+## local proxy).
 standalone:
-	@set -e; for m in $(MODULES); do echo "== GOWORK=off build, vet, test $$m"; \
-	(cd $$m && GOWORK=off $(GO) build -o /dev/null ./... && GOWORK=off $(GO) vet ./... && GOWORK=off $(GO) test -count=1 -timeout 20m ./...); done
+	@$(MODULES_CMD) standalone
+
+## consumer: a module in a temporary folder outside the repository gets every
+## published module through the local proxy (go get), as a user would, and
+## runs a program using each, then the adapters' examples by module path;
+## fails if a published go.mod replaces anything or requires what cannot be
+## resolved.
+consumer:
+	@$(MODULES_CMD) consumer
+
+## release: make release VERSION=vX.Y.Z sets every requirement between the
+## repository's modules (and go.work's replaces) to VERSION and tidies them;
+## release-tags then tags HEAD, the root first (docs/releasing.md).
+release:
+	@test -n "$(VERSION)" || { echo "usage: make release VERSION=vX.Y.Z"; exit 1; }
+	@$(MODULES_CMD) release $(VERSION)
+release-tags:
+	@test -n "$(VERSION)" || { echo "usage: make release-tags VERSION=vX.Y.Z"; exit 1; }
+	@$(MODULES_CMD) tags -create $(VERSION)
 
 ## bench: the hot-path benchmarks (see docs/benchmarks.md for the figures).
 bench:

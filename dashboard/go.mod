@@ -2,17 +2,12 @@ module github.com/sluice-go/sluice/dashboard
 
 go 1.24
 
-replace (
-	github.com/sluice-go/sluice => ../
-	github.com/sluice-go/sluice/cluster/redis => ../cluster/redis
-)
-
 require (
 	github.com/chromedp/cdproto v0.0.0-20250724212937-08a3db8b4327
 	github.com/chromedp/chromedp v0.14.2
 	github.com/redis/go-redis/v9 v9.22.0
-	github.com/sluice-go/sluice v0.0.0
-	github.com/sluice-go/sluice/cluster/redis v0.0.0
+	github.com/sluice-go/sluice v0.1.0
+	github.com/sluice-go/sluice/cluster/redis v0.1.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
 	go.yaml.in/yaml/v3 v3.0.5

@@ -3,7 +3,7 @@ module github.com/sluice-go/sluice/adapters/grpc
 go 1.24
 
 require (
-	github.com/sluice-go/sluice v0.0.0
+	github.com/sluice-go/sluice v0.1.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20250707201910-8d1bb00bc6a7
@@ -25,5 +25,3 @@ require (
 	golang.org/x/sys v0.33.0 // indirect
 	golang.org/x/text v0.26.0 // indirect
 )
-
-replace github.com/sluice-go/sluice => ../..

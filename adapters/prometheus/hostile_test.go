@@ -17,7 +17,9 @@ import (
 // TestHostileNames: resource names and rule IDs that may come from traffic
 // are escaped in the exposition (a name cannot forge a series), invalid
 // UTF-8 is replaced rather than failing the scrape, and names that become
-// equal once replaced are sent once.
+// equal once replaced are sent once. (Rules cannot hold invalid UTF-8: the
+// rule validators refuse it, since no rule document can hold it; names
+// from traffic can.)
 func TestHostileNames(t *testing.T) {
 	g, _ := newEngine(t)
 	const forge = "evil\"} 1\nsluice_passed_total{resource=\"forged\"} 99\n#"
@@ -28,11 +30,15 @@ func TestHostileNames(t *testing.T) {
 		p.Exit()
 	}
 	// Two breakers on one resource with one ID: one series.
-	cb := rules.CircuitBreaker{ID: "same\xff", Resource: "pay\xff", Strategy: rules.ErrorCount, Threshold: 1, RetryTimeout: time.Second}
+	cb := rules.CircuitBreaker{ID: "same\uFFFD", Resource: "pay\uFFFD", Strategy: rules.ErrorCount, Threshold: 1, RetryTimeout: time.Second}
 	cb2 := cb
 	cb2.Strategy, cb2.Threshold = rules.ErrorRatio, 0.5
 	_, err := g.LoadCircuitBreakerRules([]rules.CircuitBreaker{cb, cb2})
 	require.NoError(t, err)
+	bad := cb
+	bad.Resource = "pay\xff"
+	_, err = g.LoadCircuitBreakerRules([]rules.CircuitBreaker{bad})
+	require.ErrorContains(t, err, "not valid UTF-8")
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(sluiceprom.NewCollector(g))
 	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))

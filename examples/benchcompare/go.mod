@@ -6,8 +6,8 @@ require (
 	github.com/alibaba/sentinel-golang v1.0.4
 	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/redis/go-redis/v9 v9.22.0
-	github.com/sluice-go/sluice v0.0.0
-	github.com/sluice-go/sluice/cluster/redis v0.0.0
+	github.com/sluice-go/sluice v0.1.0
+	github.com/sluice-go/sluice/cluster/redis v0.1.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
 	go.uber.org/ratelimit v0.3.1
@@ -40,7 +40,3 @@ require (
 	google.golang.org/protobuf v1.23.0 // indirect
 	gopkg.in/yaml.v2 v2.3.0 // indirect
 )
-
-replace github.com/sluice-go/sluice => ../..
-
-replace github.com/sluice-go/sluice/cluster/redis => ../../cluster/redis

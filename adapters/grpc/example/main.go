@@ -10,14 +10,17 @@
 //
 // It serves on 127.0.0.1, calls itself, prints what happened and exits.
 //
-//	go run ./examples/grpc
+//	go run ./adapters/grpc/example                                    # in the repository
+//	go run github.com/sluice-go/sluice/adapters/grpc/example@latest  # anywhere
 package main
 
 import (
 	"context"
 	"fmt"
+	"io"
 	"log"
 	"net"
+	"os"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -36,14 +39,17 @@ const (
 )
 
 func main() {
-	if err := run(); err != nil {
+	if err := run(os.Stdout); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run() error {
+// run writes what happened to w. opts are the engines' options (the test
+// gives them a manual clock, so that a slow host cannot start a new second
+// between the requests).
+func run(w io.Writer, opts ...sluice.Option) error {
 	// Separate engines for the two sides, as two processes would have.
-	server, client := sluice.New(), sluice.New()
+	server, client := sluice.New(opts...), sluice.New(opts...)
 	defer server.Close()
 	defer client.Close()
 	if _, err := server.LoadFlowRules([]rules.Flow{{Resource: checkMethod, Threshold: 2}}); err != nil {
@@ -81,17 +87,17 @@ func run() error {
 	hc := healthpb.NewHealthClient(conn)
 	ctx := context.Background()
 
-	fmt.Println("unary, 2 per second on the server:")
+	fmt.Fprintln(w, "unary, 2 per second on the server:")
 	for i := 1; i <= 4; i++ {
 		resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
 		if err != nil {
-			fmt.Printf("  Check #%d -> %s\n", i, status.Code(err))
+			fmt.Fprintf(w, "  Check #%d -> %s\n", i, status.Code(err))
 			continue
 		}
-		fmt.Printf("  Check #%d -> %s\n", i, resp.GetStatus())
+		fmt.Fprintf(w, "  Check #%d -> %s\n", i, resp.GetStatus())
 	}
 
-	fmt.Println("streams, 1 at a time on the client:")
+	fmt.Fprintln(w, "streams, 1 at a time on the client:")
 	wctx, cancel := context.WithCancel(ctx)
 	first, err := hc.Watch(wctx, &healthpb.HealthCheckRequest{})
 	if err != nil {
@@ -102,12 +108,12 @@ func run() error {
 		cancel()
 		return err
 	}
-	fmt.Println("  Watch #1 -> open")
+	fmt.Fprintln(w, "  Watch #1 -> open")
 	_, err = hc.Watch(ctx, &healthpb.HealthCheckRequest{})
-	fmt.Printf("  Watch #2 while #1 is open -> %s\n", status.Code(err))
+	fmt.Fprintf(w, "  Watch #2 while #1 is open -> %s\n", status.Code(err))
 	cancel() // ends the first stream, and its entry
 	_, err = first.Recv()
-	fmt.Printf("  Watch #1 ended -> %s\n", status.Code(err))
+	fmt.Fprintf(w, "  Watch #1 ended -> %s\n", status.Code(err))
 	tctx, tcancel := context.WithCancel(ctx)
 	defer tcancel()
 	third, err := hc.Watch(tctx, &healthpb.HealthCheckRequest{})
@@ -117,11 +123,11 @@ func run() error {
 	if _, err := third.Recv(); err != nil {
 		return err
 	}
-	fmt.Println("  Watch #3 after #1 ended -> open")
+	fmt.Fprintln(w, "  Watch #3 after #1 ended -> open")
 
 	s, _ := server.Snapshot(checkMethod)
 	c, _ := client.Snapshot(watchMethod)
-	fmt.Printf("server %s: %d passed, %d blocked; client %s: %d passed, %d blocked\n",
+	fmt.Fprintf(w, "server %s: %d passed, %d blocked; client %s: %d passed, %d blocked\n",
 		checkMethod, s.TotalPass, s.TotalBlock, watchMethod, c.TotalPass, c.TotalBlock)
 	if s.TotalPass != 2 || c.TotalBlock != 1 {
 		return fmt.Errorf("unexpected counts: %+v %+v", s, c)

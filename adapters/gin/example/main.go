@@ -3,7 +3,8 @@
 // 429 with a Retry-After header. It serves on 127.0.0.1, sends a burst of
 // requests to itself, prints what came back and exits.
 //
-//	go run ./examples/gin
+//	go run ./adapters/gin/example                                    # in the repository
+//	go run github.com/sluice-go/sluice/adapters/gin/example@latest  # anywhere
 package main
 
 import (
@@ -14,6 +15,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -24,13 +26,16 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil {
+	if err := run(os.Stdout); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run() error {
-	engine := sluice.New()
+// run writes what happened to w. opts are the engines' options (the test
+// gives them a manual clock, so that a slow host cannot start a new second
+// between the requests).
+func run(w io.Writer, opts ...sluice.Option) error {
+	engine := sluice.New(opts...)
 	defer engine.Close()
 	// One rule for the route template: /users/1, /users/2... share it.
 	if _, err := engine.LoadFlowRules([]rules.Flow{{Resource: "GET /users/:id", Threshold: 3}}); err != nil {
@@ -64,13 +69,13 @@ func run() error {
 		if ra := resp.Header.Get("Retry-After"); ra != "" {
 			line += " (Retry-After: " + ra + ")"
 		}
-		fmt.Println(line)
+		fmt.Fprintln(w, line)
 		if resp.StatusCode == http.StatusOK {
 			admitted++
 		}
 	}
 	if s, ok := engine.Snapshot("GET /users/:id"); ok {
-		fmt.Printf("resource %q: %d passed, %d blocked\n", "GET /users/:id", s.TotalPass, s.TotalBlock)
+		fmt.Fprintf(w, "resource %q: %d passed, %d blocked\n", "GET /users/:id", s.TotalPass, s.TotalBlock)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -1,0 +1,117 @@
+// Command consumer is a program of a user's module, outside the
+// repository, that requires every published sluice module at the version
+// under test (from the local module proxy) and uses each once.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"google.golang.org/grpc"
+
+	"github.com/sluice-go/sluice"
+	sluicegin "github.com/sluice-go/sluice/adapters/gin"
+	sluicegrpc "github.com/sluice-go/sluice/adapters/grpc"
+	sluicehttp "github.com/sluice-go/sluice/adapters/http"
+	sluiceotel "github.com/sluice-go/sluice/adapters/otel"
+	sluiceprom "github.com/sluice-go/sluice/adapters/prometheus"
+	"github.com/sluice-go/sluice/cluster"
+	sluiceredis "github.com/sluice-go/sluice/cluster/redis"
+	"github.com/sluice-go/sluice/dashboard"
+)
+
+func main() {
+	if err := run(); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("consumer: ok")
+}
+
+func run() error {
+	engine := sluice.New()
+	defer engine.Close()
+
+	// The package-level entry, on the default engine.
+	p, err := sluice.Entry("consumer")
+	if err != nil {
+		return err
+	}
+	p.Exit()
+
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	serve := func(name string, h http.Handler) error {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/x", nil))
+		if rec.Code != http.StatusNoContent {
+			return fmt.Errorf("%s: status %d", name, rec.Code)
+		}
+		return nil
+	}
+	if err := serve("sluicehttp", sluicehttp.Middleware(engine)(ok)); err != nil {
+		return err
+	}
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.Use(sluicegin.Middleware(engine))
+	r.GET("/x", func(c *gin.Context) { c.Status(http.StatusNoContent) })
+	if err := serve("sluicegin", r); err != nil {
+		return err
+	}
+
+	var unary grpc.UnaryServerInterceptor = sluicegrpc.UnaryServerInterceptor(engine)
+	resp, err := unary(context.Background(), "req", &grpc.UnaryServerInfo{FullMethod: "/pkg.Svc/Do"},
+		func(ctx context.Context, req any) (any, error) { return "resp", nil })
+	if err != nil || resp != "resp" {
+		return fmt.Errorf("sluicegrpc: %v, %v", resp, err)
+	}
+
+	// The Redis store is a cluster.Store; making one does not connect.
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer client.Close()
+	var _ cluster.Store = sluiceredis.New(client)
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(sluiceprom.NewCollector(engine))
+	fams, err := reg.Gather()
+	if err != nil {
+		return err
+	}
+	if len(fams) == 0 || !strings.HasPrefix(fams[0].GetName(), "sluice_") {
+		return fmt.Errorf("sluiceprom: gathered %d families", len(fams))
+	}
+
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(context.Background())
+	otelReg, err := sluiceotel.Register(engine, mp)
+	if err != nil {
+		return err
+	}
+	defer otelReg.Unregister()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		return err
+	}
+	if len(rm.ScopeMetrics) == 0 || len(rm.ScopeMetrics[0].Metrics) == 0 {
+		return fmt.Errorf("sluiceotel: collected nothing")
+	}
+
+	// A dashboard needs a rule store or folder: New says so.
+	var _ http.Handler = (*dashboard.Dashboard)(nil)
+	if _, err := dashboard.New(dashboard.Config{}); err == nil {
+		return fmt.Errorf("dashboard.New accepted an empty Config")
+	}
+
+	s, _ := engine.Snapshot("GET /x")
+	fmt.Printf("consumer: GET /x passed %d times\n", s.TotalPass)
+	return nil
+}
