@@ -181,7 +181,7 @@ func TestCodeBlocksCompile(t *testing.T) {
 	for _, verb := range []string{"build", "vet"} {
 		cmd := exec.Command(goTool, verb, "./...")
 		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GOWORK=off", "GOTOOLCHAIN=local", "GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -mod=mod"))
+		cmd.Env = append(os.Environ(), "GOWORK=off", "GOTOOLCHAIN=local", "GOFLAGS="+docGoFlags())
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			reportFailures(t, "go "+verb, err, string(out), blocks, root, dir)
@@ -665,4 +665,17 @@ func goCommand(t *testing.T) string {
 		t.Fatalf("no go command: %v", err)
 	}
 	return p
+}
+
+// docGoFlags is GOFLAGS for building the documents' module: the caller's,
+// less a -modfile (the standalone check names the module's own go.mod copy
+// there, which is not the documents' module), plus -mod=mod.
+func docGoFlags() string {
+	var keep []string
+	for _, f := range strings.Fields(os.Getenv("GOFLAGS")) {
+		if !strings.HasPrefix(f, "-modfile=") && !strings.HasPrefix(f, "--modfile=") {
+			keep = append(keep, f)
+		}
+	}
+	return strings.Join(append(keep, "-mod=mod"), " ")
 }
