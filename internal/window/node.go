@@ -93,7 +93,7 @@ type Node struct {
 	//   total: the cold totals, written when minute buckets retire.
 	//   blockedBy: refusals by block type, written on the blocked path only.
 	//   hist, keep: the history window beyond the minute (see History).
-	minute  *LeapArray[Metric]
+	minute  atomic.Pointer[LeapArray[Metric]] // nil until a second first retires into it
 	sec     LeapArray[Metric]
 	claimed atomic.Bool
 	_       layout.Pad
@@ -110,8 +110,8 @@ type Node struct {
 	// two words pushed the second window's header onto one more line, and
 	// Entry+Exit round-robin over 10,000 resources, where every line is a
 	// memory read, went from about 500 to 620 ns.)
-	hist *LeapArray[Metric] // nil without history beyond the minute window
-	keep int64              // seconds History serves; 0 for none
+	hist atomic.Pointer[LeapArray[Metric]] // nil until History first reaches past the minute window
+	keep int64                             // seconds History serves; 0 for none
 }
 
 // slotWords is the stride of the second-level window: a cache line's
@@ -139,10 +139,23 @@ const minuteRing = 64
 
 // InitHistory is Init for a node whose History serves the last keep
 // (rounded up to whole seconds, at most MaxHistory; zero or less for none).
-// Seconds older than the minute window keeps move, as its buckets retire,
-// into a window of one-second buckets sized so that every second of keep is
-// in one or the other: RingSize(keep-64s) slots of metricCount words (8
-// bytes each), allocated here. The request path never writes it.
+//
+// Memory is taken when it is used, not here (see docs/architecture.md,
+// "Memory per resource"):
+//
+//   - The minute window (64 one-second slots of metricCount words, 3.5 KiB)
+//     is allocated when a second first retires into it: when the node's
+//     traffic first spans more than the second-level window's ring (1.6 s).
+//     A resource that saw a burst and went idle never pays for it, and no
+//     reader sees a difference (a window that does not exist holds nothing).
+//   - The history window beyond the minute (RingSize(keep-64s) slots of
+//     metricCount words: 14 KiB for five minutes) is allocated at the first
+//     History call that asks for more than the minute window holds
+//     (armHistory). Seconds that left the minute window before it existed
+//     are in the totals only; from then on History serves the full keep.
+//
+// The request path never writes the history window, and allocates the
+// minute window at most once in the node's life.
 func (n *Node) InitHistory(keep time.Duration) {
 	if keep > MaxHistory {
 		keep = MaxHistory
@@ -150,10 +163,6 @@ func (n *Node) InitHistory(keep time.Duration) {
 	if keep > 0 {
 		n.keep = int64((keep + time.Second - 1) / time.Second)
 	}
-	if b := int(n.keep) - minuteRing; b > 0 {
-		n.hist = MustLeapArray(time.Duration(b)*time.Second, b, nodeKinds, n.retireHist)
-	}
-	n.minute = MustLeapArray(time.Minute, MinuteBuckets, nodeKinds, n.retireMinute)
 	if err := n.sec.init(time.Second, SecondBuckets, nodeKinds, n.retireSecond, n.secWords[:], slotWords); err != nil {
 		panic(err)
 	}
@@ -163,19 +172,46 @@ func (n *Node) InitHistory(keep time.Duration) {
 	}
 }
 
+// minuteWindow returns the minute window, making it when it does not exist
+// yet (one of racing callers' windows wins; the others are dropped unused).
+func (n *Node) minuteWindow() *LeapArray[Metric] {
+	if m := n.minute.Load(); m != nil {
+		return m
+	}
+	m := MustLeapArray(time.Minute, MinuteBuckets, nodeKinds, n.retireMinute)
+	if n.minute.CompareAndSwap(nil, m) {
+		return m
+	}
+	return n.minute.Load()
+}
+
+// HasMinuteWindow reports whether the node has made its minute window (see
+// InitHistory).
+func (n *Node) HasMinuteWindow() bool { return n.minute.Load() != nil }
+
+// armHistory makes the history window beyond the minute when the node keeps
+// more history than the minute window holds and it does not exist yet.
+func (n *Node) armHistory() {
+	b := int(n.keep) - minuteRing
+	if b <= 0 || n.hist.Load() != nil {
+		return
+	}
+	n.hist.CompareAndSwap(nil, MustLeapArray(time.Duration(b)*time.Second, b, nodeKinds, n.retireHist))
+}
+
 func (n *Node) retireSecond(m Metric, start int64, v uint64) {
-	n.minute.Add(start, m, v)
+	n.minuteWindow().Add(start, m, v)
 }
 
 func (n *Node) retireMinute(m Metric, start int64, v uint64) {
-	if n.hist != nil {
+	if h := n.hist.Load(); h != nil {
 		// In pieces: one Add carries at most MaxAdd, and a second's sum
 		// (ten second-level buckets) may be larger.
 		for nodeKinds[m] == Sum && v > MaxAdd {
-			n.hist.Add(start, m, MaxAdd)
+			h.Add(start, m, MaxAdd)
 			v -= MaxAdd
 		}
-		n.hist.Add(start, m, v)
+		h.Add(start, m, v)
 		return
 	}
 	n.retireHist(m, start, v)
@@ -363,7 +399,10 @@ func (n *Node) Bucket(t int64, m Metric) uint64 {
 // MinuteSum returns metric m summed over the one-minute window ending at now
 // (for MinRT, use MinuteMinRT). It is exact when no adds race it.
 func (n *Node) MinuteSum(now int64, m Metric) uint64 {
-	s := n.minute.Sum(now, m)
+	var s uint64
+	if mw := n.minute.Load(); mw != nil {
+		s = mw.Sum(now, m)
+	}
 	from := (now/int64(time.Second) - MinuteBuckets + 1) * int64(time.Second)
 	n.sec.Unretired(now, m, func(start int64, v uint64) {
 		if start >= from && start <= now {
@@ -379,10 +418,12 @@ func (n *Node) MinuteSum(now int64, m Metric) uint64 {
 func (n *Node) Total(now int64, m Metric) uint64 {
 	s := n.total[m].Load()
 	add := func(_ int64, v uint64) { s += v }
-	if n.hist != nil {
-		n.hist.Unretired(now, m, add)
+	if h := n.hist.Load(); h != nil {
+		h.Unretired(now, m, add)
 	}
-	n.minute.Unretired(now, m, add)
+	if mw := n.minute.Load(); mw != nil {
+		mw.Unretired(now, m, add)
+	}
 	n.sec.Unretired(now, m, add)
 	return s
 }
@@ -411,6 +452,10 @@ func (n *Node) History(now int64, since time.Duration) []stat.Second {
 	if k <= 0 {
 		return nil
 	}
+	if k > minuteRing {
+		n.armHistory()
+	}
+	minute, hist := n.minute.Load(), n.hist.Load()
 	last := now/int64(time.Second) - 1 // the newest completed second
 	first := last - k + 1
 	if first < 0 {
@@ -453,11 +498,13 @@ func (n *Node) History(now int64, since time.Duration) []stat.Second {
 		for i := range out {
 			ep := first + int64(i)
 			start := ep * int64(time.Second)
-			if v, ok := n.minute.valueOK(ep, m); ok {
-				put(m, start, v)
+			if minute != nil {
+				if v, ok := minute.valueOK(ep, m); ok {
+					put(m, start, v)
+				}
 			}
-			if n.hist != nil {
-				if v, ok := n.hist.valueOK(ep, m); ok {
+			if hist != nil {
+				if v, ok := hist.valueOK(ep, m); ok {
 					put(m, start, v)
 				}
 			}
