@@ -177,7 +177,8 @@ func allocPerResource(keep time.Duration) uint64 {
 	runtime.ReadMemStats(&before)
 	for i := range keepAlive {
 		keepAlive[i] = newResourceHistory(fmt.Sprint("resource-", i), keep)
-		keepAlive[i].node.History(0, keep) // a reader asks: the history window is made
+		keepAlive[i].node.MinuteSum(0, 0)  // a reader asks: the minute window is made
+		keepAlive[i].node.History(0, keep) // and the history window beyond it
 	}
 	runtime.ReadMemStats(&after)
 	runtime.KeepAlive(keepAlive)

@@ -122,6 +122,7 @@ const slotWords = layout.CacheLine / 8
 func NewNode() *Node {
 	n := new(Node)
 	n.Init()
+	n.armMinute()
 	return n
 }
 
@@ -140,22 +141,26 @@ const minuteRing = 64
 // InitHistory is Init for a node whose History serves the last keep
 // (rounded up to whole seconds, at most MaxHistory; zero or less for none).
 //
-// Memory is taken when it is used, not here (see docs/architecture.md,
-// "Memory per resource"):
+// The windows that serve reports are made when a reader first asks for
+// them, not here (see docs/architecture.md, "Memory per resource"):
 //
-//   - The minute window (64 one-second slots of metricCount words, 3.5 KiB)
-//     is allocated when a second first retires into it: when the node's
-//     traffic first spans more than the second-level window's ring (1.6 s).
-//     A resource that saw a burst and went idle never pays for it, and no
-//     reader sees a difference (a window that does not exist holds nothing).
+//   - The minute window (64 one-second slots of metricCount words, 4.2 KB
+//     with its header) is made by the first MinuteSum, Snapshot or History
+//     (armMinute).
 //   - The history window beyond the minute (RingSize(keep-64s) slots of
-//     metricCount words: 14 KiB for five minutes) is allocated at the first
+//     metricCount words: 14 KiB for five minutes) is made by the first
 //     History call that asks for more than the minute window holds
-//     (armHistory). Seconds that left the minute window before it existed
-//     are in the totals only; from then on History serves the full keep.
+//     (armHistory).
 //
-// The request path never writes the history window, and allocates the
-// minute window at most once in the node's life.
+// Until a window exists, the seconds that would have moved into it move on
+// into the next one, or into the totals: Total is exact either way, and a
+// window that is made serves every second that reaches it afterwards (the
+// first Snapshot of a resource counts, in its minute figures, only what
+// the second-level window still holds). The request path allocates
+// nothing and never writes the history window.
+//
+// NewNode makes the minute window at once (the engine's inbound node, whose
+// recent minimum RT a BBR system rule reads).
 func (n *Node) InitHistory(keep time.Duration) {
 	if keep > MaxHistory {
 		keep = MaxHistory
@@ -172,21 +177,16 @@ func (n *Node) InitHistory(keep time.Duration) {
 	}
 }
 
-// minuteWindow returns the minute window, making it when it does not exist
-// yet (one of racing callers' windows wins; the others are dropped unused).
-func (n *Node) minuteWindow() *LeapArray[Metric] {
-	if m := n.minute.Load(); m != nil {
-		return m
+// armMinute makes the minute window when it does not exist yet (one of
+// racing callers' windows wins; the others are dropped unused).
+func (n *Node) armMinute() {
+	if n.minute.Load() == nil {
+		n.minute.CompareAndSwap(nil, MustLeapArray(time.Minute, MinuteBuckets, nodeKinds, n.retireMinute))
 	}
-	m := MustLeapArray(time.Minute, MinuteBuckets, nodeKinds, n.retireMinute)
-	if n.minute.CompareAndSwap(nil, m) {
-		return m
-	}
-	return n.minute.Load()
 }
 
 // HasMinuteWindow reports whether the node has made its minute window (see
-// InitHistory).
+// InitHistory): whether a reader asked for it.
 func (n *Node) HasMinuteWindow() bool { return n.minute.Load() != nil }
 
 // armHistory makes the history window beyond the minute when the node keeps
@@ -196,11 +196,16 @@ func (n *Node) armHistory() {
 	if b <= 0 || n.hist.Load() != nil {
 		return
 	}
+	n.armMinute() // first: a second reaches the history window through it
 	n.hist.CompareAndSwap(nil, MustLeapArray(time.Duration(b)*time.Second, b, nodeKinds, n.retireHist))
 }
 
 func (n *Node) retireSecond(m Metric, start int64, v uint64) {
-	n.minuteWindow().Add(start, m, v)
+	if mw := n.minute.Load(); mw != nil {
+		mw.Add(start, m, v)
+		return
+	}
+	n.retireHist(m, start, v) // no reader yet: into the totals
 }
 
 func (n *Node) retireMinute(m Metric, start int64, v uint64) {
@@ -397,12 +402,12 @@ func (n *Node) Bucket(t int64, m Metric) uint64 {
 }
 
 // MinuteSum returns metric m summed over the one-minute window ending at now
-// (for MinRT, use MinuteMinRT). It is exact when no adds race it.
+// (for MinRT, use MinuteMinRT). It is exact when no adds race it, for the
+// seconds since the minute window was made: the first call makes it (see
+// InitHistory).
 func (n *Node) MinuteSum(now int64, m Metric) uint64 {
-	var s uint64
-	if mw := n.minute.Load(); mw != nil {
-		s = mw.Sum(now, m)
-	}
+	n.armMinute()
+	s := n.minute.Load().Sum(now, m)
 	from := (now/int64(time.Second) - MinuteBuckets + 1) * int64(time.Second)
 	n.sec.Unretired(now, m, func(start int64, v uint64) {
 		if start >= from && start <= now {
@@ -452,6 +457,7 @@ func (n *Node) History(now int64, since time.Duration) []stat.Second {
 	if k <= 0 {
 		return nil
 	}
+	n.armMinute()
 	if k > minuteRing {
 		n.armHistory()
 	}

@@ -124,27 +124,30 @@ func TestHistoryMaxConcurrency(t *testing.T) {
 	require.True(t, ok, "second 3 is in the history window")
 }
 
-// TestHistoryTakesMemoryWhenUsed: a node keeps no minute window until a
-// second retires into it, and no history window until History asks for
-// more than the minute window holds; seconds that left the minute window
-// before that are in the totals, and History serves every second after.
+// TestHistoryTakesMemoryWhenUsed: a node makes no minute window until a
+// reader asks for one (History, MinuteSum), and no history window until
+// History asks for more than the minute window holds; seconds that would
+// have moved into a window not made yet are in the totals, and History
+// serves every second that reaches a window after it is made.
 func TestHistoryTakesMemoryWhenUsed(t *testing.T) {
 	n := new(Node)
 	n.InitHistory(5 * time.Minute)
 	sec := func(s int64) int64 { return s * int64(time.Second) }
-	n.AddPass(0, 1)
-	n.AddComplete(0, 0, 1, false)
-	require.Nil(t, n.minute.Load(), "one burst: no minute window")
-	require.Len(t, n.History(sec(1), time.Minute), 1, "a read within the minute arms nothing")
-	require.Nil(t, n.hist.Load())
-	for s := int64(1); s < 200; s++ {
+	for s := int64(0); s < 100; s++ {
+		n.AddPass(sec(s), 1)
+		n.AddComplete(sec(s), 0, 1, false)
+	}
+	require.Nil(t, n.minute.Load(), "no reader: no minute window")
+	assert.Equal(t, uint64(100), n.Total(sec(100), Pass))
+	require.Len(t, n.History(sec(100), time.Minute), 60)
+	require.NotNil(t, n.minute.Load(), "a read makes the minute window")
+	require.Nil(t, n.hist.Load(), "a read within the minute makes no history window")
+	for s := int64(100); s < 200; s++ {
 		n.AddPass(sec(s), 1)
 	}
-	require.NotNil(t, n.minute.Load())
-	require.Nil(t, n.hist.Load(), "no reader past the minute yet")
-	assert.Equal(t, uint64(200), n.Total(sec(200), Pass))
+	assert.Equal(t, uint64(60), n.MinuteSum(sec(200)-1, Pass))
 	h := n.History(sec(200), 5*time.Minute)
-	require.NotNil(t, n.hist.Load(), "a long read arms the history window")
+	require.NotNil(t, n.hist.Load(), "a long read makes the history window")
 	var got uint64
 	for _, s := range h {
 		got += s.Pass
