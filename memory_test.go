@@ -5,10 +5,12 @@ import (
 	"runtime"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluice-go/sluice/internal/layout"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -108,4 +110,17 @@ func TestMemoryTestMakesMinuteWindows(t *testing.T) {
 	s, _ = g.Snapshot("r")
 	assert.Equal(t, uint64(2), s.MinutePass, "3.2 s retired into the minute window")
 	assert.Equal(t, uint64(4), s.TotalPass)
+}
+
+// TestResourceNodeOnALine: a resource's node starts on a cache line of the
+// resource (its header fills the first), and resources are allocated in a
+// size class that is a whole number of lines, so the node's lines are the
+// machine's (see window.TestNodeLinesStartOnLines).
+func TestResourceNodeOnALine(t *testing.T) {
+	var r resource
+	assert.Zero(t, unsafe.Offsetof(r.node)%layout.CacheLine)
+	// Size classes of Go's allocator around a resource's size: a resource
+	// in one of them starts on a line.
+	size := unsafe.Sizeof(r)
+	assert.Contains(t, []uintptr{1536, 1792, 2048}, (size+255)/256*256, "resource is %d bytes", size)
 }

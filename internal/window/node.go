@@ -99,12 +99,17 @@ type Node struct {
 	_       layout.Pad
 	// concurrency is the number of requests in flight.
 	concurrency atomic.Int64
-	_           layout.Pad
-	admitted    Window
-	_           layout.Pad
-	secWords    [secRing * slotWords]atomic.Uint64
-	total       [metricCount]atomic.Uint64
-	blockedBy   [stat.BlockTypes]atomic.Uint64
+	// The rest of concurrency's line: admitted starts on the next line
+	// wherever the node sits, and on a line start when concurrency does,
+	// which it does in a resource (see the layout test of the sluice
+	// package): the window then spans two lines, not three, and each slot
+	// of secWords one.
+	_         [layout.CacheLine - 8]byte
+	admitted  Window
+	_         layout.Pad
+	secWords  [secRing * slotWords]atomic.Uint64
+	total     [metricCount]atomic.Uint64
+	blockedBy [stat.BlockTypes]atomic.Uint64
 	// The history, cold like the totals: read by History, written when
 	// minute buckets retire. (Held in the read-only header above, these
 	// two words pushed the second window's header onto one more line, and
