@@ -128,8 +128,8 @@ type config struct {
 func WithClock(c Clock) Option { return func(cf *config) { cf.clock = c } }
 
 // WithMaxResources bounds the number of distinct resources the engine keeps
-// statistics for (each costs about 6 KiB, plus its history: see
-// WithHistory). Entries of further resources
+// statistics for (each costs about 2 KiB, and more once its figures are
+// read: see WithHistory). Entries of further resources
 // without rules are counted together under OverflowResource until idle
 // resources are forgotten (see IdleResourceTimeout) and make room. Zero or
 // less means DefaultMaxResources.
@@ -143,12 +143,19 @@ const DefaultHistory = 5 * time.Minute
 // Engine.History: d rounded up to whole seconds, at most one hour; zero or
 // less keeps none. The default is DefaultHistory.
 //
-// The last 64 seconds are read from the one-minute window every resource
-// keeps anyway; older seconds cost each resource 56 bytes per second,
-// rounded up to a power of two seconds and allocated with the resource:
+// A resource keeps the windows that serve reports only once a reader asks
+// for them, so that many resources nobody looks at stay small (about
+// 2 KiB each). The first Snapshot or History of a resource (or Each) makes
+// its one-minute window (4.2 KB), which serves the last 64 seconds; the
+// first History asking for more than that makes the window of older
+// seconds: 56 bytes per second, rounded up to a power of two seconds,
 // 14 KiB for the default five minutes (256 seconds beyond the minute
-// window), 224 KiB for an hour. Nothing on the request path writes them: a
-// second moves there when its bucket of the minute window is reused.
+// window), 224 KiB for an hour. Seconds that left the second-level window
+// before a window was made count in the totals only: the first read of a
+// resource sees the last second or two in its minute figures and history,
+// and every second after that. Nothing on the request path writes these
+// windows: a second moves there when its bucket of the window before is
+// reused.
 func WithHistory(d time.Duration) Option { return func(cf *config) { cf.history = d } }
 
 // Engine is an independent instance of sluice: its own clock, resources,
@@ -512,7 +519,9 @@ func (eng *Engine) Snapshot(resourceName string) (stat.Snapshot, bool) {
 // WithHistory keeps (the current, incomplete second is left out). It
 // returns nil when the engine does not track the resource (see Snapshot)
 // or keeps no history. A resource that was forgotten and made again has
-// the history of the new one only.
+// the history of the new one only. The resource keeps its history from
+// the first read on (see WithHistory): a reader that wants the full
+// history reads once early, a Watch does so when it starts.
 //
 // The figures are exact when no entry of the resource races the call; one
 // that does may be missed, or counted twice in that one result. History

@@ -80,6 +80,11 @@ func TestHistoryRollsOver(t *testing.T) {
 	for s := 0; s < secs; s++ {
 		clk.Set(int64(s)*int64(time.Second) + int64(300*time.Millisecond))
 		require.True(t, exitAfter(g, clk, "r", time.Millisecond, nil))
+		if s == 0 {
+			// A reader asks for more than a minute: from now on the
+			// resource keeps its five minutes (see Engine.History).
+			g.History("r", time.Hour)
+		}
 		if s%10 == 0 {
 			require.True(t, exitAfter(g, clk, "r", 3*time.Millisecond, nil))
 		}
@@ -136,9 +141,10 @@ func TestHistoryLengths(t *testing.T) {
 	assert.Len(t, g.History("r", time.Hour), int(DefaultHistory/time.Second), "default")
 }
 
-// TestHistoryMemory reports what history costs a resource, and checks it
-// against WithHistory's documented figures (56 bytes per second beyond the
-// minute window's 64, rounded up to a power of two).
+// TestHistoryMemory reports what history costs a resource once a reader
+// asked for it, and checks it against WithHistory's documented figures (56
+// bytes per second beyond the minute window's 64, rounded up to a power of
+// two).
 func TestHistoryMemory(t *testing.T) {
 	// The least of three runs: another goroutine's allocations can only
 	// add to a run's count.
@@ -171,6 +177,8 @@ func allocPerResource(keep time.Duration) uint64 {
 	runtime.ReadMemStats(&before)
 	for i := range keepAlive {
 		keepAlive[i] = newResourceHistory(fmt.Sprint("resource-", i), keep)
+		keepAlive[i].node.MinuteSum(0, 0)  // a reader asks: the minute window is made
+		keepAlive[i].node.History(0, keep) // and the history window beyond it
 	}
 	runtime.ReadMemStats(&after)
 	runtime.KeepAlive(keepAlive)

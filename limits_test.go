@@ -113,7 +113,10 @@ func TestRemovedRulesGiveTheirMemoryBack(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 1, g.Resources(), "only r7, which counted an entry, is kept")
 	after := heapInUse()
-	assert.Less(t, float64(after)-float64(base), float64(loaded-base)/20, "memory given back: base %d, loaded %d, after %d", base, loaded, after)
+	// A twentieth when a resource held a five-minute history ring (20 KB);
+	// with about 2.4 KB per resource, what stays is mostly the registry's
+	// maps, which Go does not shrink (about 140 bytes per name).
+	assert.Less(t, float64(after)-float64(base), float64(loaded-base)/8, "memory given back: base %d, loaded %d, after %d", base, loaded, after)
 	s, ok := g.Snapshot("r7")
 	require.True(t, ok)
 	assert.Equal(t, uint64(1), s.TotalPass)

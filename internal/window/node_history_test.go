@@ -14,6 +14,7 @@ import (
 func TestHistoryKeepsLargeSums(t *testing.T) {
 	n := new(Node)
 	n.InitHistory(5 * time.Minute)
+	n.History(0, 5*time.Minute)          // a reader asks: the node keeps its five minutes from now on
 	const rt = int64(1000 * time.Second) // per entry, below the per-entry cap
 	for b := int64(0); b < 10; b++ {     // one entry in each 100 ms bucket of second 0
 		at := b * int64(BucketWidth)
@@ -29,7 +30,7 @@ func TestHistoryKeepsLargeSums(t *testing.T) {
 		n.AddPass(at, 1)
 		n.AddComplete(at, int64(time.Millisecond), 1, false)
 	}
-	v, _ := n.minute.valueOK(0, RT)
+	v, _ := n.minute.Load().valueOK(0, RT)
 	require.Equal(t, wantUS, v)
 	// Adds at 64 s and 65.6 s: the second reuses the first's slot of the
 	// second-level window, which retires it into the minute window's slot
@@ -38,7 +39,7 @@ func TestHistoryKeepsLargeSums(t *testing.T) {
 		n.AddPass(at, 1)
 		n.AddComplete(at, int64(time.Millisecond), 1, false)
 	}
-	_, ok := n.hist.valueOK(0, RT)
+	_, ok := n.hist.Load().valueOK(0, RT)
 	require.True(t, ok, "second 0 is in the history window")
 	for _, now := range []int64{int64(100 * time.Second), int64(200 * time.Second)} {
 		h := n.History(now, 5*time.Minute)
@@ -57,6 +58,7 @@ func TestHistoryKeepsLargeSums(t *testing.T) {
 func TestHistoryMaxConcurrency(t *testing.T) {
 	n := new(Node)
 	n.InitHistory(5 * time.Minute)
+	n.History(0, 5*time.Minute) // a reader asks: the node keeps its five minutes from now on
 	ms := func(v int64) int64 { return v * int64(time.Millisecond) }
 	type step struct {
 		at    int64 // ms
@@ -118,6 +120,49 @@ func TestHistoryMaxConcurrency(t *testing.T) {
 	got := maxima(ms(200_000), 5*time.Minute)
 	assert.Equal(t, want, got[:len(want)])
 	assert.Equal(t, int64(5), got[130], "4 in flight and one entry at a time")
-	_, ok := n.hist.valueOK(3, MaxConcurrency)
+	_, ok := n.hist.Load().valueOK(3, MaxConcurrency)
 	require.True(t, ok, "second 3 is in the history window")
+}
+
+// TestHistoryTakesMemoryWhenUsed: a node makes no minute window until a
+// reader asks for one (History, MinuteSum), and no history window until
+// History asks for more than the minute window holds; seconds that would
+// have moved into a window not made yet are in the totals, and History
+// serves every second that reaches a window after it is made.
+func TestHistoryTakesMemoryWhenUsed(t *testing.T) {
+	n := new(Node)
+	n.InitHistory(5 * time.Minute)
+	sec := func(s int64) int64 { return s * int64(time.Second) }
+	for s := int64(0); s < 100; s++ {
+		n.AddPass(sec(s), 1)
+		n.AddComplete(sec(s), 0, 1, false)
+	}
+	require.Nil(t, n.minute.Load(), "no reader: no minute window")
+	assert.Equal(t, uint64(100), n.Total(sec(100), Pass))
+	require.Len(t, n.History(sec(100), time.Minute), 60)
+	require.NotNil(t, n.minute.Load(), "a read makes the minute window")
+	require.Nil(t, n.hist.Load(), "a read within the minute makes no history window")
+	for s := int64(100); s < 200; s++ {
+		n.AddPass(sec(s), 1)
+	}
+	assert.Equal(t, uint64(60), n.MinuteSum(sec(200)-1, Pass))
+	h := n.History(sec(200), 5*time.Minute)
+	require.NotNil(t, n.hist.Load(), "a long read makes the history window")
+	var got uint64
+	for _, s := range h {
+		got += s.Pass
+	}
+	// What the two windows still hold: 64 seconds in the minute window, and
+	// eight in the second-level one (one add per second, at a bucket start:
+	// seconds s and s+8 share a slot of its ring of sixteen).
+	assert.Equal(t, uint64(64+8), got)
+	for s := int64(200); s < 500; s++ {
+		n.AddPass(sec(s), 1)
+	}
+	h = n.History(sec(500), 5*time.Minute)
+	require.Len(t, h, 300)
+	for i, s := range h {
+		assert.Equal(t, uint64(1), s.Pass, "second %d", 200+i)
+	}
+	assert.Equal(t, uint64(500), n.Total(sec(500), Pass), "every pass in exactly one place")
 }

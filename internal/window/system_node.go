@@ -121,11 +121,13 @@ func (n *Node) minRTSince(now, from, until int64) (uint64, bool) {
 			best, ok = v, true
 		}
 	}
-	n.minute.Unretired(now, MinRT, func(start int64, v uint64) {
-		if start >= from {
-			take(v)
-		}
-	})
+	if mw := n.minute.Load(); mw != nil {
+		mw.Unretired(now, MinRT, func(start int64, v uint64) {
+			if start >= from {
+				take(v)
+			}
+		})
+	}
 	n.sec.Unretired(now, MinRT, func(start int64, v uint64) {
 		if start >= from && start < until {
 			take(v)
