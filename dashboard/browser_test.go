@@ -124,6 +124,17 @@ func shot(t *testing.T, ctx context.Context, name string) {
 	require.NoError(t, os.WriteFile(path, png, 0o644))
 }
 
+// shotFull is shot of the whole page, not only the window.
+func shotFull(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	if os.Getenv("SLUICE_SCREENSHOTS") != "1" {
+		return
+	}
+	var png []byte
+	require.NoError(t, chromedp.Run(ctx, chromedp.FullScreenshot(&png, 100)))
+	require.NoError(t, os.WriteFile(filepath.Join("..", "docs", "img", "dashboard-"+name+".png"), png, 0o644))
+}
+
 func browserLogin(t *testing.T, ctx context.Context, base, name string) {
 	t.Helper()
 	require.NoError(t, chromedp.Run(ctx,

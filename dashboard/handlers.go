@@ -254,6 +254,21 @@ type point struct {
 type series struct {
 	Resource string  `json:"resource"`
 	Points   []point `json:"points"`
+	// Instances counts the instances whose frames have the resource in the
+	// window: a rule each instance has limits the sum to that many times
+	// its threshold.
+	Instances int `json:"instances"`
+	// Rules are the rules on the resource; the charts draw their limits.
+	Rules []appliedRule `json:"rules"`
+}
+
+// versionMark is a rule version saved within the window: the charts mark
+// it.
+type versionMark struct {
+	Version int64  `json:"version"`
+	At      int64  `json:"at"` // Unix second
+	Author  string `json:"author"`
+	Comment string `json:"comment,omitempty"`
 }
 
 // live is an application's state: the app page shows it and refreshes it
@@ -279,6 +294,14 @@ type live struct {
 	// for the page to age instances while the store cannot be read.
 	HealthyWithin int64 `json:"healthyWithin"`
 	LostAfter     int64 `json:"lostAfter"`
+	// Versions are the rule versions saved within the window, on an
+	// answer for the whole window; nil on an answer for the last seconds.
+	Versions []versionMark `json:"versions,omitempty"`
+	// TableSeconds is how many seconds the resource table adds up.
+	TableSeconds int64 `json:"tableSeconds"`
+	// Chosen: the series are the resources asked for (?r=), not the
+	// busiest.
+	Chosen bool `json:"chosen"`
 	// Errors are the store's failures in this answer: the page shows a
 	// banner and keeps what it read last.
 	Errors []string `json:"errors,omitempty"`
@@ -326,8 +349,12 @@ var blockLabels = func() []string {
 	return out
 }()
 
-// maxSeries bounds the resources the charts show: the busiest.
-const maxSeries = 12
+// maxSeries bounds the resources the charts show: those chosen in the
+// resource table (?r=), or else the defaultSeries busiest.
+const (
+	maxSeries     = 12
+	defaultSeries = 4
+)
 
 func finite(f float64) *float64 {
 	if f != f || f > 1e300 || f < -1e300 {
@@ -340,16 +367,22 @@ func finite(f float64) *float64 {
 // covers only the seconds from S on: the page asks for the whole window
 // once, then for the last seconds, and merges.
 func (d *Dashboard) live(w http.ResponseWriter, r *http.Request, c *call) {
-	from, _ := strconv.ParseInt(r.URL.Query().Get("since"), 10, 64)
-	l := d.liveState(r.Context(), c.app, from)
+	q := r.URL.Query()
+	from, _ := strconv.ParseInt(q.Get("since"), 10, 64)
+	chosen := q["r"]
+	if len(chosen) > maxSeries {
+		chosen = chosen[:maxSeries]
+	}
+	l := d.liveState(r.Context(), c.app, from, chosen...)
 	w.Header().Set("Content-Type", "application/json")
 	enc := newJSON(w)
 	enc.Encode(l)
 }
 
 // liveState returns app's state, with the figures of the seconds from
-// from (the whole window when from is before it, or 0).
-func (d *Dashboard) liveState(ctx context.Context, app string, from int64) *live {
+// from (the whole window when from is before it, or 0), the series of the
+// chosen resources (the busiest when none).
+func (d *Dashboard) liveState(ctx context.Context, app string, from int64, chosen ...string) *live {
 	now := d.cfg.Now().Unix()
 	win := int64(d.window / time.Second)
 	since := now - win
@@ -358,12 +391,27 @@ func (d *Dashboard) liveState(ctx context.Context, app string, from int64) *live
 	}
 	l := &live{App: app, Now: now, Since: since, Window: win, Instances: []instance{}, Resources: []series{},
 		Breakers: []breaker{}, BlockTypes: blockTypes, BlockLabels: blockLabels, NotMeasured: notMeasured,
-		HealthyWithin: healthyWithin, LostAfter: lostAfter}
+		HealthyWithin: healthyWithin, LostAfter: lostAfter, TableSeconds: min(win, tableSeconds)}
 	cur, err := d.store.Current(ctx, app)
 	if err != nil {
 		l.Errors = append(l.Errors, "rule store: "+err.Error())
 	}
 	l.Version = cur.Version
+	ix := d.rulesOf(app, cur)
+	if since == now-win {
+		// The whole window: the versions saved in it, for the charts to
+		// mark.
+		vs, err := d.store.History(ctx, app, historyLimit)
+		if err != nil {
+			l.Errors = append(l.Errors, "rule store: "+err.Error())
+		}
+		l.Versions = []versionMark{}
+		for _, v := range vs {
+			if at := v.At.Unix(); at >= since && at <= now {
+				l.Versions = append(l.Versions, versionMark{Version: v.Version, At: at, Author: v.Author, Comment: v.Comment})
+			}
+		}
+	}
 	byID := map[string]*instance{}
 	get := func(id string) *instance {
 		in := byID[id]
@@ -407,11 +455,7 @@ func (d *Dashboard) liveState(ctx context.Context, app string, from int64) *live
 	}
 	// Frames come by instance then second; a frame published twice counts
 	// once.
-	sort.SliceStable(frames, func(i, j int) bool {
-		a, b := &frames[i], &frames[j]
-		return a.Instance < b.Instance || a.Instance == b.Instance && a.Second < b.Second
-	})
-	frames = slices.CompactFunc(frames, func(a, b cluster.Frame) bool { return a.Instance == b.Instance && a.Second == b.Second })
+	frames = byInstanceSecond(frames)
 	last := map[string]*cluster.Frame{}
 	totals := map[string]uint64{}
 	// The seconds some instance published a frame for: a resource without
@@ -441,21 +485,33 @@ func (d *Dashboard) liveState(ctx context.Context, app string, from int64) *live
 		rtN     uint64
 		seen    bool
 	}
-	names := make([]string, 0, len(totals))
-	for n := range totals {
-		names = append(names, n)
-	}
-	sort.Slice(names, func(i, j int) bool {
-		a, b := names[i], names[j]
-		return totals[a] > totals[b] || totals[a] == totals[b] && a < b
-	})
-	if len(names) > maxSeries {
-		names = names[:maxSeries]
+	var names []string
+	if len(chosen) > 0 {
+		l.Chosen = true
+		for _, n := range chosen {
+			if !slices.Contains(names, n) {
+				names = append(names, n)
+			}
+		}
+	} else {
+		names = make([]string, 0, len(totals))
+		for n := range totals {
+			names = append(names, n)
+		}
+		sort.Slice(names, func(i, j int) bool {
+			a, b := names[i], names[j]
+			return totals[a] > totals[b] || totals[a] == totals[b] && a < b
+		})
+		if len(names) > defaultSeries {
+			names = names[:defaultSeries]
+		}
 	}
 	accs := make(map[string][]acc, len(names))
 	for _, n := range names {
 		accs[n] = make([]acc, now-since+1)
 	}
+	// The instances publishing each series' resource.
+	publishing := make(map[string]map[string]bool, len(names))
 	for i := range frames {
 		f := &frames[i]
 		if f.Second < since || f.Second > now {
@@ -472,15 +528,22 @@ func (d *Dashboard) liveState(ctx context.Context, app string, from int64) *live
 			p.Pass += rs.Pass
 			p.Block += rs.Block
 			p.InFlt += rs.Concurrency
-			for bt, n := range rs.BlockedBy {
+			for bt, n := range apportion(rs.Block, rs.BlockedBy) {
 				p.blocked[bt] += n
 			}
+			if publishing[rs.Resource] == nil {
+				publishing[rs.Resource] = map[string]bool{}
+			}
+			publishing[rs.Resource][f.Instance] = true
 			p.rtSum += float64(rs.AvgRT) * float64(rs.Complete)
 			p.rtN += rs.Complete
 		}
 	}
 	for _, n := range names {
-		s := series{Resource: n}
+		s := series{Resource: n, Instances: len(publishing[n]), Rules: ix.byRes[n]}
+		if s.Rules == nil {
+			s.Rules = []appliedRule{}
+		}
 		for k := range accs[n] {
 			p := &accs[n][k]
 			if !p.seen && !covered[k] {
