@@ -322,7 +322,7 @@ func TestBrowser(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return chromedp.Run(ctx, chromedp.Evaluate(cardJS, &card)) == nil && strings.Contains(card.Reasons, "flow")
 	}, 15*time.Second, 200*time.Millisecond, "no flow refusals drawn: %+v", card)
-	require.Regexp(t, `^\d\d:\d\d:\d\d: passed \d+, blocked \d+`, card.Summary)
+	require.Regexp(t, `^\d\d:\d\d:\d\d UTC: passed \d+, blocked \d+`, card.Summary)
 	want := []string{"pass=passed", "block=blocked"}
 	for _, r := range strings.Split(card.Reasons, ",") {
 		want = append(want, r+"=blocked by "+r)
@@ -330,7 +330,7 @@ func TestBrowser(t *testing.T) {
 	require.Equal(t, want, card.Keys)
 	var updated string
 	require.NoError(t, chromedp.Run(ctx, chromedp.Text("#updated", &updated, chromedp.ByID)))
-	require.Regexp(t, `^Updated \d\d:\d\d:\d\d\.$`, updated)
+	require.Regexp(t, `^Updated \d\d:\d\d:\d\d UTC\.$`, updated)
 	require.NoError(t, chromedp.Run(ctx, chromedp.Text("#instances", &text, chromedp.ByID)))
 	require.Contains(t, text, "shop-1")
 	require.Contains(t, text, "shop-2")

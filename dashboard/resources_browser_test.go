@@ -2,12 +2,14 @@ package dashboard_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
@@ -56,6 +58,11 @@ func TestBrowserResourceTable(t *testing.T) {
 	defer d.Close()
 	web := httptest.NewServer(d)
 	defer web.Close()
+	// The viewer is in Kathmandu (UTC+5:45): times are in UTC all the same.
+	require.NoError(t, chromedp.Run(ctx, emulation.SetTimezoneOverride("Asia/Kathmandu")))
+	// shop-1 refused a version, with a long reason: its row stays one line.
+	require.NoError(t, rs.Report(bg, "shop", cluster.RuleReport{Instance: "shop-1", Version: 1, Refused: 2,
+		Err: "rules: flow rule 0 (resource \"res-00420\"): Threshold: " + strings.Repeat("a long reason ", 20)}, time.Hour))
 	browserLogin(t, ctx, web.URL, "ed")
 
 	var count string
@@ -124,6 +131,21 @@ func TestBrowserResourceTable(t *testing.T) {
 		chromedp.Evaluate(`window.location.search`, &loc),
 	))
 	require.Equal(t, 1, charts, "only the chart chosen")
+	var card struct {
+		Summary, Points, Updated string
+		Heights              []int
+	}
+	require.NoError(t, chromedp.Run(ctx, chromedp.Evaluate(`(() => { const s = document.querySelector('`+chart+`');
+		return { summary: s.querySelector("p.summary").textContent, points: s.dataset.points,
+			updated: document.getElementById("updated").textContent,
+			heights: [...document.querySelectorAll("#instances tbody tr")].map((tr) => tr.offsetHeight) }; })()`, &card)))
+	var pts [][3]int64
+	require.NoError(t, json.Unmarshal([]byte(card.Points), &pts))
+	lastT := time.Unix(pts[len(pts)-1][0], 0).UTC().Format("15:04:05")
+	require.True(t, strings.HasPrefix(card.Summary, lastT+" UTC: passed"), "%q, last point at %s UTC", card.Summary, lastT)
+	require.Regexp(t, `^Updated \d\d:\d\d:\d\d UTC\.$`, card.Updated)
+	require.Len(t, card.Heights, 2)
+	require.Equal(t, card.Heights[1], card.Heights[0], "the refused instance's row is as high as the other")
 	require.Equal(t, "?chart=res-00420", loc, "the choice is in the address")
 	chromedp.Run(ctx, chromedp.Sleep(1500*time.Millisecond)) // a few points drawn
 	shotFull(t, ctx, "resources")

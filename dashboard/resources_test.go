@@ -317,3 +317,12 @@ func TestLiveBlockedAddsUp(t *testing.T) {
 	require.Equal(t, uint64(761), pts[0].Blocked[int(sluice.BlockIsolation)])
 	require.Equal(t, uint64(4), pts[2].Blocked[0], "unattributed: other")
 }
+
+// TestNoStraySpace: the rules page says "Version in force: 2, saved by",
+// not "2 , saved by".
+func TestNoStraySpace(t *testing.T) {
+	f := newFleet(t, nil)
+	viv := signIn(t, f.srv, "viv")
+	_, body := viv.get("/apps/shop/rules")
+	require.Regexp(t, `<strong id="version">1</strong>,\s+saved by seed at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC\.</p>`, body)
+}

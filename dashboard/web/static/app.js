@@ -14,10 +14,11 @@
     return e;
   }
 
-  // hms is a time of day in the viewer's time zone, 24-hour: "16:34:43".
+  // hms is a time of day in UTC, 24-hour, as the server's pages write
+  // times: "16:34:43 UTC".
   function hms(d) {
     const p = (n) => String(n).padStart(2, "0");
-    return p(d.getHours()) + ":" + p(d.getMinutes()) + ":" + p(d.getSeconds());
+    return p(d.getUTCHours()) + ":" + p(d.getUTCMinutes()) + ":" + p(d.getUTCSeconds()) + " UTC";
   }
 
   // ---- charts ----
@@ -233,7 +234,12 @@
       else { const td = el("td", "health unknown", "\u2013"); td.title = "not seen in frames or heartbeats"; tr.appendChild(td); }
       cell(tr, i.host || "");
       const td = el("td", null, i.version ? "version " + i.version : "none");
-      if (i.refused) td.appendChild(el("span", "refused", " refused version " + i.refused + ": " + (i.error || "")));
+      if (i.refused) {
+        td.append(" ");
+        const r = el("span", "refused", "refused version " + i.refused + ": " + (i.error || ""));
+        r.title = r.textContent;
+        td.appendChild(r);
+      }
       tr.appendChild(td);
       cell(tr, i.clusterMode || "");
       cell(tr, i.shedding ? "shedding" : "ok");
