@@ -372,6 +372,16 @@ func TestBrowser(t *testing.T) {
 		chromedp.WaitVisible(`//strong[@id="version"][text()="2"]`, chromedp.BySearch),
 	))
 	waitThreshold(t, ins, 20)
+	// The notice, and the rollout followed until both instances run it.
+	var notice string
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Text(`div.notice[role="status"]`, &notice, chromedp.ByQuery),
+		chromedp.WaitVisible(`#rollout[data-done="1"]`, chromedp.ByQuery),
+		chromedp.Text("#rollout", &text, chromedp.ByID),
+	))
+	require.Equal(t, "Version 2 saved.", notice)
+	require.Equal(t, "Version 2: 2/2 instances run it.", text)
+	shot(t, ctx, "rollout")
 
 	require.NoError(t, chromedp.Run(ctx,
 		chromedp.Navigate(base+"/apps/shop/history?v=2"),

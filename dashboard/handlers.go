@@ -614,6 +614,9 @@ type rulesData struct {
 	Doc       string // the editor's text
 	Rules     map[string][]ruleRow
 	Kinds     []string
+	Comment   string               // the comment of the text being saved
+	Rollout   int64                // the version just saved, whose rollout the page follows
+	Now       int64                // the server's Unix second
 	Conflict  *cluster.RuleVersion // the version saved meanwhile
 	ErrRule   string               // the rule the error names, "flow rule 2 (resource x)"
 	ErrField  string
@@ -684,7 +687,15 @@ func (d *Dashboard) rulesPage(w http.ResponseWriter, r *http.Request, c *call) {
 		d.fail(w, r, c, http.StatusBadGateway, "the rule store: "+err.Error())
 		return
 	}
-	v.Data = &rulesData{Version: cur, Base: cur.Version, Doc: string(cur.Doc), Rules: rowsOf(cur.Doc), Kinds: kindKeys}
+	rd := &rulesData{Version: cur, Base: cur.Version, Doc: string(cur.Doc), Rules: rowsOf(cur.Doc), Kinds: kindKeys, Now: d.cfg.Now().Unix()}
+	if n, err := strconv.ParseInt(r.URL.Query().Get("saved"), 10, 64); err == nil && n > 0 && n <= cur.Version {
+		v.Notice = fmt.Sprintf("Version %d saved.", n)
+		if r.URL.Query().Get("auditerr") != "" {
+			v.Notice += " The audit log could not record it."
+		}
+		rd.Rollout = n
+	}
+	v.Data = rd
 	d.render(w, http.StatusOK, "rules", v)
 }
 
@@ -733,7 +744,7 @@ func (d *Dashboard) save(w http.ResponseWriter, r *http.Request, c *call, base i
 		return
 	}
 	v := d.view(c, c.app+": rules")
-	rd := &rulesData{Version: prev, Base: base, Doc: string(doc), Rules: rowsOf(prev.Doc), Kinds: kindKeys}
+	rd := &rulesData{Version: prev, Base: base, Doc: string(doc), Rules: rowsOf(prev.Doc), Kinds: kindKeys, Comment: comment}
 	v.Data = rd
 	status := http.StatusUnprocessableEntity
 	switch {

@@ -326,3 +326,29 @@ func TestNoStraySpace(t *testing.T) {
 	_, body := viv.get("/apps/shop/rules")
 	require.Regexp(t, `<strong id="version">1</strong>,\s+saved by seed at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC\.</p>`, body)
 }
+
+// TestCommentKeptAndSavedNotice: a refused save (422) and a conflict
+// (409) show the comment again with the text; a save is announced, with
+// the rollout to follow.
+func TestCommentKeptAndSavedNotice(t *testing.T) {
+	f := newFleet(t, nil)
+	ed := signIn(t, f.srv, "ed")
+	const why = `halve it <b>now</b>`
+	code, body := ed.post("/apps/shop/rules", url.Values{"base": {"1"}, "comment": {why},
+		"doc": {"flow:\n  - resource: GET /api\n    threshold: -1\n"}})
+	require.Equal(t, http.StatusUnprocessableEntity, code)
+	require.Contains(t, body, `value="halve it &lt;b&gt;now&lt;/b&gt;"`)
+	code, body = ed.post("/apps/shop/rules", url.Values{"base": {"0"}, "comment": {why},
+		"doc": {"flow:\n  - resource: GET /api\n    threshold: 5\n"}})
+	require.Equal(t, http.StatusConflict, code)
+	require.Contains(t, body, `value="halve it &lt;b&gt;now&lt;/b&gt;"`)
+	code, _ = ed.post("/apps/shop/rules", url.Values{"base": {"1"}, "comment": {why},
+		"doc": {"flow:\n  - resource: GET /api\n    threshold: 5\n"}})
+	require.Equal(t, http.StatusSeeOther, code)
+	_, body = ed.get("/apps/shop/rules?saved=2")
+	require.Contains(t, body, `<div class="notice" role="status">Version 2 saved.</div>`)
+	require.Contains(t, body, `id="rollout"`)
+	require.Contains(t, body, `data-version="2"`)
+	_, body = ed.get("/apps/shop/rules?saved=9")
+	require.NotContains(t, body, "saved.</div>", "not a version saved")
+}

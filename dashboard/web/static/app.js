@@ -530,6 +530,43 @@
     setInterval(() => { if (!document.hidden && !resTable.querySelector("tr.instances-of")) load(); }, 5000);
   }
 
+  // ---- rollout of a version just saved ----
+
+  // The rules page after a save follows the instances taking the version:
+  // "2/3 instances run version 5; 1 refused it: shop-2: reason", every
+  // second, until every instance runs it or refused it (or a minute).
+  const rollout = document.getElementById("rollout");
+  if (rollout && app) {
+    const want = Number(rollout.dataset.version);
+    const since = Number(rollout.dataset.now) - 2;
+    const started = Date.now();
+    let timer = 0;
+    async function follow() {
+      try {
+        const res = await fetch("/api/apps/" + encodeURIComponent(app) + "/live?since=" + since,
+          { credentials: "same-origin", headers: { Accept: "application/json" } });
+        if (!res.ok) throw new Error("HTTP " + res.status);
+        const data = await res.json();
+        const ins = data.instances.filter((i) => i.health !== "lost");
+        const running = ins.filter((i) => i.version >= want);
+        const refused = ins.filter((i) => i.refused >= want);
+        let text = "Version " + want + ": " + running.length + "/" + ins.length + " instances run it";
+        if (refused.length) text += "; " + refused.length + " refused it: " + refused.map((i) => i.id + ": " + i.error).join("; ");
+        if (data.version > want) text += " (version " + data.version + " was saved since)";
+        const done = ins.length > 0 && running.length + refused.length === ins.length;
+        if (!ins.length) text = "Version " + want + ": no instance has reported.";
+        rollout.textContent = text + (done || Date.now() - started > 60000 ? "." : "\u2026");
+        rollout.className = refused.length ? "error" : done ? "notice" : "";
+        rollout.dataset.done = done ? "1" : "";
+        if (done || Date.now() - started > 60000) clearInterval(timer);
+      } catch (e) {
+        rollout.textContent = "Version " + want + ": the instances cannot be read (" + e.message + ").";
+      }
+    }
+    follow();
+    timer = setInterval(follow, 1000);
+  }
+
   // ---- rule editor ----
 
   const skeletons = {
