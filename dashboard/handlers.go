@@ -613,6 +613,7 @@ type rulesData struct {
 	Base      int64
 	Doc       string // the editor's text
 	Rules     map[string][]ruleRow
+	List      *ruleList // the listing's search and page; nil when all are listed
 	Kinds     []string
 	Comment   string               // the comment of the text being saved
 	Rollout   int64                // the version just saved, whose rollout the page follows
@@ -625,34 +626,65 @@ type rulesData struct {
 
 var kindKeys = []string{"flow", "isolation", "system", "circuitBreaker", "param"}
 
+// maxRuleRows bounds the rules listed per kind on the rules page: a
+// 10,000-rule document lists a page of each kind (searched by resource),
+// and the editor holds the whole document.
+const maxRuleRows = 100
+
+// ruleList is the rules of each kind the rules page lists: those whose
+// resource contains Query (any case), from Offset, at most maxRuleRows.
+type ruleList struct {
+	Rows   map[string][]ruleRow
+	Total  map[string]int // the rules of each kind that match
+	Query  string
+	Offset int
+	Max    int
+}
+
 func rowsOf(doc []byte) map[string][]ruleRow {
-	out := map[string][]ruleRow{}
 	if len(bytes.TrimSpace(doc)) == 0 {
-		return out
+		return map[string][]ruleRow{}
 	}
 	set, err := rules.Decode(doc, rules.YAML)
 	if err != nil {
-		return out
+		return map[string][]ruleRow{}
 	}
-	add := func(kind string, i int, res string, one rules.Set) {
-		out[kind] = append(out[kind], ruleRow{Kind: kind, Index: i, Resource: res, Text: ruleText(one)})
+	return listRules(set, "", 0).Rows
+}
+
+// listRules lists set's rules as the rules page shows them; each listed
+// rule is written as the editor's text (rules.Encode), those not listed
+// are not.
+func listRules(set rules.Set, q string, offset int) *ruleList {
+	l := &ruleList{Rows: map[string][]ruleRow{}, Total: map[string]int{}, Query: q, Offset: max(offset, 0), Max: maxRuleRows}
+	lq := strings.ToLower(q)
+	add := func(kind string, i int, res string, one func() rules.Set) {
+		if lq != "" && !strings.Contains(strings.ToLower(res), lq) {
+			return
+		}
+		n := l.Total[kind]
+		l.Total[kind]++
+		if n < l.Offset || n >= l.Offset+maxRuleRows {
+			return
+		}
+		l.Rows[kind] = append(l.Rows[kind], ruleRow{Kind: kind, Index: i, Resource: res, Text: ruleText(one())})
 	}
 	for i, r := range set.Flow {
-		add("flow", i, r.Resource, rules.Set{Flow: []rules.Flow{r}})
+		add("flow", i, r.Resource, func() rules.Set { return rules.Set{Flow: []rules.Flow{r}} })
 	}
 	for i, r := range set.Isolation {
-		add("isolation", i, r.Resource, rules.Set{Isolation: []rules.Isolation{r}})
+		add("isolation", i, r.Resource, func() rules.Set { return rules.Set{Isolation: []rules.Isolation{r}} })
 	}
 	for i, r := range set.System {
-		add("system", i, "", rules.Set{System: []rules.System{r}})
+		add("system", i, "", func() rules.Set { return rules.Set{System: []rules.System{r}} })
 	}
 	for i, r := range set.CircuitBreaker {
-		add("circuitBreaker", i, r.Resource, rules.Set{CircuitBreaker: []rules.CircuitBreaker{r}})
+		add("circuitBreaker", i, r.Resource, func() rules.Set { return rules.Set{CircuitBreaker: []rules.CircuitBreaker{r}} })
 	}
 	for i, r := range set.Param {
-		add("param", i, r.Resource, rules.Set{Param: []rules.Param{r}})
+		add("param", i, r.Resource, func() rules.Set { return rules.Set{Param: []rules.Param{r}} })
 	}
-	return out
+	return l
 }
 
 // ruleText is the one rule of one as the editor's text has it: the YAML
@@ -687,7 +719,14 @@ func (d *Dashboard) rulesPage(w http.ResponseWriter, r *http.Request, c *call) {
 		d.fail(w, r, c, http.StatusBadGateway, "the rule store: "+err.Error())
 		return
 	}
-	rd := &rulesData{Version: cur, Base: cur.Version, Doc: string(cur.Doc), Rules: rowsOf(cur.Doc), Kinds: kindKeys, Now: d.cfg.Now().Unix()}
+	q := r.URL.Query()
+	if len(q.Get("q")) > maxQuery {
+		q.Set("q", strings.ToValidUTF8(q.Get("q")[:maxQuery], ""))
+	}
+	offset, _ := strconv.Atoi(q.Get("offset"))
+	// The rules in force, decoded once a version (d.rulesOf).
+	list := listRules(d.rulesOf(c.app, cur).set, q.Get("q"), offset)
+	rd := &rulesData{Version: cur, Base: cur.Version, Doc: string(cur.Doc), Rules: list.Rows, List: list, Kinds: kindKeys, Now: d.cfg.Now().Unix()}
 	if n, err := strconv.ParseInt(r.URL.Query().Get("saved"), 10, 64); err == nil && n > 0 && n <= cur.Version {
 		v.Notice = fmt.Sprintf("Version %d saved.", n)
 		if r.URL.Query().Get("auditerr") != "" {

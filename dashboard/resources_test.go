@@ -352,3 +352,30 @@ func TestCommentKeptAndSavedNotice(t *testing.T) {
 	_, body = ed.get("/apps/shop/rules?saved=9")
 	require.NotContains(t, body, "saved.</div>", "not a version saved")
 }
+
+// TestRulesPageListsAPage: a large document lists 100 rules of a kind at
+// a time, searched by resource; the editor holds the whole document.
+func TestRulesPageListsAPage(t *testing.T) {
+	f := newFleet(t, nil)
+	var doc strings.Builder
+	doc.WriteString("flow:\n")
+	for i := 0; i < 250; i++ {
+		fmt.Fprintf(&doc, "  - resource: GET /r%05d\n    threshold: 10\n", i)
+	}
+	_, err := f.store.Save(context.Background(), "shop", 1, cluster.RuleVersion{Doc: []byte(doc.String()), Author: "seed"})
+	require.NoError(t, err)
+	ed := signIn(t, f.srv, "ed")
+	rows := func(body string) int { return strings.Count(body, `<pre class="rule">`) }
+	_, body := ed.get("/apps/shop/rules")
+	require.Equal(t, 100, rows(body))
+	require.Contains(t, body, "1–100 of 250")
+	require.Contains(t, body, `id="rule-next"`)
+	require.Contains(t, body, "GET /r00249", "in the editor's document")
+	_, body = ed.get("/apps/shop/rules?offset=200")
+	require.Equal(t, 50, rows(body))
+	require.Contains(t, body, "201–250 of 250")
+	require.Contains(t, body, `name="index" value="249"`, "a listed rule deletes by its index in the document")
+	_, body = ed.get("/apps/shop/rules?q=r0024")
+	require.Equal(t, 10, rows(body))
+	require.NotContains(t, body, `id="rule-next"`)
+}

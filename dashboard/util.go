@@ -29,6 +29,8 @@ func parsePages() (map[string]*template.Template, error) {
 		"f2":   func(f *float64) string { return fmt.Sprintf("%.2f", *f) },
 		"pct":  func(f *float64) string { return fmt.Sprintf("%.0f%%", *f*100) },
 		"age":  age,
+		"add":  func(a, b int) int { return a + b },
+		"sub":  func(a, b int) int { return max(a-b, 0) },
 	}
 	out := map[string]*template.Template{}
 	for _, n := range pageNames {
