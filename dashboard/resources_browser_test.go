@@ -133,7 +133,7 @@ func TestBrowserResourceTable(t *testing.T) {
 	require.Equal(t, 1, charts, "only the chart chosen")
 	var card struct {
 		Summary, Points, Updated string
-		Heights              []int
+		Heights                  []int
 	}
 	require.NoError(t, chromedp.Run(ctx, chromedp.Evaluate(`(() => { const s = document.querySelector('`+chart+`');
 		return { summary: s.querySelector("p.summary").textContent, points: s.dataset.points,
