@@ -71,6 +71,7 @@ type Dashboard struct {
 	window   time.Duration
 
 	ruleCache ruleCache // each application's rules in force, decoded
+	diffs     diffCache // the rule diffs of saved versions
 
 	once sync.Once
 }

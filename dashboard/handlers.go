@@ -895,6 +895,8 @@ type historyData struct {
 	Versions []cluster.RuleVersion
 	Shown    *cluster.RuleVersion
 	Diff     string
+	Changes  []string // the rules Shown changed
+	Diffed   bool
 }
 
 func (d *Dashboard) historyPage(w http.ResponseWriter, r *http.Request, c *call) {
@@ -921,6 +923,8 @@ func (d *Dashboard) historyPage(w http.ResponseWriter, r *http.Request, c *call)
 				before = pv.Doc
 			}
 			hd.Diff = cluster.LineDiff(before, sv.Doc)
+			hd.Changes = d.versionDiff(ctx, c.app, n)
+			hd.Diffed = hd.Changes != nil
 		}
 	}
 	v.Data = hd
@@ -948,17 +952,64 @@ func (d *Dashboard) rollback(w http.ResponseWriter, r *http.Request, c *call) {
 
 // ---- audit and users ----
 
+// The audit pages: the newest auditScan entries are filtered, and shown
+// auditPageSize at a time.
+const (
+	auditScan     = 2000
+	auditPageSize = 50
+)
+
 func (d *Dashboard) auditPage(w http.ResponseWriter, r *http.Request, c *call) {
 	title := "Audit log"
 	if c.app != "" {
 		title = c.app + ": audit log"
 	}
 	v := d.view(c, title)
-	es, err := d.store.AuditLog(r.Context(), c.app, auditLimit)
+	q := r.URL.Query()
+	cut := func(s string) string {
+		if len(s) > maxQuery {
+			return strings.ToValidUTF8(s[:maxQuery], "")
+		}
+		return s
+	}
+	ad := &auditData{User: cut(q.Get("user")), Action: cut(q.Get("action")), App: cut(q.Get("app")), Query: cut(q.Get("q")),
+		Scan: auditScan, PageSize: auditPageSize}
+	ad.Offset, _ = strconv.Atoi(q.Get("offset"))
+	ad.Offset = max(ad.Offset, 0)
+	es, err := d.store.AuditLog(r.Context(), c.app, auditScan)
 	if err != nil {
 		v.Error = "the rule store: " + err.Error()
 	}
-	ad := &auditData{Entries: es}
+	ad.Scanned = len(es)
+	actions := map[string]bool{}
+	lq := strings.ToLower(ad.Query)
+	var match []cluster.AuditEntry
+	for _, e := range es {
+		actions[e.Action] = true
+		if ad.User != "" && e.User != ad.User || ad.Action != "" && e.Action != ad.Action ||
+			c.app == "" && ad.App != "" && e.App != ad.App ||
+			lq != "" && !strings.Contains(strings.ToLower(e.Detail+" "+e.User+" "+e.App), lq) {
+			continue
+		}
+		match = append(match, e)
+	}
+	for a := range actions {
+		ad.Actions = append(ad.Actions, a)
+	}
+	sort.Strings(ad.Actions)
+	ad.Total = len(match)
+	if ad.Offset >= len(match) {
+		ad.Offset = max(0, (len(match)-1)/auditPageSize*auditPageSize)
+	}
+	for _, e := range match[ad.Offset:min(len(match), ad.Offset+auditPageSize)] {
+		row := auditRow{AuditEntry: e}
+		if e.App != "" && e.Version > 0 && (e.Action == "save" || e.Action == "rollback") {
+			row.Changes = d.versionDiff(r.Context(), e.App, e.Version)
+			row.Diffed = row.Changes != nil
+		}
+		ad.Entries = append(ad.Entries, row)
+	}
+	ad.More = ad.Offset+auditPageSize < len(match)
 	if c.app == "" {
 		// The whole audit log, for admins, with the refused logins.
 		ad.Logins = true
@@ -969,9 +1020,24 @@ func (d *Dashboard) auditPage(w http.ResponseWriter, r *http.Request, c *call) {
 	d.render(w, http.StatusOK, "audit", v)
 }
 
+// auditRow is an audit entry with, for a save or a rollback, the rules it
+// changed.
+type auditRow struct {
+	cluster.AuditEntry
+	Changes []string
+	Diffed  bool // Changes were computed (none: the same rules)
+}
+
 // auditData is what the audit pages show.
 type auditData struct {
-	Entries []cluster.AuditEntry
+	Entries []auditRow
+	// The filters: by user, action, application (the whole log) and text
+	// in the detail; the page from Offset.
+	User, Action, App, Query string
+	Actions                  []string // the actions of the entries scanned
+	Offset, Total, PageSize  int
+	More                     bool
+	Scan, Scanned            int
 	// Logins: the page shows the refused logins (the whole audit log).
 	Logins   bool
 	Refused  []refusedRow

@@ -379,3 +379,56 @@ func TestRulesPageListsAPage(t *testing.T) {
 	require.Equal(t, 10, rows(body))
 	require.NotContains(t, body, `id="rule-next"`)
 }
+
+// TestAuditNamesRulesAndFilters: the audit log names the rules a save
+// changed, in a 10,000-rule document too (where the line diff gives up),
+// and filters and pages.
+func TestAuditNamesRulesAndFilters(t *testing.T) {
+	f := newFleet(t, nil)
+	ed := signIn(t, f.srv, "ed")
+	code, _ := ed.post("/apps/shop/rules", url.Values{"base": {"1"}, "doc": {"flow:\n  - resource: GET /api\n    threshold: 20\n"}})
+	require.Equal(t, http.StatusSeeOther, code)
+	big := func(th int) string {
+		var b strings.Builder
+		b.WriteString("flow:\n")
+		for i := 0; i < 10000; i++ {
+			n := 10
+			if i == 4242 {
+				n = th
+			}
+			fmt.Fprintf(&b, "  - resource: GET /r%05d\n    threshold: %d\n", i, n)
+		}
+		return b.String()
+	}
+	ctx := context.Background()
+	_, err := f.store.Save(ctx, "shop", 2, cluster.RuleVersion{Doc: []byte(big(10)), Author: "eve"})
+	require.NoError(t, err)
+	_, err = f.store.Save(ctx, "shop", 3, cluster.RuleVersion{Doc: []byte(big(20)), Author: "eve"})
+	require.NoError(t, err)
+
+	_, body := ed.get("/apps/shop/audit")
+	require.Contains(t, body, "<li>flow rule GET /api: threshold 100 → 20</li>")
+	require.Contains(t, body, "<li>flow rule GET /r04242: threshold 10 → 20</li>", "10,000 rules compared")
+	_, body = ed.get("/apps/shop/history?v=4")
+	require.Contains(t, body, "<li>flow rule GET /r04242: threshold 10 → 20</li>")
+
+	// 60 more saves by ed: pages of 50, newest first.
+	for v := int64(4); v < 64; v++ {
+		_, err := f.store.Save(ctx, "shop", v, cluster.RuleVersion{Doc: []byte(fmt.Sprintf("flow:\n  - resource: GET /api\n    threshold: %d\n", v)), Author: "ed"})
+		require.NoError(t, err)
+	}
+	rowsOf := func(body string) int { return strings.Count(body, `<tr class="action-`) }
+	_, body = ed.get("/apps/shop/audit")
+	require.Equal(t, 50, rowsOf(body))
+	require.Contains(t, body, `id="audit-older"`)
+	require.Contains(t, body, "<li>flow rule GET /api: threshold 62 → 63</li>")
+	_, body = ed.get("/apps/shop/audit?offset=50")
+	require.Equal(t, 14, rowsOf(body), "64 saves in all")
+	_, body = ed.get("/apps/shop/audit?user=eve")
+	require.Equal(t, 2, rowsOf(body))
+	_, body = ed.get("/apps/shop/audit?q=" + url.QueryEscape("threshold: 62"))
+	require.Equal(t, 2, rowsOf(body), "the text is searched in the line diffs")
+	_, body = ed.get("/apps/shop/audit?action=rollback")
+	require.Equal(t, 0, rowsOf(body))
+	require.Contains(t, body, "No entry matches.")
+}
