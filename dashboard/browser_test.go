@@ -369,6 +369,15 @@ func TestBrowser(t *testing.T) {
 		chromedp.SetValue("#doc", good, chromedp.ByID),
 		chromedp.SetValue("#comment", "halve the API", chromedp.ByID),
 		chromedp.Click("#save", chromedp.ByID),
+		chromedp.WaitVisible("#confirm", chromedp.ByID),
+		chromedp.Text("#changes", &text, chromedp.ByID),
+	))
+	// What the save changes, before anything is written.
+	require.Equal(t, "flow rule GET /api: threshold 50 → 20", strings.TrimSpace(text))
+	require.Equal(t, int64(1), version(t, rs, "shop"), "nothing written before the confirmation")
+	shot(t, ctx, "confirm")
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Click("#confirm", chromedp.ByID),
 		chromedp.WaitVisible(`//strong[@id="version"][text()="2"]`, chromedp.BySearch),
 	))
 	waitThreshold(t, ins, 20)
@@ -390,6 +399,12 @@ func TestBrowser(t *testing.T) {
 	shot(t, ctx, "history")
 	require.NoError(t, chromedp.Run(ctx,
 		chromedp.Click(`button.rollback[data-version="1"]`, chromedp.ByQuery),
+		chromedp.WaitVisible("#confirm", chromedp.ByID),
+		chromedp.Text("#changes", &text, chromedp.ByID),
+	))
+	require.Equal(t, "flow rule GET /api: threshold 20 → 50", strings.TrimSpace(text))
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Click("#confirm", chromedp.ByID),
 		chromedp.WaitVisible(`//strong[@id="version"][text()="3"]`, chromedp.BySearch),
 	))
 	waitThreshold(t, ins, 50)
@@ -399,7 +414,8 @@ func TestBrowser(t *testing.T) {
 		chromedp.Text("#audit", &text, chromedp.ByID),
 	))
 	require.Contains(t, text, "rollback")
-	require.Regexp(t, `ed\s+shop\s+save\s+2\s+-\s+threshold: 50\s+\+\s+threshold: 20`, text)
-	require.Regexp(t, `ed\s+shop\s+rollback\s+3\s+-\s+threshold: 20\s+\+\s+threshold: 50`, text)
+	// Each names the rule it changed (the line diff is one click away).
+	require.Regexp(t, `ed\s+shop\s+save\s+2\s+flow rule GET /api: threshold 50 → 20\s+line diff`, text)
+	require.Regexp(t, `ed\s+shop\s+rollback\s+3\s+flow rule GET /api: threshold 20 → 50\s+line diff`, text)
 	shot(t, ctx, "audit")
 }

@@ -763,6 +763,10 @@ func (d *Dashboard) save(w http.ResponseWriter, r *http.Request, c *call, base i
 	// The store validates too; checking here first tells a refused
 	// document from a failing store whatever the store wraps errors in.
 	_, verr := rules.Decode(doc, rules.YAML)
+	if verr == nil && r.PostForm.Get("preview") == "1" {
+		d.confirm(w, r, c, base, doc, comment)
+		return
+	}
 	var saved cluster.RuleVersion
 	err := verr
 	if err == nil {
@@ -805,6 +809,66 @@ func (d *Dashboard) save(w http.ResponseWriter, r *http.Request, c *call, base i
 	d.render(w, status, "rules", v)
 }
 
+// confirmData is the confirmation of a save, a deletion or a rollback:
+// what it changes, and the same request again without preview.
+type confirmData struct {
+	What    string // "save", "delete", "rollback"
+	Base    int64  // the version changed
+	Current int64  // the version in force now (another when saved since)
+	Changes []string
+	Diff    string // the line diff
+	Target  string // the endpoint to post to
+	Fields  []formField
+	Comment string
+}
+
+type formField struct{ Name, Value string }
+
+// confirm renders what saving doc over version base changes, and a form
+// that makes the change (the request again, without preview=1).
+func (d *Dashboard) confirm(w http.ResponseWriter, r *http.Request, c *call, base int64, doc []byte, comment string) {
+	ctx := r.Context()
+	cur, err := d.store.Current(ctx, c.app)
+	if err != nil {
+		d.fail(w, r, c, http.StatusBadGateway, "the rule store: "+err.Error())
+		return
+	}
+	var before []byte
+	if base > 0 {
+		bv, err := d.store.Version(ctx, c.app, base)
+		if err != nil {
+			d.fail(w, r, c, http.StatusConflict, fmt.Sprintf("version %d: %v", base, err))
+			return
+		}
+		before = bv.Doc
+	}
+	cd := &confirmData{Base: base, Current: cur.Version, Target: r.URL.Path, Comment: comment, Diff: cluster.LineDiff(before, doc)}
+	switch {
+	case strings.HasSuffix(r.URL.Path, "/rules/delete"):
+		cd.What = "delete"
+	case strings.HasSuffix(r.URL.Path, "/rollback"):
+		cd.What = "rollback"
+	default:
+		cd.What = "save"
+	}
+	if cd.Changes, err = diffDocs(before, doc); err != nil {
+		cd.Changes = []string{"(the version edited cannot be read as rules: " + err.Error() + ")"}
+	}
+	keys := make([]string, 0, len(r.PostForm))
+	for k := range r.PostForm {
+		if k != "csrf" && k != "preview" && k != "edit" {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		cd.Fields = append(cd.Fields, formField{Name: k, Value: r.PostForm.Get(k)})
+	}
+	v := d.view(c, c.app+": confirm the "+map[string]string{"save": "save", "delete": "deletion", "rollback": "rollback"}[cd.What])
+	v.Data = cd
+	d.render(w, http.StatusOK, "confirm", v)
+}
+
 // isValidation reports whether err is the refusal of a document.
 func isValidation(err error) bool {
 	var re *rules.Error
@@ -828,6 +892,18 @@ func (d *Dashboard) saveRules(w http.ResponseWriter, r *http.Request, c *call) {
 		return
 	}
 	doc := strings.ReplaceAll(r.PostForm.Get("doc"), "\r\n", "\n")
+	if r.PostForm.Get("edit") == "1" {
+		// Back from the confirmation to the editor, the text kept.
+		prev, err := d.store.Current(r.Context(), c.app)
+		if err != nil {
+			d.fail(w, r, c, http.StatusBadGateway, "the rule store: "+err.Error())
+			return
+		}
+		v := d.view(c, c.app+": rules")
+		v.Data = &rulesData{Version: prev, Base: base, Doc: doc, Rules: rowsOf(prev.Doc), Kinds: kindKeys, Comment: clip(r.PostForm.Get("comment"))}
+		d.render(w, http.StatusOK, "rules", v)
+		return
+	}
 	d.save(w, r, c, base, []byte(doc), clip(r.PostForm.Get("comment")), "save", 0)
 }
 

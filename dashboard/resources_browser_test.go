@@ -172,6 +172,12 @@ func TestBrowserResourceTable(t *testing.T) {
 	require.Contains(t, doc, "threshold: 100")
 	require.NoError(t, chromedp.Run(ctx,
 		chromedp.Click("#save", chromedp.ByID),
+		chromedp.WaitVisible("#confirm", chromedp.ByID),
+		chromedp.Evaluate(`window.__xss === 1`, &xss),
+	))
+	require.False(t, xss)
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Click("#confirm", chromedp.ByID),
 		chromedp.WaitVisible(`//strong[@id="version"][text()="3"]`, chromedp.BySearch),
 		chromedp.Evaluate(`window.__xss === 1`, &xss),
 	))

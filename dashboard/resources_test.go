@@ -432,3 +432,52 @@ func TestAuditNamesRulesAndFilters(t *testing.T) {
 	require.Equal(t, 0, rowsOf(body))
 	require.Contains(t, body, "No entry matches.")
 }
+
+// TestConfirmBeforeChange: a save, a deletion and a rollback sent from
+// the pages (preview=1) show what they change and write nothing; the
+// confirmation writes; "back to the editor" keeps the text and comment.
+func TestConfirmBeforeChange(t *testing.T) {
+	f := newFleet(t, nil)
+	ed := signIn(t, f.srv, "ed")
+	const doc = "flow:\n  - resource: GET /api\n    threshold: 7\n"
+	code, body := ed.post("/apps/shop/rules", url.Values{"base": {"1"}, "doc": {doc}, "comment": {"tighter"}, "preview": {"1"}})
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, "<li>flow rule GET /api: threshold 100 → 7</li>")
+	require.Contains(t, body, `<button type="submit" id="confirm">Save version 2</button>`)
+	require.Contains(t, body, "<textarea name=\"doc\" hidden>\n"+doc+"</textarea>")
+	require.NotContains(t, body, `name="preview"`)
+	require.Equal(t, int64(1), version(t, f.store, "shop"), "nothing written")
+
+	code, body = ed.post("/apps/shop/rules", url.Values{"base": {"1"}, "doc": {doc}, "comment": {"tighter"}, "edit": {"1"}})
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, `id="doc" rows="24" spellcheck="false">`+doc)
+	require.Contains(t, body, `value="tighter"`)
+	require.Equal(t, int64(1), version(t, f.store, "shop"))
+
+	code, _ = ed.post("/apps/shop/rules", url.Values{"base": {"1"}, "doc": {"flow:\n  - resource: x\n    threshold: -1\n"}, "preview": {"1"}})
+	require.Equal(t, http.StatusUnprocessableEntity, code, "an invalid text is refused before the confirmation")
+
+	code, _ = ed.post("/apps/shop/rules", url.Values{"base": {"1"}, "doc": {doc}, "comment": {"tighter"}})
+	require.Equal(t, http.StatusSeeOther, code)
+	require.Equal(t, int64(2), version(t, f.store, "shop"))
+
+	code, body = ed.post("/apps/shop/rules/delete", url.Values{"base": {"2"}, "kind": {"flow"}, "index": {"0"}, "preview": {"1"}})
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, "<li>flow rule GET /api removed</li>")
+	require.Contains(t, body, `id="confirm">Delete it</button>`)
+	code, body = ed.post("/apps/shop/rollback", url.Values{"base": {"2"}, "version": {"1"}, "preview": {"1"}})
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, "<li>flow rule GET /api: threshold 7 → 100</li>")
+	require.Equal(t, int64(2), version(t, f.store, "shop"), "nothing written")
+
+	// Confirming after someone else saved: the confirmation says so.
+	_, err := f.store.Save(context.Background(), "shop", 2, cluster.RuleVersion{Doc: []byte(shopRules), Author: "eve"})
+	require.NoError(t, err)
+	_, body = ed.post("/apps/shop/rollback", url.Values{"base": {"2"}, "version": {"1"}, "preview": {"1"}})
+	require.Contains(t, body, `id="confirm-stale"`)
+
+	// A viewer's preview is refused like the write.
+	viv := signIn(t, f.srv, "viv")
+	code, _ = viv.post("/apps/shop/rules", url.Values{"base": {"3"}, "doc": {doc}, "preview": {"1"}})
+	require.Equal(t, http.StatusForbidden, code)
+}
