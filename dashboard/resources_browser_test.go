@@ -36,9 +36,10 @@ func TestBrowserResourceTable(t *testing.T) {
 	require.NoError(t, err)
 	tel := memstore.New(time.Now)
 	hostile := append([]string{`<img src=x onerror="window.__xss=1">`}, xssNames...)
+	runs := map[string]int64{} // the rule version each instance's frames say it runs
 	publish := func(sec int64) {
 		for _, id := range []string{"shop-1", "shop-2"} {
-			f := cluster.Frame{App: "shop", Instance: id, Second: sec}
+			f := cluster.Frame{App: "shop", Instance: id, Second: sec, RuleVersion: runs[id]}
 			for i := 0; i < 10000; i++ {
 				f.Resources = append(f.Resources, cluster.ResourceSecond{Resource: fmt.Sprintf("res-%05d", i),
 					Second: stat.Second{Pass: uint64(i % 97), Complete: uint64(i % 97), AvgRT: time.Millisecond}})
@@ -192,6 +193,22 @@ func TestBrowserResourceTable(t *testing.T) {
 	}
 	require.Equal(t, hostile[0], got[0], "the rule added names the first row's resource (by name, descending): %q", got)
 	require.Equal(t, "res-00420", got[1])
+
+	// The rollout, followed: shop-2 takes version 3, shop-1 refuses it.
+	var rollout string
+	require.Eventually(t, func() bool {
+		return chromedp.Run(ctx, chromedp.Text("#rollout", &rollout, chromedp.ByID)) == nil &&
+			strings.HasPrefix(rollout, "Version 3: 0/2 instances run it")
+	}, 10*time.Second, 50*time.Millisecond, "%q", rollout)
+	runs["shop-2"] = 3
+	publish(time.Now().Unix())
+	require.NoError(t, rs.Report(bg, "shop", cluster.RuleReport{Instance: "shop-1", Version: 2, Refused: 3,
+		Err: "the engine refused it"}, time.Hour))
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.WaitVisible(`#rollout[data-done="1"]`, chromedp.ByQuery),
+		chromedp.Text("#rollout", &rollout, chromedp.ByID),
+	))
+	require.Equal(t, "Version 3: 1/2 instances run it; 1 refused it: shop-1: the engine refused it.", rollout)
 }
 
 // TestBrowserRules10k: the rules page of 10,000 rules in a real Chromium:
