@@ -155,11 +155,16 @@ func fieldsOf(one rules.Set) fields {
 }
 
 // diffCache keeps the rule diffs of saved versions (a version never
-// changes), bounded.
+// changes), bounded, and the last versions decoded (a version's diff and
+// the next one's both read it).
 type diffCache struct {
-	mu sync.Mutex
-	m  map[string][]string
+	mu      sync.Mutex
+	m       map[string][]string
+	decoded map[string]rules.Set
 }
+
+// maxDecoded bounds the decoded versions kept.
+const maxDecoded = 8
 
 const maxCachedDiffs = 1000
 
@@ -175,21 +180,18 @@ func (d *Dashboard) versionDiff(ctx context.Context, app string, v int64) []stri
 	if ok {
 		return out
 	}
-	cur, err := d.store.Version(ctx, app, v)
+	cur, err := d.decodedVersion(ctx, app, v)
 	if err != nil {
 		return nil
 	}
-	var before []byte
+	var before rules.Set
 	if v > 1 {
-		pv, err := d.store.Version(ctx, app, v-1)
-		if err != nil {
+		if before, err = d.decodedVersion(ctx, app, v-1); err != nil {
 			return nil
 		}
-		before = pv.Doc
 	}
-	out, err = diffDocs(before, cur.Doc)
-	if err != nil {
-		return nil
+	if out = ruleDiff(before, cur); out == nil {
+		out = []string{}
 	}
 	c.mu.Lock()
 	if c.m == nil || len(c.m) >= maxCachedDiffs {
@@ -198,6 +200,34 @@ func (d *Dashboard) versionDiff(ctx context.Context, app string, v int64) []stri
 	c.m[key] = out
 	c.mu.Unlock()
 	return out
+}
+
+// decodedVersion returns version v of app's rules, decoded.
+func (d *Dashboard) decodedVersion(ctx context.Context, app string, v int64) (rules.Set, error) {
+	key := app + "\x00" + strconv.FormatInt(v, 10)
+	c := &d.diffs
+	c.mu.Lock()
+	set, ok := c.decoded[key]
+	c.mu.Unlock()
+	if ok {
+		return set, nil
+	}
+	rv, err := d.store.Version(ctx, app, v)
+	if err != nil {
+		return rules.Set{}, err
+	}
+	if strings.TrimSpace(string(rv.Doc)) != "" {
+		if set, err = rules.Decode(rv.Doc, rules.YAML); err != nil {
+			return rules.Set{}, err
+		}
+	}
+	c.mu.Lock()
+	if c.decoded == nil || len(c.decoded) >= maxDecoded {
+		c.decoded = map[string]rules.Set{}
+	}
+	c.decoded[key] = set
+	c.mu.Unlock()
+	return set, nil
 }
 
 // diffDocs is ruleDiff of two rule documents.

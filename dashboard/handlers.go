@@ -540,7 +540,7 @@ func (d *Dashboard) liveState(ctx context.Context, app string, from int64, chose
 		}
 	}
 	for _, n := range names {
-		s := series{Resource: n, Instances: len(publishing[n]), Rules: ix.byRes[n]}
+		s := series{Resource: n, Points: []point{}, Instances: len(publishing[n]), Rules: ix.byRes[n]}
 		if s.Rules == nil {
 			s.Rules = []appliedRule{}
 		}

@@ -256,6 +256,8 @@ func TestLiveChosenSeries(t *testing.T) {
 	require.Equal(t, "r03", a.Resources[0].Resource)
 	require.Equal(t, 3, a.Resources[0].Instances)
 	require.Equal(t, "GET /api", a.Resources[1].Resource)
+	_, body := viv.get(fmt.Sprintf("/api/apps/shop/live?r=nowhere&since=%d", now))
+	require.Contains(t, body, `"resource":"nowhere","points":[]`, "a resource without frames: no points, not null")
 	require.Equal(t, "flow 100/s", a.Resources[1].Rules[0].Summary, "shop's rule")
 	q := ""
 	for i := 0; i < 20; i++ {
@@ -381,7 +383,8 @@ func TestRulesPageListsAPage(t *testing.T) {
 }
 
 // TestAuditNamesRulesAndFilters: the audit log names the rules a save
-// changed, in a 10,000-rule document too (where the line diff gives up),
+// changed, in a 2,500-rule document too (where the line diff gives up; 10,000
+// rules in TestRuleDiff10k),
 // and filters and pages.
 func TestAuditNamesRulesAndFilters(t *testing.T) {
 	f := newFleet(t, nil)
@@ -391,9 +394,9 @@ func TestAuditNamesRulesAndFilters(t *testing.T) {
 	big := func(th int) string {
 		var b strings.Builder
 		b.WriteString("flow:\n")
-		for i := 0; i < 10000; i++ {
+		for i := 0; i < 2500; i++ { // 5,000 lines: more than the line diff compares
 			n := 10
-			if i == 4242 {
+			if i == 1042 {
 				n = th
 			}
 			fmt.Fprintf(&b, "  - resource: GET /r%05d\n    threshold: %d\n", i, n)
@@ -408,9 +411,10 @@ func TestAuditNamesRulesAndFilters(t *testing.T) {
 
 	_, body := ed.get("/apps/shop/audit")
 	require.Contains(t, body, "<li>flow rule GET /api: threshold 100 → 20</li>")
-	require.Contains(t, body, "<li>flow rule GET /r04242: threshold 10 → 20</li>", "10,000 rules compared")
+	require.Contains(t, body, "<li>flow rule GET /r01042: threshold 10 → 20</li>", "2,500 rules compared")
+	require.Contains(t, body, "too many to compare", "where the line diff gives up")
 	_, body = ed.get("/apps/shop/history?v=4")
-	require.Contains(t, body, "<li>flow rule GET /r04242: threshold 10 → 20</li>")
+	require.Contains(t, body, "<li>flow rule GET /r01042: threshold 10 → 20</li>")
 
 	// 60 more saves by ed: pages of 50, newest first.
 	for v := int64(4); v < 64; v++ {

@@ -277,7 +277,7 @@
     for (const r of data.resources) {
       let m = known.get(r.resource);
       if (!m) { m = new Map(); known.set(r.resource, m); }
-      for (const p of r.points) m.set(p.t, p);
+      for (const p of r.points || []) m.set(p.t, p);
       for (const t of m.keys()) if (t < from) m.delete(t);
       out.push(Object.assign({}, r, { points: [...m.values()].sort((a, b) => a.t - b.t) }));
     }
