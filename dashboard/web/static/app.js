@@ -538,7 +538,8 @@
   const rollout = document.getElementById("rollout");
   if (rollout && app) {
     const want = Number(rollout.dataset.version);
-    const since = Number(rollout.dataset.now) - 2;
+    // The instances seen within the last minute (those not lost).
+    const since = Number(rollout.dataset.now) - 60;
     const started = Date.now();
     let timer = 0;
     async function follow() {
