@@ -329,6 +329,11 @@ func TestBrowser(t *testing.T) {
 	}
 	require.Equal(t, want, card.Keys)
 	var updated string
+	var what string
+	require.Eventually(t, func() bool { // after a few updates asking for the busiest by name
+		return chromedp.Run(ctx, chromedp.Text("#charts-what", &what, chromedp.ByID)) == nil && len(card.Keys) > 0
+	}, 5*time.Second, 100*time.Millisecond)
+	require.Equal(t, "The busiest resources, until you choose others in the table.", what)
 	require.NoError(t, chromedp.Run(ctx, chromedp.Text("#updated", &updated, chromedp.ByID)))
 	require.Regexp(t, `^Updated \d\d:\d\d:\d\d UTC\.$`, updated)
 	require.NoError(t, chromedp.Run(ctx, chromedp.Text("#instances", &text, chromedp.ByID)))

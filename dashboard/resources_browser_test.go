@@ -148,6 +148,9 @@ func TestBrowserResourceTable(t *testing.T) {
 	require.Len(t, card.Heights, 2)
 	require.Equal(t, card.Heights[1], card.Heights[0], "the refused instance's row is as high as the other")
 	require.Equal(t, "?chart=res-00420", loc, "the choice is in the address")
+	var what string
+	require.NoError(t, chromedp.Run(ctx, chromedp.Text("#charts-what", &what, chromedp.ByID)))
+	require.Equal(t, "The resources chosen in the table.", what)
 	chromedp.Run(ctx, chromedp.Sleep(1500*time.Millisecond)) // a few points drawn
 	shotFull(t, ctx, "resources")
 

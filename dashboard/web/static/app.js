@@ -72,8 +72,11 @@
       const my = Math.round(y(m.value)) + 0.5;
       g.strokeStyle = colors.limit; g.lineWidth = 1; g.setLineDash([6, 3]);
       g.beginPath(); g.moveTo(left, my); g.lineTo(right, my); g.stroke();
-      // The label above the line, or below it near the top.
-      g.fillStyle = colors.limit; g.fillText(m.label, left + w * 0.3, my - 2 < top + 12 ? my + 11 : my - 2);
+      // The label at the left end (where a young window has no line and
+      // version marks are rare), above the line, or below it near the
+      // top (under the scale).
+      g.fillStyle = colors.limit;
+      g.fillText(m.label, left + 2, my - 2 < top + 12 ? my + 11 : my - 2);
     }
     for (const l of lines) {
       g.strokeStyle = l.color; g.lineWidth = 1.5; g.setLineDash(l.dash || []); g.beginPath();
@@ -362,7 +365,7 @@
         // A new rule version: a full answer next, with its mark.
         if (version >= 0 && data.version !== version) last = 0;
         version = data.version;
-        document.getElementById("charts-what").textContent = data.chosen ? "The resources chosen in the table." :
+        document.getElementById("charts-what").textContent = chosen.length ? "The resources chosen in the table." :
           "The busiest resources, until you choose others in the table.";
         renderCharts(chartsEl, data);
         if (data.errors && data.errors.length) {
