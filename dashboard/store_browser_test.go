@@ -76,7 +76,10 @@ func TestBrowserStoreLost(t *testing.T) {
 	require.Eventually(t, func() bool { return read() && len(state.Health) > 5 && state.Health[:5] == "stale" },
 		20*time.Second, 200*time.Millisecond, "the instance does not age: %+v", &state)
 	require.Regexp(t, `^stale · \d+ s ago$`, state.Health)
-	shot(t, ctx, "store-lost")
+	var kept int
+	require.NoError(t, chromedp.Run(ctx, chromedp.Evaluate(`document.querySelectorAll('#resources tr[data-resource="GET /api"]').length`, &kept)))
+	require.Equal(t, 1, kept, "the resource table keeps the rows read last")
+	shotFull(t, ctx, "store-lost")
 
 	srv.Restart()
 	require.Eventually(t, func() bool { return read() && state.StatusClass == "notice" },
@@ -96,5 +99,5 @@ func TestBrowserStoreLost(t *testing.T) {
 			chromedp.Run(ctx, chromedp.AttributeValue(`section.chart[data-resource="GET /api"]`, "data-points", &raw, nil, chromedp.ByQuery)) == nil &&
 			json.Unmarshal([]byte(raw), &pts) == nil && len(pts) > 0 && pts[len(pts)-1][0]-gaps[len(gaps)-1][1] >= 3
 	}, 20*time.Second, 100*time.Millisecond, "no points after the gap")
-	shot(t, ctx, "store-recovered")
+	shotFull(t, ctx, "store-recovered")
 }

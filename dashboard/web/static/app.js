@@ -507,6 +507,11 @@
         if (!res.ok) throw new Error("HTTP " + res.status);
         const p = await res.json();
         if (my !== seq) return; // a newer request was sent meanwhile
+        if (p.errors && p.errors.length && page) {
+          // The store cannot be read: keep the rows read last.
+          count.textContent = "Not updated: " + p.errors.join("; ");
+          return;
+        }
         st.offset = p.offset;
         render(p);
       } catch (e) {
