@@ -47,7 +47,8 @@ func writeEndpoints() []writeEndpoint {
 // readEndpoints are the GET endpoints of one application, and the
 // admin-only ones.
 var (
-	appReads   = []string{"/apps/{app}", "/apps/{app}/rules", "/apps/{app}/history", "/apps/{app}/audit", "/api/apps/{app}/live"}
+	appReads = []string{"/apps/{app}", "/apps/{app}/rules", "/apps/{app}/history", "/apps/{app}/audit", "/api/apps/{app}/live",
+		"/api/apps/{app}/resources", "/api/apps/{app}/resource"}
 	adminReads = []string{"/audit", "/users"}
 	otherReads = []string{"/{$}"} // signed-in users; no application
 	publicOnes = []string{"GET /static/", "GET /login", "POST /login"}

@@ -42,7 +42,7 @@ func BenchmarkLive(b *testing.B) {
 	d := &Dashboard{cfg: Config{Now: func() time.Time { return now }}, store: rs, tel: st, window: seconds * time.Second}
 	run := func(b *testing.B) {
 		l := d.liveState(ctx, "shop", 0)
-		if len(l.Resources) != maxSeries || len(l.Resources[0].Points) != seconds {
+		if len(l.Resources) != defaultSeries || len(l.Resources[0].Points) != seconds {
 			b.Fatalf("%d series of %d points", len(l.Resources), len(l.Resources[0].Points))
 		}
 		if err := newJSON(io.Discard).Encode(l); err != nil {

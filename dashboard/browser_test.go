@@ -124,6 +124,17 @@ func shot(t *testing.T, ctx context.Context, name string) {
 	require.NoError(t, os.WriteFile(path, png, 0o644))
 }
 
+// shotFull is shot of the whole page, not only the window.
+func shotFull(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	if os.Getenv("SLUICE_SCREENSHOTS") != "1" {
+		return
+	}
+	var png []byte
+	require.NoError(t, chromedp.Run(ctx, chromedp.FullScreenshot(&png, 100)))
+	require.NoError(t, os.WriteFile(filepath.Join("..", "docs", "img", "dashboard-"+name+".png"), png, 0o644))
+}
+
 func browserLogin(t *testing.T, ctx context.Context, base, name string) {
 	t.Helper()
 	require.NoError(t, chromedp.Run(ctx,
@@ -311,15 +322,20 @@ func TestBrowser(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return chromedp.Run(ctx, chromedp.Evaluate(cardJS, &card)) == nil && strings.Contains(card.Reasons, "flow")
 	}, 15*time.Second, 200*time.Millisecond, "no flow refusals drawn: %+v", card)
-	require.Regexp(t, `^\d\d:\d\d:\d\d: passed \d+, blocked \d+`, card.Summary)
+	require.Regexp(t, `^\d\d:\d\d:\d\d UTC: passed \d+, blocked \d+`, card.Summary)
 	want := []string{"pass=passed", "block=blocked"}
 	for _, r := range strings.Split(card.Reasons, ",") {
 		want = append(want, r+"=blocked by "+r)
 	}
 	require.Equal(t, want, card.Keys)
 	var updated string
+	var what string
+	require.Eventually(t, func() bool { // after a few updates asking for the busiest by name
+		return chromedp.Run(ctx, chromedp.Text("#charts-what", &what, chromedp.ByID)) == nil && len(card.Keys) > 0
+	}, 5*time.Second, 100*time.Millisecond)
+	require.Equal(t, "The busiest resources, until you choose others in the table.", what)
 	require.NoError(t, chromedp.Run(ctx, chromedp.Text("#updated", &updated, chromedp.ByID)))
-	require.Regexp(t, `^Updated \d\d:\d\d:\d\d\.$`, updated)
+	require.Regexp(t, `^Updated \d\d:\d\d:\d\d UTC\.$`, updated)
 	require.NoError(t, chromedp.Run(ctx, chromedp.Text("#instances", &text, chromedp.ByID)))
 	require.Contains(t, text, "shop-1")
 	require.Contains(t, text, "shop-2")
@@ -358,9 +374,28 @@ func TestBrowser(t *testing.T) {
 		chromedp.SetValue("#doc", good, chromedp.ByID),
 		chromedp.SetValue("#comment", "halve the API", chromedp.ByID),
 		chromedp.Click("#save", chromedp.ByID),
+		chromedp.WaitVisible("#confirm", chromedp.ByID),
+		chromedp.Text("#changes", &text, chromedp.ByID),
+	))
+	// What the save changes, before anything is written.
+	require.Equal(t, "flow rule GET /api: threshold 50 → 20", strings.TrimSpace(text))
+	require.Equal(t, int64(1), version(t, rs, "shop"), "nothing written before the confirmation")
+	shot(t, ctx, "confirm")
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Click("#confirm", chromedp.ByID),
 		chromedp.WaitVisible(`//strong[@id="version"][text()="2"]`, chromedp.BySearch),
 	))
 	waitThreshold(t, ins, 20)
+	// The notice, and the rollout followed until both instances run it.
+	var notice string
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Text(`div.notice[role="status"]`, &notice, chromedp.ByQuery),
+		chromedp.WaitVisible(`#rollout[data-done="1"]`, chromedp.ByQuery),
+		chromedp.Text("#rollout", &text, chromedp.ByID),
+	))
+	require.Equal(t, "Version 2 saved.", notice)
+	require.Equal(t, "Version 2: 2/2 instances run it.", text)
+	shot(t, ctx, "rollout")
 
 	require.NoError(t, chromedp.Run(ctx,
 		chromedp.Navigate(base+"/apps/shop/history?v=2"),
@@ -369,6 +404,12 @@ func TestBrowser(t *testing.T) {
 	shot(t, ctx, "history")
 	require.NoError(t, chromedp.Run(ctx,
 		chromedp.Click(`button.rollback[data-version="1"]`, chromedp.ByQuery),
+		chromedp.WaitVisible("#confirm", chromedp.ByID),
+		chromedp.Text("#changes", &text, chromedp.ByID),
+	))
+	require.Equal(t, "flow rule GET /api: threshold 20 → 50", strings.TrimSpace(text))
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Click("#confirm", chromedp.ByID),
 		chromedp.WaitVisible(`//strong[@id="version"][text()="3"]`, chromedp.BySearch),
 	))
 	waitThreshold(t, ins, 50)
@@ -378,7 +419,8 @@ func TestBrowser(t *testing.T) {
 		chromedp.Text("#audit", &text, chromedp.ByID),
 	))
 	require.Contains(t, text, "rollback")
-	require.Regexp(t, `ed\s+shop\s+save\s+2\s+-\s+threshold: 50\s+\+\s+threshold: 20`, text)
-	require.Regexp(t, `ed\s+shop\s+rollback\s+3\s+-\s+threshold: 20\s+\+\s+threshold: 50`, text)
+	// Each names the rule it changed (the line diff is one click away).
+	require.Regexp(t, `ed\s+shop\s+save\s+2\s+flow rule GET /api: threshold 50 → 20\s+line diff`, text)
+	require.Regexp(t, `ed\s+shop\s+rollback\s+3\s+flow rule GET /api: threshold 20 → 50\s+line diff`, text)
 	shot(t, ctx, "audit")
 }

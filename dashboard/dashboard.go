@@ -70,6 +70,9 @@ type Dashboard struct {
 	stopTele func()      // stops the Engine's frames; nil when it publishes none for the dashboard
 	window   time.Duration
 
+	ruleCache ruleCache // each application's rules in force, decoded
+	diffs     diffCache // the rule diffs of saved versions
+
 	once sync.Once
 }
 
@@ -263,6 +266,8 @@ func (d *Dashboard) routeTable() []route {
 		{"POST", "/apps/{app}/rollback", write, false, d.rollback},
 		{"GET", "/apps/{app}/audit", read, false, d.auditPage},
 		{"GET", "/api/apps/{app}/live", read, true, d.live},
+		{"GET", "/api/apps/{app}/resources", read, true, d.resources},
+		{"GET", "/api/apps/{app}/resource", read, true, d.resource},
 		{"GET", "/audit", admin, false, d.auditPage},
 		{"GET", "/users", admin, false, d.usersPage},
 		{"POST", "/users/add", admin, false, d.addUser},

@@ -106,6 +106,13 @@ func TestTrafficValuesEscaped(t *testing.T) {
 		}
 	}
 	require.Equal(t, []struct{ Resource, State string }{{evil, "closed"}}, l.Breakers)
+	for _, p := range []string{"/api/apps/shop/resources?q=script", "/api/apps/shop/resource?name=" + url.QueryEscape(evil)} {
+		code, body, h := ed.do("GET", p, nil, nil)
+		require.Equal(t, http.StatusOK, code, p)
+		require.Equal(t, "application/json", h.Get("Content-Type"), p)
+		require.NotContains(t, body, "<", p)
+		require.Contains(t, body, `\u003cscript\u003e`, p)
+	}
 
 	// The page's script sets names with textContent only.
 	code, js, _ := ed.do("GET", "/static/app.js", nil, nil)

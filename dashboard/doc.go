@@ -1,10 +1,13 @@
 // Package dashboard is sluice's web interface: an http.Handler showing the
 // applications of a fleet (or one engine of the process), their instances
-// and the rule version each runs, live charts per resource (passed,
-// blocked by reason, response time, in flight), circuit breakers, system
-// protection and cluster mode; the rules of every kind, edited as a rule
-// document with validation and conflict detection; their history with
-// rollback; and an audit log.
+// and the rule version each runs, a table of every resource (searched,
+// sorted and paged on the server, per instance on demand) and live charts
+// of the resources chosen (passed, blocked by reason, response time, in
+// flight, with the rules' limits and the rule versions marked), circuit
+// breakers, system protection and cluster mode; the rules of every kind,
+// edited as a rule document with validation, a confirmation of what
+// changes, conflict detection and the rollout followed; their history with
+// rollback; and an audit log that names the rules each save changed.
 //
 // Data come from a cluster.RuleStore (rules, history, reports, audit log)
 // and a cluster.Telemetry (one frame per instance and second). With

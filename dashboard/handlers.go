@@ -254,6 +254,21 @@ type point struct {
 type series struct {
 	Resource string  `json:"resource"`
 	Points   []point `json:"points"`
+	// Instances counts the instances whose frames have the resource in the
+	// window: a rule each instance has limits the sum to that many times
+	// its threshold.
+	Instances int `json:"instances"`
+	// Rules are the rules on the resource; the charts draw their limits.
+	Rules []appliedRule `json:"rules"`
+}
+
+// versionMark is a rule version saved within the window: the charts mark
+// it.
+type versionMark struct {
+	Version int64  `json:"version"`
+	At      int64  `json:"at"` // Unix second
+	Author  string `json:"author"`
+	Comment string `json:"comment,omitempty"`
 }
 
 // live is an application's state: the app page shows it and refreshes it
@@ -279,6 +294,14 @@ type live struct {
 	// for the page to age instances while the store cannot be read.
 	HealthyWithin int64 `json:"healthyWithin"`
 	LostAfter     int64 `json:"lostAfter"`
+	// Versions are the rule versions saved within the window, on an
+	// answer for the whole window; nil on an answer for the last seconds.
+	Versions []versionMark `json:"versions,omitempty"`
+	// TableSeconds is how many seconds the resource table adds up.
+	TableSeconds int64 `json:"tableSeconds"`
+	// Chosen: the series are the resources asked for (?r=), not the
+	// busiest.
+	Chosen bool `json:"chosen"`
 	// Errors are the store's failures in this answer: the page shows a
 	// banner and keeps what it read last.
 	Errors []string `json:"errors,omitempty"`
@@ -326,8 +349,12 @@ var blockLabels = func() []string {
 	return out
 }()
 
-// maxSeries bounds the resources the charts show: the busiest.
-const maxSeries = 12
+// maxSeries bounds the resources the charts show: those chosen in the
+// resource table (?r=), or else the defaultSeries busiest.
+const (
+	maxSeries     = 12
+	defaultSeries = 4
+)
 
 func finite(f float64) *float64 {
 	if f != f || f > 1e300 || f < -1e300 {
@@ -340,16 +367,22 @@ func finite(f float64) *float64 {
 // covers only the seconds from S on: the page asks for the whole window
 // once, then for the last seconds, and merges.
 func (d *Dashboard) live(w http.ResponseWriter, r *http.Request, c *call) {
-	from, _ := strconv.ParseInt(r.URL.Query().Get("since"), 10, 64)
-	l := d.liveState(r.Context(), c.app, from)
+	q := r.URL.Query()
+	from, _ := strconv.ParseInt(q.Get("since"), 10, 64)
+	chosen := q["r"]
+	if len(chosen) > maxSeries {
+		chosen = chosen[:maxSeries]
+	}
+	l := d.liveState(r.Context(), c.app, from, chosen...)
 	w.Header().Set("Content-Type", "application/json")
 	enc := newJSON(w)
 	enc.Encode(l)
 }
 
 // liveState returns app's state, with the figures of the seconds from
-// from (the whole window when from is before it, or 0).
-func (d *Dashboard) liveState(ctx context.Context, app string, from int64) *live {
+// from (the whole window when from is before it, or 0), the series of the
+// chosen resources (the busiest when none).
+func (d *Dashboard) liveState(ctx context.Context, app string, from int64, chosen ...string) *live {
 	now := d.cfg.Now().Unix()
 	win := int64(d.window / time.Second)
 	since := now - win
@@ -358,12 +391,27 @@ func (d *Dashboard) liveState(ctx context.Context, app string, from int64) *live
 	}
 	l := &live{App: app, Now: now, Since: since, Window: win, Instances: []instance{}, Resources: []series{},
 		Breakers: []breaker{}, BlockTypes: blockTypes, BlockLabels: blockLabels, NotMeasured: notMeasured,
-		HealthyWithin: healthyWithin, LostAfter: lostAfter}
+		HealthyWithin: healthyWithin, LostAfter: lostAfter, TableSeconds: min(win, tableSeconds)}
 	cur, err := d.store.Current(ctx, app)
 	if err != nil {
 		l.Errors = append(l.Errors, "rule store: "+err.Error())
 	}
 	l.Version = cur.Version
+	ix := d.rulesOf(app, cur)
+	if since == now-win {
+		// The whole window: the versions saved in it, for the charts to
+		// mark.
+		vs, err := d.store.History(ctx, app, historyLimit)
+		if err != nil {
+			l.Errors = append(l.Errors, "rule store: "+err.Error())
+		}
+		l.Versions = []versionMark{}
+		for _, v := range vs {
+			if at := v.At.Unix(); at >= since && at <= now {
+				l.Versions = append(l.Versions, versionMark{Version: v.Version, At: at, Author: v.Author, Comment: v.Comment})
+			}
+		}
+	}
 	byID := map[string]*instance{}
 	get := func(id string) *instance {
 		in := byID[id]
@@ -407,11 +455,7 @@ func (d *Dashboard) liveState(ctx context.Context, app string, from int64) *live
 	}
 	// Frames come by instance then second; a frame published twice counts
 	// once.
-	sort.SliceStable(frames, func(i, j int) bool {
-		a, b := &frames[i], &frames[j]
-		return a.Instance < b.Instance || a.Instance == b.Instance && a.Second < b.Second
-	})
-	frames = slices.CompactFunc(frames, func(a, b cluster.Frame) bool { return a.Instance == b.Instance && a.Second == b.Second })
+	frames = byInstanceSecond(frames)
 	last := map[string]*cluster.Frame{}
 	totals := map[string]uint64{}
 	// The seconds some instance published a frame for: a resource without
@@ -441,21 +485,33 @@ func (d *Dashboard) liveState(ctx context.Context, app string, from int64) *live
 		rtN     uint64
 		seen    bool
 	}
-	names := make([]string, 0, len(totals))
-	for n := range totals {
-		names = append(names, n)
-	}
-	sort.Slice(names, func(i, j int) bool {
-		a, b := names[i], names[j]
-		return totals[a] > totals[b] || totals[a] == totals[b] && a < b
-	})
-	if len(names) > maxSeries {
-		names = names[:maxSeries]
+	var names []string
+	if len(chosen) > 0 {
+		l.Chosen = true
+		for _, n := range chosen {
+			if !slices.Contains(names, n) {
+				names = append(names, n)
+			}
+		}
+	} else {
+		names = make([]string, 0, len(totals))
+		for n := range totals {
+			names = append(names, n)
+		}
+		sort.Slice(names, func(i, j int) bool {
+			a, b := names[i], names[j]
+			return totals[a] > totals[b] || totals[a] == totals[b] && a < b
+		})
+		if len(names) > defaultSeries {
+			names = names[:defaultSeries]
+		}
 	}
 	accs := make(map[string][]acc, len(names))
 	for _, n := range names {
 		accs[n] = make([]acc, now-since+1)
 	}
+	// The instances publishing each series' resource.
+	publishing := make(map[string]map[string]bool, len(names))
 	for i := range frames {
 		f := &frames[i]
 		if f.Second < since || f.Second > now {
@@ -472,15 +528,22 @@ func (d *Dashboard) liveState(ctx context.Context, app string, from int64) *live
 			p.Pass += rs.Pass
 			p.Block += rs.Block
 			p.InFlt += rs.Concurrency
-			for bt, n := range rs.BlockedBy {
+			for bt, n := range apportion(rs.Block, rs.BlockedBy) {
 				p.blocked[bt] += n
 			}
+			if publishing[rs.Resource] == nil {
+				publishing[rs.Resource] = map[string]bool{}
+			}
+			publishing[rs.Resource][f.Instance] = true
 			p.rtSum += float64(rs.AvgRT) * float64(rs.Complete)
 			p.rtN += rs.Complete
 		}
 	}
 	for _, n := range names {
-		s := series{Resource: n}
+		s := series{Resource: n, Points: []point{}, Instances: len(publishing[n]), Rules: ix.byRes[n]}
+		if s.Rules == nil {
+			s.Rules = []appliedRule{}
+		}
 		for k := range accs[n] {
 			p := &accs[n][k]
 			if !p.seen && !covered[k] {
@@ -550,7 +613,11 @@ type rulesData struct {
 	Base      int64
 	Doc       string // the editor's text
 	Rules     map[string][]ruleRow
+	List      *ruleList // the listing's search and page; nil when all are listed
 	Kinds     []string
+	Comment   string               // the comment of the text being saved
+	Rollout   int64                // the version just saved, whose rollout the page follows
+	Now       int64                // the server's Unix second
 	Conflict  *cluster.RuleVersion // the version saved meanwhile
 	ErrRule   string               // the rule the error names, "flow rule 2 (resource x)"
 	ErrField  string
@@ -559,34 +626,65 @@ type rulesData struct {
 
 var kindKeys = []string{"flow", "isolation", "system", "circuitBreaker", "param"}
 
+// maxRuleRows bounds the rules listed per kind on the rules page: a
+// 10,000-rule document lists a page of each kind (searched by resource),
+// and the editor holds the whole document.
+const maxRuleRows = 100
+
+// ruleList is the rules of each kind the rules page lists: those whose
+// resource contains Query (any case), from Offset, at most maxRuleRows.
+type ruleList struct {
+	Rows   map[string][]ruleRow
+	Total  map[string]int // the rules of each kind that match
+	Query  string
+	Offset int
+	Max    int
+}
+
 func rowsOf(doc []byte) map[string][]ruleRow {
-	out := map[string][]ruleRow{}
 	if len(bytes.TrimSpace(doc)) == 0 {
-		return out
+		return map[string][]ruleRow{}
 	}
 	set, err := rules.Decode(doc, rules.YAML)
 	if err != nil {
-		return out
+		return map[string][]ruleRow{}
 	}
-	add := func(kind string, i int, res string, one rules.Set) {
-		out[kind] = append(out[kind], ruleRow{Kind: kind, Index: i, Resource: res, Text: ruleText(one)})
+	return listRules(set, "", 0).Rows
+}
+
+// listRules lists set's rules as the rules page shows them; each listed
+// rule is written as the editor's text (rules.Encode), those not listed
+// are not.
+func listRules(set rules.Set, q string, offset int) *ruleList {
+	l := &ruleList{Rows: map[string][]ruleRow{}, Total: map[string]int{}, Query: q, Offset: max(offset, 0), Max: maxRuleRows}
+	lq := strings.ToLower(q)
+	add := func(kind string, i int, res string, one func() rules.Set) {
+		if lq != "" && !strings.Contains(strings.ToLower(res), lq) {
+			return
+		}
+		n := l.Total[kind]
+		l.Total[kind]++
+		if n < l.Offset || n >= l.Offset+maxRuleRows {
+			return
+		}
+		l.Rows[kind] = append(l.Rows[kind], ruleRow{Kind: kind, Index: i, Resource: res, Text: ruleText(one())})
 	}
 	for i, r := range set.Flow {
-		add("flow", i, r.Resource, rules.Set{Flow: []rules.Flow{r}})
+		add("flow", i, r.Resource, func() rules.Set { return rules.Set{Flow: []rules.Flow{r}} })
 	}
 	for i, r := range set.Isolation {
-		add("isolation", i, r.Resource, rules.Set{Isolation: []rules.Isolation{r}})
+		add("isolation", i, r.Resource, func() rules.Set { return rules.Set{Isolation: []rules.Isolation{r}} })
 	}
 	for i, r := range set.System {
-		add("system", i, "", rules.Set{System: []rules.System{r}})
+		add("system", i, "", func() rules.Set { return rules.Set{System: []rules.System{r}} })
 	}
 	for i, r := range set.CircuitBreaker {
-		add("circuitBreaker", i, r.Resource, rules.Set{CircuitBreaker: []rules.CircuitBreaker{r}})
+		add("circuitBreaker", i, r.Resource, func() rules.Set { return rules.Set{CircuitBreaker: []rules.CircuitBreaker{r}} })
 	}
 	for i, r := range set.Param {
-		add("param", i, r.Resource, rules.Set{Param: []rules.Param{r}})
+		add("param", i, r.Resource, func() rules.Set { return rules.Set{Param: []rules.Param{r}} })
 	}
-	return out
+	return l
 }
 
 // ruleText is the one rule of one as the editor's text has it: the YAML
@@ -621,7 +719,22 @@ func (d *Dashboard) rulesPage(w http.ResponseWriter, r *http.Request, c *call) {
 		d.fail(w, r, c, http.StatusBadGateway, "the rule store: "+err.Error())
 		return
 	}
-	v.Data = &rulesData{Version: cur, Base: cur.Version, Doc: string(cur.Doc), Rules: rowsOf(cur.Doc), Kinds: kindKeys}
+	q := r.URL.Query()
+	if len(q.Get("q")) > maxQuery {
+		q.Set("q", strings.ToValidUTF8(q.Get("q")[:maxQuery], ""))
+	}
+	offset, _ := strconv.Atoi(q.Get("offset"))
+	// The rules in force, decoded once a version (d.rulesOf).
+	list := listRules(d.rulesOf(c.app, cur).set, q.Get("q"), offset)
+	rd := &rulesData{Version: cur, Base: cur.Version, Doc: string(cur.Doc), Rules: list.Rows, List: list, Kinds: kindKeys, Now: d.cfg.Now().Unix()}
+	if n, err := strconv.ParseInt(r.URL.Query().Get("saved"), 10, 64); err == nil && n > 0 && n <= cur.Version {
+		v.Notice = fmt.Sprintf("Version %d saved.", n)
+		if r.URL.Query().Get("auditerr") != "" {
+			v.Notice += " The audit log could not record it."
+		}
+		rd.Rollout = n
+	}
+	v.Data = rd
 	d.render(w, http.StatusOK, "rules", v)
 }
 
@@ -650,6 +763,10 @@ func (d *Dashboard) save(w http.ResponseWriter, r *http.Request, c *call, base i
 	// The store validates too; checking here first tells a refused
 	// document from a failing store whatever the store wraps errors in.
 	_, verr := rules.Decode(doc, rules.YAML)
+	if verr == nil && r.PostForm.Get("preview") == "1" {
+		d.confirm(w, r, c, base, doc, comment)
+		return
+	}
 	var saved cluster.RuleVersion
 	err := verr
 	if err == nil {
@@ -670,7 +787,7 @@ func (d *Dashboard) save(w http.ResponseWriter, r *http.Request, c *call, base i
 		return
 	}
 	v := d.view(c, c.app+": rules")
-	rd := &rulesData{Version: prev, Base: base, Doc: string(doc), Rules: rowsOf(prev.Doc), Kinds: kindKeys}
+	rd := &rulesData{Version: prev, Base: base, Doc: string(doc), Rules: rowsOf(prev.Doc), Kinds: kindKeys, Comment: comment}
 	v.Data = rd
 	status := http.StatusUnprocessableEntity
 	switch {
@@ -690,6 +807,66 @@ func (d *Dashboard) save(w http.ResponseWriter, r *http.Request, c *call, base i
 		v.Error = "the rule store: " + err.Error()
 	}
 	d.render(w, status, "rules", v)
+}
+
+// confirmData is the confirmation of a save, a deletion or a rollback:
+// what it changes, and the same request again without preview.
+type confirmData struct {
+	What    string // "save", "delete", "rollback"
+	Base    int64  // the version changed
+	Current int64  // the version in force now (another when saved since)
+	Changes []string
+	Diff    string // the line diff
+	Target  string // the endpoint to post to
+	Fields  []formField
+	Comment string
+}
+
+type formField struct{ Name, Value string }
+
+// confirm renders what saving doc over version base changes, and a form
+// that makes the change (the request again, without preview=1).
+func (d *Dashboard) confirm(w http.ResponseWriter, r *http.Request, c *call, base int64, doc []byte, comment string) {
+	ctx := r.Context()
+	cur, err := d.store.Current(ctx, c.app)
+	if err != nil {
+		d.fail(w, r, c, http.StatusBadGateway, "the rule store: "+err.Error())
+		return
+	}
+	var before []byte
+	if base > 0 {
+		bv, err := d.store.Version(ctx, c.app, base)
+		if err != nil {
+			d.fail(w, r, c, http.StatusConflict, fmt.Sprintf("version %d: %v", base, err))
+			return
+		}
+		before = bv.Doc
+	}
+	cd := &confirmData{Base: base, Current: cur.Version, Target: r.URL.Path, Comment: comment, Diff: cluster.LineDiff(before, doc)}
+	switch {
+	case strings.HasSuffix(r.URL.Path, "/rules/delete"):
+		cd.What = "delete"
+	case strings.HasSuffix(r.URL.Path, "/rollback"):
+		cd.What = "rollback"
+	default:
+		cd.What = "save"
+	}
+	if cd.Changes, err = diffDocs(before, doc); err != nil {
+		cd.Changes = []string{"(the version edited cannot be read as rules: " + err.Error() + ")"}
+	}
+	keys := make([]string, 0, len(r.PostForm))
+	for k := range r.PostForm {
+		if k != "csrf" && k != "preview" && k != "edit" {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		cd.Fields = append(cd.Fields, formField{Name: k, Value: r.PostForm.Get(k)})
+	}
+	v := d.view(c, c.app+": confirm the "+map[string]string{"save": "save", "delete": "deletion", "rollback": "rollback"}[cd.What])
+	v.Data = cd
+	d.render(w, http.StatusOK, "confirm", v)
 }
 
 // isValidation reports whether err is the refusal of a document.
@@ -715,6 +892,18 @@ func (d *Dashboard) saveRules(w http.ResponseWriter, r *http.Request, c *call) {
 		return
 	}
 	doc := strings.ReplaceAll(r.PostForm.Get("doc"), "\r\n", "\n")
+	if r.PostForm.Get("edit") == "1" {
+		// Back from the confirmation to the editor, the text kept.
+		prev, err := d.store.Current(r.Context(), c.app)
+		if err != nil {
+			d.fail(w, r, c, http.StatusBadGateway, "the rule store: "+err.Error())
+			return
+		}
+		v := d.view(c, c.app+": rules")
+		v.Data = &rulesData{Version: prev, Base: base, Doc: doc, Rules: rowsOf(prev.Doc), Kinds: kindKeys, Comment: clip(r.PostForm.Get("comment"))}
+		d.render(w, http.StatusOK, "rules", v)
+		return
+	}
 	d.save(w, r, c, base, []byte(doc), clip(r.PostForm.Get("comment")), "save", 0)
 }
 
@@ -782,6 +971,8 @@ type historyData struct {
 	Versions []cluster.RuleVersion
 	Shown    *cluster.RuleVersion
 	Diff     string
+	Changes  []string // the rules Shown changed
+	Diffed   bool
 }
 
 func (d *Dashboard) historyPage(w http.ResponseWriter, r *http.Request, c *call) {
@@ -808,6 +999,8 @@ func (d *Dashboard) historyPage(w http.ResponseWriter, r *http.Request, c *call)
 				before = pv.Doc
 			}
 			hd.Diff = cluster.LineDiff(before, sv.Doc)
+			hd.Changes = d.versionDiff(ctx, c.app, n)
+			hd.Diffed = hd.Changes != nil
 		}
 	}
 	v.Data = hd
@@ -835,17 +1028,64 @@ func (d *Dashboard) rollback(w http.ResponseWriter, r *http.Request, c *call) {
 
 // ---- audit and users ----
 
+// The audit pages: the newest auditScan entries are filtered, and shown
+// auditPageSize at a time.
+const (
+	auditScan     = 2000
+	auditPageSize = 50
+)
+
 func (d *Dashboard) auditPage(w http.ResponseWriter, r *http.Request, c *call) {
 	title := "Audit log"
 	if c.app != "" {
 		title = c.app + ": audit log"
 	}
 	v := d.view(c, title)
-	es, err := d.store.AuditLog(r.Context(), c.app, auditLimit)
+	q := r.URL.Query()
+	cut := func(s string) string {
+		if len(s) > maxQuery {
+			return strings.ToValidUTF8(s[:maxQuery], "")
+		}
+		return s
+	}
+	ad := &auditData{User: cut(q.Get("user")), Action: cut(q.Get("action")), App: cut(q.Get("app")), Query: cut(q.Get("q")),
+		Scan: auditScan, PageSize: auditPageSize}
+	ad.Offset, _ = strconv.Atoi(q.Get("offset"))
+	ad.Offset = max(ad.Offset, 0)
+	es, err := d.store.AuditLog(r.Context(), c.app, auditScan)
 	if err != nil {
 		v.Error = "the rule store: " + err.Error()
 	}
-	ad := &auditData{Entries: es}
+	ad.Scanned = len(es)
+	actions := map[string]bool{}
+	lq := strings.ToLower(ad.Query)
+	var match []cluster.AuditEntry
+	for _, e := range es {
+		actions[e.Action] = true
+		if ad.User != "" && e.User != ad.User || ad.Action != "" && e.Action != ad.Action ||
+			c.app == "" && ad.App != "" && e.App != ad.App ||
+			lq != "" && !strings.Contains(strings.ToLower(e.Detail+" "+e.User+" "+e.App), lq) {
+			continue
+		}
+		match = append(match, e)
+	}
+	for a := range actions {
+		ad.Actions = append(ad.Actions, a)
+	}
+	sort.Strings(ad.Actions)
+	ad.Total = len(match)
+	if ad.Offset >= len(match) {
+		ad.Offset = max(0, (len(match)-1)/auditPageSize*auditPageSize)
+	}
+	for _, e := range match[ad.Offset:min(len(match), ad.Offset+auditPageSize)] {
+		row := auditRow{AuditEntry: e}
+		if e.App != "" && e.Version > 0 && (e.Action == "save" || e.Action == "rollback") {
+			row.Changes = d.versionDiff(r.Context(), e.App, e.Version)
+			row.Diffed = row.Changes != nil
+		}
+		ad.Entries = append(ad.Entries, row)
+	}
+	ad.More = ad.Offset+auditPageSize < len(match)
 	if c.app == "" {
 		// The whole audit log, for admins, with the refused logins.
 		ad.Logins = true
@@ -856,9 +1096,24 @@ func (d *Dashboard) auditPage(w http.ResponseWriter, r *http.Request, c *call) {
 	d.render(w, http.StatusOK, "audit", v)
 }
 
+// auditRow is an audit entry with, for a save or a rollback, the rules it
+// changed.
+type auditRow struct {
+	cluster.AuditEntry
+	Changes []string
+	Diffed  bool // Changes were computed (none: the same rules)
+}
+
 // auditData is what the audit pages show.
 type auditData struct {
-	Entries []cluster.AuditEntry
+	Entries []auditRow
+	// The filters: by user, action, application (the whole log) and text
+	// in the detail; the page from Offset.
+	User, Action, App, Query string
+	Actions                  []string // the actions of the entries scanned
+	Offset, Total, PageSize  int
+	More                     bool
+	Scan, Scanned            int
 	// Logins: the page shows the refused logins (the whole audit log).
 	Logins   bool
 	Refused  []refusedRow

@@ -66,6 +66,12 @@ func TestBrowserStoreLost(t *testing.T) {
 			json.Unmarshal([]byte(raw), &pts) == nil && len(pts) >= 3
 	}, 15*time.Second, 100*time.Millisecond, "no points drawn")
 
+	// And the resource table read with it (it refreshes every 5 s).
+	var kept int
+	countRows := `document.querySelectorAll('#resources tr[data-resource="GET /api"]').length`
+	require.Eventually(t, func() bool { return chromedp.Run(ctx, chromedp.Evaluate(countRows, &kept)) == nil && kept == 1 },
+		15*time.Second, 100*time.Millisecond, "the resource table does not show GET /api")
+
 	srv.Kill()
 	require.Eventually(t, func() bool { return read() && state.StatusClass == "error" },
 		15*time.Second, 100*time.Millisecond, "no banner once the store is gone: %+v", &state)
@@ -76,7 +82,9 @@ func TestBrowserStoreLost(t *testing.T) {
 	require.Eventually(t, func() bool { return read() && len(state.Health) > 5 && state.Health[:5] == "stale" },
 		20*time.Second, 200*time.Millisecond, "the instance does not age: %+v", &state)
 	require.Regexp(t, `^stale · \d+ s ago$`, state.Health)
-	shot(t, ctx, "store-lost")
+	require.NoError(t, chromedp.Run(ctx, chromedp.Evaluate(countRows, &kept)))
+	require.Equal(t, 1, kept, "the resource table keeps the rows read last")
+	shotFull(t, ctx, "store-lost")
 
 	srv.Restart()
 	require.Eventually(t, func() bool { return read() && state.StatusClass == "notice" },
@@ -96,5 +104,5 @@ func TestBrowserStoreLost(t *testing.T) {
 			chromedp.Run(ctx, chromedp.AttributeValue(`section.chart[data-resource="GET /api"]`, "data-points", &raw, nil, chromedp.ByQuery)) == nil &&
 			json.Unmarshal([]byte(raw), &pts) == nil && len(pts) > 0 && pts[len(pts)-1][0]-gaps[len(gaps)-1][1] >= 3
 	}, 20*time.Second, 100*time.Millisecond, "no points after the gap")
-	shot(t, ctx, "store-recovered")
+	shotFull(t, ctx, "store-recovered")
 }

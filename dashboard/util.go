@@ -19,16 +19,19 @@ func pathEscape(s string) string { return url.PathEscape(s) }
 
 // pageNames are the templates of web/pages, each executed with
 // web/layout.html.
-var pageNames = []string{"login", "apps", "app", "rules", "history", "audit", "users", "error"}
+var pageNames = []string{"login", "apps", "app", "rules", "history", "audit", "users", "error", "confirm"}
 
 func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{
-		"path": pathEscape,
-		"when": when,
-		"mib":  func(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) },
-		"f2":   func(f *float64) string { return fmt.Sprintf("%.2f", *f) },
-		"pct":  func(f *float64) string { return fmt.Sprintf("%.0f%%", *f*100) },
-		"age":  age,
+		"path":  pathEscape,
+		"when":  when,
+		"mib":   func(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) },
+		"f2":    func(f *float64) string { return fmt.Sprintf("%.2f", *f) },
+		"pct":   func(f *float64) string { return fmt.Sprintf("%.0f%%", *f*100) },
+		"age":   age,
+		"add":   func(a, b int) int { return a + b },
+		"sub":   func(a, b int) int { return max(a-b, 0) },
+		"add64": func(a, b int64) int64 { return a + b },
 	}
 	out := map[string]*template.Template{}
 	for _, n := range pageNames {

@@ -39,7 +39,10 @@ import (
 
 const app = "shop"
 
-// rulesV1 are the first rules of shop.
+// rulesV1 are the first rules of shop. The system rule, on a load far
+// above the demo's, makes the instances measure load, CPU and memory (an
+// engine samples them only under a system rule on load1 or CPU usage),
+// so that the instances' table shows them.
 const rulesV1 = `flow:
   - resource: GET /products
     threshold: 150
@@ -57,6 +60,9 @@ circuitBreaker:
 param:
   - resource: POST /orders
     threshold: 5
+system:
+  - metric: load1
+    threshold: 64
 `
 
 // demoUsers are the demo accounts: name and password.

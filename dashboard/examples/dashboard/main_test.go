@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/rules"
 	"go.uber.org/goleak"
 )
 
@@ -60,4 +63,21 @@ func TestDemo(t *testing.T) {
 	}
 	require.Contains(t, out.String(), "viewer  log in as viewer / viewer-demo")
 	require.Contains(t, out.String(), "editor  log in as editor / editor-demo")
+}
+
+// TestDemoRulesMeasureTheHost: the demo's rules have a system rule on
+// load1 or CPU usage, without which its instances measure neither (and
+// the dashboard's Load, CPU and Memory columns show a dash).
+func TestDemoRulesMeasureTheHost(t *testing.T) {
+	set, err := rules.Decode([]byte(rulesV1), rules.YAML)
+	require.NoError(t, err)
+	var found bool
+	for _, r := range set.System {
+		found = found || r.Metric == rules.Load1 || r.Metric == rules.CPUUsage
+	}
+	require.True(t, found, "no system rule on load1 or cpu-usage in the demo's rules")
+	eng := sluice.New()
+	defer eng.Close()
+	err = eng.LoadRuleSet(set)
+	require.NoError(t, err)
 }

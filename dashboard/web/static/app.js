@@ -14,10 +14,11 @@
     return e;
   }
 
-  // hms is a time of day in the viewer's time zone, 24-hour: "16:34:43".
+  // hms is a time of day in UTC, 24-hour, as the server's pages write
+  // times: "16:34:43 UTC".
   function hms(d) {
     const p = (n) => String(n).padStart(2, "0");
-    return p(d.getHours()) + ":" + p(d.getMinutes()) + ":" + p(d.getSeconds());
+    return p(d.getUTCHours()) + ":" + p(d.getUTCMinutes()) + ":" + p(d.getUTCSeconds()) + " UTC";
   }
 
   // ---- charts ----
@@ -29,10 +30,13 @@
     pass: "#2e7d32", block: "#c62828", rt: "#1565c0", inflight: "#6a1b9a",
     flow: "#e65100", system: "#ad1457", isolation: "#4e342e", param: "#827717",
     degrade: "#37474f", cluster: "#00838f", custom: "#5d4037", other: "#757575",
+    limit: "#b45309", mark: "#0e7490",
   };
 
-  // draw plots lines of [t, v] points over [t0, t1] on canvas.
-  function draw(canvas, lines, t0, t1, unit) {
+  // draw plots lines of [t, v] points over [t0, t1] on canvas, with
+  // horizontal limits ({value, label}: a rule's threshold) and vertical
+  // marks ({t, label}: a rule version saved).
+  function draw(canvas, lines, t0, t1, unit, limits, marks) {
     const dpr = window.devicePixelRatio || 1;
     const w = canvas.clientWidth || 300, h = canvas.clientHeight || 90;
     if (canvas.width !== w * dpr) { canvas.width = w * dpr; canvas.height = h * dpr; }
@@ -41,14 +45,39 @@
     g.clearRect(0, 0, w, h);
     let max = 0;
     for (const l of lines) for (const p of l.points) if (p[1] > max) max = p[1];
+    // A limit widens the scale up to four times the data's highest point;
+    // one above that is named at the top instead of drawn.
+    const above = [];
+    for (const m of limits || []) {
+      if (max <= 0 || m.value <= 4 * max) { if (m.value > max) max = m.value; } else above.push(m);
+    }
     if (max <= 0) max = 1;
     const top = 14, bottom = h - 4, left = 2, right = w - 2;
     g.strokeStyle = "#ddd"; g.lineWidth = 1;
     g.setLineDash([]); g.beginPath(); g.moveTo(left, bottom + 0.5); g.lineTo(right, bottom + 0.5); g.stroke();
     g.fillStyle = "#555"; g.font = "11px sans-serif";
-    g.fillText("max " + fmt(max) + (unit ? " " + unit : ""), left + 2, 11);
+    g.fillText("max " + fmt(max) + (unit ? " " + unit : "") +
+      (above.length ? " \u00b7 " + above.map((m) => m.label).join(", ") + " above" : ""), left + 2, 11);
     const x = (t) => left + (right - left) * (t - t0) / Math.max(1, t1 - t0);
     const y = (v) => bottom - (bottom - top) * v / max;
+    for (const m of marks || []) {
+      if (m.t < t0 || m.t > t1) continue;
+      const mx = Math.round(x(m.t)) + 0.5;
+      g.strokeStyle = colors.mark; g.lineWidth = 1; g.setLineDash([2, 2]);
+      g.beginPath(); g.moveTo(mx, top); g.lineTo(mx, bottom); g.stroke();
+      g.fillStyle = colors.mark; g.fillText(m.label, Math.min(mx + 2, right - 24), top + 10);
+    }
+    for (const m of limits || []) {
+      if (above.includes(m)) continue;
+      const my = Math.round(y(m.value)) + 0.5;
+      g.strokeStyle = colors.limit; g.lineWidth = 1; g.setLineDash([6, 3]);
+      g.beginPath(); g.moveTo(left, my); g.lineTo(right, my); g.stroke();
+      // The label at the left end (where a young window has no line and
+      // version marks are rare), above the line, or below it near the
+      // top (under the scale).
+      g.fillStyle = colors.limit;
+      g.fillText(m.label, left + 2, my - 2 < top + 12 ? my + 11 : my - 2);
+    }
     for (const l of lines) {
       g.strokeStyle = l.color; g.lineWidth = 1.5; g.setLineDash(l.dash || []); g.beginPath();
       // A second without a frame from any instance is a gap: the line
@@ -134,13 +163,23 @@
       for (const l of req) l.color = colors[l.key];
       // The totals over the reasons, blocked dashed: with one reason the two
       // lines coincide and both stay visible.
-      draw(c.canvases.requests, req.slice(2).concat(req.slice(0, 2)), t0, t1, "/s");
+      // The rules' limits: per instance times the instances that publish
+      // the resource, or the fleet's budget.
+      const limitsOf = (plot) => (r.rules || []).filter((u) => u.plot === plot && u.limit > 0).map((u) => {
+        const n = u.shared ? 1 : Math.max(1, r.instances || 1);
+        return { value: u.limit * n, label: u.summary + (n > 1 ? " \u00d7 " + n : "") };
+      });
+      const marks = (data.versions || []).map((v) => ({ t: v.at, label: "v" + v.version }));
+      const reqLimits = limitsOf("requests"), flightLimits = limitsOf("inflight");
+      c.section.dataset.limits = JSON.stringify(reqLimits.concat(flightLimits).map((m) => m.label));
+      c.section.dataset.marks = JSON.stringify(marks.filter((m) => m.t >= t0).map((m) => m.label));
+      draw(c.canvases.requests, req.slice(2).concat(req.slice(0, 2)), t0, t1, "/s", reqLimits, marks);
       const keys = req.map((l) => { const k = el("span", "k " + l.key, l.label); k.dataset.line = l.key; return k; });
       c.keys.replaceChildren(...keys);
       // The block types drawn, for tests: each has its key in the legend.
       c.section.dataset.reasons = reasons.map((i) => names[i] || "other").join(",");
-      draw(c.canvases.rt, [{ color: colors.rt, points: pts.map((p) => [p.t, p.rt]) }], t0, t1, "ms");
-      draw(c.canvases.inflight, [{ color: colors.inflight, points: pts.map((p) => [p.t, p.inflight]) }], t0, t1, "");
+      draw(c.canvases.rt, [{ color: colors.rt, points: pts.map((p) => [p.t, p.rt]) }], t0, t1, "ms", [], marks);
+      draw(c.canvases.inflight, [{ color: colors.inflight, points: pts.map((p) => [p.t, p.inflight]) }], t0, t1, "", flightLimits, marks);
       const last = pts.length ? pts[pts.length - 1] : null;
       // The data drawn, for tests and for copying: the last points.
       c.section.dataset.points = JSON.stringify(pts.slice(-10).map((p) => [p.t, p.pass, p.block]));
@@ -198,7 +237,12 @@
       else { const td = el("td", "health unknown", "\u2013"); td.title = "not seen in frames or heartbeats"; tr.appendChild(td); }
       cell(tr, i.host || "");
       const td = el("td", null, i.version ? "version " + i.version : "none");
-      if (i.refused) td.appendChild(el("span", "refused", " refused version " + i.refused + ": " + (i.error || "")));
+      if (i.refused) {
+        td.append(" ");
+        const r = el("span", "refused", "refused version " + i.refused + ": " + (i.error || ""));
+        r.title = r.textContent;
+        td.appendChild(r);
+      }
       tr.appendChild(td);
       cell(tr, i.clusterMode || "");
       cell(tr, i.shedding ? "shedding" : "ok");
@@ -227,29 +271,51 @@
   // here; a full answer every minute starts afresh.
   const known = new Map(); // resource -> Map(t -> point)
 
+  let versions = []; // the rule versions saved in the window, from the last full answer
+
   function merge(data) {
-    if (data.since <= data.now - data.window) known.clear();
+    const full = data.since <= data.now - data.window;
+    if (full) { known.clear(); versions = data.versions || []; }
+    const from = data.now - data.window, out = [];
     for (const r of data.resources) {
       let m = known.get(r.resource);
       if (!m) { m = new Map(); known.set(r.resource, m); }
-      for (const p of r.points) m.set(p.t, p);
-    }
-    const from = data.now - data.window, out = [];
-    for (const [name, m] of known) {
+      for (const p of r.points || []) m.set(p.t, p);
       for (const t of m.keys()) if (t < from) m.delete(t);
-      if (!m.size) { known.delete(name); continue; }
-      const points = [...m.values()].sort((a, b) => a.t - b.t);
-      let total = 0;
-      for (const p of points) total += p.pass + p.block;
-      out.push({ resource: name, points, total });
+      out.push(Object.assign({}, r, { points: [...m.values()].sort((a, b) => a.t - b.t) }));
     }
-    out.sort((a, b) => b.total - a.total || (a.resource < b.resource ? -1 : 1));
-    return Object.assign({}, data, { resources: out.slice(0, 12) });
+    for (const name of known.keys()) if (!data.resources.some((r) => r.resource === name)) known.delete(name);
+    return Object.assign({}, data, { resources: out, versions });
   }
 
   const chartsEl = document.getElementById("charts");
+  // The resources charted: chosen in the table (kept in the address as
+  // ?chart=), or else the busiest of the last full answer.
+  const chosen = new URLSearchParams(window.location.search).getAll("chart").slice(0, 12);
+  let busiest = [], version = -1, refetch = null;
+  function setChosen(name, on) {
+    const i = chosen.indexOf(name);
+    if (on && i < 0 && chosen.length < 12) chosen.push(name);
+    if (!on && i >= 0) chosen.splice(i, 1);
+    const q = new URLSearchParams(window.location.search);
+    q.delete("chart");
+    for (const n of chosen) q.append("chart", n);
+    const qs = q.toString();
+    window.history.replaceState(null, "", window.location.pathname + (qs ? "?" + qs : ""));
+    const what = document.getElementById("charts-what");
+    if (what) what.textContent = chosen.length ? "The resources chosen in the table." : "The busiest resources, until you choose others in the table.";
+    if (refetch) refetch();
+  }
   if (chartsEl && app) {
-    const url = "/api/apps/" + encodeURIComponent(app) + "/live";
+    const base = "/api/apps/" + encodeURIComponent(app) + "/live";
+    const url = (full) => {
+      const q = new URLSearchParams();
+      const names = chosen.length ? chosen : full ? [] : busiest;
+      for (const n of names) q.append("r", n);
+      if (!full) q.set("since", String(last - 5));
+      const qs = q.toString();
+      return base + (qs ? "?" + qs : "");
+    };
     const updated = document.getElementById("updated");
     const status = document.getElementById("store-status");
     let busy = false, last = 0, ticks = 0;
@@ -280,7 +346,7 @@
         const full = last === 0 || ticks++ % 60 === 0;
         let res;
         try {
-          res = await fetch(full ? url : url + "?since=" + (last - 5),
+          res = await fetch(url(full),
             { credentials: "same-origin", headers: { Accept: "application/json" } });
         } catch (e) {
           lost("The dashboard does not answer", "(" + e.message + ")");
@@ -295,6 +361,12 @@
         }
         const data = merge(await res.json());
         last = data.now;
+        if (full && !data.chosen) busiest = data.resources.map((r) => r.resource);
+        // A new rule version: a full answer next, with its mark.
+        if (version >= 0 && data.version !== version) last = 0;
+        version = data.version;
+        document.getElementById("charts-what").textContent = chosen.length ? "The resources chosen in the table." :
+          "The busiest resources, until you choose others in the table.";
         renderCharts(chartsEl, data);
         if (data.errors && data.errors.length) {
           lost("The dashboard has lost the store", "Errors: " + data.errors.join("; ") + ".");
@@ -326,8 +398,182 @@
         busy = false;
       }
     }
+    refetch = () => { last = 0; ticks = 0; tick(); };
     tick();
     setInterval(tick, 1000);
+  }
+
+  // ---- the resource table ----
+
+  const resTable = document.getElementById("resources");
+  if (resTable && app) {
+    const api = "/api/apps/" + encodeURIComponent(app);
+    const canEdit = resTable.dataset.canEdit === "1";
+    const st = { q: "", sort: "pass", desc: true, offset: 0, limit: 50 };
+    const opened = new Set(); // resources shown per instance
+    const qIn = document.getElementById("res-q"), count = document.getElementById("res-count");
+    const prev = document.getElementById("res-prev"), next = document.getElementById("res-next");
+    let seq = 0, page = null;
+
+    function reasons(blocked, labels) {
+      const parts = [];
+      (blocked || []).forEach((n, i) => { if (n > 0) parts.push((labels[i] || "other") + " " + n); });
+      return parts.join(", ");
+    }
+
+    function instancesRow(name, tr) {
+      const sub = el("tr", "instances-of");
+      sub.dataset.of = name;
+      const td = el("td", null, "Loading\u2026");
+      td.colSpan = 8;
+      sub.appendChild(td);
+      tr.after(sub);
+      fetch(api + "/resource?name=" + encodeURIComponent(name), { credentials: "same-origin", headers: { Accept: "application/json" } })
+        .then((r) => r.ok ? r.json() : Promise.reject(new Error("HTTP " + r.status)))
+        .then((d) => {
+          const t = el("table", "per-instance");
+          const head = el("tr");
+          for (const h of ["Instance", "Passed", "Blocked", "Blocked by", "RT (ms)", "In flight", "Last second"]) head.appendChild(el("th", null, h));
+          t.appendChild(head);
+          for (const i of d.instances) {
+            const row = el("tr");
+            row.dataset.instance = i.instance;
+            for (const v of [i.instance, i.pass, i.block, reasons(i.blocked, d.blockLabels), i.rt.toFixed(2), i.inflight, hms(new Date(i.last * 1000))]) row.appendChild(el("td", null, v));
+            t.appendChild(row);
+          }
+          if (!d.instances.length) { const row = el("tr"); const c = el("td", null, "No instance published it in the last seconds."); c.colSpan = 7; row.appendChild(c); t.appendChild(row); }
+          td.replaceChildren(t);
+        })
+        .catch((e) => { td.textContent = "Could not read it: " + e.message; });
+    }
+
+    function render(p) {
+      page = p;
+      const rows = [];
+      for (const r of p.rows) {
+        const tr = el("tr");
+        tr.dataset.resource = r.resource;
+        tr.appendChild(el("td", "resource", r.resource));
+        tr.appendChild(el("td", "num", r.pass));
+        tr.appendChild(el("td", "num", r.block));
+        tr.appendChild(el("td", "reasons", reasons(r.blocked, p.blockLabels)));
+        tr.appendChild(el("td", "num", r.rt.toFixed(2)));
+        tr.appendChild(el("td", "num", r.inflight));
+        tr.appendChild(el("td", "rules", r.rules.map((u) => u.summary).join("; ") || "none"));
+        const act = el("td", "actions");
+        const chart = el("button", "chart-toggle", chosen.includes(r.resource) ? "Hide chart" : "Chart");
+        chart.type = "button";
+        chart.addEventListener("click", () => {
+          setChosen(r.resource, !chosen.includes(r.resource));
+          chart.textContent = chosen.includes(r.resource) ? "Hide chart" : "Chart";
+        });
+        const per = el("button", "per-instance-toggle", opened.has(r.resource) ? "Hide instances" : "Instances");
+        per.type = "button";
+        per.addEventListener("click", () => {
+          if (opened.has(r.resource)) opened.delete(r.resource); else opened.add(r.resource);
+          render(page);
+        });
+        act.append(chart, per);
+        if (canEdit) {
+          const a = el("a", "add-rule", "Add a rule");
+          a.href = "/apps/" + encodeURIComponent(app) + "/rules?resource=" + encodeURIComponent(r.resource) + "#editor";
+          act.appendChild(a);
+        }
+        tr.appendChild(act);
+        rows.push(tr);
+      }
+      if (!rows.length) {
+        const tr = el("tr"); const td = el("td", "muted", p.q ? "No resource matches." : "No resource yet."); td.colSpan = 8; tr.appendChild(td); rows.push(tr);
+      }
+      resTable.tBodies[0].replaceChildren(...rows);
+      for (const tr of rows) if (tr.dataset.resource && opened.has(tr.dataset.resource)) instancesRow(tr.dataset.resource, tr);
+      const to = Math.min(p.offset + p.rows.length, p.total);
+      count.textContent = p.total ? (p.offset + 1) + "\u2013" + to + " of " + p.total + (p.q ? " matching (" + p.all + " in all)" : "") : "";
+      prev.disabled = p.offset === 0;
+      next.disabled = p.offset + p.limit >= p.total;
+      for (const b of resTable.querySelectorAll("button.sort")) {
+        const th = b.parentElement;
+        if (b.dataset.sort === p.sort) th.setAttribute("aria-sort", p.desc ? "descending" : "ascending");
+        else th.removeAttribute("aria-sort");
+      }
+    }
+
+    async function load() {
+      const my = ++seq;
+      const q = new URLSearchParams({ q: st.q, sort: st.sort, desc: st.desc ? "1" : "0", offset: String(st.offset), limit: String(st.limit) });
+      try {
+        const res = await fetch(api + "/resources?" + q, { credentials: "same-origin", headers: { Accept: "application/json" } });
+        if (res.status === 401) { window.location.assign("/login"); return; }
+        if (!res.ok) throw new Error("HTTP " + res.status);
+        const p = await res.json();
+        if (my !== seq) return; // a newer request was sent meanwhile
+        if (p.errors && p.errors.length && page) {
+          // The store cannot be read: keep the rows read last.
+          count.textContent = "Not updated: " + p.errors.join("; ");
+          return;
+        }
+        st.offset = p.offset;
+        render(p);
+      } catch (e) {
+        if (my === seq) count.textContent = "Could not read the resources: " + e.message;
+      }
+    }
+
+    let typing = 0;
+    qIn.addEventListener("input", () => {
+      clearTimeout(typing);
+      typing = setTimeout(() => { st.q = qIn.value; st.offset = 0; load(); }, 150);
+    });
+    for (const b of resTable.querySelectorAll("button.sort")) {
+      b.addEventListener("click", () => {
+        if (st.sort === b.dataset.sort) st.desc = !st.desc;
+        else { st.sort = b.dataset.sort; st.desc = st.sort !== "resource" && st.sort !== "rules" ? true : false; }
+        st.offset = 0;
+        load();
+      });
+    }
+    prev.addEventListener("click", () => { st.offset = Math.max(0, st.offset - st.limit); load(); });
+    next.addEventListener("click", () => { st.offset += st.limit; load(); });
+    load();
+    setInterval(() => { if (!document.hidden && !resTable.querySelector("tr.instances-of")) load(); }, 5000);
+  }
+
+  // ---- rollout of a version just saved ----
+
+  // The rules page after a save follows the instances taking the version:
+  // "2/3 instances run version 5; 1 refused it: shop-2: reason", every
+  // second, until every instance runs it or refused it (or a minute).
+  const rollout = document.getElementById("rollout");
+  if (rollout && app) {
+    const want = Number(rollout.dataset.version);
+    // The instances seen within the last minute (those not lost).
+    const since = Number(rollout.dataset.now) - 60;
+    const started = Date.now();
+    let timer = 0;
+    async function follow() {
+      try {
+        const res = await fetch("/api/apps/" + encodeURIComponent(app) + "/live?since=" + since,
+          { credentials: "same-origin", headers: { Accept: "application/json" } });
+        if (!res.ok) throw new Error("HTTP " + res.status);
+        const data = await res.json();
+        const ins = data.instances.filter((i) => i.health !== "lost");
+        const running = ins.filter((i) => i.version >= want);
+        const refused = ins.filter((i) => i.refused >= want);
+        let text = "Version " + want + ": " + running.length + "/" + ins.length + " instances run it";
+        if (refused.length) text += "; " + refused.length + " refused it: " + refused.map((i) => i.id + ": " + i.error).join("; ");
+        if (data.version > want) text += " (version " + data.version + " was saved since)";
+        const done = ins.length > 0 && running.length + refused.length === ins.length;
+        if (!ins.length) text = "Version " + want + ": no instance has reported.";
+        rollout.textContent = text + (done || Date.now() - started > 60000 ? "." : "\u2026");
+        rollout.className = refused.length ? "error" : done ? "notice" : "";
+        rollout.dataset.done = done ? "1" : "";
+        if (done || Date.now() - started > 60000) clearInterval(timer);
+      } catch (e) {
+        rollout.textContent = "Version " + want + ": the instances cannot be read (" + e.message + ").";
+      }
+    }
+    follow();
+    timer = setInterval(follow, 1000);
   }
 
   // ---- rule editor ----
@@ -340,21 +586,33 @@
     param: "  - resource: NAME\n    threshold: 10\n",
   };
   const doc = document.getElementById("doc");
+  // addRule adds a rule of kind to the editor's text, for resource (as a
+  // JSON string, which YAML reads whatever the name holds) or NAME.
+  function addRule(kind, resource) {
+    let skel = skeletons[kind];
+    if (resource !== undefined) skel = skel.replace("NAME", () => JSON.stringify(resource));
+    let text = doc.value;
+    const re = new RegExp("^" + kind + ":\\s*$", "m");
+    if (re.test(text)) {
+      // Insert after the kind's key line.
+      text = text.replace(re, (m) => m + "\n" + skel.replace(/\n$/, ""));
+    } else {
+      if (text.trim() === "{}") text = "";
+      if (text && !text.endsWith("\n")) text += "\n";
+      text += kind + ":\n" + skel;
+    }
+    doc.value = text;
+    doc.focus();
+  }
   for (const b of document.querySelectorAll("button.add")) {
-    b.addEventListener("click", () => {
-      const kind = b.dataset.kind;
-      let text = doc.value;
-      const re = new RegExp("^" + kind + ":\\s*$", "m");
-      if (re.test(text)) {
-        // Insert after the kind's key line.
-        text = text.replace(re, (m) => m + "\n" + skeletons[kind].replace(/\n$/, ""));
-      } else {
-        if (text.trim() === "{}" ) text = "";
-        if (text && !text.endsWith("\n")) text += "\n";
-        text += kind + ":\n" + skeletons[kind];
-      }
-      doc.value = text;
-      doc.focus();
-    });
+    b.addEventListener("click", () => addRule(b.dataset.kind));
+  }
+  // From the resource table's "Add a rule": a flow rule for the resource,
+  // to complete and save.
+  const forResource = new URLSearchParams(window.location.search).get("resource");
+  if (doc && doc.tagName === "TEXTAREA" && forResource !== null && !document.getElementById("error")) {
+    addRule("flow", forResource);
+    const hint = document.getElementById("adding");
+    if (hint) { hint.hidden = false; hint.querySelector("code").textContent = forResource; }
   }
 })();
