@@ -98,17 +98,21 @@ bench:
 ## sentinel-golang, every path measured in each of BENCH_COUNT rounds; prints
 ## medians with min-max and the same-run ratios (docs/benchmarks.md).
 bench-compare:
-	cd examples/benchcompare && GOWORK=off $(GO) run . -count $(BENCH_COUNT)
+	cd examples/benchcompare && $(GO) run . -count $(BENCH_COUNT)
 
 ## bench-cluster: cluster limits through a redis-server the benchmark starts
 ## (needs redis-server on PATH): sluice's leases and strict mode beside
-## go-redis/redis_rate Allow at 1, 2 and 64 goroutines, BENCH_COUNT rounds,
-## with ns/op and the µs Redis spent per decision; summarised by benchstat
-## when it is installed (docs/benchmarks.md, "Cluster").
+## go-redis/redis_rate Allow at 1, 2 and 64 goroutines, BENCH_COUNT
+## interleaved rounds (each round runs every benchmark once, in a fixed
+## order), with ns/op and the µs Redis spent per decision; summarised by
+## benchstat when it is installed (docs/benchmarks.md, "Cluster").
 bench-cluster:
-	@out=$$(mktemp); echo "running $(BENCH_COUNT) rounds (a few minutes)"; \
-	if ! (cd examples/benchcompare && GOWORK=off $(GO) test -run '^$$' -bench '^BenchmarkCluster$$' -benchmem -count $(BENCH_COUNT) .) >$$out 2>&1; then \
-		cat $$out; rm -f $$out; exit 1; fi; \
+	@out=$$(mktemp); bin=$$(mktemp); echo "running $(BENCH_COUNT) interleaved rounds (a few minutes)"; \
+	if ! (cd examples/benchcompare && $(GO) test -c -o $$bin .) >$$out 2>&1; then cat $$out; rm -f $$out $$bin; exit 1; fi; \
+	for r in $$(seq $(BENCH_COUNT)); do \
+		if ! (cd examples/benchcompare && $$bin -test.run '^$$' -test.bench '^BenchmarkCluster$$' -test.benchmem -test.count 1) >>$$out 2>&1; then \
+			cat $$out; rm -f $$out $$bin; exit 1; fi; \
+	done; rm -f $$bin; \
 	cat $$out; \
 	if command -v benchstat >/dev/null 2>&1; then benchstat $$out; \
 	elif [ -x "$$HOME/go/bin/benchstat" ]; then "$$HOME/go/bin/benchstat" $$out; \

@@ -25,10 +25,15 @@ func BenchmarkSluiceBlocked(b *testing.B)  { both(b, sluiceBlocked) }
 func BenchmarkSluiceManyResources(b *testing.B) {
 	both(b, sluiceManyResources)
 }
-func BenchmarkSentinelOneRule(b *testing.B) { both(b, sentinelOneRule) }
-func BenchmarkRateInfAllow(b *testing.B)    { both(b, rateInfAllow) }
-func BenchmarkRateAllow(b *testing.B)       { both(b, rateAllow) }
-func BenchmarkRatelimitTake(b *testing.B)   { both(b, ratelimitTake) }
+func BenchmarkSluiceResources100k(b *testing.B)     { both(b, sluiceResources100k) }
+func BenchmarkSluiceResourcesZipf10k(b *testing.B)  { both(b, sluiceResourcesZipf10k) }
+func BenchmarkSluiceResourcesZipf100k(b *testing.B) { both(b, sluiceResourcesZipf100k) }
+func BenchmarkSluiceParamNone(b *testing.B)         { both(b, sluiceParamNone) }
+func BenchmarkSluiceParam1M(b *testing.B)           { both(b, sluiceParam1M) }
+func BenchmarkSentinelOneRule(b *testing.B)         { both(b, sentinelOneRule) }
+func BenchmarkRateInfAllow(b *testing.B)            { both(b, rateInfAllow) }
+func BenchmarkRateAllow(b *testing.B)               { both(b, rateAllow) }
+func BenchmarkRatelimitTake(b *testing.B)           { both(b, ratelimitTake) }
 
 func both(b *testing.B, p path) {
 	b.Run("serial", func(b *testing.B) { p.run(b, false) })
@@ -39,7 +44,7 @@ func both(b *testing.B, p path) {
 // blocked one, refuses) as intended, so that no benchmark measures an error
 // path.
 func TestAllPathsPass(t *testing.T) {
-	require.Len(t, paths, 8)
+	require.Len(t, paths, 13)
 	for _, p := range paths {
 		t.Run(p.name, func(t *testing.T) {
 			require.NoError(t, p.verify(1000))
@@ -63,7 +68,7 @@ func TestAllKindsConfigured(t *testing.T) {
 // TestSluicePassNoAllocs guards the budget's zero allocations on the sluice
 // pass paths (the benchmarks report the same figure).
 func TestSluicePassNoAllocs(t *testing.T) {
-	for _, p := range []path{sluiceOneRule, sluiceAllKinds, sluiceManyResources} {
+	for _, p := range []path{sluiceOneRule, sluiceAllKinds, sluiceManyResources, sluiceResourcesZipf10k, sluiceParamNone, sluiceParam1M} {
 		t.Run(p.name, func(t *testing.T) {
 			newOp, done, err := p.setup()
 			require.NoError(t, err)

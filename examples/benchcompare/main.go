@@ -7,8 +7,9 @@
 //	go run ./examples/benchcompare -count 7 -benchtime 500ms
 //
 // It runs the functions the package's benchmarks run (see paths.go) in
-// rounds: each round measures every path, serially and with all of
-// GOMAXPROCS in parallel, for -benchtime each. A ratio is computed within a
+// interleaved rounds: each round measures every path once, serially and
+// with all of GOMAXPROCS in parallel, for -benchtime each, in an order that
+// rotates from round to round. A ratio is computed within a
 // round (both sides measured seconds apart, under the same neighbours), and
 // the table gives its median over the rounds with the smallest and largest.
 // The header names the CPU and the load average before and after, since
@@ -32,19 +33,28 @@ import (
 	"time"
 )
 
-// ratio is one published comparison: num's time over den's, same mode.
+// ratio is one published comparison: num's time over den's, same mode,
+// or with diff, num's time minus den's in nanoseconds.
 type ratio struct {
 	label    string
 	num, den path
+	diff     bool
 }
 
-// ratios are the comparisons the table prints, in order.
+// ratios are the comparisons the table prints, in order: first the goals
+// of docs/benchmarks.md ("Goals"), then the comparisons with the peers.
 var ratios = []ratio{
-	{"sluice Entry+Exit / x/time/rate Allow", sluiceOneRule, rateAllow},
-	{"sluice Entry+Exit / uber ratelimit Take", sluiceOneRule, ratelimitTake},
-	{"sentinel-golang Entry+Exit / sluice Entry+Exit", sentinelOneRule, sluiceOneRule},
-	{"10,000 resources / one resource (sluice)", sluiceManyResources, sluiceOneRule},
-	{"every rule kind / one rule (sluice)", sluiceAllKinds, sluiceOneRule},
+	{label: "sluice Entry+Exit / x/time/rate Allow (goal <= 1.0x)", num: sluiceOneRule, den: rateAllow},
+	{label: "every rule kind / x/time/rate Allow (goal <= 1.8x)", num: sluiceAllKinds, den: rateAllow},
+	{label: "blocked Entry / x/time/rate Allow (goal <= 1.0x)", num: sluiceBlocked, den: rateAllow},
+	{label: "10,000 resources round-robin / one (goal <= 2x)", num: sluiceManyResources, den: sluiceOneRule},
+	{label: "100,000 resources round-robin / one (goal <= 3x)", num: sluiceResources100k, den: sluiceOneRule},
+	{label: "10,000 resources Zipf / one (goal <= 2x)", num: sluiceResourcesZipf10k, den: sluiceOneRule},
+	{label: "100,000 resources Zipf / one (goal <= 3x)", num: sluiceResourcesZipf100k, den: sluiceOneRule},
+	{label: "param, 1,000,000 values scattered, ns added (goal <= +300)", num: sluiceParam1M, den: sluiceParamNone, diff: true},
+	{label: "every rule kind / one rule (sluice)", num: sluiceAllKinds, den: sluiceOneRule},
+	{label: "sluice Entry+Exit / uber ratelimit Take", num: sluiceOneRule, den: ratelimitTake},
+	{label: "sentinel-golang Entry+Exit / sluice Entry+Exit", num: sentinelOneRule, den: sluiceOneRule},
 }
 
 func main() {
@@ -85,20 +95,35 @@ type results map[string][]testing.BenchmarkResult
 
 func key(p path, parallel bool) string { return p.name + "/" + mode(parallel) }
 
-// measure runs count rounds of every path in both modes, printing progress
-// to progress.
+// measure runs count rounds, each measuring every path once in each mode,
+// printing progress to progress. The rounds are interleaved and their order
+// rotates: round r starts r benchmarks further along the list, so no path
+// is always measured first, last or right after the same neighbour. A path
+// is set up once per measurement, outside the timer.
 func measure(count int, progress io.Writer) (results, error) {
+	type item struct {
+		p        path
+		parallel bool
+	}
+	var items []item
+	for _, p := range paths {
+		items = append(items, item{p, false}, item{p, true})
+	}
 	res := results{}
-	for round := 1; round <= count; round++ {
-		fmt.Fprintf(progress, "round %d/%d\n", round, count)
-		for _, p := range paths {
-			for _, parallel := range []bool{false, true} {
-				r := testing.Benchmark(func(b *testing.B) { p.run(b, parallel) })
-				if r.N == 0 {
-					return nil, fmt.Errorf("%s failed", key(p, parallel))
-				}
-				res[key(p, parallel)] = append(res[key(p, parallel)], r)
+	for round := 0; round < count; round++ {
+		fmt.Fprintf(progress, "round %d/%d\n", round+1, count)
+		for k := range items {
+			it := items[(round+k)%len(items)]
+			newOp, done, err := it.p.setup()
+			if err != nil {
+				return nil, fmt.Errorf("%s: setup: %w", key(it.p, it.parallel), err)
 			}
+			r := testing.Benchmark(func(b *testing.B) { it.p.runOp(b, newOp, it.parallel) })
+			done()
+			if r.N == 0 {
+				return nil, fmt.Errorf("%s failed", key(it.p, it.parallel))
+			}
+			res[key(it.p, it.parallel)] = append(res[key(it.p, it.parallel)], r)
 		}
 	}
 	return res, nil
@@ -130,15 +155,23 @@ func printTables(out io.Writer, res results) {
 			num, den := res[key(q.num, parallel)], res[key(q.den, parallel)]
 			xs := make([]float64, len(num))
 			for i := range num {
-				xs[i] = nsPerOp(num[i]) / nsPerOp(den[i])
+				if q.diff {
+					xs[i] = nsPerOp(num[i]) - nsPerOp(den[i])
+				} else {
+					xs[i] = nsPerOp(num[i]) / nsPerOp(den[i])
+				}
 			}
 			m, lo, hi := spread(xs)
-			fmt.Fprintf(w, "%.2fx\t%.2f-%.2f\t", m, lo, hi)
+			if q.diff {
+				fmt.Fprintf(w, "%+.0f ns\t%+.0f to %+.0f\t", m, lo, hi)
+			} else {
+				fmt.Fprintf(w, "%.2fx\t%.2f-%.2f\t", m, lo, hi)
+			}
 		}
 		fmt.Fprintln(w)
 	}
 	_ = w.Flush()
-	fmt.Fprintln(out, "\n(a ratio is taken within each round, then its median and range over the rounds)")
+	fmt.Fprintln(out, "\n(a ratio or difference is taken within each round, then its median and range over the rounds;\nmemory per resource: go test -run TestMemoryPerResource -v . in the sluice module)")
 }
 
 // spread returns the median (the mean of the middle two for an even count),

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math/rand"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -60,7 +61,7 @@ var (
 	// QPS rule each, visited in round-robin (each goroutine from its own
 	// offset), so that every call finds a resource that 9,999 calls have
 	// pushed out of the nearer caches (budget: <= 2x one resource).
-	sluiceManyResources = path{name: "SluiceManyResources", setup: setupSluiceManyResources}
+	sluiceManyResources = path{name: "SluiceManyResources", setup: manyResourcesSetup(manyResources, false)}
 	// sentinelOneRule is sentinel-golang's api.Entry+Exit, inbound, on a
 	// resource with one passing QPS reject rule: SluiceOneRule's path in
 	// sentinel-golang. Nothing is initialised with sentinel's Init*, so no
@@ -83,9 +84,25 @@ var (
 	ratelimitTake = path{name: "RatelimitTake", setup: setupRatelimit}
 )
 
+// The paths of the scale and param goals (docs/benchmarks.md): Entry+Exit
+// over 100,000 resources round-robin and over 10,000 and 100,000 in a Zipf
+// walk (s = 1.1, each goroutine its own seeded walk), and a resource whose
+// param rule tracks 1,000,000 live values, visited in a scattered order,
+// beside the same Entry with the same typed argument on a resource without
+// a param rule.
+var (
+	sluiceResources100k     = path{name: "SluiceResources100k", setup: manyResourcesSetup(100_000, false)}
+	sluiceResourcesZipf10k  = path{name: "SluiceResourcesZipf10k", setup: manyResourcesSetup(10_000, true)}
+	sluiceResourcesZipf100k = path{name: "SluiceResourcesZipf100k", setup: manyResourcesSetup(100_000, true)}
+	sluiceParamNone         = path{name: "SluiceParamNone", setup: paramSetup(false)}
+	sluiceParam1M           = path{name: "SluiceParam1M", setup: paramSetup(true)}
+)
+
 // paths lists every path in the order the program prints them.
 var paths = []path{
 	sluiceOneRule, sluiceAllKinds, sluiceBlocked, sluiceManyResources,
+	sluiceResources100k, sluiceResourcesZipf10k, sluiceResourcesZipf100k,
+	sluiceParamNone, sluiceParam1M,
 	sentinelOneRule, rateInfAllow, rateAllow, ratelimitTake,
 }
 
@@ -171,35 +188,110 @@ func setupSluiceBlocked() (func() func() error, func(), error) {
 	}), closer(g), nil
 }
 
-func setupSluiceManyResources() (func() func() error, func(), error) {
-	names := make([]string, manyResources)
-	rs := make([]rules.Flow, manyResources)
-	for i := range names {
-		names[i] = fmt.Sprintf("GET /api/v1/items/%d", i)
-		rs[i] = rules.Flow{Resource: names[i], Threshold: rules.MaxThreshold}
-	}
-	g := sluice.New(sluice.WithMaxResources(manyResources + 10))
-	if _, err := g.LoadFlowRules(rs); err != nil {
-		_ = g.Close()
-		return nil, nil, err
-	}
-	var goroutines atomic.Uint64
-	newOp := func() func() error {
-		// Goroutines start far apart in the cycle and never share a counter.
-		i := (goroutines.Add(1) - 1) * 4999 % manyResources
-		return func() error {
-			p, err := g.Entry(names[i])
-			if i++; i == manyResources {
-				i = 0
-			}
-			if err != nil {
-				return err
-			}
-			p.Exit()
-			return nil
+// manyResourcesSetup is the setup of Entry+Exit over n resources with a
+// passing QPS rule each, visited round-robin or, with zipf, in a Zipf walk
+// (s = 1.1) whose indices are drawn before the timer starts.
+//
+// It is not inlined: in the copies of its closures that inlining makes,
+// the compiler moved each Entry's Pass to the heap (one allocation per call,
+// TestSluicePassNoAllocs).
+//
+//go:noinline
+func manyResourcesSetup(n int, zipf bool) func() (func() func() error, func(), error) {
+	return func() (func() func() error, func(), error) {
+		names := make([]string, n)
+		rs := make([]rules.Flow, n)
+		for i := range names {
+			names[i] = fmt.Sprintf("GET /api/v1/items/%d", i)
+			rs[i] = rules.Flow{Resource: names[i], Threshold: rules.MaxThreshold}
 		}
+		g := sluice.New(sluice.WithMaxResources(n+10), sluice.WithMaxRules(n+10))
+		if _, err := g.LoadFlowRules(rs); err != nil {
+			_ = g.Close()
+			return nil, nil, err
+		}
+		var goroutines atomic.Uint64
+		newOp := func() func() error {
+			gi := goroutines.Add(1) - 1
+			// Goroutines start far apart in the cycle and never share a counter.
+			i := int(gi * 4999 % uint64(n))
+			if !zipf {
+				return func() error {
+					p, err := g.Entry(names[i])
+					if i++; i == n {
+						i = 0
+					}
+					if err != nil {
+						return err
+					}
+					p.Exit()
+					return nil
+				}
+			}
+			z := rand.NewZipf(rand.New(rand.NewSource(int64(gi+1))), 1.1, 1, uint64(n-1))
+			walk := make([]uint32, 1<<16)
+			for k := range walk {
+				walk[k] = uint32(z.Uint64())
+			}
+			return func() error {
+				p, err := g.Entry(names[walk[i&(len(walk)-1)]])
+				i++
+				if err != nil {
+					return err
+				}
+				p.Exit()
+				return nil
+			}
+		}
+		return newOp, closer(g), nil
 	}
-	return newOp, closer(g), nil
+}
+
+// paramValues is how many live values sluiceParam1M's rule tracks.
+const paramValues = 1_000_000
+
+// paramSetup is the setup of Entry+Exit with a typed integer argument
+// (WithIntArg), visiting paramValues values a large prime stride apart, on
+// a resource with a passing QPS rule and, with param, a passing param rule
+// that already tracks every value. Not inlined, as manyResourcesSetup.
+//
+//go:noinline
+func paramSetup(param bool) func() (func() func() error, func(), error) {
+	return func() (func() func() error, func(), error) {
+		g := sluice.New()
+		err := load(g.LoadFlowRules([]rules.Flow{{Resource: resource, Threshold: rules.MaxThreshold}}))
+		if err == nil && param {
+			err = load(g.LoadParamRules([]rules.Param{{Resource: resource, Threshold: rules.MaxThreshold, Capacity: 2 * paramValues}}))
+		}
+		if err == nil && param {
+			for v := int64(0); v < paramValues && err == nil; v++ {
+				var p *sluice.Pass
+				if p, err = g.Entry(resource, sluice.WithIntArg(0, v)); err == nil {
+					p.Exit()
+				}
+			}
+		}
+		if err != nil {
+			_ = g.Close()
+			return nil, nil, err
+		}
+		var goroutines atomic.Int64
+		newOp := func() func() error {
+			v := goroutines.Add(1) * 500_009 % paramValues
+			return func() error {
+				p, err := g.Entry(resource, sluice.WithIntArg(0, v))
+				if v += 7919; v >= paramValues {
+					v -= paramValues
+				}
+				if err != nil {
+					return err
+				}
+				p.Exit()
+				return nil
+			}
+		}
+		return newOp, closer(g), nil
+	}
 }
 
 // sentinelResource is the resource of the sentinel-golang path; its rules
@@ -311,6 +403,13 @@ func (p path) run(b *testing.B, parallel bool) {
 		b.Fatal(err)
 	}
 	b.Cleanup(done)
+	p.runOp(b, newOp, parallel)
+}
+
+// runOp is run on a path already set up: the program sets a path up once
+// per measurement, not once per b.N its benchmark tries, since building
+// 100,000 resources or 1,000,000 param values takes seconds.
+func (p path) runOp(b *testing.B, newOp func() func() error, parallel bool) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	if !parallel {

@@ -151,3 +151,86 @@ func BenchmarkCheckHot(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCheckLive measures one passing QPS check with 1,000 and with
+// 1,000,000 live values, visited in a scattered order (each call a
+// different value, a large odd stride apart), serially and from parallel
+// goroutines. Values are typed integers, formatted into the check's stack
+// buffer as a caller's argument would be, so that the benchmark's own
+// value table adds no cache miss; "string" passes the same values as
+// strings kept in a slice (one more miss per call at 1,000,000: the
+// string's bytes). The 1,000,000 run over the 1,000 one is the cost of the
+// table's and entries' cache and TLB misses.
+func BenchmarkCheckLive(b *testing.B) {
+	for _, n := range []int{1_000, 1_000_000} {
+		c, err := NewController(rules.Param{Resource: "r", Threshold: rules.MaxThreshold, Capacity: 2 * n})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var strs []string
+		ec := &entry.Context{Resource: "r", Batch: 1, Start: 1}
+		for i := 0; i < n; i++ {
+			if be := c.Check(context.Background(), ec, entry.Args{Positional: []any{i}}, nil); be != nil {
+				b.Fatal(be)
+			}
+			ec.ReleaseTickets(entry.ExitInfo{Batch: 1})
+		}
+		if c.Tracked() != n {
+			b.Fatalf("tracked %d values, want %d", c.Tracked(), n)
+		}
+		const stride = 7919 // prime, so every value is visited once per n calls
+		next := func(j int) int { return (j + stride) % n }
+		name := strconv.Itoa(n)
+		b.Run(name+"/int/serial", func(b *testing.B) {
+			b.ReportAllocs()
+			ec := &entry.Context{Resource: "r", Batch: 1}
+			j := 0
+			for i := 0; b.Loop(); i++ {
+				ec.Start = int64(i)
+				arg := entry.Arg{Value: entry.Value{Int: int64(j), Kind: entry.KindInt}}
+				if be := c.Check(context.Background(), ec, entry.Args{Given: []*entry.Arg{&arg}}, nil); be != nil {
+					b.Fatal(be)
+				}
+				ec.ReleaseTickets(entry.ExitInfo{Batch: 1})
+				j = next(j)
+			}
+		})
+		b.Run(name+"/int/parallel", func(b *testing.B) {
+			b.ReportAllocs()
+			var seq atomic.Int64
+			b.RunParallel(func(pb *testing.PB) {
+				ec := &entry.Context{Resource: "r", Batch: 1}
+				j := int(seq.Add(1)*50_021) % n
+				for i := 0; pb.Next(); i++ {
+					ec.Start = int64(i)
+					arg := entry.Arg{Value: entry.Value{Int: int64(j), Kind: entry.KindInt}}
+					if be := c.Check(context.Background(), ec, entry.Args{Given: []*entry.Arg{&arg}}, nil); be != nil {
+						b.Error(be)
+						return
+					}
+					ec.ReleaseTickets(entry.ExitInfo{Batch: 1})
+					j = next(j)
+				}
+			})
+		})
+		b.Run(name+"/string/serial", func(b *testing.B) {
+			if strs == nil {
+				strs = make([]string, n)
+				for i := range strs {
+					strs[i] = strconv.Itoa(i)
+				}
+			}
+			b.ReportAllocs()
+			ec := &entry.Context{Resource: "r", Batch: 1}
+			j := 0
+			for i := 0; b.Loop(); i++ {
+				ec.Start = int64(i)
+				if be := c.CheckKey(context.Background(), ec, strs[j], nil); be != nil {
+					b.Fatal(be)
+				}
+				ec.ReleaseTickets(entry.ExitInfo{Batch: 1})
+				j = next(j)
+			}
+		})
+	}
+}
