@@ -613,7 +613,7 @@ func TestFlowBatchLargerThanThresholdIsRefusedClearly(t *testing.T) {
 func TestFlowWarmUpBatchAboveTheColdAllowance(t *testing.T) {
 	const T = 30 // cold allowance 10
 	for _, behavior := range []rules.ControlBehavior{rules.Reject, rules.Throttle} {
-		t.Run(behavior.String(), func(t *testing.T) {
+		t.Run(string(behavior), func(t *testing.T) {
 			g, clk := newTestEngine(t, 0)
 			mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: T, Strategy: rules.WarmUp, Behavior: behavior, WarmUpPeriod: 2 * time.Second})
 			be := refusal(t, g, "r", WithBatch(15))

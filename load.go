@@ -80,7 +80,7 @@ var (
 		name:     "flow",
 		state:    func(eng *Engine) *kindState[rules.Flow, map[string][]*flow.Controller] { return &eng.flow },
 		of:       func(s *rules.Set) *[]rules.Flow { return &s.Flow },
-		validate: rules.ValidateFlowRules,
+		validate: func(rs []rules.Flow) error { return (&rules.Set{Flow: rs}).Validate() },
 		equal:    func(a, b []rules.Flow) bool { return slices.EqualFunc(a, b, rules.Flow.Equal) },
 		clone:    cloneFlows,
 		build: func(eng *Engine, rs []rules.Flow, old map[string][]*flow.Controller) (map[string][]*flow.Controller, error) {
@@ -97,7 +97,7 @@ var (
 			return &eng.isolation
 		},
 		of:       func(s *rules.Set) *[]rules.Isolation { return &s.Isolation },
-		validate: rules.ValidateIsolationRules,
+		validate: func(rs []rules.Isolation) error { return (&rules.Set{Isolation: rs}).Validate() },
 		equal:    equalRules[rules.Isolation],
 		clone:    cloneRules[rules.Isolation],
 		build: func(_ *Engine, rs []rules.Isolation, old map[string][]*isolation.Controller) (map[string][]*isolation.Controller, error) {
@@ -108,7 +108,7 @@ var (
 		name:     "system",
 		state:    func(eng *Engine) *kindState[rules.System, *system.RuleSet] { return &eng.sys },
 		of:       func(s *rules.Set) *[]rules.System { return &s.System },
-		validate: rules.ValidateSystemRules,
+		validate: func(rs []rules.System) error { return (&rules.Set{System: rs}).Validate() },
 		equal:    equalRules[rules.System],
 		clone:    cloneRules[rules.System],
 		build: func(_ *Engine, rs []rules.System, _ *system.RuleSet) (*system.RuleSet, error) {
@@ -122,7 +122,7 @@ var (
 			return &eng.breakers
 		},
 		of:       func(s *rules.Set) *[]rules.CircuitBreaker { return &s.CircuitBreaker },
-		validate: rules.ValidateCircuitBreakerRules,
+		validate: func(rs []rules.CircuitBreaker) error { return (&rules.Set{CircuitBreaker: rs}).Validate() },
 		equal:    equalRules[rules.CircuitBreaker],
 		clone:    cloneRules[rules.CircuitBreaker],
 		build: func(eng *Engine, rs []rules.CircuitBreaker, old map[string][]*degrade.Breaker) (map[string][]*degrade.Breaker, error) {
@@ -134,7 +134,7 @@ var (
 		name:     "param",
 		state:    func(eng *Engine) *kindState[rules.Param, map[string][]*param.Controller] { return &eng.param },
 		of:       func(s *rules.Set) *[]rules.Param { return &s.Param },
-		validate: rules.ValidateParamRules,
+		validate: func(rs []rules.Param) error { return (&rules.Set{Param: rs}).Validate() },
 		equal:    func(a, b []rules.Param) bool { return slices.EqualFunc(a, b, rules.Param.Equal) },
 		clone:    cloneParams,
 		build: func(eng *Engine, rs []rules.Param, old map[string][]*param.Controller) (map[string][]*param.Controller, error) {

@@ -82,7 +82,7 @@ func systemBlock(t *testing.T, err error, rule rules.System, observed float64) {
 	assert.Equal(t, rule, *be.Rule.(*rules.System))
 	assert.Equal(t, rule.Threshold, be.Threshold)
 	assert.InDelta(t, observed, be.Observed, 1e-9)
-	assert.Contains(t, be.Reason, rule.Metric.String())
+	assert.Contains(t, be.Reason, string(rule.Metric))
 }
 
 // TestSystemRulesInboundOnly: every metric blocks inbound entries above its

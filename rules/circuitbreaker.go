@@ -5,37 +5,6 @@ import (
 	"time"
 )
 
-// BreakerStrategy is what a circuit breaker counts as a bad outcome and how it
-// compares the count with its threshold.
-type BreakerStrategy uint8
-
-const (
-	// SlowRequestRatio counts requests whose response time exceeds
-	// MaxAllowedRT and opens when their share of the requests in the window
-	// exceeds Threshold.
-	SlowRequestRatio BreakerStrategy = iota
-	// ErrorRatio counts requests that ended with an error (as classified by
-	// the engine) and opens when their share exceeds Threshold.
-	ErrorRatio
-	// ErrorCount counts requests that ended with an error and opens when
-	// their number in the window reaches Threshold.
-	ErrorCount
-)
-
-var breakerStrategyEnum = enum{"breaker strategy", []string{"slow-request-ratio", "error-ratio", "error-count"}}
-
-// String returns "slow-request-ratio", "error-ratio" or "error-count".
-func (s BreakerStrategy) String() string { return breakerStrategyEnum.name(uint8(s)) }
-
-// MarshalText returns the strategy's name.
-func (s BreakerStrategy) MarshalText() ([]byte, error) { return breakerStrategyEnum.marshal(uint8(s)) }
-
-// UnmarshalText parses a strategy name, ignoring case, dashes, underscores
-// and spaces ("error_ratio", "ErrorRatio" and "error-ratio" are the same).
-func (s *BreakerStrategy) UnmarshalText(b []byte) error {
-	return parseInto(breakerStrategyEnum, b, (*uint8)(s))
-}
-
 // CircuitBreaker is a degrade rule: it cuts a resource off while its recent
 // calls are too slow or fail too often, and probes it back to health.
 //
@@ -129,8 +98,8 @@ func (r *CircuitBreaker) Validate() error {
 	if r.Resource == "" {
 		return fieldErr(kind, r.Resource, "Resource", "must not be empty")
 	}
-	if !breakerStrategyEnum.valid(uint8(r.Strategy)) {
-		return fieldErr(kind, r.Resource, "Strategy", "unknown strategy %d", r.Strategy)
+	if err := checkEnum(kind, r.Resource, "Strategy", r.Strategy, true, SlowRequestRatio, ErrorRatio, ErrorCount); err != nil {
+		return err
 	}
 	t := r.Threshold
 	switch {
@@ -139,9 +108,9 @@ func (r *CircuitBreaker) Validate() error {
 	case r.Strategy == ErrorCount && (t < 1 || t > MaxThreshold || t != math.Trunc(t)):
 		return fieldErr(kind, r.Resource, "Threshold", "must be a whole number in [1, %g] for the error-count strategy, got %v", MaxThreshold, t)
 	case r.Strategy != ErrorCount && (t < 0 || t > 1):
-		return fieldErr(kind, r.Resource, "Threshold", "must be a ratio in [0, 1] for the %s strategy, got %v", r.Strategy, t)
+		return fieldErr(kind, r.Resource, "Threshold", "must be a ratio in [0, 1] for the %s strategy, got %v", or(r.Strategy, SlowRequestRatio), t)
 	}
-	if r.Strategy == SlowRequestRatio {
+	if or(r.Strategy, SlowRequestRatio) == SlowRequestRatio {
 		if r.MaxAllowedRT <= 0 || r.MaxAllowedRT > time.Hour {
 			return fieldErr(kind, r.Resource, "MaxAllowedRT", "must be in (0, 1h] for the slow-request-ratio strategy, got %v", r.MaxAllowedRT)
 		}

@@ -1,7 +1,6 @@
 package rules
 
 import (
-	"encoding/json"
 	"errors"
 	"math"
 	"testing"
@@ -30,7 +29,7 @@ func TestCircuitBreakerValidate(t *testing.T) {
 			r.MinRequestAmount, r.StatInterval, r.Probes = 1, 10*time.Millisecond, MaxProbes
 		}), ""},
 		{"no resource", with(slow, func(r *CircuitBreaker) { r.Resource = "" }), "Resource"},
-		{"unknown strategy", with(slow, func(r *CircuitBreaker) { r.Strategy = 3 }), "Strategy"},
+		{"unknown strategy", with(slow, func(r *CircuitBreaker) { r.Strategy = "error-rate" }), "Strategy"},
 		{"ratio above 1", with(errRatio, func(r *CircuitBreaker) { r.Threshold = 1.01 }), "Threshold"},
 		{"negative ratio", with(slow, func(r *CircuitBreaker) { r.Threshold = -0.1 }), "Threshold"},
 		{"NaN ratio", with(errRatio, func(r *CircuitBreaker) { r.Threshold = math.NaN() }), "Threshold"},
@@ -77,35 +76,4 @@ func TestCircuitBreakerDefaults(t *testing.T) {
 	assert.Equal(t, 2*time.Second, r.Interval())
 	assert.Equal(t, int64(1), r.MinRequests())
 	assert.Equal(t, 4, r.ProbeCount())
-}
-
-func TestBreakerStrategyText(t *testing.T) {
-	tests := []struct {
-		give string
-		want BreakerStrategy
-	}{
-		{"slow-request-ratio", SlowRequestRatio},
-		{"SlowRequestRatio", SlowRequestRatio},
-		{"error_ratio", ErrorRatio},
-		{"Error Count", ErrorCount},
-	}
-	for _, tt := range tests {
-		var s BreakerStrategy
-		require.NoError(t, s.UnmarshalText([]byte(tt.give)), "UnmarshalText(%q)", tt.give)
-		assert.Equal(t, tt.want, s, "UnmarshalText(%q)", tt.give)
-	}
-	var s BreakerStrategy
-	require.Error(t, s.UnmarshalText([]byte("error-rate")))
-	_, err := BreakerStrategy(3).MarshalText()
-	require.Error(t, err)
-	assert.Equal(t, "breaker strategy(3)", BreakerStrategy(3).String())
-	assert.Equal(t, "error-ratio", ErrorRatio.String())
-
-	in := CircuitBreaker{Resource: "db", Strategy: ErrorCount, Threshold: 3, RetryTimeout: time.Second, Probes: 2}
-	b, err := json.Marshal(in)
-	require.NoError(t, err)
-	assert.JSONEq(t, `{"resource":"db","strategy":"error-count","threshold":3,"retryTimeout":1000000000,"probes":2}`, string(b))
-	var out CircuitBreaker
-	require.NoError(t, json.Unmarshal(b, &out))
-	assert.Equal(t, in, out)
 }

@@ -122,18 +122,25 @@ func (r *Flow) Cold() float64 {
 	return r.ColdFactor
 }
 
+func (r *Flow) validateEnums(kind string) error {
+	if err := checkEnum(kind, r.Resource, "Metric", r.Metric, true, QPS, Concurrency); err != nil {
+		return err
+	}
+	if err := checkEnum(kind, r.Resource, "Strategy", r.Strategy, true, Direct, WarmUp, TokenBucket); err != nil {
+		return err
+	}
+	return checkEnum(kind, r.Resource, "Behavior", r.Behavior, true, Reject, Throttle)
+}
+
 // Validate reports the first problem with the rule as an *Error, or nil.
 func (r *Flow) Validate() error {
 	const kind = "flow"
 	switch {
 	case r.Resource == "":
 		return fieldErr(kind, r.Resource, "Resource", "must not be empty")
-	case !flowMetricEnum.valid(uint8(r.Metric)):
-		return fieldErr(kind, r.Resource, "Metric", "unknown metric %d", r.Metric)
-	case !tokenStrategyEnum.valid(uint8(r.Strategy)):
-		return fieldErr(kind, r.Resource, "Strategy", "unknown strategy %d", r.Strategy)
-	case !controlBehaviorEnum.valid(uint8(r.Behavior)):
-		return fieldErr(kind, r.Resource, "Behavior", "unknown behavior %d", r.Behavior)
+	}
+	if err := r.validateEnums(kind); err != nil {
+		return err
 	}
 	if err := checkThreshold(kind, r.Resource, "Threshold", r.Threshold); err != nil {
 		return err
@@ -160,7 +167,7 @@ func (r *Flow) Validate() error {
 		return fieldErr(kind, r.Resource, "Behavior", "throttle needs the qps metric (requests cannot be paced by concurrency)")
 	}
 	if r.Strategy == WarmUp {
-		if r.Metric != QPS {
+		if or(r.Metric, QPS) != QPS {
 			return fieldErr(kind, r.Resource, "Strategy", "warm-up needs the qps metric")
 		}
 		if r.WarmUpPeriod <= 0 || r.WarmUpPeriod > 24*time.Hour {
@@ -185,11 +192,11 @@ func (r *Flow) Validate() error {
 	}
 	if r.Exact {
 		switch {
-		case r.Metric != QPS:
+		case or(r.Metric, QPS) != QPS:
 			return fieldErr(kind, r.Resource, "Exact", "needs the qps metric")
-		case r.Strategy != Direct:
+		case or(r.Strategy, Direct) != Direct:
 			return fieldErr(kind, r.Resource, "Exact", "needs the direct strategy (warm-up moves its limit)")
-		case r.Behavior != Reject:
+		case or(r.Behavior, Reject) != Reject:
 			return fieldErr(kind, r.Resource, "Exact", "needs the reject behavior (throttle already spaces requests evenly)")
 		case r.RefResource != "":
 			return fieldErr(kind, r.Resource, "Exact", "applies to the rule's own resource only")
@@ -226,7 +233,7 @@ func (r *Flow) Validate() error {
 // buckets hold at least one token, and associated-resource rules admit
 // while the other resource is quiet.)
 func (r *Flow) validateAdmits() error {
-	if r.Metric != QPS || r.Strategy != Direct || r.Behavior != Reject || r.RefResource != "" {
+	if or(r.Metric, QPS) != QPS || or(r.Strategy, Direct) != Direct || or(r.Behavior, Reject) != Reject || r.RefResource != "" {
 		return nil
 	}
 	if r.Threshold < 1 {
@@ -263,7 +270,7 @@ func (r *Flow) validateBurst() error {
 		return nil
 	}
 	switch {
-	case r.Metric != QPS:
+	case or(r.Metric, QPS) != QPS:
 		return fieldErr(kind, r.Resource, "Strategy", "token-bucket needs the qps metric")
 	case r.RefResource != "":
 		return fieldErr(kind, r.Resource, "RefResource", "token-bucket applies to the rule's own resource only")

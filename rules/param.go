@@ -176,10 +176,10 @@ func (r *Param) Validate() error {
 	switch {
 	case r.Resource == "":
 		return fieldErr(kind, r.Resource, "Resource", "must not be empty")
-	case !flowMetricEnum.valid(uint8(r.Metric)):
-		return fieldErr(kind, r.Resource, "Metric", "unknown metric %d", r.Metric)
-	case !controlBehaviorEnum.valid(uint8(r.Behavior)):
-		return fieldErr(kind, r.Resource, "Behavior", "unknown behavior %d", r.Behavior)
+	case checkEnum(kind, r.Resource, "Metric", r.Metric, true, QPS, Concurrency) != nil:
+		return checkEnum(kind, r.Resource, "Metric", r.Metric, true, QPS, Concurrency)
+	case checkEnum(kind, r.Resource, "Behavior", r.Behavior, true, Reject, Throttle) != nil:
+		return checkEnum(kind, r.Resource, "Behavior", r.Behavior, true, Reject, Throttle)
 	case r.Index < 0 || r.Index > MaxParamIndex:
 		return fieldErr(kind, r.Resource, "Index", "must be in [0, %d], got %d", MaxParamIndex, r.Index)
 	case r.Key != "" && r.Index != 0:
@@ -188,7 +188,7 @@ func (r *Param) Validate() error {
 		return fieldErr(kind, r.Resource, "Threshold", "must be in [1, %g], got %d", MaxThreshold, r.Threshold)
 	case r.Burst < 0 || r.Burst > MaxThreshold:
 		return fieldErr(kind, r.Resource, "Burst", "must be in [0, %g], got %d", MaxThreshold, r.Burst)
-	case r.Burst != 0 && (r.Metric != QPS || r.Behavior != Reject):
+	case r.Burst != 0 && (or(r.Metric, QPS) != QPS || or(r.Behavior, Reject) != Reject):
 		return fieldErr(kind, r.Resource, "Burst", "is only used with the qps metric and the reject behavior; leave it zero")
 	case r.Metric == Concurrency && r.Behavior == Throttle:
 		return fieldErr(kind, r.Resource, "Behavior", "throttle needs the qps metric (requests cannot be paced by concurrency)")

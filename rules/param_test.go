@@ -34,8 +34,8 @@ func TestParamValidate(t *testing.T) {
 		{"negative burst", func(r *Param) { r.Burst = -1 }, "Burst"},
 		{"burst with throttle", func(r *Param) { r.Burst, r.Behavior = 1, Throttle }, "Burst"},
 		{"burst with concurrency", func(r *Param) { r.Burst, r.Metric = 1, Concurrency }, "Burst"},
-		{"unknown metric", func(r *Param) { r.Metric = 9 }, "Metric"},
-		{"unknown behavior", func(r *Param) { r.Behavior = 9 }, "Behavior"},
+		{"unknown metric", func(r *Param) { r.Metric = "rps" }, "Metric"},
+		{"unknown behavior", func(r *Param) { r.Behavior = "rps" }, "Behavior"},
 		{"concurrency throttle", func(r *Param) { r.Metric, r.Behavior = Concurrency, Throttle }, "Behavior"},
 		{"concurrency duration", func(r *Param) { r.Metric, r.Duration = Concurrency, time.Second }, "Duration"},
 		{"sub-millisecond duration", func(r *Param) { r.Duration = time.Microsecond }, "Duration"},
@@ -87,7 +87,7 @@ func TestParamDefaultsEqualClone(t *testing.T) {
 }
 
 func TestParamJSON(t *testing.T) {
-	in := `{"resource":"GET /feed","key":"ip","threshold":10,"burst":2,"duration":60000000000,"behavior":"reject","exceptions":{"vip-1":100}}`
+	in := `{"resource":"GET /feed","key":"ip","threshold":10,"burst":2,"duration":60000000000,"exceptions":{"vip-1":100}}`
 	var r Param
 	require.NoError(t, json.Unmarshal([]byte(in), &r))
 	assert.True(t, r.Equal(Param{Resource: "GET /feed", Key: "ip", Threshold: 10, Burst: 2, Duration: time.Minute, Exceptions: map[string]int64{"vip-1": 100}}))
@@ -113,8 +113,8 @@ func TestParamClusterValidate(t *testing.T) {
 		{"strict and leases", func(r *Param) { r.Cluster.Strict = true; r.Cluster.Leases = true }, "Cluster.Leases"},
 		{"fractional local threshold", func(r *Param) { r.Cluster.LocalThreshold = 2.5 }, "Cluster.LocalThreshold"},
 		{"local threshold with pass", func(r *Param) { r.Cluster.Fallback = FallbackPass; r.Cluster.LocalThreshold = 2 }, "Cluster.LocalThreshold"},
-		{"unknown mode", func(r *Param) { r.Cluster.Mode = 9 }, "Cluster.Mode"},
-		{"unknown fallback", func(r *Param) { r.Cluster.Fallback = 9 }, "Cluster.Fallback"},
+		{"unknown mode", func(r *Param) { r.Cluster.Mode = "avg" }, "Cluster.Mode"},
+		{"unknown fallback", func(r *Param) { r.Cluster.Fallback = "avg" }, "Cluster.Fallback"},
 		{"NaN local threshold", func(r *Param) { r.Cluster.LocalThreshold = math.NaN() }, "Cluster.LocalThreshold"},
 		{"rule errors first", func(r *Param) { r.Threshold = 0 }, "Threshold"},
 	}
@@ -135,7 +135,7 @@ func TestParamClusterValidate(t *testing.T) {
 		})
 	}
 	// In a list the error names the rule's index.
-	err := ValidateParamRules([]Param{{Resource: "a", Threshold: 1}, {Resource: "b", Threshold: 1, Metric: Concurrency, Cluster: &Cluster{}}})
+	err := validateParamRules([]Param{{Resource: "a", Threshold: 1}, {Resource: "b", Threshold: 1, Metric: Concurrency, Cluster: &Cluster{}}})
 	var e *Error
 	require.True(t, errors.As(err, &e))
 	assert.Equal(t, 1, e.Index)
@@ -170,7 +170,7 @@ param:
 		require.NoError(t, err, tc.f)
 		require.Len(t, s.Param, 3)
 		assert.Equal(t, &Cluster{}, s.Param[0].Cluster)
-		assert.Equal(t, &Cluster{Leases: true, LocalThreshold: 300, Mode: ClusterPerInstance}, s.Param[1].Cluster)
+		assert.Equal(t, &Cluster{Leases: true, LocalThreshold: 300, Mode: ClusterPerInstance, Fallback: FallbackLocal}, s.Param[1].Cluster)
 		assert.Nil(t, s.Param[2].Cluster)
 		for _, out := range []Format{JSON, YAML} {
 			enc, err := Encode(s, out)

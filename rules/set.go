@@ -46,14 +46,14 @@ func (s *Set) Len() int {
 
 // Validate validates the rules of s kind by kind, in the order flow,
 // isolation, system, circuit breaker, param, with the kind's slice validator
-// (ValidateFlowRules, ...), and returns the first problem, or nil.
+// (validateFlowRules, ...), and returns the first problem, or nil.
 func (s *Set) Validate() error {
 	for _, err := range []func() error{
-		func() error { return ValidateFlowRules(s.Flow) },
-		func() error { return ValidateIsolationRules(s.Isolation) },
-		func() error { return ValidateSystemRules(s.System) },
-		func() error { return ValidateCircuitBreakerRules(s.CircuitBreaker) },
-		func() error { return ValidateParamRules(s.Param) },
+		func() error { return validateFlowRules(s.Flow) },
+		func() error { return validateIsolationRules(s.Isolation) },
+		func() error { return validateSystemRules(s.System) },
+		func() error { return validateCircuitBreakerRules(s.CircuitBreaker) },
+		func() error { return validateParamRules(s.Param) },
 	} {
 		if err := err(); err != nil {
 			return err
@@ -78,11 +78,11 @@ func (s *Set) Validate() error {
 // Reason and Field left empty (the rule as a whole is the problem). They are
 // safe for concurrent use and do not modify the list.
 
-// ValidateFlowRules validates rs as one list of flow rules. Two flow rules
+// validateFlowRules validates rs as one list of flow rules. Two flow rules
 // are duplicates when they have the same Resource, Metric, Strategy,
 // Behavior, Interval() (so a zero StatInterval equals one second) and
 // RefResource.
-func ValidateFlowRules(rs []Flow) error {
+func validateFlowRules(rs []Flow) error {
 	type key struct {
 		resource, ref string
 		metric        FlowMetric
@@ -92,25 +92,25 @@ func ValidateFlowRules(rs []Flow) error {
 	}
 	return validateList("flow", rs, (*Flow).Validate,
 		func(r *Flow) key {
-			return key{r.Resource, r.RefResource, r.Metric, r.Strategy, r.Behavior, r.Interval()}
+			return key{r.Resource, r.RefResource, or(r.Metric, QPS), or(r.Strategy, Direct), or(r.Behavior, Reject), r.Interval()}
 		},
 		func(r *Flow) (string, string) {
-			what := r.Metric.String()
+			what := string(or(r.Metric, QPS))
 			if r.RefResource != "" {
 				what += fmt.Sprintf(" of %q", r.RefResource)
 			}
-			if r.Metric == QPS {
+			if or(r.Metric, QPS) == QPS {
 				what += " per " + r.Interval().String()
 			}
 			return r.Resource, fmt.Sprintf("both count %s with strategy %s and behavior %s; keep one, "+
 				"or make them differ in metric, strategy, behavior, statInterval or refResource",
-				what, r.Strategy, r.Behavior)
+				what, or(r.Strategy, Direct), or(r.Behavior, Reject))
 		})
 }
 
-// ValidateIsolationRules validates rs as one list of isolation rules. Two
+// validateIsolationRules validates rs as one list of isolation rules. Two
 // isolation rules are duplicates when they have the same Resource.
-func ValidateIsolationRules(rs []Isolation) error {
+func validateIsolationRules(rs []Isolation) error {
 	return validateList("isolation", rs, (*Isolation).Validate,
 		func(r *Isolation) string { return r.Resource },
 		func(r *Isolation) (string, string) {
@@ -118,10 +118,10 @@ func ValidateIsolationRules(rs []Isolation) error {
 		})
 }
 
-// ValidateSystemRules validates rs as one list of system rules. Two system
+// validateSystemRules validates rs as one list of system rules. Two system
 // rules are duplicates when they have the same Metric, whatever their
 // strategies.
-func ValidateSystemRules(rs []System) error {
+func validateSystemRules(rs []System) error {
 	return validateList("system", rs, (*System).Validate,
 		func(r *System) SystemMetric { return r.Metric },
 		func(r *System) (string, string) {
@@ -129,26 +129,26 @@ func ValidateSystemRules(rs []System) error {
 		})
 }
 
-// ValidateCircuitBreakerRules validates rs as one list of circuit breaker
+// validateCircuitBreakerRules validates rs as one list of circuit breaker
 // rules. Two circuit breakers are duplicates when they have the same
 // Resource and Strategy.
-func ValidateCircuitBreakerRules(rs []CircuitBreaker) error {
+func validateCircuitBreakerRules(rs []CircuitBreaker) error {
 	type key struct {
 		resource string
 		strategy BreakerStrategy
 	}
 	return validateList("circuit breaker", rs, (*CircuitBreaker).Validate,
-		func(r *CircuitBreaker) key { return key{r.Resource, r.Strategy} },
+		func(r *CircuitBreaker) key { return key{r.Resource, or(r.Strategy, SlowRequestRatio)} },
 		func(r *CircuitBreaker) (string, string) {
-			return r.Resource, fmt.Sprintf("both count %s outcomes; a resource takes one breaker per strategy, keep one", r.Strategy)
+			return r.Resource, fmt.Sprintf("both count %s outcomes; a resource takes one breaker per strategy, keep one", or(r.Strategy, SlowRequestRatio))
 		})
 }
 
-// ValidateParamRules validates rs as one list of param rules. Two param
+// validateParamRules validates rs as one list of param rules. Two param
 // rules are duplicates when they have the same Resource, count the same
 // argument (the same Key, or, with no Key, the same Index) and have the same
 // Metric and Window().
-func ValidateParamRules(rs []Param) error {
+func validateParamRules(rs []Param) error {
 	type key struct {
 		resource, attachment string
 		index                int
@@ -156,14 +156,14 @@ func ValidateParamRules(rs []Param) error {
 		window               time.Duration
 	}
 	return validateList("param", rs, (*Param).Validate,
-		func(r *Param) key { return key{r.Resource, r.Key, r.Index, r.Metric, r.Window()} },
+		func(r *Param) key { return key{r.Resource, r.Key, r.Index, or(r.Metric, QPS), r.Window()} },
 		func(r *Param) (string, string) {
 			arg := fmt.Sprintf("argument %d", r.Index)
 			if r.Key != "" {
 				arg = fmt.Sprintf("attachment %q", r.Key)
 			}
-			what := r.Metric.String()
-			if r.Metric == QPS {
+			what := string(or(r.Metric, QPS))
+			if or(r.Metric, QPS) == QPS {
 				what += " per " + r.Window().String()
 			}
 			return r.Resource, fmt.Sprintf("both count %s for each value of %s; keep one, "+

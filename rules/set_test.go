@@ -154,11 +154,11 @@ func TestSliceValidators(t *testing.T) {
 		err  error
 		set  Set
 	}{
-		{"flow", ValidateFlowRules(flows), Set{Flow: flows}},
-		{"isolation", ValidateIsolationRules(isos), Set{Isolation: isos}},
-		{"system", ValidateSystemRules(syss), Set{System: syss}},
-		{"circuit breaker", ValidateCircuitBreakerRules(cbs), Set{CircuitBreaker: cbs}},
-		{"param", ValidateParamRules(params), Set{Param: params}},
+		{"flow", validateFlowRules(flows), Set{Flow: flows}},
+		{"isolation", validateIsolationRules(isos), Set{Isolation: isos}},
+		{"system", validateSystemRules(syss), Set{System: syss}},
+		{"circuit breaker", validateCircuitBreakerRules(cbs), Set{CircuitBreaker: cbs}},
+		{"param", validateParamRules(params), Set{Param: params}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.ErrorContains(t, tc.err, "rule 1")
@@ -166,6 +166,6 @@ func TestSliceValidators(t *testing.T) {
 			require.Equal(t, tc.err, tc.set.Validate())
 		})
 	}
-	require.NoError(t, ValidateFlowRules(nil))
-	require.NoError(t, ValidateParamRules(params[:1]))
+	require.NoError(t, validateFlowRules(nil))
+	require.NoError(t, validateParamRules(params[:1]))
 }

@@ -1,6 +1,7 @@
 package degrade
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"time"
@@ -70,7 +71,7 @@ func (c *params) failed(err error) bool {
 
 // bad reports whether a closed-state call counts against the threshold.
 func (c *params) bad(x *entry.ExitInfo) bool {
-	if c.rule.Strategy == rules.SlowRequestRatio {
+	if cmp.Or(c.rule.Strategy, rules.SlowRequestRatio) == rules.SlowRequestRatio {
 		return x.End-x.Start > c.maxRT
 	}
 	return c.failed(x.Err)
@@ -81,7 +82,7 @@ func (c *params) bad(x *entry.ExitInfo) bool {
 func (c *params) probeFailed(x *entry.ExitInfo) bool {
 	rt := x.End - x.Start
 	return c.failed(x.Err) || rt >= c.interval ||
-		(c.rule.Strategy == rules.SlowRequestRatio && rt > c.maxRT)
+		(cmp.Or(c.rule.Strategy, rules.SlowRequestRatio) == rules.SlowRequestRatio && rt > c.maxRT)
 }
 
 // trips returns the observed value of a window holding bad of total calls

@@ -1,6 +1,7 @@
 package flow
 
 import (
+	"cmp"
 	"context"
 	"strconv"
 	"sync"
@@ -110,13 +111,13 @@ func termsOf(r *rules.Flow) clusterTerms {
 }
 
 // budgetKey is the store key of rule r's budget in application app: the
-// fields that make a rule unique in a valid list (rules.ValidateFlowRules),
+// fields that make a rule unique in a valid list (rules.Set.Validate),
 // so every instance running the rule names the same budget, and an
 // unchanged rule keeps its key across reloads whatever its position.
 func budgetKey(app string, r *rules.Flow) string {
-	kind := r.Behavior.String()
+	kind := string(cmp.Or(r.Behavior, rules.Reject))
 	if r.Strategy == rules.TokenBucket {
-		kind = r.Strategy.String()
+		kind = string(r.Strategy)
 	}
 	return app + "/flow/" + r.Resource + "/" + kind + "/" + strconv.FormatInt(r.Interval().Milliseconds(), 10) + "ms"
 }
@@ -145,9 +146,15 @@ func clusterSpec(app string, r *rules.Flow, live int) lease.Spec {
 	return lease.Spec{
 		Budget:     b,
 		Strict:     r.Cluster.Strict,
-		Fallback:   lease.FallbackPolicy(r.Cluster.Fallback), // same order: local, pass, block
+		Fallback:   fallbackPolicy[r.Cluster.Fallback],
 		LocalLimit: r.Cluster.LocalThreshold,
 	}
+}
+
+// fallbackPolicy maps a rule's fallback to the lease manager's ("" and
+// FallbackLocal to its zero value).
+var fallbackPolicy = map[rules.ClusterFallback]lease.FallbackPolicy{
+	rules.FallbackPass: lease.FallbackPass, rules.FallbackBlock: lease.FallbackBlock,
 }
 
 // clusterRule enforces a flow rule whose budget the cluster store shares:

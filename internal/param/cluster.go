@@ -1,6 +1,7 @@
 package param
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -73,7 +74,7 @@ func newClusterCtl(r *rules.Param, rm *Remote) *clusterCtl {
 	}
 	cc := &clusterCtl{
 		mgr: rm.mgr,
-		prefix: rm.app + "/param/" + r.Resource + "/" + arg + "/" + r.Behavior.String() + "/" +
+		prefix: rm.app + "/param/" + r.Resource + "/" + arg + "/" + string(cmp.Or(r.Behavior, rules.Reject)) + "/" +
 			strconv.FormatInt(r.Window().Milliseconds(), 10) + "ms/",
 		alg:         cluster.TokenBucket,
 		interval:    r.Window(),

@@ -240,7 +240,7 @@ func Compile(rs []rules.System) *RuleSet {
 	set := &RuleSet{rules: append([]rules.System(nil), rs...)}
 	for i := range set.rules {
 		r := &set.rules[i]
-		c := &check{threshold: r.Threshold, rule: r, reason: r.Metric.String()}
+		c := &check{threshold: r.Threshold, rule: r, reason: string(r.Metric)}
 		c.max = int64(math.Floor(r.Threshold)) // thresholds are at most rules.MaxThreshold
 		c.maxRT = r.Threshold * 1000
 		var slot **check

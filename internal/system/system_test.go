@@ -377,7 +377,7 @@ func TestCheckBBR(t *testing.T) {
 			assert.Equal(t, core.BlockSystem, be.Type)
 			assert.Equal(t, tt.observed, be.Observed)
 			assert.Equal(t, tt.rule.Threshold, be.Threshold)
-			assert.Equal(t, tt.rule.Metric.String()+" (bbr: concurrency over maxCompletedPerSecond × minRT)", be.Reason)
+			assert.Equal(t, string(tt.rule.Metric)+" (bbr: concurrency over maxCompletedPerSecond × minRT)", be.Reason)
 		})
 	}
 }
