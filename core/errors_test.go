@@ -142,14 +142,10 @@ func TestBlockErrorUnwrap(t *testing.T) {
 }
 
 func TestBlockErrorFormat(t *testing.T) {
-	type rule struct {
-		Resource  string
-		Threshold float64
-	}
 	const msg = `sluice: blocked by flow rule on "GET /orders": observed 120, threshold 100`
 	withRule := &BlockError{
 		Type: BlockFlow, Resource: "GET /orders", Observed: 120, Threshold: 100,
-		Rule: &rule{Resource: "GET /orders", Threshold: 100},
+		Rule: RuleRef{ID: "orders", Metric: "qps"},
 	}
 	noRule := &BlockError{Type: BlockFlow, Resource: "GET /orders", Observed: 120, Threshold: 100}
 
@@ -159,7 +155,7 @@ func TestBlockErrorFormat(t *testing.T) {
 		give   error
 		want   string
 	}{
-		{name: "%+v prints the rule", format: "%+v", give: withRule, want: msg + " rule=&{Resource:GET /orders Threshold:100}"},
+		{name: "%+v prints the rule", format: "%+v", give: withRule, want: msg + " rule={ID:orders Metric:qps}"},
 		{name: "%v does not", format: "%v", give: withRule, want: msg},
 		{name: "%s does not", format: "%s", give: withRule, want: msg},
 		{name: "%+v without a rule", format: "%+v", give: noRule, want: msg},
@@ -214,4 +210,30 @@ func TestTrafficTypeString(t *testing.T) {
 	}
 	var zero TrafficType
 	assert.Equal(t, Inbound, zero, "the zero traffic type is Inbound")
+}
+
+// TestBlockErrorOverloaded: capacity refusals (concurrency limits, system
+// protection, breakers) are overload, answered 503 by the HTTP adapters;
+// rate limits, cluster and custom refusals are not (429).
+func TestBlockErrorOverloaded(t *testing.T) {
+	tests := []struct {
+		be   *BlockError
+		want bool
+	}{
+		{&BlockError{Type: BlockFlow, Rule: RuleRef{Metric: "qps"}}, false},
+		{&BlockError{Type: BlockFlow}, false}, // the fast path names no rule: a QPS rule
+		{&BlockError{Type: BlockFlow, Rule: RuleRef{ID: "c", Metric: "concurrency"}}, true},
+		{&BlockError{Type: BlockParam, Rule: RuleRef{Metric: "qps"}}, false},
+		{&BlockError{Type: BlockParam, Rule: RuleRef{Metric: "concurrency"}}, false}, // a per-caller quota
+		{&BlockError{Type: BlockIsolation, Rule: RuleRef{Metric: "concurrency"}}, true},
+		{&BlockError{Type: BlockSystem, Rule: RuleRef{Metric: "cpu-usage"}}, true},
+		{&BlockError{Type: BlockSystem, Rule: RuleRef{Metric: "qps"}}, true},
+		{&BlockError{Type: BlockDegrade}, true},
+		{&BlockError{Type: BlockCluster}, false},
+		{&BlockError{Type: BlockCustom}, false},
+		{nil, false},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, tt.be.Overloaded(), "%+v", tt.be)
+	}
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/sluice-go/sluice"
 	sluicegrpc "github.com/sluice-go/sluice/adapters/grpc"
 	"github.com/sluice-go/sluice/core"
-	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/slots"
 )
 
@@ -61,8 +60,8 @@ func refusalDetails(t *testing.T, st *status.Status) (time.Duration, *errdetails
 // Unavailable, each with one message per block type and the RetryInfo the
 // policy gives; ErrorInfo only when the policy opts in.
 func TestRefusalStatuses(t *testing.T) {
-	qps := &rules.Flow{ID: "checkout-qps", Threshold: 10}
-	conc := &rules.Flow{Metric: rules.Concurrency, Threshold: 10}
+	qps := core.RuleRef{ID: "checkout-qps", Metric: "qps"}
+	conc := core.RuleRef{Metric: "concurrency"}
 	tests := []struct {
 		name      string
 		be        core.BlockError
@@ -74,10 +73,10 @@ func TestRefusalStatuses(t *testing.T) {
 		{"flow QPS, no wait", core.BlockError{Type: core.BlockFlow, Rule: qps}, nil, codes.ResourceExhausted, 0},
 		{"flow QPS fast check (no rule)", core.BlockError{Type: core.BlockFlow, RetryAfter: time.Second}, nil, codes.ResourceExhausted, time.Second},
 		{"flow concurrency", core.BlockError{Type: core.BlockFlow, Rule: conc}, nil, codes.Unavailable, time.Second},
-		{"param", core.BlockError{Type: core.BlockParam, Rule: &rules.Param{}, RetryAfter: 250 * time.Millisecond}, nil, codes.ResourceExhausted, 250 * time.Millisecond},
-		{"param, no wait", core.BlockError{Type: core.BlockParam, Rule: &rules.Param{Metric: rules.Concurrency}}, nil, codes.ResourceExhausted, 0},
-		{"isolation", core.BlockError{Type: core.BlockIsolation, Rule: &rules.Isolation{}}, nil, codes.Unavailable, time.Second},
-		{"system", core.BlockError{Type: core.BlockSystem, Rule: &rules.System{}}, nil, codes.Unavailable, time.Second},
+		{"param", core.BlockError{Type: core.BlockParam, Rule: core.RuleRef{Metric: "qps"}, RetryAfter: 250 * time.Millisecond}, nil, codes.ResourceExhausted, 250 * time.Millisecond},
+		{"param, no wait", core.BlockError{Type: core.BlockParam, Rule: core.RuleRef{Metric: "concurrency"}}, nil, codes.ResourceExhausted, 0},
+		{"isolation", core.BlockError{Type: core.BlockIsolation, Rule: core.RuleRef{Metric: "concurrency"}}, nil, codes.Unavailable, time.Second},
+		{"system", core.BlockError{Type: core.BlockSystem, Rule: core.RuleRef{Metric: "cpu-usage"}}, nil, codes.Unavailable, time.Second},
 		{"breaker open", core.BlockError{Type: core.BlockDegrade, RetryAfter: 4200 * time.Millisecond}, nil, codes.Unavailable, 4200 * time.Millisecond},
 		{"breaker half-open", core.BlockError{Type: core.BlockDegrade}, nil, codes.Unavailable, time.Second},
 		{"cluster", core.BlockError{Type: core.BlockCluster}, nil, codes.ResourceExhausted, 0},

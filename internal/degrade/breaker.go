@@ -251,7 +251,7 @@ func (b *Breaker) blocked(ec *entry.Context, observed, threshold float64, retry 
 	return &core.BlockError{
 		Type:       core.BlockDegrade,
 		Resource:   ec.Resource,
-		Rule:       &b.rule,
+		Rule:       core.RuleRef{ID: b.rule.ID, Metric: string(cmp.Or(b.rule.Strategy, rules.SlowRequestRatio))},
 		Observed:   observed,
 		Threshold:  threshold,
 		RetryAfter: time.Duration(retry),

@@ -1,6 +1,7 @@
 package flow
 
 import (
+	"cmp"
 	"context"
 	"math"
 	"time"
@@ -167,7 +168,7 @@ func (b *base) refuse(ec *entry.Context, observed, limit float64, retry time.Dur
 	return &core.BlockError{
 		Type:       core.BlockFlow,
 		Resource:   ec.Resource,
-		Rule:       &b.rule,
+		Rule:       core.RuleRef{ID: b.rule.ID, Metric: string(cmp.Or(b.rule.Metric, rules.QPS))},
 		Observed:   observed,
 		Threshold:  limit,
 		RetryAfter: retry,

@@ -67,7 +67,7 @@ func (c *Controller) blocked(ec *entry.Context, observed int64, reason string) *
 	return &core.BlockError{
 		Type:      core.BlockIsolation,
 		Resource:  ec.Resource,
-		Rule:      &c.rule,
+		Rule:      core.RuleRef{ID: c.rule.ID, Metric: "concurrency"},
 		Observed:  float64(observed),
 		Threshold: float64(c.rule.Threshold),
 		Reason:    reason,

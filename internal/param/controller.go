@@ -1,6 +1,7 @@
 package param
 
 import (
+	"cmp"
 	"context"
 	"maps"
 	"math"
@@ -330,7 +331,7 @@ func (c *Controller) blocked(ec *entry.Context, observed, threshold float64, ret
 	return &core.BlockError{
 		Type:       core.BlockParam,
 		Resource:   ec.Resource,
-		Rule:       &c.rule,
+		Rule:       core.RuleRef{ID: c.rule.ID, Metric: string(cmp.Or(c.rule.Metric, rules.QPS))},
 		Observed:   observed,
 		Threshold:  threshold,
 		RetryAfter: time.Duration(retry),

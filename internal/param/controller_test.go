@@ -395,9 +395,7 @@ func TestBlockedRuleIsTheControllersRule(t *testing.T) {
 	admit(c, start, "u", 1)
 	be, _ := check(c, nil, start, 1, "u")
 	require.NotNil(t, be)
-	r, ok := be.Rule.(*rules.Param)
-	require.True(t, ok, "%T", be.Rule)
-	assert.Equal(t, "per-user", r.ID)
+	assert.Equal(t, core.RuleRef{ID: "per-user", Metric: "qps"}, be.Rule)
 	assert.Contains(t, be.Error(), "blocked by param rule")
 }
 

@@ -79,7 +79,7 @@ func (c *check) block(ec *entry.Context, observed float64) *core.BlockError {
 	return &core.BlockError{
 		Type:      core.BlockSystem,
 		Resource:  ec.Resource,
-		Rule:      c.rule,
+		Rule:      core.RuleRef{ID: c.rule.ID, Metric: string(c.rule.Metric)},
 		Observed:  observed,
 		Threshold: c.threshold,
 		Reason:    c.reason,
