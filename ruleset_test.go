@@ -232,7 +232,7 @@ func TestWatchRuleFile(t *testing.T) {
 	poll := func() {
 		t.Helper()
 		require.NoError(t, clk.BlockUntil(ctx, 1))
-		clk.Advance(rules.DefaultPollInterval)
+		clk.Advance(time.Second)
 		require.NoError(t, clk.BlockUntil(ctx, 1))
 	}
 	inForce := []rules.Flow{{Resource: "api", Threshold: 1}}

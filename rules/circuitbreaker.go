@@ -3,6 +3,8 @@ package rules
 import (
 	"math"
 	"time"
+
+	"github.com/sluice-go/sluice/internal/ruledef"
 )
 
 // CircuitBreaker is a degrade rule: it cuts a resource off while its recent
@@ -40,7 +42,7 @@ type CircuitBreaker struct {
 	MaxAllowedRT time.Duration `json:"maxAllowedRT,omitempty" yaml:"maxAllowedRT,omitempty"`
 	// MinRequestAmount is the fewest calls the window must hold before the
 	// breaker may open; below it the breaker never opens, however bad the
-	// calls. Zero means 5 (DefaultMinRequestAmount, as in Sentinel); 1 means
+	// calls. Zero means 5 (as in Sentinel); 1 means
 	// no minimum. At most 1e9.
 	MinRequestAmount int64 `json:"minRequestAmount,omitempty" yaml:"minRequestAmount,omitempty"`
 	// StatInterval is the length of the window outcomes are counted over.
@@ -53,44 +55,12 @@ type CircuitBreaker struct {
 	RetryTimeout time.Duration `json:"retryTimeout" yaml:"retryTimeout"`
 	// Probes is how many calls a HalfOpen breaker lets through at once; all
 	// of them must succeed for it to close. Zero means 1; at most
-	// MaxProbes.
+	// ruledef.MaxProbes.
 	Probes int `json:"probes,omitempty" yaml:"probes,omitempty"`
 }
 
-const (
-	// DefaultMinRequestAmount is the minimum request amount of a circuit
-	// breaker whose MinRequestAmount is zero.
-	DefaultMinRequestAmount = 5
-	// MaxProbes bounds a circuit breaker's Probes.
-	MaxProbes = 10000
-	// maxMinRequests bounds MinRequestAmount.
-	maxMinRequests = 1e9
-)
-
-// Interval returns StatInterval, or DefaultStatInterval when it is zero.
-func (r *CircuitBreaker) Interval() time.Duration {
-	if r.StatInterval == 0 {
-		return DefaultStatInterval
-	}
-	return r.StatInterval
-}
-
-// MinRequests returns MinRequestAmount, or DefaultMinRequestAmount when it is
-// zero.
-func (r *CircuitBreaker) MinRequests() int64 {
-	if r.MinRequestAmount == 0 {
-		return DefaultMinRequestAmount
-	}
-	return r.MinRequestAmount
-}
-
-// ProbeCount returns Probes, or 1 when it is zero.
-func (r *CircuitBreaker) ProbeCount() int {
-	if r.Probes == 0 {
-		return 1
-	}
-	return r.Probes
-}
+// maxMinRequests bounds MinRequestAmount.
+const maxMinRequests = 1e9
 
 // Validate reports the first problem with the rule as an *Error, or nil.
 func (r *CircuitBreaker) Validate() error {
@@ -126,8 +96,8 @@ func (r *CircuitBreaker) Validate() error {
 	if r.RetryTimeout <= 0 || r.RetryTimeout > 24*time.Hour {
 		return fieldErr(kind, r.Resource, "RetryTimeout", "must be in (0, 24h], got %v", r.RetryTimeout)
 	}
-	if r.Probes < 0 || r.Probes > MaxProbes {
-		return fieldErr(kind, r.Resource, "Probes", "must be in [0, %d], got %d", MaxProbes, r.Probes)
+	if r.Probes < 0 || r.Probes > ruledef.MaxProbes {
+		return fieldErr(kind, r.Resource, "Probes", "must be in [0, %d], got %d", ruledef.MaxProbes, r.Probes)
 	}
 	return nil
 }

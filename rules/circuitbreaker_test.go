@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-go/sluice/internal/ruledef"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -26,7 +27,7 @@ func TestCircuitBreakerValidate(t *testing.T) {
 		{"ratio 0", with(errRatio, func(r *CircuitBreaker) { r.Threshold = 0 }), ""},
 		{"ratio 1", with(errRatio, func(r *CircuitBreaker) { r.Threshold = 1 }), ""},
 		{"all optional fields", with(slow, func(r *CircuitBreaker) {
-			r.MinRequestAmount, r.StatInterval, r.Probes = 1, 10*time.Millisecond, MaxProbes
+			r.MinRequestAmount, r.StatInterval, r.Probes = 1, 10*time.Millisecond, ruledef.MaxProbes
 		}), ""},
 		{"no resource", with(slow, func(r *CircuitBreaker) { r.Resource = "" }), "Resource"},
 		{"unknown strategy", with(slow, func(r *CircuitBreaker) { r.Strategy = "error-rate" }), "Strategy"},
@@ -48,7 +49,7 @@ func TestCircuitBreakerValidate(t *testing.T) {
 		{"no retry timeout", with(errRatio, func(r *CircuitBreaker) { r.RetryTimeout = 0 }), "RetryTimeout"},
 		{"retry timeout over 24h", with(errRatio, func(r *CircuitBreaker) { r.RetryTimeout = 25 * time.Hour }), "RetryTimeout"},
 		{"negative probes", with(errRatio, func(r *CircuitBreaker) { r.Probes = -1 }), "Probes"},
-		{"too many probes", with(errRatio, func(r *CircuitBreaker) { r.Probes = MaxProbes + 1 }), "Probes"},
+		{"too many probes", with(errRatio, func(r *CircuitBreaker) { r.Probes = ruledef.MaxProbes + 1 }), "Probes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -65,15 +66,4 @@ func TestCircuitBreakerValidate(t *testing.T) {
 			assert.Equal(t, tt.give.Resource, re.Resource)
 		})
 	}
-}
-
-func TestCircuitBreakerDefaults(t *testing.T) {
-	var r CircuitBreaker
-	assert.Equal(t, time.Second, r.Interval())
-	assert.Equal(t, int64(DefaultMinRequestAmount), r.MinRequests())
-	assert.Equal(t, 1, r.ProbeCount())
-	r = CircuitBreaker{StatInterval: 2 * time.Second, MinRequestAmount: 1, Probes: 4}
-	assert.Equal(t, 2*time.Second, r.Interval())
-	assert.Equal(t, int64(1), r.MinRequests())
-	assert.Equal(t, 4, r.ProbeCount())
 }

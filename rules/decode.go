@@ -69,7 +69,7 @@ type DecodeLimits struct {
 	// and map, keys included) a document may hold once YAML aliases are
 	// expanded, every use of an alias counting its values again; it bounds
 	// the work of a "billion laughs" document. A two-field rule is 5 values.
-	// Default DefaultMaxValues.
+	// Default 2^20.
 	MaxValues int
 	// MaxRules is the most rules of one kind (flow, isolation, ...) a
 	// document may hold. Default DefaultMaxRules.
@@ -84,10 +84,10 @@ const (
 	// DefaultMaxBytes is the default DecodeLimits.MaxBytes, 4 MiB: about
 	// 80,000 two-field rules in YAML.
 	DefaultMaxBytes = 4 << 20
-	// DefaultMaxValues is the default DecodeLimits.MaxValues, 2^20: more
+	// defaultMaxValues is the default DecodeLimits.MaxValues, 2^20: more
 	// than a document of DefaultMaxBytes holds without aliases unless it is
 	// made to be dense.
-	DefaultMaxValues = 1 << 20
+	defaultMaxValues = 1 << 20
 	// DefaultMaxRules is the default DecodeLimits.MaxRules, and the number
 	// of rules of one kind an engine takes by default (sluice.WithMaxRules).
 	DefaultMaxRules = 10000
@@ -107,7 +107,7 @@ func (l DecodeLimits) maxBytes() int {
 
 func (l DecodeLimits) maxValues() int {
 	if l.MaxValues <= 0 {
-		return DefaultMaxValues
+		return defaultMaxValues
 	}
 	return l.MaxValues
 }

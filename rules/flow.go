@@ -1,9 +1,12 @@
 package rules
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/sluice-go/sluice/internal/ruledef"
 )
 
 // Flow limits how many requests a resource admits.
@@ -69,7 +72,7 @@ type Flow struct {
 	// length, wherever it starts: at most Threshold admissions in any such
 	// interval. The rule keeps the admission times of its last Threshold
 	// requests instead of bucket counts, so Threshold must then be a whole
-	// number of at most MaxExactThreshold.
+	// number of at most ruledef.MaxExactThreshold.
 	Exact bool `json:"exact,omitempty" yaml:"exact,omitempty"`
 	// RefResource, when set, makes the rule measure that other resource
 	// instead of its own: Resource is blocked while RefResource's QPS (or
@@ -82,45 +85,11 @@ type Flow struct {
 	Cluster *Cluster `json:"cluster,omitempty" yaml:"cluster,omitempty"`
 }
 
-const (
-	// DefaultStatInterval is the statistic interval of a rule whose
-	// StatInterval is zero.
-	DefaultStatInterval = time.Second
-	// DefaultColdFactor is the cold factor of a WarmUp rule whose ColdFactor
-	// is zero.
-	DefaultColdFactor = 3.0
-	// MaxThreshold bounds every threshold; larger values are refused as
-	// absurd.
-	MaxThreshold = 1e12
-	// MaxExactThreshold bounds the threshold of an Exact flow rule, which
-	// keeps one admission time (8 bytes) per request it admits per
-	// interval.
-	MaxExactThreshold = 10000
-)
+// MaxThreshold bounds every threshold; larger values are refused as absurd.
+const MaxThreshold = 1e12
 
-// Interval returns StatInterval, or DefaultStatInterval when it is zero.
-func (r *Flow) Interval() time.Duration {
-	if r.StatInterval == 0 {
-		return DefaultStatInterval
-	}
-	return r.StatInterval
-}
-
-// BurstSize returns Burst, or Threshold when Burst is zero.
-func (r *Flow) BurstSize() float64 {
-	if r.Burst == 0 {
-		return r.Threshold
-	}
-	return r.Burst
-}
-
-// Cold returns ColdFactor, or DefaultColdFactor when it is zero.
-func (r *Flow) Cold() float64 {
-	if r.ColdFactor == 0 {
-		return DefaultColdFactor
-	}
-	return r.ColdFactor
-}
+// interval returns StatInterval, or its default when it is zero.
+func (r *Flow) interval() time.Duration { return cmp.Or(r.StatInterval, ruledef.StatInterval) }
 
 func (r *Flow) validateEnums(kind string) error {
 	if err := checkEnum(kind, r.Resource, "Metric", r.Metric, true, QPS, Concurrency); err != nil {
@@ -200,8 +169,8 @@ func (r *Flow) Validate() error {
 			return fieldErr(kind, r.Resource, "Exact", "needs the reject behavior (throttle already spaces requests evenly)")
 		case r.RefResource != "":
 			return fieldErr(kind, r.Resource, "Exact", "applies to the rule's own resource only")
-		case r.Threshold != math.Trunc(r.Threshold) || r.Threshold > MaxExactThreshold:
-			return fieldErr(kind, r.Resource, "Threshold", "must be a whole number of at most %d with exact, got %v", MaxExactThreshold, r.Threshold)
+		case r.Threshold != math.Trunc(r.Threshold) || r.Threshold > ruledef.MaxExactThreshold:
+			return fieldErr(kind, r.Resource, "Threshold", "must be a whole number of at most %d with exact, got %v", ruledef.MaxExactThreshold, r.Threshold)
 		}
 	}
 	if r.RefResource != "" {
@@ -211,7 +180,7 @@ func (r *Flow) Validate() error {
 		if r.Behavior == Throttle {
 			return fieldErr(kind, r.Resource, "Behavior", "throttle cannot pace on another resource's traffic")
 		}
-		if r.Interval() != time.Second {
+		if r.interval() != time.Second {
 			return fieldErr(kind, r.Resource, "StatInterval", "associated-resource rules read the one-second window; leave it zero")
 		}
 	}
@@ -238,11 +207,11 @@ func (r *Flow) validateAdmits() error {
 	}
 	if r.Threshold < 1 {
 		return fieldErr("flow", r.Resource, "Threshold", "%v per %v would refuse every request: the reject behavior counts whole requests in a window of StatInterval, so Threshold must be at least 1; %s",
-			r.Threshold, r.Interval(), belowOne(r.Threshold, r.Interval()))
+			r.Threshold, r.interval(), belowOne(r.Threshold, r.interval()))
 	}
 	if c := r.Cluster; c != nil && c.LocalThreshold != 0 && c.LocalThreshold < 1 {
 		return fieldErr("flow", r.Resource, "Cluster.LocalThreshold", "%v per %v would refuse every request while the store fails: it must be 0 or at least 1; %s",
-			c.LocalThreshold, r.Interval(), belowOne(c.LocalThreshold, r.Interval()))
+			c.LocalThreshold, r.interval(), belowOne(c.LocalThreshold, r.interval()))
 	}
 	return nil
 }
@@ -277,7 +246,7 @@ func (r *Flow) validateBurst() error {
 	case r.Exact:
 		return fieldErr(kind, r.Resource, "Exact", "needs the direct strategy (a token bucket has no limit per interval)")
 	}
-	b := r.BurstSize()
+	b := cmp.Or(r.Burst, r.Threshold)
 	if math.IsNaN(b) || b < 1 || b > MaxThreshold {
 		if r.Burst == 0 {
 			return fieldErr(kind, r.Resource, "Burst", "must be set, at least 1, when Threshold is below 1 (zero means Threshold, %v)", r.Threshold)

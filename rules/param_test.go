@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-go/sluice/internal/ruledef"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -29,7 +30,7 @@ func TestParamValidate(t *testing.T) {
 		{"zero threshold", func(r *Param) { r.Threshold = 0 }, "Threshold"},
 		{"absurd threshold", func(r *Param) { r.Threshold = 2e12 }, "Threshold"},
 		{"negative index", func(r *Param) { r.Index = -1 }, "Index"},
-		{"index too large", func(r *Param) { r.Index = MaxParamIndex + 1 }, "Index"},
+		{"index too large", func(r *Param) { r.Index = ruledef.MaxParamIndex + 1 }, "Index"},
 		{"index with key", func(r *Param) { r.Key, r.Index = "ip", 1 }, "Index"},
 		{"negative burst", func(r *Param) { r.Burst = -1 }, "Burst"},
 		{"burst with throttle", func(r *Param) { r.Burst, r.Behavior = 1, Throttle }, "Burst"},
@@ -40,11 +41,11 @@ func TestParamValidate(t *testing.T) {
 		{"concurrency duration", func(r *Param) { r.Metric, r.Duration = Concurrency, time.Second }, "Duration"},
 		{"sub-millisecond duration", func(r *Param) { r.Duration = time.Microsecond }, "Duration"},
 		{"fractional-ms duration", func(r *Param) { r.Duration = 1500 * time.Microsecond }, "Duration"},
-		{"duration over a year", func(r *Param) { r.Duration = MaxParamDuration + time.Millisecond }, "Duration"},
+		{"duration over a year", func(r *Param) { r.Duration = ruledef.MaxParamDuration + time.Millisecond }, "Duration"},
 		{"queueing without throttle", func(r *Param) { r.MaxQueueing = time.Second }, "MaxQueueing"},
 		{"queueing too long", func(r *Param) { r.Behavior, r.MaxQueueing = Throttle, 2*time.Hour }, "MaxQueueing"},
 		{"negative capacity", func(r *Param) { r.Capacity = -1 }, "Capacity"},
-		{"capacity too large", func(r *Param) { r.Capacity = MaxParamCapacity + 1 }, "Capacity"},
+		{"capacity too large", func(r *Param) { r.Capacity = ruledef.MaxParamCapacity + 1 }, "Capacity"},
 		{"negative exception", func(r *Param) { r.Exceptions = map[string]int64{"b": -1, "a": -2} }, "Exceptions"},
 	}
 	for _, tt := range tests {
@@ -73,10 +74,7 @@ func TestParamExceptionErrorIsDeterministic(t *testing.T) {
 
 func TestParamDefaultsEqualClone(t *testing.T) {
 	r := Param{Resource: "r", Threshold: 2, Exceptions: map[string]int64{"v": 1}}
-	assert.Equal(t, time.Second, r.Window())
-	assert.Equal(t, DefaultParamCapacity, r.Cap())
-	assert.Equal(t, int64(1), r.ThresholdOf("v"))
-	assert.Equal(t, int64(2), r.ThresholdOf("w"))
+	assert.Equal(t, time.Second, r.window())
 	c := r.Clone()
 	require.True(t, r.Equal(c))
 	c.Exceptions["v"] = 9

@@ -80,7 +80,7 @@ func (s *Set) Validate() error {
 
 // validateFlowRules validates rs as one list of flow rules. Two flow rules
 // are duplicates when they have the same Resource, Metric, Strategy,
-// Behavior, Interval() (so a zero StatInterval equals one second) and
+// Behavior, StatInterval (a zero StatInterval equals one second) and
 // RefResource.
 func validateFlowRules(rs []Flow) error {
 	type key struct {
@@ -92,7 +92,7 @@ func validateFlowRules(rs []Flow) error {
 	}
 	return validateList("flow", rs, (*Flow).Validate,
 		func(r *Flow) key {
-			return key{r.Resource, r.RefResource, or(r.Metric, QPS), or(r.Strategy, Direct), or(r.Behavior, Reject), r.Interval()}
+			return key{r.Resource, r.RefResource, or(r.Metric, QPS), or(r.Strategy, Direct), or(r.Behavior, Reject), r.interval()}
 		},
 		func(r *Flow) (string, string) {
 			what := string(or(r.Metric, QPS))
@@ -100,7 +100,7 @@ func validateFlowRules(rs []Flow) error {
 				what += fmt.Sprintf(" of %q", r.RefResource)
 			}
 			if or(r.Metric, QPS) == QPS {
-				what += " per " + r.Interval().String()
+				what += " per " + r.interval().String()
 			}
 			return r.Resource, fmt.Sprintf("both count %s with strategy %s and behavior %s; keep one, "+
 				"or make them differ in metric, strategy, behavior, statInterval or refResource",
@@ -147,7 +147,7 @@ func validateCircuitBreakerRules(rs []CircuitBreaker) error {
 // validateParamRules validates rs as one list of param rules. Two param
 // rules are duplicates when they have the same Resource, count the same
 // argument (the same Key, or, with no Key, the same Index) and have the same
-// Metric and Window().
+// Metric and Duration (zero equals one second).
 func validateParamRules(rs []Param) error {
 	type key struct {
 		resource, attachment string
@@ -156,7 +156,7 @@ func validateParamRules(rs []Param) error {
 		window               time.Duration
 	}
 	return validateList("param", rs, (*Param).Validate,
-		func(r *Param) key { return key{r.Resource, r.Key, r.Index, or(r.Metric, QPS), r.Window()} },
+		func(r *Param) key { return key{r.Resource, r.Key, r.Index, or(r.Metric, QPS), r.window()} },
 		func(r *Param) (string, string) {
 			arg := fmt.Sprintf("argument %d", r.Index)
 			if r.Key != "" {
@@ -164,7 +164,7 @@ func validateParamRules(rs []Param) error {
 			}
 			what := string(or(r.Metric, QPS))
 			if or(r.Metric, QPS) == QPS {
-				what += " per " + r.Window().String()
+				what += " per " + r.window().String()
 			}
 			return r.Resource, fmt.Sprintf("both count %s for each value of %s; keep one, "+
 				"or make them differ in argument, metric or duration", what, arg)

@@ -4,12 +4,12 @@ import (
 	"cmp"
 	"fmt"
 	"math"
-	"time"
-
 	"sync/atomic"
+	"time"
 
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/entry"
+	"github.com/sluice-go/sluice/internal/ruledef"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/rules"
 )
@@ -55,11 +55,11 @@ func newParams(r rules.CircuitBreaker, isFailure func(error) bool) *params {
 	return &params{
 		rule:      r,
 		threshold: r.Threshold,
-		minReq:    uint64(r.MinRequests()),
+		minReq:    uint64(cmp.Or(r.MinRequestAmount, ruledef.MinRequestAmount)),
 		maxRT:     int64(r.MaxAllowedRT),
 		retry:     int64(r.RetryTimeout),
-		interval:  int64(r.Interval()),
-		probes:    uint64(r.ProbeCount()),
+		interval:  int64(cmp.Or(r.StatInterval, ruledef.StatInterval)),
+		probes:    uint64(cmp.Or(r.Probes, ruledef.Probes)),
 		isFailure: isFailure,
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/entry"
 	"github.com/sluice-go/sluice/internal/lease"
+	"github.com/sluice-go/sluice/internal/ruledef"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -107,7 +108,9 @@ func termsOf(r *rules.Flow) clusterTerms {
 	if r.Cluster == nil {
 		return clusterTerms{}
 	}
-	return clusterTerms{on: true, threshold: r.Threshold, maxQueue: r.MaxQueueing, section: *r.Cluster}
+	sec := *r.Cluster
+	sec.Mode, sec.Fallback = cmp.Or(sec.Mode, rules.ClusterTotal), cmp.Or(sec.Fallback, rules.FallbackLocal)
+	return clusterTerms{on: true, threshold: r.Threshold, maxQueue: r.MaxQueueing, section: sec}
 }
 
 // budgetKey is the store key of rule r's budget in application app: the
@@ -119,7 +122,7 @@ func budgetKey(app string, r *rules.Flow) string {
 	if r.Strategy == rules.TokenBucket {
 		kind = string(r.Strategy)
 	}
-	return app + "/flow/" + r.Resource + "/" + kind + "/" + strconv.FormatInt(r.Interval().Milliseconds(), 10) + "ms"
+	return app + "/flow/" + r.Resource + "/" + kind + "/" + strconv.FormatInt(cmp.Or(r.StatInterval, ruledef.StatInterval).Milliseconds(), 10) + "ms"
 }
 
 // clusterSpec is the lease.Spec of cluster rule r with live instances:
@@ -129,7 +132,7 @@ func clusterSpec(app string, r *rules.Flow, live int) lease.Spec {
 	if r.Cluster.Mode == rules.ClusterPerInstance {
 		limit *= float64(max(live, 1))
 	}
-	b := cluster.Budget{Key: budgetKey(app, r), Algorithm: cluster.SlidingWindow, Limit: limit, Interval: r.Interval()}
+	b := cluster.Budget{Key: budgetKey(app, r), Algorithm: cluster.SlidingWindow, Limit: limit, Interval: cmp.Or(r.StatInterval, ruledef.StatInterval)}
 	switch {
 	case r.Strategy == rules.TokenBucket:
 		// The same bucket as a local token-bucket rule: Threshold per
