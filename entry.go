@@ -403,11 +403,6 @@ func (eng *Engine) check(ctx context.Context, c *entry.Context, args entry.Args,
 	if o == nil {
 		return nil
 	}
-	for _, f := range o.isolation {
-		if be := f.Check(c); be != nil {
-			return be
-		}
-	}
 	for _, f := range o.param {
 		if be := f.Check(ctx, c, args, eng.clock); be != nil {
 			return be

@@ -368,7 +368,7 @@ func TestConcurrencyLimitsHoldUnder64Goroutines(t *testing.T) {
 			return err
 		}},
 		{"isolation", func(g *Engine) error {
-			_, err := g.LoadIsolationRules([]rules.Isolation{{Resource: "r", Threshold: 7}})
+			_, err := g.LoadFlowRules([]rules.Flow{{Metric: rules.Concurrency, Resource: "r", Threshold: 7}})
 			return err
 		}},
 	}
@@ -476,7 +476,7 @@ func TestFlowBatchCounts(t *testing.T) {
 // Behaviour 8: a panic between Entry and a deferred Exit, and double Exit.
 func TestPanicReleasesAndDoubleExitIsNoop(t *testing.T) {
 	g, _ := newTestEngine(t, 0)
-	_, err := g.LoadIsolationRules([]rules.Isolation{{Resource: "r", Threshold: 1}})
+	_, err := g.LoadFlowRules([]rules.Flow{{Metric: rules.Concurrency, Resource: "r", Threshold: 1}})
 	require.NoError(t, err)
 	func() {
 		defer func() { require.Equal(t, "boom", recover()) }()
@@ -738,7 +738,7 @@ func TestFlowRetryAfterAdmitsOnTheFirstRetry(t *testing.T) {
 					g, clk := newTestEngine(t, int64(time.Hour))
 					mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 10, StatInterval: interval})
 					if withIsolation {
-						_, err := g.LoadIsolationRules([]rules.Isolation{{Resource: "r", Threshold: 1000}})
+						_, err := g.LoadFlowRules(append(g.FlowRules(), rules.Flow{Metric: rules.Concurrency, Resource: "r", Threshold: 1000}))
 						require.NoError(t, err)
 					}
 					start := clk.Nanotime()

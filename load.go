@@ -5,7 +5,6 @@ import (
 
 	"github.com/sluice-go/sluice/internal/degrade"
 	"github.com/sluice-go/sluice/internal/flow"
-	"github.com/sluice-go/sluice/internal/isolation"
 	"github.com/sluice-go/sluice/internal/param"
 	"github.com/sluice-go/sluice/internal/system"
 	"github.com/sluice-go/sluice/rules"
@@ -91,19 +90,6 @@ var (
 		},
 		claims: true,
 	}
-	isolationKind = &ruleKind[rules.Isolation, map[string][]*isolation.Controller]{
-		name: "isolation",
-		state: func(eng *Engine) *kindState[rules.Isolation, map[string][]*isolation.Controller] {
-			return &eng.isolation
-		},
-		of:       func(s *rules.Set) *[]rules.Isolation { return &s.Isolation },
-		validate: func(rs []rules.Isolation) error { return (&rules.Set{Isolation: rs}).Validate() },
-		equal:    equalRules[rules.Isolation],
-		clone:    cloneRules[rules.Isolation],
-		build: func(_ *Engine, rs []rules.Isolation, old map[string][]*isolation.Controller) (map[string][]*isolation.Controller, error) {
-			return isolation.Build(rs, old), nil
-		},
-	}
 	systemKind = &ruleKind[rules.System, *system.RuleSet]{
 		name:     "system",
 		state:    func(eng *Engine) *kindState[rules.System, *system.RuleSet] { return &eng.sys },
@@ -162,7 +148,7 @@ type anyKind interface {
 }
 
 // ruleKinds are every kind, in the order of rules.Set.
-var ruleKinds = []anyKind{flowKind, isolationKind, systemKind, breakerKind, paramKind}
+var ruleKinds = []anyKind{flowKind, systemKind, breakerKind, paramKind}
 
 // check validates rs whole (see validate) and checks them against the
 // engine's limits (limits.go).
@@ -271,16 +257,3 @@ func (eng *Engine) LoadFlowRules(rs []rules.Flow) (bool, error) { return load(en
 // FlowRules returns a copy of the flow rules in force (nil when there are
 // none).
 func (eng *Engine) FlowRules() []rules.Flow { return rulesIn(eng, flowKind) }
-
-// LoadIsolationRules replaces every isolation rule of the engine with rs,
-// with the same refuse-whole semantics as LoadFlowRules. Requests already in
-// flight keep counting against the new thresholds: the i-th rule on a
-// resource takes over the in-flight count of the i-th rule on it in force.
-// On a closed engine it returns ErrClosed and changes nothing.
-func (eng *Engine) LoadIsolationRules(rs []rules.Isolation) (bool, error) {
-	return load(eng, isolationKind, rs)
-}
-
-// IsolationRules returns a copy of the isolation rules in force (nil when
-// there are none).
-func (eng *Engine) IsolationRules() []rules.Isolation { return rulesIn(eng, isolationKind) }

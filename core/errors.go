@@ -52,8 +52,7 @@ type RuleRef struct {
 
 // Overloaded reports whether the entry was refused to protect the
 // service's capacity rather than to hold callers to a rate: a full
-// concurrency limit (an isolation rule, or a flow rule of metric
-// "concurrency"), system adaptive protection, or an open or probing
+// concurrency limit (a flow rule of metric "concurrency"), system adaptive protection, or an open or probing
 // circuit breaker. Rate limits (flow rules counting QPS, param rules) are
 // not overload, nor are cluster and custom rules, whose purpose sluice
 // cannot tell. A nil e is not overloaded.
@@ -67,7 +66,7 @@ func (e *BlockError) Overloaded() bool {
 		return false
 	}
 	switch e.Type {
-	case BlockIsolation, BlockSystem, BlockDegrade:
+	case BlockSystem, BlockDegrade:
 		return true
 	case BlockFlow:
 		return e.Rule.Metric == "concurrency"

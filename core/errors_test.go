@@ -28,7 +28,6 @@ func TestBlockErrorError(t *testing.T) {
 	}{
 		{name: "flow", give: base(BlockFlow), want: `sluice: blocked by flow rule on "GET /orders": observed 120, threshold 100`},
 		{name: "system", give: base(BlockSystem), want: `sluice: blocked by system rule on "GET /orders": observed 120, threshold 100`},
-		{name: "isolation", give: base(BlockIsolation), want: `sluice: blocked by isolation rule on "GET /orders": observed 120, threshold 100`},
 		{name: "param", give: base(BlockParam), want: `sluice: blocked by param rule on "GET /orders": observed 120, threshold 100`},
 		{name: "degrade", give: base(BlockDegrade), want: `sluice: blocked by degrade rule on "GET /orders": observed 120, threshold 100`},
 		{name: "cluster", give: base(BlockCluster), want: `sluice: blocked by cluster rule on "GET /orders": observed 120, threshold 100`},
@@ -175,13 +174,12 @@ func TestBlockTypeString(t *testing.T) {
 	}{
 		{give: BlockFlow, want: "flow"},
 		{give: BlockSystem, want: "system"},
-		{give: BlockIsolation, want: "isolation"},
 		{give: BlockParam, want: "param"},
 		{give: BlockDegrade, want: "degrade"},
 		{give: BlockCluster, want: "cluster"},
 		{give: BlockCustom, want: "custom"},
 		{give: 0, want: "BlockType(0)"},
-		{give: BlockCustom + 1, want: "BlockType(8)"},
+		{give: BlockCustom + 1, want: "BlockType(7)"},
 		{give: 255, want: "BlockType(255)"},
 	}
 	for _, tt := range tests {
@@ -225,7 +223,6 @@ func TestBlockErrorOverloaded(t *testing.T) {
 		{&BlockError{Type: BlockFlow, Rule: RuleRef{ID: "c", Metric: "concurrency"}}, true},
 		{&BlockError{Type: BlockParam, Rule: RuleRef{Metric: "qps"}}, false},
 		{&BlockError{Type: BlockParam, Rule: RuleRef{Metric: "concurrency"}}, false}, // a per-caller quota
-		{&BlockError{Type: BlockIsolation, Rule: RuleRef{Metric: "concurrency"}}, true},
 		{&BlockError{Type: BlockSystem, Rule: RuleRef{Metric: "cpu-usage"}}, true},
 		{&BlockError{Type: BlockSystem, Rule: RuleRef{Metric: "qps"}}, true},
 		{&BlockError{Type: BlockDegrade}, true},

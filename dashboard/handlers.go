@@ -557,7 +557,7 @@ type rulesData struct {
 	ErrReason string
 }
 
-var kindKeys = []string{"flow", "isolation", "system", "circuitBreaker", "param"}
+var kindKeys = []string{"flow", "system", "circuitBreaker", "param"}
 
 func rowsOf(doc []byte) map[string][]ruleRow {
 	out := map[string][]ruleRow{}
@@ -573,9 +573,6 @@ func rowsOf(doc []byte) map[string][]ruleRow {
 	}
 	for i, r := range set.Flow {
 		add("flow", i, r.Resource, rules.Set{Flow: []rules.Flow{r}})
-	}
-	for i, r := range set.Isolation {
-		add("isolation", i, r.Resource, rules.Set{Isolation: []rules.Isolation{r}})
 	}
 	for i, r := range set.System {
 		add("system", i, "", rules.Set{System: []rules.System{r}})
@@ -745,8 +742,6 @@ func (d *Dashboard) deleteRule(w http.ResponseWriter, r *http.Request, c *call) 
 	switch kind {
 	case "flow":
 		set.Flow, ok = without(set.Flow, i)
-	case "isolation":
-		set.Isolation, ok = without(set.Isolation, i)
 	case "system":
 		set.System, ok = without(set.System, i)
 	case "circuitBreaker":

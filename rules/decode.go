@@ -461,6 +461,7 @@ func decodeSet(root *yaml.Node, s *Set, maxRules int) error {
 		return fmt.Errorf("rules: want a map of rule kinds (flow, isolation, ...) at the top of the document, got %s%s", describe(root), at(root.Line))
 	}
 	sv := reflect.ValueOf(s).Elem()
+	var inflight []Flow // the isolation rules, after the flow rules
 	for _, p := range pairs(root) {
 		k, list := p[0], p[1]
 		kd := -1
@@ -485,6 +486,22 @@ func decodeSet(root *yaml.Node, s *Set, maxRules int) error {
 				"raise DecodeLimits.MaxRules (WithDecodeLimits for a FileSource) to read them",
 				k.Value, len(list.Content), maxRules, at(list.Line))
 		}
+		if kinds[kd].field < 0 {
+			for j, item := range list.Content {
+				var r isolation
+				if err := decodeRule("isolation", j, deref(item), reflect.ValueOf(&r).Elem()); err != nil {
+					return err
+				}
+				f := r.flow()
+				if err := f.Validate(); err != nil {
+					e := *err.(*Error)
+					e.Kind, e.Index = "isolation", j
+					return &e
+				}
+				inflight = append(inflight, f)
+			}
+			continue
+		}
 		fv := sv.Field(kinds[kd].field)
 		out := reflect.MakeSlice(fv.Type(), len(list.Content), len(list.Content))
 		for j, item := range list.Content {
@@ -494,6 +511,7 @@ func decodeSet(root *yaml.Node, s *Set, maxRules int) error {
 		}
 		fv.Set(out)
 	}
+	s.Flow = append(s.Flow, inflight...)
 	return nil
 }
 

@@ -266,25 +266,15 @@ func checkThreshold(kind, resource, field string, v float64) error {
 	return nil
 }
 
-// Isolation caps the number of requests of a resource in flight at once.
-type Isolation struct {
-	// ID is an optional label for the rule.
-	ID string `json:"id,omitempty" yaml:"id,omitempty"`
-	// Resource is the name of the resource the rule protects. Required.
-	Resource string `json:"resource" yaml:"resource"`
-	// Threshold is the most requests (by batch) in flight at once. It must
-	// be at least 1.
-	Threshold int64 `json:"threshold" yaml:"threshold"`
+// isolation is a rule of the file key "isolation": an in-flight cap, read
+// as the flow rule of the concurrency metric that enforces it (one
+// mechanism caps requests in flight; see docs/architecture.md).
+type isolation struct {
+	ID        string `yaml:"id,omitempty"`
+	Resource  string `yaml:"resource"`
+	Threshold int64  `yaml:"threshold"`
 }
 
-// Validate reports the first problem with the rule as an *Error, or nil.
-func (r *Isolation) Validate() error {
-	const kind = "isolation"
-	if r.Resource == "" {
-		return fieldErr(kind, r.Resource, "Resource", "must not be empty")
-	}
-	if r.Threshold < 1 || r.Threshold > MaxThreshold {
-		return fieldErr(kind, r.Resource, "Threshold", "must be in [1, %g], got %d", MaxThreshold, r.Threshold)
-	}
-	return nil
+func (r isolation) flow() Flow {
+	return Flow{ID: r.ID, Resource: r.Resource, Metric: Concurrency, Threshold: float64(r.Threshold)}
 }

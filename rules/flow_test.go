@@ -94,28 +94,6 @@ func TestFlowValidate(t *testing.T) {
 	}
 }
 
-func TestIsolationValidate(t *testing.T) {
-	tests := []struct {
-		give      Isolation
-		wantField string
-	}{
-		{Isolation{Resource: "r", Threshold: 1}, ""},
-		{Isolation{Threshold: 1}, "Resource"},
-		{Isolation{Resource: "r"}, "Threshold"},
-		{Isolation{Resource: "r", Threshold: -3}, "Threshold"},
-	}
-	for _, tt := range tests {
-		err := tt.give.Validate()
-		if tt.wantField == "" {
-			assert.NoError(t, err)
-			continue
-		}
-		var re *Error
-		require.ErrorAs(t, err, &re)
-		assert.Equal(t, tt.wantField, re.Field)
-	}
-}
-
 func TestErrorMessageAndAt(t *testing.T) {
 	err := At((&Flow{Resource: "GET /x", Threshold: -1}).Validate(), 3)
 	assert.Equal(t, `rules: flow rule 3 (resource "GET /x"): Threshold: must be a positive number, got -1`, err.Error())

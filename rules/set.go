@@ -15,8 +15,6 @@ import (
 type Set struct {
 	// Flow holds the flow rules (file key "flow").
 	Flow []Flow `json:"flow,omitempty" yaml:"flow,omitempty"`
-	// Isolation holds the isolation rules (file key "isolation").
-	Isolation []Isolation `json:"isolation,omitempty" yaml:"isolation,omitempty"`
 	// System holds the system rules (file key "system").
 	System []System `json:"system,omitempty" yaml:"system,omitempty"`
 	// CircuitBreaker holds the circuit breaker (degrade) rules (file key
@@ -27,30 +25,30 @@ type Set struct {
 }
 
 // kinds lists the rule kinds of a Set in file order: the file key, the name
-// used in *Error.Kind, and the Set field.
+// used in *Error.Kind, and the Set field (-1 for the file key "isolation",
+// whose rules are read as flow rules of the concurrency metric).
 var kinds = []struct {
 	key, name string
 	field     int
 }{
 	{"flow", "flow", 0},
-	{"isolation", "isolation", 1},
-	{"system", "system", 2},
-	{"circuitBreaker", "circuit breaker", 3},
-	{"param", "param", 4},
+	{"isolation", "isolation", -1},
+	{"system", "system", 1},
+	{"circuitBreaker", "circuit breaker", 2},
+	{"param", "param", 3},
 }
 
 // Len returns the number of rules of all kinds in s.
 func (s *Set) Len() int {
-	return len(s.Flow) + len(s.Isolation) + len(s.System) + len(s.CircuitBreaker) + len(s.Param)
+	return len(s.Flow) + len(s.System) + len(s.CircuitBreaker) + len(s.Param)
 }
 
 // Validate validates the rules of s kind by kind, in the order flow,
-// isolation, system, circuit breaker, param, with the kind's slice validator
+// system, circuit breaker, param, with the kind's slice validator
 // (validateFlowRules, ...), and returns the first problem, or nil.
 func (s *Set) Validate() error {
 	for _, err := range []func() error{
 		func() error { return validateFlowRules(s.Flow) },
-		func() error { return validateIsolationRules(s.Isolation) },
 		func() error { return validateSystemRules(s.System) },
 		func() error { return validateCircuitBreakerRules(s.CircuitBreaker) },
 		func() error { return validateParamRules(s.Param) },
@@ -105,16 +103,6 @@ func validateFlowRules(rs []Flow) error {
 			return r.Resource, fmt.Sprintf("both count %s with strategy %s and behavior %s; keep one, "+
 				"or make them differ in metric, strategy, behavior, statInterval or refResource",
 				what, or(r.Strategy, Direct), or(r.Behavior, Reject))
-		})
-}
-
-// validateIsolationRules validates rs as one list of isolation rules. Two
-// isolation rules are duplicates when they have the same Resource.
-func validateIsolationRules(rs []Isolation) error {
-	return validateList("isolation", rs, (*Isolation).Validate,
-		func(r *Isolation) string { return r.Resource },
-		func(r *Isolation) (string, string) {
-			return r.Resource, "both cap the requests in flight; a resource takes one isolation rule, keep one"
 		})
 }
 
@@ -224,6 +212,9 @@ func resourceOf(v reflect.Value) string {
 func checkNames(s *Set, max int) error {
 	sv := reflect.ValueOf(s).Elem()
 	for _, k := range kinds {
+		if k.field < 0 {
+			continue
+		}
 		list := sv.Field(k.field)
 		for i := 0; i < list.Len(); i++ {
 			v := list.Index(i)

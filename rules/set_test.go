@@ -72,8 +72,8 @@ func TestSetValidateRefusesDuplicates(t *testing.T) {
 		},
 		{
 			name:      "isolation on one resource",
-			give:      Set{Isolation: []Isolation{{Resource: "db", Threshold: 4}, {Resource: "cache", Threshold: 4}, {Resource: "db", Threshold: 8}}},
-			want:      `rules: isolation rule 2 (resource "db"): duplicates rule 0: both cap the requests in flight; a resource takes one isolation rule, keep one`,
+			give:      Set{Flow: []Flow{{Resource: "db", Metric: Concurrency, Threshold: 4}, {Resource: "cache", Metric: Concurrency, Threshold: 4}, {Resource: "db", Metric: Concurrency, Threshold: 8}}},
+			want:      `rules: flow rule 2 (resource "db"): duplicates rule 0: both count concurrency with strategy direct and behavior reject; keep one, or make them differ in metric, strategy, behavior, statInterval or refResource`,
 			wantIndex: 2, wantResource: "db",
 		},
 		{
@@ -144,7 +144,6 @@ func TestSetValidateRefusesDuplicates(t *testing.T) {
 // rule file refuses.
 func TestSliceValidators(t *testing.T) {
 	flows := []Flow{{Resource: "a", Threshold: 5}, {Resource: "a", Threshold: 3}}
-	isos := []Isolation{{Resource: "a", Threshold: 5}, {Resource: "a", Threshold: 3}}
 	syss := []System{{Metric: Load1, Threshold: 5}, {Metric: Load1, Threshold: 3}}
 	cbs := []CircuitBreaker{{Resource: "a", Strategy: ErrorCount, Threshold: 5, RetryTimeout: time.Second},
 		{Resource: "a", Strategy: ErrorCount, Threshold: 3, RetryTimeout: time.Second}}
@@ -155,7 +154,6 @@ func TestSliceValidators(t *testing.T) {
 		set  Set
 	}{
 		{"flow", validateFlowRules(flows), Set{Flow: flows}},
-		{"isolation", validateIsolationRules(isos), Set{Isolation: isos}},
 		{"system", validateSystemRules(syss), Set{System: syss}},
 		{"circuit breaker", validateCircuitBreakerRules(cbs), Set{CircuitBreaker: cbs}},
 		{"param", validateParamRules(params), Set{Param: params}},

@@ -395,6 +395,6 @@ func TestFileSourceLifecycle(t *testing.T) {
 		w := newWatch(t, "rules.txt", `{"isolation": [{"resource": "a", "threshold": 3}]}`, WithFormat(JSON))
 		w.start()
 		_, last, _, _ := w.seen()
-		assert.Equal(t, Set{Isolation: []Isolation{{Resource: "a", Threshold: 3}}}, last)
+		assert.Equal(t, Set{Flow: []Flow{{Resource: "a", Metric: Concurrency, Threshold: 3}}}, last)
 	})
 }

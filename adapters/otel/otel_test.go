@@ -92,7 +92,7 @@ func TestCollectAfterWorkload(t *testing.T) {
 
 	_, err = g.LoadFlowRules([]rules.Flow{{Resource: "GET /orders", Threshold: 3}})
 	require.NoError(t, err)
-	_, err = g.LoadIsolationRules([]rules.Isolation{{Resource: "GET /items", Threshold: 1}})
+	_, err = g.LoadFlowRules([]rules.Flow{{Metric: rules.Concurrency, Resource: "GET /items", Threshold: 1}})
 	require.NoError(t, err)
 	_, err = g.LoadCircuitBreakerRules([]rules.CircuitBreaker{{ID: "pay-errors", Resource: "pay", Strategy: rules.ErrorCount,
 		Threshold: 1, MinRequestAmount: 1, RetryTimeout: time.Second}})

