@@ -150,7 +150,8 @@ func Decode(data []byte, format Format) (Set, error) { return DecodeLimits{}.Dec
 //     milliseconds, Go's time.Duration counts nanoseconds); only 0 is
 //     accepted without a unit.
 //   - Enumerations (metric, strategy, behavior, ...) are their names, such
-//     as "qps" or "warm-up".
+//     as "qps" or "warm-up", exactly; an isolation rule is read as a flow
+//     rule of the concurrency metric, after the flow rules.
 //   - Integers must be whole and in range; NaN and infinities are refused.
 //   - null is the same as leaving the field out, and an empty list or map
 //     decodes as nil.
@@ -158,9 +159,9 @@ func Decode(data []byte, format Format) (Set, error) { return DecodeLimits{}.Dec
 //     file read halfway through being written is often empty; write {} for
 //     a document with no rules.
 //
-// Both formats are read by one YAML parser (YAML is a superset of JSON); a
-// JSON document must first pass encoding/json's syntax check, so what JSON
-// forbids (trailing commas, comments, single quotes) is refused.
+// YAML is parsed by go.yaml.in/yaml/v3 and JSON by encoding/json, into the
+// same yaml.Node tree, so what JSON forbids (trailing commas, comments,
+// single quotes) is refused.
 //
 // A document over l's limits is refused with an error that names the limit.
 // Errors in a rule are *Error values (reach them with errors.As) with Kind,
