@@ -132,7 +132,7 @@ func TestRefusalStatuses(t *testing.T) {
 func TestRefusalMessagesAreStable(t *testing.T) {
 	const n = 1000
 	types := []core.BlockType{
-		core.BlockFlow, core.BlockSystem, core.BlockFlow, core.BlockParam,
+		core.BlockFlow, core.BlockSystem, core.BlockParam,
 		core.BlockDegrade, core.BlockCluster, core.BlockCustom,
 	}
 	f := start(t)
