@@ -126,7 +126,7 @@ func fuzzSet(f *fuzzBytes) Set {
 			if res := r.FieldByName("Resource"); res.IsValid() {
 				res.SetString(fmt.Sprint("r", i))
 			}
-			if k == 2 && i == 1 {
+			if k == 1 && i == 1 { // a second system rule on another metric
 				r.FieldByName("Metric").Set(reflect.ValueOf(InboundConcurrency))
 			}
 			for j := 0; j < r.NumField(); j++ {
