@@ -93,8 +93,7 @@ func TestDoPackageLevel(t *testing.T) {
 
 func TestDoAllocatesNothing(t *testing.T) {
 	g, _ := newTestEngine(t, 0)
-	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 1e12})
-	_, err := g.LoadFlowRules([]rules.Flow{{Metric: rules.Concurrency, Resource: "r", Threshold: 1e9}})
+	_, err := g.LoadFlowRules([]rules.Flow{{Resource: "r", Threshold: 1e12}, {Metric: rules.Concurrency, Resource: "r", Threshold: 1e9}})
 	require.NoError(t, err)
 	n := 0
 	work := func() error { n++; return nil }

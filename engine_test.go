@@ -354,8 +354,7 @@ func TestDefaultEngine(t *testing.T) {
 
 func TestEntryExitAllocatesNothing(t *testing.T) {
 	g, _ := newTestEngine(t, 0)
-	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 1e12})
-	_, err := g.LoadFlowRules([]rules.Flow{{Metric: rules.Concurrency, Resource: "r", Threshold: 1e9}})
+	_, err := g.LoadFlowRules([]rules.Flow{{Resource: "r", Threshold: 1e12}, {Metric: rules.Concurrency, Resource: "r", Threshold: 1e9}})
 	require.NoError(t, err)
 	user := fmt.Sprint("user-", 42)
 	tests := []struct {
