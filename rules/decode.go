@@ -59,8 +59,8 @@ func FormatOf(path string) (Format, error) {
 type DecodeLimits struct {
 	// MaxBytes is the size of the largest document, in bytes; a larger one
 	// is refused before it is parsed (a file, by its size, unread). Decoding
-	// allocates at most 32 bytes per byte of a rule file (measured 22 to
-	// 28), and at most 240 for a document made to be dense ({a,a,a,...}:
+	// allocates at most 36 bytes per byte of a rule file (measured 30 to
+	// 32), and at most 240 for a document made to be dense ({a,a,a,...}:
 	// 225, with a peak of live memory of 190), so this bounds memory as
 	// well: at most about 960 MiB at the default (docs/limits.md). Default
 	// DefaultMaxBytes.
@@ -207,7 +207,7 @@ func parse(data []byte, f Format, maxValues int) (*yaml.Node, error) {
 		}
 		dec := json.NewDecoder(bytes.NewReader(data))
 		dec.UseNumber()
-		root = jsonNode(dec, data, 0)
+		root = (&jsonReader{dec: dec, data: data, line: 1}).node(0)
 	case YAML:
 		dec := yaml.NewDecoder(bytes.NewReader(data))
 		var doc, extra yaml.Node
@@ -239,11 +239,23 @@ func parse(data []byte, f Format, maxValues int) (*yaml.Node, error) {
 	return root, nil
 }
 
-// jsonNode reads the next value of dec, valid JSON, as a node: strings are
-// !!str, numbers !!int or !!float, with the line of the value's end.
-func jsonNode(dec *json.Decoder, data []byte, depth int) *yaml.Node {
-	tok, _ := dec.Token()
-	n := &yaml.Node{Kind: yaml.ScalarNode, Line: 1 + bytes.Count(data[:dec.InputOffset()], []byte("\n"))}
+// jsonReader reads valid JSON into a node tree, keeping the line of the
+// decoder's offset as it goes (counting each byte once).
+type jsonReader struct {
+	dec       *json.Decoder
+	data      []byte
+	off, line int
+}
+
+// node reads the next value as a node: strings are !!str, numbers !!int or
+// !!float, with the line where the value ends.
+func (r *jsonReader) node(depth int) *yaml.Node {
+	tok, _ := r.dec.Token()
+	if end := int(r.dec.InputOffset()); end > r.off {
+		r.line += bytes.Count(r.data[r.off:end], []byte("\n"))
+		r.off = end
+	}
+	n := &yaml.Node{Kind: yaml.ScalarNode, Line: r.line}
 	switch v := tok.(type) {
 	case json.Delim:
 		n.Kind, n.Tag = yaml.SequenceNode, "!!seq"
@@ -253,10 +265,10 @@ func jsonNode(dec *json.Decoder, data []byte, depth int) *yaml.Node {
 		if depth > maxDepth { // the checker refuses it; do not recurse further
 			return n
 		}
-		for dec.More() {
-			n.Content = append(n.Content, jsonNode(dec, data, depth+1))
+		for r.dec.More() {
+			n.Content = append(n.Content, r.node(depth+1))
 		}
-		dec.Token() // the closing delimiter
+		r.dec.Token() // the closing delimiter
 	case string:
 		n.Tag, n.Value, n.Style = "!!str", v, yaml.DoubleQuotedStyle
 	case json.Number:
