@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"math/rand"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"sync/atomic"
-
 	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/ruledef"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 )
@@ -280,7 +280,7 @@ func BenchmarkExactWindow(b *testing.B) {
 		setup := func(b *testing.B) *Engine {
 			g := New(WithClock(&steppingClock{step: int64(100 * time.Microsecond)}))
 			b.Cleanup(func() { _ = g.Close() })
-			mustLoadFlow(b, g, rules.Flow{Resource: "r", Threshold: rules.MaxExactThreshold, Exact: exact})
+			mustLoadFlow(b, g, rules.Flow{Resource: "r", Threshold: ruledef.MaxExactThreshold, Exact: exact})
 			return g
 		}
 		b.Run(name+"/serial", func(b *testing.B) {

@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"reflect"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/sluice-go/sluice/core"
-	"github.com/sluice-go/sluice/rules"
 )
 
 // WithBlockLog makes the engine log its refusals to l, summarised: at most
@@ -47,12 +45,11 @@ type blockLog struct {
 	other  uint64 // refusals beyond MaxBlockLogKeys in this second
 }
 
-// blockKey is a (resource, rule) pair: the rule is the refusal's Rule when
-// it can be a map key (the built-in rules' pointers are), else nil.
+// blockKey is a (resource, rule) pair: the rule is the refusal's Rule.
 type blockKey struct {
 	resource string
 	typ      core.BlockType
-	rule     any
+	rule     core.RuleRef
 }
 
 type blockCount struct {
@@ -72,16 +69,13 @@ func (b *blockLog) note(be *core.BlockError, resource string, batch, now int64) 
 	if be.Resource != "" {
 		resource = be.Resource
 	}
-	k := blockKey{resource: resource, typ: be.Type}
-	if r := be.Rule; r != nil && reflect.TypeOf(r).Comparable() {
-		k.rule = r
-	}
+	k := blockKey{resource: resource, typ: be.Type, rule: be.Rule}
 	b.mu.Lock()
 	flush := b.rollLocked(now)
 	if c := b.counts[k]; c != nil {
 		c.n += uint64(batch)
 	} else if len(b.counts) < MaxBlockLogKeys {
-		b.counts[k] = &blockCount{n: uint64(batch), id: ruleID(be.Rule), threshold: be.Threshold}
+		b.counts[k] = &blockCount{n: uint64(batch), id: be.Rule.ID, threshold: be.Threshold}
 	} else {
 		b.other += uint64(batch)
 	}
@@ -177,28 +171,4 @@ func (b *blockLog) takeLocked() func() {
 			_ = h.Handle(ctx, rc)
 		}
 	}
-}
-
-// ruleID returns the ID of a built-in rule, by value or pointer, and "" for
-// anything else.
-func ruleID(r any) string {
-	switch v := r.(type) {
-	case *rules.Flow:
-		return v.ID
-	case *rules.Isolation:
-		return v.ID
-	case *rules.Param:
-		return v.ID
-	case *rules.CircuitBreaker:
-		return v.ID
-	case *rules.System:
-		return v.ID
-	case rules.System:
-		return v.ID
-	case rules.Flow:
-		return v.ID
-	case rules.CircuitBreaker:
-		return v.ID
-	}
-	return ""
 }

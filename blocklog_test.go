@@ -62,7 +62,7 @@ func TestBlockLogOneRecordPerResourceRuleSecond(t *testing.T) {
 	// The one entry a minute each rule lets through.
 	require.True(t, try(g, "GET /orders"))
 	require.True(t, try(g, "GET /items"))
-	_, err := g.LoadIsolationRules([]rules.Isolation{{ID: "pay-inflight", Resource: "POST /pay", Threshold: 1}})
+	_, err := g.LoadFlowRules(append(g.FlowRules(), rules.Flow{Metric: rules.Concurrency, ID: "pay-inflight", Resource: "POST /pay", Threshold: 1}))
 	require.NoError(t, err)
 	held, err := g.Entry("POST /pay")
 	require.NoError(t, err)
@@ -136,7 +136,7 @@ func TestBlockLogOneRecordPerResourceRuleSecond(t *testing.T) {
 	}
 	assert.Regexp(t, `^GET /orders refused \d+ by flow rule "orders" \(threshold 1\) at \d\d:\d\d:\d\d$`, orders)
 	assert.Regexp(t, `^GET /items refused \d+ by flow rule \(threshold 1\) at `, items)
-	assert.Regexp(t, `^POST /pay refused \d+ by isolation rule "pay-inflight" \(threshold 1\) at `, pay)
+	assert.Regexp(t, `^POST /pay refused \d+ by flow rule "pay-inflight" \(threshold 1\) at `, pay)
 }
 
 func TestBlockLogBoundedAndFlushedAtClose(t *testing.T) {

@@ -63,15 +63,6 @@ func LoadFlowRules(rs []rules.Flow) (bool, error) { return defaultEngine().LoadF
 // FlowRules returns the default engine's flow rules.
 func FlowRules() []rules.Flow { return defaultEngine().FlowRules() }
 
-// LoadIsolationRules replaces the default engine's isolation rules (see
-// Engine.LoadIsolationRules).
-func LoadIsolationRules(rs []rules.Isolation) (bool, error) {
-	return defaultEngine().LoadIsolationRules(rs)
-}
-
-// IsolationRules returns the default engine's isolation rules.
-func IsolationRules() []rules.Isolation { return defaultEngine().IsolationRules() }
-
 // Snapshot returns the default engine's statistics of a resource.
 func Snapshot(resource string) (stat.Snapshot, bool) { return defaultEngine().Snapshot(resource) }
 

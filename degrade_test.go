@@ -99,7 +99,7 @@ func TestCircuitBreakerCycleThroughEngine(t *testing.T) {
 	assert.Equal(t, time.Duration(1), be.RetryAfter)
 	assert.Equal(t, 0.6, be.Observed)
 	assert.Equal(t, 0.5, be.Threshold)
-	assert.Equal(t, &ratio, be.Rule)
+	assert.Equal(t, core.RuleRef{ID: ratio.ID, Metric: string(ratio.Strategy)}, be.Rule)
 	s, ok := g.Snapshot("orders")
 	require.True(t, ok)
 	assert.Equal(t, uint64(1), s.TotalBlock, "the refusal is counted as a block")

@@ -35,7 +35,7 @@ func TestDoCountsAPanicAsAnError(t *testing.T) {
 	// Do: the panic is an error, the breaker opens, the next call is refused
 	// without running fn.
 	g, _, log := cbEngine(t, []rules.CircuitBreaker{cb})
-	_, err := g.LoadIsolationRules([]rules.Isolation{{Resource: "pay", Threshold: 1}})
+	_, err := g.LoadFlowRules([]rules.Flow{{Metric: rules.Concurrency, Resource: "pay", Threshold: 1}})
 	require.NoError(t, err)
 	require.PanicsWithValue(t, "boom", func() {
 		_ = g.Do("pay", func() error { panic("boom") })
@@ -79,9 +79,9 @@ func TestDoReturnsFnError(t *testing.T) {
 // TestDoPackageLevel: the package-level Do and DoContext use the default
 // engine.
 func TestDoPackageLevel(t *testing.T) {
-	_, err := LoadIsolationRules([]rules.Isolation{{Resource: "do-pkg", Threshold: 1}})
+	_, err := LoadFlowRules([]rules.Flow{{Metric: rules.Concurrency, Resource: "do-pkg", Threshold: 1}})
 	require.NoError(t, err)
-	t.Cleanup(func() { _, _ = LoadIsolationRules(nil) })
+	t.Cleanup(func() { _, _ = LoadFlowRules(nil) })
 	inner := errors.New("inner")
 	err = Do("do-pkg", func() error {
 		// The one slot is held: a nested call is refused.
@@ -93,8 +93,7 @@ func TestDoPackageLevel(t *testing.T) {
 
 func TestDoAllocatesNothing(t *testing.T) {
 	g, _ := newTestEngine(t, 0)
-	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 1e12})
-	_, err := g.LoadIsolationRules([]rules.Isolation{{Resource: "r", Threshold: 1e9}})
+	_, err := g.LoadFlowRules([]rules.Flow{{Resource: "r", Threshold: 1e12}, {Metric: rules.Concurrency, Resource: "r", Threshold: 1e9}})
 	require.NoError(t, err)
 	n := 0
 	work := func() error { n++; return nil }

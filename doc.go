@@ -18,7 +18,7 @@
 // A *Pass must not be copied (go vet reports a copy; a copy's Exit releases
 // nothing once the original exited), and its methods do nothing on nil.
 //
-// An entry runs through a slot chain: rule checks (system, flow, isolation,
+// An entry runs through a slot chain: rule checks (system, flow,
 // param, degrade, then custom slots; the first to refuse wins), then
 // statistics. A refusal is a *BlockError naming the rule, what it observed
 // and its threshold; errors.Is(err, ErrBlocked) tells refusals from other

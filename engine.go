@@ -17,7 +17,6 @@ import (
 	"github.com/sluice-go/sluice/internal/degrade"
 	"github.com/sluice-go/sluice/internal/entry"
 	"github.com/sluice-go/sluice/internal/flow"
-	"github.com/sluice-go/sluice/internal/isolation"
 	"github.com/sluice-go/sluice/internal/layout"
 	"github.com/sluice-go/sluice/internal/notify"
 	"github.com/sluice-go/sluice/internal/param"
@@ -57,8 +56,6 @@ const (
 	BlockFlow = core.BlockFlow
 	// BlockSystem is a system adaptive protection rule.
 	BlockSystem = core.BlockSystem
-	// BlockIsolation is an isolation (in-flight limit) rule.
-	BlockIsolation = core.BlockIsolation
 	// BlockParam is a hot-parameter rule.
 	BlockParam = core.BlockParam
 	// BlockDegrade is an open or probing circuit breaker.
@@ -180,7 +177,6 @@ type Engine struct {
 	// kind in force, below, change only under it.
 	mu         sync.Mutex
 	flow       kindState[rules.Flow, map[string][]*flow.Controller]
-	isolation  kindState[rules.Isolation, map[string][]*isolation.Controller]
 	sys        kindState[rules.System, *system.RuleSet]
 	breakers   kindState[rules.CircuitBreaker, map[string][]*degrade.Breaker]
 	param      kindState[rules.Param, map[string][]*param.Controller]
@@ -361,13 +357,12 @@ type ruleSet struct {
 
 // otherRules are the controllers of a resource other than flow ones.
 type otherRules struct {
-	isolation []*isolation.Controller
-	param     []*param.Controller
-	degrade   []*degrade.Breaker
+	param   []*param.Controller
+	degrade []*degrade.Breaker
 }
 
 func (o *otherRules) empty() bool {
-	return len(o.isolation) == 0 && len(o.param) == 0 && len(o.degrade) == 0
+	return len(o.param) == 0 && len(o.degrade) == 0
 }
 
 // newRuleSet returns the rule set of the given controllers, or nil when
@@ -474,9 +469,6 @@ func (eng *Engine) publish() {
 			others[res] = o
 		}
 		return o
-	}
-	for res, cs := range eng.isolation.ctl {
-		get(res).isolation = cs
 	}
 	for res, cs := range eng.param.ctl {
 		get(res).param = cs

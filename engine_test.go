@@ -106,7 +106,7 @@ func TestReloadKeepsCountingState(t *testing.T) {
 
 func TestReloadKeepsInFlightConcurrency(t *testing.T) {
 	g, _ := newTestEngine(t, 0)
-	_, err := g.LoadIsolationRules([]rules.Isolation{{Resource: "r", Threshold: 3}})
+	_, err := g.LoadFlowRules([]rules.Flow{{Metric: rules.Concurrency, Resource: "r", Threshold: 3}})
 	require.NoError(t, err)
 	var held []*Pass
 	for i := 0; i < 3; i++ {
@@ -115,7 +115,7 @@ func TestReloadKeepsInFlightConcurrency(t *testing.T) {
 		held = append(held, p)
 	}
 	// Raise to 4 while 3 are in flight: exactly one more fits.
-	_, err = g.LoadIsolationRules([]rules.Isolation{{Resource: "r", Threshold: 4}})
+	_, err = g.LoadFlowRules([]rules.Flow{{Metric: rules.Concurrency, Resource: "r", Threshold: 4}})
 	require.NoError(t, err)
 	p, err := g.Entry("r")
 	require.NoError(t, err)
@@ -125,7 +125,7 @@ func TestReloadKeepsInFlightConcurrency(t *testing.T) {
 	for _, p := range held {
 		p.Exit()
 	}
-	assert.Equal(t, []rules.Isolation{{Resource: "r", Threshold: 4}}, g.IsolationRules())
+	assert.Equal(t, []rules.Flow{{Metric: rules.Concurrency, Resource: "r", Threshold: 4}}, g.FlowRules())
 }
 
 // TestReloadUnderTrafficIsExact reloads equivalent rules (new IDs, same
@@ -347,15 +347,14 @@ func TestDefaultEngine(t *testing.T) {
 	s, ok := Snapshot("pkg")
 	require.True(t, ok)
 	assert.Equal(t, uint64(2), s.TotalPass)
-	_, err = LoadIsolationRules([]rules.Isolation{{Resource: "pkg", Threshold: 1}})
+	_, err = LoadFlowRules([]rules.Flow{{Metric: rules.Concurrency, Resource: "pkg", Threshold: 1}})
 	require.NoError(t, err)
-	assert.Len(t, IsolationRules(), 1)
+	assert.Len(t, FlowRules(), 1)
 }
 
 func TestEntryExitAllocatesNothing(t *testing.T) {
 	g, _ := newTestEngine(t, 0)
-	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 1e12})
-	_, err := g.LoadIsolationRules([]rules.Isolation{{Resource: "r", Threshold: 1e9}})
+	_, err := g.LoadFlowRules([]rules.Flow{{Resource: "r", Threshold: 1e12}, {Metric: rules.Concurrency, Resource: "r", Threshold: 1e9}})
 	require.NoError(t, err)
 	user := fmt.Sprint("user-", 42)
 	tests := []struct {
@@ -499,7 +498,7 @@ func TestOversizedBatchSaysWhy(t *testing.T) {
 		wantLimit float64
 	}{
 		{"flow QPS", rules.Set{Flow: []rules.Flow{{Resource: "r", Threshold: 10}}}, BlockFlow, 10},
-		{"isolation", rules.Set{Isolation: []rules.Isolation{{Resource: "r", Threshold: 10}}}, BlockIsolation, 10},
+		{"isolation", rules.Set{Flow: []rules.Flow{{Metric: rules.Concurrency, Resource: "r", Threshold: 10}}}, BlockFlow, 10},
 		{"system concurrency", rules.Set{System: []rules.System{{Metric: rules.InboundConcurrency, Threshold: 10}}}, BlockSystem, 10},
 		{"system QPS", rules.Set{System: []rules.System{{Metric: rules.InboundQPS, Threshold: 10}}}, BlockSystem, 10},
 	}
@@ -549,10 +548,9 @@ func TestPanickingSlotReleasesEverything(t *testing.T) {
 		name string
 		set  rules.Set
 	}{
-		{"isolation", rules.Set{Isolation: []rules.Isolation{{Resource: "r", Threshold: 1}}}},
+		{"isolation", rules.Set{Flow: []rules.Flow{{Metric: rules.Concurrency, Resource: "r", Threshold: 1}}}},
 		{"isolation and flow", rules.Set{
-			Flow:      []rules.Flow{{Resource: "r", Threshold: 1}},
-			Isolation: []rules.Isolation{{Resource: "r", Threshold: 1}},
+			Flow: []rules.Flow{{Resource: "r", Threshold: 1}, {Metric: rules.Concurrency, Resource: "r", Threshold: 1}},
 		}},
 		{"fast check", rules.Set{Flow: []rules.Flow{{Resource: "r", Threshold: 1}}}},
 		{"concurrency flow rule", rules.Set{Flow: []rules.Flow{{Resource: "r", Threshold: 1, Metric: rules.Concurrency}}}},
@@ -609,8 +607,7 @@ func BenchmarkEntryExitAllSlotKinds(b *testing.B) {
 			{Metric: rules.Load1, Threshold: 1000},
 			{Metric: rules.CPUUsage, Threshold: 0.99, Strategy: rules.BBR},
 		},
-		Flow:           []rules.Flow{{Resource: "all", Threshold: 1e12}},
-		Isolation:      []rules.Isolation{{Resource: "all", Threshold: 1e9}},
+		Flow:           []rules.Flow{{Resource: "all", Threshold: 1e12}, {Metric: rules.Concurrency, Resource: "all", Threshold: 1e9}},
 		Param:          []rules.Param{{Resource: "all", Threshold: rules.MaxThreshold}},
 		CircuitBreaker: []rules.CircuitBreaker{{Resource: "all", Strategy: rules.ErrorRatio, Threshold: 0.5, RetryTimeout: time.Second}},
 	})

@@ -85,7 +85,7 @@ func WithArgs(args ...any) EntryOption { return EntryOption{kind: optArgs, args:
 // argument at the same index wins. It never allocates: it carries no
 // interface, and s is read during Entry and not kept. It counts towards
 // MaxAttachments. (An index no rule can name, below 0 or above
-// rules.MaxParamIndex, is carried but never read.)
+// 255, is carried but never read.)
 func WithStringArg(i int, s string) EntryOption {
 	return EntryOption{kind: optArg, arg: entry.Arg{Index: i, Value: entry.Value{Str: s, Kind: entry.KindString}}}
 }
@@ -402,11 +402,6 @@ func (eng *Engine) check(ctx context.Context, c *entry.Context, args entry.Args,
 	o := rs.other
 	if o == nil {
 		return nil
-	}
-	for _, f := range o.isolation {
-		if be := f.Check(c); be != nil {
-			return be
-		}
 	}
 	for _, f := range o.param {
 		if be := f.Check(ctx, c, args, eng.clock); be != nil {

@@ -55,14 +55,13 @@ func TestEventsInOrder(t *testing.T) {
 	require.Error(t, err)
 	cb := rules.CircuitBreaker{Resource: "b", Strategy: rules.ErrorCount, Threshold: 2, MinRequestAmount: 1, StatInterval: time.Second, RetryTimeout: time.Second}
 	require.NoError(t, g.LoadRuleSet(rules.Set{
-		Flow:           []rules.Flow{{Resource: "f", Threshold: 1}},
+		Flow:           []rules.Flow{{Resource: "f", Threshold: 1}, {Metric: rules.Concurrency, Resource: "i", Threshold: 1}},
 		CircuitBreaker: []rules.CircuitBreaker{cb},
-		Isolation:      []rules.Isolation{{Resource: "i", Threshold: 1}},
 	}))
-	require.Error(t, g.LoadRuleSet(rules.Set{Isolation: []rules.Isolation{{Resource: "i"}}}))
+	require.Error(t, g.LoadRuleSet(rules.Set{Flow: []rules.Flow{{Metric: rules.Concurrency, Resource: "i"}}}))
 	assert.Equal(t, []string{
 		"rules-loaded flow", "rules-refused flow",
-		"rules-loaded isolation", "rules-loaded circuit breaker",
+		"rules-loaded flow", "rules-loaded circuit breaker",
 		"rules-refused set",
 	}, rec.take())
 	rec.mu.Lock()

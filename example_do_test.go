@@ -14,7 +14,7 @@ import (
 func ExampleDo() {
 	engine := sluice.New()
 	defer engine.Close()
-	if _, err := engine.LoadIsolationRules([]rules.Isolation{{Resource: "charge", Threshold: 1}}); err != nil {
+	if _, err := engine.LoadFlowRules([]rules.Flow{{Metric: rules.Concurrency, Resource: "charge", Threshold: 1}}); err != nil {
 		panic(err)
 	}
 

@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -72,10 +73,11 @@ func TestGateOnlyForASingleOneSecondRejectRule(t *testing.T) {
 
 	// Any other kind of rule on the resource turns it off, and removing
 	// that rule turns it back on.
-	_, err := g.LoadIsolationRules([]rules.Isolation{{Resource: "a", Threshold: 5}})
+	lone := g.FlowRules()
+	_, err := g.LoadFlowRules(append(g.FlowRules(), rules.Flow{Metric: rules.Concurrency, Resource: "a", Threshold: 5}))
 	require.NoError(t, err)
 	require.False(t, gateOpen(t, g, "a"))
-	_, err = g.LoadIsolationRules(nil)
+	_, err = g.LoadFlowRules(lone)
 	require.NoError(t, err)
 	require.True(t, gateOpen(t, g, "a"))
 }
@@ -174,12 +176,13 @@ func TestGateAndChecksShareOneWindowAcrossReloads(t *testing.T) {
 			mu.Unlock()
 		}()
 	}
+	lone := g.FlowRules()
 	for i := 0; i < 100; i++ {
-		var iso []rules.Isolation
+		iso := lone
 		if i%2 == 0 {
-			iso = []rules.Isolation{{Resource: "r", Threshold: 1 << 30}}
+			iso = append(slices.Clip(lone), rules.Flow{Metric: rules.Concurrency, Resource: "r", Threshold: 1 << 30})
 		}
-		_, err := g.LoadIsolationRules(iso)
+		_, err := g.LoadFlowRules(iso)
 		require.NoError(t, err)
 	}
 	wg.Wait()

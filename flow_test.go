@@ -367,10 +367,6 @@ func TestConcurrencyLimitsHoldUnder64Goroutines(t *testing.T) {
 			_, err := g.LoadFlowRules([]rules.Flow{{Resource: "r", Metric: rules.Concurrency, Threshold: 7}})
 			return err
 		}},
-		{"isolation", func(g *Engine) error {
-			_, err := g.LoadIsolationRules([]rules.Isolation{{Resource: "r", Threshold: 7}})
-			return err
-		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -476,7 +472,7 @@ func TestFlowBatchCounts(t *testing.T) {
 // Behaviour 8: a panic between Entry and a deferred Exit, and double Exit.
 func TestPanicReleasesAndDoubleExitIsNoop(t *testing.T) {
 	g, _ := newTestEngine(t, 0)
-	_, err := g.LoadIsolationRules([]rules.Isolation{{Resource: "r", Threshold: 1}})
+	_, err := g.LoadFlowRules([]rules.Flow{{Metric: rules.Concurrency, Resource: "r", Threshold: 1}})
 	require.NoError(t, err)
 	func() {
 		defer func() { require.Equal(t, "boom", recover()) }()
@@ -518,9 +514,7 @@ func TestBlockErrorShape(t *testing.T) {
 	assert.Equal(t, BlockType(1), be.Type)
 	assert.Equal(t, "flow", be.Type.String())
 	assert.Equal(t, "GET /orders", be.Resource)
-	r, ok := be.Rule.(*rules.Flow)
-	require.True(t, ok)
-	assert.Equal(t, "orders-qps", r.ID)
+	assert.Equal(t, core.RuleRef{ID: "orders-qps", Metric: "qps"}, be.Rule)
 	assert.Equal(t, float64(1), be.Observed)
 	assert.Equal(t, float64(1), be.Threshold)
 	assert.Equal(t, time.Second, be.RetryAfter, "when the entry at 0 leaves the window")
@@ -613,7 +607,7 @@ func TestFlowBatchLargerThanThresholdIsRefusedClearly(t *testing.T) {
 func TestFlowWarmUpBatchAboveTheColdAllowance(t *testing.T) {
 	const T = 30 // cold allowance 10
 	for _, behavior := range []rules.ControlBehavior{rules.Reject, rules.Throttle} {
-		t.Run(behavior.String(), func(t *testing.T) {
+		t.Run(string(behavior), func(t *testing.T) {
 			g, clk := newTestEngine(t, 0)
 			mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: T, Strategy: rules.WarmUp, Behavior: behavior, WarmUpPeriod: 2 * time.Second})
 			be := refusal(t, g, "r", WithBatch(15))
@@ -740,7 +734,7 @@ func TestFlowRetryAfterAdmitsOnTheFirstRetry(t *testing.T) {
 					g, clk := newTestEngine(t, int64(time.Hour))
 					mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 10, StatInterval: interval})
 					if withIsolation {
-						_, err := g.LoadIsolationRules([]rules.Isolation{{Resource: "r", Threshold: 1000}})
+						_, err := g.LoadFlowRules(append(g.FlowRules(), rules.Flow{Metric: rules.Concurrency, Resource: "r", Threshold: 1000}))
 						require.NoError(t, err)
 					}
 					start := clk.Nanotime()

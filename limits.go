@@ -8,7 +8,7 @@ import (
 	"github.com/sluice-go/sluice/rules"
 )
 
-// WithMaxRules bounds the number of rules of one kind (flow, isolation,
+// WithMaxRules bounds the number of rules of one kind (flow,
 // system, circuit breaker, param) the engine takes: a load of more is
 // refused whole, with an error naming the limit and this option. Zero or
 // less means rules.DefaultMaxRules (10,000). Rules cost memory through the
@@ -76,7 +76,6 @@ func resourceNames[R any](rs []R, names map[string]bool) {
 func (eng *Engine) checkResources(set *rules.Set) error {
 	names := map[string]bool{}
 	resourceNames(set.Flow, names)
-	resourceNames(set.Isolation, names)
 	resourceNames(set.CircuitBreaker, names)
 	resourceNames(set.Param, names)
 	if len(names) > eng.reg.max {
@@ -90,7 +89,7 @@ func (eng *Engine) checkResources(set *rules.Set) error {
 // Must hold eng.mu.
 func inForce[R, C any](eng *Engine, k *ruleKind[R, C], rs []R) rules.Set {
 	set := rules.Set{
-		Flow: eng.flow.rules, Isolation: eng.isolation.rules, System: eng.sys.rules,
+		Flow: eng.flow.rules, System: eng.sys.rules,
 		CircuitBreaker: eng.breakers.rules, Param: eng.param.rules,
 	}
 	*k.of(&set) = rs

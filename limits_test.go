@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -30,12 +31,15 @@ func TestRuleLoadsAreBounded(t *testing.T) {
 
 	_, err := g.LoadFlowRules(flowRules(4, "f"))
 	require.EqualError(t, err, "rules: flow rule: 4 rules, more than the engine's limit of 3 rules of one kind; raise it with sluice.WithMaxRules")
-	err = g.LoadRuleSet(rules.Set{Isolation: []rules.Isolation{{Resource: "a", Threshold: 1}, {Resource: "b", Threshold: 1}, {Resource: "c", Threshold: 1}, {Resource: "d", Threshold: 1}}})
-	require.ErrorContains(t, err, "rules: isolation rule: 4 rules, more than the engine's limit of 3")
+	err = g.LoadRuleSet(rules.Set{Flow: []rules.Flow{{Metric: rules.Concurrency, Resource: "a", Threshold: 1}, {Metric: rules.Concurrency, Resource: "b", Threshold: 1}, {Metric: rules.Concurrency, Resource: "c", Threshold: 1}, {Metric: rules.Concurrency, Resource: "d", Threshold: 1}}})
+	require.ErrorContains(t, err, "rules: flow rule: 4 rules, more than the engine's limit of 3")
 
-	// Three flow rules and three isolation rules on other resources: six
+	// Three flow rules and three breakers on other resources: six
 	// resources, one more than the engine tracks.
-	_, err = g.LoadIsolationRules([]rules.Isolation{{Resource: "a", Threshold: 1}, {Resource: "b", Threshold: 1}, {Resource: "c", Threshold: 1}})
+	cb := func(r string) rules.CircuitBreaker {
+		return rules.CircuitBreaker{Resource: r, Strategy: rules.ErrorCount, Threshold: 1, RetryTimeout: time.Second}
+	}
+	_, err = g.LoadCircuitBreakerRules([]rules.CircuitBreaker{cb("a"), cb("b"), cb("c")})
 	require.EqualError(t, err, "sluice: the rules name 6 resources, more than the engine's limit of 5; raise it with sluice.WithMaxResources")
 	err = g.LoadRuleSet(rules.Set{Flow: flowRules(2, "f"), Param: []rules.Param{{Resource: "a", Threshold: 1}, {Resource: "b", Threshold: 1}, {Resource: "c", Threshold: 1}, {Resource: "d", Threshold: 1}}})
 	require.ErrorContains(t, err, "rules: param rule: 4 rules")

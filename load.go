@@ -5,7 +5,6 @@ import (
 
 	"github.com/sluice-go/sluice/internal/degrade"
 	"github.com/sluice-go/sluice/internal/flow"
-	"github.com/sluice-go/sluice/internal/isolation"
 	"github.com/sluice-go/sluice/internal/param"
 	"github.com/sluice-go/sluice/internal/system"
 	"github.com/sluice-go/sluice/rules"
@@ -80,7 +79,7 @@ var (
 		name:     "flow",
 		state:    func(eng *Engine) *kindState[rules.Flow, map[string][]*flow.Controller] { return &eng.flow },
 		of:       func(s *rules.Set) *[]rules.Flow { return &s.Flow },
-		validate: rules.ValidateFlowRules,
+		validate: func(rs []rules.Flow) error { return (&rules.Set{Flow: rs}).Validate() },
 		equal:    func(a, b []rules.Flow) bool { return slices.EqualFunc(a, b, rules.Flow.Equal) },
 		clone:    cloneFlows,
 		build: func(eng *Engine, rs []rules.Flow, old map[string][]*flow.Controller) (map[string][]*flow.Controller, error) {
@@ -91,24 +90,11 @@ var (
 		},
 		claims: true,
 	}
-	isolationKind = &ruleKind[rules.Isolation, map[string][]*isolation.Controller]{
-		name: "isolation",
-		state: func(eng *Engine) *kindState[rules.Isolation, map[string][]*isolation.Controller] {
-			return &eng.isolation
-		},
-		of:       func(s *rules.Set) *[]rules.Isolation { return &s.Isolation },
-		validate: rules.ValidateIsolationRules,
-		equal:    equalRules[rules.Isolation],
-		clone:    cloneRules[rules.Isolation],
-		build: func(_ *Engine, rs []rules.Isolation, old map[string][]*isolation.Controller) (map[string][]*isolation.Controller, error) {
-			return isolation.Build(rs, old), nil
-		},
-	}
 	systemKind = &ruleKind[rules.System, *system.RuleSet]{
 		name:     "system",
 		state:    func(eng *Engine) *kindState[rules.System, *system.RuleSet] { return &eng.sys },
 		of:       func(s *rules.Set) *[]rules.System { return &s.System },
-		validate: rules.ValidateSystemRules,
+		validate: func(rs []rules.System) error { return (&rules.Set{System: rs}).Validate() },
 		equal:    equalRules[rules.System],
 		clone:    cloneRules[rules.System],
 		build: func(_ *Engine, rs []rules.System, _ *system.RuleSet) (*system.RuleSet, error) {
@@ -122,7 +108,7 @@ var (
 			return &eng.breakers
 		},
 		of:       func(s *rules.Set) *[]rules.CircuitBreaker { return &s.CircuitBreaker },
-		validate: rules.ValidateCircuitBreakerRules,
+		validate: func(rs []rules.CircuitBreaker) error { return (&rules.Set{CircuitBreaker: rs}).Validate() },
 		equal:    equalRules[rules.CircuitBreaker],
 		clone:    cloneRules[rules.CircuitBreaker],
 		build: func(eng *Engine, rs []rules.CircuitBreaker, old map[string][]*degrade.Breaker) (map[string][]*degrade.Breaker, error) {
@@ -134,7 +120,7 @@ var (
 		name:     "param",
 		state:    func(eng *Engine) *kindState[rules.Param, map[string][]*param.Controller] { return &eng.param },
 		of:       func(s *rules.Set) *[]rules.Param { return &s.Param },
-		validate: rules.ValidateParamRules,
+		validate: func(rs []rules.Param) error { return (&rules.Set{Param: rs}).Validate() },
 		equal:    func(a, b []rules.Param) bool { return slices.EqualFunc(a, b, rules.Param.Equal) },
 		clone:    cloneParams,
 		build: func(eng *Engine, rs []rules.Param, old map[string][]*param.Controller) (map[string][]*param.Controller, error) {
@@ -162,7 +148,7 @@ type anyKind interface {
 }
 
 // ruleKinds are every kind, in the order of rules.Set.
-var ruleKinds = []anyKind{flowKind, isolationKind, systemKind, breakerKind, paramKind}
+var ruleKinds = []anyKind{flowKind, systemKind, breakerKind, paramKind}
 
 // check validates rs whole (see validate) and checks them against the
 // engine's limits (limits.go).
@@ -271,16 +257,3 @@ func (eng *Engine) LoadFlowRules(rs []rules.Flow) (bool, error) { return load(en
 // FlowRules returns a copy of the flow rules in force (nil when there are
 // none).
 func (eng *Engine) FlowRules() []rules.Flow { return rulesIn(eng, flowKind) }
-
-// LoadIsolationRules replaces every isolation rule of the engine with rs,
-// with the same refuse-whole semantics as LoadFlowRules. Requests already in
-// flight keep counting against the new thresholds: the i-th rule on a
-// resource takes over the in-flight count of the i-th rule on it in force.
-// On a closed engine it returns ErrClosed and changes nothing.
-func (eng *Engine) LoadIsolationRules(rs []rules.Isolation) (bool, error) {
-	return load(eng, isolationKind, rs)
-}
-
-// IsolationRules returns a copy of the isolation rules in force (nil when
-// there are none).
-func (eng *Engine) IsolationRules() []rules.Isolation { return rulesIn(eng, isolationKind) }

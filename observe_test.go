@@ -26,7 +26,7 @@ func (f typedRefuser) Check(e *slots.Entry) *core.BlockError {
 func TestBlockedByType(t *testing.T) {
 	g, clk := newTestEngine(t, 0)
 	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 3})
-	_, err := g.LoadIsolationRules([]rules.Isolation{{Resource: "i", Threshold: 1}})
+	_, err := g.LoadFlowRules(append(g.FlowRules(), rules.Flow{Metric: rules.Concurrency, Resource: "i", Threshold: 1}))
 	require.NoError(t, err)
 
 	// Flow: 3 pass, then 5 refused (one of them a batch of 2: 6 requests),
@@ -40,7 +40,7 @@ func TestBlockedByType(t *testing.T) {
 	clk.Advance(100 * time.Millisecond)
 	require.False(t, try(g, "r", WithBatch(2)))
 
-	// Isolation: one in flight, two refused.
+	// Concurrency: one in flight, two refused.
 	p, err := g.Entry("i")
 	require.NoError(t, err)
 	require.False(t, try(g, "i"))
@@ -54,10 +54,9 @@ func TestBlockedByType(t *testing.T) {
 	assert.Equal(t, want, s.BlockedBy)
 	assert.Equal(t, s.TotalBlock, uint64(6))
 	assert.Equal(t, uint64(6), s.Blocked(BlockFlow))
-	assert.Zero(t, s.Blocked(BlockIsolation))
 
 	s, _ = g.Snapshot("i")
-	assert.Equal(t, uint64(2), s.Blocked(BlockIsolation))
+	assert.Equal(t, uint64(2), s.Blocked(BlockFlow))
 	assert.Equal(t, uint64(2), s.TotalBlock)
 
 	// A reload that keeps the rule keeps the counts; they are totals, so
@@ -84,8 +83,7 @@ func TestBlockedByType(t *testing.T) {
 
 	// The inbound node counts by type too.
 	in := g.InboundSnapshot()
-	assert.Equal(t, uint64(6), in.Blocked(BlockFlow))
-	assert.Equal(t, uint64(2), in.Blocked(BlockIsolation))
+	assert.Equal(t, uint64(8), in.Blocked(BlockFlow), "6 on r, 2 on i")
 	assert.Equal(t, uint64(1), in.Blocked(BlockCustom))
 }
 

@@ -26,7 +26,7 @@ func copyPass(p *Pass) *Pass {
 // below zero, and two callers never hold the one slot.
 func TestPassCopyReleasesOnce(t *testing.T) {
 	g, _ := newTestEngine(t, 0)
-	_, err := g.LoadIsolationRules([]rules.Isolation{{Resource: "r", Threshold: 1}})
+	_, err := g.LoadFlowRules([]rules.Flow{{Metric: rules.Concurrency, Resource: "r", Threshold: 1}})
 	require.NoError(t, err)
 	inFlight := func() int64 {
 		s, ok := g.Snapshot("r")

@@ -210,8 +210,7 @@ func TestReclaimKeepsWhatIsInUse(t *testing.T) {
 	held, err := g.Entry("in-flight")
 	require.NoError(t, err)
 	require.NoError(t, g.LoadRuleSet(rules.Set{
-		Flow:           []rules.Flow{{Resource: "follower", RefResource: "leader", Threshold: 1}},
-		Isolation:      []rules.Isolation{{Resource: "isolated", Threshold: 1}},
+		Flow:           []rules.Flow{{Resource: "follower", RefResource: "leader", Threshold: 1}, {Metric: rules.Concurrency, Resource: "isolated", Threshold: 1}},
 		CircuitBreaker: []rules.CircuitBreaker{{Resource: "broken", Strategy: rules.ErrorCount, Threshold: 1, RetryTimeout: time.Second}},
 	}))
 	require.True(t, try(g, "idle"))

@@ -21,8 +21,8 @@ func fullRuleSet() rules.Set {
 		Flow: []rules.Flow{
 			{Resource: "GET /orders", Threshold: 5},
 			{Resource: "POST /orders", Threshold: 20, Behavior: rules.Throttle, MaxQueueing: 500 * time.Millisecond},
+			{Metric: rules.Concurrency, Resource: "db", Threshold: 4},
 		},
-		Isolation:      []rules.Isolation{{Resource: "db", Threshold: 4}},
 		Param:          []rules.Param{{Resource: "GET /orders", Key: "user", Threshold: 2, Exceptions: map[string]int64{"vip": 10}}},
 		System:         []rules.System{{Metric: rules.InboundQPS, Threshold: 1000}},
 		CircuitBreaker: []rules.CircuitBreaker{{Resource: "inventory", Strategy: rules.ErrorRatio, Threshold: 0.5, MinRequestAmount: 10, StatInterval: 10 * time.Second, RetryTimeout: 30 * time.Second}},
@@ -35,12 +35,11 @@ func TestLoadRuleSet(t *testing.T) {
 	require.NoError(t, g.LoadRuleSet(want))
 	assert.Equal(t, want, g.RuleSet())
 	assert.Equal(t, want.Flow, g.FlowRules())
-	assert.Equal(t, want.Isolation, g.IsolationRules())
 	assert.Equal(t, want.System, g.SystemRules())
 	assert.Equal(t, want.CircuitBreaker, g.CircuitBreakerRules())
 	assert.Equal(t, want.Param, g.ParamRules())
 
-	assert.True(t, try(g, "db"), "isolation rules are in force")
+	assert.True(t, try(g, "db"), "concurrency rules are in force")
 
 	// A set without a kind removes that kind.
 	require.NoError(t, g.LoadRuleSet(rules.Set{Flow: want.Flow[:1]}))
@@ -68,13 +67,12 @@ func TestLoadRuleSetRefusesWhole(t *testing.T) {
 			wantKind: "flow", wantIndex: 2, wantField: "Threshold",
 		},
 		{
-			name: "valid flow rules, invalid isolation rule",
+			name: "valid flow rules, invalid concurrency rule",
 			give: rules.Set{
-				Flow:      []rules.Flow{{Resource: "new", Threshold: 1}},
-				Isolation: []rules.Isolation{{Resource: "db", Threshold: 1}, {Resource: "", Threshold: 1}},
+				Flow: []rules.Flow{{Resource: "new", Threshold: 1}, {Metric: rules.Concurrency, Resource: "db", Threshold: 1}, {Metric: rules.Concurrency, Resource: "", Threshold: 1}},
 			},
-			want:     `rules: isolation rule 1: Resource: must not be empty`,
-			wantKind: "isolation", wantIndex: 1, wantField: "Resource",
+			want:     `rules: flow rule 2: Resource: must not be empty`,
+			wantKind: "flow", wantIndex: 2, wantField: "Resource",
 		},
 		{
 			name: "valid flow rules, invalid circuit breaker rule",
@@ -87,9 +85,8 @@ func TestLoadRuleSetRefusesWhole(t *testing.T) {
 		{
 			name: "valid flow and isolation rules, invalid param rule",
 			give: rules.Set{
-				Flow:      []rules.Flow{{Resource: "new", Threshold: 1}},
-				Isolation: []rules.Isolation{{Resource: "db", Threshold: 9}},
-				Param:     []rules.Param{{Resource: "p", Threshold: 0}},
+				Flow:  []rules.Flow{{Resource: "new", Threshold: 1}, {Metric: rules.Concurrency, Resource: "db", Threshold: 9}},
+				Param: []rules.Param{{Resource: "p", Threshold: 0}},
 			},
 			wantKind: "param", wantIndex: 0, wantField: "Threshold",
 		},
@@ -143,7 +140,7 @@ func TestLoadRuleSetIsAtomic(t *testing.T) {
 
 	next := fullRuleSet()
 	next.Flow[0].Threshold = 50 // counts the same way: would inherit the window
-	next.Isolation = []rules.Isolation{{Resource: "db", Threshold: 1}}
+	next.Flow[2].Threshold = 1
 	next.System = nil
 	err := g.LoadRuleSet(next)
 	require.ErrorIs(t, err, refused)
@@ -173,7 +170,7 @@ func TestLoadersRefuseAfterClose(t *testing.T) {
 		load func() error
 	}{
 		{"flow", func() error { _, err := g.LoadFlowRules(nil); return err }},
-		{"isolation", func() error { _, err := g.LoadIsolationRules(nil); return err }},
+		{"isolation", func() error { _, err := g.LoadFlowRules(nil); return err }},
 		{"system", func() error { _, err := g.LoadSystemRules(nil); return err }},
 		{"circuit breaker", func() error { _, err := g.LoadCircuitBreakerRules(nil); return err }},
 		{"param", func() error { _, err := g.LoadParamRules(nil); return err }},
@@ -232,7 +229,7 @@ func TestWatchRuleFile(t *testing.T) {
 	poll := func() {
 		t.Helper()
 		require.NoError(t, clk.BlockUntil(ctx, 1))
-		clk.Advance(rules.DefaultPollInterval)
+		clk.Advance(time.Second)
 		require.NoError(t, clk.BlockUntil(ctx, 1))
 	}
 	inForce := []rules.Flow{{Resource: "api", Threshold: 1}}
@@ -262,8 +259,8 @@ func TestWatchRuleFile(t *testing.T) {
 	// A valid edit is loaded at the next poll.
 	f.write("flow:\n  - resource: api\n    threshold: 3\nisolation:\n  - resource: db\n    threshold: 2\n")
 	poll()
-	assert.Equal(t, []rules.Flow{{Resource: "api", Threshold: 3}}, g.FlowRules())
-	assert.Equal(t, []rules.Isolation{{Resource: "db", Threshold: 2}}, g.IsolationRules())
+	withDB := []rules.Flow{{Resource: "api", Threshold: 3}, {Metric: rules.Concurrency, Resource: "db", Threshold: 2}}
+	assert.Equal(t, withDB, g.FlowRules(), "isolation rules are read as concurrency flow rules, after the flow rules")
 	assert.Len(t, f.reported(), 2, "no new error")
 	passed := 0
 	for range 5 {
@@ -276,7 +273,7 @@ func TestWatchRuleFile(t *testing.T) {
 	// A file that disappears is reported and keeps the rules.
 	require.NoError(t, os.Remove(f.path))
 	poll()
-	assert.Equal(t, []rules.Flow{{Resource: "api", Threshold: 3}}, g.FlowRules())
+	assert.Equal(t, withDB, g.FlowRules())
 	require.Len(t, f.reported(), 3)
 	assert.ErrorIs(t, f.reported()[2], os.ErrNotExist)
 
@@ -317,7 +314,7 @@ func TestPackageLevelRuleSet(t *testing.T) {
 	src, err := WatchRuleFile(p)
 	require.NoError(t, err)
 	require.NoError(t, src.Close())
-	assert.Equal(t, rules.Set{Isolation: []rules.Isolation{{Resource: "y", Threshold: 3}}}, g.RuleSet())
+	assert.Equal(t, rules.Set{Flow: []rules.Flow{{Metric: rules.Concurrency, Resource: "y", Threshold: 3}}}, g.RuleSet())
 }
 
 // TestLoadersRefuseDuplicates checks that every kind's loader refuses two
@@ -325,11 +322,11 @@ func TestPackageLevelRuleSet(t *testing.T) {
 // keeps the rules in force.
 func TestLoadersRefuseDuplicates(t *testing.T) {
 	g, _ := newTestEngine(t, 0)
-	iso := rules.Isolation{Resource: "r", Threshold: 2}
+	iso := rules.Flow{Metric: rules.Concurrency, Resource: "r", Threshold: 2}
 	cb := rules.CircuitBreaker{Resource: "r", Strategy: rules.ErrorCount, Threshold: 5, RetryTimeout: time.Second}
 	par := rules.Param{Resource: "r", Threshold: 3, Duration: time.Second}
 	sys := rules.System{Metric: rules.InboundQPS, Threshold: 100}
-	_, err := g.LoadIsolationRules([]rules.Isolation{iso})
+	_, err := g.LoadFlowRules([]rules.Flow{iso})
 	require.NoError(t, err)
 	_, err = g.LoadCircuitBreakerRules([]rules.CircuitBreaker{cb})
 	require.NoError(t, err)
@@ -344,9 +341,9 @@ func TestLoadersRefuseDuplicates(t *testing.T) {
 		kind string
 	}{
 		{"isolation", func() error {
-			_, err := g.LoadIsolationRules([]rules.Isolation{iso, {Resource: "x", Threshold: 1}, {Resource: "r", Threshold: 9}})
+			_, err := g.LoadFlowRules([]rules.Flow{iso, {Metric: rules.Concurrency, Resource: "x", Threshold: 1}, {Metric: rules.Concurrency, Resource: "r", Threshold: 9}})
 			return err
-		}, "isolation"},
+		}, "flow"},
 		{"circuit breaker", func() error {
 			_, err := g.LoadCircuitBreakerRules([]rules.CircuitBreaker{cb, {Resource: "x", Strategy: rules.ErrorCount, Threshold: 1, RetryTimeout: time.Second}, cb})
 			return err
@@ -370,7 +367,7 @@ func TestLoadersRefuseDuplicates(t *testing.T) {
 			require.ErrorContains(t, err, "duplicates rule 0")
 		})
 	}
-	require.Equal(t, []rules.Isolation{iso}, g.IsolationRules())
+	require.Equal(t, []rules.Flow{iso}, g.FlowRules())
 	require.Equal(t, []rules.CircuitBreaker{cb}, g.CircuitBreakerRules())
 	require.Equal(t, []rules.Param{par}, g.ParamRules())
 	require.Equal(t, []rules.System{sys}, g.SystemRules())

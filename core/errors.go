@@ -18,9 +18,8 @@ type BlockError struct {
 	Type BlockType
 	// Resource is the name of the resource the entry was for.
 	Resource string
-	// Rule is the rule that fired, as a pointer to the rule value in force
-	// (for example *rules.Flow). It must be treated as read-only.
-	Rule any
+	// Rule names the rule that fired; zero for a custom slot.
+	Rule RuleRef
 	// Observed is the value the rule measured when it refused the entry, in
 	// the rule's own unit (requests per interval, in-flight count, ratio...).
 	Observed float64
@@ -37,6 +36,42 @@ type BlockError struct {
 	// one, such as the caller's context ending while it waited in a queue;
 	// errors.Is(err, context.Canceled) then holds. Nil otherwise.
 	Cause error
+}
+
+// RuleRef names the rule that refused an entry: enough to find it in the
+// rules in force and to classify the refusal, without holding on to them.
+type RuleRef struct {
+	// ID is the rule's ID label (rules.Flow.ID, ...); it may be empty.
+	ID string
+	// Metric is what the rule counts, as a rule file writes it: "qps" or
+	// "concurrency" for flow and param rules (a flow rule written with no
+	// metric, or an isolation rule, "qps" or "concurrency" as it limits),
+	// the system rule's metric ("cpu-usage", ...), the breaker's strategy.
+	Metric string
+}
+
+// Overloaded reports whether the entry was refused to protect the
+// service's capacity rather than to hold callers to a rate: a full
+// concurrency limit (a flow rule of metric "concurrency"), system adaptive protection, or an open or probing
+// circuit breaker. Rate limits (flow rules counting QPS, param rules) are
+// not overload, nor are cluster and custom rules, whose purpose sluice
+// cannot tell. A nil e is not overloaded.
+//
+// The adapters answer overload with 503 Service Unavailable (gRPC:
+// codes.Unavailable), which clients and proxies take as "try later, or
+// elsewhere", and other refusals with 429 Too Many Requests (gRPC:
+// codes.ResourceExhausted), which says the caller asked too often.
+func (e *BlockError) Overloaded() bool {
+	if e == nil {
+		return false
+	}
+	switch e.Type {
+	case BlockSystem, BlockDegrade:
+		return true
+	case BlockFlow:
+		return e.Rule.Metric == "concurrency"
+	}
+	return false
 }
 
 // Unwrap returns Cause.
@@ -69,10 +104,10 @@ func (e *BlockError) Error() string {
 // Is reports whether target is ErrBlocked.
 func (e *BlockError) Is(target error) bool { return target == ErrBlocked }
 
-// Format implements fmt.Formatter so that %+v also prints the rule.
+// Format implements fmt.Formatter so that %+v also names the rule.
 func (e *BlockError) Format(s fmt.State, verb rune) {
 	_, _ = fmt.Fprint(s, e.Error())
-	if verb == 'v' && s.Flag('+') && e.Rule != nil {
+	if verb == 'v' && s.Flag('+') && e.Rule != (RuleRef{}) {
 		_, _ = fmt.Fprintf(s, " rule=%+v", e.Rule)
 	}
 }

@@ -28,7 +28,6 @@ func TestBlockErrorError(t *testing.T) {
 	}{
 		{name: "flow", give: base(BlockFlow), want: `sluice: blocked by flow rule on "GET /orders": observed 120, threshold 100`},
 		{name: "system", give: base(BlockSystem), want: `sluice: blocked by system rule on "GET /orders": observed 120, threshold 100`},
-		{name: "isolation", give: base(BlockIsolation), want: `sluice: blocked by isolation rule on "GET /orders": observed 120, threshold 100`},
 		{name: "param", give: base(BlockParam), want: `sluice: blocked by param rule on "GET /orders": observed 120, threshold 100`},
 		{name: "degrade", give: base(BlockDegrade), want: `sluice: blocked by degrade rule on "GET /orders": observed 120, threshold 100`},
 		{name: "cluster", give: base(BlockCluster), want: `sluice: blocked by cluster rule on "GET /orders": observed 120, threshold 100`},
@@ -142,14 +141,10 @@ func TestBlockErrorUnwrap(t *testing.T) {
 }
 
 func TestBlockErrorFormat(t *testing.T) {
-	type rule struct {
-		Resource  string
-		Threshold float64
-	}
 	const msg = `sluice: blocked by flow rule on "GET /orders": observed 120, threshold 100`
 	withRule := &BlockError{
 		Type: BlockFlow, Resource: "GET /orders", Observed: 120, Threshold: 100,
-		Rule: &rule{Resource: "GET /orders", Threshold: 100},
+		Rule: RuleRef{ID: "orders", Metric: "qps"},
 	}
 	noRule := &BlockError{Type: BlockFlow, Resource: "GET /orders", Observed: 120, Threshold: 100}
 
@@ -159,7 +154,7 @@ func TestBlockErrorFormat(t *testing.T) {
 		give   error
 		want   string
 	}{
-		{name: "%+v prints the rule", format: "%+v", give: withRule, want: msg + " rule=&{Resource:GET /orders Threshold:100}"},
+		{name: "%+v prints the rule", format: "%+v", give: withRule, want: msg + " rule={ID:orders Metric:qps}"},
 		{name: "%v does not", format: "%v", give: withRule, want: msg},
 		{name: "%s does not", format: "%s", give: withRule, want: msg},
 		{name: "%+v without a rule", format: "%+v", give: noRule, want: msg},
@@ -179,13 +174,12 @@ func TestBlockTypeString(t *testing.T) {
 	}{
 		{give: BlockFlow, want: "flow"},
 		{give: BlockSystem, want: "system"},
-		{give: BlockIsolation, want: "isolation"},
 		{give: BlockParam, want: "param"},
 		{give: BlockDegrade, want: "degrade"},
 		{give: BlockCluster, want: "cluster"},
 		{give: BlockCustom, want: "custom"},
 		{give: 0, want: "BlockType(0)"},
-		{give: BlockCustom + 1, want: "BlockType(8)"},
+		{give: BlockCustom + 1, want: "BlockType(7)"},
 		{give: 255, want: "BlockType(255)"},
 	}
 	for _, tt := range tests {
@@ -214,4 +208,29 @@ func TestTrafficTypeString(t *testing.T) {
 	}
 	var zero TrafficType
 	assert.Equal(t, Inbound, zero, "the zero traffic type is Inbound")
+}
+
+// TestBlockErrorOverloaded: capacity refusals (concurrency limits, system
+// protection, breakers) are overload, answered 503 by the HTTP adapters;
+// rate limits, cluster and custom refusals are not (429).
+func TestBlockErrorOverloaded(t *testing.T) {
+	tests := []struct {
+		be   *BlockError
+		want bool
+	}{
+		{&BlockError{Type: BlockFlow, Rule: RuleRef{Metric: "qps"}}, false},
+		{&BlockError{Type: BlockFlow}, false}, // the fast path names no rule: a QPS rule
+		{&BlockError{Type: BlockFlow, Rule: RuleRef{ID: "c", Metric: "concurrency"}}, true},
+		{&BlockError{Type: BlockParam, Rule: RuleRef{Metric: "qps"}}, false},
+		{&BlockError{Type: BlockParam, Rule: RuleRef{Metric: "concurrency"}}, false}, // a per-caller quota
+		{&BlockError{Type: BlockSystem, Rule: RuleRef{Metric: "cpu-usage"}}, true},
+		{&BlockError{Type: BlockSystem, Rule: RuleRef{Metric: "qps"}}, true},
+		{&BlockError{Type: BlockDegrade}, true},
+		{&BlockError{Type: BlockCluster}, false},
+		{&BlockError{Type: BlockCustom}, false},
+		{nil, false},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, tt.be.Overloaded(), "%+v", tt.be)
+	}
 }

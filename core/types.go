@@ -35,8 +35,6 @@ const (
 	BlockFlow BlockType = iota + 1
 	// BlockSystem is a system adaptive protection rule.
 	BlockSystem
-	// BlockIsolation is an isolation (max concurrency) rule.
-	BlockIsolation
 	// BlockParam is a hot-parameter rule.
 	BlockParam
 	// BlockDegrade is an open or probing circuit breaker.
@@ -54,8 +52,6 @@ func (b BlockType) String() string {
 		return "flow"
 	case BlockSystem:
 		return "system"
-	case BlockIsolation:
-		return "isolation"
 	case BlockParam:
 		return "param"
 	case BlockDegrade:

@@ -33,9 +33,7 @@ func ruleDiff(old, new rules.Set) []string {
 	}
 	diffKind(&old.Flow, &new.Flow, "flow", func(r rules.Flow) string { return nameOf(r.ID, r.Resource) },
 		func(r rules.Flow) rules.Set { return rules.Set{Flow: []rules.Flow{r}} }, emit)
-	diffKind(&old.Isolation, &new.Isolation, "isolation", func(r rules.Isolation) string { return nameOf(r.ID, r.Resource) },
-		func(r rules.Isolation) rules.Set { return rules.Set{Isolation: []rules.Isolation{r}} }, emit)
-	diffKind(&old.System, &new.System, "system", func(r rules.System) string { return nameOf(r.ID, r.Metric.String()) },
+	diffKind(&old.System, &new.System, "system", func(r rules.System) string { return nameOf(r.ID, string(r.Metric)) },
 		func(r rules.System) rules.Set { return rules.Set{System: []rules.System{r}} }, emit)
 	diffKind(&old.CircuitBreaker, &new.CircuitBreaker, "circuit breaker", func(r rules.CircuitBreaker) string { return nameOf(r.ID, r.Resource) },
 		func(r rules.CircuitBreaker) rules.Set { return rules.Set{CircuitBreaker: []rules.CircuitBreaker{r}} }, emit)

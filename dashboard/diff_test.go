@@ -21,7 +21,7 @@ func TestRuleDiff(t *testing.T) {
 			"flow:\n  - resource: b\n    threshold: 6\n  - resource: a\n    threshold: 5\n", nil},
 		{"added and removed", "isolation:\n  - resource: x\n    threshold: 3\n",
 			"param:\n  - resource: POST /orders\n    threshold: 5\n    duration: 1m\n",
-			[]string{"isolation rule x removed", "param rule POST /orders added: resource POST /orders, threshold 5, duration 1m0s"}},
+			[]string{"flow rule x removed", "param rule POST /orders added: resource POST /orders, threshold 5, duration 1m0s"}},
 		{"field new and removed", "flow:\n  - resource: a\n    threshold: 5\n    behavior: throttle\n    maxQueueing: 1s\n",
 			"flow:\n  - resource: a\n    threshold: 5\n    statInterval: 2s\n",
 			[]string{"flow rule a: statInterval 2s (new); behavior throttle (removed); maxQueueing 1s (removed)"}},

@@ -624,7 +624,7 @@ type rulesData struct {
 	ErrReason string
 }
 
-var kindKeys = []string{"flow", "isolation", "system", "circuitBreaker", "param"}
+var kindKeys = []string{"flow", "system", "circuitBreaker", "param"}
 
 // maxRuleRows bounds the rules listed per kind on the rules page: a
 // 10,000-rule document lists a page of each kind (searched by resource),
@@ -671,9 +671,6 @@ func listRules(set rules.Set, q string, offset int) *ruleList {
 	}
 	for i, r := range set.Flow {
 		add("flow", i, r.Resource, func() rules.Set { return rules.Set{Flow: []rules.Flow{r}} })
-	}
-	for i, r := range set.Isolation {
-		add("isolation", i, r.Resource, func() rules.Set { return rules.Set{Isolation: []rules.Isolation{r}} })
 	}
 	for i, r := range set.System {
 		add("system", i, "", func() rules.Set { return rules.Set{System: []rules.System{r}} })
@@ -934,8 +931,6 @@ func (d *Dashboard) deleteRule(w http.ResponseWriter, r *http.Request, c *call) 
 	switch kind {
 	case "flow":
 		set.Flow, ok = without(set.Flow, i)
-	case "isolation":
-		set.Isolation, ok = without(set.Isolation, i)
 	case "system":
 		set.System, ok = without(set.System, i)
 	case "circuitBreaker":

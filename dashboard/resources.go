@@ -105,8 +105,8 @@ func indexRules(cur cluster.RuleVersion) *ruleIndex {
 			if r.StatInterval > 0 && r.StatInterval != time.Second {
 				a.Summary = "flow " + num(r.Threshold) + " per " + r.StatInterval.String()
 			}
-			if r.Behavior != 0 {
-				a.Summary += " (" + r.Behavior.String() + ")"
+			if r.Behavior != "" && r.Behavior != rules.Reject {
+				a.Summary += " (" + string(r.Behavior) + ")"
 			}
 		}
 		if r.Cluster != nil {
@@ -115,12 +115,8 @@ func indexRules(cur cluster.RuleVersion) *ruleIndex {
 		}
 		add(r.Resource, a)
 	}
-	for i, r := range set.Isolation {
-		add(r.Resource, appliedRule{Kind: "isolation", Index: i, Summary: "isolation " + strconv.FormatInt(r.Threshold, 10) + " in flight",
-			Limit: float64(r.Threshold), Plot: "inflight"})
-	}
 	for i, r := range set.CircuitBreaker {
-		add(r.Resource, appliedRule{Kind: "circuitBreaker", Index: i, Summary: "circuit breaker " + r.Strategy.String() + " " + num(r.Threshold)})
+		add(r.Resource, appliedRule{Kind: "circuitBreaker", Index: i, Summary: "circuit breaker " + string(r.Strategy) + " " + num(r.Threshold)})
 	}
 	for i, r := range set.Param {
 		per := "/s"

@@ -90,7 +90,7 @@ func TestResourceTable(t *testing.T) {
 	require.NoError(t, err)
 	// 300 resources r000..r299 on two instances for 3 seconds: resource i
 	// passes i a second on each; r007 also refused 761 in the last second
-	// whose types the frame counted as 769 isolation (the publisher's
+	// whose types the frame counted as 769 flow (the publisher's
 	// race); an old frame, before the minute, is not counted.
 	for _, id := range []string{"a", "b"} {
 		for s := int64(now - 3); s < now; s++ {
@@ -99,7 +99,7 @@ func TestResourceTable(t *testing.T) {
 				rs := cluster.ResourceSecond{Resource: fmt.Sprintf("r%03d", i), Second: stat.Second{Pass: uint64(i), Complete: uint64(i), AvgRT: time.Duration(i) * time.Millisecond}, Concurrency: int64(i % 5)}
 				if i == 7 && s == now-1 && id == "a" {
 					rs.Block = 761
-					rs.BlockedBy[int(sluice.BlockIsolation)] = 769
+					rs.BlockedBy[int(sluice.BlockFlow)] = 769
 				}
 				fr.Resources = append(fr.Resources, rs)
 			}
@@ -132,12 +132,12 @@ func TestResourceTable(t *testing.T) {
 		sum += n
 	}
 	require.Equal(t, uint64(761), sum, "blocked by type adds up to blocked: %v", r7.Blocked)
-	require.Equal(t, uint64(761), r7.Blocked[int(sluice.BlockIsolation)])
+	require.Equal(t, uint64(761), r7.Blocked[int(sluice.BlockFlow)])
 	require.Len(t, r7.Rules, 2)
 	require.Equal(t, "flow 50/s", r7.Rules[0].Summary)
 	require.Equal(t, 50.0, r7.Rules[0].Limit)
 	require.Equal(t, "requests", r7.Rules[0].Plot)
-	require.Equal(t, "isolation 8 in flight", r7.Rules[1].Summary)
+	require.Equal(t, "flow 8 in flight", r7.Rules[1].Summary)
 	require.Equal(t, "inflight", r7.Rules[1].Plot)
 
 	p = getTable(t, viv, url.Values{"q": {"quiet"}})
@@ -282,8 +282,8 @@ func TestLiveBlockedAddsUp(t *testing.T) {
 		block uint64
 		by    map[int]uint64
 	}{
-		{761, map[int]uint64{int(sluice.BlockIsolation): 769}},
-		{10, map[int]uint64{int(sluice.BlockFlow): 3, int(sluice.BlockIsolation): 9}},
+		{761, map[int]uint64{int(sluice.BlockFlow): 769}},
+		{10, map[int]uint64{int(sluice.BlockFlow): 3, int(sluice.BlockParam): 9}},
 		{4, nil}, // the types fell in the next frame
 	} {
 		rs := cluster.ResourceSecond{Resource: "GET /api", Second: stat.Second{Pass: 1, Block: give.block}}
@@ -315,8 +315,8 @@ func TestLiveBlockedAddsUp(t *testing.T) {
 	}
 	// 10 in the proportions 3:9 are 2.5 and 7.5: the tie goes to the first.
 	require.Equal(t, uint64(3), pts[1].Blocked[int(sluice.BlockFlow)])
-	require.Equal(t, uint64(7), pts[1].Blocked[int(sluice.BlockIsolation)])
-	require.Equal(t, uint64(761), pts[0].Blocked[int(sluice.BlockIsolation)])
+	require.Equal(t, uint64(7), pts[1].Blocked[int(sluice.BlockParam)])
+	require.Equal(t, uint64(761), pts[0].Blocked[int(sluice.BlockFlow)])
 	require.Equal(t, uint64(4), pts[2].Blocked[0], "unattributed: other")
 }
 

@@ -31,5 +31,5 @@ func TestRuleSkeletonsValid(t *testing.T) {
 		require.Equal(t, 1, set.Len(), doc)
 		kinds = append(kinds, kind)
 	}
-	require.Equal(t, []string{"flow", "isolation", "system", "circuitBreaker", "param"}, kinds)
+	require.Equal(t, []string{"flow", "system", "circuitBreaker", "param"}, kinds)
 }

@@ -3,38 +3,9 @@ package rules
 import (
 	"math"
 	"time"
+
+	"github.com/sluice-go/sluice/internal/ruledef"
 )
-
-// BreakerStrategy is what a circuit breaker counts as a bad outcome and how it
-// compares the count with its threshold.
-type BreakerStrategy uint8
-
-const (
-	// SlowRequestRatio counts requests whose response time exceeds
-	// MaxAllowedRT and opens when their share of the requests in the window
-	// exceeds Threshold.
-	SlowRequestRatio BreakerStrategy = iota
-	// ErrorRatio counts requests that ended with an error (as classified by
-	// the engine) and opens when their share exceeds Threshold.
-	ErrorRatio
-	// ErrorCount counts requests that ended with an error and opens when
-	// their number in the window reaches Threshold.
-	ErrorCount
-)
-
-var breakerStrategyEnum = enum{"breaker strategy", []string{"slow-request-ratio", "error-ratio", "error-count"}}
-
-// String returns "slow-request-ratio", "error-ratio" or "error-count".
-func (s BreakerStrategy) String() string { return breakerStrategyEnum.name(uint8(s)) }
-
-// MarshalText returns the strategy's name.
-func (s BreakerStrategy) MarshalText() ([]byte, error) { return breakerStrategyEnum.marshal(uint8(s)) }
-
-// UnmarshalText parses a strategy name, ignoring case, dashes, underscores
-// and spaces ("error_ratio", "ErrorRatio" and "error-ratio" are the same).
-func (s *BreakerStrategy) UnmarshalText(b []byte) error {
-	return parseInto(breakerStrategyEnum, b, (*uint8)(s))
-}
 
 // CircuitBreaker is a degrade rule: it cuts a resource off while its recent
 // calls are too slow or fail too often, and probes it back to health.
@@ -71,7 +42,7 @@ type CircuitBreaker struct {
 	MaxAllowedRT time.Duration `json:"maxAllowedRT,omitempty" yaml:"maxAllowedRT,omitempty"`
 	// MinRequestAmount is the fewest calls the window must hold before the
 	// breaker may open; below it the breaker never opens, however bad the
-	// calls. Zero means 5 (DefaultMinRequestAmount, as in Sentinel); 1 means
+	// calls. Zero means 5 (as in Sentinel); 1 means
 	// no minimum. At most 1e9.
 	MinRequestAmount int64 `json:"minRequestAmount,omitempty" yaml:"minRequestAmount,omitempty"`
 	// StatInterval is the length of the window outcomes are counted over.
@@ -84,44 +55,12 @@ type CircuitBreaker struct {
 	RetryTimeout time.Duration `json:"retryTimeout" yaml:"retryTimeout"`
 	// Probes is how many calls a HalfOpen breaker lets through at once; all
 	// of them must succeed for it to close. Zero means 1; at most
-	// MaxProbes.
+	// ruledef.MaxProbes.
 	Probes int `json:"probes,omitempty" yaml:"probes,omitempty"`
 }
 
-const (
-	// DefaultMinRequestAmount is the minimum request amount of a circuit
-	// breaker whose MinRequestAmount is zero.
-	DefaultMinRequestAmount = 5
-	// MaxProbes bounds a circuit breaker's Probes.
-	MaxProbes = 10000
-	// maxMinRequests bounds MinRequestAmount.
-	maxMinRequests = 1e9
-)
-
-// Interval returns StatInterval, or DefaultStatInterval when it is zero.
-func (r *CircuitBreaker) Interval() time.Duration {
-	if r.StatInterval == 0 {
-		return DefaultStatInterval
-	}
-	return r.StatInterval
-}
-
-// MinRequests returns MinRequestAmount, or DefaultMinRequestAmount when it is
-// zero.
-func (r *CircuitBreaker) MinRequests() int64 {
-	if r.MinRequestAmount == 0 {
-		return DefaultMinRequestAmount
-	}
-	return r.MinRequestAmount
-}
-
-// ProbeCount returns Probes, or 1 when it is zero.
-func (r *CircuitBreaker) ProbeCount() int {
-	if r.Probes == 0 {
-		return 1
-	}
-	return r.Probes
-}
+// maxMinRequests bounds MinRequestAmount.
+const maxMinRequests = 1e9
 
 // Validate reports the first problem with the rule as an *Error, or nil.
 func (r *CircuitBreaker) Validate() error {
@@ -129,8 +68,8 @@ func (r *CircuitBreaker) Validate() error {
 	if r.Resource == "" {
 		return fieldErr(kind, r.Resource, "Resource", "must not be empty")
 	}
-	if !breakerStrategyEnum.valid(uint8(r.Strategy)) {
-		return fieldErr(kind, r.Resource, "Strategy", "unknown strategy %d", r.Strategy)
+	if err := checkEnum(kind, r.Resource, "Strategy", r.Strategy, true, SlowRequestRatio, ErrorRatio, ErrorCount); err != nil {
+		return err
 	}
 	t := r.Threshold
 	switch {
@@ -139,9 +78,9 @@ func (r *CircuitBreaker) Validate() error {
 	case r.Strategy == ErrorCount && (t < 1 || t > MaxThreshold || t != math.Trunc(t)):
 		return fieldErr(kind, r.Resource, "Threshold", "must be a whole number in [1, %g] for the error-count strategy, got %v", MaxThreshold, t)
 	case r.Strategy != ErrorCount && (t < 0 || t > 1):
-		return fieldErr(kind, r.Resource, "Threshold", "must be a ratio in [0, 1] for the %s strategy, got %v", r.Strategy, t)
+		return fieldErr(kind, r.Resource, "Threshold", "must be a ratio in [0, 1] for the %s strategy, got %v", or(r.Strategy, SlowRequestRatio), t)
 	}
-	if r.Strategy == SlowRequestRatio {
+	if or(r.Strategy, SlowRequestRatio) == SlowRequestRatio {
 		if r.MaxAllowedRT <= 0 || r.MaxAllowedRT > time.Hour {
 			return fieldErr(kind, r.Resource, "MaxAllowedRT", "must be in (0, 1h] for the slow-request-ratio strategy, got %v", r.MaxAllowedRT)
 		}
@@ -157,8 +96,8 @@ func (r *CircuitBreaker) Validate() error {
 	if r.RetryTimeout <= 0 || r.RetryTimeout > 24*time.Hour {
 		return fieldErr(kind, r.Resource, "RetryTimeout", "must be in (0, 24h], got %v", r.RetryTimeout)
 	}
-	if r.Probes < 0 || r.Probes > MaxProbes {
-		return fieldErr(kind, r.Resource, "Probes", "must be in [0, %d], got %d", MaxProbes, r.Probes)
+	if r.Probes < 0 || r.Probes > ruledef.MaxProbes {
+		return fieldErr(kind, r.Resource, "Probes", "must be in [0, %d], got %d", ruledef.MaxProbes, r.Probes)
 	}
 	return nil
 }

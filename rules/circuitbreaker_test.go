@@ -1,12 +1,12 @@
 package rules
 
 import (
-	"encoding/json"
 	"errors"
 	"math"
 	"testing"
 	"time"
 
+	"github.com/sluice-go/sluice/internal/ruledef"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -27,10 +27,10 @@ func TestCircuitBreakerValidate(t *testing.T) {
 		{"ratio 0", with(errRatio, func(r *CircuitBreaker) { r.Threshold = 0 }), ""},
 		{"ratio 1", with(errRatio, func(r *CircuitBreaker) { r.Threshold = 1 }), ""},
 		{"all optional fields", with(slow, func(r *CircuitBreaker) {
-			r.MinRequestAmount, r.StatInterval, r.Probes = 1, 10*time.Millisecond, MaxProbes
+			r.MinRequestAmount, r.StatInterval, r.Probes = 1, 10*time.Millisecond, ruledef.MaxProbes
 		}), ""},
 		{"no resource", with(slow, func(r *CircuitBreaker) { r.Resource = "" }), "Resource"},
-		{"unknown strategy", with(slow, func(r *CircuitBreaker) { r.Strategy = 3 }), "Strategy"},
+		{"unknown strategy", with(slow, func(r *CircuitBreaker) { r.Strategy = "error-rate" }), "Strategy"},
 		{"ratio above 1", with(errRatio, func(r *CircuitBreaker) { r.Threshold = 1.01 }), "Threshold"},
 		{"negative ratio", with(slow, func(r *CircuitBreaker) { r.Threshold = -0.1 }), "Threshold"},
 		{"NaN ratio", with(errRatio, func(r *CircuitBreaker) { r.Threshold = math.NaN() }), "Threshold"},
@@ -49,7 +49,7 @@ func TestCircuitBreakerValidate(t *testing.T) {
 		{"no retry timeout", with(errRatio, func(r *CircuitBreaker) { r.RetryTimeout = 0 }), "RetryTimeout"},
 		{"retry timeout over 24h", with(errRatio, func(r *CircuitBreaker) { r.RetryTimeout = 25 * time.Hour }), "RetryTimeout"},
 		{"negative probes", with(errRatio, func(r *CircuitBreaker) { r.Probes = -1 }), "Probes"},
-		{"too many probes", with(errRatio, func(r *CircuitBreaker) { r.Probes = MaxProbes + 1 }), "Probes"},
+		{"too many probes", with(errRatio, func(r *CircuitBreaker) { r.Probes = ruledef.MaxProbes + 1 }), "Probes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -66,46 +66,4 @@ func TestCircuitBreakerValidate(t *testing.T) {
 			assert.Equal(t, tt.give.Resource, re.Resource)
 		})
 	}
-}
-
-func TestCircuitBreakerDefaults(t *testing.T) {
-	var r CircuitBreaker
-	assert.Equal(t, time.Second, r.Interval())
-	assert.Equal(t, int64(DefaultMinRequestAmount), r.MinRequests())
-	assert.Equal(t, 1, r.ProbeCount())
-	r = CircuitBreaker{StatInterval: 2 * time.Second, MinRequestAmount: 1, Probes: 4}
-	assert.Equal(t, 2*time.Second, r.Interval())
-	assert.Equal(t, int64(1), r.MinRequests())
-	assert.Equal(t, 4, r.ProbeCount())
-}
-
-func TestBreakerStrategyText(t *testing.T) {
-	tests := []struct {
-		give string
-		want BreakerStrategy
-	}{
-		{"slow-request-ratio", SlowRequestRatio},
-		{"SlowRequestRatio", SlowRequestRatio},
-		{"error_ratio", ErrorRatio},
-		{"Error Count", ErrorCount},
-	}
-	for _, tt := range tests {
-		var s BreakerStrategy
-		require.NoError(t, s.UnmarshalText([]byte(tt.give)), "UnmarshalText(%q)", tt.give)
-		assert.Equal(t, tt.want, s, "UnmarshalText(%q)", tt.give)
-	}
-	var s BreakerStrategy
-	require.Error(t, s.UnmarshalText([]byte("error-rate")))
-	_, err := BreakerStrategy(3).MarshalText()
-	require.Error(t, err)
-	assert.Equal(t, "breaker strategy(3)", BreakerStrategy(3).String())
-	assert.Equal(t, "error-ratio", ErrorRatio.String())
-
-	in := CircuitBreaker{Resource: "db", Strategy: ErrorCount, Threshold: 3, RetryTimeout: time.Second, Probes: 2}
-	b, err := json.Marshal(in)
-	require.NoError(t, err)
-	assert.JSONEq(t, `{"resource":"db","strategy":"error-count","threshold":3,"retryTimeout":1000000000,"probes":2}`, string(b))
-	var out CircuitBreaker
-	require.NoError(t, json.Unmarshal(b, &out))
-	assert.Equal(t, in, out)
 }

@@ -48,58 +48,17 @@ type Cluster struct {
 	Leases bool `json:"leases,omitempty" yaml:"leases,omitempty"`
 }
 
-// ClusterMode is how a cluster rule's Threshold counts.
-type ClusterMode uint8
-
-const (
-	// ClusterTotal makes Threshold the fleet's total per StatInterval.
-	ClusterTotal ClusterMode = iota
-	// ClusterPerInstance makes Threshold a per-instance figure: the shared
-	// budget is Threshold times the number of live instances, following
-	// the fleet as instances come and go.
-	ClusterPerInstance
-)
-
-var clusterModeEnum = enum{"cluster mode", []string{"total", "per-instance"}}
-
-func (m ClusterMode) String() string               { return clusterModeEnum.name(uint8(m)) }
-func (m ClusterMode) MarshalText() ([]byte, error) { return clusterModeEnum.marshal(uint8(m)) }
-func (m *ClusterMode) UnmarshalText(b []byte) error {
-	return parseInto(clusterModeEnum, b, (*uint8)(m))
-}
-
-// ClusterFallback is what a cluster rule does while its store fails.
-type ClusterFallback uint8
-
-const (
-	// FallbackLocal enforces a local share of the threshold in this
-	// instance: LocalThreshold, or Threshold divided by the live instances.
-	FallbackLocal ClusterFallback = iota
-	// FallbackPass admits every request.
-	FallbackPass
-	// FallbackBlock refuses every request.
-	FallbackBlock
-)
-
-var clusterFallbackEnum = enum{"cluster fallback", []string{"local", "pass", "block"}}
-
-func (f ClusterFallback) String() string               { return clusterFallbackEnum.name(uint8(f)) }
-func (f ClusterFallback) MarshalText() ([]byte, error) { return clusterFallbackEnum.marshal(uint8(f)) }
-func (f *ClusterFallback) UnmarshalText(b []byte) error {
-	return parseInto(clusterFallbackEnum, b, (*uint8)(f))
-}
-
 // validate reports the first problem with the section's own fields, for a
 // rule of kind on resource, as an *Error naming the field.
 func (c *Cluster) validate(kind, resource string) error {
 	switch {
-	case !clusterModeEnum.valid(uint8(c.Mode)):
-		return fieldErr(kind, resource, "Cluster.Mode", "unknown mode %d", c.Mode)
-	case !clusterFallbackEnum.valid(uint8(c.Fallback)):
-		return fieldErr(kind, resource, "Cluster.Fallback", "unknown fallback %d", c.Fallback)
+	case checkEnum(kind, resource, "Cluster.Mode", c.Mode, true, ClusterTotal, ClusterPerInstance) != nil:
+		return checkEnum(kind, resource, "Cluster.Mode", c.Mode, true, ClusterTotal, ClusterPerInstance)
+	case checkEnum(kind, resource, "Cluster.Fallback", c.Fallback, true, FallbackLocal, FallbackPass, FallbackBlock) != nil:
+		return checkEnum(kind, resource, "Cluster.Fallback", c.Fallback, true, FallbackLocal, FallbackPass, FallbackBlock)
 	case math.IsNaN(c.LocalThreshold) || math.IsInf(c.LocalThreshold, 0) || c.LocalThreshold < 0 || c.LocalThreshold > MaxThreshold:
 		return fieldErr(kind, resource, "Cluster.LocalThreshold", "must be in [0, %g], got %v", MaxThreshold, c.LocalThreshold)
-	case c.LocalThreshold != 0 && c.Fallback != FallbackLocal:
+	case c.LocalThreshold != 0 && or(c.Fallback, FallbackLocal) != FallbackLocal:
 		return fieldErr(kind, resource, "Cluster.LocalThreshold", "is only used with the local fallback; leave it zero or set Fallback local")
 	case c.Strict && c.Leases:
 		return fieldErr(kind, resource, "Cluster.Leases", "contradicts Strict (every entry asks the store); set one of them")
@@ -115,11 +74,11 @@ func (r *Flow) validateCluster() error {
 		return err
 	}
 	switch {
-	case r.Metric != QPS:
+	case or(r.Metric, QPS) != QPS:
 		return fieldErr(kind, r.Resource, "Cluster", "needs the qps metric (in-flight requests are counted per instance)")
 	case r.Strategy == WarmUp:
 		return fieldErr(kind, r.Resource, "Cluster", "needs the direct or token-bucket strategy (warm-up is not shared across instances)")
-	case r.Strategy == TokenBucket && r.Behavior != Reject:
+	case r.Strategy == TokenBucket && or(r.Behavior, Reject) != Reject:
 		return fieldErr(kind, r.Resource, "Cluster", "a shared token bucket needs the reject behavior")
 	case r.Exact:
 		return fieldErr(kind, r.Resource, "Cluster", "cannot be exact: the shared window is the store's; use Cluster.Strict for exact decisions")
@@ -159,9 +118,9 @@ func (r *Param) validateCluster() error {
 		return err
 	}
 	switch {
-	case r.Metric != QPS:
+	case or(r.Metric, QPS) != QPS:
 		return fieldErr(kind, r.Resource, "Cluster", "needs the qps metric (in-flight requests are counted per instance)")
-	case c.Fallback == FallbackLocal && c.LocalThreshold != math.Trunc(c.LocalThreshold):
+	case or(c.Fallback, FallbackLocal) == FallbackLocal && c.LocalThreshold != math.Trunc(c.LocalThreshold):
 		return fieldErr(kind, r.Resource, "Cluster.LocalThreshold", "must be a whole number for a param rule (each value's local bucket counts whole requests), got %v", c.LocalThreshold)
 	}
 	return nil

@@ -23,8 +23,8 @@ func TestFlowClusterValidate(t *testing.T) {
 		{"block", func(r *Flow) { r.Cluster.Fallback = FallbackBlock }, ""},
 		{"local threshold", func(r *Flow) { r.Cluster.LocalThreshold = 25 }, ""},
 		{"per-instance", func(r *Flow) { r.Cluster.Mode = ClusterPerInstance }, ""},
-		{"unknown mode", func(r *Flow) { r.Cluster.Mode = 7 }, "Cluster.Mode"},
-		{"unknown fallback", func(r *Flow) { r.Cluster.Fallback = 9 }, "Cluster.Fallback"},
+		{"unknown mode", func(r *Flow) { r.Cluster.Mode = "avg" }, "Cluster.Mode"},
+		{"unknown fallback", func(r *Flow) { r.Cluster.Fallback = "drop" }, "Cluster.Fallback"},
 		{"negative local threshold", func(r *Flow) { r.Cluster.LocalThreshold = -1 }, "Cluster.LocalThreshold"},
 		{"NaN local threshold", func(r *Flow) { r.Cluster.LocalThreshold = math.NaN() }, "Cluster.LocalThreshold"},
 		{"absurd local threshold", func(r *Flow) { r.Cluster.LocalThreshold = 2 * MaxThreshold }, "Cluster.LocalThreshold"},
@@ -50,34 +50,6 @@ func TestFlowClusterValidate(t *testing.T) {
 			assert.Equal(t, "r", e.Resource)
 		})
 	}
-}
-
-func TestClusterFallbackText(t *testing.T) {
-	for _, f := range []ClusterFallback{FallbackLocal, FallbackPass, FallbackBlock} {
-		b, err := f.MarshalText()
-		require.NoError(t, err)
-		var back ClusterFallback
-		require.NoError(t, back.UnmarshalText(b))
-		assert.Equal(t, f, back)
-		assert.Equal(t, string(b), f.String())
-	}
-	var f ClusterFallback
-	require.NoError(t, f.UnmarshalText([]byte(" BLOCK ")))
-	assert.Equal(t, FallbackBlock, f)
-	assert.ErrorContains(t, f.UnmarshalText([]byte("drop")), "local, pass, block")
-	for _, m := range []ClusterMode{ClusterTotal, ClusterPerInstance} {
-		b, err := m.MarshalText()
-		require.NoError(t, err)
-		var back ClusterMode
-		require.NoError(t, back.UnmarshalText(b))
-		assert.Equal(t, m, back)
-	}
-	var m ClusterMode
-	require.NoError(t, m.UnmarshalText([]byte("per_instance")))
-	assert.Equal(t, ClusterPerInstance, m)
-	assert.ErrorContains(t, m.UnmarshalText([]byte("avg")), "total, per-instance")
-	_, err := ClusterFallback(7).MarshalText()
-	assert.Error(t, err)
 }
 
 func TestDecodeFlowCluster(t *testing.T) {
@@ -109,7 +81,7 @@ flow:
 		assert.Nil(t, s.Flow[2].Cluster)
 	}
 	_, err := Decode([]byte("flow:\n  - resource: a\n    threshold: 1\n    cluster: {fallback: drop}\n"), YAML)
-	assert.ErrorContains(t, err, "unknown cluster fallback")
+	assert.ErrorContains(t, err, "Fallback: unknown value \"drop\"")
 	_, err = Decode([]byte("flow:\n  - resource: a\n    threshold: 1\n    cluster: {share: 1}\n"), YAML)
 	assert.ErrorContains(t, err, "share")
 }

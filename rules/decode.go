@@ -2,7 +2,6 @@ package rules
 
 import (
 	"bytes"
-	"encoding"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,11 +10,10 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
-	"unicode/utf16"
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
@@ -61,8 +59,8 @@ func FormatOf(path string) (Format, error) {
 type DecodeLimits struct {
 	// MaxBytes is the size of the largest document, in bytes; a larger one
 	// is refused before it is parsed (a file, by its size, unread). Decoding
-	// allocates at most 32 bytes per byte of a rule file (measured 22 to
-	// 28), and at most 240 for a document made to be dense ({a,a,a,...}:
+	// allocates at most 36 bytes per byte of a rule file (measured 30 to
+	// 32), and at most 240 for a document made to be dense ({a,a,a,...}:
 	// 225, with a peak of live memory of 190), so this bounds memory as
 	// well: at most about 960 MiB at the default (docs/limits.md). Default
 	// DefaultMaxBytes.
@@ -71,7 +69,7 @@ type DecodeLimits struct {
 	// and map, keys included) a document may hold once YAML aliases are
 	// expanded, every use of an alias counting its values again; it bounds
 	// the work of a "billion laughs" document. A two-field rule is 5 values.
-	// Default DefaultMaxValues.
+	// Default 2^20.
 	MaxValues int
 	// MaxRules is the most rules of one kind (flow, isolation, ...) a
 	// document may hold. Default DefaultMaxRules.
@@ -86,10 +84,10 @@ const (
 	// DefaultMaxBytes is the default DecodeLimits.MaxBytes, 4 MiB: about
 	// 80,000 two-field rules in YAML.
 	DefaultMaxBytes = 4 << 20
-	// DefaultMaxValues is the default DecodeLimits.MaxValues, 2^20: more
+	// defaultMaxValues is the default DecodeLimits.MaxValues, 2^20: more
 	// than a document of DefaultMaxBytes holds without aliases unless it is
 	// made to be dense.
-	DefaultMaxValues = 1 << 20
+	defaultMaxValues = 1 << 20
 	// DefaultMaxRules is the default DecodeLimits.MaxRules, and the number
 	// of rules of one kind an engine takes by default (sluice.WithMaxRules).
 	DefaultMaxRules = 10000
@@ -109,7 +107,7 @@ func (l DecodeLimits) maxBytes() int {
 
 func (l DecodeLimits) maxValues() int {
 	if l.MaxValues <= 0 {
-		return DefaultMaxValues
+		return defaultMaxValues
 	}
 	return l.MaxValues
 }
@@ -152,7 +150,8 @@ func Decode(data []byte, format Format) (Set, error) { return DecodeLimits{}.Dec
 //     milliseconds, Go's time.Duration counts nanoseconds); only 0 is
 //     accepted without a unit.
 //   - Enumerations (metric, strategy, behavior, ...) are their names, such
-//     as "qps" or "warm-up".
+//     as "qps" or "warm-up", exactly; an isolation rule is read as a flow
+//     rule of the concurrency metric, after the flow rules.
 //   - Integers must be whole and in range; NaN and infinities are refused.
 //   - null is the same as leaving the field out, and an empty list or map
 //     decodes as nil.
@@ -160,9 +159,9 @@ func Decode(data []byte, format Format) (Set, error) { return DecodeLimits{}.Dec
 //     file read halfway through being written is often empty; write {} for
 //     a document with no rules.
 //
-// Both formats are read by one YAML parser (YAML is a superset of JSON); a
-// JSON document must first pass encoding/json's syntax check, so what JSON
-// forbids (trailing commas, comments, single quotes) is refused.
+// YAML is parsed by go.yaml.in/yaml/v3 and JSON by encoding/json, into the
+// same yaml.Node tree, so what JSON forbids (trailing commas, comments,
+// single quotes) is refused.
 //
 // A document over l's limits is refused with an error that names the limit.
 // Errors in a rule are *Error values (reach them with errors.As) with Kind,
@@ -193,8 +192,11 @@ func (l DecodeLimits) Decode(data []byte, format Format) (Set, error) {
 var errEmpty = errors.New("rules: empty document; write {} for a document with no rules")
 
 // parse reads the one document in data into a node tree and checks its
-// shape (see checker).
+// shape (see checker). JSON is read by encoding/json (jsonNode), so what
+// JSON allows (tabs, long keys, surrogate escapes) and forbids (trailing
+// commas, comments) is exactly what it says; YAML by go.yaml.in/yaml/v3.
 func parse(data []byte, f Format, maxValues int) (*yaml.Node, error) {
+	var root *yaml.Node
 	switch f {
 	case JSON:
 		if len(bytes.TrimSpace(data)) == 0 {
@@ -203,36 +205,83 @@ func parse(data []byte, f Format, maxValues int) (*yaml.Node, error) {
 		if !json.Valid(data) {
 			return nil, jsonSyntaxError(data)
 		}
-		data = jsonForYAML(data)
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.UseNumber()
+		root = (&jsonReader{dec: dec, data: data, line: 1}).node(0)
 	case YAML:
+		dec := yaml.NewDecoder(bytes.NewReader(data))
+		var doc, extra yaml.Node
+		if err := dec.Decode(&doc); err == io.EOF {
+			return nil, errEmpty
+		} else if err != nil {
+			return nil, fmt.Errorf("rules: %w", err)
+		}
+		if err := dec.Decode(&extra); err != io.EOF {
+			if err != nil {
+				return nil, fmt.Errorf("rules: %w", err)
+			}
+			return nil, fmt.Errorf("rules: yaml: want one document, found another%s", at(extra.Line))
+		}
+		if len(doc.Content) == 0 {
+			return nil, errEmpty
+		}
+		root = doc.Content[0]
 	default:
 		return nil, fmt.Errorf("rules: unknown format %v", f)
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var doc, extra yaml.Node
-	if err := dec.Decode(&doc); err != nil {
-		switch {
-		case err == io.EOF:
-			return nil, errEmpty
-		case f == JSON: // valid JSON the YAML parser cannot read
-			return nil, fmt.Errorf("rules: json: %w (JSON is read by the YAML parser)", err)
-		}
-		return nil, fmt.Errorf("rules: %w", err)
-	}
-	if err := dec.Decode(&extra); err != io.EOF {
-		if err != nil {
-			return nil, fmt.Errorf("rules: %w", err)
-		}
-		return nil, fmt.Errorf("rules: yaml: want one document, found another%s", at(extra.Line))
-	}
-	if len(doc.Content) == 0 || tagOf(doc.Content[0]) == "!!null" {
+	if tagOf(root) == "!!null" {
 		return nil, errEmpty
 	}
 	c := checker{format: f, maxValues: maxValues}
-	if err := c.check(doc.Content[0], 0); err != nil {
+	if err := c.check(root, 0); err != nil {
 		return nil, err
 	}
-	return doc.Content[0], nil
+	return root, nil
+}
+
+// jsonReader reads valid JSON into a node tree, keeping the line of the
+// decoder's offset as it goes (counting each byte once).
+type jsonReader struct {
+	dec       *json.Decoder
+	data      []byte
+	off, line int
+}
+
+// node reads the next value as a node: strings are !!str, numbers !!int or
+// !!float, with the line where the value ends.
+func (r *jsonReader) node(depth int) *yaml.Node {
+	tok, _ := r.dec.Token()
+	if end := int(r.dec.InputOffset()); end > r.off {
+		r.line += bytes.Count(r.data[r.off:end], []byte("\n"))
+		r.off = end
+	}
+	n := &yaml.Node{Kind: yaml.ScalarNode, Line: r.line}
+	switch v := tok.(type) {
+	case json.Delim:
+		n.Kind, n.Tag = yaml.SequenceNode, "!!seq"
+		if v == '{' {
+			n.Kind, n.Tag = yaml.MappingNode, "!!map"
+		}
+		if depth > maxDepth { // the checker refuses it; do not recurse further
+			return n
+		}
+		for r.dec.More() {
+			n.Content = append(n.Content, r.node(depth+1))
+		}
+		r.dec.Token() // the closing delimiter
+	case string:
+		n.Tag, n.Value, n.Style = "!!str", v, yaml.DoubleQuotedStyle
+	case json.Number:
+		n.Tag, n.Value = "!!int", v.String()
+		if strings.ContainsAny(n.Value, ".eE") {
+			n.Tag = "!!float"
+		}
+	case bool:
+		n.Tag, n.Value = "!!bool", strconv.FormatBool(v)
+	default:
+		n.Tag, n.Value = "!!null", "null"
+	}
+	return n
 }
 
 // jsonSyntaxError says where data, which is not valid JSON, goes wrong.
@@ -246,85 +295,6 @@ func jsonSyntaxError(data []byte) error {
 		return fmt.Errorf("rules: json: unexpected data after the document%s", at(line))
 	}
 	return fmt.Errorf("rules: json: %v%s", se, at(line))
-}
-
-// jsonForYAML rewrites what valid JSON may hold and YAML reads otherwise:
-// every object key is made an explicit key ("? key"), which YAML reads
-// however long it is and wherever its colon is (a plain "key": is limited
-// to 1024 characters on one line); tabs, which are whitespace in JSON (a
-// string cannot hold one raw) but cannot start a line of YAML, become
-// spaces; in strings, the escape \/, surrogate escapes (\ud83d\ude00,
-// joined into one, a lone one read as U+FFFD as encoding/json does), and raw
-// characters YAML refuses or takes for line breaks (DEL, C1 controls,
-// U+2028, U+2029, U+FFFE, U+FFFF, bytes that are not UTF-8). Lines stay
-// where they are. data must be valid JSON.
-func jsonForYAML(data []byte) []byte {
-	out := make([]byte, 0, len(data)+len(data)/8)
-	var (
-		objects []bool // the open containers: true for an object
-		inStr   bool
-		wantKey bool // the next string is a key
-	)
-	for i := 0; i < len(data); {
-		c := data[i]
-		if !inStr {
-			switch c {
-			case '{':
-				objects = append(objects, true)
-				wantKey = true
-			case '[':
-				objects = append(objects, false)
-			case '}', ']':
-				objects = objects[:len(objects)-1]
-				wantKey = false
-			case ',':
-				wantKey = len(objects) > 0 && objects[len(objects)-1]
-			case '"':
-				inStr = true
-				if wantKey {
-					out = append(out, '?', ' ')
-					wantKey = false
-				}
-			case '\t':
-				c = ' '
-			}
-			out, i = append(out, c), i+1
-			continue
-		}
-		switch {
-		case c == '"':
-			inStr = false
-			out, i = append(out, c), i+1
-		case c == '\\' && data[i+1] == '/': // JSON is valid: every \ starts an escape
-			out, i = append(out, '/'), i+2
-		case c == '\\' && data[i+1] == 'u' && utf16.IsSurrogate(hex4(data[i+2:])):
-			r, n := utf16.DecodeRune(hex4(data[i+2:]), -1), 6
-			if i+12 <= len(data) && data[i+6] == '\\' && data[i+7] == 'u' {
-				if p := utf16.DecodeRune(hex4(data[i+2:]), hex4(data[i+8:])); p != utf8.RuneError {
-					r, n = p, 12
-				}
-			}
-			out, i = fmt.Appendf(out, `\U%08X`, r), i+n
-		case c == '\\':
-			out, i = append(out, c, data[i+1]), i+2
-		case c < 0x7f:
-			out, i = append(out, c), i+1
-		default:
-			r, n := utf8.DecodeRune(data[i:])
-			if r == 0x7f || (r >= 0x80 && r < 0xa0) || r == 0x2028 || r == 0x2029 || r >= 0xfffe && r <= 0xffff || n == 1 {
-				out = fmt.Appendf(out, `\u%04X`, r)
-			} else {
-				out = append(out, data[i:i+n]...)
-			}
-			i += n
-		}
-	}
-	return out
-}
-
-func hex4(b []byte) rune {
-	v, _ := strconv.ParseUint(string(b[:4]), 16, 16)
-	return rune(v)
 }
 
 // checker bounds a parsed document, before anything is decoded: nesting
@@ -504,6 +474,7 @@ func decodeSet(root *yaml.Node, s *Set, maxRules int) error {
 		return fmt.Errorf("rules: want a map of rule kinds (flow, isolation, ...) at the top of the document, got %s%s", describe(root), at(root.Line))
 	}
 	sv := reflect.ValueOf(s).Elem()
+	var inflight []Flow // the isolation rules, after the flow rules
 	for _, p := range pairs(root) {
 		k, list := p[0], p[1]
 		kd := -1
@@ -528,6 +499,22 @@ func decodeSet(root *yaml.Node, s *Set, maxRules int) error {
 				"raise DecodeLimits.MaxRules (WithDecodeLimits for a FileSource) to read them",
 				k.Value, len(list.Content), maxRules, at(list.Line))
 		}
+		if kinds[kd].field < 0 {
+			for j, item := range list.Content {
+				var r isolation
+				if err := decodeRule("isolation", j, deref(item), reflect.ValueOf(&r).Elem()); err != nil {
+					return err
+				}
+				f := r.flow()
+				if err := f.Validate(); err != nil {
+					e := *err.(*Error)
+					e.Kind, e.Index = "isolation", j
+					return &e
+				}
+				inflight = append(inflight, f)
+			}
+			continue
+		}
 		fv := sv.Field(kinds[kd].field)
 		out := reflect.MakeSlice(fv.Type(), len(list.Content), len(list.Content))
 		for j, item := range list.Content {
@@ -537,6 +524,7 @@ func decodeSet(root *yaml.Node, s *Set, maxRules int) error {
 		}
 		fv.Set(out)
 	}
+	s.Flow = append(s.Flow, inflight...)
 	return nil
 }
 
@@ -593,110 +581,96 @@ func mismatch(want string, n *yaml.Node) *decodeErr {
 
 var durationType = reflect.TypeFor[time.Duration]()
 
-// decodeValue stores n into v, which must be addressable. A type's own
-// UnmarshalText reads its text (enums do); time.Duration, which cannot
-// carry methods, is read by decodeDuration.
+// decodeValue stores n into v, which must be addressable: a struct field
+// by field (decodeStruct), anything else by yaml.v3 once its node has the
+// kind v needs (check), so that a number is never read as a string, nor a
+// fraction as an integer.
 func decodeValue(n *yaml.Node, v reflect.Value) *decodeErr {
 	n = deref(n)
-	if n.Kind == yaml.ScalarNode && tagOf(n) == "!!null" {
+	switch {
+	case n.Kind == yaml.ScalarNode && tagOf(n) == "!!null":
 		v.SetZero()
 		return nil
-	}
-	if v.Type() == durationType {
+	case v.Type() == durationType:
 		return decodeDuration(n, v)
-	}
-	if u, ok := v.Addr().Interface().(encoding.TextUnmarshaler); ok {
-		if n.Kind != yaml.ScalarNode {
-			return mismatch("a string", n)
-		}
-		if err := u.UnmarshalText([]byte(n.Value)); err != nil {
-			return &decodeErr{msg: strings.TrimPrefix(err.Error(), "rules: "), line: n.Line}
-		}
-		return nil
-	}
-	switch v.Kind() {
-	case reflect.Pointer:
+	case v.Kind() == reflect.Pointer:
 		p := reflect.New(v.Type().Elem())
 		if err := decodeValue(n, p.Elem()); err != nil {
 			return err
 		}
 		v.Set(p)
+		return nil
+	case v.Kind() == reflect.Struct:
+		return decodeStruct(n, v)
+	}
+	if err := check(n, v.Type()); err != nil {
+		return err
+	}
+	switch v.Kind() { // the kinds check has read; the rest is yaml.v3's
 	case reflect.String:
-		if n.Kind != yaml.ScalarNode || tagOf(n) != "!!str" {
-			return mismatch("a string", n)
+		if names, ok := enumNames[v.Type()]; ok && !slices.Contains(names, n.Value) {
+			return &decodeErr{msg: fmt.Sprintf("unknown value %q (want one of %s)", clip(n.Value), strings.Join(names, ", ")), line: n.Line}
 		}
 		v.SetString(n.Value)
-	case reflect.Bool:
-		b, err := strconv.ParseBool(n.Value)
-		if tagOf(n) != "!!bool" || err != nil {
-			return mismatch("true or false", n)
+		return nil
+	case reflect.Int, reflect.Int64, reflect.Float64:
+		f, _ := parseFloat(n.Value)
+		if v.Kind() == reflect.Float64 {
+			v.SetFloat(f)
+		} else {
+			v.SetInt(int64(f))
 		}
-		v.SetBool(b)
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		if !isNumber(n) {
-			return mismatch("an integer", n)
-		}
-		i, err := strconv.ParseInt(unscore(n.Value), 0, v.Type().Bits())
-		if err != nil { // a whole float (4.0, 1e3) will do
-			f, ferr := parseFloat(n.Value)
-			if i = int64(f); ferr != nil || f != math.Trunc(f) || math.Abs(f) >= 1<<53 || v.OverflowInt(i) {
-				return &decodeErr{msg: fmt.Sprintf("want a whole number that fits in %d bits, got %s", v.Type().Bits(), clip(n.Value)), line: n.Line}
-			}
-		}
-		v.SetInt(i)
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		if !isNumber(n) {
-			return mismatch("a non-negative integer", n)
-		}
-		u, err := strconv.ParseUint(unscore(n.Value), 0, v.Type().Bits())
-		if err != nil {
-			f, ferr := parseFloat(n.Value)
-			if u = uint64(f); ferr != nil || f < 0 || f != math.Trunc(f) || f >= 1<<53 || v.OverflowUint(u) {
-				return &decodeErr{msg: fmt.Sprintf("want a non-negative whole number that fits in %d bits, got %s", v.Type().Bits(), clip(n.Value)), line: n.Line}
-			}
-		}
-		v.SetUint(u)
-	case reflect.Float32, reflect.Float64:
-		if !isNumber(n) {
-			return mismatch("a number", n)
-		}
-		f, err := parseFloat(n.Value)
-		if errors.Is(err, strconv.ErrRange) {
-			return &decodeErr{msg: fmt.Sprintf("number %s is out of range for a 64-bit float", clip(n.Value)), line: n.Line}
-		} else if err != nil {
-			return &decodeErr{msg: "want a finite number, got " + clip(n.Value), line: n.Line}
-		}
-		if math.IsNaN(f) || math.IsInf(f, 0) || v.OverflowFloat(f) {
-			return &decodeErr{msg: "want a finite number, got " + strconv.FormatFloat(f, 'g', -1, 64), line: n.Line}
-		}
-		v.SetFloat(f)
-	case reflect.Slice:
-		if n.Kind != yaml.SequenceNode {
-			return mismatch("a list", n)
-		}
-		if len(n.Content) == 0 {
-			v.SetZero()
-			return nil
-		}
-		out := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
-		for i, item := range n.Content {
-			if err := decodeValue(item, out.Index(i)); err != nil {
-				return err.in("[" + strconv.Itoa(i) + "]")
-			}
-		}
-		v.Set(out)
-	case reflect.Map:
-		return decodeMap(n, v)
-	case reflect.Struct:
-		return decodeStruct(n, v)
-	default:
-		return &decodeErr{msg: "cannot decode into Go type " + v.Type().String(), line: n.Line}
+		return nil
+	}
+	if err := n.Decode(v.Addr().Interface()); err != nil {
+		return &decodeErr{msg: strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n  "), line: n.Line}
+	}
+	if v.Kind() == reflect.Map && v.Len() == 0 {
+		v.SetZero() // an empty map reads back as nil, as Encode leaves it out
 	}
 	return nil
 }
 
-// unscore drops the underscores YAML allows in numbers (1_000).
-func unscore(s string) string { return strings.ReplaceAll(s, "_", "") }
+// check refuses a node yaml.v3 would read into a value of type t but the
+// document did not mean as one: a number or boolean for a string (quote
+// it), a string for a number, a fraction or a number out of range for an
+// integer, a number that is not finite.
+func check(n *yaml.Node, t reflect.Type) *decodeErr {
+	switch t.Kind() {
+	case reflect.String:
+		if n.Kind != yaml.ScalarNode || tagOf(n) != "!!str" {
+			return mismatch("a string", n)
+		}
+	case reflect.Bool:
+		if tagOf(n) != "!!bool" {
+			return mismatch("true or false", n)
+		}
+	case reflect.Int, reflect.Int64, reflect.Float64:
+		want := map[bool]string{true: "an integer", false: "a number"}[t.Kind() != reflect.Float64]
+		if !isNumber(n) {
+			return mismatch(want, n)
+		}
+		f, err := parseFloat(n.Value)
+		if t.Kind() != reflect.Float64 && (err != nil || f != math.Trunc(f) || math.Abs(f) >= 1<<53 || reflect.New(t).Elem().OverflowInt(int64(f))) {
+			return &decodeErr{msg: fmt.Sprintf("want a whole number that fits in %d bits, got %s", t.Bits(), clip(n.Value)), line: n.Line}
+		}
+		if errors.Is(err, strconv.ErrRange) {
+			return &decodeErr{msg: fmt.Sprintf("number %s is out of range for a 64-bit float", clip(n.Value)), line: n.Line}
+		} else if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			return &decodeErr{msg: "want a finite number, got " + strconv.FormatFloat(f, 'g', -1, 64), line: n.Line}
+		}
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			return mismatch("a map", n)
+		}
+		for _, p := range pairs(n) {
+			if err := check(p[1], t.Elem()); err != nil && tagOf(p[1]) != "!!null" {
+				return err.in(strconv.Quote(clip(p[0].Value)))
+			}
+		}
+	}
+	return nil
+}
 
 // parseFloat reads a number as YAML writes it: 1.5, 1e3, 0x10, .inf, .nan.
 func parseFloat(s string) (float64, error) {
@@ -714,10 +688,13 @@ func parseFloat(s string) (float64, error) {
 	return strconv.ParseFloat(unscore(s), 64)
 }
 
+// unscore drops the underscores YAML allows in numbers (1_000).
+func unscore(s string) string { return strings.ReplaceAll(s, "_", "") }
+
 func decodeDuration(n *yaml.Node, v reflect.Value) *decodeErr {
 	switch {
 	case isNumber(n):
-		if f, err := parseFloat(n.Value); err == nil && f == 0 {
+		if f, err := strconv.ParseFloat(unscore(n.Value), 64); err == nil && f == 0 {
 			v.SetInt(0)
 			return nil
 		}
@@ -737,95 +714,37 @@ func decodeDuration(n *yaml.Node, v reflect.Value) *decodeErr {
 	return nil
 }
 
-func decodeMap(n *yaml.Node, v reflect.Value) *decodeErr {
-	if n.Kind != yaml.MappingNode {
-		return mismatch("a map", n)
-	}
-	ps := pairs(n)
-	if len(ps) == 0 {
-		v.SetZero()
-		return nil
-	}
-	t := v.Type()
-	out := reflect.MakeMapWithSize(t, len(ps))
-	for _, p := range ps {
-		k := p[0]
-		kv := reflect.New(t.Key()).Elem()
-		if t.Key().Kind() == reflect.String {
-			kv.SetString(k.Value) // as written: 007 stays "007"
-		} else {
-			kn := *k
-			kn.Tag, kn.Style = "!!float", 0 // JSON writes every key as a string
-			if err := decodeValue(&kn, kv); err != nil {
-				err.msg = "key " + strconv.Quote(clip(k.Value)) + ": " + err.msg
-				return err
-			}
-		}
-		if out.MapIndex(kv).IsValid() {
-			return &decodeErr{msg: fmt.Sprintf("key %q is the same as an earlier key", clip(k.Value)), line: k.Line}
-		}
-		ev := reflect.New(t.Elem()).Elem()
-		if err := decodeValue(p[1], ev); err != nil {
-			return err.in(strconv.Quote(clip(k.Value)))
-		}
-		out.SetMapIndex(kv, ev)
-	}
-	v.Set(out)
-	return nil
-}
-
 func decodeStruct(n *yaml.Node, v reflect.Value) *decodeErr {
 	if n.Kind != yaml.MappingNode {
 		return mismatch("a map of fields", n)
 	}
-	fs := fieldsOf(v.Type())
+	t := v.Type()
 	for _, p := range pairs(n) {
-		k := p[0]
-		f, ok := fs.byName[k.Value]
-		if !ok {
-			return &decodeErr{msg: unknownField(k.Value), line: k.Line, hint: suggest(k.Value, fs.names), unknown: k.Value}
+		k, found := p[0], -1
+		for i := 0; i < t.NumField() && found < 0; i++ {
+			if fieldName(t.Field(i)) == k.Value {
+				found = i
+			}
 		}
-		if err := decodeValue(p[1], v.Field(f.index)); err != nil {
-			return err.in(f.goName)
+		if found < 0 {
+			var names []string
+			for i := 0; i < t.NumField(); i++ {
+				names = append(names, fieldName(t.Field(i)))
+			}
+			return &decodeErr{msg: unknownField(k.Value), line: k.Line, hint: suggest(k.Value, names), unknown: k.Value}
+		}
+		if err := decodeValue(p[1], v.Field(found)); err != nil {
+			return err.in(t.Field(found).Name)
 		}
 	}
 	return nil
 }
 
-// fields are the fields of a struct type as a document names them: by their
-// yaml tags (which the encoder reads too), untagged exported fields by their
-// Go name in lower case as yaml.v3 does, "-" left out.
-type fields struct {
-	byName map[string]field
-	names  []string // in declaration order
-}
-
-type field struct {
-	index  int
-	goName string
-}
-
-var fieldCache sync.Map // reflect.Type -> *fields
-
-func fieldsOf(t reflect.Type) *fields {
-	if fs, ok := fieldCache.Load(t); ok {
-		return fs.(*fields)
-	}
-	fs := &fields{byName: map[string]field{}}
-	for i := 0; i < t.NumField(); i++ {
-		sf := t.Field(i)
-		name, _, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
-		if !sf.IsExported() || name == "-" {
-			continue
-		}
-		if name == "" {
-			name = strings.ToLower(sf.Name)
-		}
-		fs.byName[name] = field{i, sf.Name}
-		fs.names = append(fs.names, name)
-	}
-	v, _ := fieldCache.LoadOrStore(t, fs)
-	return v.(*fields)
+// fieldName is the key of struct field f in a document: its yaml tag,
+// which Encode reads too.
+func fieldName(f reflect.StructField) string {
+	name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+	return name
 }
 
 // suggest returns ` (did you mean "x"?)` when one of names is close to s,

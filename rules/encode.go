@@ -2,7 +2,6 @@ package rules
 
 import (
 	"bytes"
-	"encoding"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -79,20 +78,11 @@ const (
 	eList
 )
 
-var textMarshaler = reflect.TypeFor[encoding.TextMarshaler]()
-
 // encodeValue turns v into the tree Encode writes; the error names the map
 // keys on the way to a value no document can hold.
 func encodeValue(v reflect.Value) (*enode, error) {
 	if v.Type() == reflect.TypeFor[time.Duration]() {
 		return &enode{kind: eString, text: time.Duration(v.Int()).String()}, nil
-	}
-	if v.Type().Implements(textMarshaler) {
-		t, err := v.Interface().(encoding.TextMarshaler).MarshalText()
-		if err != nil {
-			return nil, err
-		}
-		return encodeString(string(t))
 	}
 	switch v.Kind() {
 	case reflect.Pointer:

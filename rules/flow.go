@@ -1,9 +1,12 @@
 package rules
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/sluice-go/sluice/internal/ruledef"
 )
 
 // Flow limits how many requests a resource admits.
@@ -69,7 +72,7 @@ type Flow struct {
 	// length, wherever it starts: at most Threshold admissions in any such
 	// interval. The rule keeps the admission times of its last Threshold
 	// requests instead of bucket counts, so Threshold must then be a whole
-	// number of at most MaxExactThreshold.
+	// number of at most ruledef.MaxExactThreshold.
 	Exact bool `json:"exact,omitempty" yaml:"exact,omitempty"`
 	// RefResource, when set, makes the rule measure that other resource
 	// instead of its own: Resource is blocked while RefResource's QPS (or
@@ -82,44 +85,20 @@ type Flow struct {
 	Cluster *Cluster `json:"cluster,omitempty" yaml:"cluster,omitempty"`
 }
 
-const (
-	// DefaultStatInterval is the statistic interval of a rule whose
-	// StatInterval is zero.
-	DefaultStatInterval = time.Second
-	// DefaultColdFactor is the cold factor of a WarmUp rule whose ColdFactor
-	// is zero.
-	DefaultColdFactor = 3.0
-	// MaxThreshold bounds every threshold; larger values are refused as
-	// absurd.
-	MaxThreshold = 1e12
-	// MaxExactThreshold bounds the threshold of an Exact flow rule, which
-	// keeps one admission time (8 bytes) per request it admits per
-	// interval.
-	MaxExactThreshold = 10000
-)
+// MaxThreshold bounds every threshold; larger values are refused as absurd.
+const MaxThreshold = 1e12
 
-// Interval returns StatInterval, or DefaultStatInterval when it is zero.
-func (r *Flow) Interval() time.Duration {
-	if r.StatInterval == 0 {
-		return DefaultStatInterval
-	}
-	return r.StatInterval
-}
+// interval returns StatInterval, or its default when it is zero.
+func (r *Flow) interval() time.Duration { return cmp.Or(r.StatInterval, ruledef.StatInterval) }
 
-// BurstSize returns Burst, or Threshold when Burst is zero.
-func (r *Flow) BurstSize() float64 {
-	if r.Burst == 0 {
-		return r.Threshold
+func (r *Flow) validateEnums(kind string) error {
+	if err := checkEnum(kind, r.Resource, "Metric", r.Metric, true, QPS, Concurrency); err != nil {
+		return err
 	}
-	return r.Burst
-}
-
-// Cold returns ColdFactor, or DefaultColdFactor when it is zero.
-func (r *Flow) Cold() float64 {
-	if r.ColdFactor == 0 {
-		return DefaultColdFactor
+	if err := checkEnum(kind, r.Resource, "Strategy", r.Strategy, true, Direct, WarmUp, TokenBucket); err != nil {
+		return err
 	}
-	return r.ColdFactor
+	return checkEnum(kind, r.Resource, "Behavior", r.Behavior, true, Reject, Throttle)
 }
 
 // Validate reports the first problem with the rule as an *Error, or nil.
@@ -128,12 +107,9 @@ func (r *Flow) Validate() error {
 	switch {
 	case r.Resource == "":
 		return fieldErr(kind, r.Resource, "Resource", "must not be empty")
-	case !flowMetricEnum.valid(uint8(r.Metric)):
-		return fieldErr(kind, r.Resource, "Metric", "unknown metric %d", r.Metric)
-	case !tokenStrategyEnum.valid(uint8(r.Strategy)):
-		return fieldErr(kind, r.Resource, "Strategy", "unknown strategy %d", r.Strategy)
-	case !controlBehaviorEnum.valid(uint8(r.Behavior)):
-		return fieldErr(kind, r.Resource, "Behavior", "unknown behavior %d", r.Behavior)
+	}
+	if err := r.validateEnums(kind); err != nil {
+		return err
 	}
 	if err := checkThreshold(kind, r.Resource, "Threshold", r.Threshold); err != nil {
 		return err
@@ -160,7 +136,7 @@ func (r *Flow) Validate() error {
 		return fieldErr(kind, r.Resource, "Behavior", "throttle needs the qps metric (requests cannot be paced by concurrency)")
 	}
 	if r.Strategy == WarmUp {
-		if r.Metric != QPS {
+		if or(r.Metric, QPS) != QPS {
 			return fieldErr(kind, r.Resource, "Strategy", "warm-up needs the qps metric")
 		}
 		if r.WarmUpPeriod <= 0 || r.WarmUpPeriod > 24*time.Hour {
@@ -185,16 +161,16 @@ func (r *Flow) Validate() error {
 	}
 	if r.Exact {
 		switch {
-		case r.Metric != QPS:
+		case or(r.Metric, QPS) != QPS:
 			return fieldErr(kind, r.Resource, "Exact", "needs the qps metric")
-		case r.Strategy != Direct:
+		case or(r.Strategy, Direct) != Direct:
 			return fieldErr(kind, r.Resource, "Exact", "needs the direct strategy (warm-up moves its limit)")
-		case r.Behavior != Reject:
+		case or(r.Behavior, Reject) != Reject:
 			return fieldErr(kind, r.Resource, "Exact", "needs the reject behavior (throttle already spaces requests evenly)")
 		case r.RefResource != "":
 			return fieldErr(kind, r.Resource, "Exact", "applies to the rule's own resource only")
-		case r.Threshold != math.Trunc(r.Threshold) || r.Threshold > MaxExactThreshold:
-			return fieldErr(kind, r.Resource, "Threshold", "must be a whole number of at most %d with exact, got %v", MaxExactThreshold, r.Threshold)
+		case r.Threshold != math.Trunc(r.Threshold) || r.Threshold > ruledef.MaxExactThreshold:
+			return fieldErr(kind, r.Resource, "Threshold", "must be a whole number of at most %d with exact, got %v", ruledef.MaxExactThreshold, r.Threshold)
 		}
 	}
 	if r.RefResource != "" {
@@ -204,7 +180,7 @@ func (r *Flow) Validate() error {
 		if r.Behavior == Throttle {
 			return fieldErr(kind, r.Resource, "Behavior", "throttle cannot pace on another resource's traffic")
 		}
-		if r.Interval() != time.Second {
+		if r.interval() != time.Second {
 			return fieldErr(kind, r.Resource, "StatInterval", "associated-resource rules read the one-second window; leave it zero")
 		}
 	}
@@ -226,16 +202,16 @@ func (r *Flow) Validate() error {
 // buckets hold at least one token, and associated-resource rules admit
 // while the other resource is quiet.)
 func (r *Flow) validateAdmits() error {
-	if r.Metric != QPS || r.Strategy != Direct || r.Behavior != Reject || r.RefResource != "" {
+	if or(r.Metric, QPS) != QPS || or(r.Strategy, Direct) != Direct || or(r.Behavior, Reject) != Reject || r.RefResource != "" {
 		return nil
 	}
 	if r.Threshold < 1 {
 		return fieldErr("flow", r.Resource, "Threshold", "%v per %v would refuse every request: the reject behavior counts whole requests in a window of StatInterval, so Threshold must be at least 1; %s",
-			r.Threshold, r.Interval(), belowOne(r.Threshold, r.Interval()))
+			r.Threshold, r.interval(), belowOne(r.Threshold, r.interval()))
 	}
 	if c := r.Cluster; c != nil && c.LocalThreshold != 0 && c.LocalThreshold < 1 {
 		return fieldErr("flow", r.Resource, "Cluster.LocalThreshold", "%v per %v would refuse every request while the store fails: it must be 0 or at least 1; %s",
-			c.LocalThreshold, r.Interval(), belowOne(c.LocalThreshold, r.Interval()))
+			c.LocalThreshold, r.interval(), belowOne(c.LocalThreshold, r.interval()))
 	}
 	return nil
 }
@@ -263,14 +239,14 @@ func (r *Flow) validateBurst() error {
 		return nil
 	}
 	switch {
-	case r.Metric != QPS:
+	case or(r.Metric, QPS) != QPS:
 		return fieldErr(kind, r.Resource, "Strategy", "token-bucket needs the qps metric")
 	case r.RefResource != "":
 		return fieldErr(kind, r.Resource, "RefResource", "token-bucket applies to the rule's own resource only")
 	case r.Exact:
 		return fieldErr(kind, r.Resource, "Exact", "needs the direct strategy (a token bucket has no limit per interval)")
 	}
-	b := r.BurstSize()
+	b := cmp.Or(r.Burst, r.Threshold)
 	if math.IsNaN(b) || b < 1 || b > MaxThreshold {
 		if r.Burst == 0 {
 			return fieldErr(kind, r.Resource, "Burst", "must be set, at least 1, when Threshold is below 1 (zero means Threshold, %v)", r.Threshold)
@@ -290,25 +266,15 @@ func checkThreshold(kind, resource, field string, v float64) error {
 	return nil
 }
 
-// Isolation caps the number of requests of a resource in flight at once.
-type Isolation struct {
-	// ID is an optional label for the rule.
-	ID string `json:"id,omitempty" yaml:"id,omitempty"`
-	// Resource is the name of the resource the rule protects. Required.
-	Resource string `json:"resource" yaml:"resource"`
-	// Threshold is the most requests (by batch) in flight at once. It must
-	// be at least 1.
-	Threshold int64 `json:"threshold" yaml:"threshold"`
+// isolation is a rule of the file key "isolation": an in-flight cap, read
+// as the flow rule of the concurrency metric that enforces it (one
+// mechanism caps requests in flight; see docs/architecture.md).
+type isolation struct {
+	ID        string `yaml:"id,omitempty"`
+	Resource  string `yaml:"resource"`
+	Threshold int64  `yaml:"threshold"`
 }
 
-// Validate reports the first problem with the rule as an *Error, or nil.
-func (r *Isolation) Validate() error {
-	const kind = "isolation"
-	if r.Resource == "" {
-		return fieldErr(kind, r.Resource, "Resource", "must not be empty")
-	}
-	if r.Threshold < 1 || r.Threshold > MaxThreshold {
-		return fieldErr(kind, r.Resource, "Threshold", "must be in [1, %g], got %d", MaxThreshold, r.Threshold)
-	}
-	return nil
+func (r isolation) flow() Flow {
+	return Flow{ID: r.ID, Resource: r.Resource, Metric: Concurrency, Threshold: float64(r.Threshold)}
 }

@@ -30,9 +30,9 @@ func TestFlowValidate(t *testing.T) {
 		{"below one per interval, token bucket", func(r *Flow) { r.Threshold = 0.5; r.Strategy = TokenBucket; r.Burst = 1 }, ""},
 		{"below one per interval, associated", func(r *Flow) { r.Threshold = 0.5; r.RefResource = "x" }, ""},
 		{"fractional concurrency", func(r *Flow) { r.Metric = Concurrency; r.Threshold = 1.5 }, "Threshold"},
-		{"unknown metric", func(r *Flow) { r.Metric = 9 }, "Metric"},
-		{"unknown strategy", func(r *Flow) { r.Strategy = 9 }, "Strategy"},
-		{"unknown behavior", func(r *Flow) { r.Behavior = 9 }, "Behavior"},
+		{"unknown metric", func(r *Flow) { r.Metric = "rps" }, "Metric"},
+		{"unknown strategy", func(r *Flow) { r.Strategy = "rps" }, "Strategy"},
+		{"unknown behavior", func(r *Flow) { r.Behavior = "rps" }, "Behavior"},
 		{"interval 10ms", func(r *Flow) { r.StatInterval = 10 * time.Millisecond }, ""},
 		{"interval 1h", func(r *Flow) { r.StatInterval = time.Hour }, ""},
 		{"interval too short", func(r *Flow) { r.StatInterval = 9 * time.Millisecond }, "StatInterval"},
@@ -94,72 +94,11 @@ func TestFlowValidate(t *testing.T) {
 	}
 }
 
-func TestIsolationValidate(t *testing.T) {
-	tests := []struct {
-		give      Isolation
-		wantField string
-	}{
-		{Isolation{Resource: "r", Threshold: 1}, ""},
-		{Isolation{Threshold: 1}, "Resource"},
-		{Isolation{Resource: "r"}, "Threshold"},
-		{Isolation{Resource: "r", Threshold: -3}, "Threshold"},
-	}
-	for _, tt := range tests {
-		err := tt.give.Validate()
-		if tt.wantField == "" {
-			assert.NoError(t, err)
-			continue
-		}
-		var re *Error
-		require.ErrorAs(t, err, &re)
-		assert.Equal(t, tt.wantField, re.Field)
-	}
-}
-
 func TestErrorMessageAndAt(t *testing.T) {
 	err := At((&Flow{Resource: "GET /x", Threshold: -1}).Validate(), 3)
 	assert.Equal(t, `rules: flow rule 3 (resource "GET /x"): Threshold: must be a positive number, got -1`, err.Error())
 	plain := errors.New("x")
 	assert.Equal(t, plain, At(plain, 2))
-}
-
-func TestFlowEnumsText(t *testing.T) {
-	tests := []struct {
-		text string
-		into func([]byte) (string, error)
-	}{
-		{"qps", func(b []byte) (string, error) { var m FlowMetric; err := m.UnmarshalText(b); return m.String(), err }},
-		{"concurrency", func(b []byte) (string, error) { var m FlowMetric; err := m.UnmarshalText(b); return m.String(), err }},
-		{"direct", func(b []byte) (string, error) { var s TokenStrategy; err := s.UnmarshalText(b); return s.String(), err }},
-		{"warm-up", func(b []byte) (string, error) { var s TokenStrategy; err := s.UnmarshalText(b); return s.String(), err }},
-		{"token-bucket", func(b []byte) (string, error) { var s TokenStrategy; err := s.UnmarshalText(b); return s.String(), err }},
-		{"reject", func(b []byte) (string, error) {
-			var c ControlBehavior
-			err := c.UnmarshalText(b)
-			return c.String(), err
-		}},
-		{"throttle", func(b []byte) (string, error) {
-			var c ControlBehavior
-			err := c.UnmarshalText(b)
-			return c.String(), err
-		}},
-	}
-	for _, tt := range tests {
-		got, err := tt.into([]byte(tt.text))
-		require.NoError(t, err)
-		assert.Equal(t, tt.text, got)
-	}
-	var s TokenStrategy
-	require.NoError(t, s.UnmarshalText([]byte("WarmUp")), "case and separators are forgiven")
-	assert.Equal(t, WarmUp, s)
-	require.NoError(t, s.UnmarshalText([]byte("TOKEN_BUCKET")))
-	assert.Equal(t, TokenBucket, s)
-	var m FlowMetric
-	err := m.UnmarshalText([]byte("rps"))
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "qps, concurrency")
-	_, err = FlowMetric(7).MarshalText()
-	require.Error(t, err)
 }
 
 // No rule that Validate accepts can refuse every request: a QPS reject

@@ -1,8 +1,11 @@
 package rules
 
 import (
+	"cmp"
 	"maps"
 	"time"
+
+	"github.com/sluice-go/sluice/internal/ruledef"
 )
 
 // Param limits one resource per value of one of its arguments: "10 requests
@@ -48,7 +51,7 @@ type Param struct {
 	// Resource is the name of the resource the rule protects. Required.
 	Resource string `json:"resource" yaml:"resource"`
 	// Index is the position of the argument in sluice.WithArgs, from 0 (the
-	// default: the first argument). It must be in [0, MaxParamIndex] and is
+	// default: the first argument). It must be in [0, ruledef.MaxParamIndex] and is
 	// unused (must be 0) when Key is set.
 	Index int `json:"index,omitempty" yaml:"index,omitempty"`
 	// Key, when set, names the attachment (sluice.WithAttachment) whose value
@@ -68,7 +71,7 @@ type Param struct {
 	Burst int64 `json:"burst,omitempty" yaml:"burst,omitempty"`
 	// Duration is, for QPS, the period Threshold is counted over: one second
 	// (the default when zero), a minute, an hour, a day, or any whole number
-	// of milliseconds in [1ms, MaxParamDuration]. It must be zero for
+	// of milliseconds in [1ms, ruledef.MaxParamDuration]. It must be zero for
 	// Concurrency.
 	Duration time.Duration `json:"duration,omitempty" yaml:"duration,omitempty"`
 	// Behavior is Reject (default: a request over the limit is refused at
@@ -82,15 +85,15 @@ type Param struct {
 	// Exceptions gives listed values their own threshold, in place of
 	// Threshold (Burst still applies), keyed by the value's string form:
 	// {"vip-1": 100, "42": 5}. A threshold of 0 refuses every request of
-	// that value. Nil means no exceptions. At most MaxParamExceptions
+	// that value. Nil means no exceptions. At most ruledef.MaxParamExceptions
 	// entries, each threshold in [0, MaxThreshold].
 	Exceptions map[string]int64 `json:"exceptions,omitempty" yaml:"exceptions,omitempty"`
 	// Capacity is the most distinct values whose state the rule keeps; zero
-	// means DefaultParamCapacity. When it is full, the value least worth
+	// means ruledef.ParamCapacity. When it is full, the value least worth
 	// keeping (seen once and not recently, in preference to frequently seen
 	// ones) is forgotten; a forgotten value starts again with a full bucket
 	// when it comes back. Values with requests in flight are never forgotten
-	// (see docs/param.md). It must be in [0, MaxParamCapacity]. Size it to
+	// (see docs/param.md). It must be in [0, ruledef.MaxParamCapacity]. Size it to
 	// the number of distinct values active within one Duration.
 	Capacity int `json:"capacity,omitempty" yaml:"capacity,omitempty"`
 	// Cluster, when set, makes each value's Threshold (with its Burst and
@@ -106,47 +109,8 @@ type Param struct {
 	Cluster *Cluster `json:"cluster,omitempty" yaml:"cluster,omitempty"`
 }
 
-const (
-	// DefaultParamCapacity is the Capacity of a param rule whose Capacity is
-	// zero.
-	DefaultParamCapacity = 10000
-	// MaxParamCapacity bounds Param.Capacity.
-	MaxParamCapacity = 1 << 24
-	// MaxParamIndex bounds Param.Index.
-	MaxParamIndex = 255
-	// MaxParamDuration bounds Param.Duration: 366 days.
-	MaxParamDuration = 366 * 24 * time.Hour
-	// MaxParamExceptions bounds the number of entries of Param.Exceptions.
-	MaxParamExceptions = 1 << 16
-	// DefaultParamDuration is the Duration of a param rule whose Duration is
-	// zero.
-	DefaultParamDuration = time.Second
-)
-
-// Window returns Duration, or DefaultParamDuration when it is zero.
-func (r *Param) Window() time.Duration {
-	if r.Duration == 0 {
-		return DefaultParamDuration
-	}
-	return r.Duration
-}
-
-// Cap returns Capacity, or DefaultParamCapacity when it is zero.
-func (r *Param) Cap() int {
-	if r.Capacity == 0 {
-		return DefaultParamCapacity
-	}
-	return r.Capacity
-}
-
-// ThresholdOf returns the threshold of the value whose string form is v: its
-// entry in Exceptions, or Threshold.
-func (r *Param) ThresholdOf(v string) int64 {
-	if t, ok := r.Exceptions[v]; ok {
-		return t
-	}
-	return r.Threshold
-}
+// window returns Duration, or its default when it is zero.
+func (r *Param) window() time.Duration { return cmp.Or(r.Duration, ruledef.ParamDuration) }
 
 // Equal reports whether r and o are the same rule, comparing Exceptions by
 // content. (Param is not comparable with == because of its map.)
@@ -176,34 +140,34 @@ func (r *Param) Validate() error {
 	switch {
 	case r.Resource == "":
 		return fieldErr(kind, r.Resource, "Resource", "must not be empty")
-	case !flowMetricEnum.valid(uint8(r.Metric)):
-		return fieldErr(kind, r.Resource, "Metric", "unknown metric %d", r.Metric)
-	case !controlBehaviorEnum.valid(uint8(r.Behavior)):
-		return fieldErr(kind, r.Resource, "Behavior", "unknown behavior %d", r.Behavior)
-	case r.Index < 0 || r.Index > MaxParamIndex:
-		return fieldErr(kind, r.Resource, "Index", "must be in [0, %d], got %d", MaxParamIndex, r.Index)
+	case checkEnum(kind, r.Resource, "Metric", r.Metric, true, QPS, Concurrency) != nil:
+		return checkEnum(kind, r.Resource, "Metric", r.Metric, true, QPS, Concurrency)
+	case checkEnum(kind, r.Resource, "Behavior", r.Behavior, true, Reject, Throttle) != nil:
+		return checkEnum(kind, r.Resource, "Behavior", r.Behavior, true, Reject, Throttle)
+	case r.Index < 0 || r.Index > ruledef.MaxParamIndex:
+		return fieldErr(kind, r.Resource, "Index", "must be in [0, %d], got %d", ruledef.MaxParamIndex, r.Index)
 	case r.Key != "" && r.Index != 0:
 		return fieldErr(kind, r.Resource, "Index", "must be 0 when Key names an attachment, got %d", r.Index)
 	case r.Threshold < 1 || r.Threshold > MaxThreshold:
 		return fieldErr(kind, r.Resource, "Threshold", "must be in [1, %g], got %d", MaxThreshold, r.Threshold)
 	case r.Burst < 0 || r.Burst > MaxThreshold:
 		return fieldErr(kind, r.Resource, "Burst", "must be in [0, %g], got %d", MaxThreshold, r.Burst)
-	case r.Burst != 0 && (r.Metric != QPS || r.Behavior != Reject):
+	case r.Burst != 0 && (or(r.Metric, QPS) != QPS || or(r.Behavior, Reject) != Reject):
 		return fieldErr(kind, r.Resource, "Burst", "is only used with the qps metric and the reject behavior; leave it zero")
 	case r.Metric == Concurrency && r.Behavior == Throttle:
 		return fieldErr(kind, r.Resource, "Behavior", "throttle needs the qps metric (requests cannot be paced by concurrency)")
 	case r.Metric == Concurrency && r.Duration != 0:
 		return fieldErr(kind, r.Resource, "Duration", "has no meaning for the concurrency metric; leave it zero")
-	case r.Duration != 0 && (r.Duration < time.Millisecond || r.Duration > MaxParamDuration || r.Duration%time.Millisecond != 0):
-		return fieldErr(kind, r.Resource, "Duration", "must be a whole number of milliseconds in [1ms, %v], got %v", MaxParamDuration, r.Duration)
+	case r.Duration != 0 && (r.Duration < time.Millisecond || r.Duration > ruledef.MaxParamDuration || r.Duration%time.Millisecond != 0):
+		return fieldErr(kind, r.Resource, "Duration", "must be a whole number of milliseconds in [1ms, %v], got %v", ruledef.MaxParamDuration, r.Duration)
 	case r.MaxQueueing < 0 || r.MaxQueueing > time.Hour:
 		return fieldErr(kind, r.Resource, "MaxQueueing", "must be in [0, 1h], got %v", r.MaxQueueing)
 	case r.MaxQueueing != 0 && r.Behavior != Throttle:
 		return fieldErr(kind, r.Resource, "MaxQueueing", "is only used with the throttle behavior; leave it zero or set Behavior throttle")
-	case r.Capacity < 0 || r.Capacity > MaxParamCapacity:
-		return fieldErr(kind, r.Resource, "Capacity", "must be in [0, %d] (0 for %d), got %d", MaxParamCapacity, DefaultParamCapacity, r.Capacity)
-	case len(r.Exceptions) > MaxParamExceptions:
-		return fieldErr(kind, r.Resource, "Exceptions", "must have at most %d entries, got %d", MaxParamExceptions, len(r.Exceptions))
+	case r.Capacity < 0 || r.Capacity > ruledef.MaxParamCapacity:
+		return fieldErr(kind, r.Resource, "Capacity", "must be in [0, %d] (0 for %d), got %d", ruledef.MaxParamCapacity, ruledef.ParamCapacity, r.Capacity)
+	case len(r.Exceptions) > ruledef.MaxParamExceptions:
+		return fieldErr(kind, r.Resource, "Exceptions", "must have at most %d entries, got %d", ruledef.MaxParamExceptions, len(r.Exceptions))
 	}
 	bad := ""
 	found := false

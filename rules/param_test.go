@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-go/sluice/internal/ruledef"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -29,22 +30,22 @@ func TestParamValidate(t *testing.T) {
 		{"zero threshold", func(r *Param) { r.Threshold = 0 }, "Threshold"},
 		{"absurd threshold", func(r *Param) { r.Threshold = 2e12 }, "Threshold"},
 		{"negative index", func(r *Param) { r.Index = -1 }, "Index"},
-		{"index too large", func(r *Param) { r.Index = MaxParamIndex + 1 }, "Index"},
+		{"index too large", func(r *Param) { r.Index = ruledef.MaxParamIndex + 1 }, "Index"},
 		{"index with key", func(r *Param) { r.Key, r.Index = "ip", 1 }, "Index"},
 		{"negative burst", func(r *Param) { r.Burst = -1 }, "Burst"},
 		{"burst with throttle", func(r *Param) { r.Burst, r.Behavior = 1, Throttle }, "Burst"},
 		{"burst with concurrency", func(r *Param) { r.Burst, r.Metric = 1, Concurrency }, "Burst"},
-		{"unknown metric", func(r *Param) { r.Metric = 9 }, "Metric"},
-		{"unknown behavior", func(r *Param) { r.Behavior = 9 }, "Behavior"},
+		{"unknown metric", func(r *Param) { r.Metric = "rps" }, "Metric"},
+		{"unknown behavior", func(r *Param) { r.Behavior = "rps" }, "Behavior"},
 		{"concurrency throttle", func(r *Param) { r.Metric, r.Behavior = Concurrency, Throttle }, "Behavior"},
 		{"concurrency duration", func(r *Param) { r.Metric, r.Duration = Concurrency, time.Second }, "Duration"},
 		{"sub-millisecond duration", func(r *Param) { r.Duration = time.Microsecond }, "Duration"},
 		{"fractional-ms duration", func(r *Param) { r.Duration = 1500 * time.Microsecond }, "Duration"},
-		{"duration over a year", func(r *Param) { r.Duration = MaxParamDuration + time.Millisecond }, "Duration"},
+		{"duration over a year", func(r *Param) { r.Duration = ruledef.MaxParamDuration + time.Millisecond }, "Duration"},
 		{"queueing without throttle", func(r *Param) { r.MaxQueueing = time.Second }, "MaxQueueing"},
 		{"queueing too long", func(r *Param) { r.Behavior, r.MaxQueueing = Throttle, 2*time.Hour }, "MaxQueueing"},
 		{"negative capacity", func(r *Param) { r.Capacity = -1 }, "Capacity"},
-		{"capacity too large", func(r *Param) { r.Capacity = MaxParamCapacity + 1 }, "Capacity"},
+		{"capacity too large", func(r *Param) { r.Capacity = ruledef.MaxParamCapacity + 1 }, "Capacity"},
 		{"negative exception", func(r *Param) { r.Exceptions = map[string]int64{"b": -1, "a": -2} }, "Exceptions"},
 	}
 	for _, tt := range tests {
@@ -73,10 +74,7 @@ func TestParamExceptionErrorIsDeterministic(t *testing.T) {
 
 func TestParamDefaultsEqualClone(t *testing.T) {
 	r := Param{Resource: "r", Threshold: 2, Exceptions: map[string]int64{"v": 1}}
-	assert.Equal(t, time.Second, r.Window())
-	assert.Equal(t, DefaultParamCapacity, r.Cap())
-	assert.Equal(t, int64(1), r.ThresholdOf("v"))
-	assert.Equal(t, int64(2), r.ThresholdOf("w"))
+	assert.Equal(t, time.Second, r.window())
 	c := r.Clone()
 	require.True(t, r.Equal(c))
 	c.Exceptions["v"] = 9
@@ -87,7 +85,7 @@ func TestParamDefaultsEqualClone(t *testing.T) {
 }
 
 func TestParamJSON(t *testing.T) {
-	in := `{"resource":"GET /feed","key":"ip","threshold":10,"burst":2,"duration":60000000000,"behavior":"reject","exceptions":{"vip-1":100}}`
+	in := `{"resource":"GET /feed","key":"ip","threshold":10,"burst":2,"duration":60000000000,"exceptions":{"vip-1":100}}`
 	var r Param
 	require.NoError(t, json.Unmarshal([]byte(in), &r))
 	assert.True(t, r.Equal(Param{Resource: "GET /feed", Key: "ip", Threshold: 10, Burst: 2, Duration: time.Minute, Exceptions: map[string]int64{"vip-1": 100}}))
@@ -113,8 +111,8 @@ func TestParamClusterValidate(t *testing.T) {
 		{"strict and leases", func(r *Param) { r.Cluster.Strict = true; r.Cluster.Leases = true }, "Cluster.Leases"},
 		{"fractional local threshold", func(r *Param) { r.Cluster.LocalThreshold = 2.5 }, "Cluster.LocalThreshold"},
 		{"local threshold with pass", func(r *Param) { r.Cluster.Fallback = FallbackPass; r.Cluster.LocalThreshold = 2 }, "Cluster.LocalThreshold"},
-		{"unknown mode", func(r *Param) { r.Cluster.Mode = 9 }, "Cluster.Mode"},
-		{"unknown fallback", func(r *Param) { r.Cluster.Fallback = 9 }, "Cluster.Fallback"},
+		{"unknown mode", func(r *Param) { r.Cluster.Mode = "avg" }, "Cluster.Mode"},
+		{"unknown fallback", func(r *Param) { r.Cluster.Fallback = "avg" }, "Cluster.Fallback"},
 		{"NaN local threshold", func(r *Param) { r.Cluster.LocalThreshold = math.NaN() }, "Cluster.LocalThreshold"},
 		{"rule errors first", func(r *Param) { r.Threshold = 0 }, "Threshold"},
 	}
@@ -135,7 +133,7 @@ func TestParamClusterValidate(t *testing.T) {
 		})
 	}
 	// In a list the error names the rule's index.
-	err := ValidateParamRules([]Param{{Resource: "a", Threshold: 1}, {Resource: "b", Threshold: 1, Metric: Concurrency, Cluster: &Cluster{}}})
+	err := validateParamRules([]Param{{Resource: "a", Threshold: 1}, {Resource: "b", Threshold: 1, Metric: Concurrency, Cluster: &Cluster{}}})
 	var e *Error
 	require.True(t, errors.As(err, &e))
 	assert.Equal(t, 1, e.Index)
@@ -170,7 +168,7 @@ param:
 		require.NoError(t, err, tc.f)
 		require.Len(t, s.Param, 3)
 		assert.Equal(t, &Cluster{}, s.Param[0].Cluster)
-		assert.Equal(t, &Cluster{Leases: true, LocalThreshold: 300, Mode: ClusterPerInstance}, s.Param[1].Cluster)
+		assert.Equal(t, &Cluster{Leases: true, LocalThreshold: 300, Mode: ClusterPerInstance, Fallback: FallbackLocal}, s.Param[1].Cluster)
 		assert.Nil(t, s.Param[2].Cluster)
 		for _, out := range []Format{JSON, YAML} {
 			enc, err := Encode(s, out)

@@ -15,8 +15,6 @@ import (
 type Set struct {
 	// Flow holds the flow rules (file key "flow").
 	Flow []Flow `json:"flow,omitempty" yaml:"flow,omitempty"`
-	// Isolation holds the isolation rules (file key "isolation").
-	Isolation []Isolation `json:"isolation,omitempty" yaml:"isolation,omitempty"`
 	// System holds the system rules (file key "system").
 	System []System `json:"system,omitempty" yaml:"system,omitempty"`
 	// CircuitBreaker holds the circuit breaker (degrade) rules (file key
@@ -27,33 +25,33 @@ type Set struct {
 }
 
 // kinds lists the rule kinds of a Set in file order: the file key, the name
-// used in *Error.Kind, and the Set field.
+// used in *Error.Kind, and the Set field (-1 for the file key "isolation",
+// whose rules are read as flow rules of the concurrency metric).
 var kinds = []struct {
 	key, name string
 	field     int
 }{
 	{"flow", "flow", 0},
-	{"isolation", "isolation", 1},
-	{"system", "system", 2},
-	{"circuitBreaker", "circuit breaker", 3},
-	{"param", "param", 4},
+	{"isolation", "isolation", -1},
+	{"system", "system", 1},
+	{"circuitBreaker", "circuit breaker", 2},
+	{"param", "param", 3},
 }
 
 // Len returns the number of rules of all kinds in s.
 func (s *Set) Len() int {
-	return len(s.Flow) + len(s.Isolation) + len(s.System) + len(s.CircuitBreaker) + len(s.Param)
+	return len(s.Flow) + len(s.System) + len(s.CircuitBreaker) + len(s.Param)
 }
 
 // Validate validates the rules of s kind by kind, in the order flow,
-// isolation, system, circuit breaker, param, with the kind's slice validator
-// (ValidateFlowRules, ...), and returns the first problem, or nil.
+// system, circuit breaker, param, with the kind's slice validator
+// (validateFlowRules, ...), and returns the first problem, or nil.
 func (s *Set) Validate() error {
 	for _, err := range []func() error{
-		func() error { return ValidateFlowRules(s.Flow) },
-		func() error { return ValidateIsolationRules(s.Isolation) },
-		func() error { return ValidateSystemRules(s.System) },
-		func() error { return ValidateCircuitBreakerRules(s.CircuitBreaker) },
-		func() error { return ValidateParamRules(s.Param) },
+		func() error { return validateFlowRules(s.Flow) },
+		func() error { return validateSystemRules(s.System) },
+		func() error { return validateCircuitBreakerRules(s.CircuitBreaker) },
+		func() error { return validateParamRules(s.Param) },
 	} {
 		if err := err(); err != nil {
 			return err
@@ -78,11 +76,11 @@ func (s *Set) Validate() error {
 // Reason and Field left empty (the rule as a whole is the problem). They are
 // safe for concurrent use and do not modify the list.
 
-// ValidateFlowRules validates rs as one list of flow rules. Two flow rules
+// validateFlowRules validates rs as one list of flow rules. Two flow rules
 // are duplicates when they have the same Resource, Metric, Strategy,
-// Behavior, Interval() (so a zero StatInterval equals one second) and
+// Behavior, StatInterval (a zero StatInterval equals one second) and
 // RefResource.
-func ValidateFlowRules(rs []Flow) error {
+func validateFlowRules(rs []Flow) error {
 	type key struct {
 		resource, ref string
 		metric        FlowMetric
@@ -92,36 +90,26 @@ func ValidateFlowRules(rs []Flow) error {
 	}
 	return validateList("flow", rs, (*Flow).Validate,
 		func(r *Flow) key {
-			return key{r.Resource, r.RefResource, r.Metric, r.Strategy, r.Behavior, r.Interval()}
+			return key{r.Resource, r.RefResource, or(r.Metric, QPS), or(r.Strategy, Direct), or(r.Behavior, Reject), r.interval()}
 		},
 		func(r *Flow) (string, string) {
-			what := r.Metric.String()
+			what := string(or(r.Metric, QPS))
 			if r.RefResource != "" {
 				what += fmt.Sprintf(" of %q", r.RefResource)
 			}
-			if r.Metric == QPS {
-				what += " per " + r.Interval().String()
+			if or(r.Metric, QPS) == QPS {
+				what += " per " + r.interval().String()
 			}
 			return r.Resource, fmt.Sprintf("both count %s with strategy %s and behavior %s; keep one, "+
 				"or make them differ in metric, strategy, behavior, statInterval or refResource",
-				what, r.Strategy, r.Behavior)
+				what, or(r.Strategy, Direct), or(r.Behavior, Reject))
 		})
 }
 
-// ValidateIsolationRules validates rs as one list of isolation rules. Two
-// isolation rules are duplicates when they have the same Resource.
-func ValidateIsolationRules(rs []Isolation) error {
-	return validateList("isolation", rs, (*Isolation).Validate,
-		func(r *Isolation) string { return r.Resource },
-		func(r *Isolation) (string, string) {
-			return r.Resource, "both cap the requests in flight; a resource takes one isolation rule, keep one"
-		})
-}
-
-// ValidateSystemRules validates rs as one list of system rules. Two system
+// validateSystemRules validates rs as one list of system rules. Two system
 // rules are duplicates when they have the same Metric, whatever their
 // strategies.
-func ValidateSystemRules(rs []System) error {
+func validateSystemRules(rs []System) error {
 	return validateList("system", rs, (*System).Validate,
 		func(r *System) SystemMetric { return r.Metric },
 		func(r *System) (string, string) {
@@ -129,26 +117,26 @@ func ValidateSystemRules(rs []System) error {
 		})
 }
 
-// ValidateCircuitBreakerRules validates rs as one list of circuit breaker
+// validateCircuitBreakerRules validates rs as one list of circuit breaker
 // rules. Two circuit breakers are duplicates when they have the same
 // Resource and Strategy.
-func ValidateCircuitBreakerRules(rs []CircuitBreaker) error {
+func validateCircuitBreakerRules(rs []CircuitBreaker) error {
 	type key struct {
 		resource string
 		strategy BreakerStrategy
 	}
 	return validateList("circuit breaker", rs, (*CircuitBreaker).Validate,
-		func(r *CircuitBreaker) key { return key{r.Resource, r.Strategy} },
+		func(r *CircuitBreaker) key { return key{r.Resource, or(r.Strategy, SlowRequestRatio)} },
 		func(r *CircuitBreaker) (string, string) {
-			return r.Resource, fmt.Sprintf("both count %s outcomes; a resource takes one breaker per strategy, keep one", r.Strategy)
+			return r.Resource, fmt.Sprintf("both count %s outcomes; a resource takes one breaker per strategy, keep one", or(r.Strategy, SlowRequestRatio))
 		})
 }
 
-// ValidateParamRules validates rs as one list of param rules. Two param
+// validateParamRules validates rs as one list of param rules. Two param
 // rules are duplicates when they have the same Resource, count the same
 // argument (the same Key, or, with no Key, the same Index) and have the same
-// Metric and Window().
-func ValidateParamRules(rs []Param) error {
+// Metric and Duration (zero equals one second).
+func validateParamRules(rs []Param) error {
 	type key struct {
 		resource, attachment string
 		index                int
@@ -156,15 +144,15 @@ func ValidateParamRules(rs []Param) error {
 		window               time.Duration
 	}
 	return validateList("param", rs, (*Param).Validate,
-		func(r *Param) key { return key{r.Resource, r.Key, r.Index, r.Metric, r.Window()} },
+		func(r *Param) key { return key{r.Resource, r.Key, r.Index, or(r.Metric, QPS), r.window()} },
 		func(r *Param) (string, string) {
 			arg := fmt.Sprintf("argument %d", r.Index)
 			if r.Key != "" {
 				arg = fmt.Sprintf("attachment %q", r.Key)
 			}
-			what := r.Metric.String()
-			if r.Metric == QPS {
-				what += " per " + r.Window().String()
+			what := string(or(r.Metric, QPS))
+			if or(r.Metric, QPS) == QPS {
+				what += " per " + r.window().String()
 			}
 			return r.Resource, fmt.Sprintf("both count %s for each value of %s; keep one, "+
 				"or make them differ in argument, metric or duration", what, arg)
@@ -224,6 +212,9 @@ func resourceOf(v reflect.Value) string {
 func checkNames(s *Set, max int) error {
 	sv := reflect.ValueOf(s).Elem()
 	for _, k := range kinds {
+		if k.field < 0 {
+			continue
+		}
 		list := sv.Field(k.field)
 		for i := 0; i < list.Len(); i++ {
 			v := list.Index(i)

@@ -72,8 +72,8 @@ func TestSetValidateRefusesDuplicates(t *testing.T) {
 		},
 		{
 			name:      "isolation on one resource",
-			give:      Set{Isolation: []Isolation{{Resource: "db", Threshold: 4}, {Resource: "cache", Threshold: 4}, {Resource: "db", Threshold: 8}}},
-			want:      `rules: isolation rule 2 (resource "db"): duplicates rule 0: both cap the requests in flight; a resource takes one isolation rule, keep one`,
+			give:      Set{Flow: []Flow{{Resource: "db", Metric: Concurrency, Threshold: 4}, {Resource: "cache", Metric: Concurrency, Threshold: 4}, {Resource: "db", Metric: Concurrency, Threshold: 8}}},
+			want:      `rules: flow rule 2 (resource "db"): duplicates rule 0: both count concurrency with strategy direct and behavior reject; keep one, or make them differ in metric, strategy, behavior, statInterval or refResource`,
 			wantIndex: 2, wantResource: "db",
 		},
 		{
@@ -144,7 +144,6 @@ func TestSetValidateRefusesDuplicates(t *testing.T) {
 // rule file refuses.
 func TestSliceValidators(t *testing.T) {
 	flows := []Flow{{Resource: "a", Threshold: 5}, {Resource: "a", Threshold: 3}}
-	isos := []Isolation{{Resource: "a", Threshold: 5}, {Resource: "a", Threshold: 3}}
 	syss := []System{{Metric: Load1, Threshold: 5}, {Metric: Load1, Threshold: 3}}
 	cbs := []CircuitBreaker{{Resource: "a", Strategy: ErrorCount, Threshold: 5, RetryTimeout: time.Second},
 		{Resource: "a", Strategy: ErrorCount, Threshold: 3, RetryTimeout: time.Second}}
@@ -154,11 +153,10 @@ func TestSliceValidators(t *testing.T) {
 		err  error
 		set  Set
 	}{
-		{"flow", ValidateFlowRules(flows), Set{Flow: flows}},
-		{"isolation", ValidateIsolationRules(isos), Set{Isolation: isos}},
-		{"system", ValidateSystemRules(syss), Set{System: syss}},
-		{"circuit breaker", ValidateCircuitBreakerRules(cbs), Set{CircuitBreaker: cbs}},
-		{"param", ValidateParamRules(params), Set{Param: params}},
+		{"flow", validateFlowRules(flows), Set{Flow: flows}},
+		{"system", validateSystemRules(syss), Set{System: syss}},
+		{"circuit breaker", validateCircuitBreakerRules(cbs), Set{CircuitBreaker: cbs}},
+		{"param", validateParamRules(params), Set{Param: params}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.ErrorContains(t, tc.err, "rule 1")
@@ -166,6 +164,6 @@ func TestSliceValidators(t *testing.T) {
 			require.Equal(t, tc.err, tc.set.Validate())
 		})
 	}
-	require.NoError(t, ValidateFlowRules(nil))
-	require.NoError(t, ValidateParamRules(params[:1]))
+	require.NoError(t, validateFlowRules(nil))
+	require.NoError(t, validateParamRules(params[:1]))
 }

@@ -70,9 +70,9 @@ func readFile(path string, limit int) ([]byte, error) {
 	return data, nil
 }
 
-// DefaultPollInterval is how often a FileSource looks at its file when no
+// defaultPollInterval is how often a FileSource looks at its file when no
 // WithPollInterval option is given.
-const DefaultPollInterval = time.Second
+const defaultPollInterval = time.Second
 
 // racyWindow is how close to the moment of reading a file's modification
 // time must be for the file to be read again even if its size and time look
@@ -89,7 +89,7 @@ var ErrSourceClosed = errors.New("rules: file source closed")
 type FileSourceOption func(*FileSource)
 
 // WithPollInterval sets how often the file is looked at. Zero or less means
-// DefaultPollInterval.
+// one second.
 func WithPollInterval(d time.Duration) FileSourceOption {
 	return func(s *FileSource) {
 		if d > 0 {
@@ -191,7 +191,7 @@ func NewFileSource(path string, apply func(Set) error, opts ...FileSourceOption)
 		apply:    apply,
 		onError:  func(err error) { log.Printf("sluice: %v", err) },
 		clock:    core.SystemClock(),
-		interval: DefaultPollInterval,
+		interval: defaultPollInterval,
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}

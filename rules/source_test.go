@@ -319,7 +319,7 @@ func TestFileSourceDefaultInterval(t *testing.T) {
 	for _, d := range []time.Duration{0, -time.Second} {
 		src, err := NewFileSource(w.path, w.apply, WithPollInterval(d))
 		require.NoError(t, err)
-		assert.Equal(t, DefaultPollInterval, src.interval, "WithPollInterval(%v)", d)
+		assert.Equal(t, defaultPollInterval, src.interval, "WithPollInterval(%v)", d)
 	}
 
 	src, err := NewFileSource(w.path, w.apply, WithClock(w.clock), WithErrorHandler(w.report))
@@ -328,7 +328,7 @@ func TestFileSourceDefaultInterval(t *testing.T) {
 	require.NoError(t, src.Start())
 	w.parked()
 	w.write(flowYAML(20))
-	w.clock.Advance(DefaultPollInterval - 1)
+	w.clock.Advance(defaultPollInterval - 1)
 	n, _, _, _ := w.seen()
 	assert.Equal(t, 1, n)
 	w.clock.Advance(1)
@@ -395,6 +395,6 @@ func TestFileSourceLifecycle(t *testing.T) {
 		w := newWatch(t, "rules.txt", `{"isolation": [{"resource": "a", "threshold": 3}]}`, WithFormat(JSON))
 		w.start()
 		_, last, _, _ := w.seen()
-		assert.Equal(t, Set{Isolation: []Isolation{{Resource: "a", Threshold: 3}}}, last)
+		assert.Equal(t, Set{Flow: []Flow{{Resource: "a", Metric: Concurrency, Threshold: 3}}}, last)
 	})
 }

@@ -3,7 +3,6 @@ package rules
 import (
 	"math"
 	"strconv"
-	"strings"
 )
 
 // System is a system adaptive protection rule: it guards the whole process
@@ -44,14 +43,11 @@ type System struct {
 // Validate reports the first problem with the rule as an *Error, or nil.
 func (r *System) Validate() error {
 	const kind = "system"
-	if r.Metric == 0 {
-		return fieldErr(kind, "", "Metric", "must be set (one of %s)", strings.Join(systemMetricEnum.names, ", "))
+	if err := checkEnum(kind, "", "Metric", r.Metric, false, InboundQPS, InboundConcurrency, InboundAvgRT, Load1, CPUUsage); err != nil {
+		return err
 	}
-	if !r.Metric.valid() {
-		return fieldErr(kind, "", "Metric", "unknown metric %d", uint8(r.Metric))
-	}
-	if !systemStrategyEnum.valid(uint8(r.Strategy)) {
-		return fieldErr(kind, "", "Strategy", "unknown strategy %d", uint8(r.Strategy))
+	if err := checkEnum(kind, "", "Strategy", r.Strategy, true, PlainThreshold, BBR); err != nil {
+		return err
 	}
 	if err := checkThreshold(kind, "", "Threshold", r.Threshold); err != nil {
 		return err
@@ -83,90 +79,3 @@ func (r *System) Validate() error {
 }
 
 func formatRatio(v float64) string { return strconv.FormatFloat(v, 'g', 4, 64) }
-
-// SystemMetric is what a system rule measures.
-type SystemMetric uint8
-
-const (
-	// InboundQPS is the number of inbound requests admitted over the last
-	// second (the global inbound node's pass count). A rule admits at most
-	// Threshold per second.
-	InboundQPS SystemMetric = iota + 1
-	// InboundConcurrency is the number of inbound requests in flight. A rule
-	// admits at most Threshold at once.
-	InboundConcurrency
-	// InboundAvgRT is the mean response time of the inbound requests that
-	// completed over the last second, in milliseconds. A rule refuses entries
-	// while it is over Threshold.
-	InboundAvgRT
-	// Load1 is the host's one-minute load average, as sampled.
-	Load1
-	// CPUUsage is the process's CPU usage, as sampled: a ratio in [0, 1] of
-	// the CPU it may use (its cgroup CPU quota when one applies, otherwise
-	// all CPUs of the host).
-	CPUUsage
-)
-
-// systemMetricEnum names the metrics; the name of metric v is names[v-1]
-// (zero is "unset" and has no name).
-var systemMetricEnum = enum{"system metric", []string{"qps", "concurrency", "avg-rt", "load1", "cpu-usage"}}
-
-func (m SystemMetric) valid() bool { return m != 0 && systemMetricEnum.valid(uint8(m)-1) }
-
-// String returns the metric's name ("qps", "concurrency", "avg-rt", "load1",
-// "cpu-usage").
-func (m SystemMetric) String() string {
-	switch {
-	case m == 0:
-		return "unset"
-	case !m.valid():
-		return "system metric(" + strconv.Itoa(int(m)) + ")"
-	}
-	return systemMetricEnum.name(uint8(m) - 1)
-}
-
-// MarshalText implements encoding.TextMarshaler.
-func (m SystemMetric) MarshalText() ([]byte, error) {
-	if m == 0 {
-		return systemMetricEnum.marshal(255) // an error naming the type
-	}
-	return systemMetricEnum.marshal(uint8(m) - 1)
-}
-
-// UnmarshalText implements encoding.TextUnmarshaler. Case, dashes,
-// underscores and spaces are ignored ("CPU_USAGE" is "cpu-usage").
-func (m *SystemMetric) UnmarshalText(b []byte) error {
-	v, err := systemMetricEnum.parse(b)
-	if err != nil {
-		return err
-	}
-	*m = SystemMetric(v + 1)
-	return nil
-}
-
-// SystemStrategy is how a system rule decides once its metric is over the
-// threshold.
-type SystemStrategy uint8
-
-const (
-	// PlainThreshold refuses every inbound entry while the metric is over
-	// the threshold.
-	PlainThreshold SystemStrategy = iota
-	// BBR refuses inbound entries while the metric is over the threshold
-	// and the inbound concurrency exceeds what the process has shown it can
-	// complete (maxCompletedPerSecond × minRT).
-	BBR
-)
-
-var systemStrategyEnum = enum{"system strategy", []string{"threshold", "bbr"}}
-
-// String returns "threshold" or "bbr".
-func (s SystemStrategy) String() string { return systemStrategyEnum.name(uint8(s)) }
-
-// MarshalText implements encoding.TextMarshaler.
-func (s SystemStrategy) MarshalText() ([]byte, error) { return systemStrategyEnum.marshal(uint8(s)) }
-
-// UnmarshalText implements encoding.TextUnmarshaler.
-func (s *SystemStrategy) UnmarshalText(b []byte) error {
-	return parseInto(systemStrategyEnum, b, (*uint8)(s))
-}

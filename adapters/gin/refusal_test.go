@@ -13,7 +13,6 @@ import (
 	sluicegin "github.com/sluice-go/sluice/adapters/gin"
 	sluicehttp "github.com/sluice-go/sluice/adapters/http"
 	"github.com/sluice-go/sluice/core"
-	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/slots"
 )
 
@@ -36,7 +35,7 @@ func (r *refuser) Check(*slots.Entry) *core.BlockError {
 // type: the responses are the net/http adapter's (429 for rate limits, 503
 // for overload, the policy's Retry-After, the status text as the body).
 func TestRefusalResponses(t *testing.T) {
-	qps, conc := &rules.Flow{Threshold: 10}, &rules.Flow{Metric: rules.Concurrency, Threshold: 10}
+	qps, conc := core.RuleRef{Metric: "qps"}, core.RuleRef{Metric: "concurrency"}
 	tests := []struct {
 		name       string
 		be         core.BlockError
@@ -49,22 +48,22 @@ func TestRefusalResponses(t *testing.T) {
 		{"flow QPS, no wait (batch over threshold)", core.BlockError{Type: core.BlockFlow, Rule: qps}, nil, 429, ""},
 		{"flow QPS fast check (no rule)", core.BlockError{Type: core.BlockFlow, RetryAfter: 2 * time.Second}, nil, 429, "2"},
 		{"flow concurrency", core.BlockError{Type: core.BlockFlow, Rule: conc}, nil, 503, "1"},
-		{"param", core.BlockError{Type: core.BlockParam, Rule: &rules.Param{}, RetryAfter: 250 * time.Millisecond}, nil, 429, "1"},
-		{"param, no wait", core.BlockError{Type: core.BlockParam, Rule: &rules.Param{Metric: rules.Concurrency}}, nil, 429, ""},
-		{"isolation", core.BlockError{Type: core.BlockIsolation, Rule: &rules.Isolation{}}, nil, 503, "1"},
-		{"system", core.BlockError{Type: core.BlockSystem, Rule: &rules.System{}}, nil, 503, "1"},
+		{"param", core.BlockError{Type: core.BlockParam, Rule: core.RuleRef{Metric: "qps"}, RetryAfter: 250 * time.Millisecond}, nil, 429, "1"},
+		{"param, no wait", core.BlockError{Type: core.BlockParam, Rule: core.RuleRef{Metric: "concurrency"}}, nil, 429, ""},
+		{"isolation", core.BlockError{Type: core.BlockFlow, Rule: core.RuleRef{Metric: "concurrency"}}, nil, 503, "1"},
+		{"system", core.BlockError{Type: core.BlockSystem, Rule: core.RuleRef{Metric: "cpu-usage"}}, nil, 503, "1"},
 		{"breaker open", core.BlockError{Type: core.BlockDegrade, RetryAfter: 4200 * time.Millisecond}, nil, 503, "5"},
 		{"breaker half-open", core.BlockError{Type: core.BlockDegrade}, nil, 503, "1"},
 		{"cluster", core.BlockError{Type: core.BlockCluster}, nil, 429, ""},
 		{"custom", core.BlockError{Type: core.BlockCustom}, nil, 429, ""},
 		{"custom with a wait", core.BlockError{Type: core.BlockCustom, RetryAfter: 3 * time.Second}, nil, 429, "3"},
-		{"policy: overload wait", core.BlockError{Type: core.BlockIsolation},
+		{"policy: overload wait", core.BlockError{Type: core.BlockFlow, Rule: core.RuleRef{Metric: "concurrency"}},
 			&sluicehttp.RefusalPolicy{OverloadRetryAfter: 2500 * time.Millisecond}, 503, "3"},
 		{"policy: no overload wait", core.BlockError{Type: core.BlockSystem},
 			&sluicehttp.RefusalPolicy{OverloadRetryAfter: -1}, 503, ""},
 		{"policy: the rule's own wait wins", core.BlockError{Type: core.BlockDegrade, RetryAfter: 4 * time.Second},
 			&sluicehttp.RefusalPolicy{OverloadRetryAfter: time.Minute}, 503, "4"},
-		{"policy: status", core.BlockError{Type: core.BlockIsolation},
+		{"policy: status", core.BlockError{Type: core.BlockFlow, Rule: core.RuleRef{Metric: "concurrency"}},
 			&sluicehttp.RefusalPolicy{Status: func(be *sluice.BlockError) int { return 429 }}, 429, "1"},
 	}
 	for _, tt := range tests {

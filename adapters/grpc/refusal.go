@@ -15,7 +15,6 @@ import (
 
 	"github.com/sluice-go/sluice"
 	sluicehttp "github.com/sluice-go/sluice/adapters/http"
-	"github.com/sluice-go/sluice/rules"
 )
 
 // DefaultCode is the status code of a refusal under the default policy:
@@ -26,7 +25,7 @@ import (
 // server is momentarily short of capacity and a retry with backoff, perhaps
 // elsewhere, may succeed; ResourceExhausted that the caller used up a quota.
 func DefaultCode(be *sluice.BlockError) codes.Code {
-	if sluicehttp.Overload(be) {
+	if be.Overloaded() {
 		return codes.Unavailable
 	}
 	return codes.ResourceExhausted
@@ -84,7 +83,7 @@ func (p RefusalPolicy) Status(err error) *status.Status {
 		}
 	}
 	wait := be.RetryAfter
-	if wait <= 0 && sluicehttp.Overload(be) {
+	if wait <= 0 && be.Overloaded() {
 		wait = p.OverloadRetryAfter
 		if wait == 0 {
 			wait = sluicehttp.DefaultOverloadRetryAfter
@@ -121,7 +120,7 @@ func errorInfo(be *sluice.BlockError) *errdetails.ErrorInfo {
 		"observed":  strconv.FormatFloat(be.Observed, 'g', -1, 64),
 		"threshold": strconv.FormatFloat(be.Threshold, 'g', -1, 64),
 	}
-	if id := ruleID(be.Rule); id != "" {
+	if id := be.Rule.ID; id != "" {
 		md["rule_id"] = id
 	}
 	if be.Reason != "" {
@@ -132,23 +131,6 @@ func errorInfo(be *sluice.BlockError) *errdetails.ErrorInfo {
 		Domain:   ErrorInfoDomain,
 		Metadata: md,
 	}
-}
-
-// ruleID returns the ID of a built-in rule, or "".
-func ruleID(rule any) string {
-	switch r := rule.(type) {
-	case *rules.Flow:
-		return r.ID
-	case *rules.Isolation:
-		return r.ID
-	case *rules.Param:
-		return r.ID
-	case *rules.System:
-		return r.ID
-	case *rules.CircuitBreaker:
-		return r.ID
-	}
-	return ""
 }
 
 // BlockFunc returns the error a refused call ends with. err matches

@@ -16,7 +16,6 @@ import (
 	"github.com/sluice-go/sluice"
 	sluicegrpc "github.com/sluice-go/sluice/adapters/grpc"
 	"github.com/sluice-go/sluice/core"
-	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/slots"
 )
 
@@ -61,8 +60,8 @@ func refusalDetails(t *testing.T, st *status.Status) (time.Duration, *errdetails
 // Unavailable, each with one message per block type and the RetryInfo the
 // policy gives; ErrorInfo only when the policy opts in.
 func TestRefusalStatuses(t *testing.T) {
-	qps := &rules.Flow{ID: "checkout-qps", Threshold: 10}
-	conc := &rules.Flow{Metric: rules.Concurrency, Threshold: 10}
+	qps := core.RuleRef{ID: "checkout-qps", Metric: "qps"}
+	conc := core.RuleRef{Metric: "concurrency"}
 	tests := []struct {
 		name      string
 		be        core.BlockError
@@ -74,19 +73,19 @@ func TestRefusalStatuses(t *testing.T) {
 		{"flow QPS, no wait", core.BlockError{Type: core.BlockFlow, Rule: qps}, nil, codes.ResourceExhausted, 0},
 		{"flow QPS fast check (no rule)", core.BlockError{Type: core.BlockFlow, RetryAfter: time.Second}, nil, codes.ResourceExhausted, time.Second},
 		{"flow concurrency", core.BlockError{Type: core.BlockFlow, Rule: conc}, nil, codes.Unavailable, time.Second},
-		{"param", core.BlockError{Type: core.BlockParam, Rule: &rules.Param{}, RetryAfter: 250 * time.Millisecond}, nil, codes.ResourceExhausted, 250 * time.Millisecond},
-		{"param, no wait", core.BlockError{Type: core.BlockParam, Rule: &rules.Param{Metric: rules.Concurrency}}, nil, codes.ResourceExhausted, 0},
-		{"isolation", core.BlockError{Type: core.BlockIsolation, Rule: &rules.Isolation{}}, nil, codes.Unavailable, time.Second},
-		{"system", core.BlockError{Type: core.BlockSystem, Rule: &rules.System{}}, nil, codes.Unavailable, time.Second},
+		{"param", core.BlockError{Type: core.BlockParam, Rule: core.RuleRef{Metric: "qps"}, RetryAfter: 250 * time.Millisecond}, nil, codes.ResourceExhausted, 250 * time.Millisecond},
+		{"param, no wait", core.BlockError{Type: core.BlockParam, Rule: core.RuleRef{Metric: "concurrency"}}, nil, codes.ResourceExhausted, 0},
+		{"isolation", core.BlockError{Type: core.BlockFlow, Rule: core.RuleRef{Metric: "concurrency"}}, nil, codes.Unavailable, time.Second},
+		{"system", core.BlockError{Type: core.BlockSystem, Rule: core.RuleRef{Metric: "cpu-usage"}}, nil, codes.Unavailable, time.Second},
 		{"breaker open", core.BlockError{Type: core.BlockDegrade, RetryAfter: 4200 * time.Millisecond}, nil, codes.Unavailable, 4200 * time.Millisecond},
 		{"breaker half-open", core.BlockError{Type: core.BlockDegrade}, nil, codes.Unavailable, time.Second},
 		{"cluster", core.BlockError{Type: core.BlockCluster}, nil, codes.ResourceExhausted, 0},
 		{"custom", core.BlockError{Type: core.BlockCustom, RetryAfter: 3 * time.Second}, nil, codes.ResourceExhausted, 3 * time.Second},
-		{"policy: overload wait", core.BlockError{Type: core.BlockIsolation},
+		{"policy: overload wait", core.BlockError{Type: core.BlockFlow, Rule: core.RuleRef{Metric: "concurrency"}},
 			&sluicegrpc.RefusalPolicy{OverloadRetryAfter: 2500 * time.Millisecond}, codes.Unavailable, 2500 * time.Millisecond},
 		{"policy: no overload wait", core.BlockError{Type: core.BlockSystem},
 			&sluicegrpc.RefusalPolicy{OverloadRetryAfter: -1}, codes.Unavailable, 0},
-		{"policy: code", core.BlockError{Type: core.BlockIsolation},
+		{"policy: code", core.BlockError{Type: core.BlockFlow, Rule: core.RuleRef{Metric: "concurrency"}},
 			&sluicegrpc.RefusalPolicy{Code: func(*sluice.BlockError) codes.Code { return codes.ResourceExhausted }}, codes.ResourceExhausted, time.Second},
 		{"policy: details", core.BlockError{Type: core.BlockFlow, Rule: qps, Observed: 12, Threshold: 10, RetryAfter: time.Second, Reason: "warming up"},
 			&sluicegrpc.RefusalPolicy{Details: true}, codes.ResourceExhausted, time.Second},
@@ -133,7 +132,7 @@ func TestRefusalStatuses(t *testing.T) {
 func TestRefusalMessagesAreStable(t *testing.T) {
 	const n = 1000
 	types := []core.BlockType{
-		core.BlockFlow, core.BlockSystem, core.BlockIsolation, core.BlockParam,
+		core.BlockFlow, core.BlockSystem, core.BlockParam,
 		core.BlockDegrade, core.BlockCluster, core.BlockCustom,
 	}
 	f := start(t)
@@ -168,7 +167,7 @@ func TestBlockFuncNilFallsBackToPolicy(t *testing.T) {
 		sluicegrpc.WithRefusalPolicy(sluicegrpc.RefusalPolicy{OverloadRetryAfter: 2 * time.Second}))
 	ref := &refuser{}
 	require.NoError(t, f.srv.RegisterSlot(ref, 0))
-	ref.be.Store(&core.BlockError{Type: core.BlockIsolation})
+	ref.be.Store(&core.BlockError{Type: core.BlockFlow, Rule: core.RuleRef{Metric: "concurrency"}})
 	_, err := f.call(t, context.Background(), "x")
 	st := status.Convert(err)
 	require.Equal(t, codes.Unavailable, st.Code())

@@ -379,7 +379,7 @@ func TestPanicExitsEntry(t *testing.T) {
 
 func TestConcurrencyHeldWhileInFlight(t *testing.T) {
 	g, _ := newEngine(t)
-	_, err := g.LoadIsolationRules([]rules.Isolation{{Resource: "GET /slow", Threshold: 1}})
+	_, err := g.LoadFlowRules([]rules.Flow{{Metric: rules.Concurrency, Resource: "GET /slow", Threshold: 1}})
 	require.NoError(t, err)
 	entered, release := make(chan struct{}), make(chan struct{})
 	mux := http.NewServeMux()

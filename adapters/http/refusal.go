@@ -7,41 +7,13 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice"
-	"github.com/sluice-go/sluice/core"
-	"github.com/sluice-go/sluice/rules"
 )
 
-// Overload reports whether be refused its entry to protect the service's
-// capacity rather than to hold callers to a rate: a full concurrency limit
-// (an isolation rule, or a flow rule with Metric Concurrency), system
-// adaptive protection, or an open or probing circuit breaker. Rate limits
-// (flow rules counting QPS, param rules) are not overload, nor are cluster
-// and custom rules, whose purpose sluice cannot tell. A nil be is not
-// overload.
-//
-// The adapters answer overload with 503 Service Unavailable (gRPC:
-// codes.Unavailable), which clients and proxies take as "try later, or
-// elsewhere", and rate limits with 429 Too Many Requests (gRPC:
-// codes.ResourceExhausted), which says the caller asked too often.
-func Overload(be *sluice.BlockError) bool {
-	if be == nil {
-		return false
-	}
-	switch be.Type {
-	case core.BlockIsolation, core.BlockSystem, core.BlockDegrade:
-		return true
-	case core.BlockFlow:
-		r, ok := be.Rule.(*rules.Flow)
-		return ok && r != nil && r.Metric == rules.Concurrency
-	}
-	return false
-}
-
 // DefaultStatus is the response status of a refusal under the default
-// policy: 503 Service Unavailable for overload (see Overload), 429 Too Many
-// Requests otherwise.
+// policy: 503 Service Unavailable for overload (be.Overloaded), 429 Too
+// Many Requests otherwise.
 func DefaultStatus(be *sluice.BlockError) int {
-	if Overload(be) {
+	if be.Overloaded() {
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusTooManyRequests
@@ -63,7 +35,7 @@ type RefusalPolicy struct {
 	// outside 100-999, means DefaultStatus.
 	Status func(be *sluice.BlockError) int
 	// OverloadRetryAfter is the wait advertised with an overload refusal
-	// (see Overload) whose block error carries no RetryAfter. Zero means
+	// (see BlockError.Overloaded) whose block error carries no RetryAfter. Zero means
 	// DefaultOverloadRetryAfter; a negative value sends no Retry-After for
 	// them.
 	OverloadRetryAfter time.Duration
@@ -84,7 +56,7 @@ func (p RefusalPolicy) Response(err error) (status int, retryAfter int64) {
 		}
 	}
 	wait := be.RetryAfter
-	if wait <= 0 && Overload(be) {
+	if wait <= 0 && be.Overloaded() {
 		wait = p.OverloadRetryAfter
 		if wait == 0 {
 			wait = DefaultOverloadRetryAfter

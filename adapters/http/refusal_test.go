@@ -12,7 +12,6 @@ import (
 	"github.com/sluice-go/sluice"
 	sluicehttp "github.com/sluice-go/sluice/adapters/http"
 	"github.com/sluice-go/sluice/core"
-	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/slots"
 )
 
@@ -43,29 +42,29 @@ type refusalCase struct {
 // refusalCases covers every block type, with and without a wait, under the
 // default policy and a configured one.
 func refusalCases() []refusalCase {
-	qps, conc := &rules.Flow{Threshold: 10}, &rules.Flow{Metric: rules.Concurrency, Threshold: 10}
+	qps, conc := core.RuleRef{Metric: "qps"}, core.RuleRef{Metric: "concurrency"}
 	return []refusalCase{
 		{"flow QPS, wait under a second", core.BlockError{Type: core.BlockFlow, Rule: qps, RetryAfter: 300 * time.Millisecond}, nil, 429, "1"},
 		{"flow QPS, wait rounds up", core.BlockError{Type: core.BlockFlow, Rule: qps, RetryAfter: 1500 * time.Millisecond}, nil, 429, "2"},
 		{"flow QPS, no wait (batch over threshold)", core.BlockError{Type: core.BlockFlow, Rule: qps}, nil, 429, ""},
 		{"flow QPS fast check (no rule)", core.BlockError{Type: core.BlockFlow, RetryAfter: 2 * time.Second}, nil, 429, "2"},
 		{"flow concurrency", core.BlockError{Type: core.BlockFlow, Rule: conc}, nil, 503, "1"},
-		{"param", core.BlockError{Type: core.BlockParam, Rule: &rules.Param{}, RetryAfter: 250 * time.Millisecond}, nil, 429, "1"},
-		{"param, no wait", core.BlockError{Type: core.BlockParam, Rule: &rules.Param{Metric: rules.Concurrency}}, nil, 429, ""},
-		{"isolation", core.BlockError{Type: core.BlockIsolation, Rule: &rules.Isolation{}}, nil, 503, "1"},
-		{"system", core.BlockError{Type: core.BlockSystem, Rule: &rules.System{}}, nil, 503, "1"},
+		{"param", core.BlockError{Type: core.BlockParam, Rule: core.RuleRef{Metric: "qps"}, RetryAfter: 250 * time.Millisecond}, nil, 429, "1"},
+		{"param, no wait", core.BlockError{Type: core.BlockParam, Rule: core.RuleRef{Metric: "concurrency"}}, nil, 429, ""},
+		{"isolation", core.BlockError{Type: core.BlockFlow, Rule: core.RuleRef{Metric: "concurrency"}}, nil, 503, "1"},
+		{"system", core.BlockError{Type: core.BlockSystem, Rule: core.RuleRef{Metric: "cpu-usage"}}, nil, 503, "1"},
 		{"breaker open", core.BlockError{Type: core.BlockDegrade, RetryAfter: 4200 * time.Millisecond}, nil, 503, "5"},
 		{"breaker half-open", core.BlockError{Type: core.BlockDegrade}, nil, 503, "1"},
 		{"cluster", core.BlockError{Type: core.BlockCluster}, nil, 429, ""},
 		{"custom", core.BlockError{Type: core.BlockCustom}, nil, 429, ""},
 		{"custom with a wait", core.BlockError{Type: core.BlockCustom, RetryAfter: 3 * time.Second}, nil, 429, "3"},
-		{"policy: overload wait", core.BlockError{Type: core.BlockIsolation},
+		{"policy: overload wait", core.BlockError{Type: core.BlockFlow, Rule: core.RuleRef{Metric: "concurrency"}},
 			&sluicehttp.RefusalPolicy{OverloadRetryAfter: 2500 * time.Millisecond}, 503, "3"},
 		{"policy: no overload wait", core.BlockError{Type: core.BlockSystem},
 			&sluicehttp.RefusalPolicy{OverloadRetryAfter: -1}, 503, ""},
 		{"policy: the rule's own wait wins", core.BlockError{Type: core.BlockDegrade, RetryAfter: 4 * time.Second},
 			&sluicehttp.RefusalPolicy{OverloadRetryAfter: time.Minute}, 503, "4"},
-		{"policy: status", core.BlockError{Type: core.BlockIsolation},
+		{"policy: status", core.BlockError{Type: core.BlockFlow, Rule: core.RuleRef{Metric: "concurrency"}},
 			&sluicehttp.RefusalPolicy{Status: func(be *sluice.BlockError) int { return 429 }}, 429, "1"},
 		{"policy: status out of range is the default", core.BlockError{Type: core.BlockFlow, Rule: qps},
 			&sluicehttp.RefusalPolicy{Status: func(be *sluice.BlockError) int { return 0 }}, 429, ""},
@@ -105,10 +104,10 @@ func TestOverloadClassifies(t *testing.T) {
 			continue
 		}
 		be := tt.be
-		require.Equal(t, tt.wantStatus == 503, sluicehttp.Overload(&be), tt.name)
+		require.Equal(t, tt.wantStatus == 503, be.Overloaded(), tt.name)
 		require.Equal(t, tt.wantStatus, sluicehttp.DefaultStatus(&be), tt.name)
 	}
-	require.False(t, sluicehttp.Overload(nil))
+	require.False(t, (*core.BlockError)(nil).Overloaded())
 	status, wait := sluicehttp.RefusalPolicy{}.Response(io.EOF)
 	require.Equal(t, [2]int64{429, 0}, [2]int64{int64(status), wait}, "not a block error")
 }

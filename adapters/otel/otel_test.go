@@ -90,9 +90,7 @@ func TestCollectAfterWorkload(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { require.NoError(t, reg.Unregister()) }()
 
-	_, err = g.LoadFlowRules([]rules.Flow{{Resource: "GET /orders", Threshold: 3}})
-	require.NoError(t, err)
-	_, err = g.LoadIsolationRules([]rules.Isolation{{Resource: "GET /items", Threshold: 1}})
+	_, err = g.LoadFlowRules([]rules.Flow{{Resource: "GET /orders", Threshold: 3}, {Metric: rules.Concurrency, Resource: "GET /items", Threshold: 1}})
 	require.NoError(t, err)
 	_, err = g.LoadCircuitBreakerRules([]rules.CircuitBreaker{{ID: "pay-errors", Resource: "pay", Strategy: rules.ErrorCount,
 		Threshold: 1, MinRequestAmount: 1, RetryTimeout: time.Second}})
@@ -136,7 +134,7 @@ func TestCollectAfterWorkload(t *testing.T) {
 		"sluice.rt[resource=GET /orders]":                                       0.060,
 		"sluice.in_flight[resource=GET /orders]":                                0,
 		"sluice.passed[resource=GET /items]":                                    1,
-		"sluice.blocked[resource=GET /items type=isolation]":                    4,
+		"sluice.blocked[resource=GET /items type=flow]":                         4,
 		"sluice.completed[resource=GET /items]":                                 0,
 		"sluice.errors[resource=GET /items]":                                    0,
 		"sluice.rt[resource=GET /items]":                                        0,

@@ -41,9 +41,7 @@ func newEngine(t *testing.T) (*sluice.Engine, *sluicetest.ManualClock) {
 // on "pay" opened by two errors.
 func workload(t *testing.T, g *sluice.Engine, clk *sluicetest.ManualClock) {
 	t.Helper()
-	_, err := g.LoadFlowRules([]rules.Flow{{Resource: "GET /orders", Threshold: 3}})
-	require.NoError(t, err)
-	_, err = g.LoadIsolationRules([]rules.Isolation{{Resource: "GET /items", Threshold: 1}})
+	_, err := g.LoadFlowRules([]rules.Flow{{Resource: "GET /orders", Threshold: 3}, {Metric: rules.Concurrency, Resource: "GET /items", Threshold: 1}})
 	require.NoError(t, err)
 	_, err = g.LoadCircuitBreakerRules([]rules.CircuitBreaker{{ID: "pay-errors", Resource: "pay", Strategy: rules.ErrorCount, Threshold: 2, MinRequestAmount: 1, StatInterval: time.Second, RetryTimeout: time.Minute}})
 	require.NoError(t, err)
@@ -144,7 +142,7 @@ func TestScrapeOverHTTP(t *testing.T) {
 
 	const i = "GET /items"
 	assert.Equal(t, 1.0, value(t, fams, "sluice_passed_total", "resource", i))
-	assert.Equal(t, 4.0, value(t, fams, "sluice_blocked_total", "resource", i, "type", "isolation"))
+	assert.Equal(t, 4.0, value(t, fams, "sluice_blocked_total", "resource", i, "type", "flow"))
 	assert.Equal(t, 1.0, value(t, fams, "sluice_in_flight", "resource", i))
 	assert.Len(t, fams["sluice_blocked_total"].GetMetric(), 2, "only types that refused something")
 

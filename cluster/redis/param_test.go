@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/cluster/redis/redistest"
 	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/ruledef"
 	"github.com/sluice-go/sluice/rules"
 	"go.uber.org/goleak"
 )
@@ -256,7 +257,7 @@ func TestParamLeasesGiveBack(t *testing.T) {
 	// A year's duration: Redis refills 0.03 tokens a second, nothing the
 	// test can see.
 	const threshold = 1_000_000
-	dur := rules.MaxParamDuration
+	dur := ruledef.MaxParamDuration
 	rule := rules.Param{Resource: "api", Key: "user", Threshold: threshold, Duration: dur, Cluster: &rules.Cluster{Leases: true}}
 	loadParam(t, g, rule)
 	const admitted = 200

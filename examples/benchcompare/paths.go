@@ -133,8 +133,10 @@ func setupSluiceOneRule() (func() func() error, func(), error) {
 func newAllKindsEngine() (*sluice.Engine, error) {
 	g := sluice.New()
 	err := firstErr(
-		load(g.LoadFlowRules([]rules.Flow{{Resource: resource, Threshold: rules.MaxThreshold}})),
-		load(g.LoadIsolationRules([]rules.Isolation{{Resource: resource, Threshold: 1 << 20}})),
+		load(g.LoadFlowRules([]rules.Flow{
+			{Resource: resource, Threshold: rules.MaxThreshold},
+			{Metric: rules.Concurrency, Resource: resource, Threshold: 1 << 20}, // in flight, as isolation did
+		})),
 		load(g.LoadCircuitBreakerRules([]rules.CircuitBreaker{{
 			Resource: resource, Strategy: rules.ErrorRatio, Threshold: 0.5, RetryTimeout: time.Second,
 		}})),

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/ruledef"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -108,13 +109,13 @@ func describe(t sluice.BreakerTransition) string {
 	r := t.Rule // zero fields mean the defaults
 	probes := max(r.Probes, 1)
 	if r.StatInterval == 0 {
-		r.StatInterval = rules.DefaultStatInterval
+		r.StatInterval = ruledef.StatInterval
 	}
 	switch {
 	case t.From == sluice.BreakerClosed && t.To == sluice.BreakerOpen:
 		least := r.MinRequestAmount
 		if least == 0 {
-			least = rules.DefaultMinRequestAmount
+			least = ruledef.MinRequestAmount
 		}
 		switch r.Strategy {
 		case rules.ErrorCount:

@@ -1,14 +1,15 @@
 package degrade
 
 import (
+	"cmp"
 	"fmt"
 	"math"
-	"time"
-
 	"sync/atomic"
+	"time"
 
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/entry"
+	"github.com/sluice-go/sluice/internal/ruledef"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/rules"
 )
@@ -54,11 +55,11 @@ func newParams(r rules.CircuitBreaker, isFailure func(error) bool) *params {
 	return &params{
 		rule:      r,
 		threshold: r.Threshold,
-		minReq:    uint64(r.MinRequests()),
+		minReq:    uint64(cmp.Or(r.MinRequestAmount, ruledef.MinRequestAmount)),
 		maxRT:     int64(r.MaxAllowedRT),
 		retry:     int64(r.RetryTimeout),
-		interval:  int64(r.Interval()),
-		probes:    uint64(r.ProbeCount()),
+		interval:  int64(cmp.Or(r.StatInterval, ruledef.StatInterval)),
+		probes:    uint64(cmp.Or(r.Probes, ruledef.Probes)),
 		isFailure: isFailure,
 	}
 }
@@ -70,7 +71,7 @@ func (c *params) failed(err error) bool {
 
 // bad reports whether a closed-state call counts against the threshold.
 func (c *params) bad(x *entry.ExitInfo) bool {
-	if c.rule.Strategy == rules.SlowRequestRatio {
+	if cmp.Or(c.rule.Strategy, rules.SlowRequestRatio) == rules.SlowRequestRatio {
 		return x.End-x.Start > c.maxRT
 	}
 	return c.failed(x.Err)
@@ -81,7 +82,7 @@ func (c *params) bad(x *entry.ExitInfo) bool {
 func (c *params) probeFailed(x *entry.ExitInfo) bool {
 	rt := x.End - x.Start
 	return c.failed(x.Err) || rt >= c.interval ||
-		(c.rule.Strategy == rules.SlowRequestRatio && rt > c.maxRT)
+		(cmp.Or(c.rule.Strategy, rules.SlowRequestRatio) == rules.SlowRequestRatio && rt > c.maxRT)
 }
 
 // trips returns the observed value of a window holding bad of total calls
@@ -250,7 +251,7 @@ func (b *Breaker) blocked(ec *entry.Context, observed, threshold float64, retry 
 	return &core.BlockError{
 		Type:       core.BlockDegrade,
 		Resource:   ec.Resource,
-		Rule:       &b.rule,
+		Rule:       core.RuleRef{ID: b.rule.ID, Metric: string(cmp.Or(b.rule.Strategy, rules.SlowRequestRatio))},
 		Observed:   observed,
 		Threshold:  threshold,
 		RetryAfter: time.Duration(retry),

@@ -1,6 +1,11 @@
 package degrade
 
-import "github.com/sluice-go/sluice/rules"
+import (
+	"cmp"
+
+	"github.com/sluice-go/sluice/internal/ruledef"
+	"github.com/sluice-go/sluice/rules"
+)
 
 // stateKey identifies the state a breaker can hand to its successor when
 // rules are reloaded: same resource, and a window that counts the same
@@ -13,7 +18,7 @@ type stateKey struct {
 }
 
 func keyOf(r *rules.CircuitBreaker) stateKey {
-	return stateKey{resource: r.Resource, strategy: r.Strategy, interval: int64(r.Interval()), maxRT: int64(r.MaxAllowedRT)}
+	return stateKey{resource: r.Resource, strategy: cmp.Or(r.Strategy, rules.SlowRequestRatio), interval: int64(cmp.Or(r.StatInterval, ruledef.StatInterval)), maxRT: int64(r.MaxAllowedRT)}
 }
 
 // NewBreaker returns a Closed breaker for rule r, reporting transitions to

@@ -1,6 +1,7 @@
 package degrade
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand"
@@ -10,6 +11,7 @@ import (
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/conformance"
 	"github.com/sluice-go/sluice/internal/entry"
+	"github.com/sluice-go/sluice/internal/ruledef"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -46,7 +48,9 @@ func newBreakerModel(r rules.CircuitBreaker) *breakerModel {
 	return m
 }
 
-func (m *breakerModel) width() int64 { return int64(m.rule.Interval()) / 10 }
+func (m *breakerModel) width() int64 {
+	return int64(cmp.Or(m.rule.StatInterval, ruledef.StatInterval)) / 10
+}
 
 func (m *breakerModel) move(to State, snapshot float64, at int64) {
 	m.transitions = append(m.transitions, Transition{Resource: m.rule.Resource, Rule: m.rule, From: m.state, To: to, Snapshot: snapshot, At: at})
@@ -83,7 +87,7 @@ func (m *breakerModel) check(now int64) (*modelTicket, windowDecision) {
 		}
 		m.move(HalfOpen, 0, now)
 		m.round++
-		m.since, m.n, m.admitted, m.succeeded, m.lastM = now, int64(m.rule.ProbeCount()), 1, 0, 0
+		m.since, m.n, m.admitted, m.succeeded, m.lastM = now, int64(cmp.Or(m.rule.Probes, ruledef.Probes)), 1, 0, 0
 		return &modelTicket{round: m.round}, windowDecision{pass: true}
 	}
 	// HalfOpen.
@@ -93,7 +97,7 @@ func (m *breakerModel) check(now int64) (*modelTicket, windowDecision) {
 		m.lastM = max(m.lastM, ms)
 		return &modelTicket{round: m.round}, windowDecision{pass: true}
 	}
-	if last := m.since + m.lastM*int64(time.Millisecond); now >= last+int64(m.rule.Interval()) {
+	if last := m.since + m.lastM*int64(time.Millisecond); now >= last+int64(cmp.Or(m.rule.StatInterval, ruledef.StatInterval)) {
 		// Every slot taken, the latest probe out for a whole interval:
 		// the round is given up, and the call meets an Open breaker.
 		m.move(Open, float64(now-last)/1e6, now)
@@ -125,7 +129,7 @@ func (m *breakerModel) exit(tk *modelTicket, start, end, n int64, failed, blocke
 			if m.admitted > 0 {
 				m.admitted--
 			}
-		case failed || rt >= int64(m.rule.Interval()) || (m.rule.Strategy == rules.SlowRequestRatio && rt > int64(m.rule.MaxAllowedRT)):
+		case failed || rt >= int64(cmp.Or(m.rule.StatInterval, ruledef.StatInterval)) || (m.rule.Strategy == rules.SlowRequestRatio && rt > int64(m.rule.MaxAllowedRT)):
 			m.move(Open, float64(rt)/1e6, end)
 			m.open(end)
 		default:
@@ -149,7 +153,7 @@ func (m *breakerModel) exit(tk *modelTicket, start, end, n int64, failed, blocke
 	for k := b - 9; k <= b; k++ {
 		total, bad = total+m.total[k], bad+m.bad[k]
 	}
-	if total < m.rule.MinRequests() {
+	if total < cmp.Or(m.rule.MinRequestAmount, ruledef.MinRequestAmount) {
 		return
 	}
 	var v float64
@@ -233,13 +237,13 @@ type call struct {
 // and Reason), every transition (from, to, snapshot, instant) and the state
 // after each step must equal breakerModel's.
 func TestConformanceBreakerAgainstModel(t *testing.T) {
-	for _, s := range []rules.BreakerStrategy{rules.SlowRequestRatio, rules.ErrorRatio, rules.ErrorCount} {
-		t.Run(s.String(), func(t *testing.T) {
+	for si, s := range []rules.BreakerStrategy{rules.SlowRequestRatio, rules.ErrorRatio, rules.ErrorCount} {
+		t.Run(string(s), func(t *testing.T) {
 			const sequences = 40
 			steps := conformance.Steps(1500)
 			checks, refused, transitions := 0, 0, 0
 			for seq := 0; seq < sequences; seq++ {
-				seed := int64(seq)*104729 + int64(s)*7 + 3
+				seed := int64(seq)*104729 + int64(si)*7 + 3
 				rng := rand.New(rand.NewSource(seed))
 				interval := breakerIntervals[rng.Intn(len(breakerIntervals))]
 				var maxRT time.Duration
@@ -265,7 +269,7 @@ func TestConformanceBreakerAgainstModel(t *testing.T) {
 						seed, fmt.Sprintf(format, args...), r, rec.ts, m.transitions)
 				}
 				for step := 0; step < steps; step++ {
-					width := int64(r.Interval()) / 10
+					width := int64(cmp.Or(r.StatInterval, ruledef.StatInterval)) / 10
 					k := rng.Intn(100)
 					if len(inflight) > 64 && k >= 30 {
 						k = 99 // keep the calls in flight bounded: one exits
@@ -278,7 +282,7 @@ func TestConformanceBreakerAgainstModel(t *testing.T) {
 						m.rule = r
 					case k < 3: // reload, new interval: a fresh breaker
 						iv := breakerIntervals[rng.Intn(len(breakerIntervals))]
-						if iv == r.Interval() {
+						if iv == cmp.Or(r.StatInterval, ruledef.StatInterval) {
 							iv += time.Millisecond
 						}
 						if s == rules.SlowRequestRatio {
@@ -298,11 +302,11 @@ func TestConformanceBreakerAgainstModel(t *testing.T) {
 						case g < 5 && m.state == Open:
 							now = max(now, m.until-int64(rng.Intn(2)))
 						case g < 6 && m.state == HalfOpen:
-							now = max(now, m.since+m.lastM*int64(time.Millisecond)+int64(r.Interval())-int64(rng.Intn(2)))
+							now = max(now, m.since+m.lastM*int64(time.Millisecond)+int64(cmp.Or(r.StatInterval, ruledef.StatInterval))-int64(rng.Intn(2)))
 						case g < 9:
 							now += rng.Int63n(width) + 1
 						default:
-							now += rng.Int63n(100 * int64(r.Interval()))
+							now += rng.Int63n(100 * int64(cmp.Or(r.StatInterval, ruledef.StatInterval)))
 						}
 					case k < 65: // a call arrives
 						n := int64(1)

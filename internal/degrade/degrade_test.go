@@ -1,6 +1,7 @@
 package degrade
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -316,8 +317,7 @@ func TestOpenRejectsUntilRetryTimeout(t *testing.T) {
 		assert.Equal(t, 1.0, be.Observed)
 		assert.Equal(t, 1.0, be.Threshold)
 		assert.Equal(t, reasonOpen, be.Reason)
-		require.IsType(t, &rules.CircuitBreaker{}, be.Rule)
-		assert.Equal(t, r, *be.Rule.(*rules.CircuitBreaker))
+		assert.Equal(t, core.RuleRef{ID: r.ID, Metric: string(cmp.Or(r.Strategy, rules.SlowRequestRatio))}, be.Rule)
 		assert.Equal(t, Open, f.b.State())
 	}
 	f.clk.Set(opened + int64(5*time.Second))

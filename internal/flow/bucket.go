@@ -1,6 +1,7 @@
 package flow
 
 import (
+	"cmp"
 	"context"
 	"math"
 	"sync"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/entry"
+	"github.com/sluice-go/sluice/internal/ruledef"
 )
 
 // bucket is the state of a token-bucket rule: golang.org/x/time/rate's
@@ -220,8 +222,8 @@ type bucketRule struct {
 }
 
 func newBucketRule(b base) bucketRule {
-	rate := refill{ival: float64(b.rule.Interval()), thr: b.rule.Threshold}
-	burst := b.rule.BurstSize()
+	rate := refill{ival: float64(cmp.Or(b.rule.StatInterval, ruledef.StatInterval)), thr: b.rule.Threshold}
+	burst := cmp.Or(b.rule.Burst, b.rule.Threshold)
 	return bucketRule{bucket: newBucket(rate, burst), rate: rate, burst: burst, base: b}
 }
 

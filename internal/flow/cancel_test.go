@@ -173,7 +173,7 @@ func TestLaterRefusalAfterAWaitGivesBackOnlyWhatNoLaterWaiterHolds(t *testing.T)
 // fills to 4 at 5/s.
 func TestRaisingBurstOnAFullBucketCarriesItsTokens(t *testing.T) {
 	for _, b := range []rules.ControlBehavior{rules.Reject, rules.Throttle} {
-		t.Run(b.String(), func(t *testing.T) {
+		t.Run(string(b), func(t *testing.T) {
 			nf := nodes(nil)
 			r := rules.Flow{Resource: "r", Threshold: 5, Strategy: rules.TokenBucket, Burst: 2, Behavior: b}
 			cs, err := Build([]rules.Flow{r}, nil, nf, nil)

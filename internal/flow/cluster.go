@@ -1,6 +1,7 @@
 package flow
 
 import (
+	"cmp"
 	"context"
 	"strconv"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/entry"
 	"github.com/sluice-go/sluice/internal/lease"
+	"github.com/sluice-go/sluice/internal/ruledef"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -106,19 +108,21 @@ func termsOf(r *rules.Flow) clusterTerms {
 	if r.Cluster == nil {
 		return clusterTerms{}
 	}
-	return clusterTerms{on: true, threshold: r.Threshold, maxQueue: r.MaxQueueing, section: *r.Cluster}
+	sec := *r.Cluster
+	sec.Mode, sec.Fallback = cmp.Or(sec.Mode, rules.ClusterTotal), cmp.Or(sec.Fallback, rules.FallbackLocal)
+	return clusterTerms{on: true, threshold: r.Threshold, maxQueue: r.MaxQueueing, section: sec}
 }
 
 // budgetKey is the store key of rule r's budget in application app: the
-// fields that make a rule unique in a valid list (rules.ValidateFlowRules),
+// fields that make a rule unique in a valid list (rules.Set.Validate),
 // so every instance running the rule names the same budget, and an
 // unchanged rule keeps its key across reloads whatever its position.
 func budgetKey(app string, r *rules.Flow) string {
-	kind := r.Behavior.String()
+	kind := string(cmp.Or(r.Behavior, rules.Reject))
 	if r.Strategy == rules.TokenBucket {
-		kind = r.Strategy.String()
+		kind = string(r.Strategy)
 	}
-	return app + "/flow/" + r.Resource + "/" + kind + "/" + strconv.FormatInt(r.Interval().Milliseconds(), 10) + "ms"
+	return app + "/flow/" + r.Resource + "/" + kind + "/" + strconv.FormatInt(cmp.Or(r.StatInterval, ruledef.StatInterval).Milliseconds(), 10) + "ms"
 }
 
 // clusterSpec is the lease.Spec of cluster rule r with live instances:
@@ -128,7 +132,7 @@ func clusterSpec(app string, r *rules.Flow, live int) lease.Spec {
 	if r.Cluster.Mode == rules.ClusterPerInstance {
 		limit *= float64(max(live, 1))
 	}
-	b := cluster.Budget{Key: budgetKey(app, r), Algorithm: cluster.SlidingWindow, Limit: limit, Interval: r.Interval()}
+	b := cluster.Budget{Key: budgetKey(app, r), Algorithm: cluster.SlidingWindow, Limit: limit, Interval: cmp.Or(r.StatInterval, ruledef.StatInterval)}
 	switch {
 	case r.Strategy == rules.TokenBucket:
 		// The same bucket as a local token-bucket rule: Threshold per
@@ -145,9 +149,15 @@ func clusterSpec(app string, r *rules.Flow, live int) lease.Spec {
 	return lease.Spec{
 		Budget:     b,
 		Strict:     r.Cluster.Strict,
-		Fallback:   lease.FallbackPolicy(r.Cluster.Fallback), // same order: local, pass, block
+		Fallback:   fallbackPolicy[r.Cluster.Fallback],
 		LocalLimit: r.Cluster.LocalThreshold,
 	}
+}
+
+// fallbackPolicy maps a rule's fallback to the lease manager's ("" and
+// FallbackLocal to its zero value).
+var fallbackPolicy = map[rules.ClusterFallback]lease.FallbackPolicy{
+	rules.FallbackPass: lease.FallbackPass, rules.FallbackBlock: lease.FallbackBlock,
 }
 
 // clusterRule enforces a flow rule whose budget the cluster store shares:

@@ -1,12 +1,14 @@
 package flow
 
 import (
+	"cmp"
 	"context"
 	"math"
 	"time"
 
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/entry"
+	"github.com/sluice-go/sluice/internal/ruledef"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/rules"
 )
@@ -148,8 +150,8 @@ func (c *Controller) key() stateKey {
 	r := c.c.enforced()
 	return stateKey{
 		resource: r.Resource, ref: r.RefResource,
-		metric: r.Metric, strategy: r.Strategy, behavior: r.Behavior, exact: r.Exact,
-		interval: r.Interval(), cluster: termsOf(r),
+		metric: cmp.Or(r.Metric, rules.QPS), strategy: cmp.Or(r.Strategy, rules.Direct), behavior: cmp.Or(r.Behavior, rules.Reject), exact: r.Exact,
+		interval: cmp.Or(r.StatInterval, ruledef.StatInterval), cluster: termsOf(r),
 	}
 }
 
@@ -167,7 +169,7 @@ func (b *base) refuse(ec *entry.Context, observed, limit float64, retry time.Dur
 	return &core.BlockError{
 		Type:       core.BlockFlow,
 		Resource:   ec.Resource,
-		Rule:       &b.rule,
+		Rule:       core.RuleRef{ID: b.rule.ID, Metric: string(cmp.Or(b.rule.Metric, rules.QPS))},
 		Observed:   observed,
 		Threshold:  limit,
 		RetryAfter: retry,

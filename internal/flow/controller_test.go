@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/entry"
+	"github.com/sluice-go/sluice/internal/ruledef"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/rules"
 )
@@ -112,7 +113,7 @@ func TestReleaseGivesBackWhenBlockedLater(t *testing.T) {
 
 // TestBuildRefusesExactOutsideItsDomain checks Exact's validation: only
 // for a QPS reject rule of the direct strategy on its own resource, with a
-// whole threshold of at most rules.MaxExactThreshold.
+// whole threshold of at most ruledef.MaxExactThreshold.
 func TestBuildRefusesExactOutsideItsDomain(t *testing.T) {
 	ok := rules.Flow{Resource: "r", Threshold: 10, Exact: true}
 	tests := []struct {
@@ -122,8 +123,8 @@ func TestBuildRefusesExactOutsideItsDomain(t *testing.T) {
 	}{
 		{"qps reject", func(*rules.Flow) {}, ""},
 		{"one minute", func(r *rules.Flow) { r.StatInterval = time.Minute }, ""},
-		{"largest threshold", func(r *rules.Flow) { r.Threshold = rules.MaxExactThreshold }, ""},
-		{"threshold too large", func(r *rules.Flow) { r.Threshold = rules.MaxExactThreshold + 1 }, "Threshold"},
+		{"largest threshold", func(r *rules.Flow) { r.Threshold = ruledef.MaxExactThreshold }, ""},
+		{"threshold too large", func(r *rules.Flow) { r.Threshold = ruledef.MaxExactThreshold + 1 }, "Threshold"},
 		{"fractional threshold", func(r *rules.Flow) { r.Threshold = 2.5 }, "Threshold"},
 		{"concurrency", func(r *rules.Flow) { r.Metric = rules.Concurrency }, "Exact"},
 		{"throttle", func(r *rules.Flow) { r.Behavior = rules.Throttle }, "Exact"},

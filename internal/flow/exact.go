@@ -1,6 +1,7 @@
 package flow
 
 import (
+	"cmp"
 	"context"
 	"sort"
 	"sync"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/entry"
+	"github.com/sluice-go/sluice/internal/ruledef"
 	"github.com/sluice-go/sluice/internal/window"
 )
 
@@ -25,7 +27,7 @@ type exact struct {
 
 func newExact(b base) *exact {
 	limit := int(b.rule.Threshold)
-	return &exact{log: newAdmissionLog(limit), interval: int64(b.rule.Interval()), limit: limit, base: b}
+	return &exact{log: newAdmissionLog(limit), interval: int64(cmp.Or(b.rule.StatInterval, ruledef.StatInterval)), limit: limit, base: b}
 }
 
 func (c *exact) check(_ context.Context, ec *entry.Context, _ core.Clock) *core.BlockError {

@@ -324,7 +324,7 @@ func TestRateCaseEvery(t *testing.T) {
 // 15 goroutines ask a bucket of 5 at 1/s at one instant; exactly 5 pass.
 func TestRateCaseSimultaneousRequests(t *testing.T) {
 	for _, behavior := range []rules.ControlBehavior{rules.Reject, rules.Throttle} {
-		t.Run(behavior.String(), func(t *testing.T) {
+		t.Run(string(behavior), func(t *testing.T) {
 			c, err := NewController(rules.Flow{Resource: "r", Threshold: 1, Strategy: rules.TokenBucket, Burst: 5, Behavior: behavior}, nodes(nil))
 			require.NoError(t, err)
 			var ok atomic.Int32

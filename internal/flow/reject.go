@@ -1,11 +1,13 @@
 package flow
 
 import (
+	"cmp"
 	"context"
 	"time"
 
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/entry"
+	"github.com/sluice-go/sluice/internal/ruledef"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/rules"
 )
@@ -25,7 +27,9 @@ type windowed interface {
 func (c *counted) counter() *counted { return c }
 
 // bucketWidth returns the bucket width of rule r's window in nanoseconds.
-func bucketWidth(r *rules.Flow) int64 { return int64(r.Interval()) / window.WindowBuckets }
+func bucketWidth(r *rules.Flow) int64 {
+	return int64(cmp.Or(r.StatInterval, ruledef.StatInterval)) / window.WindowBuckets
+}
 
 // attachWindow gives a controller that counts in a window and has none yet
 // its resource's own window when that is free (see window.Node.ClaimWindow),

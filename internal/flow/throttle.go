@@ -1,14 +1,15 @@
 package flow
 
 import (
+	"cmp"
 	"context"
 	"math"
-	"time"
-
 	"sync/atomic"
+	"time"
 
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/entry"
+	"github.com/sluice-go/sluice/internal/ruledef"
 )
 
 // throttle enforces a QPS rule that paces requests: one every
@@ -34,7 +35,7 @@ func newThrottle(b base) *throttle {
 	free.Store(math.Float64bits(math.Inf(-1)))
 	return &throttle{
 		free:     free,
-		cost:     float64(b.rule.Interval()) / b.rule.Threshold,
+		cost:     float64(cmp.Or(b.rule.StatInterval, ruledef.StatInterval)) / b.rule.Threshold,
 		limit:    b.rule.Threshold,
 		maxQueue: int64(b.rule.MaxQueueing),
 		base:     b,

@@ -1,6 +1,7 @@
 package flow
 
 import (
+	"cmp"
 	"context"
 	"math"
 	"sync"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/entry"
+	"github.com/sluice-go/sluice/internal/ruledef"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -57,9 +59,9 @@ type tokens struct {
 func newTokens(b *base) *tokens {
 	r := &b.rule
 	t := r.Threshold
-	cf := r.Cold()
-	periods := float64(r.WarmUpPeriod) / float64(r.Interval())
-	tk := &tokens{threshold: t, coldFactor: cf, interval: int64(r.Interval()), next: math.Inf(-1)}
+	cf := cmp.Or(r.ColdFactor, ruledef.ColdFactor)
+	periods := float64(r.WarmUpPeriod) / float64(cmp.Or(r.StatInterval, ruledef.StatInterval))
+	tk := &tokens{threshold: t, coldFactor: cf, interval: int64(cmp.Or(r.StatInterval, ruledef.StatInterval)), next: math.Inf(-1)}
 	tk.warningToken = periods * t / (cf - 1)
 	tk.maxToken = tk.warningToken + 2*periods*t/(1+cf)
 	if cold := t / cf; cold >= 1 {
@@ -183,8 +185,8 @@ func (tk *tokens) limitAt(now int64) float64 {
 // the same warm-up curve: their tokens mean the same, whatever their IDs and
 // queueing bounds.
 func sameCurve(a, b *rules.Flow) bool {
-	return a.Threshold == b.Threshold && a.Cold() == b.Cold() &&
-		a.WarmUpPeriod == b.WarmUpPeriod && a.Interval() == b.Interval()
+	return a.Threshold == b.Threshold && cmp.Or(a.ColdFactor, ruledef.ColdFactor) == cmp.Or(b.ColdFactor, ruledef.ColdFactor) &&
+		a.WarmUpPeriod == b.WarmUpPeriod && cmp.Or(a.StatInterval, ruledef.StatInterval) == cmp.Or(b.StatInterval, ruledef.StatInterval)
 }
 
 // warmUp enforces a QPS warm-up rule that refuses at once: at most the

@@ -1,6 +1,7 @@
 package flow
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -12,6 +13,7 @@ import (
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/conformance"
 	"github.com/sluice-go/sluice/internal/entry"
+	"github.com/sluice-go/sluice/internal/ruledef"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -72,15 +74,15 @@ func newModel(r rules.Flow) *model {
 func (m *model) reload(r rules.Flow) {
 	old := m.rule
 	m.rule = r
-	m.iv = int64(r.Interval())
+	m.iv = int64(cmp.Or(r.StatInterval, ruledef.StatInterval))
 	m.width = m.iv / 10
 	m.pacing = r.Behavior == rules.Throttle
 	m.warm = r.Strategy == rules.WarmUp
-	if m.warm && old.Resource != "" && old.Threshold == r.Threshold && old.Cold() == r.Cold() &&
-		old.WarmUpPeriod == r.WarmUpPeriod && old.Interval() == r.Interval() {
+	if m.warm && old.Resource != "" && old.Threshold == r.Threshold && cmp.Or(old.ColdFactor, ruledef.ColdFactor) == cmp.Or(r.ColdFactor, ruledef.ColdFactor) &&
+		old.WarmUpPeriod == r.WarmUpPeriod && cmp.Or(old.StatInterval, ruledef.StatInterval) == cmp.Or(r.StatInterval, ruledef.StatInterval) {
 		return // the same curve: the tokens stay
 	}
-	m.T, m.cf = r.Threshold, r.Cold()
+	m.T, m.cf = r.Threshold, cmp.Or(r.ColdFactor, ruledef.ColdFactor)
 	p := float64(r.WarmUpPeriod) / float64(m.iv)
 	m.warn = p * m.T / (m.cf - 1)
 	m.max = m.warn + 2*p*m.T/(1+m.cf)
@@ -254,7 +256,7 @@ func TestConformanceWarmUpAndPacingAgainstTheModel(t *testing.T) {
 	steps := conformance.Steps(3000)
 	for ci, base := range configs {
 		base.Resource = "r"
-		t.Run(fmt.Sprintf("%v/%v/%v-per-%v/cf%v", base.Strategy, base.Behavior, base.Threshold, base.Interval(), base.Cold()), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%v/%v/%v-per-%v/cf%v", base.Strategy, base.Behavior, base.Threshold, cmp.Or(base.StatInterval, ruledef.StatInterval), cmp.Or(base.ColdFactor, ruledef.ColdFactor)), func(t *testing.T) {
 			rng := rand.New(rand.NewSource(int64(ci) + 1))
 			nf := nodes(nil)
 			rule := base
@@ -264,7 +266,7 @@ func TestConformanceWarmUpAndPacingAgainstTheModel(t *testing.T) {
 			}
 			c := built["r"][0]
 			m := newModel(rule)
-			iv := int64(rule.Interval())
+			iv := int64(cmp.Or(rule.StatInterval, ruledef.StatInterval))
 			slot := float64(iv) / rule.Threshold
 			period := int64(rule.WarmUpPeriod)
 			if period == 0 {

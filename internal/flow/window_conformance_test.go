@@ -1,6 +1,7 @@
 package flow
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -13,6 +14,7 @@ import (
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/conformance"
 	"github.com/sluice-go/sluice/internal/entry"
+	"github.com/sluice-go/sluice/internal/ruledef"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/rules"
 )
@@ -52,7 +54,7 @@ func newWindowModel(r rules.Flow) *windowModel {
 
 // reset starts the model afresh with rule r's interval.
 func (m *windowModel) reset(r rules.Flow) {
-	m.interval = int64(r.Interval())
+	m.interval = int64(cmp.Or(r.StatInterval, ruledef.StatInterval))
 	m.width = m.interval / 10
 	m.buckets = map[int64]int64{}
 	m.times = nil

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluice-go/sluice/internal/ruledef"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -25,7 +26,7 @@ func TestShardSizing(t *testing.T) {
 		{127, 1},
 		{128, 2},
 		{10_000, 64},
-		{rules.MaxParamCapacity, 64},
+		{ruledef.MaxParamCapacity, 64},
 	}
 	for _, tt := range tests {
 		c := newCache(tt.capacity, modeReject)
@@ -99,7 +100,7 @@ func TestMillionKeys(t *testing.T) {
 		t.Skip("one million checks")
 	}
 	const (
-		capacity = rules.DefaultParamCapacity
+		capacity = ruledef.ParamCapacity
 		hot      = 1000
 		keys     = 1_000_000
 	)

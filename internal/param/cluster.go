@@ -1,6 +1,7 @@
 package param
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -13,6 +14,7 @@ import (
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/entry"
 	"github.com/sluice-go/sluice/internal/lease"
+	"github.com/sluice-go/sluice/internal/ruledef"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -73,10 +75,10 @@ func newClusterCtl(r *rules.Param, rm *Remote) *clusterCtl {
 	}
 	cc := &clusterCtl{
 		mgr: rm.mgr,
-		prefix: rm.app + "/param/" + r.Resource + "/" + arg + "/" + r.Behavior.String() + "/" +
-			strconv.FormatInt(r.Window().Milliseconds(), 10) + "ms/",
+		prefix: rm.app + "/param/" + r.Resource + "/" + arg + "/" + string(cmp.Or(r.Behavior, rules.Reject)) + "/" +
+			strconv.FormatInt(cmp.Or(r.Duration, ruledef.ParamDuration).Milliseconds(), 10) + "ms/",
 		alg:         cluster.TokenBucket,
-		interval:    r.Window(),
+		interval:    cmp.Or(r.Duration, ruledef.ParamDuration),
 		perInstance: r.Cluster.Mode == rules.ClusterPerInstance,
 		fallback:    r.Cluster.Fallback,
 		localT:      int64(r.Cluster.LocalThreshold),
@@ -85,7 +87,7 @@ func newClusterCtl(r *rules.Param, rm *Remote) *clusterCtl {
 		cc.alg = cluster.Pacing
 	}
 	if r.Cluster.Leases {
-		cc.leases = newLeaseCache(r.Cap())
+		cc.leases = newLeaseCache(cmp.Or(r.Capacity, ruledef.ParamCapacity))
 	}
 	return cc
 }

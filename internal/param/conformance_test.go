@@ -1,6 +1,7 @@
 package param
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -14,6 +15,7 @@ import (
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/conformance"
 	"github.com/sluice-go/sluice/internal/entry"
+	"github.com/sluice-go/sluice/internal/ruledef"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -50,8 +52,13 @@ type modelValue struct {
 	inflight int64
 }
 
-func (m *paramModel) threshold(v string) int64 { return m.rule.ThresholdOf(v) }
-func (m *paramModel) window() int64            { return int64(m.rule.Window()) }
+func (m *paramModel) threshold(v string) int64 {
+	if t, ok := m.rule.Exceptions[v]; ok {
+		return t
+	}
+	return m.rule.Threshold
+}
+func (m *paramModel) window() int64 { return int64(cmp.Or(m.rule.Duration, ruledef.ParamDuration)) }
 
 // paramDecision is what a check decided, and the wait a throttle asked of
 // the clock.
@@ -178,7 +185,7 @@ func (m *paramModel) release(v string, n int64, blocked bool) {
 func (m *paramModel) reload(r rules.Param) {
 	old := m.rule
 	m.rule = r
-	if old.Window() != r.Window() || old.Metric != r.Metric || old.Behavior != r.Behavior {
+	if cmp.Or(old.Duration, ruledef.ParamDuration) != cmp.Or(r.Duration, ruledef.ParamDuration) || old.Metric != r.Metric || old.Behavior != r.Behavior {
 		m.values = map[string]*modelValue{}
 	}
 }
@@ -250,7 +257,7 @@ func randomParamRule(rng *rand.Rand, metric rules.FlowMetric, behavior rules.Con
 			r.Burst = rules.MaxThreshold - rng.Int64N(3)
 		}
 		if metric == rules.QPS && rng.IntN(2) == 0 {
-			r.Duration = rules.MaxParamDuration
+			r.Duration = ruledef.MaxParamDuration
 		}
 	}
 	switch rng.IntN(3) {
@@ -328,7 +335,7 @@ func TestConformanceParamAgainstModel(t *testing.T) {
 						continue
 					case k < 4 && kind.metric == rules.QPS: // reload, another Duration: afresh
 						d := paramDurations[rng.IntN(len(paramDurations))]
-						if d == r.Window() {
+						if d == cmp.Or(r.Duration, ruledef.ParamDuration) {
 							d += time.Millisecond
 						}
 						r = randomParamRule(rng, kind.metric, kind.behavior, d)

@@ -1,6 +1,7 @@
 package param
 
 import (
+	"cmp"
 	"context"
 	"maps"
 	"math"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/entry"
+	"github.com/sluice-go/sluice/internal/ruledef"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -42,7 +44,7 @@ func NewController(r rules.Param) (*Controller, error) {
 		return nil, &rules.Error{Kind: "param", Resource: r.Resource, Field: "Cluster", Reason: errNoCluster}
 	}
 	c := newController(r)
-	c.cache = newCache(r.Cap(), c.mode)
+	c.cache = newCache(cmp.Or(r.Capacity, ruledef.ParamCapacity), c.mode)
 	return c, nil
 }
 
@@ -50,7 +52,7 @@ func NewController(r rules.Param) (*Controller, error) {
 func newController(r rules.Param) *Controller {
 	c := &Controller{
 		rule:     r.Clone(),
-		window:   uint64(r.Window()),
+		window:   uint64(cmp.Or(r.Duration, ruledef.ParamDuration)),
 		burst:    r.Burst,
 		maxQueue: int64(r.MaxQueueing),
 	}
@@ -330,7 +332,7 @@ func (c *Controller) blocked(ec *entry.Context, observed, threshold float64, ret
 	return &core.BlockError{
 		Type:       core.BlockParam,
 		Resource:   ec.Resource,
-		Rule:       &c.rule,
+		Rule:       core.RuleRef{ID: c.rule.ID, Metric: string(cmp.Or(c.rule.Metric, rules.QPS))},
 		Observed:   observed,
 		Threshold:  threshold,
 		RetryAfter: time.Duration(retry),
@@ -354,7 +356,7 @@ type stateKey struct {
 
 func (c *Controller) stateKey() stateKey {
 	return stateKey{resource: c.rule.Resource, key: c.rule.Key, index: c.rule.Index, mode: c.mode,
-		window: c.window, capacity: c.rule.Cap(), cluster: c.rule.Cluster != nil}
+		window: c.window, capacity: cmp.Or(c.rule.Capacity, ruledef.ParamCapacity), cluster: c.rule.Cluster != nil}
 }
 
 // Build validates every rule first and, only if all are valid, returns the
@@ -407,7 +409,7 @@ func Build(rs []rules.Param, old map[string][]*Controller, rm *Remote) (map[stri
 			}
 			pool[k] = prev[1:]
 		} else {
-			c.cache = newCache(rs[i].Cap(), c.mode)
+			c.cache = newCache(cmp.Or(rs[i].Capacity, ruledef.ParamCapacity), c.mode)
 		}
 		out[c.rule.Resource] = append(out[c.rule.Resource], c)
 	}

@@ -9,16 +9,17 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
-	"sync/atomic"
 
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/entry"
+	"github.com/sluice-go/sluice/internal/ruledef"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 )
@@ -395,17 +396,15 @@ func TestBlockedRuleIsTheControllersRule(t *testing.T) {
 	admit(c, start, "u", 1)
 	be, _ := check(c, nil, start, 1, "u")
 	require.NotNil(t, be)
-	r, ok := be.Rule.(*rules.Param)
-	require.True(t, ok, "%T", be.Rule)
-	assert.Equal(t, "per-user", r.ID)
+	assert.Equal(t, core.RuleRef{ID: "per-user", Metric: "qps"}, be.Rule)
 	assert.Contains(t, be.Error(), "blocked by param rule")
 }
 
 func TestWaitSaturates(t *testing.T) {
-	c := newCtl(t, rules.Param{Threshold: 1, Duration: rules.MaxParamDuration})
-	assert.Equal(t, int64(rules.MaxParamDuration), c.wait(1, 0, 1))
+	c := newCtl(t, rules.Param{Threshold: 1, Duration: ruledef.MaxParamDuration})
+	assert.Equal(t, int64(ruledef.MaxParamDuration), c.wait(1, 0, 1))
 	assert.Equal(t, int64(math.MaxInt64), c.wait(math.MaxInt64, 0, 1))
-	assert.Equal(t, int64(rules.MaxParamDuration)-5, c.wait(1, 5, 1))
+	assert.Equal(t, int64(ruledef.MaxParamDuration)-5, c.wait(1, 5, 1))
 }
 
 func ExampleController() {
@@ -533,7 +532,7 @@ func TestThrottleBatchOccupiesItsSlots(t *testing.T) {
 				require.NotNil(t, be, "step %d", i)
 				assert.Empty(t, waits, "step %d: refused at once", i)
 				assert.Equal(t, s.wantRetry, be.RetryAfter, "step %d: RetryAfter", i)
-				if limit := tt.rule.ThresholdOf("u"); s.batch > limit {
+				if limit := (&paramModel{rule: tt.rule}).threshold("u"); s.batch > limit {
 					assert.Equal(t, "batch larger than threshold", be.Reason, "step %d", i)
 					assert.Equal(t, float64(s.batch), be.Observed, "step %d", i)
 					assert.Equal(t, float64(limit), be.Threshold, "step %d", i)

@@ -79,7 +79,7 @@ func (c *check) block(ec *entry.Context, observed float64) *core.BlockError {
 	return &core.BlockError{
 		Type:      core.BlockSystem,
 		Resource:  ec.Resource,
-		Rule:      c.rule,
+		Rule:      core.RuleRef{ID: c.rule.ID, Metric: string(c.rule.Metric)},
 		Observed:  observed,
 		Threshold: c.threshold,
 		Reason:    c.reason,
@@ -240,7 +240,7 @@ func Compile(rs []rules.System) *RuleSet {
 	set := &RuleSet{rules: append([]rules.System(nil), rs...)}
 	for i := range set.rules {
 		r := &set.rules[i]
-		c := &check{threshold: r.Threshold, rule: r, reason: r.Metric.String()}
+		c := &check{threshold: r.Threshold, rule: r, reason: string(r.Metric)}
 		c.max = int64(math.Floor(r.Threshold)) // thresholds are at most rules.MaxThreshold
 		c.maxRT = r.Threshold * 1000
 		var slot **check

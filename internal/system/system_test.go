@@ -292,8 +292,7 @@ func TestCheckEachMetric(t *testing.T) {
 			assert.Equal(t, tt.rule.Threshold, be.Threshold)
 			assert.InDelta(t, tt.observed, be.Observed, 1e-9)
 			assert.Equal(t, tt.reason, be.Reason)
-			require.IsType(t, &rules.System{}, be.Rule)
-			assert.Equal(t, tt.rule, *be.Rule.(*rules.System))
+			assert.Equal(t, core.RuleRef{ID: tt.rule.ID, Metric: string(tt.rule.Metric)}, be.Rule)
 			assert.True(t, errors.Is(be, core.ErrBlocked))
 		})
 	}
@@ -377,7 +376,7 @@ func TestCheckBBR(t *testing.T) {
 			assert.Equal(t, core.BlockSystem, be.Type)
 			assert.Equal(t, tt.observed, be.Observed)
 			assert.Equal(t, tt.rule.Threshold, be.Threshold)
-			assert.Equal(t, tt.rule.Metric.String()+" (bbr: concurrency over maxCompletedPerSecond × minRT)", be.Reason)
+			assert.Equal(t, string(tt.rule.Metric)+" (bbr: concurrency over maxCompletedPerSecond × minRT)", be.Reason)
 		})
 	}
 }
@@ -437,11 +436,11 @@ func TestCheckRuleOrderAndSet(t *testing.T) {
 	h.sample(2, 0.9) // both load and cpu over; load comes first
 	be := h.check(1)
 	require.NotNil(t, be)
-	assert.Equal(t, "load", be.Rule.(*rules.System).ID)
+	assert.Equal(t, "load", be.Rule.ID)
 	h.inFlight(2)
 	be = h.check(1)
 	require.NotNil(t, be)
-	assert.Equal(t, "conc", be.Rule.(*rules.System).ID)
+	assert.Equal(t, "conc", be.Rule.ID)
 }
 
 func TestStaleValuesStopBlocking(t *testing.T) {
@@ -503,7 +502,7 @@ func TestCompileAndUse(t *testing.T) {
 	assert.Nil(t, h.check(10))
 	be := h.check(11)
 	require.NotNil(t, be)
-	assert.Equal(t, 10.0, be.Rule.(*rules.System).Threshold, "the rule compiled, not the caller's slice")
+	assert.Equal(t, 10.0, be.Threshold, "the rule compiled, not the caller's slice")
 	assert.Equal(t, 0, h.clock.Waiters(), "no sampler for inbound-only rules")
 	assert.Equal(t, int64(0), h.src.calls.Load())
 
@@ -595,14 +594,14 @@ func TestLowestThresholdSpeaks(t *testing.T) {
 	h.sample(0, 0.95)
 	be := h.check(1)
 	require.NotNil(t, be)
-	assert.Equal(t, "tight", be.Rule.(*rules.System).ID)
+	assert.Equal(t, "tight", be.Rule.ID)
 	assert.Equal(t, 0.6, be.Threshold)
 	h.sample(0, 0.55) // only the bbr rule's trigger: capacity 0, concurrency 0
 	require.Nil(t, h.check(1))
 	h.inFlight(2)
 	be = h.check(1)
 	require.NotNil(t, be)
-	assert.Equal(t, "bbr", be.Rule.(*rules.System).ID)
+	assert.Equal(t, "bbr", be.Rule.ID)
 }
 
 // TestCheckBBRMinRTMemory plays a sustained overload: a calm start where

@@ -580,7 +580,6 @@
 
   const skeletons = {
     flow: "  - resource: NAME\n    threshold: 100\n",
-    isolation: "  - resource: NAME\n    threshold: 10\n",
     system: "  - metric: qps\n    threshold: 1000\n",
     circuitBreaker: "  - resource: NAME\n    strategy: error-ratio\n    threshold: 0.5\n    retryTimeout: 10s\n",
     param: "  - resource: NAME\n    threshold: 10\n",

@@ -1,0 +1,100 @@
+package rules
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestEnumValidation: every enumerated field takes "" (its default, except
+// System.Metric) and its constants, and refuses anything else with an
+// *Error naming the rule and the field and listing the values.
+func TestEnumValidation(t *testing.T) {
+	tests := []struct {
+		name, field, want string
+		rule              func(s string) interface{ Validate() error }
+	}{
+		{"flow metric", "Metric", "qps, concurrency", func(s string) interface{ Validate() error } {
+			return &Flow{Resource: "r", Threshold: 1, Metric: FlowMetric(s)}
+		}},
+		{"flow strategy", "Strategy", "direct, warm-up, token-bucket", func(s string) interface{ Validate() error } {
+			return &Flow{Resource: "r", Threshold: 1, Strategy: TokenStrategy(s)}
+		}},
+		{"flow behavior", "Behavior", "reject, throttle", func(s string) interface{ Validate() error } {
+			return &Flow{Resource: "r", Threshold: 1, Behavior: ControlBehavior(s)}
+		}},
+		{"param metric", "Metric", "qps, concurrency", func(s string) interface{ Validate() error } {
+			return &Param{Resource: "r", Threshold: 1, Metric: FlowMetric(s)}
+		}},
+		{"param behavior", "Behavior", "reject, throttle", func(s string) interface{ Validate() error } {
+			return &Param{Resource: "r", Threshold: 1, Behavior: ControlBehavior(s)}
+		}},
+		{"breaker strategy", "Strategy", "slow-request-ratio, error-ratio, error-count", func(s string) interface{ Validate() error } {
+			r := &CircuitBreaker{Resource: "r", RetryTimeout: time.Second, Strategy: BreakerStrategy(s)}
+			if s == "" || s == string(SlowRequestRatio) {
+				r.MaxAllowedRT = time.Second
+			}
+			return r
+		}},
+		{"system strategy", "Strategy", "threshold, bbr", func(s string) interface{ Validate() error } {
+			return &System{Metric: Load1, Threshold: 1, Strategy: SystemStrategy(s)}
+		}},
+		{"cluster mode", "Cluster.Mode", "total, per-instance", func(s string) interface{ Validate() error } {
+			return &Flow{Resource: "r", Threshold: 1, Cluster: &Cluster{Mode: ClusterMode(s)}}
+		}},
+		{"cluster fallback", "Cluster.Fallback", "local, pass, block", func(s string) interface{ Validate() error } {
+			return &Flow{Resource: "r", Threshold: 1, Cluster: &Cluster{Fallback: ClusterFallback(s)}}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.NoError(t, tt.rule("").Validate(), "the zero value is the default")
+			for _, v := range splitNames(tt.want) {
+				var e *Error
+				if err := tt.rule(v).Validate(); errors.As(err, &e) {
+					assert.NotEqual(t, tt.field, e.Field, "%s: %v", v, err)
+				}
+			}
+			for _, bad := range []string{"bogus", "QPS", "warm_up", " reject"} {
+				err := tt.rule(bad).Validate()
+				var e *Error
+				require.True(t, errors.As(err, &e), "%q: want *Error, got %v", bad, err)
+				assert.Equal(t, tt.field, e.Field, bad)
+				assert.Contains(t, e.Reason, "unknown value", bad)
+				assert.Contains(t, e.Reason, tt.want, bad)
+			}
+		})
+	}
+	err := (&System{Threshold: 1}).Validate()
+	require.EqualError(t, err, "rules: system rule: Metric: must be set (one of qps, concurrency, avg-rt, load1, cpu-usage)")
+}
+
+func splitNames(s string) []string {
+	var out []string
+	for len(s) > 0 {
+		i := 0
+		for i < len(s) && s[i] != ',' {
+			i++
+		}
+		out = append(out, s[:i])
+		if i < len(s) {
+			i += 2
+		}
+		s = s[i:]
+	}
+	return out
+}
+
+// TestEnumDefaultsAreNotDuplicates: a rule with a default left "" and one
+// spelling the default out count the same thing, so a list holding both is
+// refused as a duplicate.
+func TestEnumDefaultsAreNotDuplicates(t *testing.T) {
+	err := validateFlowRules([]Flow{
+		{Resource: "r", Threshold: 5},
+		{Resource: "r", Threshold: 3, Metric: QPS, Strategy: Direct, Behavior: Reject},
+	})
+	require.ErrorContains(t, err, "duplicates rule 0")
+}
