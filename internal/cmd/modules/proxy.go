@@ -90,6 +90,12 @@ func newProxy(root string, mods []module, v, dir string) (*proxy, error) {
 		"GONOSUMDB="+join(goenv("GONOSUMDB"), modulePath(mods), ","),
 		// go.sum gains the sluice modules' lines in copies only (see tidy).
 		"GOFLAGS="+p.goflags,
+		// The go command's module index (in the build cache) keeps the
+		// file list of a module version it read once; the local versions
+		// change under the same version with the tree, and an index from
+		// an earlier run named files that were no longer there (or missed
+		// new ones: "undefined" in a standalone build).
+		"GODEBUG="+join(os.Getenv("GODEBUG"), "goindex=0", ","),
 	)
 	return p, nil
 }
