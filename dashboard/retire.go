@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-
 )
 
 // maxFleetApps bounds the applications found from the fleet that a page
@@ -157,4 +156,3 @@ func (d *Dashboard) forget(app string) {
 	}
 	d.diffs.mu.Unlock()
 }
-
