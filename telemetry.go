@@ -49,7 +49,7 @@ type TelemetryConfig struct {
 // WithTelemetry makes the engine publish a cluster.Frame to t once a
 // second (of the engine's clock), for dashboards: the figures of the last
 // complete second of its busiest resources (Engine.History), the refusals
-// by block type since the previous frame, the circuit breakers' states,
+// by block type in that second, the circuit breakers' states,
 // the host as system protection sees it, the cluster store's mode and the
 // rule store's version. It runs on a goroutine of its own, which Close
 // stops: Entry never waits for it, and a failed Publish is counted
