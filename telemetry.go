@@ -49,7 +49,7 @@ type TelemetryConfig struct {
 // WithTelemetry makes the engine publish a cluster.Frame to t once a
 // second (of the engine's clock), for dashboards: the figures of the last
 // complete second of its busiest resources (Engine.History), the refusals
-// by block type since the previous frame, the circuit breakers' states,
+// by block type in that second, the circuit breakers' states,
 // the host as system protection sees it, the cluster store's mode and the
 // rule store's version. It runs on a goroutine of its own, which Close
 // stops: Entry never waits for it, and a failed Publish is counted
@@ -100,10 +100,8 @@ type publisher struct {
 	published, failures atomic.Int64
 	lastErr             atomic.Pointer[error]
 
-	// Owned by the goroutine: the last second published and the
-	// refusal totals of each resource at the previous frame.
-	last    int64
-	blocked map[*resource][stat.BlockTypes]uint64
+	// Owned by the goroutine: the last second published.
+	last int64
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -274,22 +272,17 @@ func (p *publisher) frame(now, sec int64) cluster.Frame {
 	}
 	eng.reg.mu.Unlock()
 	end := (sec+1)*int64(time.Second) - 1 // the second's last instant: Sum covers the second
-	totals := make(map[*resource][stat.BlockTypes]uint64, len(all))
 	for i := range all {
 		b := &all[i]
 		n := &b.r.node
 		b.load = n.Sum(end, window.Pass) + n.Sum(end, window.Block)
-		prev := p.blocked[b.r]
-		var tot [stat.BlockTypes]uint64
-		for t := range tot {
-			tot[t] = n.BlockedBy(core.BlockType(t))
-			if tot[t] >= prev[t] {
-				b.block[t] = tot[t] - prev[t]
-			}
+		// Refusals by type over the same second as the Block sum (the
+		// counters since start, read now, would cover the time between
+		// two frames instead, and not add up to the second's total).
+		for t := range b.block {
+			b.block[t] = n.BlockedInSecond(sec, core.BlockType(t))
 		}
-		totals[b.r] = tot
 	}
-	p.blocked = totals
 	slices.SortFunc(all, func(a, b busy) int {
 		if c := cmp.Compare(b.load, a.load); c != 0 {
 			return c

@@ -41,6 +41,7 @@ func writeEndpoints() []writeEndpoint {
 		{pattern: "/users/password", path: "/users/password", admin: true,
 			form: url.Values{"name": {"viv"}, "password": {"another long one"}}},
 		{pattern: "/users/delete", path: "/users/delete", admin: true, form: url.Values{"name": {"eve"}}},
+		{pattern: "/apps/{app}/retire", path: "/apps/shop/retire", admin: true, form: url.Values{"confirm": {"yes"}}},
 	}
 }
 

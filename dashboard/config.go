@@ -205,7 +205,8 @@ type Config struct {
 	// App names the Engine's application; zero means "local".
 	App string
 	// Apps lists applications to show besides those with rules in the
-	// store (an application that publishes frames but has no rules yet).
+	// store and those whose instances publish frames or heartbeats (found
+	// when Telemetry or Members can list them: cluster/redis's do).
 	Apps []string
 	// Members, when set, lists the live instances of an application (a
 	// cluster.Store's heartbeats); otherwise the instances are those seen

@@ -265,6 +265,7 @@ func (d *Dashboard) routeTable() []route {
 		{"GET", "/apps/{app}/history", read, false, d.historyPage},
 		{"POST", "/apps/{app}/rollback", write, false, d.rollback},
 		{"GET", "/apps/{app}/audit", read, false, d.auditPage},
+		{"POST", "/apps/{app}/retire", admin, false, d.retire},
 		{"GET", "/api/apps/{app}/live", read, true, d.live},
 		{"GET", "/api/apps/{app}/resources", read, true, d.resources},
 		{"GET", "/api/apps/{app}/resource", read, true, d.resource},

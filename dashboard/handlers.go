@@ -178,6 +178,10 @@ type appRow struct {
 	Name    string
 	Version int64
 	CanEdit bool
+	// Fleet: found from the fleet's frames or heartbeats, without rules.
+	Fleet bool
+	// CanRetire: the user is an admin and the application has rules.
+	CanRetire bool
 }
 
 // apps returns the applications c's user may see.
@@ -197,20 +201,45 @@ func (d *Dashboard) apps(ctx context.Context, c *call) ([]string, error) {
 
 func (d *Dashboard) appsPage(w http.ResponseWriter, r *http.Request, c *call) {
 	v := d.view(c, "Applications")
-	names, err := d.apps(r.Context(), c)
+	d.fillApps(r.Context(), c, v)
+	if a := r.URL.Query().Get("retired"); a != "" && c.user.role == Admin {
+		stays := slices.ContainsFunc(v.Data.([]appRow), func(row appRow) bool { return row.Name == a && !row.Fleet })
+		if !stays {
+			v.Notice = "Application " + a + " retired."
+		}
+	}
+	d.render(w, http.StatusOK, "apps", v)
+}
+
+// fillApps puts into v the applications c's user may see: those with rules
+// (or configured), then those found from the fleet (frames or heartbeats)
+// without rules.
+func (d *Dashboard) fillApps(ctx context.Context, c *call, v *view) {
+	names, err := d.apps(ctx, c)
 	if err != nil {
 		v.Error = "the rule store: " + err.Error()
 	}
+	stored, _ := d.store.Apps(ctx)
 	var rows []appRow
 	for _, a := range names {
-		cur, err := d.store.Current(r.Context(), a)
+		cur, err := d.store.Current(ctx, a)
 		if err != nil {
 			v.Error = "the rule store: " + err.Error()
 		}
-		rows = append(rows, appRow{Name: a, Version: cur.Version, CanEdit: c.user.can(a, true)})
+		rows = append(rows, appRow{Name: a, Version: cur.Version, CanEdit: c.user.can(a, true),
+			CanRetire: c.user.role == Admin && slices.Contains(stored, a) && (d.local == nil || a != d.local.app)})
+	}
+	fleet, errs := d.fleetApps(ctx)
+	for _, a := range fleet {
+		if slices.Contains(names, a) || !c.user.can(a, false) {
+			continue
+		}
+		rows = append(rows, appRow{Name: a, Fleet: true, CanEdit: c.user.can(a, true) && checkAppName(a) == nil})
+	}
+	if len(errs) > 0 && v.Error == "" {
+		v.Error = strings.Join(errs, "; ")
 	}
 	v.Data = rows
-	d.render(w, http.StatusOK, "apps", v)
 }
 
 // instance is one instance of an application as the dashboard sees it.

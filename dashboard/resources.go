@@ -129,12 +129,14 @@ func indexRules(cur cluster.RuleVersion) *ruleIndex {
 }
 
 // apportion returns the refusals of a second by block type, adding up to
-// block, the second's count of refusals. The publisher counts the two
-// apart: block over the second, the types between two frames, so that
-// they can differ by the refusals that raced the frame ("blocked 761
-// (isolation 769)"). The types divide block in their proportions (largest
-// remainders); with one type, it has them all. Refusals of a second whose
-// types fell in the next frame count as "other" (index 0).
+// block, the second's count of refusals. An engine's frame counts both
+// over the same second, and then they are returned as they are; engines
+// that counted the types between two frames (so that they differed by the
+// refusals that raced the frame: "blocked 761 (isolation 769)"), and a
+// frame taken over a second late (no types then), are why this guard
+// stays. The types divide block in their proportions (largest
+// remainders); with one type, it has them all. Refusals without a type
+// count as "other" (index 0).
 func apportion(block uint64, by [stat.BlockTypes]uint64) [stat.BlockTypes]uint64 {
 	var sum uint64
 	for _, n := range by {

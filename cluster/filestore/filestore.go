@@ -29,6 +29,8 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -586,4 +588,44 @@ func readLines(r io.Reader, f func([]byte)) error {
 		f(sc.Bytes())
 	}
 	return sc.Err()
+}
+
+// Retire deletes app's rules: its directory (the version in force,
+// rules.yaml, the history and the instances' reports), so that Apps no
+// longer lists it. The directory is first renamed to a hidden name, so a
+// retirement cut short leaves either the application whole or nothing
+// that Apps lists. The audit file keeps app's entries, and an entry of
+// action "retire" by user, naming the version that was in force and
+// holding its rules, is appended. Engines that follow app keep the rules
+// they run.
+func (s *Store) Retire(ctx context.Context, app, user string) error {
+	if err := checkApp(app); err != nil {
+		return err
+	}
+	if user == "" || len(user) > maxField {
+		return fmt.Errorf("filestore: retire %s: user of %d bytes, want 1 to %d", app, len(user), maxField)
+	}
+	cur, err := s.Current(ctx, app)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	gone := filepath.Join(s.dir, ".retired-"+app+"-"+hex.EncodeToString(b[:]))
+	if err := os.Rename(s.appDir(app), gone); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("filestore: retire %s: %w", app, err)
+	}
+	if err := syncDir(s.dir); err != nil {
+		return fmt.Errorf("filestore: retire %s: %w", app, err)
+	}
+	if err := os.RemoveAll(gone); err != nil {
+		return fmt.Errorf("filestore: retire %s: %w", app, err)
+	}
+	detail := "retired; it had no version in force"
+	if cur.Version != 0 {
+		detail = "retired; version " + strconv.FormatInt(cur.Version, 10) + " was in force:\n" + string(cur.Doc)
+	}
+	return s.audit(cluster.AuditEntry{User: user, App: app, Action: "retire", Version: cur.Version, Detail: detail})
 }

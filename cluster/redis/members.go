@@ -13,8 +13,9 @@ import (
 )
 
 // Beat records m as alive for ttl (rounded up to the millisecond) and
-// returns the number of live members of m.App, m included, in one round
-// trip. The member's record (a hash) expires after ttl; the app's index (a
+// returns the number of live members of m.App, m included, in two round
+// trips (the second records m.App in the index of applications, Apps, for
+// ttl). The member's record (a hash) expires after ttl; the app's index (a
 // sorted set of member IDs scored by their expiry on Redis's clock) drops
 // expired IDs on every Beat and Members and itself expires with its
 // longest-lived member, so a crashed instance leaves nothing behind.
@@ -42,6 +43,9 @@ func (s *Store) Beat(ctx context.Context, m cluster.Member, ttl time.Duration) (
 		var err error
 		n, err = beatScript.Run(ctx, s.c, keys, m.ID, int64(ms), m.Host, started, m.RuleVersion).Int()
 		if err != nil {
+			return fmt.Errorf("sluiceredis: beat: %w", err)
+		}
+		if err := noteApp(ctx, s.c, s.appsKey(), m.App, ttl); err != nil {
 			return fmt.Errorf("sluiceredis: beat: %w", err)
 		}
 		return nil

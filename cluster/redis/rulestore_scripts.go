@@ -177,3 +177,44 @@ var (
 	publishScript = redis.NewScript(publishSrc)
 	framesScript  = redis.NewScript(framesSrc)
 )
+
+// fleetAppsSrc and fleetNoteSrc keep an index of the applications whose
+// instances publish frames or heartbeats: a sorted set of names scored by
+// their expiry on Redis's clock, pruned on every call, holding at most a
+// bounded number of names (the soonest to expire go first) and expiring
+// with its longest-lived name.
+//
+// fleetNoteSrc: KEYS[1]: the index. ARGV: app, ttl ms, most names.
+const fleetNoteSrc = luaClock + `
+redis.call('ZADD', KEYS[1], now_ms + tonumber(ARGV[2]), ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now_ms)
+local over = redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[3])
+if over > 0 then redis.call('ZREMRANGEBYRANK', KEYS[1], 0, over - 1) end
+local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+if last[2] then redis.call('PEXPIRE', KEYS[1], math.max(1, tonumber(last[2]) - now_ms)) end
+return 0
+`
+
+// fleetAppsSrc: KEYS[1]: the index. ARGV: most names. Reply: the live names.
+const fleetAppsSrc = luaClock + `
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now_ms)
+return redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)
+`
+
+// retireSrc deletes an application's rules. KEYS: the current version,
+// the history, the report index, the reports, the audit list. ARGV: the
+// stem of the version hashes. Reply: the version that was in force.
+const retireSrc = `
+local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
+local hist = redis.call('LRANGE', KEYS[2], 0, -1)
+for _, n in ipairs(hist) do redis.call('DEL', ARGV[1] .. n) end
+if cur > 0 then redis.call('DEL', ARGV[1] .. cur) end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+return cur
+`
+
+var (
+	fleetNoteScript = redis.NewScript(fleetNoteSrc)
+	fleetAppsScript = redis.NewScript(fleetAppsSrc)
+	retireScript    = redis.NewScript(retireSrc)
+)

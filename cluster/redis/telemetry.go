@@ -69,11 +69,12 @@ func (t *Telemetry) base(app string) string {
 	return t.prefix + ":tm:{" + escapeTag(app) + "}"
 }
 
-// Publish records f in one round trip: it pushes the frame onto its
+// Publish records f in two round trips: it pushes the frame onto its
 // instance's list, trims the list to keep frames (at most 3,600), makes it
 // expire ttl (rounded up to the millisecond) from now, and records the
 // instance in the application's index until then, dropping the instances
-// whose frames expired. A frame holds at most the configured MaxResources
+// whose frames expired; then it records the application in the index of
+// applications (Apps) until then too. A frame holds at most the configured MaxResources
 // resources (the busiest) and 1,000 breakers.
 func (t *Telemetry) Publish(ctx context.Context, f cluster.Frame, keep int, ttl time.Duration) error {
 	if err := checkName("app", f.App); err != nil {
@@ -96,6 +97,9 @@ func (t *Telemetry) Publish(ctx context.Context, f cluster.Frame, keep int, ttl 
 	err = publishScript.Run(ctx, t.c, []string{base + ":idx", base + ":f:" + f.Instance},
 		f.Instance, elem, keep, int64(ms)).Err()
 	if err != nil {
+		return fmt.Errorf("sluiceredis: publish: %w", err)
+	}
+	if err := noteApp(ctx, t.c, t.appsKey(), f.App, ttl); err != nil {
 		return fmt.Errorf("sluiceredis: publish: %w", err)
 	}
 	return nil

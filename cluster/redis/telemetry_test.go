@@ -76,7 +76,7 @@ func TestTelemetry(t *testing.T) {
 
 	// Bounded and expiring: every key has a TTL, lists keep their length.
 	keys, _ := raw.Keys(ctx, "sluice:tm:*").Result()
-	if len(keys) != 5 { // shop idx, a, b; blog idx, a
+	if len(keys) != 6 { // shop idx, a, b; blog idx, a; the index of applications
 		t.Fatalf("keys = %v", keys)
 	}
 	for _, k := range keys {
@@ -173,8 +173,8 @@ func TestTelemetryHostileNames(t *testing.T) {
 		}
 	}
 	keys, _ := srv.Client(t).Keys(ctx, "*").Result()
-	if len(keys) != 2 {
-		t.Fatalf("keys %q, want the index and i1's list", keys)
+	if len(keys) != 3 {
+		t.Fatalf("keys %q, want the indexes of instances and applications and i1's list", keys)
 	}
 }
 

@@ -117,7 +117,22 @@ type Node struct {
 	// memory read, went from about 500 to 620 ns.)
 	hist atomic.Pointer[LeapArray[Metric]] // nil until History first reaches past the minute window
 	keep int64                             // seconds History serves; 0 for none
+	// byType counts refusals by block type in each of the last two whole
+	// seconds (BlockedInSecond), so that a reader after a second's end
+	// finds the second's refusals by type over the same second as the
+	// second-level window's Block sum. Made at the first refusal: a
+	// resource that never refuses pays one word.
+	byType atomic.Pointer[LeapArray[core.BlockType]]
 }
+
+// byTypeKinds: every block type is a sum.
+var byTypeKinds = func() []Kind {
+	k := make([]Kind, stat.BlockTypes)
+	for i := range k {
+		k[i] = Sum
+	}
+	return k
+}()
 
 // slotWords is the stride of the second-level window: a cache line's
 // worth of words.
@@ -332,6 +347,27 @@ func (n *Node) AddBlock(now, batch int64, by core.BlockType) {
 		i = 0
 	}
 	n.blockedBy[i].Add(clampAdd(batch))
+	a := n.byType.Load()
+	if a == nil {
+		n.byType.CompareAndSwap(nil, MustLeapArray[core.BlockType](2*time.Second, 2, byTypeKinds, nil))
+		a = n.byType.Load()
+	}
+	a.Add(now, core.BlockType(i), clampAdd(batch))
+}
+
+// BlockedInSecond returns the requests (by batch) refused by rules of block
+// type by in the whole second that starts at sec seconds of the clock. It
+// is exact, like the Block sum of Sum(end of that second), until the second
+// after it ends; later it returns zero.
+func (n *Node) BlockedInSecond(sec int64, by core.BlockType) uint64 {
+	if int(by) >= len(n.blockedBy) {
+		by = 0
+	}
+	a := n.byType.Load()
+	if a == nil {
+		return 0
+	}
+	return a.Value(sec, by)
 }
 
 // BlockedBy returns the requests (by batch) refused by rules of block type
