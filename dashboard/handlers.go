@@ -635,6 +635,7 @@ type ruleRow struct {
 	Index    int
 	Resource string
 	Text     string // the rule as a rule file writes it (rules.Encode, YAML)
+	Values   string // its fields as the kind's form holds them (formValues)
 }
 
 type rulesData struct {
@@ -696,7 +697,8 @@ func listRules(set rules.Set, q string, offset int) *ruleList {
 		if n < l.Offset || n >= l.Offset+maxRuleRows {
 			return
 		}
-		l.Rows[kind] = append(l.Rows[kind], ruleRow{Kind: kind, Index: i, Resource: res, Text: ruleText(one())})
+		s := one()
+		l.Rows[kind] = append(l.Rows[kind], ruleRow{Kind: kind, Index: i, Resource: res, Text: ruleText(s), Values: oneValues(s)})
 	}
 	for i, r := range set.Flow {
 		add("flow", i, r.Resource, func() rules.Set { return rules.Set{Flow: []rules.Flow{r}} })

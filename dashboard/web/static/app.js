@@ -589,7 +589,20 @@
   // JSON string, which YAML reads whatever the name holds) or NAME.
   function addRule(kind, resource) {
     let skel = skeletons[kind];
-    if (resource !== undefined) skel = skel.replace("NAME", () => JSON.stringify(resource));
+    if (resource !== undefined) skel = skel.replace("NAME", () => yamlString(resource));
+    addText(kind, skel);
+  }
+  // yamlString writes s as a YAML double-quoted string: JSON's escapes,
+  // and also the characters YAML does not accept unescaped (DEL, C1
+  // controls, the line and paragraph separators, the byte-order mark).
+  function yamlString(s) {
+    return JSON.stringify(String(s)).replace(/[\u007f-\u009f\u2028\u2029\ufeff]/g,
+      (c) => "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
+  }
+  // addText adds skel (a list item of kind's rules, "  - ...") to the
+  // editor's text: under the kind's key when the text has one, else
+  // under a new one at the end.
+  function addText(kind, skel) {
     let text = doc.value;
     const re = new RegExp("^" + kind + ":\\s*$", "m");
     if (re.test(text)) {
@@ -606,7 +619,110 @@
   for (const b of document.querySelectorAll("button.add")) {
     b.addEventListener("click", () => addRule(b.dataset.kind));
   }
-  // From the resource table's "Add a rule": a flow rule for the resource,
+  // ---- the per-kind forms ----
+
+  // A form's fields (made on the server from the rule types) become one
+  // list item of YAML: strings, enums and durations as JSON strings (which
+  // YAML reads whatever they hold), numbers checked and written as typed,
+  // a map as a JSON object, a section's fields under its key. Nothing is
+  // saved: the text is then reviewed and saved as any edit.
+  const kindSel = document.getElementById("form-kind");
+  const forms = document.querySelectorAll("form.ruleform");
+  function showKind(kind) {
+    kindSel.value = kind;
+    for (const f of forms) f.hidden = f.dataset.kind !== kind;
+  }
+  function syncSections(f) {
+    for (const box of f.querySelectorAll('input[data-type="section"]')) {
+      for (const l of f.querySelectorAll('label.in-section')) if (l.dataset.section === box.name) l.hidden = !box.checked;
+    }
+  }
+  const isNumber = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/, isInteger = /^[+-]?\d+$/;
+  // formYAML is the rule of form f as a list item, or throws an Error
+  // naming the field that cannot be written.
+  function formYAML(f) {
+    const top = [], sections = new Map();
+    for (const e of f.querySelectorAll("[data-type]")) {
+      const type = e.dataset.type, name = e.name;
+      if (type === "section") { if (e.checked) { sections.set(name, []); top.push({ section: name }); } continue; }
+      const dot = name.indexOf(".");
+      const sec = dot > 0 ? name.slice(0, dot) : "", key = dot > 0 ? name.slice(dot + 1) : name;
+      if (sec && !sections.has(sec)) continue;
+      let v;
+      if (type === "bool") { if (!e.checked) continue; v = "true"; } else {
+        const raw = e.value.trim();
+        if (raw === "") continue;
+        if (type === "number" || type === "integer") {
+          if (!(type === "number" ? isNumber : isInteger).test(raw)) throw new Error(name + ": " + JSON.stringify(raw) + " is not " + (type === "number" ? "a number" : "a whole number"));
+          v = raw;
+        } else if (type === "map") {
+          let m;
+          try { m = JSON.parse(raw); } catch (err) { throw new Error(name + ": not a JSON object (" + err.message + ")"); }
+          if (!m || typeof m !== "object" || Array.isArray(m)) throw new Error(name + ": not a JSON object");
+          const parts = [];
+          for (const [k, n] of Object.entries(m)) {
+            if (!Number.isInteger(n)) throw new Error(name + ": the value of " + JSON.stringify(k) + " is not a whole number");
+            parts.push(yamlString(k) + ": " + n);
+          }
+          v = "{" + parts.join(", ") + "}";
+        } else {
+          v = yamlString(e.value);
+        }
+      }
+      if (sec) sections.get(sec).push(key + ": " + v); else top.push({ line: key + ": " + v });
+    }
+    const lines = [];
+    for (const t of top) {
+      if (t.line) { lines.push(t.line); continue; }
+      const sub = sections.get(t.section);
+      if (!sub.length) lines.push(t.section + ": {}");
+      else { lines.push(t.section + ":"); for (const l of sub) lines.push("  " + l); }
+    }
+    if (!lines.length) throw new Error("no field is set");
+    return "  - " + lines.join("\n    ") + "\n";
+  }
+  if (kindSel && doc) {
+    kindSel.addEventListener("change", () => showKind(kindSel.value));
+    for (const f of forms) {
+      syncSections(f);
+      f.addEventListener("change", () => syncSections(f));
+      f.addEventListener("reset", () => setTimeout(() => { syncSections(f); f.querySelector(".form-error").hidden = true; }, 0));
+      f.addEventListener("submit", (ev) => {
+        ev.preventDefault();
+        const msg = f.querySelector(".form-error");
+        let item;
+        try { item = formYAML(f); } catch (err) { msg.textContent = err.message; msg.hidden = false; return; }
+        msg.hidden = true;
+        addText(f.dataset.kind, item);
+        const what = document.getElementById("form-what");
+        what.textContent = "A " + f.dataset.kind + " rule was added to the text: review and save it.";
+        what.dataset.added = String(Number(what.dataset.added || 0) + 1);
+      });
+    }
+    // "Edit" on a listed rule fills its kind's form with the rule's
+    // fields (given by the server, as the form holds them).
+    for (const b of document.querySelectorAll("button.edit")) {
+      b.addEventListener("click", () => {
+        const f = document.getElementById("form-" + b.dataset.kind);
+        if (!f) return;
+        showKind(b.dataset.kind);
+        f.reset();
+        const vals = JSON.parse(b.dataset.values || "{}");
+        for (const [k, v] of Object.entries(vals)) {
+          const e = f.elements.namedItem(k);
+          if (!e) continue;
+          if (e.type === "checkbox") e.checked = true; else e.value = v;
+        }
+        syncSections(f);
+        f.querySelector(".form-error").hidden = true;
+        document.getElementById("form-what").textContent = "Filled from " + b.dataset.kind + " rule " + b.dataset.index +
+          ". Adding writes the changed rule into the text as a new rule: remove rule " + b.dataset.index + " from the text before saving to replace it.";
+        f.scrollIntoView({ block: "nearest" });
+      });
+    }
+  }
+
+  // From the resource table's "Add a rule\": a flow rule for the resource,
   // to complete and save.
   const forResource = new URLSearchParams(window.location.search).get("resource");
   if (doc && doc.tagName === "TEXTAREA" && forResource !== null && !document.getElementById("error")) {

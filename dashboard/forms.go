@@ -1,0 +1,192 @@
+package dashboard
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluice-go/sluice/rules"
+)
+
+// The rules page's per-kind forms are made from the rule types by
+// reflection over their yaml tags, so that a field added to a rule type
+// appears in its form (TestFormsHaveEveryField).
+
+// ruleField is one field of a rule form.
+type ruleField struct {
+	Name     string   // the yaml path: "threshold", "cluster.mode"
+	Type     string   // text, number, integer, duration, enum, bool, map, section
+	Options  []string // an enum's values, as the rule files spell them
+	Required bool     // written even when zero (no omitempty)
+	Section  string   // the optional section the field belongs to ("cluster"), or ""
+}
+
+// ruleForm is the form of one kind.
+type ruleForm struct {
+	Kind   string
+	Fields []ruleField
+}
+
+// enumOptions are the values of each enumeration of the rule types, as the
+// rule files spell them. TestFormEnums checks them against rules.Validate's
+// error, which lists the values it accepts.
+var enumOptions = map[reflect.Type][]string{
+	reflect.TypeFor[rules.FlowMetric]():      {string(rules.QPS), string(rules.Concurrency)},
+	reflect.TypeFor[rules.TokenStrategy]():   {string(rules.Direct), string(rules.WarmUp), string(rules.TokenBucket)},
+	reflect.TypeFor[rules.ControlBehavior](): {string(rules.Reject), string(rules.Throttle)},
+	reflect.TypeFor[rules.BreakerStrategy](): {string(rules.SlowRequestRatio), string(rules.ErrorRatio), string(rules.ErrorCount)},
+	reflect.TypeFor[rules.SystemMetric]():    {string(rules.InboundQPS), string(rules.InboundConcurrency), string(rules.InboundAvgRT), string(rules.Load1), string(rules.CPUUsage)},
+	reflect.TypeFor[rules.SystemStrategy]():  {string(rules.PlainThreshold), string(rules.BBR)},
+	reflect.TypeFor[rules.ClusterMode]():     {string(rules.ClusterTotal), string(rules.ClusterPerInstance)},
+	reflect.TypeFor[rules.ClusterFallback](): {string(rules.FallbackLocal), string(rules.FallbackPass), string(rules.FallbackBlock)},
+}
+
+// ruleForms are the forms of the kinds, in the rule file's order; made
+// once, when the package loads (a type the forms cannot show panics
+// there, and in the tests).
+var ruleForms = makeForms()
+
+func yamlName(f reflect.StructField) (name string, omitempty bool) {
+	tag := f.Tag.Get("yaml")
+	name, opts, _ := strings.Cut(tag, ",")
+	return name, strings.Contains(opts, "omitempty")
+}
+
+func makeForms() []ruleForm {
+	var out []ruleForm
+	st := reflect.TypeFor[rules.Set]()
+	for i := range st.NumField() {
+		f := st.Field(i)
+		kind, _ := yamlName(f)
+		if kind == "" || kind == "-" || f.Type.Kind() != reflect.Slice {
+			continue
+		}
+		out = append(out, ruleForm{Kind: kind, Fields: formFields(f.Type.Elem(), "", "")})
+	}
+	return out
+}
+
+var durationType = reflect.TypeFor[time.Duration]()
+
+func formFields(t reflect.Type, prefix, section string) []ruleField {
+	var out []ruleField
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		name, omit := yamlName(sf)
+		if name == "" || name == "-" || !sf.IsExported() {
+			continue
+		}
+		ff := ruleField{Name: prefix + name, Required: !omit, Section: section}
+		ft := sf.Type
+		switch {
+		case ft == durationType:
+			ff.Type = "duration"
+		case ft.Kind() == reflect.String && ft != reflect.TypeFor[string]():
+			opts, ok := enumOptions[ft]
+			if !ok {
+				panic(fmt.Sprintf("dashboard: the rule forms know no values of %s", ft))
+			}
+			ff.Type, ff.Options = "enum", opts
+		case ft.Kind() == reflect.String:
+			ff.Type = "text"
+		case ft.Kind() == reflect.Float64:
+			ff.Type = "number"
+		case ft.Kind() == reflect.Int || ft.Kind() == reflect.Int64:
+			ff.Type = "integer"
+		case ft.Kind() == reflect.Bool:
+			ff.Type = "bool"
+		case ft.Kind() == reflect.Map && ft.Key().Kind() == reflect.String && ft.Elem().Kind() == reflect.Int64:
+			ff.Type = "map"
+		case ft.Kind() == reflect.Pointer && ft.Elem().Kind() == reflect.Struct && prefix == "":
+			ff.Type = "section"
+			out = append(out, ff)
+			out = append(out, formFields(ft.Elem(), name+".", name)...)
+			continue
+		default:
+			panic(fmt.Sprintf("dashboard: the rule forms cannot show %s.%s (%s)", t.Name(), sf.Name, ft))
+		}
+		out = append(out, ff)
+	}
+	return out
+}
+
+// formValues are the fields of rule (a rule type's value) that are not
+// zero, as the form's inputs hold them, as JSON: {"threshold": "50",
+// "cluster": "on", "cluster.mode": "total", "exceptions": "{\"a\":5}"};
+// "edit" fills the form with them.
+func formValues(rule any) string {
+	m := map[string]string{}
+	collectValues(reflect.ValueOf(rule), "", m)
+	b, err := json.Marshal(m)
+	if err != nil {
+		return "{}"
+	}
+	return string(b)
+}
+
+func collectValues(v reflect.Value, prefix string, m map[string]string) {
+	t := v.Type()
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		name, _ := yamlName(sf)
+		if name == "" || name == "-" || !sf.IsExported() {
+			continue
+		}
+		fv := v.Field(i)
+		if fv.IsZero() {
+			continue
+		}
+		key := prefix + name
+		switch {
+		case fv.Type() == durationType:
+			m[key] = time.Duration(fv.Int()).String()
+		case fv.Kind() == reflect.String:
+			m[key] = fv.String()
+		case fv.Kind() == reflect.Float64:
+			m[key] = strconv.FormatFloat(fv.Float(), 'g', -1, 64)
+		case fv.Kind() == reflect.Int || fv.Kind() == reflect.Int64:
+			m[key] = strconv.FormatInt(fv.Int(), 10)
+		case fv.Kind() == reflect.Bool:
+			m[key] = "on"
+		case fv.Kind() == reflect.Map:
+			keys := fv.MapKeys()
+			sort.Slice(keys, func(a, b int) bool { return keys[a].String() < keys[b].String() })
+			var sb strings.Builder
+			sb.WriteString("{")
+			for j, k := range keys {
+				if j > 0 {
+					sb.WriteString(", ")
+				}
+				kb, _ := json.Marshal(k.String())
+				fmt.Fprintf(&sb, "%s: %d", kb, fv.MapIndex(k).Int())
+			}
+			sb.WriteString("}")
+			m[key] = sb.String()
+		case fv.Kind() == reflect.Pointer:
+			m[key] = "on"
+			collectValues(fv.Elem(), key+".", m)
+		}
+	}
+}
+
+// Forms are the per-kind forms the rules page shows beside the editor.
+func (*rulesData) Forms() []ruleForm { return ruleForms }
+
+// oneValues is formValues of the one rule of one.
+func oneValues(one rules.Set) string {
+	switch {
+	case len(one.Flow) == 1:
+		return formValues(one.Flow[0])
+	case len(one.System) == 1:
+		return formValues(one.System[0])
+	case len(one.CircuitBreaker) == 1:
+		return formValues(one.CircuitBreaker[0])
+	case len(one.Param) == 1:
+		return formValues(one.Param[0])
+	}
+	return "{}"
+}
