@@ -19,6 +19,7 @@ import (
 // ruleField is one field of a rule form.
 type ruleField struct {
 	Name     string   // the yaml path: "threshold", "cluster.mode"
+	Label    string   // the yaml key: "threshold", "mode"
 	Type     string   // text, number, integer, duration, enum, bool, map, section
 	Options  []string // an enum's values, as the rule files spell them
 	Required bool     // written even when zero (no omitempty)
@@ -80,7 +81,7 @@ func formFields(t reflect.Type, prefix, section string) []ruleField {
 		if name == "" || name == "-" || !sf.IsExported() {
 			continue
 		}
-		ff := ruleField{Name: prefix + name, Required: !omit, Section: section}
+		ff := ruleField{Name: prefix + name, Label: name, Required: !omit, Section: section}
 		ft := sf.Type
 		switch {
 		case ft == durationType:

@@ -120,7 +120,7 @@ func TestBrowserRuleForms(t *testing.T) {
 				if (e.type === "checkbox") { if (e.checked) o[e.name] = "on"; } else if (e.value !== "") o[e.name] = e.value; }
 			return o; })()`, &got),
 	))
-		require.Equal(t, flow, got)
+	require.Equal(t, flow, got)
 
 	// A param rule with exceptions whose values are hostile too.
 	fill("param", map[string]string{
