@@ -133,9 +133,10 @@ conformance:
 FUZZ_TARGETS := ./rules:FuzzDecode ./rules:FuzzRoundTrip ./rules:FuzzValidate ./adapters/http:FuzzArgs
 FUZZTIME ?= 60s
 FUZZTIME_CI ?= 10s
+## (.ci/fuzz runs one, and runs it again when go1.26's fuzz coordinator
+## fails at the deadline without a failing input, golang/go#75804.)
 fuzz:
-	@set -e; for t in $(FUZZ_TARGETS); do echo "== fuzz $$t for $(FUZZTIME)"; \
-	$(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) $${t%%:*}; done
+	@set -e; for t in $(FUZZ_TARGETS); do GO=$(GO) bash .ci/fuzz $${t%%:*} $${t#*:} $(FUZZTIME); done
 fuzz-ci:
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_CI)
 
