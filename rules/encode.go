@@ -24,7 +24,7 @@ import (
 // can be written raw, and double-quoted otherwise, with escapes for every
 // character YAML does not take raw (line breaks, control characters,
 // U+0085, U+2028, U+2029, U+FEFF); a map key longer than 512
-// bytes is written as an explicit key ("? key"), which has no length limit.
+// characters as written is written as an explicit key ("? key"), which has no length limit.
 // Encode does not validate s, but refuses values no document can hold (NaN,
 // infinities, strings that are not UTF-8, which Validate refuses too).
 // Encode is safe for concurrent use.
@@ -221,9 +221,10 @@ func writeJSON(b *bytes.Buffer, n *enode, indent string) {
 	b.WriteByte(closing)
 }
 
-// maxSimpleKey is the longest map key, in bytes, Encode writes as a plain
-// "key: value" in YAML; the parser refuses such a key beyond 1024
-// characters, so longer ones are written "? key".
+// maxSimpleKey is the longest map key, in characters as written (quotes
+// and escapes included), Encode writes as a plain "key: value" in YAML;
+// the parser refuses such a key beyond 1024 characters, so longer ones are
+// written "? key".
 const maxSimpleKey = 512
 
 // writeYAMLMap writes the non-empty map n in block style, its first line
@@ -235,12 +236,16 @@ func writeYAMLMap(b *bytes.Buffer, n *enode, first, ind string) {
 			p = first
 		}
 		b.WriteString(p)
-		if len(k) > maxSimpleKey {
+		// The limit is on the key as written: escapes make it longer
+		// than the string (DEL is six characters, \u007F).
+		var kb bytes.Buffer
+		writeYAMLString(&kb, k)
+		if utf8.RuneCount(kb.Bytes()) > maxSimpleKey {
 			b.WriteString("? ")
-			writeYAMLString(b, k)
+			b.Write(kb.Bytes())
 			b.WriteString("\n" + ind)
 		} else {
-			writeYAMLString(b, k)
+			b.Write(kb.Bytes())
 		}
 		b.WriteByte(':')
 		writeYAMLValue(b, n.items[i], ind)
