@@ -27,6 +27,8 @@ package doccheck
 //     a heading of that Markdown document (GitHub's slugs: lower case,
 //     punctuation removed, spaces to hyphens, -1, -2 for repeats) or an
 //     <a id> in it. Links with a scheme (https:, mailto:) are not followed.
+//   - Words of prose that start with docs/ or examples/ are paths relative
+//     to the repository root, and must exist.
 //   - Inline code that is a path, `docs/x.md`, `examples/foo`, `./x/...`,
 //     is relative to the repository root, and must exist when it starts with
 //     ./ or ../, when its first element is a file or folder of the root, when
@@ -130,6 +132,8 @@ func TestCheckerFindsStaleCommandsAndPaths(t *testing.T) {
 		{"README.md", "![chart](docs/img/chart.png)", "docs/img/chart.png: no such file or folder"},
 		{"README.md", "[ref]: docs/gone.md", "docs/gone.md: no such file or folder"},
 		{"README.md", "[outside](../x.md)", "outside the repository"},
+		{"README.md", "as docs/guide.md says, and examples/quickstart.", ""},
+		{"README.md", "as docs/design/gone.md says", "docs/design/gone.md: no such file"},
 		{"docs/design/notes.md", "[up](../guide.md#guide), [self](#notes)", ""},
 		{"docs/design/notes.md", "[up](guide.md)", "docs/design/guide.md: no such file or folder"},
 		{"docs/design/notes.md", "`make test` from `docs/guide.md`", ""},
@@ -178,6 +182,8 @@ var (
 	peerName    = regexp.MustCompile(`(?i)sentinel|gobreaker|guava|x/time/rate|golang/time|uber|ratelimit|concurrency-limits|failsafe|resilience4j|gopsutil|go-redis|grpc-go|client_golang|envoy|nginx`)
 	inFolder    = regexp.MustCompile("^[\\s,(]*(?:run\\s+)?(?:in|from)\\s+(?:the\\s+)?`([A-Za-z0-9_./-]+)`")
 	semverTail  = regexp.MustCompile(`/v\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?$`)
+	linkTarget  = regexp.MustCompile(`\]\([^)]*\)`)
+	prosePath   = regexp.MustCompile(`(?:^|[\s(,;"])((?:docs|examples)/[A-Za-z0-9_./-]*[A-Za-z0-9_])`)
 	fileExt     = regexp.MustCompile(`\.(?:go|md|mod|sum|work|yaml|yml|json|png|svg|sh|txt|lua|html|js|css|proto)$`)
 )
 
@@ -242,6 +248,12 @@ func (ix *repoIndex) checkDocument(doc string, lines []string) []string {
 			}
 		}
 		prose := codeSpan.ReplaceAllString(l, "")
+		words := refDef.ReplaceAllString(linkTarget.ReplaceAllString(prose, "]"), "")
+		for _, m := range prosePath.FindAllStringSubmatch(words, -1) {
+			if p := strings.TrimSuffix(m[1], "."); !ix.exists(p) {
+				report(i+1, "%s: no such file or folder (paths in prose are relative to the repository root)", p)
+			}
+		}
 		var targets []string
 		for _, re := range []*regexp.Regexp{mdLink, refDef, htmlRef} {
 			for _, m := range re.FindAllStringSubmatch(prose, -1) {
