@@ -17,6 +17,8 @@ package doccheck
 //     path of this module) is a folder holding Go files, relative to the
 //     current folder; for `go run`, the arguments after the package are the
 //     program's and are not read.
+//   - `go test -bench re`: a benchmark function of the packages matches re
+//     (its part before the first / outside parentheses, as go test reads it).
 //   - `cd dir` must name a folder, which becomes the current folder for the
 //     rest of the block (every block, and every inline span, starts at the
 //     repository root). `cd` to an absolute path, a variable or ~ stops the
@@ -83,6 +85,8 @@ func TestCheckerFindsStaleCommandsAndPaths(t *testing.T) {
 	write("core/core.go", "package core\n")
 	write("sluice.go", "package sluice\n")
 	write("internal/flow/flow.go", "package flow\n")
+	write("internal/flow/bench_test.go", "package flow\n\nimport \"testing\"\n\nfunc BenchmarkRejectCheck(b *testing.B) {}\nfunc BenchmarkCluster(b *testing.B) {}\n")
+	write("slots/slots.go", "package slots\n")
 	write("dashboard/Makefile", "ui:\n\t@true\n")
 	write("dashboard/cmd/app/main.go", "package main\n")
 	write("slots/doc.md", "") // a folder without Go files
@@ -101,7 +105,12 @@ func TestCheckerFindsStaleCommandsAndPaths(t *testing.T) {
 		{"README.md", "`make -C dashboard ui`", ""},
 		{"README.md", "`make -C dashboard test`", `no target "test" in dashboard/Makefile`},
 		{"README.md", "`go test -race ./core/ ./internal/...`", ""},
-		{"README.md", "`go test -bench . -run ^$ ./slots/...`", `./slots/...: no Go package`},
+		{"README.md", "`go test -bench . -run ^$ ./slots/...`", `-bench .: no benchmark of ./slots/... matches`},
+		{"README.md", "`go test -bench . -run ^$ ./slots/flow/`", `./slots/flow/: no Go package`},
+		{"README.md", "`go test -run '^$' -bench 'RejectCheck$|Gone' -count 6 ./internal/...`", ""},
+		{"README.md", "`go test -run '^$' -bench='Cluster/(Strict|Rate)' ./internal/flow`", ""},
+		{"README.md", "`go test -bench Check ./core`", `-bench Check: no benchmark of ./core matches`},
+		{"README.md", "`cd internal/flow && go test -bench RejectCheck`", ""},
 		{"README.md", "`go test -run Alloc .`", ""},
 		{"README.md", "`go run ./examples/quickstart -n 3 ./nowhere`", ""},
 		{"README.md", "`go run ./examples/quick`", `./examples/quick: no Go package`},
@@ -141,6 +150,7 @@ func TestCheckerFindsStaleCommandsAndPaths(t *testing.T) {
 		{"README.md", "`go run ./cmd/app`, in `core/`", "./cmd/app: no Go package in core/cmd/app"},
 		{"README.md", "`go test .` in `dashbord/`", "no folder dashbord"},
 		{"README.md", "`go run ./cmd/app` (from `dashboard/`)", ""},
+		{"README.md", "`go run ./cmd/app` in\n`dashboard/`, and", ""},
 		{"README.md", "sentinel-golang's `core/flow/slot_test.go`, ours `core/core.go`", ""},
 		{"README.md", "- sentinel-golang\n  `core/base/entry.go`\n- ours: `core/base/entry.go`", "`core/base/entry.go`: no such file"},
 		{"README.md", "tags `adapters/gin/v0.1.0`, `v0.1.0`", ""},
@@ -231,7 +241,11 @@ func (ix *repoIndex) checkDocument(doc string, lines []string) []string {
 			code := strings.Trim(span, "`")
 			if commandWord.MatchString(code) {
 				cwd := "."
-				if m := inFolder.FindStringSubmatch(l[loc[1]:]); m != nil && !ix.isFile(path.Clean(m[1])) {
+				after := l[loc[1]:]
+				if i+1 < len(lines) && !strings.HasPrefix(strings.TrimSpace(lines[i+1]), "```") {
+					after += " " + lines[i+1] // "in" at the end of a line, the folder on the next
+				}
+				if m := inFolder.FindStringSubmatch(after); m != nil && !ix.isFile(path.Clean(m[1])) {
 					cwd = path.Clean(strings.TrimPrefix(m[1], "./"))
 					if !ix.isDir(cwd) {
 						report(i+1, "%s in `%s`: no folder %s", span, m[1], cwd)
@@ -376,26 +390,113 @@ func (ix *repoIndex) checkGo(cwd string, args []string) []string {
 	}
 	verb := args[0]
 	var out []string
+	var bench string
+	var pkgs []string // the package arguments, as given
 	for i := 1; i < len(args); i++ {
 		a := args[i]
 		if a == "--" || a == "-args" {
 			break
 		}
 		if strings.HasPrefix(a, "-") {
-			name := strings.TrimLeft(a, "-")
-			if !strings.Contains(name, "=") && goValueFlags[name] {
+			name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+			if !hasValue && goValueFlags[name] && i+1 < len(args) {
 				i++
+				value = args[i]
+			}
+			if name == "bench" || name == "test.bench" {
+				bench = value
 			}
 			continue
 		}
 		if msg := ix.checkPackage(cwd, a); msg != "" {
 			out = append(out, msg)
 		}
+		pkgs = append(pkgs, a)
 		if verb == "run" {
 			break // the program's arguments follow
 		}
 	}
+	if verb == "test" && bench != "" && len(out) == 0 {
+		if msg := ix.checkBench(cwd, bench, pkgs); msg != "" {
+			out = append(out, msg)
+		}
+	}
 	return out
+}
+
+// checkBench reports a -bench pattern that matches no benchmark function
+// of the packages (the folder cwd when none is given): a benchmark that
+// moved leaves a command that runs nothing and says nothing.
+func (ix *repoIndex) checkBench(cwd, bench string, pkgs []string) string {
+	top := bench
+	depth := 0
+	for i, c := range bench {
+		switch c {
+		case '(', '[':
+			depth++
+		case ')', ']':
+			depth--
+		case '/':
+			if depth == 0 {
+				top = bench[:i]
+				goto split
+			}
+		}
+	}
+split:
+	re, err := regexp.Compile(top)
+	if err != nil {
+		return ""
+	}
+	if len(pkgs) == 0 {
+		pkgs = []string{"."}
+	}
+	benchFunc := regexp.MustCompile(`(?m)^func (Benchmark\w*)\(\s*\w+ \*testing\.B\s*\)`)
+	for _, arg := range pkgs {
+		if strings.HasPrefix(arg, modulePath) {
+			p := strings.TrimPrefix(arg, modulePath)
+			if at := strings.Index(p, "@"); at >= 0 {
+				p = p[:at]
+			}
+			cwd, arg = ".", "./"+strings.TrimPrefix(p, "/")
+		}
+		all := strings.HasSuffix(arg, "/...") || arg == "..."
+		d, ok := ix.inRepo(cwd, strings.TrimSuffix(strings.TrimSuffix(arg, "..."), "/"))
+		if !ok {
+			continue
+		}
+		base := filepath.Join(ix.root, filepath.FromSlash(d))
+		found := false
+		filepath.WalkDir(base, func(p string, e os.DirEntry, err error) error {
+			if err != nil || found {
+				return filepath.SkipAll
+			}
+			if e.IsDir() {
+				if p != base && (!all || e.Name() == "testdata" || strings.HasPrefix(e.Name(), ".")) {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if !strings.HasSuffix(e.Name(), "_test.go") {
+				return nil
+			}
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return nil
+			}
+			for _, m := range benchFunc.FindAllStringSubmatch(string(data), -1) {
+				if re.MatchString(m[1]) {
+					found = true
+					return filepath.SkipAll
+				}
+			}
+			return nil
+		})
+		if found {
+			return ""
+		}
+	}
+	return fmt.Sprintf("-bench %s: no benchmark of %s matches", bench, strings.Join(pkgs, " "))
 }
 
 // checkPackage checks a package argument of the go command run in cwd.
