@@ -90,13 +90,13 @@ release-tags:
 	@test -n "$(VERSION)" || { echo "usage: make release-tags VERSION=vX.Y.Z"; exit 1; }
 	@$(MODULES_CMD) tags -create $(VERSION)
 
-## bench: the hot-path benchmarks (see docs/benchmarks.md for the figures).
+## bench: the hot-path benchmarks (see docs/design/benchmarks.md for the figures).
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 . ./internal/...
 
 ## bench-compare: sluice beside x/time/rate, uber ratelimit and
 ## sentinel-golang, every path measured in each of BENCH_COUNT rounds; prints
-## medians with min-max and the same-run ratios (docs/benchmarks.md).
+## medians with min-max and the same-run ratios (docs/design/benchmarks.md).
 bench-compare:
 	cd examples/benchcompare && $(GO) run . -count $(BENCH_COUNT)
 
@@ -105,7 +105,7 @@ bench-compare:
 ## go-redis/redis_rate Allow at 1, 2 and 64 goroutines, BENCH_COUNT
 ## interleaved rounds (each round runs every benchmark once, in a fixed
 ## order), with ns/op and the µs Redis spent per decision; summarised by
-## benchstat when it is installed (docs/benchmarks.md, "Cluster").
+## benchstat when it is installed (docs/design/benchmarks.md, "Cluster").
 bench-cluster:
 	@out=$$(mktemp); bin=$$(mktemp); echo "running $(BENCH_COUNT) interleaved rounds (a few minutes)"; \
 	if ! (cd examples/benchcompare && $(GO) test -c -o $$bin .) >$$out 2>&1; then cat $$out; rm -f $$out $$bin; exit 1; fi; \
@@ -121,7 +121,7 @@ bench-cluster:
 
 ## conformance: the differential tests against x/time/rate and the reference
 ## models (TestConformance*) at SLUICE_CONFORMANCE_SCALE times their default
-## number of steps (docs/conformance.md).
+## number of steps (docs/design/conformance.md).
 CONFORMANCE_SCALE ?= 20
 conformance:
 	SLUICE_CONFORMANCE_SCALE=$(CONFORMANCE_SCALE) $(GO) test -count=1 -timeout 30m -run 'TestConformance' ./...

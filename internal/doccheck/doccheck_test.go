@@ -3,7 +3,7 @@ package doccheck
 // The documents' Go code, compiled.
 //
 // TestCodeBlocksCompile takes every fenced block whose info string starts
-// with the word "go" (```go) from README.md and docs/*.md and compiles it
+// with the word "go" (```go) from README.md and docs/ (subfolders included) and compiles it
 // with go build and go vet against this repository, in a temporary module that requires
 // the root module and every library module of the repository (the adapters
 // with a go.mod of their own) and replaces them with their folders here. It
@@ -139,7 +139,7 @@ func TestCodeBlocksCompile(t *testing.T) {
 		}
 	}
 	if len(blocks) == 0 {
-		t.Fatal("no ```go block found in README.md or docs/*.md")
+		t.Fatal("no ```go block found in README.md or docs/")
 	}
 
 	dir := t.TempDir()
@@ -565,17 +565,23 @@ func TestDocsSpeakOfTheProject(t *testing.T) {
 	}
 }
 
-// documents returns README.md and docs/*.md, relative to root.
+// documents returns README.md and the Markdown files under docs/, relative
+// to root, with slashes.
 func documents(t *testing.T, root string) []string {
 	t.Helper()
-	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	out := []string{"README.md"}
+	err := filepath.WalkDir(filepath.Join(root, "docs"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && strings.HasSuffix(d.Name(), ".md") {
+			rel, _ := filepath.Rel(root, path)
+			out = append(out, filepath.ToSlash(rel))
+		}
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	out := []string{"README.md"}
-	for _, d := range docs {
-		rel, _ := filepath.Rel(root, d)
-		out = append(out, rel)
 	}
 	return out
 }
