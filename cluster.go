@@ -21,9 +21,9 @@ type ClusterConfig struct {
 	// counts the live instances. Required.
 	App string
 	// InstanceID identifies this instance among the live ones of App, in
-	// heartbeats, rule reports and telemetry (Engine.InstanceID), unless
-	// WithInstanceID gives another. Empty
-	// means the host name, the process ID and a random suffix.
+	// heartbeats (Engine.InstanceID; package fleet names the instance so
+	// too unless told otherwise). Empty means the host name, the process
+	// ID and a random suffix.
 	InstanceID string
 	// Timeout bounds every store call and every entry's wait for one: an
 	// entry whose decision the store has not given within Timeout is

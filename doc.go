@@ -26,7 +26,7 @@
 // sense, ErrClosed after Close).
 //
 // Rules are loaded kind by kind (LoadFlowRules and friends) or all at once
-// (LoadRuleSet, WatchRuleFile). A load is validated whole and is
+// (LoadRuleSet; package fleet follows a rule file or store). A load is validated whole and is
 // all-or-nothing; it can replace rules under live traffic, and rules that
 // count the same way keep their counters across it.
 //

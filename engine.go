@@ -112,11 +112,6 @@ type config struct {
 	blockLog     *slog.Logger  // (blocklog.go)
 	clusterStore cluster.Store // WithCluster (cluster.go)
 	cluster      ClusterConfig
-	instanceID   string            // WithInstanceID (rulestore.go)
-	ruleStore    cluster.RuleStore // WithRuleStore (rulestore.go)
-	ruleCfg      RuleStoreConfig
-	telemetry    cluster.Telemetry // WithTelemetry (telemetry.go)
-	teleCfg      TelemetryConfig
 }
 
 // WithClock makes the engine read time from c instead of the system's
@@ -188,17 +183,13 @@ type Engine struct {
 	cluster clusterState           // the cluster store's Manager and heartbeat; set by New
 	watches watchSet               // Watch (watch.go)
 
-	id, host string                    // the instance's identity (InstanceID) and host name
-	rules    *follower                 // nil without WithRuleStore (rulestore.go)
-	tele     atomic.Pointer[publisher] // nil without WithTelemetry or PublishTelemetry (telemetry.go)
+	id, host string // the instance's identity (InstanceID) and host name
 }
 
 // New returns an engine with no rules, configured by opts. It starts no
-// goroutine, except the heartbeat of a cluster store (WithCluster) and
-// those that follow a rule store (WithRuleStore) and publish telemetry
-// (WithTelemetry); the first Watch starts the watches' evaluator. With
-// WithRuleStore, New waits (for at most the rule store's Timeout) for the
-// version in force and loads it.
+// goroutine, except the heartbeat of a cluster store (WithCluster); the
+// first Watch starts the watches' evaluator. Following a rule store and
+// publishing telemetry are package fleet's.
 func New(opts ...Option) *Engine {
 	cf := config{clock: core.SystemClock(), maxResources: DefaultMaxResources, history: DefaultHistory}
 	for _, o := range opts {
@@ -229,14 +220,10 @@ func New(opts ...Option) *Engine {
 	if cf.blockLog != nil {
 		eng.blocks = newBlockLog(cf.blockLog, eng.clock)
 	}
-	if cf.instanceID == "" {
-		cf.instanceID = cf.cluster.InstanceID
-	}
-	eng.id, eng.host = instanceID(cf.instanceID)
+	eng.id, eng.host = instanceID(cf.cluster.InstanceID)
 	eng.cluster.start(cf.clusterStore, cf.cluster, eng.id, eng.host, eng.clock, func(fallback bool, err error, live int, _ string) {
 		eng.clusterEvent("", fallback, err, live)
 	})
-	eng.startFleet(&cf) // rulestore.go, telemetry.go
 	return eng
 }
 
@@ -259,7 +246,6 @@ func (eng *Engine) Close() error {
 	}
 	eng.endLife()
 	eng.watches.close()
-	eng.stopFleet() // before the cluster store: the last frame may read it
 	eng.cluster.close()
 	err := eng.system.Close()
 	if eng.blocks != nil {

@@ -21,14 +21,10 @@ import (
 //
 // Loads into one engine are serialized; loads into different engines are
 // independent. On a closed engine it returns ErrClosed and changes nothing.
-func (eng *Engine) LoadRuleSet(set rules.Set) error { return eng.loadRuleSet(set, 0) }
-
-// loadRuleSet is LoadRuleSet of version of a rule store (0: none), which
-// its events carry.
-func (eng *Engine) loadRuleSet(set rules.Set, version int64) error {
+func (eng *Engine) LoadRuleSet(set rules.Set) error {
 	for _, k := range ruleKinds {
 		if err := k.validateIn(eng, &set); err != nil {
-			eng.events.Publish(stat.Event{Kind: stat.EventRulesRefused, At: eng.clock.Nanotime(), RuleKind: "set", Err: err, RuleVersion: version})
+			eng.events.Publish(stat.Event{Kind: stat.EventRulesRefused, At: eng.clock.Nanotime(), RuleKind: "set", Err: err})
 			return err
 		}
 	}
@@ -40,7 +36,7 @@ func (eng *Engine) loadRuleSet(set rules.Set, version int64) error {
 	}
 	defer eng.sweep() // a rule load is the regular time to forget idle resources
 	if err := eng.checkResources(&set); err != nil {
-		eng.events.Enqueue(stat.Event{Kind: stat.EventRulesRefused, At: eng.clock.Nanotime(), RuleKind: "set", Err: err, RuleVersion: version})
+		eng.events.Enqueue(stat.Event{Kind: stat.EventRulesRefused, At: eng.clock.Nanotime(), RuleKind: "set", Err: err})
 		return err
 	}
 	var commits []func()
@@ -54,7 +50,7 @@ func (eng *Engine) loadRuleSet(set rules.Set, version int64) error {
 			}
 			commit, err := k.stageIn(eng, &set)
 			if err != nil {
-				eng.events.Enqueue(stat.Event{Kind: stat.EventRulesRefused, At: eng.clock.Nanotime(), RuleKind: "set", Err: err, RuleVersion: version})
+				eng.events.Enqueue(stat.Event{Kind: stat.EventRulesRefused, At: eng.clock.Nanotime(), RuleKind: "set", Err: err})
 				return err
 			}
 			if commit != nil {
@@ -73,7 +69,7 @@ func (eng *Engine) loadRuleSet(set rules.Set, version int64) error {
 	now := eng.clock.Nanotime()
 	for _, k := range ruleKinds { // in the order of rules.Set
 		if changed[k.kindName()] {
-			eng.events.Enqueue(stat.Event{Kind: stat.EventRulesLoaded, At: now, RuleKind: k.kindName(), RuleVersion: version})
+			eng.events.Enqueue(stat.Event{Kind: stat.EventRulesLoaded, At: now, RuleKind: k.kindName()})
 		}
 	}
 	return nil
@@ -91,39 +87,9 @@ func (eng *Engine) RuleSet() rules.Set {
 	return s
 }
 
-// WatchRuleFile loads the rule file at path into the engine with
-// LoadRuleSet and keeps watching it (see rules.FileSource): every valid
-// edit is loaded after the next poll; a malformed file, an invalid rule or
-// a file that disappears is reported to the error handler
-// (rules.WithErrorHandler; by default the standard logger) and the rules in
-// force stay. The source polls on the engine's clock unless opts say
-// otherwise.
-//
-// If the file cannot be loaded at first, WatchRuleFile returns the error and
-// watches nothing. Otherwise the caller owns the returned source and must
-// Close it; closing the engine does not.
-func (eng *Engine) WatchRuleFile(path string, opts ...rules.FileSourceOption) (*rules.FileSource, error) {
-	opts = append([]rules.FileSourceOption{rules.WithClock(eng.clock)}, opts...)
-	src, err := rules.NewFileSource(path, eng.LoadRuleSet, opts...)
-	if err != nil {
-		return nil, err
-	}
-	if err := src.Start(); err != nil {
-		return nil, err
-	}
-	return src, nil
-}
-
 // LoadRuleSet replaces the default engine's rules of every kind (see
 // Engine.LoadRuleSet).
 func LoadRuleSet(set rules.Set) error { return defaultEngine().LoadRuleSet(set) }
 
 // RuleSet returns the default engine's rules of every kind.
 func RuleSet() rules.Set { return defaultEngine().RuleSet() }
-
-// WatchRuleFile watches a rule file for the default engine (see
-// Engine.WatchRuleFile). The source keeps loading into the engine that was
-// the default when it was called.
-func WatchRuleFile(path string, opts ...rules.FileSourceOption) (*rules.FileSource, error) {
-	return defaultEngine().WatchRuleFile(path, opts...)
-}

@@ -1,17 +1,12 @@
 package sluice
 
 import (
-	"context"
 	"errors"
-	"os"
-	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/sluice-go/sluice/rules"
 )
@@ -184,121 +179,6 @@ func TestLoadersRefuseAfterClose(t *testing.T) {
 	}
 }
 
-// ruleFile is a rule file watched by an engine on a manual clock.
-type ruleFile struct {
-	t    *testing.T
-	path string
-	mu   sync.Mutex
-	errs []error
-}
-
-func (f *ruleFile) write(content string) {
-	f.t.Helper()
-	require.NoError(f.t, os.WriteFile(f.path, []byte(content), 0o600))
-}
-
-func (f *ruleFile) report(err error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.errs = append(f.errs, err)
-}
-
-func (f *ruleFile) reported() []error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]error(nil), f.errs...)
-}
-
-func TestWatchRuleFile(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	g, clk := newTestEngine(t, 0)
-	f := &ruleFile{t: t, path: filepath.Join(t.TempDir(), "rules.yaml")}
-	f.write("flow:\n  - resource: api\n    threshold: 1\n")
-
-	src, err := g.WatchRuleFile(f.path, rules.WithErrorHandler(f.report))
-	require.NoError(t, err)
-	defer src.Close()
-	assert.Equal(t, []rules.Flow{{Resource: "api", Threshold: 1}}, g.FlowRules(), "loaded at once")
-	assert.True(t, try(g, "api"))
-	assert.False(t, try(g, "api"), "threshold 1 is in force")
-
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	// poll moves the engine's clock one poll interval and waits until the
-	// watcher has looked at the file and waits again.
-	poll := func() {
-		t.Helper()
-		require.NoError(t, clk.BlockUntil(ctx, 1))
-		clk.Advance(time.Second)
-		require.NoError(t, clk.BlockUntil(ctx, 1))
-	}
-	inForce := []rules.Flow{{Resource: "api", Threshold: 1}}
-
-	// A malformed file keeps the rules.
-	f.write("flow:\n  - resource: api\n    threshold: [\n")
-	poll()
-	assert.Equal(t, inForce, g.FlowRules())
-	require.Len(t, f.reported(), 1)
-	assert.ErrorContains(t, f.reported()[0], "rules: yaml: ")
-
-	// An invalid rule is refused whole, naming its index and field.
-	f.write(`flow:
-  - {resource: api, threshold: 50}
-  - {resource: b, threshold: 1}
-  - {resource: c, threshold: -2}
-`)
-	poll()
-	assert.Equal(t, inForce, g.FlowRules(), "the valid rules of a refused file are not loaded either")
-	require.Len(t, f.reported(), 2)
-	assert.EqualError(t, f.reported()[1], f.path+`: rules: flow rule 2 (resource "c"): Threshold: must be a positive number, got -2`)
-	var re *rules.Error
-	require.ErrorAs(t, f.reported()[1], &re)
-	assert.Equal(t, 2, re.Index)
-	assert.Equal(t, "Threshold", re.Field)
-
-	// A valid edit is loaded at the next poll.
-	f.write("flow:\n  - resource: api\n    threshold: 3\nisolation:\n  - resource: db\n    threshold: 2\n")
-	poll()
-	withDB := []rules.Flow{{Resource: "api", Threshold: 3}, {Metric: rules.Concurrency, Resource: "db", Threshold: 2}}
-	assert.Equal(t, withDB, g.FlowRules(), "isolation rules are read as concurrency flow rules, after the flow rules")
-	assert.Len(t, f.reported(), 2, "no new error")
-	passed := 0
-	for range 5 {
-		if try(g, "api") {
-			passed++
-		}
-	}
-	assert.Equal(t, 3, passed, "the new threshold is in force")
-
-	// A file that disappears is reported and keeps the rules.
-	require.NoError(t, os.Remove(f.path))
-	poll()
-	assert.Equal(t, withDB, g.FlowRules())
-	require.Len(t, f.reported(), 3)
-	assert.ErrorIs(t, f.reported()[2], os.ErrNotExist)
-
-	require.NoError(t, src.Close())
-	assert.Equal(t, 0, clk.Waiters(), "Close stops the watcher")
-}
-
-func TestWatchRuleFileRefusesBadStart(t *testing.T) {
-	g, clk := newTestEngine(t, 0)
-	dir := t.TempDir()
-	bad := filepath.Join(dir, "rules.json")
-	require.NoError(t, os.WriteFile(bad, []byte(`{"flow": [{"resource": "a", "threshold": "x"}]}`), 0o600))
-	before := []rules.Flow{{Resource: "keep", Threshold: 1}}
-	mustLoadFlow(t, g, before...)
-
-	src, err := g.WatchRuleFile(bad)
-	require.EqualError(t, err, bad+`: rules: flow rule 0 (resource "a"): Threshold: want a number, got string "x" at line 1`)
-	assert.Nil(t, src)
-	assert.Equal(t, before, g.FlowRules())
-	assert.Equal(t, 0, clk.Waiters(), "nothing is watched")
-
-	_, err = g.WatchRuleFile(filepath.Join(dir, "missing.yaml"))
-	require.ErrorIs(t, err, os.ErrNotExist)
-}
-
 func TestPackageLevelRuleSet(t *testing.T) {
 	g, _ := newTestEngine(t, 0)
 	old := SetDefault(g)
@@ -308,13 +188,6 @@ func TestPackageLevelRuleSet(t *testing.T) {
 	require.NoError(t, LoadRuleSet(set))
 	assert.Equal(t, set, RuleSet())
 	assert.Equal(t, set, g.RuleSet())
-
-	p := filepath.Join(t.TempDir(), "rules.yaml")
-	require.NoError(t, os.WriteFile(p, []byte("isolation:\n  - {resource: y, threshold: 3}\n"), 0o600))
-	src, err := WatchRuleFile(p)
-	require.NoError(t, err)
-	require.NoError(t, src.Close())
-	assert.Equal(t, rules.Set{Flow: []rules.Flow{{Metric: rules.Concurrency, Resource: "y", Threshold: 3}}}, g.RuleSet())
 }
 
 // TestLoadersRefuseDuplicates checks that every kind's loader refuses two

@@ -23,6 +23,7 @@ import (
 	sluiceredis "github.com/sluice-go/sluice/cluster/redis"
 	"github.com/sluice-go/sluice/cluster/redis/redistest"
 	"github.com/sluice-go/sluice/dashboard"
+	sluicefleet "github.com/sluice-go/sluice/fleet"
 	"github.com/sluice-go/sluice/stat"
 )
 
@@ -161,21 +162,20 @@ func postFromPage(t *testing.T, ctx context.Context, path, body string) int {
 	return status
 }
 
-// instanceLoad is an engine of shop following its rules on Redis
-// (sluice.WithRuleStore), publishing its figures (sluice.WithTelemetry) and
-// beating as a member (sluice.WithCluster), under load: a request every
+// instanceLoad is an engine of shop following its rules on Redis and
+// publishing its figures (fleet.Join), and beating as a member
+// (sluice.WithCluster), under load: a request every
 // 2 ms on "GET /api" until ctx ends.
 type instanceLoad struct {
 	eng *sluice.Engine
 }
 
 func startInstance(t *testing.T, ctx context.Context, wg *sync.WaitGroup, shared cluster.Store, rs cluster.RuleStore, tel cluster.Telemetry, id string) *instanceLoad {
-	eng := sluice.New(
-		sluice.WithCluster(shared, sluice.ClusterConfig{App: "shop", InstanceID: id}),
-		sluice.WithRuleStore(rs, sluice.RuleStoreConfig{CheckInterval: 500 * time.Millisecond}),
-		sluice.WithTelemetry(tel, sluice.TelemetryConfig{}),
-	)
+	eng := sluice.New(sluice.WithCluster(shared, sluice.ClusterConfig{App: "shop", InstanceID: id}))
 	t.Cleanup(func() { eng.Close() })
+	m, err := sluicefleet.Join(eng, sluicefleet.Config{App: "shop", Rules: rs, CheckInterval: 500 * time.Millisecond, Telemetry: tel})
+	require.NoError(t, err)
+	t.Cleanup(func() { m.Close() }) // before the engine's: cleanups run last first
 	wg.Add(1)
 	go func() {
 		defer wg.Done()

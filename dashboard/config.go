@@ -192,7 +192,7 @@ type Config struct {
 	RulesDir string
 	// Telemetry carries the frames of the fleet's instances. Nil with an
 	// Engine means the Engine publishes its frames to the dashboard, in
-	// memory (sluice.Engine.PublishTelemetry), for Window.
+	// memory (fleet.Join), for Window.
 	Telemetry cluster.Telemetry
 	// Engine, when set, is an engine of the dashboard's own process, shown
 	// as the application App (one instance, the Engine's InstanceID). New
@@ -200,7 +200,10 @@ type Config struct {
 	// when App has none, saves the Engine's rules as version 1; each
 	// version saved through the dashboard goes into the Engine before it
 	// is written (a version the Engine refuses is not written). The
-	// Engine must not follow a rule store of its own (sluice.WithRuleStore).
+	// Engine must not follow a rule store of its own (fleet.Join with
+	// Rules): the dashboard cannot tell, and the two would load over each
+	// other. An Engine that publishes its frames already (fleet.Join with
+	// Telemetry) is shown from that store: set Telemetry to it.
 	Engine *sluice.Engine
 	// App names the Engine's application; zero means "local".
 	App string

@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-go/sluice/cluster/filestore"
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/dashboard/internal/memstore"
+	"github.com/sluice-go/sluice/fleet"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -66,8 +67,8 @@ type Dashboard struct {
 	static   http.Handler
 	mux      *http.ServeMux
 	routes   []route
-	local    *localStore // the Engine's rules; nil without an Engine
-	stopTele func()      // stops the Engine's frames; nil when it publishes none for the dashboard
+	local    *localStore   // the Engine's rules; nil without an Engine
+	frames   *fleet.Member // publishes the Engine's frames; nil when it publishes none for the dashboard
 	window   time.Duration
 
 	ruleCache ruleCache // each application's rules in force, decoded
@@ -83,7 +84,7 @@ var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("sluice-dashboard-dummy"),
 // New returns a Dashboard for cfg. With an Engine, it loads the version
 // of the Engine's rules in force in the store into the Engine (or seeds the
 // store with the Engine's rules as version 1), and, without Telemetry,
-// starts the Engine's frames (sluice.Engine.PublishTelemetry) until Close.
+// publishes the Engine's frames (fleet.Join) until Close.
 func New(cfg Config) (*Dashboard, error) {
 	switch {
 	case cfg.Rules != nil && cfg.RulesDir != "":
@@ -93,12 +94,6 @@ func New(cfg Config) (*Dashboard, error) {
 			"across restarts (or Rules, a store of them)")
 	case cfg.Rules == nil && cfg.RulesDir == "":
 		return nil, errors.New("dashboard: Config needs Rules (or RulesDir) or an Engine")
-	}
-	if cfg.Engine != nil {
-		if _, ok := cfg.Engine.RuleStoreStatus(); ok {
-			return nil, errors.New("dashboard: Config.Engine follows a rule store (sluice.WithRuleStore): " +
-				"show its application from that store (Rules) without Engine")
-		}
 	}
 	if len(cfg.Users) == 0 && cfg.UsersFile == "" && cfg.Proxy == nil {
 		return nil, errors.New("dashboard: Config needs Users or a Proxy (or a UsersFile)")
@@ -162,11 +157,11 @@ func New(cfg Config) (*Dashboard, error) {
 		}
 		if d.tel == nil {
 			frames := memstore.New(cfg.Now)
-			stop, err := cfg.Engine.PublishTelemetry(frames, sluice.TelemetryConfig{App: cfg.App, Keep: int(cfg.Window / time.Second)})
+			m, err := fleet.Join(cfg.Engine, fleet.Config{App: cfg.App, Telemetry: frames, Keep: int(cfg.Window / time.Second)})
 			if err != nil {
-				return nil, fmt.Errorf("dashboard: the engine's frames (with sluice.WithTelemetry, set Config.Telemetry to its store): %w", err)
+				return nil, fmt.Errorf("dashboard: the engine's frames: %w", err)
 			}
-			d.tel, d.stopTele = frames, stop
+			d.tel, d.frames = frames, m
 		}
 	}
 
@@ -202,8 +197,8 @@ func New(cfg Config) (*Dashboard, error) {
 // call more than once.
 func (d *Dashboard) Close() error {
 	d.once.Do(func() {
-		if d.stopTele != nil {
-			d.stopTele()
+		if d.frames != nil {
+			d.frames.Close()
 		}
 		d.limiter.Close()
 	})

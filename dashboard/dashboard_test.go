@@ -54,7 +54,7 @@ func TestTrafficValuesEscaped(t *testing.T) {
 			p.Exit()
 		}
 	}
-	nextFrame(t, clk, eng)
+	nextFrame(t, clk, d)
 
 	ed := signIn(t, srv, "ed")
 	// A failed login under the same name lands in the audit log.

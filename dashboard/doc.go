@@ -16,7 +16,7 @@
 // another store, so that the version saved last is loaded again after a
 // restart; each save goes into the engine, all or nothing, before it is
 // written; and the engine publishes its frames to the dashboard
-// (sluice.Engine.PublishTelemetry).
+// (fleet.Join).
 //
 // Users log in with a password (bcrypt hashes from a users file, see
 // ParseUsers) or are named by an authenticating proxy (TrustedProxy). Each

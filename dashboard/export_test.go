@@ -1,5 +1,7 @@
 package dashboard
 
+import "github.com/sluice-go/sluice/fleet"
+
 // Routes returns the method and pattern of every endpoint, and whether it
 // is public, for the authorization matrix's completeness check.
 func (d *Dashboard) Routes() (out [][3]string) {
@@ -8,6 +10,15 @@ func (d *Dashboard) Routes() (out [][3]string) {
 		out = append(out, [3]string{rt.method, rt.pattern, acc})
 	}
 	return out
+}
+
+// Telemetry returns the status of the Engine's frames to the dashboard,
+// and false when the dashboard publishes none.
+func (d *Dashboard) Telemetry() (fleet.Status, bool) {
+	if d.frames == nil {
+		return fleet.Status{}, false
+	}
+	return d.frames.Status(), true
 }
 
 // Sessions returns the number of sessions kept.

@@ -21,20 +21,20 @@ import (
 )
 
 // nextFrame ends the engine's current second on clk and waits until the
-// engine has published its frame to the dashboard.
-func nextFrame(t *testing.T, clk *sluicetest.ManualClock, eng *sluice.Engine) {
+// engine has published its frame to the dashboard d.
+func nextFrame(t *testing.T, clk *sluicetest.ManualClock, d *dashboard.Dashboard) {
 	t.Helper()
-	st, _ := eng.TelemetryStatus()
+	st, _ := d.Telemetry()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	require.NoError(t, clk.BlockUntil(ctx, 1), "the publisher's timer")
 	clk.Advance(time.Second)
 	require.Eventually(t, func() bool {
-		now, ok := eng.TelemetryStatus()
-		return ok && now.Published+now.Failures > st.Published+st.Failures
+		now, ok := d.Telemetry()
+		return ok && now.Published+now.PublishFailures > st.Published+st.PublishFailures
 	}, 10*time.Second, time.Millisecond, "no frame published")
-	now, _ := eng.TelemetryStatus()
-	require.NoError(t, now.Err)
+	now, _ := d.Telemetry()
+	require.NoError(t, now.PublishErr)
 }
 
 // admitted counts the entries of n calls on res that the engine admits.
@@ -197,17 +197,11 @@ func TestLocalConfig(t *testing.T) {
 	_, err = dashboard.New(dashboard.Config{Engine: eng, Users: users, Rules: rs, RulesDir: t.TempDir()})
 	require.ErrorContains(t, err, "Rules and RulesDir")
 
-	follower := sluice.New(sluice.WithRuleStore(rs, sluice.RuleStoreConfig{App: "shop"}))
-	defer follower.Close()
-	_, err = dashboard.New(dashboard.Config{Engine: follower, Users: users, RulesDir: t.TempDir()})
-	require.ErrorContains(t, err, "follows a rule store")
-
-	publishing := sluice.New(sluice.WithTelemetry(&discard{}, sluice.TelemetryConfig{App: "shop"}))
-	defer publishing.Close()
-	_, err = dashboard.New(dashboard.Config{Engine: publishing, Users: users, RulesDir: t.TempDir()})
-	require.ErrorContains(t, err, "set Config.Telemetry to its store")
-	d, err := dashboard.New(dashboard.Config{Engine: publishing, Users: users, RulesDir: t.TempDir(), Telemetry: &discard{}})
+	// With Telemetry, the dashboard publishes none of the Engine's frames.
+	d, err := dashboard.New(dashboard.Config{Engine: eng, Users: users, RulesDir: t.TempDir(), Telemetry: &discard{}})
 	require.NoError(t, err)
+	_, publishing := d.Telemetry()
+	require.False(t, publishing)
 	require.NoError(t, d.Close())
 
 	// With Rules (here a file store opened by the caller) instead of RulesDir.

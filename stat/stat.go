@@ -196,9 +196,6 @@ type Event struct {
 	Value float64
 	// Err is why rules were refused, or why a shared limit fell back.
 	Err error
-	// RuleVersion is, for rules loaded or refused from a rule store
-	// (sluice.WithRuleStore), the store's version of them; 0 otherwise.
-	RuleVersion int64
 	// Watch is the watch that fired or cleared.
 	Watch Watch
 }

@@ -2,8 +2,8 @@
 // instance or a few on one host: the versioned rules of each application,
 // their history, reports and an audit log, as plain files. Each
 // application's rules in force are also an ordinary rule file, so an engine
-// can either follow the store (sluice.WithRuleStore) or just watch the file
-// (Engine.WatchRuleFile).
+// can either follow the store (fleet.Join) or just follow the file
+// (fleet.RuleFile).
 //
 // Layout of the directory (docs/rule-store.md):
 //
@@ -186,7 +186,7 @@ func cut(s string, n int) string {
 }
 
 // RuleFile returns the path of app's rule file, which holds the rules in
-// force (for Engine.WatchRuleFile).
+// force (for fleet.RuleFile).
 func (s *Store) RuleFile(app string) string { return filepath.Join(s.dir, app, "rules.yaml") }
 
 func (s *Store) appDir(app string) string      { return filepath.Join(s.dir, app) }

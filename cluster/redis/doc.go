@@ -180,8 +180,8 @@
 // RuleStore (NewRuleStore) implements cluster.RuleStore: versioned rule
 // documents per application with their history, conflict-checked saves
 // that are one Lua script each (atomic, on Redis's clock), a pub/sub
-// channel per application for sluice.WithRuleStore, the instances' reports
-// with TTLs and a capped audit log. Telemetry (NewTelemetry) implements
+// channel per application for its followers (package fleet), the instances'
+// reports with TTLs and a capped audit log. Telemetry (NewTelemetry) implements
 // cluster.Telemetry: each instance's last frames, expiring when it stops
 // publishing. Neither is on a decision path: their client may retry. They
 // also need SADD, SMEMBERS, LPUSH, LTRIM, LRANGE, LREM, LLEN, RPOP, DEL,

@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/cluster"
 	"github.com/sluice-go/sluice/cluster/redis/redistest"
+	"github.com/sluice-go/sluice/fleet"
 	"github.com/sluice-go/sluice/sluicetest"
 	"github.com/sluice-go/sluice/stat"
 )
@@ -39,9 +40,16 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) ti
 	return time.Since(start)
 }
 
-func version(eng *sluice.Engine) int64 {
-	st, _ := eng.RuleStoreStatus()
-	return st.Version
+func version(m *fleet.Member) int64 { return m.Status().Version }
+
+// join joins eng to its fleet as cfg says, failing the test on an error.
+func join(t *testing.T, eng *sluice.Engine, cfg fleet.Config) *fleet.Member {
+	t.Helper()
+	m, err := fleet.Join(eng, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 // subscribers waits until app's channel has n subscribers.
@@ -63,20 +71,23 @@ func TestFleetPush(t *testing.T) {
 	rs := NewRuleStore(srv.Client(t), RuleStoreConfig{})
 	save(t, rs, "shop", 0, docA)
 	var engs []*sluice.Engine
+	var ms []*fleet.Member
 	for i := 0; i < 3; i++ {
-		eng := sluice.New(sluice.WithRuleStore(NewRuleStore(srv.Client(t), RuleStoreConfig{}),
-			sluice.RuleStoreConfig{App: "shop", CheckInterval: time.Hour}))
+		eng := sluice.New()
 		defer eng.Close()
-		if v, th := version(eng), threshold(eng); v != 1 || th != 10 {
-			t.Fatalf("engine %d after New: version %d, threshold %v; want 1, 10", i, v, th)
+		m := join(t, eng, fleet.Config{App: "shop", Rules: NewRuleStore(srv.Client(t), RuleStoreConfig{}), CheckInterval: time.Hour})
+		defer m.Close()
+		if v, th := version(m), threshold(eng); v != 1 || th != 10 {
+			t.Fatalf("engine %d after Join: version %d, threshold %v; want 1, 10", i, v, th)
 		}
 		engs = append(engs, eng)
+		ms = append(ms, m)
 	}
 	subscribers(t, srv, rs, "shop", 3)
 	save(t, rs, "shop", 1, docB)
 	took := eventually(t, time.Second, "version 2 on 3 engines", func() bool {
-		for _, eng := range engs {
-			if version(eng) != 2 {
+		for _, m := range ms {
+			if version(m) != 2 {
 				return false
 			}
 		}
@@ -88,9 +99,11 @@ func TestFleetPush(t *testing.T) {
 			t.Fatalf("engine %d: threshold %v, want 20", i, th)
 		}
 	}
-	late := sluice.New(sluice.WithRuleStore(rs, sluice.RuleStoreConfig{App: "shop", CheckInterval: time.Hour}))
+	late := sluice.New()
 	defer late.Close()
-	if v, th := version(late), threshold(late); v != 2 || th != 20 {
+	lm := join(t, late, fleet.Config{App: "shop", Rules: rs, CheckInterval: time.Hour})
+	defer lm.Close()
+	if v, th := version(lm), threshold(late); v != 2 || th != 20 {
 		t.Fatalf("engine made later: version %d, threshold %v; want 2, 20", v, th)
 	}
 	reps, err := rs.Reports(ctxT(t), "shop")
@@ -107,13 +120,13 @@ func TestFleetPush(t *testing.T) {
 		}
 		return err == nil && n == 4
 	})
-	for _, eng := range append(engs, late) {
+	for i, eng := range append(engs, late) {
 		found := false
 		for _, r := range reps {
 			found = found || r.Instance == eng.InstanceID()
 		}
 		if !found {
-			t.Fatalf("no report from %s in %+v", eng.InstanceID(), reps)
+			t.Fatalf("no report from engine %d, %s, in %+v", i, eng.InstanceID(), reps)
 		}
 	}
 }
@@ -134,10 +147,14 @@ func TestFleetPoll(t *testing.T) {
 	save(t, rs, "shop", 0, docA)
 	clk := sluicetest.NewManualClock(0)
 	var engs []*sluice.Engine
+	var ms []*fleet.Member
 	for i := 0; i < 3; i++ {
-		eng := sluice.New(sluice.WithClock(clk), sluice.WithRuleStore(deaf{rs}, sluice.RuleStoreConfig{App: "shop"}))
+		eng := sluice.New(sluice.WithClock(clk))
 		defer eng.Close()
+		m := join(t, eng, fleet.Config{App: "shop", Rules: deaf{rs}})
+		defer m.Close()
 		engs = append(engs, eng)
+		ms = append(ms, m)
 	}
 	subscribers(t, srv, rs, "shop", 3)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
@@ -146,15 +163,15 @@ func TestFleetPoll(t *testing.T) {
 		t.Fatal(err)
 	}
 	save(t, rs, "shop", 1, docB)
-	for i, eng := range engs {
-		if v := version(eng); v != 1 {
+	for i, m := range ms {
+		if v := version(m); v != 1 {
 			t.Fatalf("engine %d runs version %d before its read", i, v)
 		}
 	}
-	clk.Advance(sluice.DefaultCheckInterval)
+	clk.Advance(5 * time.Second) // the default CheckInterval
 	eventually(t, testTimeout, "version 2 after one CheckInterval", func() bool {
-		for _, eng := range engs {
-			if version(eng) != 2 || threshold(eng) != 20 {
+		for i, eng := range engs {
+			if version(ms[i]) != 2 || threshold(eng) != 20 {
 				return false
 			}
 		}
@@ -164,22 +181,30 @@ func TestFleetPoll(t *testing.T) {
 
 // TestFleetRefused: a version that one engine cannot run (a cluster rule,
 // on an engine without WithCluster) is refused there, with the reason in
-// its report and on its event stream, while it keeps its rules; the others
-// run it and their heartbeats carry it.
+// its report and its Member's status (the engine's event stream says it
+// refused rules), while it keeps its rules; the others run it and their
+// heartbeats carry it.
 func TestFleetRefused(t *testing.T) {
 	srv := redistest.Start(t)
 	rs := NewRuleStore(srv.Client(t), RuleStoreConfig{})
 	store := New(srv.Client(t))
 	save(t, rs, "shop", 0, docA)
-	cfg := sluice.RuleStoreConfig{App: "shop", CheckInterval: time.Hour}
-	a := sluice.New(sluice.WithCluster(store, sluice.ClusterConfig{App: "shop", InstanceID: "a"}), sluice.WithRuleStore(rs, cfg))
+	cfg := fleet.Config{App: "shop", Rules: rs, CheckInterval: time.Hour}
+	a := sluice.New(sluice.WithCluster(store, sluice.ClusterConfig{App: "shop", InstanceID: "a"}))
 	defer a.Close()
-	b := sluice.New(sluice.WithCluster(store, sluice.ClusterConfig{App: "shop", InstanceID: "b"}), sluice.WithRuleStore(rs, cfg))
+	am := join(t, a, cfg)
+	defer am.Close()
+	b := sluice.New(sluice.WithCluster(store, sluice.ClusterConfig{App: "shop", InstanceID: "b"}))
 	defer b.Close()
-	c := sluice.New(sluice.WithInstanceID("c"), sluice.WithRuleStore(rs, cfg))
+	bm := join(t, b, cfg)
+	defer bm.Close()
+	c := sluice.New()
 	defer c.Close()
-	if c.InstanceID() != "c" || a.InstanceID() != "a" {
-		t.Fatalf("instance ids %q %q, want the ClusterConfig's", a.InstanceID(), c.InstanceID())
+	cfg.Instance = "c"
+	cm := join(t, c, cfg)
+	defer cm.Close()
+	if cm.Status().Instance != "c" || am.Status().Instance != "a" {
+		t.Fatalf("instances %q %q, want the ClusterConfig's and the Config's", am.Status().Instance, cm.Status().Instance)
 	}
 	var mu sync.Mutex
 	var refused []stat.Event
@@ -193,10 +218,9 @@ func TestFleetRefused(t *testing.T) {
 	subscribers(t, srv, rs, "shop", 3)
 	save(t, rs, "shop", 1, "flow:\n  - resource: api\n    threshold: 50\n    cluster: {}\n")
 	eventually(t, testTimeout, "version 2 on a and b, refused by c", func() bool {
-		st, _ := c.RuleStoreStatus()
-		return version(a) == 2 && version(b) == 2 && st.Refused == 2
+		return version(am) == 2 && version(bm) == 2 && cm.Status().Refused == 2
 	})
-	st, _ := c.RuleStoreStatus()
+	st := cm.Status()
 	if st.Version != 1 || threshold(c) != 10 || !strings.Contains(fmt.Sprint(st.RefusedErr), "WithCluster") {
 		t.Fatalf("c: %+v, threshold %v; want version 1 kept, refusal naming WithCluster", st, threshold(c))
 	}
@@ -204,7 +228,7 @@ func TestFleetRefused(t *testing.T) {
 		t.Fatalf("a runs %+v, want the cluster rule", a.FlowRules())
 	}
 	mu.Lock()
-	if len(refused) != 1 || refused[0].RuleVersion != 2 || refused[0].Err == nil {
+	if len(refused) != 1 || refused[0].Err == nil {
 		t.Fatalf("c's refusals on the stream: %+v", refused)
 	}
 	mu.Unlock()
@@ -228,7 +252,7 @@ func TestFleetRefused(t *testing.T) {
 	})
 }
 
-// TestFleetStoreDown: an engine whose rule store is down at New starts
+// TestFleetStoreDown: an engine whose rule store is down at Join starts
 // without rules within its Timeout, keeps the rules loaded meanwhile, and
 // loads the version in force once the store answers.
 func TestFleetStoreDown(t *testing.T) {
@@ -237,11 +261,13 @@ func TestFleetStoreDown(t *testing.T) {
 	srv.Kill()
 	clk := sluicetest.NewManualClock(0)
 	var errs sync.Map
-	eng := sluice.New(sluice.WithClock(clk), sluice.WithRuleStore(rs, sluice.RuleStoreConfig{
-		App: "shop", Timeout: 200 * time.Millisecond, OnError: func(err error) { errs.Store(err.Error(), true) },
-	}))
+	eng := sluice.New(sluice.WithClock(clk))
 	defer eng.Close()
-	st, _ := eng.RuleStoreStatus()
+	m := join(t, eng, fleet.Config{
+		App: "shop", Rules: rs, Timeout: 200 * time.Millisecond, OnError: func(err error) { errs.Store(err.Error(), true) },
+	})
+	defer m.Close()
+	st := m.Status()
 	if st.Version != 0 || st.Failures == 0 || st.Err == nil {
 		t.Fatalf("status with the store down: %+v", st)
 	}
@@ -254,9 +280,9 @@ func TestFleetStoreDown(t *testing.T) {
 	// one interval at a time until the version is in force.
 	eventually(t, testTimeout, "version 1 after the store came back", func() bool {
 		if clk.Waiters() > 0 {
-			clk.Advance(sluice.DefaultCheckInterval)
+			clk.Advance(5 * time.Second) // the default CheckInterval
 		}
-		return version(eng) == 1
+		return version(m) == 1
 	})
 	if len(eng.FlowRules()) != 2 {
 		t.Fatalf("rules in force %+v, want docC's", eng.FlowRules())
@@ -273,10 +299,10 @@ func TestFleetTelemetry(t *testing.T) {
 	save(t, rs, "shop", 0, "flow:\n  - resource: api\n    threshold: 3\ncircuitBreaker:\n  - resource: db\n    strategy: error-count\n    threshold: 5\n    retryTimeout: 10s\n")
 	tm := NewTelemetry(srv.Client(t), TelemetryConfig{MaxResources: 2})
 	clk := sluicetest.NewManualClock(0)
-	eng := sluice.New(sluice.WithClock(clk),
-		sluice.WithRuleStore(rs, sluice.RuleStoreConfig{App: "shop", CheckInterval: time.Hour}),
-		sluice.WithTelemetry(tm, sluice.TelemetryConfig{Keep: 10}))
+	eng := sluice.New(sluice.WithClock(clk))
 	defer eng.Close()
+	m := join(t, eng, fleet.Config{App: "shop", Rules: rs, CheckInterval: time.Hour, Telemetry: tm, Keep: 10})
+	defer m.Close()
 	enter := func(res string, n int) {
 		for i := 0; i < n; i++ {
 			if p, err := eng.Entry(res); err == nil {
@@ -340,11 +366,11 @@ func TestFleetTelemetry(t *testing.T) {
 	}
 	clk.Advance(time.Second)
 	eventually(t, testTimeout, "a failed publish counted", func() bool {
-		st, _ := eng.TelemetryStatus()
-		return st.Failures == 1 && st.Err != nil
+		st := m.Status()
+		return st.PublishFailures == 1 && st.PublishErr != nil
 	})
 	enter("api", 1)
-	if st, _ := eng.TelemetryStatus(); st.Published != 2 {
+	if st := m.Status(); st.Published != 2 {
 		t.Fatalf("status %+v, want 2 published", st)
 	}
 }

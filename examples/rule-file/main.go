@@ -1,11 +1,11 @@
 // Command rule-file shows sluice loading its rules from a YAML file and
 // following edits of that file while traffic flows.
 //
-// It copies rules.yaml to a temporary directory, watches the copy, and makes
-// an entry on "GET /hello" every 20 ms. Mid-run it rewrites the file twice:
-// first with a higher threshold, which is applied at the next poll, then
-// with a broken rule, which is refused and reported while the rules in force
-// stay. It runs for about three seconds and exits 0, or exits 1 if a step
+// It copies rules.yaml to a temporary directory, follows the copy
+// (fleet.RuleFile), and makes an entry on "GET /hello" every 20 ms. Mid-run
+// it rewrites the file twice: first with a higher threshold, which is
+// applied at the next check, then with a broken rule, which is refused
+// (the follower's status says why) while the rules in force stay. It runs for about three seconds and exits 0, or exits 1 if a step
 // does not happen.
 //
 //	go run ./examples/rule-file
@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice"
-	"github.com/sluice-go/sluice/rules"
+	"github.com/sluice-go/sluice/fleet"
 )
 
 //go:embed rules.yaml
@@ -50,15 +50,14 @@ func run() error {
 
 	g := sluice.New()
 	defer g.Close()
-	problems := make(chan error, 8)
-	src, err := g.WatchRuleFile(path,
-		rules.WithPollInterval(100*time.Millisecond),
-		rules.WithErrorHandler(func(err error) { problems <- err }),
-	)
+	m, err := fleet.Join(g, fleet.Config{App: "hello", Rules: fleet.RuleFile(path), CheckInterval: 100 * time.Millisecond})
 	if err != nil {
 		return err
 	}
-	defer src.Close()
+	defer m.Close()
+	if st := m.Status(); st.Version == 0 { // start only with the file's rules
+		return fmt.Errorf("%s: %v", path, errors.Join(st.Err, st.RefusedErr))
+	}
 	set := g.RuleSet()
 	fmt.Printf("loaded %s: %d rules, %s threshold %v/s\n", path, set.Len(), resource, threshold(g))
 	traffic(g, time.Second)
@@ -79,12 +78,10 @@ func run() error {
 	if err := writeAtomically(path, []byte(broken)); err != nil {
 		return err
 	}
-	select {
-	case err := <-problems:
-		fmt.Printf("broken file refused: %v\n", err)
-	case <-time.After(2 * time.Second):
-		return errors.New("the broken file was not reported")
+	if !waitFor(2*time.Second, func() bool { return m.Status().Refused != 0 }) {
+		return errors.New("the broken file was not refused")
 	}
+	fmt.Printf("broken file refused: %v\n", m.Status().RefusedErr)
 	if threshold(g) != 20 {
 		return fmt.Errorf("the rules in force changed to threshold %v", threshold(g))
 	}

@@ -1,7 +1,7 @@
 // Command dashboard is the dashboard's demo: a Redis on a free loopback
 // port, three instances of the application "shop" under load, following
-// its rules in Redis (sluice.WithRuleStore), publishing their figures
-// (sluice.WithTelemetry) and beating as members (sluice.WithCluster), and
+// its rules in Redis and publishing their figures (fleet.Join), and
+// beating as members (sluice.WithCluster), and
 // the dashboard, with a
 // viewer's and an editor's credentials printed. It runs until Ctrl-C, or
 // for -duration.
@@ -35,6 +35,7 @@ import (
 	"github.com/sluice-go/sluice/cluster"
 	sluiceredis "github.com/sluice-go/sluice/cluster/redis"
 	"github.com/sluice-go/sluice/dashboard"
+	"github.com/sluice-go/sluice/fleet"
 )
 
 const app = "shop"
@@ -114,12 +115,13 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	defer stopLoad()
 	shared := sluiceredis.New(rdb)
 	for i := 1; i <= 3; i++ {
-		eng := sluice.New(
-			sluice.WithCluster(shared, sluice.ClusterConfig{App: app, InstanceID: app + "-" + strconv.Itoa(i)}),
-			sluice.WithRuleStore(rs, sluice.RuleStoreConfig{}),
-			sluice.WithTelemetry(tel, sluice.TelemetryConfig{}),
-		)
+		eng := sluice.New(sluice.WithCluster(shared, sluice.ClusterConfig{App: app, InstanceID: app + "-" + strconv.Itoa(i)}))
 		defer eng.Close()
+		m, err := fleet.Join(eng, fleet.Config{App: app, Rules: rs, Telemetry: tel})
+		if err != nil {
+			return err
+		}
+		defer m.Close()
 		load(loadCtx, &wg, eng)
 	}
 

@@ -27,6 +27,7 @@ import (
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/cluster"
 	sluiceredis "github.com/sluice-go/sluice/cluster/redis"
+	"github.com/sluice-go/sluice/fleet"
 )
 
 func main() {
@@ -91,13 +92,17 @@ func run(w io.Writer, bin string) error {
 
 	// Two instances of "shop" follow its rules in the store.
 	var engines []*sluice.Engine
+	var members []*fleet.Member
 	for _, id := range []string{"shop-1", "shop-2"} {
-		eng := sluice.New(
-			sluice.WithInstanceID(id),
-			sluice.WithRuleStore(store, sluice.RuleStoreConfig{App: "shop"}),
-		)
+		eng := sluice.New()
 		defer eng.Close()
+		m, err := fleet.Join(eng, fleet.Config{App: "shop", Instance: id, Rules: store})
+		if err != nil {
+			return err
+		}
+		defer m.Close()
 		engines = append(engines, eng)
+		members = append(members, m)
 	}
 	waitSubscribed(ctx, rdb, 2)
 
@@ -113,21 +118,22 @@ func run(w io.Writer, bin string) error {
 		}
 		base = v.Version
 		start := time.Now()
-		for _, eng := range engines {
+		for _, m := range members {
 			for {
-				if st, _ := eng.RuleStoreStatus(); st.Version == v.Version {
+				st := m.Status()
+				if st.Version == v.Version {
 					break
 				}
 				if ctx.Err() != nil {
-					return fmt.Errorf("version %d did not reach %s: %w", v.Version, eng.InstanceID(), ctx.Err())
+					return fmt.Errorf("version %d did not reach %s: %w", v.Version, st.Instance, ctx.Err())
 				}
 				time.Sleep(time.Millisecond)
 			}
 		}
 		fmt.Fprintf(w, "version %d saved by %s: on both engines within %v\n", v.Version, v.Author, time.Since(start).Round(time.Millisecond))
-		for _, eng := range engines {
-			for _, r := range eng.FlowRules() {
-				fmt.Fprintf(w, "  %s: %s at %v/s\n", eng.InstanceID(), r.Resource, r.Threshold)
+		for i, eng := range engines {
+			for _, r := range eng.RuleSet().Flow {
+				fmt.Fprintf(w, "  %s: %s at %v/s\n", members[i].Status().Instance, r.Resource, r.Threshold)
 			}
 		}
 	}
