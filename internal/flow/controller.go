@@ -174,7 +174,19 @@ func (b *base) refuse(ec *entry.Context, observed, limit float64, retry time.Dur
 		Threshold:  limit,
 		RetryAfter: retry,
 		Reason:     reason,
+		Shadow:     b.rule.Shadow,
 	}
+}
+
+// sleep waits d for ec's turn as ec.Sleep does, except for a rule in shadow
+// mode, which never makes a request wait: its entry takes the turn it was
+// given (the schedule moves as the enforced rule's would) and goes on at
+// once.
+func (b *base) sleep(ctx context.Context, ec *entry.Context, clk core.Clock, d time.Duration) error {
+	if b.rule.Shadow {
+		return nil
+	}
+	return ec.Sleep(ctx, clk, d)
 }
 
 // queueRefusal is the refusal of a pacing rule whose turn for ec is wait

@@ -31,10 +31,13 @@ const (
 	// MaxConcurrency is the highest number of requests in flight right
 	// after a pass in the bucket (see AddPass and History).
 	MaxConcurrency
+	// ShadowBlock counts entries (by batch) that a rule in shadow mode
+	// would have refused (each such rule counts the entry once).
+	ShadowBlock
 	metricCount
 )
 
-var nodeKinds = []Kind{Sum, Sum, Sum, Sum, Sum, Min, Max}
+var nodeKinds = []Kind{Sum, Sum, Sum, Sum, Sum, Min, Max, Sum}
 
 // The node's windows. The second-level window backs rule checks; the minute
 // window backs reporting. Both are fixed so that the hot path divides by
@@ -110,6 +113,7 @@ type Node struct {
 	secWords  [secRing * slotWords]atomic.Uint64
 	total     [metricCount]atomic.Uint64
 	blockedBy [stat.BlockTypes]atomic.Uint64
+	shadowBy  [stat.BlockTypes]atomic.Uint64 // would-be refusals of shadow rules, by type
 	// The history, cold like the totals: read by History, written when
 	// minute buckets retire. (Held in the read-only header above, these
 	// two words pushed the second window's header onto one more line, and
@@ -355,6 +359,19 @@ func (n *Node) AddBlock(now, batch int64, by core.BlockType) {
 	a.Add(now, core.BlockType(i), clampAdd(batch))
 }
 
+// AddShadowBlock records batch requests that a rule in shadow mode of type
+// by would have refused at now (they were not refused). A type beyond the
+// built-in ones counts under index 0.
+func (n *Node) AddShadowBlock(now, batch int64, by core.BlockType) {
+	ep := now / int64(BucketWidth)
+	n.sec.AddSumAt(n.slot(ep), ep, ShadowBlock, clampAdd(batch))
+	i := int(by)
+	if i >= len(n.shadowBy) {
+		i = 0
+	}
+	n.shadowBy[i].Add(clampAdd(batch))
+}
+
 // BlockedInSecond returns the requests (by batch) refused by rules of block
 // type by in the whole second that starts at sec seconds of the clock. It
 // is exact, like the Block sum of Sum(end of that second), until the second
@@ -582,6 +599,7 @@ func (n *Node) History(now int64, since time.Duration) []stat.Second {
 		s.MaxConcurrency = int64(vals[MaxConcurrency][i])
 		s.Pass, s.Block = vals[Pass][i], vals[Block][i]
 		s.Complete, s.Error = vals[Complete][i], vals[Error][i]
+		s.ShadowBlock = vals[ShadowBlock][i]
 		if s.Complete > 0 {
 			s.AvgRT = time.Duration(float64(vals[RT][i]) / float64(s.Complete) * 1000)
 		}
@@ -614,6 +632,7 @@ func (n *Node) Snapshot(now int64) stat.Snapshot {
 	}
 	for i := range n.blockedBy {
 		s.BlockedBy[i] = n.blockedBy[i].Load()
+		s.ShadowBlockedBy[i] = n.shadowBy[i].Load()
 	}
 	if v, ok := n.MinRT(now); ok {
 		s.MinRT = time.Duration(v) * time.Microsecond
