@@ -158,6 +158,11 @@ const (
 	// EventWatchCleared: the metric of a watch that fired fell back below
 	// its threshold; the fields are those of EventWatchFired.
 	EventWatchCleared
+	// EventTier: a tiered flow rule of Resource (rules.Flow.Tiers) moved
+	// from step From to step To ("0" for the rule's own Threshold, "i" for
+	// Tiers[i-1]); Rule is its rules.Flow, Value the metric that moved it
+	// (milliseconds for avg-rt, a ratio otherwise) and At when it was read.
+	EventTier
 )
 
 // String returns the kind's lower-case name ("rules-loaded",
@@ -182,6 +187,8 @@ func (k EventKind) String() string {
 		return "watch-fired"
 	case EventWatchCleared:
 		return "watch-cleared"
+	case EventTier:
+		return "tier"
 	}
 	return "EventKind(" + strconv.Itoa(int(k)) + ")"
 }

@@ -315,6 +315,9 @@ func (s *Slot) Use(set *RuleSet) {
 	s.set.Store(set)
 }
 
+// Stale is the age in nanoseconds past which a sampled value is ignored.
+func (s *Slot) Stale() int64 { return s.stale }
+
 // Start starts the sampler now, so load1 and CPU usage are known before
 // rules on them are loaded. It does nothing after Close.
 func (s *Slot) Start() { s.sampler.Start() }
