@@ -15,8 +15,8 @@ import (
 
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/conformance"
-	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/rules"
+	"github.com/sluice-go/sluice/stat"
 )
 
 // arrival is one request of a differential timeline.
@@ -110,12 +110,15 @@ func runTimeline(t *testing.T, c *diffCase, shadow bool, arrivals []arrival) (re
 		waitSampler(t, clk)
 	}
 	const res = "diff"
-	shadowCount := func() uint64 {
+	shadowCount := func() (n uint64) {
 		x := g.reg.get(res)
 		if x == nil {
 			return 0
 		}
-		return x.node.Total(clk.Nanotime(), window.ShadowBlock)
+		for t := range stat.BlockTypes {
+			n += x.node.ShadowBlockedBy(core.BlockType(t))
+		}
+		return n
 	}
 	var exits exitHeap
 	sec := int64(time.Hour) / int64(time.Second)
@@ -357,4 +360,27 @@ func TestShadowPacingNeverWaits(t *testing.T) {
 		s, _ := g.Snapshot("t")
 		assert.Equal(t, uint64(7), s.ShadowBlockedBy[core.BlockParam])
 	})
+}
+
+// TestShadowHistorySeconds: each second of the history holds that
+// second's would-be refusals, past the minute window too, and none of a
+// second without them.
+func TestShadowHistorySeconds(t *testing.T) {
+	g, clk := newTestEngine(t, 0, WithHistory(5*time.Minute))
+	require.NoError(t, g.LoadRuleSet(rules.Set{Flow: []rules.Flow{{Resource: "r", Threshold: 2, Shadow: true}}}))
+	g.History("r", 5*time.Minute) // the history is kept from the first read on
+	for sec := 0; sec < 90; sec++ {
+		clk.Set(int64(sec) * int64(time.Second))
+		for i := 0; i < 2+sec%5; i++ { // sec%5 would-be refusals
+			require.True(t, try(g, "r"))
+		}
+	}
+	clk.Set(90 * int64(time.Second))
+	h := g.History("r", 5*time.Minute)
+	require.Len(t, h, 90)
+	for sec, s := range h {
+		assert.Equal(t, uint64(sec%5), s.ShadowBlock, "second %d", sec)
+		assert.Equal(t, uint64(2+sec%5), s.Pass, "second %d", sec)
+		assert.Zero(t, s.Block)
+	}
 }

@@ -31,13 +31,10 @@ const (
 	// MaxConcurrency is the highest number of requests in flight right
 	// after a pass in the bucket (see AddPass and History).
 	MaxConcurrency
-	// ShadowBlock counts entries (by batch) that a rule in shadow mode
-	// would have refused (each such rule counts the entry once).
-	ShadowBlock
 	metricCount
 )
 
-var nodeKinds = []Kind{Sum, Sum, Sum, Sum, Sum, Min, Max, Sum}
+var nodeKinds = []Kind{Sum, Sum, Sum, Sum, Sum, Min, Max}
 
 // The node's windows. The second-level window backs rule checks; the minute
 // window backs reporting. Both are fixed so that the hot path divides by
@@ -127,7 +124,16 @@ type Node struct {
 	// second-level window's Block sum. Made at the first refusal: a
 	// resource that never refuses pays one word.
 	byType atomic.Pointer[LeapArray[core.BlockType]]
+	// shadowSec counts, per second of the history (keep seconds and two),
+	// the would-be refusals of rules in shadow mode (AddShadowBlock), for
+	// History. Made at the first one, on a node that keeps history: the
+	// second-level window and the windows after it, which every resource
+	// has, do not carry them.
+	shadowSec atomic.Pointer[LeapArray[Metric]]
 }
+
+// shadowKinds: one sum per second.
+var shadowKinds = []Kind{Sum}
 
 // byTypeKinds: every block type is a sum.
 var byTypeKinds = func() []Kind {
@@ -363,13 +369,30 @@ func (n *Node) AddBlock(now, batch int64, by core.BlockType) {
 // by would have refused at now (they were not refused). A type beyond the
 // built-in ones counts under index 0.
 func (n *Node) AddShadowBlock(now, batch int64, by core.BlockType) {
-	ep := now / int64(BucketWidth)
-	n.sec.AddSumAt(n.slot(ep), ep, ShadowBlock, clampAdd(batch))
 	i := int(by)
 	if i >= len(n.shadowBy) {
 		i = 0
 	}
 	n.shadowBy[i].Add(clampAdd(batch))
+	if n.keep == 0 {
+		return
+	}
+	a := n.shadowSec.Load()
+	if a == nil {
+		secs := int(n.keep) + 2
+		n.shadowSec.CompareAndSwap(nil, MustLeapArray[Metric](time.Duration(secs)*time.Second, secs, shadowKinds, nil))
+		a = n.shadowSec.Load()
+	}
+	a.Add(now, 0, clampAdd(batch))
+}
+
+// ShadowBlockedBy returns the requests (by batch) that rules in shadow mode
+// of block type by would have refused since the node was made.
+func (n *Node) ShadowBlockedBy(by core.BlockType) uint64 {
+	if int(by) >= len(n.shadowBy) {
+		by = 0
+	}
+	return n.shadowBy[by].Load()
 }
 
 // BlockedInSecond returns the requests (by batch) refused by rules of block
@@ -526,7 +549,7 @@ func (n *Node) History(now int64, since time.Duration) []stat.Second {
 	if k > minuteRing {
 		n.armHistory()
 	}
-	minute, hist := n.minute.Load(), n.hist.Load()
+	minute, hist, sh := n.minute.Load(), n.hist.Load(), n.shadowSec.Load()
 	last := now/int64(time.Second) - 1 // the newest completed second
 	first := last - k + 1
 	if first < 0 {
@@ -599,7 +622,9 @@ func (n *Node) History(now int64, since time.Duration) []stat.Second {
 		s.MaxConcurrency = int64(vals[MaxConcurrency][i])
 		s.Pass, s.Block = vals[Pass][i], vals[Block][i]
 		s.Complete, s.Error = vals[Complete][i], vals[Error][i]
-		s.ShadowBlock = vals[ShadowBlock][i]
+		if sh != nil {
+			s.ShadowBlock, _ = sh.valueOK(first+int64(i), 0)
+		}
 		if s.Complete > 0 {
 			s.AvgRT = time.Duration(float64(vals[RT][i]) / float64(s.Complete) * 1000)
 		}
