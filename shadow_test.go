@@ -384,3 +384,30 @@ func TestShadowHistorySeconds(t *testing.T) {
 		assert.Zero(t, s.Block)
 	}
 }
+
+// TestShadowBreakerFlipKeepsState: a breaker in shadow mode opens as the
+// enforced one would (its would-be refusals counted, nothing refused), and
+// enforced by a reload it is still open: it refuses until its retry
+// timeout, then probes.
+func TestShadowBreakerFlipKeepsState(t *testing.T) {
+	g, clk := newTestEngine(t, int64(time.Hour))
+	cb := rules.CircuitBreaker{Resource: "db", Strategy: rules.ErrorCount, Threshold: 2, MinRequestAmount: 1, RetryTimeout: time.Second, Shadow: true}
+	require.NoError(t, g.LoadRuleSet(rules.Set{CircuitBreaker: []rules.CircuitBreaker{cb}}))
+	for i := 0; i < 2; i++ {
+		p, err := g.Entry("db")
+		require.NoError(t, err)
+		p.SetError(errSimulated)
+		p.Exit()
+	}
+	require.True(t, try(g, "db"), "open, in shadow mode")
+	s, _ := g.Snapshot("db")
+	assert.Equal(t, uint64(1), s.ShadowBlockedBy[core.BlockDegrade])
+	cb.Shadow = false
+	require.NoError(t, g.LoadRuleSet(rules.Set{CircuitBreaker: []rules.CircuitBreaker{cb}}))
+	_, err := g.Entry("db")
+	var be *BlockError
+	require.True(t, errors.As(err, &be), "still open once enforced: %v", err)
+	assert.Equal(t, core.BlockDegrade, be.Type)
+	clk.Advance(time.Second)
+	assert.True(t, try(g, "db"), "the probe after the retry timeout")
+}

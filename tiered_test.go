@@ -195,3 +195,43 @@ func atoi(s string) int {
 	}
 	return n
 }
+
+// TestTieredErrorRatio: a tiered rule on the error ratio moves up once the
+// last second's errors pass its bound, at the next 100 ms period, and back
+// when they fall under its Below.
+func TestTieredErrorRatio(t *testing.T) {
+	g, clk := newTestEngine(t, int64(time.Hour))
+	require.NoError(t, g.LoadRuleSet(rules.Set{Flow: []rules.Flow{{Resource: "api", Threshold: 100,
+		TierMetric: rules.TierErrorRatio, Tiers: []rules.Tier{{Above: 0.5, Below: 0.2, Threshold: 3}}}}}))
+	call := func(fail bool) bool {
+		p, err := g.Entry("api")
+		if err != nil {
+			return false
+		}
+		if fail {
+			p.SetError(errSimulated)
+		}
+		p.Exit()
+		return true
+	}
+	for i := 0; i < 10; i++ {
+		require.True(t, call(i < 6)) // 6 of 10 fail
+	}
+	s, _ := g.Snapshot("api")
+	assert.Zero(t, s.Tier, "read at the period's first entry, before the errors")
+	clk.Advance(100 * time.Millisecond)
+	require.False(t, call(false), "reads 0.6: tier 1, 3 a second, and 10 are in the window")
+	s, _ = g.Snapshot("api")
+	require.Equal(t, 1, s.Tier)
+	clk.Advance(time.Second) // the window empties
+	assert.True(t, call(false), "reads no exit in the last second: stays")
+	s, _ = g.Snapshot("api")
+	assert.Equal(t, 1, s.Tier)
+	assert.True(t, call(false))
+	assert.True(t, call(false))
+	assert.False(t, call(false), "3 a second on tier 1")
+	clk.Advance(100 * time.Millisecond)
+	assert.True(t, call(false), "reads 0 errors of 3: below 0.2, back to 100 a second")
+	s, _ = g.Snapshot("api")
+	assert.Zero(t, s.Tier)
+}
