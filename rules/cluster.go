@@ -92,8 +92,9 @@ func (r *Flow) validateCluster() error {
 	return nil
 }
 
-// Equal reports whether r and o are the same rule: equal fields, and equal
-// cluster sections (both nil, or the same values).
+// Equal reports whether r and o are the same rule: equal fields, equal
+// cluster sections (both nil, or the same values) and equal tiers (no
+// tiers, nil or empty, or the same steps).
 func (r Flow) Equal(o Flow) bool {
 	// Tiers make Flow incomparable with ==; nil and empty Tiers are equal.
 	if len(r.Tiers) == 0 {
