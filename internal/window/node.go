@@ -110,7 +110,6 @@ type Node struct {
 	secWords  [secRing * slotWords]atomic.Uint64
 	total     [metricCount]atomic.Uint64
 	blockedBy [stat.BlockTypes]atomic.Uint64
-	shadowBy  [stat.BlockTypes]atomic.Uint64 // would-be refusals of shadow rules, by type
 	// The history, cold like the totals: read by History, written when
 	// minute buckets retire. (Held in the read-only header above, these
 	// two words pushed the second window's header onto one more line, and
@@ -124,12 +123,18 @@ type Node struct {
 	// second-level window's Block sum. Made at the first refusal: a
 	// resource that never refuses pays one word.
 	byType atomic.Pointer[LeapArray[core.BlockType]]
-	// shadowSec counts, per second of the history (keep seconds and two),
-	// the would-be refusals of rules in shadow mode (AddShadowBlock), for
-	// History. Made at the first one, on a node that keeps history: the
-	// second-level window and the windows after it, which every resource
-	// has, do not carry them.
-	shadowSec atomic.Pointer[LeapArray[Metric]]
+	// shadow counts the would-be refusals of rules in shadow mode
+	// (AddShadowBlock). Made at the first one: a resource without shadow
+	// rules pays one word, and its windows carry no counter for them.
+	shadow atomic.Pointer[shadowCounts]
+}
+
+// shadowCounts are a node's would-be refusals of rules in shadow mode.
+type shadowCounts struct {
+	by [stat.BlockTypes]atomic.Uint64 // since the node was made, by block type
+	// sec counts them per second of the history (keep seconds and two),
+	// for History; nil on a node that keeps none.
+	sec *LeapArray[Metric]
 }
 
 // shadowKinds: one sum per second.
@@ -370,29 +375,36 @@ func (n *Node) AddBlock(now, batch int64, by core.BlockType) {
 // built-in ones counts under index 0.
 func (n *Node) AddShadowBlock(now, batch int64, by core.BlockType) {
 	i := int(by)
-	if i >= len(n.shadowBy) {
+	if i >= stat.BlockTypes {
 		i = 0
 	}
-	n.shadowBy[i].Add(clampAdd(batch))
-	if n.keep == 0 {
-		return
+	sc := n.shadow.Load()
+	if sc == nil {
+		sc = &shadowCounts{}
+		if n.keep > 0 {
+			secs := int(n.keep) + 2
+			sc.sec = MustLeapArray[Metric](time.Duration(secs)*time.Second, secs, shadowKinds, nil)
+		}
+		if !n.shadow.CompareAndSwap(nil, sc) {
+			sc = n.shadow.Load()
+		}
 	}
-	a := n.shadowSec.Load()
-	if a == nil {
-		secs := int(n.keep) + 2
-		n.shadowSec.CompareAndSwap(nil, MustLeapArray[Metric](time.Duration(secs)*time.Second, secs, shadowKinds, nil))
-		a = n.shadowSec.Load()
+	sc.by[i].Add(clampAdd(batch))
+	if sc.sec != nil {
+		sc.sec.Add(now, 0, clampAdd(batch))
 	}
-	a.Add(now, 0, clampAdd(batch))
 }
 
 // ShadowBlockedBy returns the requests (by batch) that rules in shadow mode
 // of block type by would have refused since the node was made.
 func (n *Node) ShadowBlockedBy(by core.BlockType) uint64 {
-	if int(by) >= len(n.shadowBy) {
+	if int(by) >= stat.BlockTypes {
 		by = 0
 	}
-	return n.shadowBy[by].Load()
+	if sc := n.shadow.Load(); sc != nil {
+		return sc.by[by].Load()
+	}
+	return 0
 }
 
 // BlockedInSecond returns the requests (by batch) refused by rules of block
@@ -549,7 +561,11 @@ func (n *Node) History(now int64, since time.Duration) []stat.Second {
 	if k > minuteRing {
 		n.armHistory()
 	}
-	minute, hist, sh := n.minute.Load(), n.hist.Load(), n.shadowSec.Load()
+	minute, hist := n.minute.Load(), n.hist.Load()
+	var sh *LeapArray[Metric]
+	if sc := n.shadow.Load(); sc != nil {
+		sh = sc.sec
+	}
 	last := now/int64(time.Second) - 1 // the newest completed second
 	first := last - k + 1
 	if first < 0 {
@@ -657,7 +673,11 @@ func (n *Node) Snapshot(now int64) stat.Snapshot {
 	}
 	for i := range n.blockedBy {
 		s.BlockedBy[i] = n.blockedBy[i].Load()
-		s.ShadowBlockedBy[i] = n.shadowBy[i].Load()
+	}
+	if sc := n.shadow.Load(); sc != nil {
+		for i := range sc.by {
+			s.ShadowBlockedBy[i] = sc.by[i].Load()
+		}
 	}
 	if v, ok := n.MinRT(now); ok {
 		s.MinRT = time.Duration(v) * time.Microsecond
