@@ -38,7 +38,8 @@ type BlockError struct {
 	Cause error
 	// Shadow marks the would-be refusal of a rule in shadow mode
 	// (rules.Flow.Shadow, ...): the entry was not refused. Entry never
-	// returns such an error; the block log and custom slots may see one.
+	// returns such an error, nor do custom slots see one; the engine
+	// counts it (stat.Snapshot.ShadowBlockedBy) and logs it.
 	Shadow bool
 }
 
