@@ -183,9 +183,10 @@ func TestConformanceShadowDifferential(t *testing.T) {
 	}
 	short := func(r *rand.Rand, _ int64) time.Duration { return time.Duration(1+r.IntN(20)) * time.Millisecond }
 	long := func(r *rand.Rand, _ int64) time.Duration { return time.Duration(10+r.IntN(190)) * time.Millisecond }
-	// Failing in bursts: half the calls in seconds 2, 3 and 6, few otherwise.
+	// Failing in bursts: half the calls in seconds 2 and 3 of every eight,
+	// few otherwise.
 	bursts := func(r *rand.Rand, sec int64) bool {
-		if sec == 2 || sec == 3 || sec == 6 {
+		if sec%8 == 2 || sec%8 == 3 {
 			return r.IntN(2) == 0
 		}
 		return r.IntN(20) == 0
@@ -216,7 +217,7 @@ func TestConformanceShadowDifferential(t *testing.T) {
 			return rules.Set{CircuitBreaker: []rules.CircuitBreaker{{Resource: "diff", Threshold: 0.3, MaxAllowedRT: 50 * time.Millisecond,
 				RetryTimeout: 300 * time.Millisecond, Shadow: sh}}}
 		}, rate: 200, hold: func(r *rand.Rand, sec int64) time.Duration {
-			if sec == 1 || sec == 4 {
+			if sec%8 == 1 || sec%8 == 4 {
 				return long(r, sec)
 			}
 			return short(r, sec)
