@@ -37,6 +37,7 @@ type Flow struct {
 	// QPS rule of the direct strategy and the reject behavior on its own
 	// resource (a window cannot admit part of a request: write a rate below
 	// one per interval with a longer StatInterval, Throttle or TokenBucket).
+	// With Tiers it is the limit below the first tier, and 0 means none.
 	Threshold float64 `json:"threshold" yaml:"threshold"`
 	// Strategy is Direct (default), WarmUp or TokenBucket. WarmUp and
 	// TokenBucket need Metric QPS.
