@@ -18,7 +18,9 @@ import (
 //
 // with the attributes resource, type (the block type), rule (the rule's ID,
 // empty when it has none), threshold, count (requests refused, by batch)
-// and second, at level Info, stamped with the second's wall-clock time. A
+// and second (and shadow=true for what a rule in shadow mode would have
+// refused: "... would have refused 412 by flow shadow rule ..."), at level
+// Info, stamped with the second's wall-clock time. A
 // second's records are written at the first refusal of a later second, at
 // the next call of Snapshot, InboundSnapshot, History or Each, at the next
 // sample of the system metrics sampler, or at Close, whichever comes first,
@@ -50,6 +52,7 @@ type blockKey struct {
 	resource string
 	typ      core.BlockType
 	rule     core.RuleRef
+	shadow   bool // a rule in shadow mode would have refused (see shadow.go)
 }
 
 type blockCount struct {
@@ -69,7 +72,7 @@ func (b *blockLog) note(be *core.BlockError, resource string, batch, now int64) 
 	if be.Resource != "" {
 		resource = be.Resource
 	}
-	k := blockKey{resource: resource, typ: be.Type, rule: be.Rule}
+	k := blockKey{resource: resource, typ: be.Type, rule: be.Rule, shadow: be.Shadow}
 	b.mu.Lock()
 	flush := b.rollLocked(now)
 	if c := b.counts[k]; c != nil {
@@ -139,7 +142,10 @@ func (b *blockLog) takeLocked() func() {
 		if a.k.typ != c.k.typ {
 			return a.k.typ < c.k.typ
 		}
-		return a.c.id < c.c.id
+		if a.c.id != c.c.id {
+			return a.c.id < c.c.id
+		}
+		return !a.k.shadow && c.k.shadow
 	})
 	at := b.wall0.Add(time.Duration(b.sec*int64(time.Second) - b.clock0))
 	return func() {
@@ -157,7 +163,11 @@ func (b *blockLog) takeLocked() func() {
 				if r.c.id != "" {
 					rule += fmt.Sprintf(" %q", r.c.id)
 				}
-				msg = fmt.Sprintf("%s refused %d by %s%s (threshold %g) at %s", r.k.resource, r.c.n, r.k.typ, rule, r.c.threshold, at.Format(time.TimeOnly))
+				verb := "refused"
+				if r.k.shadow {
+					verb, rule = "would have refused", " shadow"+rule
+				}
+				msg = fmt.Sprintf("%s %s %d by %s%s (threshold %g) at %s", r.k.resource, verb, r.c.n, r.k.typ, rule, r.c.threshold, at.Format(time.TimeOnly))
 			}
 			rc := slog.NewRecord(at, slog.LevelInfo, msg, 0)
 			rc.AddAttrs(
@@ -168,6 +178,9 @@ func (b *blockLog) takeLocked() func() {
 				slog.Uint64("count", r.c.n),
 				slog.Time("second", at),
 			)
+			if r.k.shadow {
+				rc.AddAttrs(slog.Bool("shadow", true))
+			}
 			_ = h.Handle(ctx, rc)
 		}
 	}

@@ -488,7 +488,7 @@ func (eng *Engine) Snapshot(resourceName string) (stat.Snapshot, bool) {
 	}
 	now := eng.clock.Nanotime()
 	eng.noticeShedding(now)
-	return x.node.Snapshot(now), true
+	return x.snapshot(now), true
 }
 
 // History returns what resourceName counted in each completed second (of
@@ -531,7 +531,7 @@ func (eng *Engine) Each(f func(name string, s stat.Snapshot)) {
 	}
 	eng.reg.mu.Unlock()
 	for _, r := range rs {
-		f(r.name, r.node.Snapshot(now))
+		f(r.name, r.snapshot(now))
 	}
 }
 

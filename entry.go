@@ -380,14 +380,18 @@ func (eng *Engine) refuse(c *entry.Context, r *resource, in *window.Node, be *co
 }
 
 // check runs the built-in rule checks in chain order; the first refusal
-// wins.
+// wins. The refusal of a rule in shadow mode is counted and passed over
+// (shadowed).
 func (eng *Engine) check(ctx context.Context, c *entry.Context, args entry.Args, r *resource) *core.BlockError {
 	if c.Traffic == core.Inbound && eng.system.Active() {
-		if be := eng.system.Check(c); be != nil {
+		if be := eng.system.Check(c); be != nil && !eng.shadowed(c, r, be) {
 			return be
 		}
 	}
 	if be, decided := r.flow.Check(c, &r.node); decided {
+		if be != nil && eng.shadowed(c, r, be) {
+			return nil
+		}
 		return be
 	}
 	rs := r.rules.Load()
@@ -395,7 +399,7 @@ func (eng *Engine) check(ctx context.Context, c *entry.Context, args entry.Args,
 		return nil
 	}
 	for i := range rs.flow {
-		if be := rs.flow[i].Check(ctx, c, eng.clock); be != nil {
+		if be := rs.flow[i].Check(ctx, c, eng.clock); be != nil && !eng.shadowed(c, r, be) {
 			return be
 		}
 	}
@@ -404,12 +408,12 @@ func (eng *Engine) check(ctx context.Context, c *entry.Context, args entry.Args,
 		return nil
 	}
 	for _, f := range o.param {
-		if be := f.Check(ctx, c, args, eng.clock); be != nil {
+		if be := f.Check(ctx, c, args, eng.clock); be != nil && !eng.shadowed(c, r, be) {
 			return be
 		}
 	}
 	for _, f := range o.degrade {
-		if be := f.Check(c); be != nil {
+		if be := f.Check(c); be != nil && !eng.shadowed(c, r, be) {
 			return be
 		}
 	}

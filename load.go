@@ -86,7 +86,9 @@ var (
 			if err := eng.cluster.refuses(rs); err != nil {
 				return nil, err
 			}
-			return flow.Build(rs, old, eng.node, eng.cluster.leases())
+			ctl, err := flow.Build(rs, old, eng.node, eng.cluster.leases())
+			eng.hookTiers(rs, ctl) // tiered.go
+			return ctl, err
 		},
 		claims: true,
 	}

@@ -36,6 +36,11 @@ type BlockError struct {
 	// one, such as the caller's context ending while it waited in a queue;
 	// errors.Is(err, context.Canceled) then holds. Nil otherwise.
 	Cause error
+	// Shadow marks the would-be refusal of a rule in shadow mode
+	// (rules.Flow.Shadow, ...): the entry was not refused. Entry never
+	// returns such an error, nor do custom slots see one; the engine
+	// counts it (stat.Snapshot.ShadowBlockedBy) and logs it.
+	Shadow bool
 }
 
 // RuleRef names the rule that refused an entry: enough to find it in the

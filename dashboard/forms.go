@@ -44,6 +44,7 @@ var enumOptions = map[reflect.Type][]string{
 	reflect.TypeFor[rules.SystemStrategy]():  {string(rules.PlainThreshold), string(rules.BBR)},
 	reflect.TypeFor[rules.ClusterMode]():     {string(rules.ClusterTotal), string(rules.ClusterPerInstance)},
 	reflect.TypeFor[rules.ClusterFallback](): {string(rules.FallbackLocal), string(rules.FallbackPass), string(rules.FallbackBlock)},
+	reflect.TypeFor[rules.TierMetric]():      {string(rules.TierAvgRT), string(rules.TierErrorRatio), string(rules.TierCPU)},
 }
 
 // ruleForms are the forms of the kinds, in the rule file's order; made
@@ -102,6 +103,8 @@ func formFields(t reflect.Type, prefix, section string) []ruleField {
 			ff.Type = "bool"
 		case ft.Kind() == reflect.Map && ft.Key().Kind() == reflect.String && ft.Elem().Kind() == reflect.Int64:
 			ff.Type = "map"
+		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
+			ff.Type = "list" // rules.Flow.Tiers: a JSON list of objects
 		case ft.Kind() == reflect.Pointer && ft.Elem().Kind() == reflect.Struct && prefix == "":
 			ff.Type = "section"
 			out = append(out, ff)
@@ -167,6 +170,10 @@ func collectValues(v reflect.Value, prefix string, m map[string]string) {
 			}
 			sb.WriteString("}")
 			m[key] = sb.String()
+		case fv.Kind() == reflect.Slice:
+			if b, err := json.Marshal(fv.Interface()); err == nil {
+				m[key] = string(b)
+			}
 		case fv.Kind() == reflect.Pointer:
 			m[key] = "on"
 			collectValues(fv.Elem(), key+".", m)

@@ -57,6 +57,12 @@ type CircuitBreaker struct {
 	// of them must succeed for it to close. Zero means 1; at most
 	// ruledef.MaxProbes.
 	Probes int `json:"probes,omitempty" yaml:"probes,omitempty"`
+	// Shadow puts the rule in shadow mode: it is evaluated and counts as
+	// if enforced, but never refuses and never makes a request wait; what it
+	// would have refused is counted (stat.Snapshot.ShadowBlockedBy,
+	// stat.Second.ShadowBlock) and logged (see docs/rollout.md). Flipping it
+	// by a reload keeps the rule's counting state.
+	Shadow bool `json:"shadow,omitempty" yaml:"shadow,omitempty"`
 }
 
 // maxMinRequests bounds MinRequestAmount.

@@ -1,6 +1,10 @@
 package rules
 
-import "math"
+import (
+	"math"
+	"reflect"
+	"slices"
+)
 
 // Cluster makes a flow rule's Threshold a budget shared by every instance of
 // the service through the engine's cluster store (sluice.WithCluster):
@@ -88,15 +92,18 @@ func (r *Flow) validateCluster() error {
 	return nil
 }
 
-// Equal reports whether r and o are the same rule: equal fields, and equal
-// cluster sections (both nil, or the same values).
+// Equal reports whether r and o are the same rule: equal fields, equal
+// cluster sections (both nil, or the same values) and equal tiers (no
+// tiers, nil or empty, or the same steps).
 func (r Flow) Equal(o Flow) bool {
-	rc, oc := r.Cluster, o.Cluster
-	r.Cluster, o.Cluster = nil, nil
-	if r != o || (rc == nil) != (oc == nil) {
-		return false
+	// Tiers make Flow incomparable with ==; nil and empty Tiers are equal.
+	if len(r.Tiers) == 0 {
+		r.Tiers = nil
 	}
-	return rc == nil || *rc == *oc
+	if len(o.Tiers) == 0 {
+		o.Tiers = nil
+	}
+	return reflect.DeepEqual(r, o)
 }
 
 // Clone returns a copy of r that shares no memory with it (its own cluster
@@ -106,6 +113,7 @@ func (r Flow) Clone() Flow {
 		c := *r.Cluster
 		r.Cluster = &c
 	}
+	r.Tiers = slices.Clone(r.Tiers)
 	return r
 }
 

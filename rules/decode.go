@@ -602,6 +602,20 @@ func decodeValue(n *yaml.Node, v reflect.Value) *decodeErr {
 		return nil
 	case v.Kind() == reflect.Struct:
 		return decodeStruct(n, v)
+	case v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.Struct: // rules.Flow.Tiers
+		if n.Kind != yaml.SequenceNode {
+			return mismatch("a list", n)
+		}
+		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
+		for i, e := range n.Content {
+			if err := decodeValue(e, s.Index(i)); err != nil {
+				return err.in("[" + strconv.Itoa(i) + "]")
+			}
+		}
+		if s.Len() > 0 {
+			v.Set(s) // an empty list reads back as nil, as Encode leaves it out
+		}
+		return nil
 	}
 	if err := check(n, v.Type()); err != nil {
 		return err

@@ -147,6 +147,7 @@ var enumNames = map[reflect.Type][]string{
 	reflect.TypeFor[SystemStrategy]():  {"threshold", "bbr"},
 	reflect.TypeFor[ClusterMode]():     {"total", "per-instance"},
 	reflect.TypeFor[ClusterFallback](): {"local", "pass", "block"},
+	reflect.TypeFor[TierMetric]():      {"avg-rt", "error-ratio", "cpu"},
 }
 
 // or returns v, or def when v is "" (the field's default).
@@ -172,3 +173,19 @@ func checkEnum[E ~string](kind, resource, field string, v E, optional bool, name
 	}
 	return fieldErr(kind, resource, field, "unknown value %q (want one of %s)", clip(string(v)), strings.Join(list, ", "))
 }
+
+// TierMetric is what chooses the tier of a flow rule with Tiers. "" means
+// TierAvgRT.
+type TierMetric string
+
+const (
+	// TierAvgRT is the resource's average response time over the last second,
+	// in milliseconds.
+	TierAvgRT TierMetric = "avg-rt"
+	// TierErrorRatio is the share of the resource's calls that exited with an
+	// error over the last second, a ratio in [0, 1].
+	TierErrorRatio TierMetric = "error-ratio"
+	// TierCPU is the process's CPU usage as system rules read it
+	// (rules.CPUUsage), a ratio in [0, 1].
+	TierCPU TierMetric = "cpu"
+)

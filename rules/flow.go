@@ -37,6 +37,7 @@ type Flow struct {
 	// QPS rule of the direct strategy and the reject behavior on its own
 	// resource (a window cannot admit part of a request: write a rate below
 	// one per interval with a longer StatInterval, Throttle or TokenBucket).
+	// With Tiers it is the limit below the first tier, and 0 means none.
 	Threshold float64 `json:"threshold" yaml:"threshold"`
 	// Strategy is Direct (default), WarmUp or TokenBucket. WarmUp and
 	// TokenBucket need Metric QPS.
@@ -83,6 +84,22 @@ type Flow struct {
 	// of the service through the engine's cluster store instead of a limit
 	// of this engine alone (see Cluster). Nil means a local rule.
 	Cluster *Cluster `json:"cluster,omitempty" yaml:"cluster,omitempty"`
+	// Shadow puts the rule in shadow mode: it is evaluated and counts as
+	// if enforced, but never refuses and never makes a request wait; what it
+	// would have refused is counted (stat.Snapshot.ShadowBlockedBy,
+	// stat.Second.ShadowBlock) and logged (see docs/rollout.md). Flipping it
+	// by a reload keeps the rule's counting state.
+	Shadow bool `json:"shadow,omitempty" yaml:"shadow,omitempty"`
+	// Tiers, when set, make the threshold of a QPS rule (direct strategy,
+	// reject behavior, on its own resource) follow TierMetric: Tiers[i]
+	// applies while the metric is above its Above and has not fallen below
+	// its Below, the highest such tier winning; below them the rule admits
+	// Threshold, or every request when Threshold is 0. See Tier and
+	// docs/rollout.md.
+	Tiers []Tier `json:"tiers,omitempty" yaml:"tiers,omitempty"`
+	// TierMetric is what chooses the tier: TierAvgRT (default),
+	// TierErrorRatio or TierCPU. It must be empty without Tiers.
+	TierMetric TierMetric `json:"tierMetric,omitempty" yaml:"tierMetric,omitempty"`
 }
 
 // MaxThreshold bounds every threshold; larger values are refused as absurd.
@@ -111,7 +128,11 @@ func (r *Flow) Validate() error {
 	if err := r.validateEnums(kind); err != nil {
 		return err
 	}
-	if err := checkThreshold(kind, r.Resource, "Threshold", r.Threshold); err != nil {
+	if err := r.validateTiers(); err != nil {
+		return err
+	}
+	unlimited := len(r.Tiers) > 0 && r.Threshold == 0 // no limit below the first tier
+	if err := checkThreshold(kind, r.Resource, "Threshold", r.Threshold); err != nil && !unlimited {
 		return err
 	}
 	if r.Metric == Concurrency && r.Threshold != math.Trunc(r.Threshold) {
@@ -184,7 +205,7 @@ func (r *Flow) Validate() error {
 			return fieldErr(kind, r.Resource, "StatInterval", "associated-resource rules read the one-second window; leave it zero")
 		}
 	}
-	if err := r.validateAdmits(); err != nil {
+	if err := r.validateAdmits(); err != nil && !unlimited {
 		return err
 	}
 	if r.Cluster != nil {

@@ -73,6 +73,9 @@ func FuzzRoundTrip(f *testing.F) {
 		"true", "007", "1e3", "1.5s", "~", "<<", "a: b", "\"'", "\x7f\u0085", strings.Repeat("k", 1100), "\xff"} {
 		f.Add(s, "id", "user", s, 5.0, int64(3))
 	}
+	// Shadow mode (n odd) and tiers (Above threshold, Below half of it).
+	f.Add("api", "tiered", "user", "", 150.0, int64(7))
+	f.Add("api", "", "", "", 0.5, int64(1))
 	f.Fuzz(func(t *testing.T, name, id, key, value string, threshold float64, n int64) {
 		s := Set{
 			Flow:           []Flow{{ID: id, Resource: name, Threshold: threshold, RefResource: value}},
@@ -85,6 +88,13 @@ func FuzzRoundTrip(f *testing.F) {
 		roundTrip(t, Set{Flow: s.Flow})
 		roundTrip(t, Set{CircuitBreaker: s.CircuitBreaker})
 		roundTrip(t, Set{Param: s.Param})
+		sh := n%2 != 0
+		roundTrip(t, Set{
+			Flow:           []Flow{{ID: id, Resource: name, Shadow: sh, Tiers: []Tier{{Above: threshold, Below: threshold / 2, Threshold: float64(n)}}}},
+			System:         []System{{ID: id, Metric: CPUUsage, Threshold: threshold, Shadow: sh}},
+			CircuitBreaker: []CircuitBreaker{{ID: id, Resource: name, Threshold: threshold, RetryTimeout: time.Duration(n), Shadow: sh}},
+			Param:          []Param{{ID: id, Resource: name, Key: key, Threshold: n, Shadow: sh}},
+		})
 	})
 }
 

@@ -107,6 +107,12 @@ type Param struct {
 	// Threshold divided by the live instances (at least 1), per Duration.
 	// Nil means a local rule. See docs/cluster.md.
 	Cluster *Cluster `json:"cluster,omitempty" yaml:"cluster,omitempty"`
+	// Shadow puts the rule in shadow mode: it is evaluated and counts as
+	// if enforced, but never refuses and never makes a request wait; what it
+	// would have refused is counted (stat.Snapshot.ShadowBlockedBy,
+	// stat.Second.ShadowBlock) and logged (see docs/rollout.md). Flipping it
+	// by a reload keeps the rule's counting state.
+	Shadow bool `json:"shadow,omitempty" yaml:"shadow,omitempty"`
 }
 
 // window returns Duration, or its default when it is zero.
@@ -118,7 +124,7 @@ func (r Param) Equal(o Param) bool {
 	return r.ID == o.ID && r.Resource == o.Resource && r.Index == o.Index && r.Key == o.Key &&
 		r.Metric == o.Metric && r.Threshold == o.Threshold && r.Burst == o.Burst &&
 		r.Duration == o.Duration && r.Behavior == o.Behavior && r.MaxQueueing == o.MaxQueueing &&
-		r.Capacity == o.Capacity && maps.Equal(r.Exceptions, o.Exceptions) &&
+		r.Capacity == o.Capacity && r.Shadow == o.Shadow && maps.Equal(r.Exceptions, o.Exceptions) &&
 		(r.Cluster == nil) == (o.Cluster == nil) && (r.Cluster == nil || *r.Cluster == *o.Cluster)
 }
 

@@ -38,6 +38,12 @@ type System struct {
 	// inbound metrics: QPS, concurrency and RT are themselves the quantities
 	// BBR weighs, so a plain threshold is what such a rule means.
 	Strategy SystemStrategy `json:"strategy,omitempty" yaml:"strategy,omitempty"`
+	// Shadow puts the rule in shadow mode: it is evaluated and counts as
+	// if enforced, but never refuses and never makes a request wait; what it
+	// would have refused is counted (stat.Snapshot.ShadowBlockedBy,
+	// stat.Second.ShadowBlock) and logged (see docs/rollout.md). Flipping it
+	// by a reload keeps the rule's counting state.
+	Shadow bool `json:"shadow,omitempty" yaml:"shadow,omitempty"`
 }
 
 // Validate reports the first problem with the rule as an *Error, or nil.

@@ -46,6 +46,15 @@ type Snapshot struct {
 	// index 0 counts block types beyond the built-in ones. Its elements
 	// add up to TotalBlock when no entry races the snapshot.
 	BlockedBy [BlockTypes]uint64
+	// ShadowBlockedBy counts, by block type like BlockedBy, the requests
+	// that rules in shadow mode would have refused since the node was made
+	// (they were let through): what those rules would do if enforced. An
+	// entry that two shadow rules of one type would refuse counts twice.
+	ShadowBlockedBy [BlockTypes]uint64
+	// Tier is the step a tiered flow rule of the resource is on
+	// (rules.Flow.Tiers): 0 for the rule's own Threshold, i for Tiers[i-1];
+	// 0 without such a rule.
+	Tier int
 }
 
 // Blocked returns the requests refused since the node was made by rules of
@@ -100,6 +109,9 @@ type Second struct {
 	// instant of the second (by batch): the number in flight at its start,
 	// or right after one of its passes, whichever is highest.
 	MaxConcurrency int64
+	// ShadowBlock counts the requests of the second that rules in shadow
+	// mode would have refused (see Snapshot.ShadowBlockedBy).
+	ShadowBlock uint64
 }
 
 // EventKind names what an Event reports.
@@ -146,6 +158,11 @@ const (
 	// EventWatchCleared: the metric of a watch that fired fell back below
 	// its threshold; the fields are those of EventWatchFired.
 	EventWatchCleared
+	// EventTier: a tiered flow rule of Resource (rules.Flow.Tiers) moved
+	// from step From to step To ("0" for the rule's own Threshold, "i" for
+	// Tiers[i-1]); Rule is its rules.Flow, Value the metric that moved it
+	// (milliseconds for avg-rt, a ratio otherwise) and At when it was read.
+	EventTier
 )
 
 // String returns the kind's lower-case name ("rules-loaded",
@@ -170,6 +187,8 @@ func (k EventKind) String() string {
 		return "watch-fired"
 	case EventWatchCleared:
 		return "watch-cleared"
+	case EventTier:
+		return "tier"
 	}
 	return "EventKind(" + strconv.Itoa(int(k)) + ")"
 }

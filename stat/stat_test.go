@@ -20,8 +20,9 @@ func TestEventKindString(t *testing.T) {
 		{EventClusterRecovered, "cluster-recovered"},
 		{EventWatchFired, "watch-fired"},
 		{EventWatchCleared, "watch-cleared"},
+		{EventTier, "tier"},
 		{0, "EventKind(0)"},
-		{EventWatchCleared + 1, "EventKind(10)"},
+		{EventTier + 1, "EventKind(11)"},
 	}
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, tt.give.String())

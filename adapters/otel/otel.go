@@ -26,6 +26,7 @@
 //
 //	sluice.passed{resource}                   counter        {request}  requests that passed every rule
 //	sluice.blocked{resource,type}             counter        {request}  requests refused, by block type; only types that refused something
+//	sluice.shadow_blocked{resource,type}      counter        {request}  requests a rule in shadow mode would have refused (they passed), by block type; only types that would have refused something
 //	sluice.completed{resource}                counter        {request}  requests that exited
 //	sluice.errors{resource}                   counter        {request}  requests that exited with an error
 //	sluice.rt{resource}                       counter        s          response times of exited requests, summed (to the microsecond)
@@ -77,6 +78,16 @@ func (in *instruments) observeResource(o metric.Observer, name string, s *stat.S
 		}
 		o.ObserveInt64(in.blocked, int64(n), metric.WithAttributes(res, attribute.String("type", typ)))
 	}
+	for t, n := range s.ShadowBlockedBy {
+		if n == 0 {
+			continue
+		}
+		typ := "other"
+		if t != 0 {
+			typ = core.BlockType(t).String()
+		}
+		o.ObserveInt64(in.shadow, int64(n), metric.WithAttributes(res, attribute.String("type", typ)))
+	}
 	o.ObserveInt64(in.completed, int64(s.TotalComplete), set)
 	o.ObserveInt64(in.errs, int64(s.TotalError), set)
 	o.ObserveFloat64(in.rt, s.TotalRT.Seconds(), set)
@@ -89,6 +100,7 @@ const ScopeName = "github.com/sluice-go/sluice/adapters/otel"
 // instruments are the observable instruments of one registration.
 type instruments struct {
 	passed, blocked, completed, errs metric.Int64ObservableCounter
+	shadow                           metric.Int64ObservableCounter
 	rt                               metric.Float64ObservableCounter
 	inFlight                         metric.Int64ObservableUpDownCounter
 	state                            metric.Int64ObservableGauge
@@ -125,6 +137,7 @@ func Register(eng *sluice.Engine, mp metric.MeterProvider) (metric.Registration,
 	}
 	in.passed = counter("sluice.passed", "{request}", "Requests that passed every rule.")
 	in.blocked = counter("sluice.blocked", "{request}", "Requests refused, by the type of the rule that refused them.")
+	in.shadow = counter("sluice.shadow_blocked", "{request}", "Requests a rule in shadow mode would have refused (they passed), by the type of the rule.")
 	in.completed = counter("sluice.completed", "{request}", "Requests that exited.")
 	in.errs = counter("sluice.errors", "{request}", "Requests that exited with an error.")
 	rt, err := m.Float64ObservableCounter("sluice.rt", metric.WithUnit("s"), metric.WithDescription("Response times of exited requests, summed."))
@@ -154,7 +167,7 @@ func Register(eng *sluice.Engine, mp metric.MeterProvider) (metric.Registration,
 	return m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		in.observe(eng, o)
 		return nil
-	}, in.passed, in.blocked, in.completed, in.errs, in.rt, in.inFlight, in.state, in.moves, in.load1, in.cpu,
+	}, in.passed, in.blocked, in.shadow, in.completed, in.errs, in.rt, in.inFlight, in.state, in.moves, in.load1, in.cpu,
 		in.fallback, in.live, in.takes, in.takeErrs, in.reqs, in.given, in.dropped, in.probes, in.hbFails)
 }
 

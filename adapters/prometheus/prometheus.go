@@ -15,6 +15,8 @@
 //
 //	passed_total{resource}             counter  requests that passed every rule
 //	blocked_total{resource,type}       counter  requests refused, by block type ("flow", "system", ...; "other" for custom types); only types that refused something
+//	shadow_blocked_total{resource,type}
+//	                                   counter  requests a rule in shadow mode would have refused (they passed), by block type; only types that would have refused something
 //	completed_total{resource}          counter  requests that exited
 //	errors_total{resource}             counter  requests that exited with an error
 //	rt_seconds{resource}               summary  response times of exited requests: _sum (seconds, to the microsecond) and _count (= completed_total), no quantiles
@@ -61,6 +63,7 @@ type Collector struct {
 	eng                                      *sluice.Engine
 	passed, blocked, completed, errs, rt, in *prometheus.Desc
 	breaker, moves, load1, cpu               *prometheus.Desc
+	shadow                                   *prometheus.Desc
 	cluster                                  clusterDescs
 }
 
@@ -80,6 +83,7 @@ func NewCollector(eng *sluice.Engine) *Collector {
 		eng:       eng,
 		passed:    prometheus.NewDesc("sluice_passed_total", "Requests that passed every rule.", res, nil),
 		blocked:   prometheus.NewDesc("sluice_blocked_total", "Requests refused, by the type of the rule that refused them.", []string{"resource", "type"}, nil),
+		shadow:    prometheus.NewDesc("sluice_shadow_blocked_total", "Requests a rule in shadow mode would have refused (they passed), by the type of the rule.", []string{"resource", "type"}, nil),
 		completed: prometheus.NewDesc("sluice_completed_total", "Requests that exited.", res, nil),
 		errs:      prometheus.NewDesc("sluice_errors_total", "Requests that exited with an error.", res, nil),
 		rt:        prometheus.NewDesc("sluice_rt_seconds", "Response times of exited requests.", res, nil),
@@ -116,6 +120,11 @@ func (c *Collector) collectResource(ch chan<- prometheus.Metric, name string, s 
 		}
 		ch <- prometheus.MustNewConstMetric(c.blocked, prometheus.CounterValue, float64(n), name, typ)
 	}
+	for t, n := range s.ShadowBlockedBy {
+		if n != 0 {
+			ch <- prometheus.MustNewConstMetric(c.shadow, prometheus.CounterValue, float64(n), name, blockType(t))
+		}
+	}
 	ch <- prometheus.MustNewConstMetric(c.completed, prometheus.CounterValue, float64(s.TotalComplete), name)
 	ch <- prometheus.MustNewConstMetric(c.errs, prometheus.CounterValue, float64(s.TotalError), name)
 	ch <- prometheus.MustNewConstSummary(c.rt, s.TotalComplete, s.TotalRT.Seconds(), nil, name)
@@ -124,7 +133,7 @@ func (c *Collector) collectResource(ch chan<- prometheus.Metric, name string, s 
 
 // Describe sends the descriptors of every metric the collector exports.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.passed, c.blocked, c.completed, c.errs, c.rt, c.in, c.breaker, c.moves, c.load1, c.cpu} {
+	for _, d := range []*prometheus.Desc{c.passed, c.blocked, c.shadow, c.completed, c.errs, c.rt, c.in, c.breaker, c.moves, c.load1, c.cpu} {
 		ch <- d
 	}
 	for _, d := range c.cluster.all() {
@@ -172,4 +181,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(m.d, prometheus.CounterValue, float64(m.n))
 		}
 	}
+}
+
+// blockType is the type label of index t of Snapshot.BlockedBy and
+// ShadowBlockedBy: the block type's name, "other" for index 0.
+func blockType(t int) string {
+	if t == 0 {
+		return "other"
+	}
+	return core.BlockType(t).String()
 }

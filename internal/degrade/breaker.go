@@ -256,6 +256,7 @@ func (b *Breaker) blocked(ec *entry.Context, observed, threshold float64, retry 
 		Threshold:  threshold,
 		RetryAfter: time.Duration(retry),
 		Reason:     reason,
+		Shadow:     b.rule.Shadow,
 	}
 }
 

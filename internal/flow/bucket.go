@@ -301,7 +301,7 @@ func (c *tokenBucketThrottle) check(ctx context.Context, ec *entry.Context, clk 
 		return nil
 	}
 	act := ec.Start + int64(wait)
-	if err := ec.Sleep(ctx, clk, time.Duration(wait)); err != nil {
+	if err := c.sleep(ctx, ec, clk, time.Duration(wait)); err != nil {
 		// What no later request depends on goes back: the next caller
 		// may take it.
 		c.bucket.cancel(clk.Nanotime(), act, n, c.rate)

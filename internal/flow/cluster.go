@@ -199,7 +199,7 @@ func (c *clusterRule) check(ctx context.Context, ec *entry.Context, clk core.Clo
 		return c.clusterRefusal(ec, r, ctx)
 	}
 	if r.Wait > 0 {
-		if err := ec.Sleep(ctx, clk, r.Wait); err != nil {
+		if err := c.sleep(ctx, ec, clk, r.Wait); err != nil {
 			be := c.clusterRefusal(ec, lease.Result{By: lease.ByContext}, ctx)
 			be.Reason = "cluster wait of " + r.Wait.String() + " cancelled"
 			be.Cause = err

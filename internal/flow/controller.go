@@ -31,7 +31,7 @@ type Controller struct {
 
 // checker is the behaviour of one kind of flow rule: *reject, *exact,
 // *throttle, *warmUp, *warmUpThrottle, *tokenBucket, *tokenBucketThrottle,
-// *concurrency, *associated or *clusterRule.
+// *concurrency, *associated, *clusterRule or *tiered.
 // Implementations are safe for concurrent use and are the entry.Ticket of
 // what their check reserves: Release gives it back.
 //
@@ -95,6 +95,8 @@ func newController(r rules.Flow, nodes NodeFunc) (*Controller, error) {
 		c = newThrottle(b)
 	case r.Exact:
 		c = newExact(b)
+	case len(r.Tiers) > 0:
+		c = newTiered(b, nodes(r.Resource))
 	default:
 		c = &reject{counted: counted{width: bucketWidth(&r)}, limit: r.Threshold, base: b}
 	}
@@ -126,6 +128,8 @@ func (c *Controller) Check(ctx context.Context, ec *entry.Context, clk core.Cloc
 		return k.check(ctx, ec, clk)
 	case *clusterRule:
 		return k.check(ctx, ec, clk)
+	case *tiered:
+		return k.check(ctx, ec, clk)
 	}
 	panic("sluice: flow controller without a checker")
 }
@@ -135,7 +139,8 @@ func (c *Controller) Rule() rules.Flow { return *c.c.enforced() }
 
 // stateKey identifies the counting state a controller can hand to its
 // successor when rules are reloaded: same resource, same kind of counting,
-// same window. Equal keys imply checkers of the same type.
+// same window. Equal keys imply checkers of the same type, or *reject and
+// *tiered (tiers choose the limit, not how it counts).
 type stateKey struct {
 	resource, ref string
 	metric        rules.FlowMetric
@@ -174,7 +179,19 @@ func (b *base) refuse(ec *entry.Context, observed, limit float64, retry time.Dur
 		Threshold:  limit,
 		RetryAfter: retry,
 		Reason:     reason,
+		Shadow:     b.rule.Shadow,
 	}
+}
+
+// sleep waits d for ec's turn as ec.Sleep does, except for a rule in shadow
+// mode, which never makes a request wait: its entry takes the turn it was
+// given (the schedule moves as the enforced rule's would) and goes on at
+// once.
+func (b *base) sleep(ctx context.Context, ec *entry.Context, clk core.Clock, d time.Duration) error {
+	if b.rule.Shadow {
+		return nil
+	}
+	return ec.Sleep(ctx, clk, d)
 }
 
 // queueRefusal is the refusal of a pacing rule whose turn for ec is wait

@@ -114,4 +114,4 @@ func (c *reject) refusal(ec *entry.Context, seen uint64) *core.BlockError {
 
 func (c *reject) Release(x entry.ExitInfo) { giveBack(c.win, c.width, x) }
 
-func (c *reject) inherit(old checker) { c.win = old.(*reject).win }
+func (c *reject) inherit(old checker) { c.win = old.(windowed).counter().win } // *reject or *tiered

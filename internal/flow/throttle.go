@@ -69,7 +69,7 @@ func (c *throttle) check(ctx context.Context, ec *entry.Context, clk core.Clock)
 		}
 	}
 	if d := time.Duration(wait); d > 0 {
-		if err := ec.Sleep(ctx, clk, d); err != nil {
+		if err := c.sleep(ctx, ec, clk, d); err != nil {
 			c.unschedule(start, start+cost)
 			return c.cancelled(ec, wait, c.maxQueue, err)
 		}

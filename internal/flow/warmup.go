@@ -346,7 +346,7 @@ func (c *warmUpThrottle) check(ctx context.Context, ec *entry.Context, clk core.
 	tk.mu.Unlock()
 	s.mu.Unlock()
 	if d := time.Duration(wait); d > 0 {
-		if err := ec.Sleep(ctx, clk, d); err != nil {
+		if err := c.sleep(ctx, ec, clk, d); err != nil {
 			c.giveBack(ec.Start, n, start, start+cost)
 			return c.cancelled(ec, wait, c.maxQueue, err)
 		}

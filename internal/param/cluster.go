@@ -153,7 +153,7 @@ func (c *Controller) checkCluster(ctx context.Context, ec *entry.Context, key st
 		return c.clusterBlocked(ec, t, r.RetryAfter, "cluster budget exhausted")
 	}
 	if r.Wait > 0 {
-		if err := ec.Sleep(ctx, clk, r.Wait); err != nil {
+		if err := c.sleep(ctx, ec, clk, r.Wait); err != nil {
 			be := c.clusterBlocked(ec, t, 0, "cluster wait of "+r.Wait.String()+" cancelled")
 			be.Cause = err
 			return be

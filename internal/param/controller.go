@@ -314,7 +314,7 @@ func (c *Controller) pace(ctx context.Context, ec *entry.Context, clk core.Clock
 		if ctx == nil {
 			ctx = context.Background()
 		}
-		if err := ec.Sleep(ctx, clk, time.Duration(wait)); err != nil {
+		if err := c.sleep(ctx, ec, clk, time.Duration(wait)); err != nil {
 			s.mu.Lock()
 			if e.last == endLast && e.part == endPart {
 				e.last, e.part = prevLast, prevPart
@@ -337,7 +337,17 @@ func (c *Controller) blocked(ec *entry.Context, observed, threshold float64, ret
 		Threshold:  threshold,
 		RetryAfter: time.Duration(retry),
 		Reason:     reason,
+		Shadow:     c.rule.Shadow,
 	}
+}
+
+// sleep waits d for ec's turn as ec.Sleep does, except for a rule in shadow
+// mode, which never makes a request wait (see flow's base.sleep).
+func (c *Controller) sleep(ctx context.Context, ec *entry.Context, clk core.Clock, d time.Duration) error {
+	if c.rule.Shadow {
+		return nil
+	}
+	return ec.Sleep(ctx, clk, d)
 }
 
 // stateKey identifies the per-value state a controller can hand to its

@@ -60,6 +60,9 @@ type RuleSet struct {
 	load, cpu       *check // plain threshold
 	loadBBR, cpuBBR *check
 	window, sampled bool
+	// shadow is the compiled form of the rules in shadow mode, checked
+	// after these when these pass; nil when there are none.
+	shadow *RuleSet
 }
 
 // check is one compiled rule.
@@ -83,6 +86,7 @@ func (c *check) block(ec *entry.Context, observed float64) *core.BlockError {
 		Observed:  observed,
 		Threshold: c.threshold,
 		Reason:    c.reason,
+		Shadow:    c.rule.Shadow,
 	}
 }
 
@@ -145,11 +149,22 @@ func (s *Slot) Active() bool { return s.set.Load() != nil }
 // The checks read the inbound node without reserving anything, so entries
 // racing each other may together overshoot a QPS or concurrency threshold by
 // the number racing; flow and isolation rules are exact where that matters.
+//
+// Rules in shadow mode are checked after the others, when those pass, and
+// their refusal comes back marked Shadow (the engine lets the entry go on).
 func (s *Slot) Check(ec *entry.Context) *core.BlockError {
 	rs := s.set.Load()
 	if rs == nil {
 		return nil
 	}
+	if be := s.check(rs, ec); be != nil || rs.shadow == nil {
+		return be
+	}
+	return s.check(rs.shadow, ec)
+}
+
+// check is Check against the rules of rs, not its shadow ones.
+func (s *Slot) check(rs *RuleSet, ec *entry.Context) *core.BlockError {
 	now := ec.Start
 	if c := rs.conc; c != nil {
 		if v := s.inbound.Concurrency(); v+ec.Batch > c.max {
@@ -237,7 +252,25 @@ func Compile(rs []rules.System) *RuleSet {
 	if len(rs) == 0 {
 		return nil
 	}
-	set := &RuleSet{rules: append([]rules.System(nil), rs...)}
+	var enforced, shadow []rules.System
+	for _, r := range rs {
+		if r.Shadow {
+			shadow = append(shadow, r)
+		} else {
+			enforced = append(enforced, r)
+		}
+	}
+	set := compile(enforced)
+	if len(shadow) > 0 {
+		set.shadow = compile(shadow)
+		set.sampled = set.sampled || set.shadow.sampled
+	}
+	return set
+}
+
+// compile is Compile for rules of one mode, enforced or shadow.
+func compile(rs []rules.System) *RuleSet {
+	set := &RuleSet{rules: rs}
 	for i := range set.rules {
 		r := &set.rules[i]
 		c := &check{threshold: r.Threshold, rule: r, reason: string(r.Metric)}
@@ -281,6 +314,9 @@ func (s *Slot) Use(set *RuleSet) {
 	}
 	s.set.Store(set)
 }
+
+// Stale is the age in nanoseconds past which a sampled value is ignored.
+func (s *Slot) Stale() int64 { return s.stale }
 
 // Start starts the sampler now, so load1 and CPU usage are known before
 // rules on them are loaded. It does nothing after Close.

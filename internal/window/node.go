@@ -123,7 +123,22 @@ type Node struct {
 	// second-level window's Block sum. Made at the first refusal: a
 	// resource that never refuses pays one word.
 	byType atomic.Pointer[LeapArray[core.BlockType]]
+	// shadow counts the would-be refusals of rules in shadow mode
+	// (AddShadowBlock). Made at the first one: a resource without shadow
+	// rules pays one word, and its windows carry no counter for them.
+	shadow atomic.Pointer[shadowCounts]
 }
+
+// shadowCounts are a node's would-be refusals of rules in shadow mode.
+type shadowCounts struct {
+	by [stat.BlockTypes]atomic.Uint64 // since the node was made, by block type
+	// sec counts them per second of the history (keep seconds and two),
+	// for History; nil on a node that keeps none.
+	sec *LeapArray[Metric]
+}
+
+// shadowKinds: one sum per second.
+var shadowKinds = []Kind{Sum}
 
 // byTypeKinds: every block type is a sum.
 var byTypeKinds = func() []Kind {
@@ -355,6 +370,43 @@ func (n *Node) AddBlock(now, batch int64, by core.BlockType) {
 	a.Add(now, core.BlockType(i), clampAdd(batch))
 }
 
+// AddShadowBlock records batch requests that a rule in shadow mode of type
+// by would have refused at now (they were not refused). A type beyond the
+// built-in ones counts under index 0.
+func (n *Node) AddShadowBlock(now, batch int64, by core.BlockType) {
+	i := int(by)
+	if i >= stat.BlockTypes {
+		i = 0
+	}
+	sc := n.shadow.Load()
+	if sc == nil {
+		sc = &shadowCounts{}
+		if n.keep > 0 {
+			secs := int(n.keep) + 2
+			sc.sec = MustLeapArray[Metric](time.Duration(secs)*time.Second, secs, shadowKinds, nil)
+		}
+		if !n.shadow.CompareAndSwap(nil, sc) {
+			sc = n.shadow.Load()
+		}
+	}
+	sc.by[i].Add(clampAdd(batch))
+	if sc.sec != nil {
+		sc.sec.Add(now, 0, clampAdd(batch))
+	}
+}
+
+// ShadowBlockedBy returns the requests (by batch) that rules in shadow mode
+// of block type by would have refused since the node was made.
+func (n *Node) ShadowBlockedBy(by core.BlockType) uint64 {
+	if int(by) >= stat.BlockTypes {
+		by = 0
+	}
+	if sc := n.shadow.Load(); sc != nil {
+		return sc.by[by].Load()
+	}
+	return 0
+}
+
 // BlockedInSecond returns the requests (by batch) refused by rules of block
 // type by in the whole second that starts at sec seconds of the clock. It
 // is exact, like the Block sum of Sum(end of that second), until the second
@@ -510,6 +562,10 @@ func (n *Node) History(now int64, since time.Duration) []stat.Second {
 		n.armHistory()
 	}
 	minute, hist := n.minute.Load(), n.hist.Load()
+	var sh *LeapArray[Metric]
+	if sc := n.shadow.Load(); sc != nil {
+		sh = sc.sec
+	}
 	last := now/int64(time.Second) - 1 // the newest completed second
 	first := last - k + 1
 	if first < 0 {
@@ -582,6 +638,9 @@ func (n *Node) History(now int64, since time.Duration) []stat.Second {
 		s.MaxConcurrency = int64(vals[MaxConcurrency][i])
 		s.Pass, s.Block = vals[Pass][i], vals[Block][i]
 		s.Complete, s.Error = vals[Complete][i], vals[Error][i]
+		if sh != nil {
+			s.ShadowBlock, _ = sh.valueOK(first+int64(i), 0)
+		}
 		if s.Complete > 0 {
 			s.AvgRT = time.Duration(float64(vals[RT][i]) / float64(s.Complete) * 1000)
 		}
@@ -614,6 +673,11 @@ func (n *Node) Snapshot(now int64) stat.Snapshot {
 	}
 	for i := range n.blockedBy {
 		s.BlockedBy[i] = n.blockedBy[i].Load()
+	}
+	if sc := n.shadow.Load(); sc != nil {
+		for i := range sc.by {
+			s.ShadowBlockedBy[i] = sc.by[i].Load()
+		}
 	}
 	if v, ok := n.MinRT(now); ok {
 		s.MinRT = time.Duration(v) * time.Microsecond

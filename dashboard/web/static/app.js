@@ -624,7 +624,8 @@
   // A form's fields (made on the server from the rule types) become one
   // list item of YAML: strings, enums and durations as JSON strings (which
   // YAML reads whatever they hold), numbers checked and written as typed,
-  // a map as a JSON object, a section's fields under its key. Nothing is
+  // a map as a JSON object, a list of objects as a JSON list, a section's
+  // fields under its key. Nothing is
   // saved: the text is then reviewed and saved as any edit.
   const kindSel = document.getElementById("form-kind");
   const forms = document.querySelectorAll("form.ruleform");
@@ -665,6 +666,13 @@
             parts.push(yamlString(k) + ": " + n);
           }
           v = "{" + parts.join(", ") + "}";
+        } else if (type === "list") {
+          // A list of objects (a flow rule's tiers), written as JSON,
+          // which YAML reads as written.
+          let l;
+          try { l = JSON.parse(raw); } catch (err) { throw new Error(name + ": not a JSON list (" + err.message + ")"); }
+          if (!Array.isArray(l) || l.some((o) => !o || typeof o !== "object" || Array.isArray(o))) throw new Error(name + ": not a JSON list of objects");
+          v = JSON.stringify(l);
         } else {
           v = yamlString(e.value);
         }
