@@ -62,8 +62,8 @@ type CircuitBreaker struct {
 // maxMinRequests bounds MinRequestAmount.
 const maxMinRequests = 1e9
 
-// Validate reports the first problem with the rule as an *Error, or nil.
-func (r *CircuitBreaker) Validate() error {
+// validate reports the first problem with the rule as an *Error, or nil.
+func (r *CircuitBreaker) validate() error {
 	const kind = "circuit breaker"
 	if r.Resource == "" {
 		return fieldErr(kind, r.Resource, "Resource", "must not be empty")

@@ -51,11 +51,13 @@ type Cluster struct {
 // validate reports the first problem with the section's own fields, for a
 // rule of kind on resource, as an *Error naming the field.
 func (c *Cluster) validate(kind, resource string) error {
+	if err := checkEnum(kind, resource, "Cluster.Mode", c.Mode, true, ClusterTotal, ClusterPerInstance); err != nil {
+		return err
+	}
+	if err := checkEnum(kind, resource, "Cluster.Fallback", c.Fallback, true, FallbackLocal, FallbackPass, FallbackBlock); err != nil {
+		return err
+	}
 	switch {
-	case checkEnum(kind, resource, "Cluster.Mode", c.Mode, true, ClusterTotal, ClusterPerInstance) != nil:
-		return checkEnum(kind, resource, "Cluster.Mode", c.Mode, true, ClusterTotal, ClusterPerInstance)
-	case checkEnum(kind, resource, "Cluster.Fallback", c.Fallback, true, FallbackLocal, FallbackPass, FallbackBlock) != nil:
-		return checkEnum(kind, resource, "Cluster.Fallback", c.Fallback, true, FallbackLocal, FallbackPass, FallbackBlock)
 	case math.IsNaN(c.LocalThreshold) || math.IsInf(c.LocalThreshold, 0) || c.LocalThreshold < 0 || c.LocalThreshold > MaxThreshold:
 		return fieldErr(kind, resource, "Cluster.LocalThreshold", "must be in [0, %g], got %v", MaxThreshold, c.LocalThreshold)
 	case c.LocalThreshold != 0 && or(c.Fallback, FallbackLocal) != FallbackLocal:
@@ -86,27 +88,6 @@ func (r *Flow) validateCluster() error {
 		return fieldErr(kind, r.Resource, "Cluster", "applies to the rule's own resource only")
 	}
 	return nil
-}
-
-// Equal reports whether r and o are the same rule: equal fields, and equal
-// cluster sections (both nil, or the same values).
-func (r Flow) Equal(o Flow) bool {
-	rc, oc := r.Cluster, o.Cluster
-	r.Cluster, o.Cluster = nil, nil
-	if r != o || (rc == nil) != (oc == nil) {
-		return false
-	}
-	return rc == nil || *rc == *oc
-}
-
-// Clone returns a copy of r that shares no memory with it (its own cluster
-// section).
-func (r Flow) Clone() Flow {
-	if r.Cluster != nil {
-		c := *r.Cluster
-		r.Cluster = &c
-	}
-	return r
 }
 
 // validateCluster reports the first problem with r's cluster section, which

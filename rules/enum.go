@@ -1,7 +1,7 @@
 package rules
 
 import (
-	"reflect"
+	"fmt"
 	"slices"
 	"strings"
 )
@@ -137,18 +137,6 @@ const (
 	FallbackBlock ClusterFallback = "block"
 )
 
-// enumNames lists the values of each enumeration, for decoding errors.
-var enumNames = map[reflect.Type][]string{
-	reflect.TypeFor[FlowMetric]():      {"qps", "concurrency"},
-	reflect.TypeFor[TokenStrategy]():   {"direct", "warm-up", "token-bucket"},
-	reflect.TypeFor[ControlBehavior](): {"reject", "throttle"},
-	reflect.TypeFor[BreakerStrategy](): {"slow-request-ratio", "error-ratio", "error-count"},
-	reflect.TypeFor[SystemMetric]():    {"qps", "concurrency", "avg-rt", "load1", "cpu-usage"},
-	reflect.TypeFor[SystemStrategy]():  {"threshold", "bbr"},
-	reflect.TypeFor[ClusterMode]():     {"total", "per-instance"},
-	reflect.TypeFor[ClusterFallback](): {"local", "pass", "block"},
-}
-
 // or returns v, or def when v is "" (the field's default).
 func or[E ~string](v, def E) E {
 	if v == "" {
@@ -157,18 +145,16 @@ func or[E ~string](v, def E) E {
 	return v
 }
 
-// checkEnum refuses a value of field that is not "" (when optional) or one
-// of names.
+// checkEnum refuses a value of field that is not one of names, nor "" when
+// the field is optional.
 func checkEnum[E ~string](kind, resource, field string, v E, optional bool, names ...E) error {
 	if (v == "" && optional) || (v != "" && slices.Contains(names, v)) {
 		return nil
 	}
-	list := make([]string, len(names))
-	for i, n := range names {
-		list[i] = string(n)
-	}
+	list := fmt.Sprint(names)
+	list = strings.ReplaceAll(list[1:len(list)-1], " ", ", ")
 	if v == "" {
-		return fieldErr(kind, resource, field, "must be set (one of %s)", strings.Join(list, ", "))
+		return fieldErr(kind, resource, field, "must be set (one of %s)", list)
 	}
-	return fieldErr(kind, resource, field, "unknown value %q (want one of %s)", clip(string(v)), strings.Join(list, ", "))
+	return fieldErr(kind, resource, field, "unknown value %q (want one of %s)", clip(string(v), 40), list)
 }

@@ -12,21 +12,16 @@ import (
 // Flow limits how many requests a resource admits.
 //
 // With Metric QPS, at most Threshold requests are admitted per StatInterval,
-// counted over a sliding window of ten buckets (StatInterval/10 each): at
-// most Threshold in any interval of StatInterval that starts on a bucket
-// boundary, and at most twice that in one that does not (see Exact). With
-// Metric Concurrency, at most Threshold requests are in flight at once.
-// With Strategy TokenBucket, a bucket of at most Burst tokens refills at
-// Threshold per StatInterval, continuously, and a request of Batch n takes n
-// tokens (Reject: at once or not at all; Throttle: waiting at most
-// MaxQueueing for tokens still to come, as rate.Limiter.ReserveN).
-//
-// The zero values of the optional fields are: Metric QPS, Strategy Direct,
-// Behavior Reject, StatInterval one second, ColdFactor 3, no queueing, the
-// bucketed window, and the rule's own resource as the one measured.
+// counted over a sliding window of ten buckets: at most Threshold in any
+// interval that starts on a bucket boundary, at most twice that in one that
+// does not (see Exact). With Metric Concurrency, at most Threshold requests
+// are in flight at once. With Strategy TokenBucket, a bucket of at most Burst
+// tokens refills at Threshold per StatInterval, continuously, and a request
+// of Batch n takes n tokens (with Throttle, waiting at most MaxQueueing for
+// tokens still to come, as rate.Limiter.ReserveN). A zero optional field
+// means its default.
 type Flow struct {
-	// ID is an optional label for the rule, shown in block errors and logs.
-	// It plays no part in matching rules across reloads.
+	// ID is an optional label, shown in block errors and logs.
 	ID string `json:"id,omitempty" yaml:"id,omitempty"`
 	// Resource is the name of the resource the rule protects. Required.
 	Resource string `json:"resource" yaml:"resource"`
@@ -35,53 +30,43 @@ type Flow struct {
 	// Threshold is the limit: requests per StatInterval for QPS, requests
 	// in flight for Concurrency. It must be positive, and at least 1 for a
 	// QPS rule of the direct strategy and the reject behavior on its own
-	// resource (a window cannot admit part of a request: write a rate below
-	// one per interval with a longer StatInterval, Throttle or TokenBucket).
+	// resource (a window cannot admit part of a request).
 	Threshold float64 `json:"threshold" yaml:"threshold"`
-	// Strategy is Direct (default), WarmUp or TokenBucket. WarmUp and
-	// TokenBucket need Metric QPS.
+	// Strategy is Direct (default), WarmUp or TokenBucket; the last two
+	// need QPS.
 	Strategy TokenStrategy `json:"strategy,omitempty" yaml:"strategy,omitempty"`
-	// Behavior is Reject (default) or Throttle. Throttle needs Metric QPS.
+	// Behavior is Reject (default) or Throttle, which needs QPS.
 	Behavior ControlBehavior `json:"behavior,omitempty" yaml:"behavior,omitempty"`
 	// MaxQueueing is, with Throttle, the longest a request may wait for its
-	// turn; a request whose wait would be longer is refused at once. Zero
-	// means requests never wait: one is admitted each 1/rate, the others are
-	// refused.
+	// turn, in [0, 1h]; zero means requests never wait.
 	MaxQueueing time.Duration `json:"maxQueueing,omitempty" yaml:"maxQueueing,omitempty"`
 	// WarmUpPeriod is, with WarmUp, how long a cold resource takes to reach
 	// Threshold. Required with WarmUp.
 	WarmUpPeriod time.Duration `json:"warmUpPeriod,omitempty" yaml:"warmUpPeriod,omitempty"`
 	// ColdFactor is, with WarmUp, how many times below Threshold a cold
-	// resource starts (it admits Threshold/ColdFactor). Zero means 3; other
-	// values must be greater than 1.
+	// resource starts. Zero means 3; others must be in (1, 1000].
 	ColdFactor float64 `json:"coldFactor,omitempty" yaml:"coldFactor,omitempty"`
-	// StatInterval is, for QPS, the period Threshold is counted over. Zero
-	// means one second (Threshold is then QPS). It must be a whole number of
-	// milliseconds, at least 10 ms and at most one hour. Associated-resource
-	// rules read the other resource's one-second window and need one
-	// second.
+	// StatInterval is, for QPS, the period Threshold is counted over: a
+	// whole number of milliseconds in [10ms, 1h], or zero for one second
+	// (which associated-resource rules need).
 	StatInterval time.Duration `json:"statInterval,omitempty" yaml:"statInterval,omitempty"`
-	// Burst is, with TokenBucket, the most tokens the bucket stores: how
-	// many requests a resource idle for Burst/Threshold intervals admits at
-	// once. Zero means Threshold. It need not be a whole number; it must be
-	// at least 1 (so that a request of one can pass) and at most
-	// MaxThreshold, so a Threshold below 1 needs an explicit Burst.
+	// Burst is, with TokenBucket, the most tokens the bucket stores, in
+	// [1, MaxThreshold]; zero means Threshold (so a Threshold below 1
+	// needs a Burst).
 	Burst float64 `json:"burst,omitempty" yaml:"burst,omitempty"`
-	// Exact, for a QPS rule with the direct strategy and the reject
-	// behavior, makes the limit hold in every interval of StatInterval's
-	// length, wherever it starts: at most Threshold admissions in any such
-	// interval. The rule keeps the admission times of its last Threshold
-	// requests instead of bucket counts, so Threshold must then be a whole
-	// number of at most ruledef.MaxExactThreshold.
+	// Exact, for a QPS rule of the direct strategy and the reject behavior,
+	// makes the limit hold in every interval of StatInterval's length,
+	// wherever it starts. The rule keeps the admission times of its last
+	// Threshold requests, so Threshold must be a whole number of at most
+	// 10,000.
 	Exact bool `json:"exact,omitempty" yaml:"exact,omitempty"`
 	// RefResource, when set, makes the rule measure that other resource
 	// instead of its own: Resource is blocked while RefResource's QPS (or
-	// concurrency) is over Threshold. Used to let a write path yield to a
-	// read path, for example.
+	// concurrency) is over Threshold.
 	RefResource string `json:"refResource,omitempty" yaml:"refResource,omitempty"`
 	// Cluster, when set, makes Threshold a budget shared by every instance
-	// of the service through the engine's cluster store instead of a limit
-	// of this engine alone (see Cluster). Nil means a local rule.
+	// of the service through the engine's cluster store. Nil means a local
+	// rule.
 	Cluster *Cluster `json:"cluster,omitempty" yaml:"cluster,omitempty"`
 }
 
@@ -91,28 +76,21 @@ const MaxThreshold = 1e12
 // interval returns StatInterval, or its default when it is zero.
 func (r *Flow) interval() time.Duration { return cmp.Or(r.StatInterval, ruledef.StatInterval) }
 
-func (r *Flow) validateEnums(kind string) error {
-	if err := checkEnum(kind, r.Resource, "Metric", r.Metric, true, QPS, Concurrency); err != nil {
-		return err
-	}
-	if err := checkEnum(kind, r.Resource, "Strategy", r.Strategy, true, Direct, WarmUp, TokenBucket); err != nil {
-		return err
-	}
-	return checkEnum(kind, r.Resource, "Behavior", r.Behavior, true, Reject, Throttle)
-}
-
-// Validate reports the first problem with the rule as an *Error, or nil.
-func (r *Flow) Validate() error {
+// validate reports the first problem with the rule as an *Error, or nil.
+func (r *Flow) validate() error {
 	const kind = "flow"
-	switch {
-	case r.Resource == "":
+	if r.Resource == "" {
 		return fieldErr(kind, r.Resource, "Resource", "must not be empty")
 	}
-	if err := r.validateEnums(kind); err != nil {
-		return err
-	}
-	if err := checkThreshold(kind, r.Resource, "Threshold", r.Threshold); err != nil {
-		return err
+	for _, err := range []error{
+		checkEnum(kind, r.Resource, "Metric", r.Metric, true, QPS, Concurrency),
+		checkEnum(kind, r.Resource, "Strategy", r.Strategy, true, Direct, WarmUp, TokenBucket),
+		checkEnum(kind, r.Resource, "Behavior", r.Behavior, true, Reject, Throttle),
+		checkThreshold(kind, r.Resource, "Threshold", r.Threshold),
+	} {
+		if err != nil {
+			return err
+		}
 	}
 	if r.Metric == Concurrency && r.Threshold != math.Trunc(r.Threshold) {
 		return fieldErr(kind, r.Resource, "Threshold", "must be a whole number for the concurrency metric, got %v", r.Threshold)
@@ -264,17 +242,4 @@ func checkThreshold(kind, resource, field string, v float64) error {
 		return fieldErr(kind, resource, field, "must be at most %g, got %v", MaxThreshold, v)
 	}
 	return nil
-}
-
-// isolation is a rule of the file key "isolation": an in-flight cap, read
-// as the flow rule of the concurrency metric that enforces it (one
-// mechanism caps requests in flight; see docs/architecture.md).
-type isolation struct {
-	ID        string `yaml:"id,omitempty"`
-	Resource  string `yaml:"resource"`
-	Threshold int64  `yaml:"threshold"`
-}
-
-func (r isolation) flow() Flow {
-	return Flow{ID: r.ID, Resource: r.Resource, Metric: Concurrency, Threshold: float64(r.Threshold)}
 }

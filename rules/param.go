@@ -2,7 +2,6 @@ package rules
 
 import (
 	"cmp"
-	"maps"
 	"time"
 
 	"github.com/sluice-go/sluice/internal/ruledef"
@@ -112,38 +111,21 @@ type Param struct {
 // window returns Duration, or its default when it is zero.
 func (r *Param) window() time.Duration { return cmp.Or(r.Duration, ruledef.ParamDuration) }
 
-// Equal reports whether r and o are the same rule, comparing Exceptions by
-// content. (Param is not comparable with == because of its map.)
-func (r Param) Equal(o Param) bool {
-	return r.ID == o.ID && r.Resource == o.Resource && r.Index == o.Index && r.Key == o.Key &&
-		r.Metric == o.Metric && r.Threshold == o.Threshold && r.Burst == o.Burst &&
-		r.Duration == o.Duration && r.Behavior == o.Behavior && r.MaxQueueing == o.MaxQueueing &&
-		r.Capacity == o.Capacity && maps.Equal(r.Exceptions, o.Exceptions) &&
-		(r.Cluster == nil) == (o.Cluster == nil) && (r.Cluster == nil || *r.Cluster == *o.Cluster)
-}
-
-// Clone returns a copy of r that shares no memory with it.
-func (r Param) Clone() Param {
-	if r.Exceptions != nil {
-		r.Exceptions = maps.Clone(r.Exceptions)
-	}
-	if r.Cluster != nil {
-		c := *r.Cluster
-		r.Cluster = &c
-	}
-	return r
-}
-
-// Validate reports the first problem with the rule as an *Error, or nil.
-func (r *Param) Validate() error {
+// validate reports the first problem with the rule as an *Error, or nil.
+func (r *Param) validate() error {
 	const kind = "param"
-	switch {
-	case r.Resource == "":
+	if r.Resource == "" {
 		return fieldErr(kind, r.Resource, "Resource", "must not be empty")
-	case checkEnum(kind, r.Resource, "Metric", r.Metric, true, QPS, Concurrency) != nil:
-		return checkEnum(kind, r.Resource, "Metric", r.Metric, true, QPS, Concurrency)
-	case checkEnum(kind, r.Resource, "Behavior", r.Behavior, true, Reject, Throttle) != nil:
-		return checkEnum(kind, r.Resource, "Behavior", r.Behavior, true, Reject, Throttle)
+	}
+	for _, err := range []error{
+		checkEnum(kind, r.Resource, "Metric", r.Metric, true, QPS, Concurrency),
+		checkEnum(kind, r.Resource, "Behavior", r.Behavior, true, Reject, Throttle),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	switch {
 	case r.Index < 0 || r.Index > ruledef.MaxParamIndex:
 		return fieldErr(kind, r.Resource, "Index", "must be in [0, %d], got %d", ruledef.MaxParamIndex, r.Index)
 	case r.Key != "" && r.Index != 0:

@@ -138,32 +138,3 @@ func TestSetValidateRefusesDuplicates(t *testing.T) {
 		})
 	}
 }
-
-// TestSliceValidators checks that each kind's slice validator is what
-// Set.Validate applies to that kind, so loaders that call them refuse what a
-// rule file refuses.
-func TestSliceValidators(t *testing.T) {
-	flows := []Flow{{Resource: "a", Threshold: 5}, {Resource: "a", Threshold: 3}}
-	syss := []System{{Metric: Load1, Threshold: 5}, {Metric: Load1, Threshold: 3}}
-	cbs := []CircuitBreaker{{Resource: "a", Strategy: ErrorCount, Threshold: 5, RetryTimeout: time.Second},
-		{Resource: "a", Strategy: ErrorCount, Threshold: 3, RetryTimeout: time.Second}}
-	params := []Param{{Resource: "a", Threshold: 5}, {Resource: "a", Threshold: 3}}
-	for _, tc := range []struct {
-		name string
-		err  error
-		set  Set
-	}{
-		{"flow", validateFlowRules(flows), Set{Flow: flows}},
-		{"system", validateSystemRules(syss), Set{System: syss}},
-		{"circuit breaker", validateCircuitBreakerRules(cbs), Set{CircuitBreaker: cbs}},
-		{"param", validateParamRules(params), Set{Param: params}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			require.ErrorContains(t, tc.err, "rule 1")
-			require.ErrorContains(t, tc.err, "duplicates rule 0")
-			require.Equal(t, tc.err, tc.set.Validate())
-		})
-	}
-	require.NoError(t, validateFlowRules(nil))
-	require.NoError(t, validateParamRules(params[:1]))
-}

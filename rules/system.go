@@ -40,8 +40,8 @@ type System struct {
 	Strategy SystemStrategy `json:"strategy,omitempty" yaml:"strategy,omitempty"`
 }
 
-// Validate reports the first problem with the rule as an *Error, or nil.
-func (r *System) Validate() error {
+// validate reports the first problem with the rule as an *Error, or nil.
+func (r *System) validate() error {
 	const kind = "system"
 	if err := checkEnum(kind, "", "Metric", r.Metric, false, InboundQPS, InboundConcurrency, InboundAvgRT, Load1, CPUUsage); err != nil {
 		return err

@@ -60,7 +60,7 @@ func run() error {
 	}
 	defer src.Close()
 	set := g.RuleSet()
-	fmt.Printf("loaded %s: %d rules, %s threshold %v/s\n", path, set.Len(), resource, threshold(g))
+	fmt.Printf("loaded %s: %d rules, %s threshold %v/s\n", path, len(set.Flow)+len(set.System)+len(set.CircuitBreaker)+len(set.Param), resource, threshold(g))
 	traffic(g, time.Second)
 
 	// 1. A valid edit: the threshold goes from 5 to 20.
