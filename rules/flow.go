@@ -78,118 +78,104 @@ func (r *Flow) interval() time.Duration { return cmp.Or(r.StatInterval, ruledef.
 
 // validate reports the first problem with the rule as an *Error, or nil.
 func (r *Flow) validate() error {
-	const kind = "flow"
+	bad := func(field, format string, args ...any) error {
+		return fieldErr("flow", r.Resource, field, format, args...)
+	}
 	if r.Resource == "" {
-		return fieldErr(kind, r.Resource, "Resource", "must not be empty")
+		return bad("Resource", "must not be empty")
 	}
 	for _, err := range []error{
-		checkEnum(kind, r.Resource, "Metric", r.Metric, true, QPS, Concurrency),
-		checkEnum(kind, r.Resource, "Strategy", r.Strategy, true, Direct, WarmUp, TokenBucket),
-		checkEnum(kind, r.Resource, "Behavior", r.Behavior, true, Reject, Throttle),
-		checkThreshold(kind, r.Resource, "Threshold", r.Threshold),
+		checkEnum("flow", r.Resource, "Metric", r.Metric, true, QPS, Concurrency),
+		checkEnum("flow", r.Resource, "Strategy", r.Strategy, true, Direct, WarmUp, TokenBucket),
+		checkEnum("flow", r.Resource, "Behavior", r.Behavior, true, Reject, Throttle),
+		checkThreshold("flow", r.Resource, "Threshold", r.Threshold),
 	} {
 		if err != nil {
 			return err
 		}
 	}
-	if r.Metric == Concurrency && r.Threshold != math.Trunc(r.Threshold) {
-		return fieldErr(kind, r.Resource, "Threshold", "must be a whole number for the concurrency metric, got %v", r.Threshold)
-	}
-	if r.StatInterval != 0 {
-		iv := r.StatInterval
-		if iv < 10*time.Millisecond || iv > time.Hour || iv%time.Millisecond != 0 {
-			return fieldErr(kind, r.Resource, "StatInterval", "must be a whole number of milliseconds in [10ms, 1h], got %v", iv)
-		}
-		if r.Metric == Concurrency {
-			return fieldErr(kind, r.Resource, "StatInterval", "has no meaning for the concurrency metric; leave it zero")
-		}
-	}
-	if r.MaxQueueing < 0 || r.MaxQueueing > time.Hour {
-		return fieldErr(kind, r.Resource, "MaxQueueing", "must be in [0, 1h], got %v", r.MaxQueueing)
-	}
-	if r.MaxQueueing != 0 && r.Behavior != Throttle {
-		return fieldErr(kind, r.Resource, "MaxQueueing", "is only used with the throttle behavior; leave it zero or set Behavior throttle")
-	}
-	if r.Metric == Concurrency && r.Behavior == Throttle {
-		return fieldErr(kind, r.Resource, "Behavior", "throttle needs the qps metric (requests cannot be paced by concurrency)")
-	}
-	if r.Strategy == WarmUp {
-		if or(r.Metric, QPS) != QPS {
-			return fieldErr(kind, r.Resource, "Strategy", "warm-up needs the qps metric")
-		}
-		if r.WarmUpPeriod <= 0 || r.WarmUpPeriod > 24*time.Hour {
-			return fieldErr(kind, r.Resource, "WarmUpPeriod", "must be in (0, 24h] with warm-up, got %v", r.WarmUpPeriod)
-		}
-		if r.ColdFactor != 0 && (r.ColdFactor <= 1 || r.ColdFactor > 1000 || math.IsNaN(r.ColdFactor)) {
-			return fieldErr(kind, r.Resource, "ColdFactor", "must be in (1, 1000] (or 0 for 3), got %v", r.ColdFactor)
-		}
-		if r.RefResource != "" {
-			return fieldErr(kind, r.Resource, "RefResource", "warm-up applies to the rule's own resource only")
-		}
-	} else {
-		if r.WarmUpPeriod != 0 {
-			return fieldErr(kind, r.Resource, "WarmUpPeriod", "is only used with the warm-up strategy")
-		}
-		if r.ColdFactor != 0 {
-			return fieldErr(kind, r.Resource, "ColdFactor", "is only used with the warm-up strategy")
-		}
-	}
-	if err := r.validateBurst(); err != nil {
-		return err
-	}
-	if r.Exact {
-		switch {
-		case or(r.Metric, QPS) != QPS:
-			return fieldErr(kind, r.Resource, "Exact", "needs the qps metric")
-		case or(r.Strategy, Direct) != Direct:
-			return fieldErr(kind, r.Resource, "Exact", "needs the direct strategy (warm-up moves its limit)")
-		case or(r.Behavior, Reject) != Reject:
-			return fieldErr(kind, r.Resource, "Exact", "needs the reject behavior (throttle already spaces requests evenly)")
-		case r.RefResource != "":
-			return fieldErr(kind, r.Resource, "Exact", "applies to the rule's own resource only")
-		case r.Threshold != math.Trunc(r.Threshold) || r.Threshold > ruledef.MaxExactThreshold:
-			return fieldErr(kind, r.Resource, "Threshold", "must be a whole number of at most %d with exact, got %v", ruledef.MaxExactThreshold, r.Threshold)
-		}
-	}
-	if r.RefResource != "" {
-		if r.RefResource == r.Resource {
-			return fieldErr(kind, r.Resource, "RefResource", "names the rule's own resource; leave it empty")
-		}
-		if r.Behavior == Throttle {
-			return fieldErr(kind, r.Resource, "Behavior", "throttle cannot pace on another resource's traffic")
-		}
-		if r.interval() != time.Second {
-			return fieldErr(kind, r.Resource, "StatInterval", "associated-resource rules read the one-second window; leave it zero")
-		}
-	}
-	if err := r.validateAdmits(); err != nil {
-		return err
-	}
-	if r.Cluster != nil {
-		return r.validateCluster()
-	}
-	return nil
-}
-
-// validateAdmits refuses a rule that could never admit a request: a QPS
-// rule of the direct strategy and the reject behavior on its own resource
-// counts whole requests in a window of StatInterval, which cannot hold one
-// when Threshold is below 1 (nor can its local fallback's window, below 1
-// per StatInterval). The message says what to write instead. (Warm-up rules
-// admit lone requests at their allowance, pacing rules one per slot, token
-// buckets hold at least one token, and associated-resource rules admit
-// while the other resource is quiet.)
-func (r *Flow) validateAdmits() error {
-	if or(r.Metric, QPS) != QPS || or(r.Strategy, Direct) != Direct || or(r.Behavior, Reject) != Reject || r.RefResource != "" {
+	iv, qps, warm, bucket := r.StatInterval, or(r.Metric, QPS) == QPS, r.Strategy == WarmUp, r.Strategy == TokenBucket
+	// A QPS rule of the direct strategy and the reject behavior on its own
+	// resource counts whole requests in a window of StatInterval, which
+	// cannot hold one when Threshold (or the local fallback's) is below 1.
+	// (Warm-up admits lone requests at its allowance, pacing one per slot, a
+	// token bucket holds at least one token, and an associated-resource rule
+	// admits while the other resource is quiet.)
+	plain := qps && or(r.Strategy, Direct) == Direct && or(r.Behavior, Reject) == Reject && r.RefResource == ""
+	switch burst := cmp.Or(r.Burst, r.Threshold); {
+	case !qps && r.Threshold != math.Trunc(r.Threshold):
+		return bad("Threshold", "must be a whole number for the concurrency metric, got %v", r.Threshold)
+	case iv != 0 && (iv < 10*time.Millisecond || iv > time.Hour || iv%time.Millisecond != 0):
+		return bad("StatInterval", "must be a whole number of milliseconds in [10ms, 1h], got %v", iv)
+	case iv != 0 && !qps:
+		return bad("StatInterval", "has no meaning for the concurrency metric; leave it zero")
+	case r.MaxQueueing < 0 || r.MaxQueueing > time.Hour:
+		return bad("MaxQueueing", "must be in [0, 1h], got %v", r.MaxQueueing)
+	case r.MaxQueueing != 0 && r.Behavior != Throttle:
+		return bad("MaxQueueing", "is only used with the throttle behavior; leave it zero or set Behavior throttle")
+	case !qps && r.Behavior == Throttle:
+		return bad("Behavior", "throttle needs the qps metric (requests cannot be paced by concurrency)")
+	case warm && !qps:
+		return bad("Strategy", "warm-up needs the qps metric")
+	case warm && (r.WarmUpPeriod <= 0 || r.WarmUpPeriod > 24*time.Hour):
+		return bad("WarmUpPeriod", "must be in (0, 24h] with warm-up, got %v", r.WarmUpPeriod)
+	case warm && r.ColdFactor != 0 && (r.ColdFactor <= 1 || r.ColdFactor > 1000 || math.IsNaN(r.ColdFactor)):
+		return bad("ColdFactor", "must be in (1, 1000] (or 0 for 3), got %v", r.ColdFactor)
+	case warm && r.RefResource != "":
+		return bad("RefResource", "warm-up applies to the rule's own resource only")
+	case !warm && r.WarmUpPeriod != 0:
+		return bad("WarmUpPeriod", "is only used with the warm-up strategy")
+	case !warm && r.ColdFactor != 0:
+		return bad("ColdFactor", "is only used with the warm-up strategy")
+	case !bucket && r.Burst != 0:
+		return bad("Burst", "is only used with the token-bucket strategy; leave it zero or set Strategy token-bucket")
+	case bucket && !qps:
+		return bad("Strategy", "token-bucket needs the qps metric")
+	case bucket && r.RefResource != "":
+		return bad("RefResource", "token-bucket applies to the rule's own resource only")
+	case bucket && r.Exact:
+		return bad("Exact", "needs the direct strategy (a token bucket has no limit per interval)")
+	case bucket && r.Burst == 0 && burst < 1:
+		return bad("Burst", "must be set, at least 1, when Threshold is below 1 (zero means Threshold, %v)", r.Threshold)
+	case bucket && (math.IsNaN(burst) || burst < 1 || burst > MaxThreshold):
+		return bad("Burst", "must be in [1, %g] (or 0 for Threshold), got %v", MaxThreshold, r.Burst)
+	case r.Exact && !qps:
+		return bad("Exact", "needs the qps metric")
+	case r.Exact && or(r.Strategy, Direct) != Direct:
+		return bad("Exact", "needs the direct strategy (warm-up moves its limit)")
+	case r.Exact && or(r.Behavior, Reject) != Reject:
+		return bad("Exact", "needs the reject behavior (throttle already spaces requests evenly)")
+	case r.Exact && r.RefResource != "":
+		return bad("Exact", "applies to the rule's own resource only")
+	case r.Exact && (r.Threshold != math.Trunc(r.Threshold) || r.Threshold > ruledef.MaxExactThreshold):
+		return bad("Threshold", "must be a whole number of at most %d with exact, got %v", ruledef.MaxExactThreshold, r.Threshold)
+	case r.RefResource != "" && r.RefResource == r.Resource:
+		return bad("RefResource", "names the rule's own resource; leave it empty")
+	case r.RefResource != "" && r.Behavior == Throttle:
+		return bad("Behavior", "throttle cannot pace on another resource's traffic")
+	case r.RefResource != "" && r.interval() != time.Second:
+		return bad("StatInterval", "associated-resource rules read the one-second window; leave it zero")
+	case plain && r.Threshold < 1:
+		return bad("Threshold", "%v per %v would refuse every request: the reject behavior counts whole requests in a window of StatInterval, so Threshold must be at least 1; %s",
+			r.Threshold, r.interval(), belowOne(r.Threshold, r.interval()))
+	case plain && r.Cluster != nil && r.Cluster.LocalThreshold != 0 && r.Cluster.LocalThreshold < 1:
+		return bad("Cluster.LocalThreshold", "%v per %v would refuse every request while the store fails: it must be 0 or at least 1; %s",
+			r.Cluster.LocalThreshold, r.interval(), belowOne(r.Cluster.LocalThreshold, r.interval()))
+	case r.Cluster == nil:
 		return nil
 	}
-	if r.Threshold < 1 {
-		return fieldErr("flow", r.Resource, "Threshold", "%v per %v would refuse every request: the reject behavior counts whole requests in a window of StatInterval, so Threshold must be at least 1; %s",
-			r.Threshold, r.interval(), belowOne(r.Threshold, r.interval()))
+	if err := r.Cluster.validate("flow", r.Resource, r.Metric); err != nil {
+		return err
 	}
-	if c := r.Cluster; c != nil && c.LocalThreshold != 0 && c.LocalThreshold < 1 {
-		return fieldErr("flow", r.Resource, "Cluster.LocalThreshold", "%v per %v would refuse every request while the store fails: it must be 0 or at least 1; %s",
-			c.LocalThreshold, r.interval(), belowOne(c.LocalThreshold, r.interval()))
+	switch {
+	case warm:
+		return bad("Cluster", "needs the direct or token-bucket strategy (warm-up is not shared across instances)")
+	case bucket && or(r.Behavior, Reject) != Reject:
+		return bad("Cluster", "a shared token bucket needs the reject behavior")
+	case r.Exact:
+		return bad("Cluster", "cannot be exact: the shared window is the store's; use Cluster.Strict for exact decisions")
+	case r.RefResource != "":
+		return bad("Cluster", "applies to the rule's own resource only")
 	}
 	return nil
 }
@@ -204,34 +190,6 @@ func belowOne(t float64, iv time.Duration) string {
 		return fmt.Sprintf("write Threshold 1 with StatInterval %v, or %s", d, alt)
 	}
 	return alt + " (one request per StatInterval of at most 1h is faster)"
-}
-
-// validateBurst checks the token-bucket fields: Strategy TokenBucket and
-// Burst.
-func (r *Flow) validateBurst() error {
-	const kind = "flow"
-	if r.Strategy != TokenBucket {
-		if r.Burst != 0 {
-			return fieldErr(kind, r.Resource, "Burst", "is only used with the token-bucket strategy; leave it zero or set Strategy token-bucket")
-		}
-		return nil
-	}
-	switch {
-	case or(r.Metric, QPS) != QPS:
-		return fieldErr(kind, r.Resource, "Strategy", "token-bucket needs the qps metric")
-	case r.RefResource != "":
-		return fieldErr(kind, r.Resource, "RefResource", "token-bucket applies to the rule's own resource only")
-	case r.Exact:
-		return fieldErr(kind, r.Resource, "Exact", "needs the direct strategy (a token bucket has no limit per interval)")
-	}
-	b := cmp.Or(r.Burst, r.Threshold)
-	if math.IsNaN(b) || b < 1 || b > MaxThreshold {
-		if r.Burst == 0 {
-			return fieldErr(kind, r.Resource, "Burst", "must be set, at least 1, when Threshold is below 1 (zero means Threshold, %v)", r.Threshold)
-		}
-		return fieldErr(kind, r.Resource, "Burst", "must be in [1, %g] (or 0 for Threshold), got %v", MaxThreshold, r.Burst)
-	}
-	return nil
 }
 
 func checkThreshold(kind, resource, field string, v float64) error {
