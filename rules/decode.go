@@ -53,30 +53,24 @@ func FormatOf(path string) (Format, error) {
 
 // DecodeLimits bounds what decoding one document may cost, so that a hostile
 // or mistaken document is refused quickly rather than exhausting memory. A
-// field that is zero (or negative) means its default. The zero value is the
-// default limits, which Decode and DecodeFile use; a FileSource takes others
-// with WithDecodeLimits. A DecodeLimits is a plain value, safe to share.
+// field that is zero (or negative) means its default; the zero value is what
+// Decode uses.
 type DecodeLimits struct {
-	// MaxBytes is the size of the largest document, in bytes; a larger one
-	// is refused before it is parsed (a file, by its size, unread). Decoding
-	// allocates at most 36 bytes per byte of a rule file (measured 30 to
-	// 32), and at most 240 for a document made to be dense ({a,a,a,...}:
-	// 225, with a peak of live memory of 190), so this bounds memory as
-	// well: at most about 960 MiB at the default (docs/limits.md). Default
-	// DefaultMaxBytes.
+	// MaxBytes is the size of the largest document; a larger one is refused
+	// before it is parsed. Decoding allocates at most 36 bytes per byte of a
+	// rule file, 240 for a document made to be dense, so this bounds memory
+	// too (docs/limits.md). Default DefaultMaxBytes.
 	MaxBytes int
-	// MaxValues is the most values (each string, number, boolean, null, list
-	// and map, keys included) a document may hold once YAML aliases are
-	// expanded, every use of an alias counting its values again; it bounds
-	// the work of a "billion laughs" document. A two-field rule is 5 values.
-	// Default 2^20.
+	// MaxValues is the most values (strings, numbers, booleans, nulls, lists
+	// and maps, keys included) a document may hold, every use of a YAML
+	// alias counting its values again: it bounds a "billion laughs". A
+	// two-field rule is 5 values. Default 2^20.
 	MaxValues int
-	// MaxRules is the most rules of one kind (flow, isolation, ...) a
-	// document may hold. Default DefaultMaxRules.
+	// MaxRules is the most rules of one kind a document may hold. Default
+	// DefaultMaxRules.
 	MaxRules int
-	// MaxNameBytes is the longest string a rule may hold, in bytes: its
-	// resource, associated resource, ID, attachment key and the values
-	// listed in its exceptions. Default DefaultMaxNameBytes.
+	// MaxNameBytes is the longest string a rule may hold, in bytes (a
+	// resource, ID, key or exception's value). Default DefaultMaxNameBytes.
 	MaxNameBytes int
 }
 
@@ -146,37 +140,23 @@ func Decode(data []byte, format Format) (Set, error) { return DecodeLimits{}.Dec
 //
 // The document is a map from rule kind (flow, isolation, system,
 // circuitBreaker, param) to a list of rules; each rule is a map from field
-// names (the yaml tags of the rule types, camelCase) to values. Decoding is
-// strict, so that a typo never passes silently:
-//
-//   - An unknown kind or field is an error that names it (and suggests the
-//     likely intended name), as is a key given twice.
-//   - A value of the wrong type is an error naming the field; strings must
-//     be strings (quote a resource named 123), numbers numbers.
-//   - Durations are Go duration strings ("500ms", "1m30s"). A bare number
-//     is refused, because its unit would be a guess (Sentinel's files use
-//     milliseconds, Go's time.Duration counts nanoseconds); only 0 is
-//     accepted without a unit.
-//   - Enumerations (metric, strategy, behavior, ...) are their names, such
-//     as "qps" or "warm-up", exactly; an isolation rule is read as a flow
-//     rule of the concurrency metric, after the flow rules.
-//   - Integers must be whole and in range; NaN and infinities are refused.
-//   - null is the same as leaving the field out, and an empty list or map
-//     decodes as nil.
-//   - An empty document (or one that is only null) is refused, because a
-//     file read halfway through being written is often empty; write {} for
-//     a document with no rules.
+// names (the yaml tags of the rule types) to values. Decoding is strict, so
+// that a typo never passes silently: an unknown kind or field (a close name
+// is suggested), a key given twice, a value of the wrong type (quote a
+// resource named 123), a fraction for an integer, NaN, infinities, and a
+// bare number for a duration ("500ms"; its unit would be a guess; 0 is
+// accepted) are errors. null is the same as leaving the field out, and an
+// empty list or map decodes as nil. An isolation rule is read as a flow
+// rule of the concurrency metric, after the flow rules. An empty document
+// is refused, because a file read halfway through being written is often
+// empty: write {} for no rules.
 //
 // YAML is parsed by go.yaml.in/yaml/v3 and JSON by encoding/json, into the
-// same yaml.Node tree, so what JSON forbids (trailing commas, comments,
-// single quotes) is refused, and both formats give the same errors.
-//
-// A document over l's limits is refused with an error that names the limit.
-// Errors in a rule are *Error values (reach them with errors.As) naming the
-// kind, index, resource and field; decoding errors also give the line.
-// After decoding, the set is validated with Set.Validate and the first
-// problem returned. On error the returned Set is empty. Decode is safe for
-// concurrent use.
+// same node tree, so JSON is exactly what encoding/json accepts and both
+// formats give the same errors. A document over l's limits is refused with
+// an error naming the limit. A problem in a rule is an *Error naming the
+// kind, index, resource and field, and the line when decoding found it. On
+// error the returned Set is empty. Decode is safe for concurrent use.
 func (l DecodeLimits) Decode(data []byte, format Format) (Set, error) {
 	if len(data) > l.maxBytes() {
 		return Set{}, tooLarge(int64(len(data)), l.maxBytes())

@@ -7,18 +7,15 @@ import (
 )
 
 // The enumerations are strings: a rule file writes the constant's value,
-// and the zero value "" means the default the field documents (System.Metric
-// has none and must be set). Validate refuses any other value, naming the
-// rule and the field.
+// and "" means the default the field documents (System.Metric has none).
+// Validate refuses any other value, naming the rule and the field.
 
 // FlowMetric is what a flow or param rule counts. "" means QPS.
 type FlowMetric string
 
 const (
-	// QPS counts requests admitted per statistic interval.
-	QPS FlowMetric = "qps"
-	// Concurrency counts requests in flight.
-	Concurrency FlowMetric = "concurrency"
+	QPS         FlowMetric = "qps"         // requests admitted per interval
+	Concurrency FlowMetric = "concurrency" // requests in flight
 )
 
 // TokenStrategy is how a flow rule computes the number of requests allowed.
@@ -33,11 +30,9 @@ const (
 	// in Sentinel).
 	WarmUp TokenStrategy = "warm-up"
 	// TokenBucket refills Threshold tokens per StatInterval, continuously,
-	// and stores at most Burst of them (golang.org/x/time/rate's semantics,
-	// as cluster.TokenBucket; not Guava's SmoothBursty, which starts empty
-	// and makes the next request pay for the current one): a resource idle
-	// long enough admits Burst requests at once, then Threshold per
-	// interval. A bucket starts full.
+	// and stores at most Burst (golang.org/x/time/rate's semantics; a
+	// bucket starts full): an idle resource admits Burst requests at once,
+	// then Threshold per interval.
 	TokenBucket TokenStrategy = "token-bucket"
 )
 
@@ -48,28 +43,25 @@ type ControlBehavior string
 const (
 	// Reject refuses requests over the limit at once.
 	Reject ControlBehavior = "reject"
-	// Throttle paces requests evenly at the threshold rate, queueing each
-	// for at most MaxQueueing. With the TokenBucket strategy a request
-	// instead takes stored tokens and, when there are too few, tokens
-	// still to come, waiting for them at most MaxQueueing
-	// (rate.Limiter.ReserveN).
+	// Throttle paces requests evenly at the threshold rate, each waiting at
+	// most MaxQueueing (with TokenBucket: for tokens still to come, as
+	// rate.Limiter.ReserveN).
 	Throttle ControlBehavior = "throttle"
 )
 
-// BreakerStrategy is what a circuit breaker counts as a bad outcome and how
-// it compares the count with its threshold. "" means SlowRequestRatio.
+// BreakerStrategy is what a circuit breaker counts as a bad outcome. ""
+// means SlowRequestRatio.
 type BreakerStrategy string
 
 const (
-	// SlowRequestRatio counts requests whose response time exceeds
-	// MaxAllowedRT and opens when their share of the requests in the window
-	// exceeds Threshold.
+	// SlowRequestRatio opens when the share of calls slower than
+	// MaxAllowedRT exceeds Threshold.
 	SlowRequestRatio BreakerStrategy = "slow-request-ratio"
-	// ErrorRatio counts requests that ended with an error (as classified by
-	// the engine) and opens when their share exceeds Threshold.
+	// ErrorRatio opens when the share of calls that ended with an error
+	// exceeds Threshold.
 	ErrorRatio BreakerStrategy = "error-ratio"
-	// ErrorCount counts requests that ended with an error and opens when
-	// their number in the window reaches Threshold.
+	// ErrorCount opens when the window holds Threshold calls that ended
+	// with an error.
 	ErrorCount BreakerStrategy = "error-count"
 )
 
@@ -77,22 +69,17 @@ const (
 type SystemMetric string
 
 const (
-	// InboundQPS is the number of inbound requests admitted over the last
-	// second (the global inbound node's pass count). A rule admits at most
-	// Threshold per second.
+	// InboundQPS is the inbound requests admitted over the last second.
 	InboundQPS SystemMetric = "qps"
-	// InboundConcurrency is the number of inbound requests in flight. A rule
-	// admits at most Threshold at once.
+	// InboundConcurrency is the inbound requests in flight.
 	InboundConcurrency SystemMetric = "concurrency"
-	// InboundAvgRT is the mean response time of the inbound requests that
-	// completed over the last second, in milliseconds. A rule refuses entries
-	// while it is over Threshold.
+	// InboundAvgRT is the mean response time, in milliseconds, of the
+	// inbound requests that completed over the last second.
 	InboundAvgRT SystemMetric = "avg-rt"
 	// Load1 is the host's one-minute load average, as sampled.
 	Load1 SystemMetric = "load1"
 	// CPUUsage is the process's CPU usage, as sampled: a ratio in [0, 1] of
-	// the CPU it may use (its cgroup CPU quota when one applies, otherwise
-	// all CPUs of the host).
+	// the CPU it may use (its cgroup quota, or all CPUs of the host).
 	CPUUsage SystemMetric = "cpu-usage"
 )
 
@@ -101,12 +88,11 @@ const (
 type SystemStrategy string
 
 const (
-	// PlainThreshold refuses every inbound entry while the metric is over
-	// the threshold.
+	// PlainThreshold refuses every inbound entry while the metric is over.
 	PlainThreshold SystemStrategy = "threshold"
-	// BBR refuses inbound entries while the metric is over the threshold
-	// and the inbound concurrency exceeds what the process has shown it can
-	// complete (maxCompletedPerSecond × minRT).
+	// BBR refuses inbound entries while the metric is over and the inbound
+	// concurrency exceeds what the process has shown it can complete
+	// (maxCompletedPerSecond × minRT).
 	BBR SystemStrategy = "bbr"
 )
 
@@ -115,12 +101,8 @@ const (
 type ClusterMode string
 
 const (
-	// ClusterTotal makes Threshold the fleet's total per StatInterval.
-	ClusterTotal ClusterMode = "total"
-	// ClusterPerInstance makes Threshold a per-instance figure: the shared
-	// budget is Threshold times the number of live instances, following
-	// the fleet as instances come and go.
-	ClusterPerInstance ClusterMode = "per-instance"
+	ClusterTotal       ClusterMode = "total"        // the fleet's total
+	ClusterPerInstance ClusterMode = "per-instance" // times the live instances
 )
 
 // ClusterFallback is what a cluster rule does while its store fails. ""
@@ -128,13 +110,9 @@ const (
 type ClusterFallback string
 
 const (
-	// FallbackLocal enforces a local share of the threshold in this
-	// instance: LocalThreshold, or Threshold divided by the live instances.
-	FallbackLocal ClusterFallback = "local"
-	// FallbackPass admits every request.
-	FallbackPass ClusterFallback = "pass"
-	// FallbackBlock refuses every request.
-	FallbackBlock ClusterFallback = "block"
+	FallbackLocal ClusterFallback = "local" // a local share of the threshold
+	FallbackPass  ClusterFallback = "pass"  // admit every request
+	FallbackBlock ClusterFallback = "block" // refuse every request
 )
 
 // or returns v, or def when v is "" (the field's default).

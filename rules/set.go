@@ -36,8 +36,8 @@ type Set struct {
 // on the same outcomes open together). Rules on one resource that count
 // differently (per second and per minute, QPS and concurrency, two
 // arguments) are not duplicates; docs/rule-files.md lists what is compared.
-// A duplicate is reported at the later rule, naming the earlier one, with
-// Field empty.
+// A duplicate is reported at the later rule, naming the earlier one and what
+// they share, with Field empty.
 func (s *Set) Validate() error {
 	type flowKey struct {
 		resource, ref string
@@ -46,39 +46,9 @@ func (s *Set) Validate() error {
 		behavior      ControlBehavior
 		interval      time.Duration
 	}
-	err := validateList("flow", s.Flow, (*Flow).validate, func(r *Flow) flowKey {
-		return flowKey{r.Resource, r.RefResource, or(r.Metric, QPS), or(r.Strategy, Direct), or(r.Behavior, Reject), r.interval()}
-	}, func(r *Flow) string {
-		what := string(or(r.Metric, QPS))
-		if r.RefResource != "" {
-			what += fmt.Sprintf(" of %q", r.RefResource)
-		}
-		if or(r.Metric, QPS) == QPS {
-			what += " per " + r.interval().String()
-		}
-		return fmt.Sprintf("both count %s with strategy %s and behavior %s; keep one, or make them differ in "+
-			"metric, strategy, behavior, statInterval or refResource", what, or(r.Strategy, Direct), or(r.Behavior, Reject))
-	})
-	if err != nil {
-		return err
-	}
-	err = validateList("system", s.System, (*System).validate, func(r *System) SystemMetric { return r.Metric }, func(r *System) string {
-		return fmt.Sprintf("both measure %s; the process takes one system rule per metric, keep one", r.Metric)
-	})
-	if err != nil {
-		return err
-	}
 	type breakerKey struct {
 		resource string
 		strategy BreakerStrategy
-	}
-	err = validateList("circuit breaker", s.CircuitBreaker, (*CircuitBreaker).validate, func(r *CircuitBreaker) breakerKey {
-		return breakerKey{r.Resource, or(r.Strategy, SlowRequestRatio)}
-	}, func(r *CircuitBreaker) string {
-		return fmt.Sprintf("both count %s outcomes; a resource takes one breaker per strategy, keep one", or(r.Strategy, SlowRequestRatio))
-	})
-	if err != nil {
-		return err
 	}
 	type paramKey struct {
 		resource, attachment string
@@ -86,23 +56,29 @@ func (s *Set) Validate() error {
 		metric               FlowMetric
 		window               time.Duration
 	}
-	return validateList("param", s.Param, (*Param).validate, func(r *Param) paramKey {
-		return paramKey{r.Resource, r.Key, r.Index, or(r.Metric, QPS), r.window()}
-	}, func(r *Param) string {
-		arg, what := fmt.Sprintf("argument %d", r.Index), string(or(r.Metric, QPS))
-		if r.Key != "" {
-			arg = fmt.Sprintf("attachment %q", r.Key)
+	for _, err := range []error{
+		validateList("flow", s.Flow, (*Flow).validate, func(r *Flow) flowKey {
+			return flowKey{r.Resource, r.RefResource, or(r.Metric, QPS), or(r.Strategy, Direct), or(r.Behavior, Reject), r.interval()}
+		}, "resource, metric, strategy, behavior, statInterval and refResource"),
+		validateList("system", s.System, (*System).validate, func(r *System) SystemMetric { return r.Metric },
+			"metric (the process takes one system rule per metric)"),
+		validateList("circuit breaker", s.CircuitBreaker, (*CircuitBreaker).validate, func(r *CircuitBreaker) breakerKey {
+			return breakerKey{r.Resource, or(r.Strategy, SlowRequestRatio)}
+		}, "resource and strategy (a resource takes one breaker per strategy)"),
+		validateList("param", s.Param, (*Param).validate, func(r *Param) paramKey {
+			return paramKey{r.Resource, r.Key, r.Index, or(r.Metric, QPS), r.window()}
+		}, "resource, argument (key or index), metric and duration"),
+	} {
+		if err != nil {
+			return err
 		}
-		if or(r.Metric, QPS) == QPS {
-			what += " per " + r.window().String()
-		}
-		return fmt.Sprintf("both count %s for each value of %s; keep one, or make them differ in argument, metric or duration", what, arg)
-	})
+	}
+	return nil
 }
 
 // validateList validates each rule of rs, then refuses it if its key equals
-// an earlier rule's, saying why (dup) and naming the earlier rule.
-func validateList[R any, K comparable](kind string, rs []R, validate func(*R) error, key func(*R) K, dup func(*R) string) error {
+// an earlier rule's, naming the earlier rule and what the key holds (same).
+func validateList[R any, K comparable](kind string, rs []R, validate func(*R) error, key func(*R) K, same string) error {
 	seen := make(map[K]int, len(rs))
 	for i := range rs {
 		r := &rs[i]
@@ -115,7 +91,7 @@ func validateList[R any, K comparable](kind string, rs []R, validate func(*R) er
 			return err
 		}
 		if j, ok := seen[key(r)]; ok {
-			return &Error{Kind: kind, Index: i, Resource: resourceOf(reflect.ValueOf(r).Elem()), Reason: fmt.Sprintf("duplicates rule %d: %s", j, dup(r))}
+			return &Error{Kind: kind, Index: i, Resource: resourceOf(reflect.ValueOf(r).Elem()), Reason: fmt.Sprintf("duplicates rule %d: both have the same %s; keep one", j, same)}
 		}
 		seen[key(r)] = i
 	}

@@ -6,25 +6,15 @@ import (
 )
 
 // System is a system adaptive protection rule: it guards the whole process
-// rather than one resource, and applies to inbound traffic only (outbound
-// entries are never refused by it).
-//
-// A rule compares one process-wide Metric with Threshold. With the
-// PlainThreshold strategy (the default) every inbound entry is refused while
-// the metric is over the threshold. With BBR (Load1 and CPUUsage only) an
-// entry is refused only while the metric is over the threshold and, at the
-// same time, more inbound requests are in flight than the process has shown it
-// can serve:
-//
-//	concurrency > 1 && concurrency > maxCompletedPerSecond × minRT(seconds)
-//
-// so a hot process keeps admitting the work it completes and sheds only the
-// excess (Little's law; see docs/system-adaptive.md).
-//
-// The zero value of Strategy is PlainThreshold; Metric and Threshold are
-// required.
+// rather than one resource, and refuses inbound entries only. With the
+// PlainThreshold strategy every inbound entry is refused while Metric is
+// over Threshold. With BBR (Load1 and CPUUsage only) an entry is refused
+// only while the metric is over and more inbound requests are in flight
+// than the process has shown it can serve (concurrency > 1 and >
+// maxCompletedPerSecond × minRT), so a hot process keeps admitting the work
+// it completes (Little's law; see docs/system-adaptive.md).
 type System struct {
-	// ID is an optional label for the rule, shown in block errors and logs.
+	// ID is an optional label, shown in block errors and logs.
 	ID string `json:"id,omitempty" yaml:"id,omitempty"`
 	// Metric is what the rule measures. Required: the zero value is refused.
 	Metric SystemMetric `json:"metric" yaml:"metric"`
