@@ -86,8 +86,7 @@ const (
 	DefaultMaxNameBytes = 1024
 )
 
-// maxDepth bounds nesting, which no rule document needs beyond 5.
-const maxDepth = 64
+const maxDepth = 64 // a rule document needs 5
 
 func orDefault(v, def int) int {
 	if v <= 0 {
@@ -107,9 +106,8 @@ func tooLarge(size int64, limit int) error {
 	return fmt.Errorf("rules: document is %d bytes, more than the limit of %d bytes; %s", size, limit, raise("MaxBytes", "it"))
 }
 
-// document is a rule document as decoded: a Set, and the isolation rules,
-// which become flow rules of the concurrency metric (one mechanism caps
-// requests in flight; see docs/architecture.md).
+// document is a rule document: a Set, and isolation rules, which become
+// flow rules of the concurrency metric (see docs/architecture.md).
 type document struct {
 	Flow           []Flow           `yaml:"flow"`
 	Isolation      []isolation      `yaml:"isolation"`
@@ -124,8 +122,7 @@ type isolation struct {
 	Threshold int64  `yaml:"threshold"`
 }
 
-// kindOf returns the name of the kind of rule in field (a Go name) of a Set
-// or a document, as *Error.Kind gives it.
+// kindOf returns the *Error.Kind of the rules in field of a Set.
 func kindOf(field string) string {
 	if field == "CircuitBreaker" {
 		return "circuit breaker"
@@ -206,10 +203,7 @@ func (l DecodeLimits) Decode(data []byte, format Format) (Set, error) {
 
 var errEmpty = errors.New("rules: empty document; write {} for a document with no rules")
 
-// parse reads the one document in data into a node tree. JSON is read by
-// encoding/json (jsonReader), so what JSON allows (tabs, long keys,
-// surrogate escapes) and forbids (trailing commas, comments) is exactly what
-// it says; YAML by go.yaml.in/yaml/v3.
+// parse reads the one document in data into a node tree.
 func parse(data []byte, f Format) (*yaml.Node, error) {
 	var root *yaml.Node
 	switch f {
@@ -253,16 +247,13 @@ func parse(data []byte, f Format) (*yaml.Node, error) {
 	return root, nil
 }
 
-// jsonReader reads valid JSON into a node tree, keeping the line of the
-// decoder's offset as it goes (counting each byte once).
+// jsonReader reads valid JSON into a node tree, with each value's line.
 type jsonReader struct {
 	dec       *json.Decoder
 	data      []byte
 	off, line int
 }
 
-// node reads the next value as a node: strings are !!str, numbers !!int or
-// !!float, with the line where the value ends.
 func (r *jsonReader) node(depth int) *yaml.Node {
 	tok, _ := r.dec.Token()
 	if end := int(r.dec.InputOffset()); end > r.off {
@@ -298,10 +289,8 @@ func (r *jsonReader) node(depth int) *yaml.Node {
 	return n
 }
 
-// checker bounds a parsed document before it is decoded: nesting depth,
-// tags, and the number of values with YAML aliases expanded, so that a
-// "billion laughs" document is refused after max values, not after its
-// billion.
+// checker bounds a parsed document before it is decoded: depth, tags, and
+// values with aliases expanded (a "billion laughs" stops at max).
 type checker struct {
 	format      Format
 	values, max int
@@ -336,10 +325,9 @@ func deref(n *yaml.Node) *yaml.Node {
 	return n
 }
 
-// tagOf returns the short tag of scalar n as the decoder reads it: a
-// timestamp (2024-01-01) is the text as written, and a plain
-// number too large for a float64 (1e400), which yaml.v3 leaves a string, is
-// a number.
+// tagOf returns the short tag of scalar n as decoded: a timestamp is a
+// string, and a plain number beyond float64 (1e400, a string to yaml.v3) a
+// number.
 func tagOf(n *yaml.Node) string {
 	switch t := n.ShortTag(); {
 	case t == "!!timestamp":
@@ -383,9 +371,8 @@ func at(line int) string {
 	return " at line " + strconv.Itoa(line)
 }
 
-// decodeErr is a decoding problem at path (the Go names of the fields,
-// and the indexes and keys, on the way to the value), in rule, or of an
-// unknown field, named as written.
+// decodeErr is a problem at path (fields' Go names, indexes and keys), in
+// rule, or with an unknown field (named as written).
 type decodeErr struct {
 	path      []string
 	msg, hint string
@@ -414,8 +401,6 @@ func (e *decodeErr) err() error {
 	if len(e.path) > 2 {
 		re.Field, re.Reason = e.path[2], strings.Join(append(e.path[3:len(e.path):len(e.path)], reason), ": ")
 	}
-	// Name the resource when the rule gives one plainly, as validation
-	// errors do.
 	for i := 0; e.rule.Kind == yaml.MappingNode && i < len(e.rule.Content); i += 2 {
 		if k, v := e.rule.Content[i], deref(e.rule.Content[i+1]); k.Value == "resource" && v.Kind == yaml.ScalarNode && tagOf(v) == "!!str" {
 			re.Resource = v.Value
@@ -437,11 +422,8 @@ var durationType = reflect.TypeFor[time.Duration]()
 // decoder decodes a node tree into a document.
 type decoder struct{ maxRules int }
 
-// value stores n into v, which must be addressable, refusing a node the
-// document did not mean as a value of v's type: a number or boolean for a
-// string (quote it), a string for a number, a fraction or a number out of
-// range for an integer, a number that is not finite, a bare number for a
-// duration, a key given twice.
+// value stores n into v (addressable), refusing what the document did not
+// mean as a value of v's type, such as a number for a string.
 func (d decoder) value(n *yaml.Node, v reflect.Value) *decodeErr {
 	n = deref(n)
 	t := v.Type()
@@ -524,9 +506,8 @@ func (d decoder) value(n *yaml.Node, v reflect.Value) *decodeErr {
 	return nil
 }
 
-// fields decodes mapping n into struct v by the fields' yaml tags. A merge
-// key (<<: *defaults) sets the fields its maps give (of a list of maps, the
-// earlier wins) that n does not set itself.
+// fields decodes mapping n into struct v by the yaml tags. A merge key
+// (<<: *defaults) sets what n does not (of a list of maps, the first wins).
 func (d decoder) fields(n *yaml.Node, v reflect.Value) *decodeErr {
 	t, what := v.Type(), "field"
 	if t == reflect.TypeFor[document]() {
@@ -578,8 +559,7 @@ func (d decoder) fields(n *yaml.Node, v reflect.Value) *decodeErr {
 	return nil
 }
 
-// parseFloat reads a number as YAML writes it: 1.5, 1e3, 0x10, 1_000,
-// .inf, .nan.
+// parseFloat reads a number as YAML writes it: 1e3, 0x10, 1_000, .nan.
 func parseFloat(s string) (float64, error) {
 	s = strings.ReplaceAll(s, "_", "")
 	switch strings.ToLower(strings.TrimPrefix(s, "+")) {
@@ -619,15 +599,14 @@ func decodeDuration(n *yaml.Node, v reflect.Value) *decodeErr {
 	return nil
 }
 
-// fieldName is the key of struct field f in a document: its yaml tag,
-// which Encode reads too.
+// fieldName is the key of struct field f in a document: its yaml tag.
 func fieldName(f reflect.StructField) string {
 	name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
 	return name
 }
 
-// suggest returns ` (did you mean "x"?)` when one of names is within two
-// edits of s (ignoring case, "_", "-" and " "), or "".
+// suggest returns ` (did you mean "x"?)` for the name within two edits of
+// s, ignoring case and separators, or "".
 func suggest(s string, names []string) string {
 	norm := func(s string) string {
 		return strings.ToLower(strings.NewReplacer("_", "", "-", "", " ", "").Replace(s))

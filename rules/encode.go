@@ -17,16 +17,12 @@ import (
 )
 
 // Encode writes s as a document in format f that Decode reads back to an
-// equal Set (an empty list or map reads back as nil). Fields are written in
-// the order of the rule types' fields, and fields tagged omitempty are left
-// out when zero; durations are written as Go duration strings, enums by
-// name, map keys sorted. In YAML a string is written plain when it is made
-// of letters, digits, spaces and "_./{}-", starts with a letter, "_" or "/"
-// and is not a word YAML reads as a boolean or null; otherwise it is
-// double-quoted, with escapes for what YAML does not take raw. Encode does
-// not validate s, but refuses values no document can hold (NaN, infinities,
-// strings that are not UTF-8, which Validate refuses too). Encode is safe
-// for concurrent use.
+// equal Set (an empty list or map reads back as nil): fields in declaration
+// order, omitempty fields left out when zero, durations as strings, map keys
+// sorted. A YAML string is written plain when it is made of letters, digits,
+// spaces and "_./{}-" and YAML reads no other type in it, double-quoted
+// otherwise. Encode does not validate s, but refuses what no document can
+// hold (NaN, infinities, strings that are not UTF-8).
 func Encode(s Set, f Format) ([]byte, error) {
 	if f != JSON && f != YAML {
 		return nil, fmt.Errorf("rules: unknown format %v", f)
@@ -57,7 +53,7 @@ func Encode(s Set, f Format) ([]byte, error) {
 var plain = regexp.MustCompile(`^[A-Za-z_/]([A-Za-z0-9_./{} -]{0,254}[A-Za-z0-9_./{}-])?$`)
 
 // toNode turns v into the node tree Encode writes; the error names the
-// fields and map keys on the way to a value no document can hold.
+// fields and keys on the way to a value no document can hold.
 func toNode(v reflect.Value) (*yaml.Node, error) {
 	n := &yaml.Node{Kind: yaml.ScalarNode}
 	switch k := v.Kind(); {

@@ -9,35 +9,24 @@ import (
 	"github.com/sluice-go/sluice/internal/rulewalk"
 )
 
-// Set is a complete set of rules of every kind, as written in a rule file.
-// A kind with no rules is nil. Decode fills it, Encode writes it, and the
-// engine's LoadRuleSet loads it whole.
+// Set is a complete set of rules of every kind, as written in a rule file
+// (the file keys are the tags). A kind with no rules is nil. Decode fills
+// it, Encode writes it, and the engine's LoadRuleSet loads it whole.
 type Set struct {
-	// Flow holds the flow rules (file key "flow").
-	Flow []Flow `json:"flow,omitempty" yaml:"flow,omitempty"`
-	// System holds the system rules (file key "system").
-	System []System `json:"system,omitempty" yaml:"system,omitempty"`
-	// CircuitBreaker holds the circuit breaker (degrade) rules (file key
-	// "circuitBreaker").
+	Flow           []Flow           `json:"flow,omitempty" yaml:"flow,omitempty"`
+	System         []System         `json:"system,omitempty" yaml:"system,omitempty"`
 	CircuitBreaker []CircuitBreaker `json:"circuitBreaker,omitempty" yaml:"circuitBreaker,omitempty"`
-	// Param holds the hot-parameter rules (file key "param").
-	Param []Param `json:"param,omitempty" yaml:"param,omitempty"`
+	Param          []Param          `json:"param,omitempty" yaml:"param,omitempty"`
 }
 
-// Validate validates the rules of s kind by kind, in the order flow,
-// system, circuit breaker, param, and returns the first problem as an
-// *Error, or nil. It is safe for concurrent use and does not modify s.
-//
-// Besides each rule's own fields, it refuses a string (a name, an ID, an
-// attachment key, an exception's value) that is not valid UTF-8, which no
-// rule document can hold, and duplicates: two rules of a kind that would
-// count the same thing the same way, so that one could only shadow the
-// other (5/s beside 3/s on the same count is 3/s) or double it (two breakers
-// on the same outcomes open together). Rules on one resource that count
-// differently (per second and per minute, QPS and concurrency, two
-// arguments) are not duplicates; docs/rule-files.md lists what is compared.
-// A duplicate is reported at the later rule, naming the earlier one and what
-// they share, with Field empty.
+// Validate returns the first problem with a rule of s, in the order flow,
+// system, circuit breaker, param, as an *Error, or nil. Besides each rule's
+// fields, it refuses strings that are not valid UTF-8 (no document can hold
+// them), and duplicates: two rules of a kind that count the same thing the
+// same way, so that one could only shadow the other (5/s beside 3/s is 3/s)
+// or double it (two breakers open together); docs/rule-files.md lists what
+// is compared. A duplicate is reported at the later rule, naming the
+// earlier, with Field empty.
 func (s *Set) Validate() error {
 	type flowKey struct {
 		resource, ref string

@@ -22,15 +22,15 @@ func TestSetValidateRefusesDuplicates(t *testing.T) {
 		wantResource string
 	}{
 		{
-			name: "flow 5/s beside 3/s",
-			give: Set{Flow: []Flow{qps("a", 5), qps("b", 1), qps("a", 3)}},
-			want: `rules: flow rule 2 (resource "a"): duplicates rule 0: both have the same resource, metric, strategy, behavior, statInterval and refResource; keep one`,
+			name:      "flow 5/s beside 3/s",
+			give:      Set{Flow: []Flow{qps("a", 5), qps("b", 1), qps("a", 3)}},
+			want:      `rules: flow rule 2 (resource "a"): duplicates rule 0: both have the same resource, metric, strategy, behavior, statInterval and refResource; keep one`,
 			wantIndex: 2, wantResource: "a",
 		},
 		{
-			name: "flow zero interval is one second",
-			give: Set{Flow: []Flow{{Resource: "a", Threshold: 5, StatInterval: time.Second}, {ID: "other id", Resource: "a", Threshold: 5}}},
-			want: `rules: flow rule 1 (resource "a"): duplicates rule 0: both have the same resource, metric, strategy, behavior, statInterval and refResource; keep one`,
+			name:      "flow zero interval is one second",
+			give:      Set{Flow: []Flow{{Resource: "a", Threshold: 5, StatInterval: time.Second}, {ID: "other id", Resource: "a", Threshold: 5}}},
+			want:      `rules: flow rule 1 (resource "a"): duplicates rule 0: both have the same resource, metric, strategy, behavior, statInterval and refResource; keep one`,
 			wantIndex: 1, wantResource: "a",
 		},
 		{
@@ -39,7 +39,7 @@ func TestSetValidateRefusesDuplicates(t *testing.T) {
 				{Resource: "a", Metric: Concurrency, Threshold: 2, RefResource: "b"},
 				{Resource: "a", Metric: Concurrency, Threshold: 3, RefResource: "b"},
 			}},
-			want: `rules: flow rule 1 (resource "a"): duplicates rule 0: both have the same resource, metric, strategy, behavior, statInterval and refResource; keep one`,
+			want:      `rules: flow rule 1 (resource "a"): duplicates rule 0: both have the same resource, metric, strategy, behavior, statInterval and refResource; keep one`,
 			wantIndex: 1, wantResource: "a",
 		},
 		{
@@ -48,7 +48,7 @@ func TestSetValidateRefusesDuplicates(t *testing.T) {
 				{Resource: "a", Threshold: 5, Strategy: TokenBucket, Burst: 2},
 				{Resource: "a", Threshold: 5, Strategy: TokenBucket, Burst: 20},
 			}},
-			want: `rules: flow rule 1 (resource "a"): duplicates rule 0: both have the same resource, metric, strategy, behavior, statInterval and refResource; keep one`,
+			want:      `rules: flow rule 1 (resource "a"): duplicates rule 0: both have the same resource, metric, strategy, behavior, statInterval and refResource; keep one`,
 			wantIndex: 1, wantResource: "a",
 		},
 		{
@@ -89,15 +89,15 @@ func TestSetValidateRefusesDuplicates(t *testing.T) {
 			give: Set{CircuitBreaker: []CircuitBreaker{slow, {Resource: "a", Strategy: ErrorCount, Threshold: 5, RetryTimeout: time.Second}}},
 		},
 		{
-			name: "param rules on one attachment",
-			give: Set{Param: []Param{{Resource: "a", Key: "tenant", Threshold: 5}, {Resource: "a", Key: "tenant", Threshold: 9, Duration: time.Second, Burst: 3}}},
-			want: `rules: param rule 1 (resource "a"): duplicates rule 0: both have the same resource, argument (key or index), metric and duration; keep one`,
+			name:      "param rules on one attachment",
+			give:      Set{Param: []Param{{Resource: "a", Key: "tenant", Threshold: 5}, {Resource: "a", Key: "tenant", Threshold: 9, Duration: time.Second, Burst: 3}}},
+			want:      `rules: param rule 1 (resource "a"): duplicates rule 0: both have the same resource, argument (key or index), metric and duration; keep one`,
 			wantIndex: 1, wantResource: "a",
 		},
 		{
-			name: "param concurrency on one argument",
-			give: Set{Param: []Param{{Resource: "a", Index: 1, Metric: Concurrency, Threshold: 5}, {Resource: "a", Index: 1, Metric: Concurrency, Threshold: 2}}},
-			want: `rules: param rule 1 (resource "a"): duplicates rule 0: both have the same resource, argument (key or index), metric and duration; keep one`,
+			name:      "param concurrency on one argument",
+			give:      Set{Param: []Param{{Resource: "a", Index: 1, Metric: Concurrency, Threshold: 5}, {Resource: "a", Index: 1, Metric: Concurrency, Threshold: 2}}},
+			want:      `rules: param rule 1 (resource "a"): duplicates rule 0: both have the same resource, argument (key or index), metric and duration; keep one`,
 			wantIndex: 1, wantResource: "a",
 		},
 		{
