@@ -164,7 +164,8 @@ func (l DecodeLimits) Decode(data []byte, format Format) (Set, error) {
 		err = (&checker{format: format, max: orDefault(l.MaxValues, 1<<20)}).check(root, 0)
 	}
 	if err == nil {
-		if de := (decoder{orDefault(l.MaxRules, DefaultMaxRules)}).value(root, reflect.ValueOf(&doc).Elem()); de != nil {
+		d := decoder{orDefault(l.MaxRules, DefaultMaxRules), orDefault(l.MaxNameBytes, DefaultMaxNameBytes)}
+		if de := d.value(root, reflect.ValueOf(&doc).Elem()); de != nil {
 			err = de.err()
 		}
 	}
@@ -180,20 +181,6 @@ func (l DecodeLimits) Decode(data []byte, format Format) (Set, error) {
 	}
 	if err == nil {
 		err = s.Validate()
-	}
-	sv, max := reflect.ValueOf(&s).Elem(), orDefault(l.MaxNameBytes, DefaultMaxNameBytes)
-	long := func(s string) string {
-		if len(s) <= max {
-			return ""
-		}
-		return fmt.Sprintf("is %d bytes, more than the limit of %d; %s", len(s), max, raise("MaxNameBytes", "it"))
-	}
-	for k := 0; k < sv.NumField(); k++ {
-		for i := 0; err == nil && i < sv.Field(k).Len(); i++ {
-			if err = checkStrings(kindOf(sv.Type().Field(k).Name), sv.Field(k).Index(i), long); err != nil {
-				err.(*Error).Index = i
-			}
-		}
 	}
 	if err != nil {
 		return Set{}, err
@@ -419,8 +406,15 @@ func mismatch(want string, n *yaml.Node) *decodeErr {
 
 var durationType = reflect.TypeFor[time.Duration]()
 
-// decoder decodes a node tree into a document.
-type decoder struct{ maxRules int }
+// decoder decodes a node tree into a document, within the limits.
+type decoder struct{ maxRules, maxName int }
+
+func (d decoder) long(s string, line int) *decodeErr {
+	if len(s) <= d.maxName {
+		return nil
+	}
+	return &decodeErr{msg: fmt.Sprintf("is %d bytes, more than the limit of %d", len(s), d.maxName), line: line, hint: "; " + raise("MaxNameBytes", "it")}
+}
 
 // value stores n into v (addressable), refusing what the document did not
 // mean as a value of v's type, such as a number for a string.
@@ -468,6 +462,8 @@ func (d decoder) value(n *yaml.Node, v reflect.Value) *decodeErr {
 				return mismatch("a string or number as a key", key)
 			} else if v.MapIndex(reflect.ValueOf(key.Value)).IsValid() {
 				return (&decodeErr{msg: "given twice", line: key.Line}).in(strconv.Quote(clip(key.Value, 40)))
+			} else if err := d.long(key.Value, key.Line); err != nil {
+				return err.in(strconv.Quote(clip(key.Value, 40)))
 			}
 			if err := d.value(n.Content[i+1], e); err != nil {
 				return err.in(strconv.Quote(clip(key.Value, 40)))
@@ -480,6 +476,8 @@ func (d decoder) value(n *yaml.Node, v reflect.Value) *decodeErr {
 	case k == reflect.String:
 		if n.Kind != yaml.ScalarNode || tagOf(n) != "!!str" {
 			return mismatch("a string", n)
+		} else if err := d.long(n.Value, n.Line); err != nil {
+			return err
 		}
 		v.SetString(n.Value)
 	case k == reflect.Bool:

@@ -435,7 +435,7 @@ func TestDecodeLimits(t *testing.T) {
 			"raise DecodeLimits.MaxRules (WithDecodeLimits for a FileSource) to read them"},
 		{"names exactly the bytes", DecodeLimits{MaxNameBytes: len("GET /api/v1/r000002")}, ""},
 		{"a name a byte long", DecodeLimits{MaxNameBytes: len("GET /api/v1/r000002") - 1}, `rules: flow rule 0 (resource "GET /api/v1/r000000"): ` +
-			"Resource: \"GET /api/v1/r000000\" is 19 bytes, more than the limit of 18; raise DecodeLimits.MaxNameBytes (WithDecodeLimits for a FileSource) to read it"},
+			"Resource: is 19 bytes, more than the limit of 18 at line 2; raise DecodeLimits.MaxNameBytes (WithDecodeLimits for a FileSource) to read it"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s, err := tt.limits.Decode(doc, YAML)

@@ -73,7 +73,13 @@ func validateList[R any, K comparable](kind string, rs []R, validate func(*R) er
 		r := &rs[i]
 		err := validate(r)
 		if err == nil {
-			err = checkStrings(kind, reflect.ValueOf(r).Elem(), notUTF8)
+			err = rulewalk.Strings(reflect.ValueOf(r).Elem(), func(field, s string, key bool) error {
+				if utf8.ValidString(s) {
+					return nil
+				}
+				return fieldErr(kind, resourceOf(reflect.ValueOf(r).Elem()), field, "%s%q is not valid UTF-8, which no rule document can hold",
+					map[bool]string{true: "key "}[key], clip(s, 40))
+			})
 		}
 		if err != nil {
 			err.(*Error).Kind, err.(*Error).Index = kind, i
@@ -85,29 +91,6 @@ func validateList[R any, K comparable](kind string, rs []R, validate func(*R) er
 		seen[key(r)] = i
 	}
 	return nil
-}
-
-func notUTF8(s string) string {
-	if utf8.ValidString(s) {
-		return ""
-	}
-	return "is not valid UTF-8, which no rule document can hold"
-}
-
-// checkStrings returns an *Error naming the field of rule v that holds a
-// string (a map key included) for which bad gives a reason, or nil.
-func checkStrings(kind string, v reflect.Value, bad func(string) string) error {
-	return rulewalk.Strings(v, func(field, s string, key bool) error {
-		why := bad(s)
-		if why == "" {
-			return nil
-		}
-		what := fmt.Sprintf("%q", clip(s, 40))
-		if key {
-			what = "key " + what
-		}
-		return fieldErr(kind, resourceOf(v), field, "%s %s", what, why)
-	})
 }
 
 // resourceOf returns the Resource field of rule v, or "".
