@@ -23,10 +23,8 @@ import (
 type Format uint8
 
 const (
-	// JSON is RFC 8259 JSON.
-	JSON Format = iota + 1
-	// YAML is YAML 1.2 (as read by go.yaml.in/yaml/v3), one document.
-	YAML
+	JSON Format = iota + 1 // RFC 8259
+	YAML                   // YAML 1.2 as go.yaml.in/yaml/v3 reads it, one document
 )
 
 func (f Format) String() string {
@@ -74,15 +72,11 @@ type DecodeLimits struct {
 	MaxNameBytes int
 }
 
+// The default limits of DecodeLimits, and the engine's own for rules and
+// names (sluice.WithMaxRules, sluice.WithMaxNameBytes).
 const (
-	// DefaultMaxBytes is the default DecodeLimits.MaxBytes, 4 MiB: about
-	// 80,000 two-field rules in YAML.
-	DefaultMaxBytes = 4 << 20
-	// DefaultMaxRules is the default DecodeLimits.MaxRules, and the number
-	// of rules of one kind an engine takes by default (sluice.WithMaxRules).
-	DefaultMaxRules = 10000
-	// DefaultMaxNameBytes is the default DecodeLimits.MaxNameBytes, and the
-	// longest name an engine takes by default (sluice.WithMaxNameBytes).
+	DefaultMaxBytes     = 4 << 20 // about 80,000 two-field rules in YAML
+	DefaultMaxRules     = 10000
 	DefaultMaxNameBytes = 1024
 )
 
@@ -603,43 +597,24 @@ func fieldName(f reflect.StructField) string {
 	return name
 }
 
-// suggest returns ` (did you mean "x"?)` for the name within two edits of
-// s, ignoring case and separators, or "".
+// suggest returns ` (did you mean "x"?)` for the name that s differs from
+// only by case, separators, or at most two letters left out or added, or "".
 func suggest(s string, names []string) string {
-	norm := func(s string) string {
-		return strings.ToLower(strings.NewReplacer("_", "", "-", "", " ", "").Replace(s))
-	}
-	best, bestD := "", 3
+	norm := strings.NewReplacer("_", "", "-", "", " ", "")
 	for _, n := range names {
-		if d := distance(norm(s), norm(n)); d < bestD {
-			best, bestD = n, d
+		a, b := strings.ToLower(norm.Replace(s)), strings.ToLower(norm.Replace(n))
+		if len(a) > len(b) {
+			a, b = b, a
 		}
-	}
-	if best == "" {
-		return ""
-	}
-	return fmt.Sprintf(" (did you mean %q?)", best)
-}
-
-// distance is the Levenshtein distance of a and b, capped for long input.
-func distance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return 64
-	}
-	prev, cur := make([]int, len(b)+1), make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			c := prev[j-1]
-			if a[i-1] != b[j-1] {
-				c++
+		i := 0 // a is a subsequence of b when i reaches len(a)
+		for j := 0; i < len(a) && j < len(b); j++ {
+			if a[i] == b[j] {
+				i++
 			}
-			cur[j] = min(c, prev[j]+1, cur[j-1]+1)
 		}
-		prev, cur = cur, prev
+		if len(a) > 0 && i == len(a) && len(b)-len(a) <= 2 {
+			return fmt.Sprintf(" (did you mean %q?)", n)
+		}
 	}
-	return prev[len(b)]
+	return ""
 }

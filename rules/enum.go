@@ -25,14 +25,11 @@ type TokenStrategy string
 const (
 	// Direct allows Threshold per interval from the start.
 	Direct TokenStrategy = "direct"
-	// WarmUp starts a cold resource at Threshold/ColdFactor and raises the
-	// allowance to Threshold over WarmUpPeriod (Guava's SmoothWarmingUp, as
-	// in Sentinel).
+	// WarmUp starts a cold resource at Threshold/ColdFactor, reaching
+	// Threshold over WarmUpPeriod (Guava's SmoothWarmingUp, as in Sentinel).
 	WarmUp TokenStrategy = "warm-up"
-	// TokenBucket refills Threshold tokens per StatInterval, continuously,
-	// and stores at most Burst (golang.org/x/time/rate's semantics; a
-	// bucket starts full): an idle resource admits Burst requests at once,
-	// then Threshold per interval.
+	// TokenBucket refills Threshold tokens per StatInterval and stores at
+	// most Burst, starting full (golang.org/x/time/rate's semantics).
 	TokenBucket TokenStrategy = "token-bucket"
 )
 
@@ -41,12 +38,8 @@ const (
 type ControlBehavior string
 
 const (
-	// Reject refuses requests over the limit at once.
-	Reject ControlBehavior = "reject"
-	// Throttle paces requests evenly at the threshold rate, each waiting at
-	// most MaxQueueing (with TokenBucket: for tokens still to come, as
-	// rate.Limiter.ReserveN).
-	Throttle ControlBehavior = "throttle"
+	Reject   ControlBehavior = "reject"   // refuse at once
+	Throttle ControlBehavior = "throttle" // pace evenly, waiting at most MaxQueueing
 )
 
 // BreakerStrategy is what a circuit breaker counts as a bad outcome. ""
@@ -54,32 +47,21 @@ const (
 type BreakerStrategy string
 
 const (
-	// SlowRequestRatio opens when the share of calls slower than
-	// MaxAllowedRT exceeds Threshold.
-	SlowRequestRatio BreakerStrategy = "slow-request-ratio"
-	// ErrorRatio opens when the share of calls that ended with an error
-	// exceeds Threshold.
-	ErrorRatio BreakerStrategy = "error-ratio"
-	// ErrorCount opens when the window holds Threshold calls that ended
-	// with an error.
-	ErrorCount BreakerStrategy = "error-count"
+	SlowRequestRatio BreakerStrategy = "slow-request-ratio" // share of calls slower than MaxAllowedRT
+	ErrorRatio       BreakerStrategy = "error-ratio"        // share of calls that failed
+	ErrorCount       BreakerStrategy = "error-count"        // number of calls that failed
 )
 
 // SystemMetric is what a system rule measures. It has no default.
 type SystemMetric string
 
 const (
-	// InboundQPS is the inbound requests admitted over the last second.
-	InboundQPS SystemMetric = "qps"
-	// InboundConcurrency is the inbound requests in flight.
-	InboundConcurrency SystemMetric = "concurrency"
-	// InboundAvgRT is the mean response time, in milliseconds, of the
-	// inbound requests that completed over the last second.
-	InboundAvgRT SystemMetric = "avg-rt"
-	// Load1 is the host's one-minute load average, as sampled.
-	Load1 SystemMetric = "load1"
-	// CPUUsage is the process's CPU usage, as sampled: a ratio in [0, 1] of
-	// the CPU it may use (its cgroup quota, or all CPUs of the host).
+	InboundQPS         SystemMetric = "qps"         // inbound requests admitted over the last second
+	InboundConcurrency SystemMetric = "concurrency" // inbound requests in flight
+	InboundAvgRT       SystemMetric = "avg-rt"      // mean RT of the last second's inbound requests, in ms
+	Load1              SystemMetric = "load1"       // the host's one-minute load average
+	// CPUUsage is the process's CPU usage: a ratio in [0, 1] of the CPU it
+	// may use (its cgroup quota, or all CPUs of the host).
 	CPUUsage SystemMetric = "cpu-usage"
 )
 
@@ -88,12 +70,8 @@ const (
 type SystemStrategy string
 
 const (
-	// PlainThreshold refuses every inbound entry while the metric is over.
-	PlainThreshold SystemStrategy = "threshold"
-	// BBR refuses inbound entries while the metric is over and the inbound
-	// concurrency exceeds what the process has shown it can complete
-	// (maxCompletedPerSecond × minRT).
-	BBR SystemStrategy = "bbr"
+	PlainThreshold SystemStrategy = "threshold" // refuse while the metric is over
+	BBR            SystemStrategy = "bbr"       // and the process is past what it completes (see System)
 )
 
 // ClusterMode is how a cluster rule's Threshold counts. "" means

@@ -29,20 +29,17 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "rules: %s rule", e.Kind)
+	s := "rules: " + e.Kind + " rule"
 	if e.Index >= 0 {
-		fmt.Fprintf(&b, " %d", e.Index)
+		s += " " + strconv.Itoa(e.Index)
 	}
 	if e.Resource != "" {
-		b.WriteString(" (resource " + strconv.Quote(clip(e.Resource, 128)) + ")")
+		s += " (resource " + strconv.Quote(clip(e.Resource, 128)) + ")"
 	}
-	b.WriteString(": ")
 	if e.Field != "" && !strings.HasPrefix(e.Reason, "unknown field") {
-		b.WriteString(e.Field + ": ")
+		s += ": " + e.Field
 	}
-	b.WriteString(e.Reason)
-	return b.String()
+	return s + ": " + e.Reason
 }
 
 // clip shortens s to about n bytes for an error message, which should not

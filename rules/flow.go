@@ -27,13 +27,11 @@ type Flow struct {
 	Resource string `json:"resource" yaml:"resource"`
 	// Metric is what the rule counts: QPS (default) or Concurrency.
 	Metric FlowMetric `json:"metric,omitempty" yaml:"metric,omitempty"`
-	// Threshold is the limit: requests per StatInterval for QPS, requests
-	// in flight for Concurrency. It must be positive, and at least 1 for a
-	// QPS rule of the direct strategy and the reject behavior on its own
-	// resource (a window cannot admit part of a request).
+	// Threshold is the limit: requests per StatInterval for QPS, in flight
+	// for Concurrency. At least 1 for a QPS rule of the direct strategy and
+	// the reject behavior on its own resource.
 	Threshold float64 `json:"threshold" yaml:"threshold"`
-	// Strategy is Direct (default), WarmUp or TokenBucket; the last two
-	// need QPS.
+	// Strategy is Direct (default), WarmUp or TokenBucket (QPS only).
 	Strategy TokenStrategy `json:"strategy,omitempty" yaml:"strategy,omitempty"`
 	// Behavior is Reject (default) or Throttle, which needs QPS.
 	Behavior ControlBehavior `json:"behavior,omitempty" yaml:"behavior,omitempty"`
@@ -41,7 +39,7 @@ type Flow struct {
 	// turn, in [0, 1h]; zero means requests never wait.
 	MaxQueueing time.Duration `json:"maxQueueing,omitempty" yaml:"maxQueueing,omitempty"`
 	// WarmUpPeriod is, with WarmUp, how long a cold resource takes to reach
-	// Threshold. Required with WarmUp.
+	// Threshold, in (0, 24h].
 	WarmUpPeriod time.Duration `json:"warmUpPeriod,omitempty" yaml:"warmUpPeriod,omitempty"`
 	// ColdFactor is, with WarmUp, how many times below Threshold a cold
 	// resource starts. Zero means 3; others must be in (1, 1000].
@@ -56,17 +54,14 @@ type Flow struct {
 	Burst float64 `json:"burst,omitempty" yaml:"burst,omitempty"`
 	// Exact, for a QPS rule of the direct strategy and the reject behavior,
 	// makes the limit hold in every interval of StatInterval's length,
-	// wherever it starts. The rule keeps the admission times of its last
-	// Threshold requests, so Threshold must be a whole number of at most
-	// 10,000.
+	// wherever it starts (Threshold a whole number, at most 10,000).
 	Exact bool `json:"exact,omitempty" yaml:"exact,omitempty"`
 	// RefResource, when set, makes the rule measure that other resource
 	// instead of its own: Resource is blocked while RefResource's QPS (or
 	// concurrency) is over Threshold.
 	RefResource string `json:"refResource,omitempty" yaml:"refResource,omitempty"`
 	// Cluster, when set, makes Threshold a budget shared by every instance
-	// of the service through the engine's cluster store. Nil means a local
-	// rule.
+	// of the service. Nil means a local rule.
 	Cluster *Cluster `json:"cluster,omitempty" yaml:"cluster,omitempty"`
 }
 
@@ -180,9 +175,7 @@ func (r *Flow) validate() error {
 	return nil
 }
 
-// belowOne says how to write a rate of t per iv, below one request per
-// interval: a longer StatInterval holding one request, when one of at most
-// an hour does, or pacing, or a token bucket.
+// belowOne says how to write a rate of t per iv, below one per interval.
 func belowOne(t float64, iv time.Duration) string {
 	alt := "for that rate set Behavior throttle (one request every StatInterval/Threshold) or Strategy token-bucket with Burst 1"
 	if long := float64(iv) / t; long <= float64(time.Hour) {

@@ -13,12 +13,9 @@ import (
 // Each distinct value gets its own limit, so a hot value is refused while
 // the others keep flowing.
 //
-// The argument is named by Key (an attachment given with
-// sluice.WithAttachment) or, when Key is empty, by Index (a position in
-// sluice.WithArgs). Values are identified by their string form: the string
-// itself, the decimal form of an integer, or, for other types, a %v-like
-// rendering of their structure (String and Error methods are not called).
-// An entry without the argument passes the rule.
+// Values are identified by their string form: the string itself, the
+// decimal form of an integer, or a %v-like rendering of their structure
+// (String methods are not called). An entry without the argument passes.
 //
 // With Metric QPS and Behavior Reject (the default) every value owns a token
 // bucket of Threshold+Burst tokens that starts full and earns exactly
@@ -33,13 +30,12 @@ type Param struct {
 	// Resource is the name of the resource the rule protects. Required.
 	Resource string `json:"resource" yaml:"resource"`
 	// Index is the position of the argument in sluice.WithArgs, in [0,
-	// 255]; it must be 0 when Key is set.
+	// 255]; 0 when Key is set.
 	Index int `json:"index,omitempty" yaml:"index,omitempty"`
-	// Key, when set, names the attachment (sluice.WithAttachment) whose value
-	// the rule counts, instead of a positional argument.
+	// Key, when set, names the attachment (sluice.WithAttachment) counted
+	// instead.
 	Key string `json:"key,omitempty" yaml:"key,omitempty"`
-	// Metric is what the rule counts per value: QPS (default; requests per
-	// Duration) or Concurrency (requests in flight).
+	// Metric is QPS (default; requests per Duration) or Concurrency.
 	Metric FlowMetric `json:"metric,omitempty" yaml:"metric,omitempty"`
 	// Threshold is the limit of each value not listed in Exceptions, in
 	// [1, MaxThreshold].
@@ -66,9 +62,8 @@ type Param struct {
 	// active within one Duration.
 	Capacity int `json:"capacity,omitempty" yaml:"capacity,omitempty"`
 	// Cluster, when set, makes each value's limit a budget shared by every
-	// instance through the engine's cluster store. Unlike a flow rule, a
-	// param rule asks the store on every entry unless Cluster.Leases is set.
-	// Nil means a local rule. See docs/cluster.md.
+	// instance; the store is asked on every entry unless Cluster.Leases is
+	// set. Nil means a local rule.
 	Cluster *Cluster `json:"cluster,omitempty" yaml:"cluster,omitempty"`
 }
 

@@ -16,17 +16,13 @@ import (
 type System struct {
 	// ID is an optional label, shown in block errors and logs.
 	ID string `json:"id,omitempty" yaml:"id,omitempty"`
-	// Metric is what the rule measures. Required: the zero value is refused.
+	// Metric is what the rule measures. Required.
 	Metric SystemMetric `json:"metric" yaml:"metric"`
-	// Threshold is the trigger value, in the metric's unit: requests per
-	// second for InboundQPS, requests in flight for InboundConcurrency (a
-	// whole number), milliseconds for InboundAvgRT, the one-minute load
-	// average for Load1, and a ratio in (0, 1] for CPUUsage (0.8 means 80 %
-	// of the CPU the process may use). It must be positive.
+	// Threshold is the trigger value in the metric's unit, positive: a
+	// whole number for InboundConcurrency, a ratio in (0, 1] for CPUUsage.
 	Threshold float64 `json:"threshold" yaml:"threshold"`
-	// Strategy is PlainThreshold (default) or BBR. BBR is refused for the
-	// inbound metrics: QPS, concurrency and RT are themselves the quantities
-	// BBR weighs, so a plain threshold is what such a rule means.
+	// Strategy is PlainThreshold (default) or BBR (not for the inbound
+	// metrics, which are themselves what BBR weighs).
 	Strategy SystemStrategy `json:"strategy,omitempty" yaml:"strategy,omitempty"`
 }
 
