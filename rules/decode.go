@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -28,11 +27,8 @@ const (
 )
 
 func (f Format) String() string {
-	switch f {
-	case JSON:
-		return "json"
-	case YAML:
-		return "yaml"
+	if f == JSON || f == YAML {
+		return [...]string{JSON: "json", YAML: "yaml"}[f]
 	}
 	return "Format(" + strconv.Itoa(int(f)) + ")"
 }
@@ -80,7 +76,7 @@ const (
 	DefaultMaxNameBytes = 1024
 )
 
-const maxDepth = 64 // a rule document needs 5
+const maxDepth = 64 // a rule document needs 5; the JSON reader stops there
 
 func orDefault(v, def int) int {
 	if v <= 0 {
@@ -155,10 +151,7 @@ func (l DecodeLimits) Decode(data []byte, format Format) (Set, error) {
 	var doc document
 	root, err := parse(data, format)
 	if err == nil {
-		err = (&checker{format: format, max: orDefault(l.MaxValues, 1<<20)}).check(root, 0)
-	}
-	if err == nil {
-		d := decoder{orDefault(l.MaxRules, DefaultMaxRules), orDefault(l.MaxNameBytes, DefaultMaxNameBytes)}
+		d := &decoder{maxValues: orDefault(l.MaxValues, 1<<20), maxRules: orDefault(l.MaxRules, DefaultMaxRules), maxName: orDefault(l.MaxNameBytes, DefaultMaxNameBytes)}
 		if de := d.value(root, reflect.ValueOf(&doc).Elem()); de != nil {
 			err = de.err()
 		}
@@ -204,7 +197,10 @@ func parse(data []byte, f Format) (*yaml.Node, error) {
 		}
 		dec := json.NewDecoder(bytes.NewReader(data))
 		dec.UseNumber()
-		root = (&jsonReader{dec: dec, data: data, line: 1}).node(0)
+		r := &jsonReader{dec: dec, data: data, line: 1}
+		if root = r.node(0); r.deep > 0 {
+			return nil, fmt.Errorf("rules: json: nesting deeper than %d%s", maxDepth, at(r.deep))
+		}
 	case YAML:
 		dec := yaml.NewDecoder(bytes.NewReader(data))
 		var doc, extra yaml.Node
@@ -233,6 +229,7 @@ type jsonReader struct {
 	dec       *json.Decoder
 	data      []byte
 	off, line int
+	deep      int // the line where nesting passed maxDepth, or 0
 }
 
 func (r *jsonReader) node(depth int) *yaml.Node {
@@ -248,7 +245,8 @@ func (r *jsonReader) node(depth int) *yaml.Node {
 		if v == '{' {
 			n.Kind, n.Tag = yaml.MappingNode, "!!map"
 		}
-		if depth > maxDepth { // the checker refuses it; do not recurse further
+		if depth > maxDepth {
+			r.deep = cmp.Or(r.deep, r.line)
 			return n
 		}
 		for r.dec.More() {
@@ -268,35 +266,6 @@ func (r *jsonReader) node(depth int) *yaml.Node {
 		n.Tag, n.Value = "!!null", "null"
 	}
 	return n
-}
-
-// checker bounds a parsed document before it is decoded: depth, tags, and
-// values with aliases expanded (a "billion laughs" stops at max).
-type checker struct {
-	format      Format
-	values, max int
-}
-
-func (c *checker) check(n *yaml.Node, depth int) error {
-	if c.values++; c.values > c.max {
-		return fmt.Errorf("rules: document has more than %d values%s (a YAML alias counts its values at every use); %s",
-			c.max, at(n.Line), raise("MaxValues", "it"))
-	}
-	if depth > maxDepth {
-		return fmt.Errorf("rules: %v: nesting deeper than %d%s", c.format, maxDepth, at(n.Line))
-	}
-	if n.Kind == yaml.AliasNode {
-		return c.check(n.Alias, depth+1)
-	}
-	if tag := n.ShortTag(); n.Kind == yaml.ScalarNode && !slices.Contains([]string{"!!null", "!!bool", "!!int", "!!float", "!!str", "!!timestamp", "!!merge"}, tag) {
-		return fmt.Errorf("rules: yaml: unsupported tag %s%s", clip(tag, 40), at(n.Line))
-	}
-	for _, child := range n.Content {
-		if err := c.check(child, depth+1); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 func deref(n *yaml.Node) *yaml.Node {
@@ -355,6 +324,7 @@ func at(line int) string {
 // decodeErr is a problem at path (fields' Go names, indexes and keys), in
 // rule, or with an unknown field (named as written).
 type decodeErr struct {
+	limit     error // a limit of the whole document, reached
 	path      []string
 	msg, hint string
 	line      int
@@ -369,6 +339,9 @@ func (e *decodeErr) in(elem string) *decodeErr {
 
 // err returns the problem as an *Error when it is in a rule.
 func (e *decodeErr) err() error {
+	if e.limit != nil {
+		return e.limit
+	}
 	reason := e.msg + at(e.line) + e.hint
 	switch len(e.path) {
 	case 0:
@@ -400,10 +373,21 @@ func mismatch(want string, n *yaml.Node) *decodeErr {
 
 var durationType = reflect.TypeFor[time.Duration]()
 
-// decoder decodes a node tree into a document, within the limits.
-type decoder struct{ maxRules, maxName int }
+// decoder decodes a node tree into a document, within the limits. It
+// counts every value it visits (keys, and each use of a YAML alias,
+// included), so that a "billion laughs" stops after maxValues.
+type decoder struct{ values, maxValues, maxRules, maxName int }
 
-func (d decoder) long(s string, line int) *decodeErr {
+// count counts value n, or refuses the document when it holds too many.
+func (d *decoder) count(n *yaml.Node) *decodeErr {
+	if d.values++; d.values <= d.maxValues {
+		return nil
+	}
+	return &decodeErr{limit: fmt.Errorf("rules: document has more than %d values%s (a YAML alias counts its values at every use); %s",
+		d.maxValues, at(n.Line), raise("MaxValues", "it"))}
+}
+
+func (d *decoder) long(s string, line int) *decodeErr {
 	if len(s) <= d.maxName {
 		return nil
 	}
@@ -412,8 +396,12 @@ func (d decoder) long(s string, line int) *decodeErr {
 
 // value stores n into v (addressable), refusing what the document did not
 // mean as a value of v's type, such as a number for a string.
-func (d decoder) value(n *yaml.Node, v reflect.Value) *decodeErr {
-	n = deref(n)
+func (d *decoder) value(n *yaml.Node, v reflect.Value) *decodeErr {
+	if err := d.count(n); err != nil {
+		return err
+	} else if n.Kind == yaml.AliasNode {
+		return d.value(n.Alias, v)
+	}
 	t := v.Type()
 	switch k := t.Kind(); {
 	case n.Kind == yaml.ScalarNode && tagOf(n) == "!!null":
@@ -452,7 +440,9 @@ func (d decoder) value(n *yaml.Node, v reflect.Value) *decodeErr {
 		v.SetZero() // an empty map reads back as nil, as Encode leaves it out
 		for i := 0; i < len(n.Content); i += 2 {
 			key, e := deref(n.Content[i]), reflect.New(t.Elem()).Elem()
-			if key.Kind != yaml.ScalarNode || tagOf(key) == "!!null" {
+			if err := d.count(key); err != nil {
+				return err
+			} else if key.Kind != yaml.ScalarNode || tagOf(key) == "!!null" {
 				return mismatch("a string or number as a key", key)
 			} else if v.MapIndex(reflect.ValueOf(key.Value)).IsValid() {
 				return (&decodeErr{msg: "given twice", line: key.Line}).in(strconv.Quote(clip(key.Value, 40)))
@@ -500,7 +490,7 @@ func (d decoder) value(n *yaml.Node, v reflect.Value) *decodeErr {
 
 // fields decodes mapping n into struct v by the yaml tags. A merge key
 // (<<: *defaults) sets what n does not (of a list of maps, the first wins).
-func (d decoder) fields(n *yaml.Node, v reflect.Value) *decodeErr {
+func (d *decoder) fields(n *yaml.Node, v reflect.Value) *decodeErr {
 	t, what := v.Type(), "field"
 	if t == reflect.TypeFor[document]() {
 		what = "rule kind"
@@ -524,6 +514,9 @@ func (d decoder) fields(n *yaml.Node, v reflect.Value) *decodeErr {
 	seen := make([]int, t.NumField())
 	for i := 0; i < len(n.Content); i += 2 {
 		key, f := deref(n.Content[i]), 0
+		if err := d.count(key); err != nil {
+			return err
+		}
 		for f < t.NumField() && fieldName(t.Field(f)) != key.Value {
 			f++
 		}

@@ -357,21 +357,24 @@ func TestDecodeJSONWhitespace(t *testing.T) {
 }
 
 func TestDecodeBoundsHostileInput(t *testing.T) {
-	// A billion-laughs document: each level doubles the expansion.
+	// A billion-laughs document: each rule merges the one before twice, so
+	// decoding rule k would visit 2^k values.
 	var b strings.Builder
-	b.WriteString("a00: &a00 [x, x]\n")
+	b.WriteString("flow:\n- &a00 {resource: a, threshold: 1}\n")
 	for i := 1; i < 40; i++ {
-		b.WriteString("a" + itoa(i) + ": &a" + itoa(i) + " [*a" + itoa(i-1) + ", *a" + itoa(i-1) + "]\n")
+		fmt.Fprintf(&b, "- &a%02d {<<: [*a%02d, *a%02d], id: x}\n", i, i-1, i-1)
 	}
 	_, err := Decode([]byte(b.String()), YAML)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "more than 1048576 values")
 
+	// Nesting: JSON is read to 64 levels; no rule field takes a list, so
+	// deeper YAML is refused as the wrong type where it starts.
 	deep := strings.Repeat("[", 200) + strings.Repeat("]", 200)
 	_, err = Decode([]byte(`{"flow":`+deep+`}`), JSON)
 	require.EqualError(t, err, "rules: json: nesting deeper than 64 at line 1")
 	_, err = Decode([]byte(`flow: `+deep), YAML)
-	require.EqualError(t, err, "rules: yaml: nesting deeper than 64 at line 1")
+	require.EqualError(t, err, "rules: flow rule 0: want a map of fields, got a list at line 1")
 }
 
 // manyRules returns a document of n flow rules of two fields each, about 52
