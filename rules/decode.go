@@ -442,7 +442,7 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value) *decodeErr {
 			key, e := deref(n.Content[i]), reflect.New(t.Elem()).Elem()
 			if err := d.count(key); err != nil {
 				return err
-			} else if key.Kind != yaml.ScalarNode || tagOf(key) == "!!null" {
+			} else if kt := tagOf(key); key.Kind != yaml.ScalarNode || kt != "!!str" && kt != "!!int" && kt != "!!float" && kt != "!!bool" {
 				return mismatch("a string or number as a key", key)
 			} else if v.MapIndex(reflect.ValueOf(key.Value)).IsValid() {
 				return (&decodeErr{msg: "given twice", line: key.Line}).in(strconv.Quote(clip(key.Value, 40)))
