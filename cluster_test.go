@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-go/sluice/cluster"
 	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/rulewalk"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 	"github.com/sluice-go/sluice/stat"
@@ -239,7 +240,7 @@ func TestClusterReloadKeepsOrGivesBackLeases(t *testing.T) {
 	require.Greater(t, held, int64(1))
 
 	// The same rule (a fresh copy) and an unrelated one: the lease stays.
-	same := rule.Clone()
+	same := rulewalk.Clone(rule)
 	mustLoadFlow(t, g, rules.Flow{Resource: "other", Threshold: 5}, same)
 	require.Nil(t, blockOf(t, g, "api"))
 	assert.Equal(t, held, st.used(key, time.Second), "the kept lease served the entry")
@@ -247,7 +248,7 @@ func TestClusterReloadKeepsOrGivesBackLeases(t *testing.T) {
 	assert.Zero(t, s.Given)
 
 	// A changed threshold: the old Limiter gives its unused permits back.
-	changed := rule.Clone()
+	changed := rulewalk.Clone(rule)
 	changed.Threshold = 50
 	mustLoadFlow(t, g, changed)
 	given := func() int64 { s, _ := g.ClusterStatus(); return s.Given }

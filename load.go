@@ -1,11 +1,13 @@
 package sluice
 
 import (
+	"reflect"
 	"slices"
 
 	"github.com/sluice-go/sluice/internal/degrade"
 	"github.com/sluice-go/sluice/internal/flow"
 	"github.com/sluice-go/sluice/internal/param"
+	"github.com/sluice-go/sluice/internal/rulewalk"
 	"github.com/sluice-go/sluice/internal/system"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/stat"
@@ -65,7 +67,7 @@ func cloneRules[R any](rs []R) []R {
 func cloneFlows(rs []rules.Flow) []rules.Flow {
 	out := cloneRules(rs)
 	for i := range out {
-		out[i] = out[i].Clone()
+		out[i] = rulewalk.Clone(out[i])
 	}
 	return out
 }
@@ -80,7 +82,7 @@ var (
 		state:    func(eng *Engine) *kindState[rules.Flow, map[string][]*flow.Controller] { return &eng.flow },
 		of:       func(s *rules.Set) *[]rules.Flow { return &s.Flow },
 		validate: func(rs []rules.Flow) error { return (&rules.Set{Flow: rs}).Validate() },
-		equal:    func(a, b []rules.Flow) bool { return slices.EqualFunc(a, b, rules.Flow.Equal) },
+		equal:    func(a, b []rules.Flow) bool { return reflect.DeepEqual(a, b) },
 		clone:    cloneFlows,
 		build: func(eng *Engine, rs []rules.Flow, old map[string][]*flow.Controller) (map[string][]*flow.Controller, error) {
 			if err := eng.cluster.refuses(rs); err != nil {
@@ -123,7 +125,7 @@ var (
 		state:    func(eng *Engine) *kindState[rules.Param, map[string][]*param.Controller] { return &eng.param },
 		of:       func(s *rules.Set) *[]rules.Param { return &s.Param },
 		validate: func(rs []rules.Param) error { return (&rules.Set{Param: rs}).Validate() },
-		equal:    func(a, b []rules.Param) bool { return slices.EqualFunc(a, b, rules.Param.Equal) },
+		equal:    func(a, b []rules.Param) bool { return reflect.DeepEqual(a, b) },
 		clone:    cloneParams,
 		build: func(eng *Engine, rs []rules.Param, old map[string][]*param.Controller) (map[string][]*param.Controller, error) {
 			if err := eng.cluster.refusesParams(rs); err != nil {

@@ -1,6 +1,7 @@
 package sluice
 
 import (
+	"github.com/sluice-go/sluice/internal/rulewalk"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -27,7 +28,7 @@ func cloneParams(rs []rules.Param) []rules.Param {
 	}
 	out := make([]rules.Param, len(rs))
 	for i := range rs {
-		out[i] = rs[i].Clone()
+		out[i] = rulewalk.Clone(rs[i])
 	}
 	return out
 }

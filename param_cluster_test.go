@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/rulewalk"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 )
@@ -163,7 +164,7 @@ func TestParamClusterLeasesGiveBack(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		require.Nil(t, userEntry(t, g, "api", "alice"))
 	}
-	changed, err := g.LoadParamRules([]rules.Param{r.Clone()})
+	changed, err := g.LoadParamRules([]rules.Param{rulewalk.Clone(r)})
 	require.NoError(t, err)
 	assert.False(t, changed)
 	s, _ := g.ClusterStatus()

@@ -566,7 +566,7 @@ func TestRulesInFileFormat(t *testing.T) {
 		"resource: GET /api\nthreshold: 50\nbehavior: throttle\nmaxQueueing: 500ms",
 		"metric: load1\nthreshold: 8",
 		"resource: GET /api\nstrategy: error-count\nthreshold: 1000\nretryTimeout: 10s",
-		"resource: &#39;POST /orders: a&#39;\nkey: user\nthreshold: 10\nduration: 1m0s\nexceptions:\n  bot: 1\n  vip: 100",
+		"resource: &#34;POST /orders: a&#34;\nkey: user\nthreshold: 10\nduration: 1m0s\nexceptions:\n  bot: 1\n  vip: 100",
 	}, got)
 	require.NotContains(t, body, "10000000000")
 	require.NotContains(t, body, `"retryTimeout"`)

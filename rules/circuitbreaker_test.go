@@ -53,7 +53,7 @@ func TestCircuitBreakerValidate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := tt.give.Validate()
+			err := tt.give.validate()
 			if tt.wantField == "" {
 				require.NoError(t, err)
 				return
@@ -62,7 +62,7 @@ func TestCircuitBreakerValidate(t *testing.T) {
 			require.True(t, errors.As(err, &re), "Validate() = %v, want *rules.Error", err)
 			assert.Equal(t, "circuit breaker", re.Kind)
 			assert.Equal(t, tt.wantField, re.Field, "Validate() = %v", err)
-			assert.Equal(t, -1, re.Index)
+			assert.Equal(t, 0, re.Index)
 			assert.Equal(t, tt.give.Resource, re.Resource)
 		})
 	}

@@ -39,7 +39,7 @@ func TestFlowClusterValidate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := Flow{Resource: "r", Threshold: 100, Cluster: &Cluster{}}
 			tt.give(&r)
-			err := r.Validate()
+			err := r.validate()
 			if tt.wantField == "" {
 				require.NoError(t, err)
 				return
@@ -84,18 +84,4 @@ flow:
 	assert.ErrorContains(t, err, "Fallback: unknown value \"drop\"")
 	_, err = Decode([]byte("flow:\n  - resource: a\n    threshold: 1\n    cluster: {share: 1}\n"), YAML)
 	assert.ErrorContains(t, err, "share")
-}
-
-func TestFlowEqualClone(t *testing.T) {
-	a := Flow{Resource: "r", Threshold: 10, Cluster: &Cluster{Strict: true}}
-	b := a.Clone()
-	require.NotSame(t, a.Cluster, b.Cluster)
-	assert.True(t, a.Equal(b))
-	b.Cluster.Strict = false
-	assert.False(t, a.Equal(b), "different sections")
-	assert.True(t, a.Cluster.Strict, "the clone shares nothing")
-	assert.False(t, a.Equal(Flow{Resource: "r", Threshold: 10}), "cluster beside local")
-	assert.True(t, Flow{Resource: "r"}.Equal(Flow{Resource: "r"}))
-	assert.False(t, Flow{Resource: "r"}.Equal(Flow{Resource: "s"}))
-	assert.Equal(t, Flow{Resource: "x"}, Flow{Resource: "x"}.Clone())
 }

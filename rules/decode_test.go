@@ -162,7 +162,7 @@ func TestDecodeErrors(t *testing.T) {
 			name:   "unknown enum",
 			give:   "flow:\n- {resource: a, threshold: 1, metric: rps}\n",
 			format: YAML,
-			want:   `rules: flow rule 0 (resource "a"): Metric: unknown value "rps" (want one of qps, concurrency) at line 2`,
+			want:   `rules: flow rule 0 (resource "a"): Metric: unknown value "rps" (want one of qps, concurrency)`,
 		},
 		{
 			name:   "fraction for an integer",
@@ -227,13 +227,13 @@ func TestDecodeErrors(t *testing.T) {
 			name:   "duplicate key yaml",
 			give:   "isolation:\n- resource: a\n  threshold: 1\n  threshold: 2\n",
 			format: YAML,
-			want:   `rules: yaml: key "threshold" at line 4 is given twice (first at line 3)`,
+			want:   `rules: isolation rule 0 (resource "a"): Threshold: given twice, at lines 3 and 4`,
 		},
 		{
 			name:   "duplicate key json",
 			give:   "{\"isolation\": [{\"resource\": \"a\",\n \"resource\": \"b\", \"threshold\": 1}]}",
 			format: JSON,
-			want:   `rules: json: key "resource" at line 2 is given twice (first at line 1)`,
+			want:   `rules: isolation rule 0 (resource "b"): Resource: given twice, at lines 1 and 2`,
 		},
 		{
 			name:   "json syntax error",
@@ -357,21 +357,24 @@ func TestDecodeJSONWhitespace(t *testing.T) {
 }
 
 func TestDecodeBoundsHostileInput(t *testing.T) {
-	// A billion-laughs document: each level doubles the expansion.
+	// A billion-laughs document: each rule merges the one before twice, so
+	// decoding rule k would visit 2^k values.
 	var b strings.Builder
-	b.WriteString("a00: &a00 [x, x]\n")
+	b.WriteString("flow:\n- &a00 {resource: a, threshold: 1}\n")
 	for i := 1; i < 40; i++ {
-		b.WriteString("a" + itoa(i) + ": &a" + itoa(i) + " [*a" + itoa(i-1) + ", *a" + itoa(i-1) + "]\n")
+		fmt.Fprintf(&b, "- &a%02d {<<: [*a%02d, *a%02d], id: x}\n", i, i-1, i-1)
 	}
 	_, err := Decode([]byte(b.String()), YAML)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "more than 1048576 values")
 
+	// Nesting: JSON is read to 64 levels; no rule field takes a list, so
+	// deeper YAML is refused as the wrong type where it starts.
 	deep := strings.Repeat("[", 200) + strings.Repeat("]", 200)
 	_, err = Decode([]byte(`{"flow":`+deep+`}`), JSON)
 	require.EqualError(t, err, "rules: json: nesting deeper than 64 at line 1")
 	_, err = Decode([]byte(`flow: `+deep), YAML)
-	require.EqualError(t, err, "rules: yaml: nesting deeper than 64 at line 1")
+	require.EqualError(t, err, "rules: flow rule 0: want a map of fields, got a list at line 1")
 }
 
 // manyRules returns a document of n flow rules of two fields each, about 52
@@ -404,7 +407,7 @@ func TestDecodeRefusesLargeDocumentBeforeParsing(t *testing.T) {
 			doc := manyRules(100_000, f)
 			_, err := Decode(doc, f)
 			require.EqualError(t, err, fmt.Sprintf("rules: document is %d bytes, more than the limit of 4194304 bytes; "+
-				"raise DecodeLimits.MaxBytes (WithDecodeLimits for a FileSource) to read it", len(doc)))
+				"raise DecodeLimits.MaxBytes (filestore.WithDecodeLimits for a rule store) to read it", len(doc)))
 
 			// Not even parsed: a broken document over the limit gets the same
 			// answer, not a syntax error.
@@ -426,16 +429,16 @@ func TestDecodeLimits(t *testing.T) {
 		{"negative means default", DecodeLimits{MaxBytes: -1, MaxValues: -1}, ""},
 		{"exactly the bytes", DecodeLimits{MaxBytes: len(doc)}, ""},
 		{"a byte short", DecodeLimits{MaxBytes: len(doc) - 1}, fmt.Sprintf("rules: document is %d bytes, more than the limit of %d bytes; "+
-			"raise DecodeLimits.MaxBytes (WithDecodeLimits for a FileSource) to read it", len(doc), len(doc)-1)},
+			"raise DecodeLimits.MaxBytes (filestore.WithDecodeLimits for a rule store) to read it", len(doc), len(doc)-1)},
 		{"exactly the values", DecodeLimits{MaxValues: 18}, ""},
 		{"a value short", DecodeLimits{MaxValues: 17}, "rules: document has more than 17 values at line 7 (a YAML alias counts its values at every use); " +
-			"raise DecodeLimits.MaxValues (WithDecodeLimits for a FileSource) to read it"},
+			"raise DecodeLimits.MaxValues (filestore.WithDecodeLimits for a rule store) to read it"},
 		{"exactly the rules", DecodeLimits{MaxRules: 3}, ""},
 		{"a rule short", DecodeLimits{MaxRules: 2}, "rules: flow: 3 rules, more than the limit of 2 rules of one kind at line 2; " +
-			"raise DecodeLimits.MaxRules (WithDecodeLimits for a FileSource) to read them"},
+			"raise DecodeLimits.MaxRules (filestore.WithDecodeLimits for a rule store) to read them"},
 		{"names exactly the bytes", DecodeLimits{MaxNameBytes: len("GET /api/v1/r000002")}, ""},
 		{"a name a byte long", DecodeLimits{MaxNameBytes: len("GET /api/v1/r000002") - 1}, `rules: flow rule 0 (resource "GET /api/v1/r000000"): ` +
-			"Resource: is 19 bytes, more than the limit of 18; raise DecodeLimits.MaxNameBytes (WithDecodeLimits for a FileSource) to read it"},
+			"Resource: is 19 bytes, more than the limit of 18 at line 2; raise DecodeLimits.MaxNameBytes (filestore.WithDecodeLimits for a rule store) to read it"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s, err := tt.limits.Decode(doc, YAML)
@@ -444,7 +447,7 @@ func TestDecodeLimits(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			require.Equal(t, 3, s.Len())
+			require.Equal(t, 3, size(s))
 		})
 	}
 
@@ -454,7 +457,7 @@ func TestDecodeLimits(t *testing.T) {
 		}
 		_, err := DecodeLimits{MaxBytes: 8 << 20}.Decode(manyRules(100_000, YAML), YAML)
 		require.EqualError(t, err, "rules: flow: 100000 rules, more than the limit of 10000 rules of one kind at line 2; "+
-			"raise DecodeLimits.MaxRules (WithDecodeLimits for a FileSource) to read them")
+			"raise DecodeLimits.MaxRules (filestore.WithDecodeLimits for a rule store) to read them")
 		s, err := DecodeLimits{MaxBytes: 8 << 20, MaxRules: 100_000}.Decode(manyRules(100_000, YAML), YAML)
 		require.NoError(t, err)
 		require.Equal(t, 100_000, len(s.Flow))
@@ -466,13 +469,13 @@ func TestDecodeLimits(t *testing.T) {
 		require.NoError(t, os.WriteFile(path, doc, 0o600))
 		_, err := DecodeLimits{MaxBytes: 100}.DecodeFile(path)
 		require.EqualError(t, err, fmt.Sprintf("%s: rules: document is %d bytes, more than the limit of 100 bytes; "+
-			"raise DecodeLimits.MaxBytes (WithDecodeLimits for a FileSource) to read it", path, len(doc)))
+			"raise DecodeLimits.MaxBytes (filestore.WithDecodeLimits for a rule store) to read it", path, len(doc)))
 		var pe *PathError
 		require.ErrorAs(t, err, &pe)
 		require.Equal(t, path, pe.Path)
 		s, err := DecodeLimits{MaxBytes: len(doc)}.DecodeFile(path)
 		require.NoError(t, err)
-		require.Equal(t, 3, s.Len())
+		require.Equal(t, 3, size(s))
 	})
 }
 
@@ -550,14 +553,15 @@ func TestTagsAgree(t *testing.T) {
 			assert.NotEmpty(t, f.Tag.Get("json"), "%s.%s has no json tag", typ.Name(), f.Name)
 		}
 	}
-	st := reflect.TypeOf(Set{})
-	require.Equal(t, st.NumField(), len(kinds)-1, "every kind but isolation has a field")
-	for _, k := range kinds {
-		if k.field < 0 {
-			continue
-		}
-		name, _, _ := strings.Cut(st.Field(k.field).Tag.Get("json"), ",")
-		assert.Equal(t, name, k.key)
+	// The document Decode reads has Set's kinds, with the same keys and
+	// types, and isolation.
+	st, dt := reflect.TypeOf(Set{}), reflect.TypeOf(document{})
+	require.Equal(t, st.NumField()+1, dt.NumField())
+	for i := 0; i < st.NumField(); i++ {
+		f, ok := dt.FieldByName(st.Field(i).Name)
+		require.True(t, ok, st.Field(i).Name)
+		assert.Equal(t, fieldName(st.Field(i)), f.Tag.Get("yaml"))
+		assert.Equal(t, st.Field(i).Type, f.Type)
 	}
 }
 
@@ -610,7 +614,7 @@ func TestSeedCorpus(t *testing.T) {
 			}
 			require.NoError(t, err)
 			if filepath.Base(p) != "empty.json" {
-				assert.NotZero(t, s.Len())
+				assert.NotZero(t, size(s))
 			}
 		})
 	}
@@ -627,3 +631,6 @@ func BenchmarkDecodeJSONList(b *testing.B) {
 		_, _ = Decode(doc, JSON)
 	}
 }
+
+// size is the number of rules of all kinds in s.
+func size(s Set) int { return len(s.Flow) + len(s.System) + len(s.CircuitBreaker) + len(s.Param) }

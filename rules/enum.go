@@ -1,24 +1,21 @@
 package rules
 
 import (
-	"reflect"
+	"fmt"
 	"slices"
 	"strings"
 )
 
 // The enumerations are strings: a rule file writes the constant's value,
-// and the zero value "" means the default the field documents (System.Metric
-// has none and must be set). Validate refuses any other value, naming the
-// rule and the field.
+// and "" means the default the field documents (System.Metric has none).
+// Validate refuses any other value, naming the rule and the field.
 
 // FlowMetric is what a flow or param rule counts. "" means QPS.
 type FlowMetric string
 
 const (
-	// QPS counts requests admitted per statistic interval.
-	QPS FlowMetric = "qps"
-	// Concurrency counts requests in flight.
-	Concurrency FlowMetric = "concurrency"
+	QPS         FlowMetric = "qps"         // requests admitted per interval
+	Concurrency FlowMetric = "concurrency" // requests in flight
 )
 
 // TokenStrategy is how a flow rule computes the number of requests allowed.
@@ -28,16 +25,11 @@ type TokenStrategy string
 const (
 	// Direct allows Threshold per interval from the start.
 	Direct TokenStrategy = "direct"
-	// WarmUp starts a cold resource at Threshold/ColdFactor and raises the
-	// allowance to Threshold over WarmUpPeriod (Guava's SmoothWarmingUp, as
-	// in Sentinel).
+	// WarmUp starts a cold resource at Threshold/ColdFactor, reaching
+	// Threshold over WarmUpPeriod (Guava's SmoothWarmingUp, as in Sentinel).
 	WarmUp TokenStrategy = "warm-up"
-	// TokenBucket refills Threshold tokens per StatInterval, continuously,
-	// and stores at most Burst of them (golang.org/x/time/rate's semantics,
-	// as cluster.TokenBucket; not Guava's SmoothBursty, which starts empty
-	// and makes the next request pay for the current one): a resource idle
-	// long enough admits Burst requests at once, then Threshold per
-	// interval. A bucket starts full.
+	// TokenBucket refills Threshold tokens per StatInterval and stores at
+	// most Burst, starting full (golang.org/x/time/rate's semantics).
 	TokenBucket TokenStrategy = "token-bucket"
 )
 
@@ -46,53 +38,30 @@ const (
 type ControlBehavior string
 
 const (
-	// Reject refuses requests over the limit at once.
-	Reject ControlBehavior = "reject"
-	// Throttle paces requests evenly at the threshold rate, queueing each
-	// for at most MaxQueueing. With the TokenBucket strategy a request
-	// instead takes stored tokens and, when there are too few, tokens
-	// still to come, waiting for them at most MaxQueueing
-	// (rate.Limiter.ReserveN).
-	Throttle ControlBehavior = "throttle"
+	Reject   ControlBehavior = "reject"   // refuse at once
+	Throttle ControlBehavior = "throttle" // pace evenly, waiting at most MaxQueueing
 )
 
-// BreakerStrategy is what a circuit breaker counts as a bad outcome and how
-// it compares the count with its threshold. "" means SlowRequestRatio.
+// BreakerStrategy is what a circuit breaker counts as a bad outcome. ""
+// means SlowRequestRatio.
 type BreakerStrategy string
 
 const (
-	// SlowRequestRatio counts requests whose response time exceeds
-	// MaxAllowedRT and opens when their share of the requests in the window
-	// exceeds Threshold.
-	SlowRequestRatio BreakerStrategy = "slow-request-ratio"
-	// ErrorRatio counts requests that ended with an error (as classified by
-	// the engine) and opens when their share exceeds Threshold.
-	ErrorRatio BreakerStrategy = "error-ratio"
-	// ErrorCount counts requests that ended with an error and opens when
-	// their number in the window reaches Threshold.
-	ErrorCount BreakerStrategy = "error-count"
+	SlowRequestRatio BreakerStrategy = "slow-request-ratio" // share of calls slower than MaxAllowedRT
+	ErrorRatio       BreakerStrategy = "error-ratio"        // share of calls that failed
+	ErrorCount       BreakerStrategy = "error-count"        // number of calls that failed
 )
 
 // SystemMetric is what a system rule measures. It has no default.
 type SystemMetric string
 
 const (
-	// InboundQPS is the number of inbound requests admitted over the last
-	// second (the global inbound node's pass count). A rule admits at most
-	// Threshold per second.
-	InboundQPS SystemMetric = "qps"
-	// InboundConcurrency is the number of inbound requests in flight. A rule
-	// admits at most Threshold at once.
-	InboundConcurrency SystemMetric = "concurrency"
-	// InboundAvgRT is the mean response time of the inbound requests that
-	// completed over the last second, in milliseconds. A rule refuses entries
-	// while it is over Threshold.
-	InboundAvgRT SystemMetric = "avg-rt"
-	// Load1 is the host's one-minute load average, as sampled.
-	Load1 SystemMetric = "load1"
-	// CPUUsage is the process's CPU usage, as sampled: a ratio in [0, 1] of
-	// the CPU it may use (its cgroup CPU quota when one applies, otherwise
-	// all CPUs of the host).
+	InboundQPS         SystemMetric = "qps"         // inbound requests admitted over the last second
+	InboundConcurrency SystemMetric = "concurrency" // inbound requests in flight
+	InboundAvgRT       SystemMetric = "avg-rt"      // mean RT of the last second's inbound requests, in ms
+	Load1              SystemMetric = "load1"       // the host's one-minute load average
+	// CPUUsage is the process's CPU usage: a ratio in [0, 1] of the CPU it
+	// may use (its cgroup quota, or all CPUs of the host).
 	CPUUsage SystemMetric = "cpu-usage"
 )
 
@@ -101,13 +70,8 @@ const (
 type SystemStrategy string
 
 const (
-	// PlainThreshold refuses every inbound entry while the metric is over
-	// the threshold.
-	PlainThreshold SystemStrategy = "threshold"
-	// BBR refuses inbound entries while the metric is over the threshold
-	// and the inbound concurrency exceeds what the process has shown it can
-	// complete (maxCompletedPerSecond × minRT).
-	BBR SystemStrategy = "bbr"
+	PlainThreshold SystemStrategy = "threshold" // refuse while the metric is over
+	BBR            SystemStrategy = "bbr"       // and the process is past what it completes (see System)
 )
 
 // ClusterMode is how a cluster rule's Threshold counts. "" means
@@ -115,12 +79,8 @@ const (
 type ClusterMode string
 
 const (
-	// ClusterTotal makes Threshold the fleet's total per StatInterval.
-	ClusterTotal ClusterMode = "total"
-	// ClusterPerInstance makes Threshold a per-instance figure: the shared
-	// budget is Threshold times the number of live instances, following
-	// the fleet as instances come and go.
-	ClusterPerInstance ClusterMode = "per-instance"
+	ClusterTotal       ClusterMode = "total"        // the fleet's total
+	ClusterPerInstance ClusterMode = "per-instance" // times the live instances
 )
 
 // ClusterFallback is what a cluster rule does while its store fails. ""
@@ -128,27 +88,10 @@ const (
 type ClusterFallback string
 
 const (
-	// FallbackLocal enforces a local share of the threshold in this
-	// instance: LocalThreshold, or Threshold divided by the live instances.
-	FallbackLocal ClusterFallback = "local"
-	// FallbackPass admits every request.
-	FallbackPass ClusterFallback = "pass"
-	// FallbackBlock refuses every request.
-	FallbackBlock ClusterFallback = "block"
+	FallbackLocal ClusterFallback = "local" // a local share of the threshold
+	FallbackPass  ClusterFallback = "pass"  // admit every request
+	FallbackBlock ClusterFallback = "block" // refuse every request
 )
-
-// enumNames lists the values of each enumeration, for decoding errors.
-var enumNames = map[reflect.Type][]string{
-	reflect.TypeFor[FlowMetric]():      {"qps", "concurrency"},
-	reflect.TypeFor[TokenStrategy]():   {"direct", "warm-up", "token-bucket"},
-	reflect.TypeFor[ControlBehavior](): {"reject", "throttle"},
-	reflect.TypeFor[BreakerStrategy](): {"slow-request-ratio", "error-ratio", "error-count"},
-	reflect.TypeFor[SystemMetric]():    {"qps", "concurrency", "avg-rt", "load1", "cpu-usage"},
-	reflect.TypeFor[SystemStrategy]():  {"threshold", "bbr"},
-	reflect.TypeFor[ClusterMode]():     {"total", "per-instance"},
-	reflect.TypeFor[ClusterFallback](): {"local", "pass", "block"},
-	reflect.TypeFor[TierMetric]():      {"avg-rt", "error-ratio", "cpu"},
-}
 
 // or returns v, or def when v is "" (the field's default).
 func or[E ~string](v, def E) E {
@@ -158,20 +101,18 @@ func or[E ~string](v, def E) E {
 	return v
 }
 
-// checkEnum refuses a value of field that is not "" (when optional) or one
-// of names.
+// checkEnum refuses a value of field that is not one of names, nor "" when
+// the field is optional.
 func checkEnum[E ~string](kind, resource, field string, v E, optional bool, names ...E) error {
 	if (v == "" && optional) || (v != "" && slices.Contains(names, v)) {
 		return nil
 	}
-	list := make([]string, len(names))
-	for i, n := range names {
-		list[i] = string(n)
-	}
+	list := fmt.Sprint(names)
+	list = strings.ReplaceAll(list[1:len(list)-1], " ", ", ")
 	if v == "" {
-		return fieldErr(kind, resource, field, "must be set (one of %s)", strings.Join(list, ", "))
+		return fieldErr(kind, resource, field, "must be set (one of %s)", list)
 	}
-	return fieldErr(kind, resource, field, "unknown value %q (want one of %s)", clip(string(v)), strings.Join(list, ", "))
+	return fieldErr(kind, resource, field, "unknown value %q (want one of %s)", clip(string(v), 40), list)
 }
 
 // TierMetric is what chooses the tier of a flow rule with Tiers. "" means
@@ -179,13 +120,13 @@ func checkEnum[E ~string](kind, resource, field string, v E, optional bool, name
 type TierMetric string
 
 const (
-	// TierAvgRT is the resource's average response time over the last second,
-	// in milliseconds.
+	// TierAvgRT is the resource's average response time over the last
+	// second, in milliseconds.
 	TierAvgRT TierMetric = "avg-rt"
-	// TierErrorRatio is the share of the resource's calls that exited with an
-	// error over the last second, a ratio in [0, 1].
+	// TierErrorRatio is the share of the resource's calls that exited with
+	// an error over the last second, a ratio in [0, 1].
 	TierErrorRatio TierMetric = "error-ratio"
-	// TierCPU is the process's CPU usage as system rules read it
-	// (rules.CPUUsage), a ratio in [0, 1].
+	// TierCPU is the process's CPU usage as system rules read it, a ratio
+	// in [0, 1].
 	TierCPU TierMetric = "cpu"
 )

@@ -15,51 +15,51 @@ import (
 func TestEnumValidation(t *testing.T) {
 	tests := []struct {
 		name, field, want string
-		rule              func(s string) interface{ Validate() error }
+		rule              func(s string) interface{ validate() error }
 	}{
-		{"flow metric", "Metric", "qps, concurrency", func(s string) interface{ Validate() error } {
+		{"flow metric", "Metric", "qps, concurrency", func(s string) interface{ validate() error } {
 			return &Flow{Resource: "r", Threshold: 1, Metric: FlowMetric(s)}
 		}},
-		{"flow strategy", "Strategy", "direct, warm-up, token-bucket", func(s string) interface{ Validate() error } {
+		{"flow strategy", "Strategy", "direct, warm-up, token-bucket", func(s string) interface{ validate() error } {
 			return &Flow{Resource: "r", Threshold: 1, Strategy: TokenStrategy(s)}
 		}},
-		{"flow behavior", "Behavior", "reject, throttle", func(s string) interface{ Validate() error } {
+		{"flow behavior", "Behavior", "reject, throttle", func(s string) interface{ validate() error } {
 			return &Flow{Resource: "r", Threshold: 1, Behavior: ControlBehavior(s)}
 		}},
-		{"param metric", "Metric", "qps, concurrency", func(s string) interface{ Validate() error } {
+		{"param metric", "Metric", "qps, concurrency", func(s string) interface{ validate() error } {
 			return &Param{Resource: "r", Threshold: 1, Metric: FlowMetric(s)}
 		}},
-		{"param behavior", "Behavior", "reject, throttle", func(s string) interface{ Validate() error } {
+		{"param behavior", "Behavior", "reject, throttle", func(s string) interface{ validate() error } {
 			return &Param{Resource: "r", Threshold: 1, Behavior: ControlBehavior(s)}
 		}},
-		{"breaker strategy", "Strategy", "slow-request-ratio, error-ratio, error-count", func(s string) interface{ Validate() error } {
+		{"breaker strategy", "Strategy", "slow-request-ratio, error-ratio, error-count", func(s string) interface{ validate() error } {
 			r := &CircuitBreaker{Resource: "r", RetryTimeout: time.Second, Strategy: BreakerStrategy(s)}
 			if s == "" || s == string(SlowRequestRatio) {
 				r.MaxAllowedRT = time.Second
 			}
 			return r
 		}},
-		{"system strategy", "Strategy", "threshold, bbr", func(s string) interface{ Validate() error } {
+		{"system strategy", "Strategy", "threshold, bbr", func(s string) interface{ validate() error } {
 			return &System{Metric: Load1, Threshold: 1, Strategy: SystemStrategy(s)}
 		}},
-		{"cluster mode", "Cluster.Mode", "total, per-instance", func(s string) interface{ Validate() error } {
+		{"cluster mode", "Cluster.Mode", "total, per-instance", func(s string) interface{ validate() error } {
 			return &Flow{Resource: "r", Threshold: 1, Cluster: &Cluster{Mode: ClusterMode(s)}}
 		}},
-		{"cluster fallback", "Cluster.Fallback", "local, pass, block", func(s string) interface{ Validate() error } {
+		{"cluster fallback", "Cluster.Fallback", "local, pass, block", func(s string) interface{ validate() error } {
 			return &Flow{Resource: "r", Threshold: 1, Cluster: &Cluster{Fallback: ClusterFallback(s)}}
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			require.NoError(t, tt.rule("").Validate(), "the zero value is the default")
+			require.NoError(t, tt.rule("").validate(), "the zero value is the default")
 			for _, v := range splitNames(tt.want) {
 				var e *Error
-				if err := tt.rule(v).Validate(); errors.As(err, &e) {
+				if err := tt.rule(v).validate(); errors.As(err, &e) {
 					assert.NotEqual(t, tt.field, e.Field, "%s: %v", v, err)
 				}
 			}
 			for _, bad := range []string{"bogus", "QPS", "warm_up", " reject"} {
-				err := tt.rule(bad).Validate()
+				err := tt.rule(bad).validate()
 				var e *Error
 				require.True(t, errors.As(err, &e), "%q: want *Error, got %v", bad, err)
 				assert.Equal(t, tt.field, e.Field, bad)
@@ -68,8 +68,8 @@ func TestEnumValidation(t *testing.T) {
 			}
 		})
 	}
-	err := (&System{Threshold: 1}).Validate()
-	require.EqualError(t, err, "rules: system rule: Metric: must be set (one of qps, concurrency, avg-rt, load1, cpu-usage)")
+	err := (&System{Threshold: 1}).validate()
+	require.EqualError(t, err, "rules: system rule 0: Metric: must be set (one of qps, concurrency, avg-rt, load1, cpu-usage)")
 }
 
 func splitNames(s string) []string {
@@ -92,9 +92,9 @@ func splitNames(s string) []string {
 // spelling the default out count the same thing, so a list holding both is
 // refused as a duplicate.
 func TestEnumDefaultsAreNotDuplicates(t *testing.T) {
-	err := validateFlowRules([]Flow{
+	err := (&Set{Flow: []Flow{
 		{Resource: "r", Threshold: 5},
 		{Resource: "r", Threshold: 3, Metric: QPS, Strategy: Direct, Behavior: Reject},
-	})
+	}}).Validate()
 	require.ErrorContains(t, err, "duplicates rule 0")
 }

@@ -79,7 +79,7 @@ func TestFlowValidate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := ok
 			tt.give(&r)
-			err := r.Validate()
+			err := r.validate()
 			if tt.wantField == "" {
 				require.NoError(t, err)
 				return
@@ -88,17 +88,15 @@ func TestFlowValidate(t *testing.T) {
 			require.True(t, errors.As(err, &re), "Validate() = %v, want *Error", err)
 			assert.Equal(t, tt.wantField, re.Field)
 			assert.Equal(t, "flow", re.Kind)
-			assert.Equal(t, -1, re.Index)
+			assert.Equal(t, 0, re.Index)
 			assert.Contains(t, err.Error(), tt.wantField)
 		})
 	}
 }
 
-func TestErrorMessageAndAt(t *testing.T) {
-	err := At((&Flow{Resource: "GET /x", Threshold: -1}).Validate(), 3)
-	assert.Equal(t, `rules: flow rule 3 (resource "GET /x"): Threshold: must be a positive number, got -1`, err.Error())
-	plain := errors.New("x")
-	assert.Equal(t, plain, At(plain, 2))
+func TestErrorMessage(t *testing.T) {
+	err := (&Set{Flow: []Flow{{Resource: "a", Threshold: 1}, {Resource: "GET /x", Threshold: -1}}}).Validate()
+	assert.Equal(t, `rules: flow rule 1 (resource "GET /x"): Threshold: must be a positive number, got -1`, err.Error())
 }
 
 // No rule that Validate accepts can refuse every request: a QPS reject
@@ -136,7 +134,7 @@ func TestFlowValidateRefusesRulesThatNeverAdmit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := tt.give.Validate()
+			err := tt.give.validate()
 			var e *Error
 			require.ErrorAs(t, err, &e)
 			assert.Equal(t, tt.wantField, e.Field)

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"github.com/sluice-go/sluice/internal/rulewalk"
 	"math"
 	"os"
 	"path/filepath"
@@ -211,7 +212,7 @@ func normalized(s Set) Set {
 
 func cloneParams(rs []Param) []Param {
 	for i := range rs {
-		rs[i] = rs[i].Clone()
+		rs[i] = rulewalk.Clone(rs[i])
 	}
 	return rs
 }

@@ -32,8 +32,8 @@ func TestDecodeMemoryIsBounded(t *testing.T) {
 		{"block list", YAML, []byte("flow:\n" + strings.Repeat("- a\n", n/4-2)), 240},
 		{"json list", JSON, []byte(`{"flow": [` + strings.Repeat("1,", n/2-7) + `1]}`), 240},
 		{"json empty maps", JSON, []byte("[" + strings.Repeat("{},", n/3-1) + "{}]"), 240},
-		{"rule file, yaml", YAML, manyRules(9000, YAML), 36},
-		{"rule file, json", JSON, manyRules(9000, JSON), 36},
+		{"rule file, yaml", YAML, manyRules(9000, YAML), 40},
+		{"rule file, json", JSON, manyRules(9000, JSON), 40},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package rules
 import (
 	"encoding/json"
 	"errors"
+	"github.com/sluice-go/sluice/internal/rulewalk"
 	"math"
 	"testing"
 	"time"
@@ -50,9 +51,9 @@ func TestParamValidate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := ok.Clone()
+			r := rulewalk.Clone(ok)
 			tt.give(&r)
-			err := r.Validate()
+			err := r.validate()
 			if tt.wantField == "" {
 				require.NoError(t, err)
 				return
@@ -68,28 +69,21 @@ func TestParamValidate(t *testing.T) {
 func TestParamExceptionErrorIsDeterministic(t *testing.T) {
 	r := Param{Resource: "r", Threshold: 1, Exceptions: map[string]int64{"b": -1, "a": -2, "c": -3}}
 	for i := 0; i < 20; i++ {
-		assert.Contains(t, r.Validate().Error(), `threshold of "a" must be`)
+		assert.Contains(t, r.validate().Error(), `threshold of "a" must be`)
 	}
 }
 
-func TestParamDefaultsEqualClone(t *testing.T) {
-	r := Param{Resource: "r", Threshold: 2, Exceptions: map[string]int64{"v": 1}}
+func TestParamDefaults(t *testing.T) {
+	r := Param{Resource: "r", Threshold: 2}
 	assert.Equal(t, time.Second, r.window())
-	c := r.Clone()
-	require.True(t, r.Equal(c))
-	c.Exceptions["v"] = 9
-	assert.Equal(t, int64(1), r.Exceptions["v"], "clone shares no map")
-	assert.False(t, r.Equal(c))
-	assert.False(t, r.Equal(Param{Resource: "r", Threshold: 2}))
-	assert.True(t, Param{Resource: "r"}.Equal(Param{Resource: "r", Exceptions: map[string]int64{}}), "nil and empty exceptions are equal")
 }
 
 func TestParamJSON(t *testing.T) {
 	in := `{"resource":"GET /feed","key":"ip","threshold":10,"burst":2,"duration":60000000000,"exceptions":{"vip-1":100}}`
 	var r Param
 	require.NoError(t, json.Unmarshal([]byte(in), &r))
-	assert.True(t, r.Equal(Param{Resource: "GET /feed", Key: "ip", Threshold: 10, Burst: 2, Duration: time.Minute, Exceptions: map[string]int64{"vip-1": 100}}))
-	require.NoError(t, r.Validate())
+	assert.Equal(t, Param{Resource: "GET /feed", Key: "ip", Threshold: 10, Burst: 2, Duration: time.Minute, Exceptions: map[string]int64{"vip-1": 100}}, r)
+	require.NoError(t, r.validate())
 }
 
 func TestParamClusterValidate(t *testing.T) {
@@ -120,7 +114,7 @@ func TestParamClusterValidate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := Param{Resource: "r", Key: "user", Threshold: 10, Cluster: &Cluster{}}
 			tt.give(&r)
-			err := r.Validate()
+			err := r.validate()
 			if tt.wantField == "" {
 				require.NoError(t, err)
 				return
@@ -133,7 +127,7 @@ func TestParamClusterValidate(t *testing.T) {
 		})
 	}
 	// In a list the error names the rule's index.
-	err := validateParamRules([]Param{{Resource: "a", Threshold: 1}, {Resource: "b", Threshold: 1, Metric: Concurrency, Cluster: &Cluster{}}})
+	err := (&Set{Param: []Param{{Resource: "a", Threshold: 1}, {Resource: "b", Threshold: 1, Metric: Concurrency, Cluster: &Cluster{}}}}).Validate()
 	var e *Error
 	require.True(t, errors.As(err, &e))
 	assert.Equal(t, 1, e.Index)
@@ -182,15 +176,4 @@ param:
 	assert.ErrorContains(t, err, "qps metric")
 	_, err = Decode([]byte("param:\n  - resource: a\n    threshold: 1\n    cluster: {lease: true}\n"), YAML)
 	assert.ErrorContains(t, err, "lease")
-}
-
-func TestParamClusterEqualClone(t *testing.T) {
-	a := Param{Resource: "r", Threshold: 10, Cluster: &Cluster{LocalThreshold: 2}}
-	b := a.Clone()
-	require.NotSame(t, a.Cluster, b.Cluster)
-	assert.True(t, a.Equal(b))
-	b.Cluster.Leases = true
-	assert.False(t, a.Equal(b), "different sections")
-	assert.False(t, a.Cluster.Leases, "the clone shares nothing")
-	assert.False(t, a.Equal(Param{Resource: "r", Threshold: 10}), "cluster beside local")
 }

@@ -22,17 +22,15 @@ func TestSetValidateRefusesDuplicates(t *testing.T) {
 		wantResource string
 	}{
 		{
-			name: "flow 5/s beside 3/s",
-			give: Set{Flow: []Flow{qps("a", 5), qps("b", 1), qps("a", 3)}},
-			want: `rules: flow rule 2 (resource "a"): duplicates rule 0: both count qps per 1s with strategy direct ` +
-				`and behavior reject; keep one, or make them differ in metric, strategy, behavior, statInterval or refResource`,
+			name:      "flow 5/s beside 3/s",
+			give:      Set{Flow: []Flow{qps("a", 5), qps("b", 1), qps("a", 3)}},
+			want:      `rules: flow rule 2 (resource "a"): duplicates rule 0: both have the same resource, metric, strategy, behavior, statInterval and refResource; keep one`,
 			wantIndex: 2, wantResource: "a",
 		},
 		{
-			name: "flow zero interval is one second",
-			give: Set{Flow: []Flow{{Resource: "a", Threshold: 5, StatInterval: time.Second}, {ID: "other id", Resource: "a", Threshold: 5}}},
-			want: `rules: flow rule 1 (resource "a"): duplicates rule 0: both count qps per 1s with strategy direct ` +
-				`and behavior reject; keep one, or make them differ in metric, strategy, behavior, statInterval or refResource`,
+			name:      "flow zero interval is one second",
+			give:      Set{Flow: []Flow{{Resource: "a", Threshold: 5, StatInterval: time.Second}, {ID: "other id", Resource: "a", Threshold: 5}}},
+			want:      `rules: flow rule 1 (resource "a"): duplicates rule 0: both have the same resource, metric, strategy, behavior, statInterval and refResource; keep one`,
 			wantIndex: 1, wantResource: "a",
 		},
 		{
@@ -41,8 +39,7 @@ func TestSetValidateRefusesDuplicates(t *testing.T) {
 				{Resource: "a", Metric: Concurrency, Threshold: 2, RefResource: "b"},
 				{Resource: "a", Metric: Concurrency, Threshold: 3, RefResource: "b"},
 			}},
-			want: `rules: flow rule 1 (resource "a"): duplicates rule 0: both count concurrency of "b" with strategy direct ` +
-				`and behavior reject; keep one, or make them differ in metric, strategy, behavior, statInterval or refResource`,
+			want:      `rules: flow rule 1 (resource "a"): duplicates rule 0: both have the same resource, metric, strategy, behavior, statInterval and refResource; keep one`,
 			wantIndex: 1, wantResource: "a",
 		},
 		{
@@ -51,8 +48,7 @@ func TestSetValidateRefusesDuplicates(t *testing.T) {
 				{Resource: "a", Threshold: 5, Strategy: TokenBucket, Burst: 2},
 				{Resource: "a", Threshold: 5, Strategy: TokenBucket, Burst: 20},
 			}},
-			want: `rules: flow rule 1 (resource "a"): duplicates rule 0: both count qps per 1s with strategy token-bucket ` +
-				`and behavior reject; keep one, or make them differ in metric, strategy, behavior, statInterval or refResource`,
+			want:      `rules: flow rule 1 (resource "a"): duplicates rule 0: both have the same resource, metric, strategy, behavior, statInterval and refResource; keep one`,
 			wantIndex: 1, wantResource: "a",
 		},
 		{
@@ -73,19 +69,19 @@ func TestSetValidateRefusesDuplicates(t *testing.T) {
 		{
 			name:      "isolation on one resource",
 			give:      Set{Flow: []Flow{{Resource: "db", Metric: Concurrency, Threshold: 4}, {Resource: "cache", Metric: Concurrency, Threshold: 4}, {Resource: "db", Metric: Concurrency, Threshold: 8}}},
-			want:      `rules: flow rule 2 (resource "db"): duplicates rule 0: both count concurrency with strategy direct and behavior reject; keep one, or make them differ in metric, strategy, behavior, statInterval or refResource`,
+			want:      `rules: flow rule 2 (resource "db"): duplicates rule 0: both have the same resource, metric, strategy, behavior, statInterval and refResource; keep one`,
 			wantIndex: 2, wantResource: "db",
 		},
 		{
 			name:      "system rules on one metric, whatever the strategy",
 			give:      Set{System: []System{cpu, {Metric: Load1, Threshold: 4}, {Metric: CPUUsage, Threshold: 0.9, Strategy: BBR}}},
-			want:      `rules: system rule 2: duplicates rule 0: both measure cpu-usage; the process takes one system rule per metric, keep one`,
+			want:      `rules: system rule 2: duplicates rule 0: both have the same metric (the process takes one system rule per metric); keep one`,
 			wantIndex: 2,
 		},
 		{
 			name:      "two identical circuit breakers",
 			give:      Set{CircuitBreaker: []CircuitBreaker{slow, slow}},
-			want:      `rules: circuit breaker rule 1 (resource "a"): duplicates rule 0: both count slow-request-ratio outcomes; a resource takes one breaker per strategy, keep one`,
+			want:      `rules: circuit breaker rule 1 (resource "a"): duplicates rule 0: both have the same resource and strategy (a resource takes one breaker per strategy); keep one`,
 			wantIndex: 1, wantResource: "a",
 		},
 		{
@@ -93,17 +89,15 @@ func TestSetValidateRefusesDuplicates(t *testing.T) {
 			give: Set{CircuitBreaker: []CircuitBreaker{slow, {Resource: "a", Strategy: ErrorCount, Threshold: 5, RetryTimeout: time.Second}}},
 		},
 		{
-			name: "param rules on one attachment",
-			give: Set{Param: []Param{{Resource: "a", Key: "tenant", Threshold: 5}, {Resource: "a", Key: "tenant", Threshold: 9, Duration: time.Second, Burst: 3}}},
-			want: `rules: param rule 1 (resource "a"): duplicates rule 0: both count qps per 1s for each value of attachment "tenant"; ` +
-				`keep one, or make them differ in argument, metric or duration`,
+			name:      "param rules on one attachment",
+			give:      Set{Param: []Param{{Resource: "a", Key: "tenant", Threshold: 5}, {Resource: "a", Key: "tenant", Threshold: 9, Duration: time.Second, Burst: 3}}},
+			want:      `rules: param rule 1 (resource "a"): duplicates rule 0: both have the same resource, argument (key or index), metric and duration; keep one`,
 			wantIndex: 1, wantResource: "a",
 		},
 		{
-			name: "param concurrency on one argument",
-			give: Set{Param: []Param{{Resource: "a", Index: 1, Metric: Concurrency, Threshold: 5}, {Resource: "a", Index: 1, Metric: Concurrency, Threshold: 2}}},
-			want: `rules: param rule 1 (resource "a"): duplicates rule 0: both count concurrency for each value of argument 1; ` +
-				`keep one, or make them differ in argument, metric or duration`,
+			name:      "param concurrency on one argument",
+			give:      Set{Param: []Param{{Resource: "a", Index: 1, Metric: Concurrency, Threshold: 5}, {Resource: "a", Index: 1, Metric: Concurrency, Threshold: 2}}},
+			want:      `rules: param rule 1 (resource "a"): duplicates rule 0: both have the same resource, argument (key or index), metric and duration; keep one`,
 			wantIndex: 1, wantResource: "a",
 		},
 		{
@@ -137,33 +131,4 @@ func TestSetValidateRefusesDuplicates(t *testing.T) {
 			require.Equal(t, tt.wantResource, re.Resource)
 		})
 	}
-}
-
-// TestSliceValidators checks that each kind's slice validator is what
-// Set.Validate applies to that kind, so loaders that call them refuse what a
-// rule file refuses.
-func TestSliceValidators(t *testing.T) {
-	flows := []Flow{{Resource: "a", Threshold: 5}, {Resource: "a", Threshold: 3}}
-	syss := []System{{Metric: Load1, Threshold: 5}, {Metric: Load1, Threshold: 3}}
-	cbs := []CircuitBreaker{{Resource: "a", Strategy: ErrorCount, Threshold: 5, RetryTimeout: time.Second},
-		{Resource: "a", Strategy: ErrorCount, Threshold: 3, RetryTimeout: time.Second}}
-	params := []Param{{Resource: "a", Threshold: 5}, {Resource: "a", Threshold: 3}}
-	for _, tc := range []struct {
-		name string
-		err  error
-		set  Set
-	}{
-		{"flow", validateFlowRules(flows), Set{Flow: flows}},
-		{"system", validateSystemRules(syss), Set{System: syss}},
-		{"circuit breaker", validateCircuitBreakerRules(cbs), Set{CircuitBreaker: cbs}},
-		{"param", validateParamRules(params), Set{Param: params}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			require.ErrorContains(t, tc.err, "rule 1")
-			require.ErrorContains(t, tc.err, "duplicates rule 0")
-			require.Equal(t, tc.err, tc.set.Validate())
-		})
-	}
-	require.NoError(t, validateFlowRules(nil))
-	require.NoError(t, validateParamRules(params[:1]))
 }

@@ -6,48 +6,30 @@ import (
 )
 
 // System is a system adaptive protection rule: it guards the whole process
-// rather than one resource, and applies to inbound traffic only (outbound
-// entries are never refused by it).
-//
-// A rule compares one process-wide Metric with Threshold. With the
-// PlainThreshold strategy (the default) every inbound entry is refused while
-// the metric is over the threshold. With BBR (Load1 and CPUUsage only) an
-// entry is refused only while the metric is over the threshold and, at the
-// same time, more inbound requests are in flight than the process has shown it
-// can serve:
-//
-//	concurrency > 1 && concurrency > maxCompletedPerSecond × minRT(seconds)
-//
-// so a hot process keeps admitting the work it completes and sheds only the
-// excess (Little's law; see docs/system-adaptive.md).
-//
-// The zero value of Strategy is PlainThreshold; Metric and Threshold are
-// required.
+// rather than one resource, and refuses inbound entries only. With the
+// PlainThreshold strategy every inbound entry is refused while Metric is
+// over Threshold. With BBR (Load1 and CPUUsage only) an entry is refused
+// only while the metric is over and more inbound requests are in flight
+// than the process has shown it can serve (concurrency > 1 and >
+// maxCompletedPerSecond × minRT), so a hot process keeps admitting the work
+// it completes (Little's law; see docs/system-adaptive.md).
 type System struct {
-	// ID is an optional label for the rule, shown in block errors and logs.
+	// ID is an optional label, shown in block errors and logs.
 	ID string `json:"id,omitempty" yaml:"id,omitempty"`
-	// Metric is what the rule measures. Required: the zero value is refused.
+	// Metric is what the rule measures. Required.
 	Metric SystemMetric `json:"metric" yaml:"metric"`
-	// Threshold is the trigger value, in the metric's unit: requests per
-	// second for InboundQPS, requests in flight for InboundConcurrency (a
-	// whole number), milliseconds for InboundAvgRT, the one-minute load
-	// average for Load1, and a ratio in (0, 1] for CPUUsage (0.8 means 80 %
-	// of the CPU the process may use). It must be positive.
+	// Threshold is the trigger value in the metric's unit, positive: a
+	// whole number for InboundConcurrency, a ratio in (0, 1] for CPUUsage.
 	Threshold float64 `json:"threshold" yaml:"threshold"`
-	// Strategy is PlainThreshold (default) or BBR. BBR is refused for the
-	// inbound metrics: QPS, concurrency and RT are themselves the quantities
-	// BBR weighs, so a plain threshold is what such a rule means.
+	// Strategy is PlainThreshold (default) or BBR (not for the inbound
+	// metrics, which are themselves what BBR weighs).
 	Strategy SystemStrategy `json:"strategy,omitempty" yaml:"strategy,omitempty"`
-	// Shadow puts the rule in shadow mode: it is evaluated and counts as
-	// if enforced, but never refuses and never makes a request wait; what it
-	// would have refused is counted (stat.Snapshot.ShadowBlockedBy,
-	// stat.Second.ShadowBlock) and logged (see docs/rollout.md). Flipping it
-	// by a reload keeps the rule's counting state.
+	// Shadow puts the rule in shadow mode (see Flow.Shadow).
 	Shadow bool `json:"shadow,omitempty" yaml:"shadow,omitempty"`
 }
 
-// Validate reports the first problem with the rule as an *Error, or nil.
-func (r *System) Validate() error {
+// validate reports the first problem with the rule as an *Error, or nil.
+func (r *System) validate() error {
 	const kind = "system"
 	if err := checkEnum(kind, "", "Metric", r.Metric, false, InboundQPS, InboundConcurrency, InboundAvgRT, Load1, CPUUsage); err != nil {
 		return err

@@ -49,7 +49,7 @@ func TestSystemValidate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := tt.give.Validate()
+			err := (&rules.Set{System: []rules.System{tt.give}}).Validate()
 			if tt.wantField == "" {
 				require.NoError(t, err)
 				return
@@ -57,7 +57,7 @@ func TestSystemValidate(t *testing.T) {
 			var re *rules.Error
 			require.True(t, errors.As(err, &re), "Validate() = %v, want *rules.Error", err)
 			assert.Equal(t, "system", re.Kind)
-			assert.Equal(t, -1, re.Index)
+			assert.Equal(t, 0, re.Index)
 			assert.Equal(t, tt.wantField, re.Field)
 			assert.Contains(t, re.Reason, tt.wantIn)
 		})
@@ -65,8 +65,9 @@ func TestSystemValidate(t *testing.T) {
 }
 
 func TestSystemErrorAt(t *testing.T) {
-	r := rules.System{Metric: rules.CPUUsage, Threshold: 90}
-	err := rules.At(r.Validate(), 2)
+	err := (&rules.Set{System: []rules.System{
+		{Metric: rules.Load1, Threshold: 4}, {Metric: rules.InboundQPS, Threshold: 9}, {Metric: rules.CPUUsage, Threshold: 90},
+	}}).Validate()
 	require.EqualError(t, err, "rules: system rule 2: Threshold: cpu usage is a ratio in (0, 1], got 90; did you mean 0.9?")
 }
 

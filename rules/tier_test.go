@@ -13,9 +13,9 @@ import (
 // are refused, naming the rule and the field.
 func TestTierValidation(t *testing.T) {
 	ok := []Tier{{Above: 100, Below: 80, Threshold: 500}, {Above: 200, Below: 180, Threshold: 200}}
-	require.NoError(t, (&Flow{Resource: "api", Tiers: ok}).Validate())
-	require.NoError(t, (&Flow{Resource: "api", Threshold: 800, Tiers: ok}).Validate())
-	require.NoError(t, (&Flow{Resource: "api", TierMetric: TierCPU, Tiers: []Tier{{Above: 0.8, Threshold: 5}}}).Validate())
+	require.NoError(t, (&Set{Flow: []Flow{{Resource: "api", Tiers: ok}}}).Validate())
+	require.NoError(t, (&Set{Flow: []Flow{{Resource: "api", Threshold: 800, Tiers: ok}}}).Validate())
+	require.NoError(t, (&Set{Flow: []Flow{{Resource: "api", TierMetric: TierCPU, Tiers: []Tier{{Above: 0.8, Threshold: 5}}}}}).Validate())
 	for _, c := range []struct {
 		name  string
 		rule  Flow

@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/cluster/redis/redistest"
 	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/rulewalk"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 )
@@ -316,12 +317,12 @@ func TestEngineRemovedRuleGivesBack(t *testing.T) {
 		}
 	}
 	// An unchanged rule keeps its lease.
-	loadFlow(t, g, rules.Flow{Resource: "other", Threshold: 1}, rule.Clone())
+	loadFlow(t, g, rules.Flow{Resource: "other", Threshold: 1}, rulewalk.Clone(rule))
 	if n := windowCount(t, store, key); n != leased {
 		t.Errorf("after an equal reload Redis counts %d, want %d", n, leased)
 	}
 	// A changed one gives it back.
-	changed := rule.Clone()
+	changed := rulewalk.Clone(rule)
 	changed.Threshold = 5000
 	loadFlow(t, g, changed)
 	waitCount(3)

@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-go/sluice/cluster/redis/redistest"
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/ruledef"
+	"github.com/sluice-go/sluice/internal/rulewalk"
 	"github.com/sluice-go/sluice/rules"
 	"go.uber.org/goleak"
 )
@@ -273,7 +274,7 @@ func TestParamLeasesGiveBack(t *testing.T) {
 	if held < 1 {
 		t.Fatalf("nothing leased ahead: %.1f", held)
 	}
-	if _, err := g.LoadParamRules([]rules.Param{rule.Clone()}); err != nil {
+	if _, err := g.LoadParamRules([]rules.Param{rulewalk.Clone(rule)}); err != nil {
 		t.Fatal(err)
 	}
 	if st, _ := g.ClusterStatus(); st.Given != 0 {

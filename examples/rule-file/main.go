@@ -59,7 +59,7 @@ func run() error {
 		return fmt.Errorf("%s: %v", path, errors.Join(st.Err, st.RefusedErr))
 	}
 	set := g.RuleSet()
-	fmt.Printf("loaded %s: %d rules, %s threshold %v/s\n", path, set.Len(), resource, threshold(g))
+	fmt.Printf("loaded %s: %d rules, %s threshold %v/s\n", path, len(set.Flow)+len(set.System)+len(set.CircuitBreaker)+len(set.Param), resource, threshold(g))
 	traffic(g, time.Second)
 
 	// 1. A valid edit: the threshold goes from 5 to 20.

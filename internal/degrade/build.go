@@ -24,7 +24,7 @@ func keyOf(r *rules.CircuitBreaker) stateKey {
 // NewBreaker returns a Closed breaker for rule r, reporting transitions to
 // hub (a private hub counting every non-nil error when hub is nil).
 func NewBreaker(r rules.CircuitBreaker, hub *Hub) (*Breaker, error) {
-	if err := r.Validate(); err != nil {
+	if err := (&rules.Set{CircuitBreaker: []rules.CircuitBreaker{r}}).Validate(); err != nil {
 		return nil, err
 	}
 	if hub == nil {

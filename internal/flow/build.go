@@ -28,8 +28,9 @@ import (
 // *rules.Error).
 func Build(rs []rules.Flow, old map[string][]*Controller, nodes NodeFunc, cl *Leases) (map[string][]*Controller, error) {
 	for i := range rs {
-		if err := rs[i].Validate(); err != nil {
-			return nil, rules.At(err, i)
+		if err := (&rules.Set{Flow: rs[i : i+1]}).Validate(); err != nil {
+			err.(*rules.Error).Index = i
+			return nil, err
 		}
 		if rs[i].Cluster != nil && cl == nil {
 			return nil, &rules.Error{Kind: "flow", Index: i, Resource: rs[i].Resource, Field: "Cluster", Reason: errNoCluster}
@@ -44,10 +45,7 @@ func Build(rs []rules.Flow, old map[string][]*Controller, nodes NodeFunc, cl *Le
 	built := make([]*Controller, len(rs))
 	var unexact []carriedLog
 	for i := range rs {
-		c, err := newController(rs[i], nodes)
-		if err != nil {
-			return nil, rules.At(err, i)
-		}
+		c := newController(rs[i], nodes)
 		k := c.key()
 		if prev := pool[k]; len(prev) > 0 {
 			c.c.inherit(prev[0].c)

@@ -9,6 +9,7 @@ import (
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/entry"
 	"github.com/sluice-go/sluice/internal/ruledef"
+	"github.com/sluice-go/sluice/internal/rulewalk"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/rules"
 )
@@ -60,21 +61,18 @@ func NewController(r rules.Flow, nodes NodeFunc) (*Controller, error) {
 	if r.Cluster != nil {
 		return nil, &rules.Error{Kind: "flow", Index: -1, Resource: r.Resource, Field: "Cluster", Reason: errNoCluster}
 	}
-	c, err := newController(r, nodes)
-	if err != nil {
+	if err := (&rules.Set{Flow: []rules.Flow{r}}).Validate(); err != nil {
 		return nil, err
 	}
+	c := newController(r, nodes)
 	c.attachWindow(nodes)
 	return c, nil
 }
 
 // newController is NewController without the admission window, which Build
 // attaches once it knows which controllers inherit one.
-func newController(r rules.Flow, nodes NodeFunc) (*Controller, error) {
-	if err := r.Validate(); err != nil {
-		return nil, err
-	}
-	b := base{rule: r.Clone()} // shares no cluster section with the caller
+func newController(r rules.Flow, nodes NodeFunc) *Controller {
+	b := base{rule: rulewalk.Clone(r)} // shares no cluster section with the caller
 	var c checker
 	switch {
 	case r.Cluster != nil:
@@ -100,7 +98,7 @@ func newController(r rules.Flow, nodes NodeFunc) (*Controller, error) {
 	default:
 		c = &reject{counted: counted{width: bucketWidth(&r)}, limit: r.Threshold, base: b}
 	}
-	return &Controller{c: c}, nil
+	return &Controller{c: c}
 }
 
 // Check decides on one entry at ec.Start. It returns nil and records a

@@ -246,7 +246,7 @@ func TestGuavaWarmUpCases(t *testing.T) {
 	// strategy instead).
 	r := rules.Flow{Resource: "r", Threshold: 5, Strategy: rules.WarmUp, WarmUpPeriod: 4 * time.Second, ColdFactor: 1}
 	var re *rules.Error
-	require.ErrorAs(t, r.Validate(), &re)
+	require.ErrorAs(t, (&rules.Set{Flow: []rules.Flow{r}}).Validate(), &re)
 	assert.Equal(t, "ColdFactor", re.Field)
 }
 

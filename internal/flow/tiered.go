@@ -3,6 +3,7 @@ package flow
 import (
 	"cmp"
 	"context"
+	"github.com/sluice-go/sluice/internal/rulewalk"
 	"math"
 	"strconv"
 	"sync/atomic"
@@ -115,7 +116,7 @@ func (c *tiered) evaluate(now, p int64) {
 	st.cur.Store(int32(to))
 	st.limit.Store(math.Float64bits(c.limits[to]))
 	if h.Changed != nil {
-		h.Changed(TierChange{Rule: c.rule.Clone(), From: from, To: to, Value: v, At: now})
+		h.Changed(TierChange{Rule: rulewalk.Clone(c.rule), From: from, To: to, Value: v, At: now})
 	}
 }
 

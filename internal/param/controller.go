@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/entry"
 	"github.com/sluice-go/sluice/internal/ruledef"
+	"github.com/sluice-go/sluice/internal/rulewalk"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -37,7 +38,7 @@ type Controller struct {
 // NewController builds the controller of local rule r, tracking no value
 // yet. Cluster rules are built by Build.
 func NewController(r rules.Param) (*Controller, error) {
-	if err := r.Validate(); err != nil {
+	if err := (&rules.Set{Param: []rules.Param{r}}).Validate(); err != nil {
 		return nil, err
 	}
 	if r.Cluster != nil {
@@ -51,7 +52,7 @@ func NewController(r rules.Param) (*Controller, error) {
 // newController builds the controller of the valid rule r, without a cache.
 func newController(r rules.Param) *Controller {
 	c := &Controller{
-		rule:     r.Clone(),
+		rule:     rulewalk.Clone(r),
 		window:   uint64(cmp.Or(r.Duration, ruledef.ParamDuration)),
 		burst:    r.Burst,
 		maxQueue: int64(r.MaxQueueing),
@@ -71,7 +72,7 @@ func newController(r rules.Param) *Controller {
 }
 
 // Rule returns (a copy of) the rule the controller enforces.
-func (c *Controller) Rule() rules.Param { return c.rule.Clone() }
+func (c *Controller) Rule() rules.Param { return rulewalk.Clone(c.rule) }
 
 // Tracked returns the number of distinct values whose state the controller
 // holds.
@@ -389,8 +390,9 @@ func (c *Controller) stateKey() stateKey {
 // *rules.Error).
 func Build(rs []rules.Param, old map[string][]*Controller, rm *Remote) (map[string][]*Controller, error) {
 	for i := range rs {
-		if err := rs[i].Validate(); err != nil {
-			return nil, rules.At(err, i)
+		if err := (&rules.Set{Param: rs[i : i+1]}).Validate(); err != nil {
+			err.(*rules.Error).Index = i
+			return nil, err
 		}
 		if rs[i].Cluster != nil && rm == nil {
 			return nil, &rules.Error{Kind: "param", Index: i, Resource: rs[i].Resource, Field: "Cluster", Reason: errNoCluster}

@@ -55,3 +55,46 @@ func walk(v reflect.Value, field string, f func(field, s string, key bool) error
 	}
 	return nil
 }
+
+// Clone returns a copy of rule v that shares no memory with it: what its
+// pointers, maps and slices hold is copied too (a nil or empty one is kept
+// as it is). The engine keeps such copies of the rules it enforces.
+func Clone[T any](v T) T {
+	c := reflect.New(reflect.TypeOf(v)).Elem()
+	clone(c, reflect.ValueOf(v))
+	return c.Interface().(T)
+}
+
+func clone(dst, src reflect.Value) {
+	switch src.Kind() {
+	case reflect.Pointer:
+		if !src.IsNil() {
+			dst.Set(reflect.New(src.Type().Elem()))
+			clone(dst.Elem(), src.Elem())
+		}
+	case reflect.Map:
+		if !src.IsNil() {
+			dst.Set(reflect.MakeMapWithSize(src.Type(), src.Len()))
+			for it := src.MapRange(); it.Next(); {
+				e := reflect.New(src.Type().Elem()).Elem()
+				clone(e, it.Value())
+				dst.SetMapIndex(it.Key(), e)
+			}
+		}
+	case reflect.Slice:
+		if !src.IsNil() {
+			dst.Set(reflect.MakeSlice(src.Type(), src.Len(), src.Len()))
+			for i := 0; i < src.Len(); i++ {
+				clone(dst.Index(i), src.Index(i))
+			}
+		}
+	case reflect.Struct:
+		for i := 0; i < src.NumField(); i++ {
+			if src.Type().Field(i).IsExported() {
+				clone(dst.Field(i), src.Field(i))
+			}
+		}
+	default:
+		dst.Set(src)
+	}
+}

@@ -97,7 +97,7 @@ func newHarness(t *testing.T, load, cpu float64) *harness {
 func (h *harness) load(rs ...rules.System) {
 	h.t.Helper()
 	for i := range rs {
-		require.NoError(h.t, rs[i].Validate())
+		require.NoError(h.t, (&rules.Set{System: rs[i : i+1]}).Validate())
 	}
 	h.slot.Use(system.Compile(rs))
 	if h.clock.Waiters() > 0 || needsSampler(rs) {
