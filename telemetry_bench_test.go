@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-go/sluice/sluicetest"
+	"github.com/sluice-go/sluice/internal/sluicetest"
 )
 
 // BenchmarkTelemetryFrame measures building one frame (the once-a-second

@@ -7,8 +7,8 @@ import (
 
 	"github.com/sluice-go/sluice/cluster"
 	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/sluicetest"
 	"github.com/sluice-go/sluice/rules"
-	"github.com/sluice-go/sluice/sluicetest"
 )
 
 // TestTelemetryFrameBlockedBySameSecond: a frame's refusals by type cover
