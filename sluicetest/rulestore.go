@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -319,4 +320,29 @@ func (s *memRules) AuditLog(ctx context.Context, app string, limit int) ([]clust
 		}
 	}
 	return out, nil
+}
+
+// Retire deletes app's rules (the versions and the instances' reports), so
+// that Apps no longer lists it, and audits it as the file store does: the
+// log keeps app's entries and gains one of action "retire" by user holding
+// the rules that were in force. Watchers keep watching. A dashboard offers
+// retirement for a rule store with this method.
+func (s *memRules) Retire(ctx context.Context, app, user string) error {
+	if user == "" {
+		return fmt.Errorf("sluicetest: retire %q: empty user", app)
+	}
+	if err := s.begin(ctx, app, false); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	detail := "retired; it had no version in force"
+	var cur int64
+	if a := s.apps[app]; a != nil {
+		if cur = a.current(); cur != 0 {
+			detail = "retired; version " + strconv.FormatInt(cur, 10) + " was in force:\n" + string(a.versions[len(a.versions)-1].Doc)
+		}
+		a.versions, a.reports = nil, map[string]memReport{}
+	}
+	s.appendAudit(cluster.AuditEntry{At: s.now(), User: user, App: app, Action: "retire", Version: cur, Detail: detail})
+	return nil
 }
