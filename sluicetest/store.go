@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/cluster"
+	"github.com/sluice-go/sluice/core"
 )
 
 // NewStore returns a cluster.Store in memory that decides on clock (nil:
@@ -42,7 +42,7 @@ type memStore struct {
 
 	mu      sync.Mutex
 	err     error
-	budgets map[string]*budget                // by algorithm and key
+	budgets map[string]*budget              // by algorithm and key
 	apps    map[string]map[string]memMember // app -> member id
 }
 
