@@ -19,6 +19,8 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/sluice-go/sluice/cluster"
+	sluiceredis "github.com/sluice-go/sluice/cluster/redis"
+	"github.com/sluice-go/sluice/cluster/redis/redistest"
 	"github.com/sluice-go/sluice/dashboard"
 	"github.com/sluice-go/sluice/dashboard/internal/memstore"
 	"github.com/sluice-go/sluice/sluicetest"
@@ -88,6 +90,15 @@ func newFleet(t *testing.T, mod func(*dashboard.Config)) *fleet {
 		d.Close()
 	})
 	return &fleet{store: cfg.Rules, tel: cfg.Telemetry, dash: d, srv: srv}
+}
+
+// withRedisTelemetry gives a fleet Redis's telemetry, which lists the
+// applications that publish frames (the telemetry in memory does not).
+func withRedisTelemetry(t *testing.T) func(*dashboard.Config) {
+	rdb := redistest.Start(t).Client(t)
+	return func(cfg *dashboard.Config) {
+		cfg.Telemetry = sluiceredis.NewTelemetry(rdb, sluiceredis.TelemetryConfig{Prefix: "dash"})
+	}
 }
 
 // client is a browser-like HTTP client: cookies kept, redirects not

@@ -62,13 +62,9 @@ func TestFleetAppsListed(t *testing.T) {
 // TestRetire: an admin retires an application: refused without the
 // confirmation and while an instance reports, unless forced; then its
 // rules are gone, the retirement is in the audit log and the page says so;
-// another application is untouched. The telemetry is Redis's, which lists
-// the applications that publish (the one in memory does not).
+// another application is untouched.
 func TestRetire(t *testing.T) {
-	rdb := redistest.Start(t).Client(t)
-	f := newFleet(t, func(cfg *dashboard.Config) {
-		cfg.Telemetry = sluiceredis.NewTelemetry(rdb, sluiceredis.TelemetryConfig{Prefix: "dash"})
-	})
+	f := newFleet(t, withRedisTelemetry(t))
 	ctx := context.Background()
 	require.NoError(t, f.tel.Publish(ctx, cluster.Frame{App: "shop", Instance: "shop-1", Second: time.Now().Unix()}, 5, time.Minute))
 	ada := signIn(t, f.srv, "ada")
