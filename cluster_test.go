@@ -14,8 +14,8 @@ import (
 	"github.com/sluice-go/sluice/cluster"
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/rulewalk"
+	"github.com/sluice-go/sluice/internal/sluicetest"
 	"github.com/sluice-go/sluice/rules"
-	"github.com/sluice-go/sluice/sluicetest"
 	"github.com/sluice-go/sluice/stat"
 )
 

@@ -10,8 +10,8 @@ import (
 	"sync/atomic"
 
 	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/sluicetest"
 	"github.com/sluice-go/sluice/rules"
-	"github.com/sluice-go/sluice/sluicetest"
 )
 
 // timerCountingClock is a manual clock that counts the timers it starts.

@@ -12,9 +12,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/sluicetest"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/slots"
-	"github.com/sluice-go/sluice/sluicetest"
 )
 
 var errDependency = errors.New("dependency failed")

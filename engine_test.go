@@ -15,9 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/sluicetest"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/slots"
-	"github.com/sluice-go/sluice/sluicetest"
 )
 
 func TestLoadFlowRulesRefusesInvalidSetWhole(t *testing.T) {

@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/sluicetest"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/slots"
-	"github.com/sluice-go/sluice/sluicetest"
 )
 
 // gateOpen reports whether calls on the resource are admitted by its flow

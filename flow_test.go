@@ -15,8 +15,8 @@ import (
 	"sync/atomic"
 
 	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/sluicetest"
 	"github.com/sluice-go/sluice/rules"
-	"github.com/sluice-go/sluice/sluicetest"
 )
 
 const ms = int64(time.Millisecond)

@@ -14,8 +14,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/sluicetest"
 	"github.com/sluice-go/sluice/rules"
-	"github.com/sluice-go/sluice/sluicetest"
 )
 
 // sysSource is a stat.SystemSource whose readings a test sets.

@@ -22,6 +22,8 @@ import (
 	sluiceredis "github.com/sluice-go/sluice/cluster/redis"
 	"github.com/sluice-go/sluice/cluster/redis/redistest"
 	"github.com/sluice-go/sluice/dashboard"
+	"github.com/sluice-go/sluice/dashboard/internal/memstore"
+	"github.com/sluice-go/sluice/sluicetest"
 )
 
 // password is every test user's password.
@@ -58,8 +60,8 @@ func testUsers(t testing.TB) []dashboard.User {
 
 const shopRules = "flow:\n  - resource: GET /api\n    threshold: 100\n"
 
-// fleet is a dashboard over a rule store and telemetry on a real Redis
-// holding rules of shop and billing, served on loopback.
+// fleet is a dashboard over a rule store and telemetry in memory holding
+// rules of shop and billing, served on loopback.
 type fleet struct {
 	store cluster.RuleStore
 	tel   cluster.Telemetry
@@ -69,9 +71,8 @@ type fleet struct {
 
 func newFleet(t *testing.T, mod func(*dashboard.Config)) *fleet {
 	t.Helper()
-	rdb := redistest.Start(t).Client(t)
-	st := sluiceredis.NewRuleStore(rdb, sluiceredis.RuleStoreConfig{Prefix: "dash"})
-	tel := sluiceredis.NewTelemetry(rdb, sluiceredis.TelemetryConfig{Prefix: "dash"})
+	st, _ := sluicetest.NewRuleStore(nil)
+	tel := memstore.New(nil)
 	ctx := context.Background()
 	for _, app := range []string{"shop", "billing"} {
 		_, err := st.Save(ctx, app, 0, cluster.RuleVersion{Doc: []byte(shopRules), Author: "seed"})
@@ -88,7 +89,16 @@ func newFleet(t *testing.T, mod func(*dashboard.Config)) *fleet {
 		srv.Close()
 		d.Close()
 	})
-	return &fleet{store: st, tel: tel, dash: d, srv: srv}
+	return &fleet{store: cfg.Rules, tel: cfg.Telemetry, dash: d, srv: srv}
+}
+
+// withRedisTelemetry gives a fleet Redis's telemetry, which lists the
+// applications that publish frames (the telemetry in memory does not).
+func withRedisTelemetry(t *testing.T) func(*dashboard.Config) {
+	rdb := redistest.Start(t).Client(t)
+	return func(cfg *dashboard.Config) {
+		cfg.Telemetry = sluiceredis.NewTelemetry(rdb, sluiceredis.TelemetryConfig{Prefix: "dash"})
+	}
 }
 
 // client is a browser-like HTTP client: cookies kept, redirects not

@@ -17,7 +17,7 @@ import (
 // shop, whose instance still reports, by forcing it.
 func TestBrowserFleetApps(t *testing.T) {
 	ctx := newBrowser(t)
-	f := newFleet(t, nil)
+	f := newFleet(t, withRedisTelemetry(t))
 	base := f.srv.URL
 	now := time.Now().Unix()
 	const hostile = `<img src=x onerror="window.__xss=1">`

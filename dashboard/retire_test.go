@@ -64,7 +64,7 @@ func TestFleetAppsListed(t *testing.T) {
 // rules are gone, the retirement is in the audit log and the page says so;
 // another application is untouched.
 func TestRetire(t *testing.T) {
-	f := newFleet(t, nil)
+	f := newFleet(t, withRedisTelemetry(t))
 	ctx := context.Background()
 	require.NoError(t, f.tel.Publish(ctx, cluster.Frame{App: "shop", Instance: "shop-1", Second: time.Now().Unix()}, 5, time.Minute))
 	ada := signIn(t, f.srv, "ada")

@@ -9,8 +9,8 @@ import (
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/cluster"
 	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/sluicetest"
 	"github.com/sluice-go/sluice/rules"
-	"github.com/sluice-go/sluice/sluicetest"
 )
 
 // TestFrameBlockedBySameSecond: a frame's refusals by type cover the same

@@ -1,9 +1,20 @@
-// Package sluicetest helps test code that uses sluice: a ManualClock that
-// moves only when the test says so, to drive an engine built with
-// sluice.WithClock through exact instants without sleeping.
+// Package sluicetest helps test code that uses sluice, exactly and without
+// Redis:
 //
-//	clk := sluicetest.NewManualClock(0)
-//	g := sluice.New(sluice.WithClock(clk))
-//	defer g.Close()
-//	clk.Advance(time.Second) // the next second's window
+//   - NewEngine: an engine on a ManualClock, which moves only when the test
+//     says so, closed when the test ends;
+//   - NewStore: a cluster.Store in memory that counts as the Redis store
+//     does, with a switch that makes it fail, to test cluster limits and
+//     their fallback;
+//   - NewRuleStore: a cluster.RuleStore in memory, for code that saves,
+//     follows or shows versioned rules.
+//
+// For example:
+//
+//	func TestTenASecond(t *testing.T) {
+//		engine, clk := sluicetest.NewEngine(t)
+//		engine.LoadRuleSet(rules.Set{Flow: []rules.Flow{{Resource: "r", Threshold: 10}}})
+//		// ... 10 entries pass, the 11th is refused ...
+//		clk.Advance(time.Second) // the next second: 10 more pass
+//	}
 package sluicetest

@@ -1,9 +1,7 @@
 package sluiceotel_test
 
 import (
-	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,7 +10,6 @@ import (
 
 	"github.com/sluice-go/sluice"
 	sluiceotel "github.com/sluice-go/sluice/adapters/otel"
-	"github.com/sluice-go/sluice/cluster"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 )
@@ -22,11 +19,10 @@ import (
 // failures are tested in its module (cluster/redis); here, what the engine
 // reports of them is exported.
 func TestClusterMetrics(t *testing.T) {
-	store := newMemStore()
 	clk := sluicetest.NewManualClock(int64(time.Hour))
-	g := sluice.New(sluice.WithClock(clk), sluice.WithCluster(store,
+	store, fail := sluicetest.NewStore(clk)
+	g, _ := sluicetest.NewEngine(t, sluice.WithClock(clk), sluice.WithCluster(store,
 		sluice.ClusterConfig{App: "shop", InstanceID: "a", Timeout: time.Second}))
-	t.Cleanup(func() { _ = g.Close() })
 	_, err := g.LoadFlowRules([]rules.Flow{{Resource: "pay", Threshold: 3, StatInterval: time.Hour,
 		Cluster: &rules.Cluster{Strict: true, Fallback: rules.FallbackBlock}}})
 	require.NoError(t, err)
@@ -61,7 +57,7 @@ func TestClusterMetrics(t *testing.T) {
 		}
 	}
 
-	store.setDown(true)
+	fail(errors.New("store down"))
 	_, err = g.Entry("pay")
 	require.ErrorIs(t, err, sluice.ErrBlocked, "the fallback blocks")
 	got, _ = collect(t, r)
@@ -69,68 +65,4 @@ func TestClusterMetrics(t *testing.T) {
 	assert.Equal(t, 6.0, got["sluice.cluster.store.takes[]"])
 	assert.Equal(t, 1.0, got["sluice.cluster.store.take_errors[]"])
 	assert.Equal(t, 3.0, got["sluice.blocked[resource=pay type=cluster]"])
-}
-
-// memStore is a cluster.Store in memory for the cluster metrics: each
-// budget admits Limit permits in all (the tests stay within one interval),
-// and down makes every call fail, as a store that cannot be reached.
-type memStore struct {
-	mu   sync.Mutex
-	down bool
-	used map[string]int64
-}
-
-func newMemStore() *memStore { return &memStore{used: map[string]int64{}} }
-
-var errDown = errors.New("store down")
-
-func (s *memStore) setDown(d bool) { s.mu.Lock(); s.down = d; s.mu.Unlock() }
-
-func (s *memStore) Take(ctx context.Context, reqs []cluster.Request, grants []cluster.Grant) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.down {
-		return errDown
-	}
-	for i, r := range reqs {
-		left := int64(r.Budget.Limit) - s.used[r.Budget.Key]
-		n := r.N
-		if n > left {
-			n = 0
-			if r.Partial && left > 0 {
-				n = left
-			}
-		}
-		s.used[r.Budget.Key] += n
-		grants[i] = cluster.Grant{N: n}
-	}
-	return nil
-}
-
-func (s *memStore) Give(ctx context.Context, b cluster.Budget, n int64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.down {
-		return errDown
-	}
-	s.used[b.Key] -= n
-	return nil
-}
-
-func (s *memStore) Beat(ctx context.Context, m cluster.Member, ttl time.Duration) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.down {
-		return 0, errDown
-	}
-	return 1, nil
-}
-
-func (s *memStore) Members(ctx context.Context, app string) ([]cluster.Member, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.down {
-		return nil, errDown
-	}
-	return []cluster.Member{{ID: "a", App: app}}, nil
 }

@@ -82,9 +82,7 @@ func collect(t *testing.T, r *sdkmetric.ManualReader) (map[string]float64, map[s
 // TestCollectAfterWorkload: a known workload on a manual clock, read by a
 // manual reader, exact.
 func TestCollectAfterWorkload(t *testing.T) {
-	clk := sluicetest.NewManualClock(0)
-	g := sluice.New(sluice.WithClock(clk))
-	defer g.Close()
+	g, clk := sluicetest.NewEngine(t)
 	r, mp := reader(t)
 	reg, err := sluiceotel.Register(g, mp)
 	require.NoError(t, err)
@@ -176,8 +174,7 @@ func TestCollectAfterWorkload(t *testing.T) {
 // TestCollectionsReadTheEngineThen: entries between collections are counted by
 // the engine only; a collection reads the totals at that time.
 func TestCollectionsReadTheEngineThen(t *testing.T) {
-	g := sluice.New(sluice.WithClock(sluicetest.NewManualClock(0)))
-	defer g.Close()
+	g, _ := sluicetest.NewEngine(t)
 	r, mp := reader(t)
 	reg, err := sluiceotel.Register(g, mp)
 	require.NoError(t, err)
@@ -196,8 +193,7 @@ func TestCollectionsReadTheEngineThen(t *testing.T) {
 // TestHostileNames: invalid UTF-8 in resource names and rule IDs becomes
 // U+FFFD, and names equal once replaced are observed once.
 func TestHostileNames(t *testing.T) {
-	g := sluice.New(sluice.WithClock(sluicetest.NewManualClock(0)))
-	defer g.Close()
+	g, _ := sluicetest.NewEngine(t)
 	r, mp := reader(t)
 	reg, err := sluiceotel.Register(g, mp)
 	require.NoError(t, err)

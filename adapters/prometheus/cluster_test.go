@@ -1,10 +1,8 @@
 package sluiceprom_test
 
 import (
-	"context"
 	"errors"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,7 +15,6 @@ import (
 
 	"github.com/sluice-go/sluice"
 	sluiceprom "github.com/sluice-go/sluice/adapters/prometheus"
-	"github.com/sluice-go/sluice/cluster"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 )
@@ -37,7 +34,7 @@ func serve(t *testing.T, g *sluice.Engine) string {
 // half-open > open > half-open > closed on a manual clock and scrapes the
 // counts by target state.
 func TestBreakerTransitionsOverHTTP(t *testing.T) {
-	g, clk := newEngine(t)
+	g, clk := sluicetest.NewEngine(t)
 	_, err := g.LoadCircuitBreakerRules([]rules.CircuitBreaker{{Resource: "pay", Strategy: rules.ErrorCount,
 		Threshold: 1, MinRequestAmount: 1, RetryTimeout: time.Second}})
 	require.NoError(t, err)
@@ -81,11 +78,10 @@ func TestBreakerTransitionsOverHTTP(t *testing.T) {
 // The Redis store's own failures are tested in its module (cluster/redis);
 // here, what the engine reports of them is exported.
 func TestClusterMetrics(t *testing.T) {
-	store := newMemStore()
 	clk := sluicetest.NewManualClock(int64(time.Hour))
-	g := sluice.New(sluice.WithClock(clk), sluice.WithCluster(store,
+	store, fail := sluicetest.NewStore(clk)
+	g, _ := sluicetest.NewEngine(t, sluice.WithClock(clk), sluice.WithCluster(store,
 		sluice.ClusterConfig{App: "shop", InstanceID: "a", Timeout: time.Second, ProbeInterval: time.Second, HeartbeatInterval: time.Second}))
-	t.Cleanup(func() { _ = g.Close() })
 	_, err := g.LoadFlowRules([]rules.Flow{{Resource: "pay", Threshold: 3, StatInterval: time.Hour,
 		Cluster: &rules.Cluster{Strict: true, Fallback: rules.FallbackBlock}}})
 	require.NoError(t, err)
@@ -115,7 +111,7 @@ func TestClusterMetrics(t *testing.T) {
 	assert.Equal(t, 0.0, got("sluice_cluster_permits_dropped_total"))
 	assert.Equal(t, 2.0, value(t, fams, "sluice_blocked_total", "resource", "pay", "type", "cluster"))
 
-	store.setDown(true)
+	fail(errors.New("store down"))
 	_, err = g.Entry("pay")
 	require.ErrorIs(t, err, sluice.ErrBlocked, "the fallback blocks")
 	require.Equal(t, sluice.ClusterFallback, status().Mode)
@@ -128,7 +124,7 @@ func TestClusterMetrics(t *testing.T) {
 	assert.Equal(t, 1.0, got("sluice_cluster_heartbeat_failures_total"))
 	assert.Equal(t, 0.0, got("sluice_cluster_store_probes_total"))
 
-	store.setDown(false)
+	fail(nil)
 	_, _ = g.Entry("pay") // a decision a probe interval after the failure queues a probe
 	require.Eventually(t, func() bool { return status().Mode == sluice.ClusterRemote }, 10*time.Second, time.Millisecond)
 	fams = scrape(t, url)
@@ -139,68 +135,4 @@ func TestClusterMetrics(t *testing.T) {
 	problems, err := testutil.CollectAndLint(sluiceprom.NewCollector(g))
 	require.NoError(t, err)
 	assert.Empty(t, problems)
-}
-
-// memStore is a cluster.Store in memory for the cluster metrics: each
-// budget admits Limit permits in all (the tests stay within one interval),
-// and down makes every call fail, as a store that cannot be reached.
-type memStore struct {
-	mu   sync.Mutex
-	down bool
-	used map[string]int64
-}
-
-func newMemStore() *memStore { return &memStore{used: map[string]int64{}} }
-
-var errDown = errors.New("store down")
-
-func (s *memStore) setDown(d bool) { s.mu.Lock(); s.down = d; s.mu.Unlock() }
-
-func (s *memStore) Take(ctx context.Context, reqs []cluster.Request, grants []cluster.Grant) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.down {
-		return errDown
-	}
-	for i, r := range reqs {
-		left := int64(r.Budget.Limit) - s.used[r.Budget.Key]
-		n := r.N
-		if n > left {
-			n = 0
-			if r.Partial && left > 0 {
-				n = left
-			}
-		}
-		s.used[r.Budget.Key] += n
-		grants[i] = cluster.Grant{N: n}
-	}
-	return nil
-}
-
-func (s *memStore) Give(ctx context.Context, b cluster.Budget, n int64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.down {
-		return errDown
-	}
-	s.used[b.Key] -= n
-	return nil
-}
-
-func (s *memStore) Beat(ctx context.Context, m cluster.Member, ttl time.Duration) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.down {
-		return 0, errDown
-	}
-	return 1, nil
-}
-
-func (s *memStore) Members(ctx context.Context, app string) ([]cluster.Member, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.down {
-		return nil, errDown
-	}
-	return []cluster.Member{{ID: "a", App: app}}, nil
 }

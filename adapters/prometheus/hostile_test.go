@@ -12,6 +12,7 @@ import (
 
 	sluiceprom "github.com/sluice-go/sluice/adapters/prometheus"
 	"github.com/sluice-go/sluice/rules"
+	"github.com/sluice-go/sluice/sluicetest"
 )
 
 // TestHostileNames: resource names and rule IDs that may come from traffic
@@ -21,7 +22,7 @@ import (
 // rule validators refuse it, since no rule document can hold it; names
 // from traffic can.)
 func TestHostileNames(t *testing.T) {
-	g, _ := newEngine(t)
+	g, _ := sluicetest.NewEngine(t)
 	const forge = "evil\"} 1\nsluice_passed_total{resource=\"forged\"} 99\n#"
 	names := []string{forge, "back\\slash", "a\xff", "a\xfe", "a\uFFFD", "b\xff"}
 	for _, n := range names {

@@ -27,14 +27,6 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func newEngine(t *testing.T) (*sluice.Engine, *sluicetest.ManualClock) {
-	t.Helper()
-	clk := sluicetest.NewManualClock(0)
-	g := sluice.New(sluice.WithClock(clk))
-	t.Cleanup(func() { _ = g.Close() })
-	return g, clk
-}
-
 // workload runs a known workload: on "GET /orders", 3 passed (one failed,
 // RTs 10, 20 and 30 ms) and 2 refused by the flow rule; on "GET /items",
 // one in flight and a batch of 4 refused by the isolation rule; a breaker
@@ -115,7 +107,7 @@ func value(t *testing.T, fams map[string]*dto.MetricFamily, name string, labels 
 }
 
 func TestScrapeOverHTTP(t *testing.T) {
-	g, clk := newEngine(t)
+	g, clk := sluicetest.NewEngine(t)
 	workload(t, g, clk)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(sluiceprom.NewCollector(g))
@@ -157,7 +149,7 @@ func TestScrapeOverHTTP(t *testing.T) {
 // TestParamValuesMakeNoSeries: a million distinct values of a param rule's
 // argument add no series; series are per resource.
 func TestParamValuesMakeNoSeries(t *testing.T) {
-	g, _ := newEngine(t)
+	g, _ := sluicetest.NewEngine(t)
 	_, err := g.LoadParamRules([]rules.Param{{Resource: "GET /user", Index: 0, Threshold: 1000}})
 	require.NoError(t, err)
 	c := sluiceprom.NewCollector(g)

@@ -12,13 +12,14 @@ import (
 	"github.com/sluice-go/sluice"
 	sluiceprom "github.com/sluice-go/sluice/adapters/prometheus"
 	"github.com/sluice-go/sluice/rules"
+	"github.com/sluice-go/sluice/sluicetest"
 )
 
 // TestShadowBlockedSeries: what a rule in shadow mode would have refused
 // is exported as sluice_shadow_blocked_total by block type, apart from
 // sluice_blocked_total, which counts only real refusals.
 func TestShadowBlockedSeries(t *testing.T) {
-	g, _ := newEngine(t)
+	g, _ := sluicetest.NewEngine(t)
 	require.NoError(t, g.LoadRuleSet(rules.Set{
 		Flow:  []rules.Flow{{Resource: "GET /orders", Threshold: 2, Shadow: true}},
 		Param: []rules.Param{{Resource: "GET /orders", Threshold: 1, Shadow: true}},

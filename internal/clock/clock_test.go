@@ -9,7 +9,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluice-go/sluice/core"
-	"github.com/sluice-go/sluice/sluicetest"
+	"github.com/sluice-go/sluice/internal/sluicetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

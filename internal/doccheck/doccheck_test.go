@@ -151,8 +151,14 @@ func TestCodeBlocksCompile(t *testing.T) {
 		known[name] = path
 	}
 	for name, paths := range pkgs.paths {
-		if len(paths) == 1 && !strings.Contains(paths[0], "/internal/") {
-			known[name] = paths[0]
+		var public []string // an internal package may share a public one's name
+		for _, p := range paths {
+			if !strings.Contains(p, "/internal/") {
+				public = append(public, p)
+			}
+		}
+		if len(public) == 1 {
+			known[name] = public[0]
 		}
 	}
 

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/cluster"
-	"github.com/sluice-go/sluice/sluicetest"
+	"github.com/sluice-go/sluice/internal/sluicetest"
 )
 
 // beats runs a Heartbeat on a manual clock and reads each beat's counts.

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/cluster"
-	"github.com/sluice-go/sluice/sluicetest"
+	"github.com/sluice-go/sluice/internal/sluicetest"
 )
 
 // TestFleet runs a fleet of five instances, each a Manager with a lease on

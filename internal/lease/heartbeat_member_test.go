@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/cluster"
-	"github.com/sluice-go/sluice/sluicetest"
+	"github.com/sluice-go/sluice/internal/sluicetest"
 )
 
 // versionStore records the rule version of each beat.

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/cluster"
-	"github.com/sluice-go/sluice/sluicetest"
+	"github.com/sluice-go/sluice/internal/sluicetest"
 )
 
 // TestHeartbeat: a beat at once, then one per Interval with TTL 3×Interval;

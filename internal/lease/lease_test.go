@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/cluster"
-	"github.com/sluice-go/sluice/sluicetest"
+	"github.com/sluice-go/sluice/internal/sluicetest"
 )
 
 var bg = context.Background()

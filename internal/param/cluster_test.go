@@ -16,8 +16,8 @@ import (
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/entry"
 	"github.com/sluice-go/sluice/internal/lease"
+	"github.com/sluice-go/sluice/internal/sluicetest"
 	"github.com/sluice-go/sluice/rules"
-	"github.com/sluice-go/sluice/sluicetest"
 )
 
 // memStore is a cluster.Store in memory deciding on the test's clock: a

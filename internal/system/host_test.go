@@ -15,7 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluice-go/sluice/core"
-	"github.com/sluice-go/sluice/sluicetest"
+	"github.com/sluice-go/sluice/internal/sluicetest"
 )
 
 // writeFiles creates files (path relative to dir → content) under dir.

@@ -1,0 +1,29 @@
+package stat_test
+
+import (
+	"fmt"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/rules"
+	"github.com/sluice-go/sluice/sluicetest"
+)
+
+// An engine counts every resource it guards; Snapshot reads the counts of
+// one as a stat.Snapshot.
+func ExampleSnapshot() {
+	engine := sluice.New(sluice.WithClock(sluicetest.NewManualClock(0)))
+	defer engine.Close()
+	if err := engine.LoadRuleSet(rules.Set{Flow: []rules.Flow{{Resource: "upload", Threshold: 3}}}); err != nil {
+		panic(err)
+	}
+	for i := 0; i < 5; i++ {
+		if p, err := engine.Entry("upload"); err == nil {
+			p.Exit()
+		}
+	}
+	s, _ := engine.Snapshot("upload")
+	fmt.Println("passed", s.TotalPass, "refused", s.TotalBlock, "by flow rules", s.Blocked(core.BlockFlow))
+	// Output:
+	// passed 3 refused 2 by flow rules 2
+}
