@@ -502,7 +502,7 @@ func (eng *Engine) Snapshot(resourceName string) (stat.Snapshot, bool) {
 	}
 	now := eng.clock.Nanotime()
 	eng.noticeShedding(now)
-	return x.node.Snapshot(now), true
+	return x.snapshot(now), true
 }
 
 // History returns what resourceName counted in each completed second (of
@@ -545,7 +545,7 @@ func (eng *Engine) Each(f func(name string, s stat.Snapshot)) {
 	}
 	eng.reg.mu.Unlock()
 	for _, r := range rs {
-		f(r.name, r.node.Snapshot(now))
+		f(r.name, r.snapshot(now))
 	}
 }
 

@@ -106,6 +106,10 @@ func (r Flow) Clone() Flow {
 		c := *r.Cluster
 		r.Cluster = &c
 	}
+	if r.Adaptive != nil {
+		a := *r.Adaptive
+		r.Adaptive = &a
+	}
 	return r
 }
 

@@ -83,6 +83,17 @@ type Flow struct {
 	// of the service through the engine's cluster store instead of a limit
 	// of this engine alone (see Cluster). Nil means a local rule.
 	Cluster *Cluster `json:"cluster,omitempty" yaml:"cluster,omitempty"`
+	// Adaptive, when set on a concurrency rule, makes its limit follow the
+	// resource's response time between Adaptive.Min and Adaptive.Max
+	// instead of Threshold (see Adaptive). Nil means a static limit.
+	Adaptive *Adaptive `json:"adaptive,omitempty" yaml:"adaptive,omitempty"`
+	// PriorityWait is, for a local QPS rule of the direct strategy and the
+	// reject behavior, the longest a critical entry (core.PriorityCritical)
+	// the window refuses may wait to be admitted at the start of the
+	// window's next bucket (StatInterval/10 later), counted against that
+	// bucket, so the limit holds in every interval all the same. Zero means
+	// critical entries are refused like the others.
+	PriorityWait time.Duration `json:"priorityWait,omitempty" yaml:"priorityWait,omitempty"`
 }
 
 // MaxThreshold bounds every threshold; larger values are refused as absurd.
@@ -111,7 +122,17 @@ func (r *Flow) Validate() error {
 	if err := r.validateEnums(kind); err != nil {
 		return err
 	}
-	if err := checkThreshold(kind, r.Resource, "Threshold", r.Threshold); err != nil {
+	if r.Adaptive != nil {
+		if err := r.validateAdaptive(); err != nil {
+			return err
+		}
+	}
+	if err := r.validatePriorityWait(); err != nil {
+		return err
+	}
+	if r.Adaptive != nil && r.Threshold == 0 {
+		// Unused: the adaptive section sets the limit.
+	} else if err := checkThreshold(kind, r.Resource, "Threshold", r.Threshold); err != nil {
 		return err
 	}
 	if r.Metric == Concurrency && r.Threshold != math.Trunc(r.Threshold) {
