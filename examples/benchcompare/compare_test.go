@@ -34,6 +34,8 @@ func BenchmarkSentinelOneRule(b *testing.B)         { both(b, sentinelOneRule) }
 func BenchmarkRateInfAllow(b *testing.B)            { both(b, rateInfAllow) }
 func BenchmarkRateAllow(b *testing.B)               { both(b, rateAllow) }
 func BenchmarkRatelimitTake(b *testing.B)           { both(b, ratelimitTake) }
+func BenchmarkSluiceAdaptive(b *testing.B)          { both(b, sluiceAdaptive) }
+func BenchmarkFailsafeAdaptive(b *testing.B)        { both(b, failsafeAdaptive) }
 
 func both(b *testing.B, p path) {
 	b.Run("serial", func(b *testing.B) { p.run(b, false) })
