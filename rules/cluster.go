@@ -89,14 +89,15 @@ func (r *Flow) validateCluster() error {
 }
 
 // Equal reports whether r and o are the same rule: equal fields, and equal
-// cluster sections (both nil, or the same values).
+// cluster and adaptive sections (both nil, or the same values).
 func (r Flow) Equal(o Flow) bool {
 	rc, oc := r.Cluster, o.Cluster
-	r.Cluster, o.Cluster = nil, nil
-	if r != o || (rc == nil) != (oc == nil) {
+	ra, oa := r.Adaptive, o.Adaptive
+	r.Cluster, o.Cluster, r.Adaptive, o.Adaptive = nil, nil, nil, nil
+	if r != o || (rc == nil) != (oc == nil) || (ra == nil) != (oa == nil) {
 		return false
 	}
-	return rc == nil || *rc == *oc
+	return (rc == nil || *rc == *oc) && (ra == nil || *ra == *oa)
 }
 
 // Clone returns a copy of r that shares no memory with it (its own cluster
