@@ -183,3 +183,46 @@ func TestAdaptiveEntryExitAllocatesNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestPriorityWaitThroughTheEngine: a lone one-second QPS rule with
+// PriorityWait (which the resource's fast gate would otherwise decide
+// alone) lets a critical entry over the threshold wait for the window's
+// next bucket, and refuses the others at once.
+func TestPriorityWaitThroughTheEngine(t *testing.T) {
+	g, clk := newTestEngine(t, int64(time.Hour)+int64(50*time.Millisecond))
+	rule := rules.Flow{Resource: "r", Threshold: 3, PriorityWait: 100 * time.Millisecond}
+	require.NoError(t, g.LoadRuleSet(rules.Set{Flow: []rules.Flow{rule}}))
+	for range 3 {
+		require.True(t, try(g, "r"))
+	}
+	require.False(t, try(g, "r"), "a default entry over the threshold")
+	require.False(t, try(g, "r", WithPriority(core.PrioritySheddable)))
+	// The three admissions are in the bucket that started 50 ms ago; the
+	// window's next bucket (50 ms away) still has it in its window, so a
+	// critical entry cannot borrow it either.
+	require.False(t, try(g, "r", WithPriority(core.PriorityCritical)))
+	// 901 ms later the window's last bucket began 1 ms ago; the first
+	// bucket, with the three admissions, leaves the window when the next
+	// starts, 99 ms away: a default entry is refused, a critical one waits
+	// for the next bucket and is counted there.
+	clk.Advance(901 * time.Millisecond)
+	require.False(t, try(g, "r"))
+	done := make(chan error, 1)
+	before := clk.Waiters()
+	go func() {
+		p, err := g.EntryContext(context.Background(), "r", WithPriority(core.PriorityCritical))
+		if err == nil {
+			p.Exit()
+		}
+		done <- err
+	}()
+	waitCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, clk.BlockUntil(waitCtx, before+1), "the critical entry did not wait")
+	clk.Advance(99 * time.Millisecond)
+	require.NoError(t, <-done)
+	// It was counted in the bucket it borrowed: two more fit, not three.
+	require.True(t, try(g, "r"))
+	require.True(t, try(g, "r"))
+	require.False(t, try(g, "r"))
+}
