@@ -275,6 +275,8 @@ func (eng *Engine) enter(p *Pass, ctx context.Context, name string, opts []Entry
 			c.Batch = o.n
 		case optArgs:
 			args.Positional = o.args
+		case optPriority:
+			c.Priority = core.Priority(o.n)
 		case optArg:
 			if nn == len(given) {
 				return nil, fmt.Errorf("%w: more than %d", ErrTooManyAttachments, MaxAttachments)

@@ -46,12 +46,3 @@ func (eng *Engine) tierEvent(c flow.TierChange) {
 	})
 }
 
-// snapshot is the resource's node's Snapshot at now, with the step of its
-// tiered rule.
-func (r *resource) snapshot(now int64) stat.Snapshot {
-	s := r.node.Snapshot(now)
-	if rs := r.rules.Load(); rs != nil {
-		s.Tier, _ = flow.Tier(rs.flow)
-	}
-	return s
-}

@@ -94,7 +94,9 @@ func indexRules(cur cluster.RuleVersion) *ruleIndex {
 	add := func(res string, a appliedRule) { ix.byRes[res] = append(ix.byRes[res], a) }
 	for i, r := range set.Flow {
 		a := appliedRule{Kind: "flow", Index: i}
-		if r.Metric == rules.Concurrency {
+		if r.Metric == rules.Concurrency && r.Adaptive != nil {
+			a.Summary, a.Plot = "flow adaptive in flight", "inflight" // its limit moves: no line to plot
+		} else if r.Metric == rules.Concurrency {
 			a.Summary, a.Limit, a.Plot = "flow "+num(r.Threshold)+" in flight", r.Threshold, "inflight"
 		} else {
 			per := 1.0

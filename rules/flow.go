@@ -77,6 +77,17 @@ type Flow struct {
 	// TierMetric is what chooses the tier: TierAvgRT (default),
 	// TierErrorRatio or TierCPU. It must be empty without Tiers.
 	TierMetric TierMetric `json:"tierMetric,omitempty" yaml:"tierMetric,omitempty"`
+	// Adaptive, when set on a concurrency rule, makes its limit follow the
+	// resource's response time between Adaptive.Min and Adaptive.Max
+	// instead of Threshold (see Adaptive). Nil means a static limit.
+	Adaptive *Adaptive `json:"adaptive,omitempty" yaml:"adaptive,omitempty"`
+	// PriorityWait is, for a local QPS rule of the direct strategy and the
+	// reject behavior, the longest a critical entry (core.PriorityCritical)
+	// the window refuses may wait to be admitted at the start of the
+	// window's next bucket (StatInterval/10 later), counted against that
+	// bucket, so the limit holds in every interval all the same. Zero means
+	// critical entries are refused like the others.
+	PriorityWait time.Duration `json:"priorityWait,omitempty" yaml:"priorityWait,omitempty"`
 }
 
 // MaxThreshold bounds every threshold; larger values are refused as absurd.
@@ -96,7 +107,17 @@ func (r *Flow) validate() error {
 	if err := r.validateTiers(); err != nil {
 		return err
 	}
-	unlimited := len(r.Tiers) > 0 && r.Threshold == 0 // no limit below the first tier
+	if r.Adaptive != nil {
+		if err := r.validateAdaptive(); err != nil {
+			return err
+		}
+	}
+	if err := r.validatePriorityWait(); err != nil {
+		return err
+	}
+	// No Threshold: no limit below the first tier, or the adaptive section
+	// sets the limit.
+	unlimited := (len(r.Tiers) > 0 || r.Adaptive != nil) && r.Threshold == 0
 	for _, err := range []error{
 		checkEnum("flow", r.Resource, "Metric", r.Metric, true, QPS, Concurrency),
 		checkEnum("flow", r.Resource, "Strategy", r.Strategy, true, Direct, WarmUp, TokenBucket),

@@ -29,6 +29,10 @@ type Snapshot struct {
 	AvgRT, MinRT time.Duration
 	// Concurrency is the number of requests in flight.
 	Concurrency int64
+	// AdaptiveLimit is the limit in force of the resource's adaptive
+	// concurrency rule (rules.Adaptive): the most requests it admits in
+	// flight now; zero when it has none.
+	AdaptiveLimit int64
 	// MinutePass, MinuteBlock, MinuteComplete and MinuteError are counts over
 	// the last minute.
 	MinutePass, MinuteBlock, MinuteComplete, MinuteError uint64

@@ -31,6 +31,7 @@
 //	sluice.errors{resource}                   counter        {request}  requests that exited with an error
 //	sluice.rt{resource}                       counter        s          response times of exited requests, summed (to the microsecond)
 //	sluice.in_flight{resource}                updown counter {request}  requests in flight
+//	sluice.adaptive.limit{resource}           gauge          {request}  the limit in force of the resource's adaptive concurrency rule (only resources with one)
 //	sluice.breaker.state{resource,rule}       gauge                     0 closed, 1 open, 2 half-open
 //	sluice.breaker.transitions{resource,rule,to} counter     {transition} changes of state by the state changed to
 //	sluice.system.load1                       gauge                     the host's one-minute load average (absent before the first good reading)
@@ -92,6 +93,9 @@ func (in *instruments) observeResource(o metric.Observer, name string, s *stat.S
 	o.ObserveInt64(in.errs, int64(s.TotalError), set)
 	o.ObserveFloat64(in.rt, s.TotalRT.Seconds(), set)
 	o.ObserveInt64(in.inFlight, s.Concurrency, set)
+	if s.AdaptiveLimit > 0 {
+		o.ObserveInt64(in.limit, s.AdaptiveLimit, set)
+	}
 }
 
 // ScopeName is the instrumentation scope of the meter Register uses.
@@ -103,7 +107,7 @@ type instruments struct {
 	shadow                           metric.Int64ObservableCounter
 	rt                               metric.Float64ObservableCounter
 	inFlight                         metric.Int64ObservableUpDownCounter
-	state                            metric.Int64ObservableGauge
+	state, limit                     metric.Int64ObservableGauge
 	moves                            metric.Int64ObservableCounter
 	load1, cpu                       metric.Float64ObservableGauge
 
@@ -146,6 +150,7 @@ func Register(eng *sluice.Engine, mp metric.MeterProvider) (metric.Registration,
 	inFlight, err := m.Int64ObservableUpDownCounter("sluice.in_flight", metric.WithUnit("{request}"), metric.WithDescription("Requests in flight."))
 	errs = append(errs, err)
 	in.inFlight = inFlight
+	in.limit = gauge("sluice.adaptive.limit", "{request}", "The limit in force of the resource's adaptive concurrency rule.")
 	in.state = gauge("sluice.breaker.state", "", "Circuit breaker state: 0 closed, 1 open, 2 half-open.")
 	in.moves = counter("sluice.breaker.transitions", "{transition}", "Circuit breaker changes of state, by the state changed to.")
 	in.load1 = fgauge("sluice.system.load1", "", "The host's one-minute load average.")
@@ -167,7 +172,7 @@ func Register(eng *sluice.Engine, mp metric.MeterProvider) (metric.Registration,
 	return m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		in.observe(eng, o)
 		return nil
-	}, in.passed, in.blocked, in.shadow, in.completed, in.errs, in.rt, in.inFlight, in.state, in.moves, in.load1, in.cpu,
+	}, in.passed, in.blocked, in.shadow, in.completed, in.errs, in.rt, in.inFlight, in.limit, in.state, in.moves, in.load1, in.cpu,
 		in.fallback, in.live, in.takes, in.takeErrs, in.reqs, in.given, in.dropped, in.probes, in.hbFails)
 }
 

@@ -59,7 +59,7 @@ func TestGrafanaDashboardUsesExportedMetrics(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(raw, &dash))
 	exported := described(t)
-	require.Len(t, exported, 20)
+	require.Len(t, exported, 21)
 
 	name := regexp.MustCompile(`\bsluice_[a-z0-9_]+`)
 	used := map[string]bool{}

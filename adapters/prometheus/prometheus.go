@@ -21,6 +21,7 @@
 //	errors_total{resource}             counter  requests that exited with an error
 //	rt_seconds{resource}               summary  response times of exited requests: _sum (seconds, to the microsecond) and _count (= completed_total), no quantiles
 //	in_flight{resource}                gauge    requests in flight
+//	adaptive_limit{resource}           gauge    the limit in force of the resource's adaptive concurrency rule (only resources with one)
 //	breaker_state{resource,rule}       gauge    0 closed, 1 open, 2 half-open; rule is the rule's ID, or its index among the circuit-breaker rules when it has none
 //	breaker_transitions_total{resource,rule,to}
 //	                                   counter  changes of state by the state changed to ("open", "half-open", "closed"), since the rule was loaded
@@ -62,6 +63,7 @@ import (
 type Collector struct {
 	eng                                      *sluice.Engine
 	passed, blocked, completed, errs, rt, in *prometheus.Desc
+	limit                                    *prometheus.Desc
 	breaker, moves, load1, cpu               *prometheus.Desc
 	shadow                                   *prometheus.Desc
 	cluster                                  clusterDescs
@@ -88,6 +90,7 @@ func NewCollector(eng *sluice.Engine) *Collector {
 		errs:      prometheus.NewDesc("sluice_errors_total", "Requests that exited with an error.", res, nil),
 		rt:        prometheus.NewDesc("sluice_rt_seconds", "Response times of exited requests.", res, nil),
 		in:        prometheus.NewDesc("sluice_in_flight", "Requests in flight.", res, nil),
+		limit:     prometheus.NewDesc("sluice_adaptive_limit", "The limit in force of the resource's adaptive concurrency rule.", res, nil),
 		breaker:   prometheus.NewDesc("sluice_breaker_state", "Circuit breaker state: 0 closed, 1 open, 2 half-open.", []string{"resource", "rule"}, nil),
 		moves:     prometheus.NewDesc("sluice_breaker_transitions_total", "Circuit breaker changes of state, by the state changed to.", []string{"resource", "rule", "to"}, nil),
 		load1:     prometheus.NewDesc("sluice_system_load1", "The host's one-minute load average.", nil, nil),
@@ -129,11 +132,14 @@ func (c *Collector) collectResource(ch chan<- prometheus.Metric, name string, s 
 	ch <- prometheus.MustNewConstMetric(c.errs, prometheus.CounterValue, float64(s.TotalError), name)
 	ch <- prometheus.MustNewConstSummary(c.rt, s.TotalComplete, s.TotalRT.Seconds(), nil, name)
 	ch <- prometheus.MustNewConstMetric(c.in, prometheus.GaugeValue, float64(s.Concurrency), name)
+	if s.AdaptiveLimit > 0 {
+		ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(s.AdaptiveLimit), name)
+	}
 }
 
 // Describe sends the descriptors of every metric the collector exports.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.passed, c.blocked, c.shadow, c.completed, c.errs, c.rt, c.in, c.breaker, c.moves, c.load1, c.cpu} {
+	for _, d := range []*prometheus.Desc{c.passed, c.blocked, c.shadow, c.completed, c.errs, c.rt, c.in, c.limit, c.breaker, c.moves, c.load1, c.cpu} {
 		ch <- d
 	}
 	for _, d := range c.cluster.all() {

@@ -34,6 +34,8 @@ func BenchmarkSentinelOneRule(b *testing.B)         { both(b, sentinelOneRule) }
 func BenchmarkRateInfAllow(b *testing.B)            { both(b, rateInfAllow) }
 func BenchmarkRateAllow(b *testing.B)               { both(b, rateAllow) }
 func BenchmarkRatelimitTake(b *testing.B)           { both(b, ratelimitTake) }
+func BenchmarkSluiceAdaptive(b *testing.B)          { both(b, sluiceAdaptive) }
+func BenchmarkFailsafeAdaptive(b *testing.B)        { both(b, failsafeAdaptive) }
 
 func both(b *testing.B, p path) {
 	b.Run("serial", func(b *testing.B) { p.run(b, false) })
@@ -44,7 +46,7 @@ func both(b *testing.B, p path) {
 // blocked one, refuses) as intended, so that no benchmark measures an error
 // path.
 func TestAllPathsPass(t *testing.T) {
-	require.Len(t, paths, 13)
+	require.Len(t, paths, 15)
 	for _, p := range paths {
 		t.Run(p.name, func(t *testing.T) {
 			require.NoError(t, p.verify(1000))

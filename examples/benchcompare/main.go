@@ -55,6 +55,8 @@ var ratios = []ratio{
 	{label: "every rule kind / one rule (sluice)", num: sluiceAllKinds, den: sluiceOneRule},
 	{label: "sluice Entry+Exit / uber ratelimit Take", num: sluiceOneRule, den: ratelimitTake},
 	{label: "sentinel-golang Entry+Exit / sluice Entry+Exit", num: sentinelOneRule, den: sluiceOneRule},
+	{label: "adaptive rule over one rule, ns added (goal <= +60)", num: sluiceAdaptive, den: sluiceOneRule, diff: true},
+	{label: "failsafe-go adaptive limiter / sluice adaptive rule", num: failsafeAdaptive, den: sluiceAdaptive},
 }
 
 func main() {

@@ -104,6 +104,7 @@ var paths = []path{
 	sluiceResources100k, sluiceResourcesZipf10k, sluiceResourcesZipf100k,
 	sluiceParamNone, sluiceParam1M,
 	sentinelOneRule, rateInfAllow, rateAllow, ratelimitTake,
+	sluiceAdaptive, failsafeAdaptive,
 }
 
 // manyResources is how many resources sluiceManyResources visits.

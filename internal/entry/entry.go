@@ -19,6 +19,8 @@ type Context struct {
 	Resource string
 	// Traffic is the entry's traffic type.
 	Traffic core.TrafficType
+	// Priority is the entry's priority (sluice.WithPriority).
+	Priority core.Priority
 	// Batch is how many requests the entry stands for; at least 1.
 	Batch int64
 	// Start is the engine clock's reading when the entry began, in

@@ -79,6 +79,8 @@ func newController(r rules.Flow, nodes NodeFunc) *Controller {
 		c = newClusterRule(b)
 	case r.RefResource != "":
 		c = &associated{ref: nodes(r.RefResource), concurrency: r.Metric == rules.Concurrency, limit: r.Threshold, base: b}
+	case r.Adaptive != nil:
+		c = newAdaptive(b)
 	case r.Metric == rules.Concurrency:
 		c = newConcurrency(b)
 	case r.Strategy == rules.TokenBucket && r.Behavior == rules.Throttle:
@@ -122,6 +124,8 @@ func (c *Controller) Check(ctx context.Context, ec *entry.Context, clk core.Cloc
 		return k.check(ctx, ec, clk)
 	case *concurrency:
 		return k.check(ctx, ec, clk)
+	case *adaptiveRule:
+		return k.check(ctx, ec, clk)
 	case *associated:
 		return k.check(ctx, ec, clk)
 	case *clusterRule:
@@ -145,6 +149,7 @@ type stateKey struct {
 	strategy      rules.TokenStrategy
 	behavior      rules.ControlBehavior
 	exact         bool
+	adaptive      bool
 	interval      time.Duration
 	cluster       clusterTerms // zero for a local rule
 }
@@ -153,7 +158,7 @@ func (c *Controller) key() stateKey {
 	r := c.c.enforced()
 	return stateKey{
 		resource: r.Resource, ref: r.RefResource,
-		metric: cmp.Or(r.Metric, rules.QPS), strategy: cmp.Or(r.Strategy, rules.Direct), behavior: cmp.Or(r.Behavior, rules.Reject), exact: r.Exact,
+		metric: cmp.Or(r.Metric, rules.QPS), strategy: cmp.Or(r.Strategy, rules.Direct), behavior: cmp.Or(r.Behavior, rules.Reject), exact: r.Exact, adaptive: r.Adaptive != nil,
 		interval: cmp.Or(r.StatInterval, ruledef.StatInterval), cluster: termsOf(r),
 	}
 }

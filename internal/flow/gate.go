@@ -33,13 +33,13 @@ const secondWidth = int64(window.BucketWidth)
 
 // Set opens the gate when cs, the flow controllers in force on the resource
 // whose node is n, are a single QPS reject rule over one second counting in
-// n's own window and only says the resource has no other rules; it closes
+// n's own window, without PriorityWait, and only says the resource has no other rules; it closes
 // it otherwise. The caller publishes the rule set before calling Set: a
 // call that finds the gate closed reads the rule set, and either way it is
 // checked against one version of the rules, the old or the new.
 func (g *Gate) Set(cs []Controller, only bool, n *window.Node) {
 	if only && len(cs) == 1 {
-		if r, ok := cs[0].c.(*reject); ok && r.win == n.OwnWindow() && r.width == secondWidth {
+		if r, ok := cs[0].c.(*reject); ok && r.win == n.OwnWindow() && r.width == secondWidth && r.rule.PriorityWait == 0 {
 			g.rule.Store(r)
 			g.limit.Store(math.Float64bits(r.limit))
 			return

@@ -95,9 +95,14 @@ type reject struct {
 	base
 }
 
-func (c *reject) check(_ context.Context, ec *entry.Context, _ core.Clock) *core.BlockError {
+func (c *reject) check(ctx context.Context, ec *entry.Context, clk core.Clock) *core.BlockError {
 	ok, seen := admit(ec, c.win, c.width, c.limit)
 	if !ok {
+		if ec.Priority == core.PriorityCritical && c.rule.PriorityWait > 0 {
+			if be, decided := c.occupy(ctx, ec, clk); decided {
+				return be
+			}
+		}
 		return c.refusal(ec, seen)
 	}
 	ec.AddUndo(c)

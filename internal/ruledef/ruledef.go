@@ -39,3 +39,29 @@ const (
 	// MaxParamExceptions bounds the number of entries of Param.Exceptions.
 	MaxParamExceptions = 1 << 16
 )
+
+// AdaptiveDefaults returns the fields of an adaptive concurrency section
+// (rules.Adaptive) with the defaults of the zero ones: Min 1, Max 1000 (or
+// Min when larger), Initial Min, Window 100ms, Tolerance 0.2, probe
+// interval 30s.
+func AdaptiveDefaults(lo, hi, initial int64, window time.Duration, tol float64, probe time.Duration) (int64, int64, int64, time.Duration, float64, time.Duration) {
+	if lo == 0 {
+		lo = 1
+	}
+	if hi == 0 {
+		hi = max(1000, lo)
+	}
+	if initial == 0 {
+		initial = lo
+	}
+	if window == 0 {
+		window = 100 * time.Millisecond
+	}
+	if tol == 0 {
+		tol = 0.2
+	}
+	if probe == 0 {
+		probe = 30 * time.Second
+	}
+	return lo, hi, initial, window, tol, probe
+}

@@ -191,7 +191,7 @@ func (s *Slot) check(rs *RuleSet, ec *entry.Context) *core.BlockError {
 			if c := rs.load; c != nil && v > c.threshold {
 				return c.block(ec, v)
 			}
-			if c := rs.loadBBR; c != nil && v > c.threshold && s.overCapacity(now) {
+			if c := rs.loadBBR; c != nil && v > c.threshold && s.overCapacity(now, ec.Priority) {
 				return c.block(ec, v)
 			}
 		}
@@ -201,7 +201,7 @@ func (s *Slot) check(rs *RuleSet, ec *entry.Context) *core.BlockError {
 			if c := rs.cpu; c != nil && v > c.threshold {
 				return c.block(ec, v)
 			}
-			if c := rs.cpuBBR; c != nil && v > c.threshold && s.overCapacity(now) {
+			if c := rs.cpuBBR; c != nil && v > c.threshold && s.overCapacity(now, ec.Priority) {
 				return c.block(ec, v)
 			}
 		}
@@ -213,7 +213,10 @@ func (s *Slot) check(rs *RuleSet, ec *entry.Context) *core.BlockError {
 // concurrency > 1 && concurrency > maxCompletedPerSecond × minRT(s), with
 // the figures of Capacity read through the window cache. In whole numbers
 // (maxCompleted is per 100 ms bucket, minRT in µs): n·10^5 > done·minRT.
-func (s *Slot) overCapacity(now int64) bool {
+// The capacity is p's share of it: three quarters for sheddable entries,
+// all of it for default ones, a quarter more for critical ones (the shares
+// of adaptive concurrency rules; see docs/adaptive.md).
+func (s *Slot) overCapacity(now int64, p core.Priority) bool {
 	n := s.inbound.Concurrency()
 	if n <= 1 {
 		return false
@@ -222,8 +225,16 @@ func (s *Slot) overCapacity(now int64) bool {
 	if !ok {
 		return true // nothing completed: capacity 0
 	}
-	// done and rt are at most 2^30 each (window.MaxAdd); the product fits.
-	return uint64(n)*(1e6/window.SecondBuckets) > done*rt
+	// done and rt are at most 2^30 each (window.MaxAdd); the product,
+	// times 5, fits.
+	lhs, rhs := uint64(n)*(1e6/window.SecondBuckets), done*rt
+	switch p {
+	case core.PrioritySheddable:
+		return 4*lhs > 3*rhs
+	case core.PriorityCritical:
+		return 4*lhs > 5*rhs
+	}
+	return lhs > rhs
 }
 
 // Capacity returns the number of inbound requests the process can have in
