@@ -42,14 +42,14 @@ func (t Tier) below() float64 {
 // threshold check, which a tiered rule's zero Threshold would fail).
 func (r *Flow) validateTiers() error {
 	const kind = "flow"
+	if err := checkEnum(kind, r.Resource, "TierMetric", r.TierMetric, true, TierAvgRT, TierErrorRatio, TierCPU); err != nil {
+		return err
+	}
 	if len(r.Tiers) == 0 {
 		if r.TierMetric != "" {
 			return fieldErr(kind, r.Resource, "TierMetric", "is only used with Tiers; leave it empty")
 		}
 		return nil
-	}
-	if err := checkEnum(kind, r.Resource, "TierMetric", r.TierMetric, true, TierAvgRT, TierErrorRatio, TierCPU); err != nil {
-		return err
 	}
 	switch {
 	case len(r.Tiers) > maxTiers:
