@@ -33,8 +33,8 @@
 // The package-level functions act on a default engine. New builds an
 // independent engine with its own clock, rules and statistics, for tests and
 // multi-tenant programs. An engine tracks at most WithMaxResources resources
-// without rules (the rest count under OverflowResource) and forgets those
-// left idle for IdleResourceTimeout; it starts no goroutine except the
+// without rules (the rest count under the resource "__sluice_overflow__") and forgets
+// those left idle for two minutes; it starts no goroutine except the
 // system metrics sampler, which Close stops.
 //
 // The default traffic type is Inbound: an entry counts as work this process

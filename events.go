@@ -29,11 +29,6 @@ func (eng *Engine) Subscribe(f func(stat.Event)) (cancel func()) {
 	return eng.events.Listen(f)
 }
 
-// Subscribe registers f for the default engine's events (see
-// Engine.Subscribe). It stays with that engine: after Close or SetDefault,
-// subscribe again on the new default engine.
-func Subscribe(f func(stat.Event)) (cancel func()) { return defaultEngine().Subscribe(f) }
-
 // breakerEvent forwards a circuit-breaker transition to the event stream.
 // It runs as a breaker listener: in order and outside the breakers' locks.
 func (eng *Engine) breakerEvent(t degrade.Transition) {

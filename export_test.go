@@ -24,15 +24,16 @@ func TestExportNamesAreValidAndUnique(t *testing.T) {
 		{ID: "x\xff", Resource: "ok", Strategy: rules.ErrorRatio, Threshold: 0.5, RetryTimeout: 1e9, MinRequestAmount: 1, StatInterval: 1e9},
 		{Resource: "b\xfe", Strategy: rules.ErrorCount, Threshold: 5, RetryTimeout: 1e9, MinRequestAmount: 1, StatInterval: 1e9},
 	} {
-		_, err := g.LoadCircuitBreakerRules([]rules.CircuitBreaker{bad})
+		_, err := loadBreakers(g, []rules.CircuitBreaker{bad})
 		require.ErrorContains(t, err, "is not valid UTF-8")
 	}
-	_, err := g.LoadCircuitBreakerRules([]rules.CircuitBreaker{
+	_, err := loadBreakers(g, []rules.CircuitBreaker{
 		{ID: "x", Resource: "ok", Strategy: rules.ErrorCount, Threshold: 5, RetryTimeout: 1e9, MinRequestAmount: 1, StatInterval: 1e9},
 		{ID: "x", Resource: "ok", Strategy: rules.ErrorRatio, Threshold: 0.5, RetryTimeout: 1e9, MinRequestAmount: 1, StatInterval: 1e9},
 		{ID: "x\uFFFD", Resource: "ok", Strategy: rules.SlowRequestRatio, MaxAllowedRT: 1e8, Threshold: 0.5, RetryTimeout: 1e9, MinRequestAmount: 1, StatInterval: 1e9},
 		{Resource: "a\uFFFD", Strategy: rules.ErrorCount, Threshold: 5, RetryTimeout: 1e9, MinRequestAmount: 1, StatInterval: 1e9},
 	})
+
 	require.NoError(t, err)
 
 	var names []string

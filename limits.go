@@ -84,14 +84,3 @@ func (eng *Engine) checkResources(set *rules.Set) error {
 	}
 	return nil
 }
-
-// inForce returns the rules in force, with rs in place of those of kind k.
-// Must hold eng.mu.
-func inForce[R, C any](eng *Engine, k *ruleKind[R, C], rs []R) rules.Set {
-	set := rules.Set{
-		Flow: eng.flow.rules, System: eng.sys.rules,
-		CircuitBreaker: eng.breakers.rules, Param: eng.param.rules,
-	}
-	*k.of(&set) = rs
-	return set
-}

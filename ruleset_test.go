@@ -3,6 +3,7 @@ package sluice
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluice-go/sluice/rules"
+	"github.com/sluice-go/sluice/stat"
 )
 
 func fullRuleSet() rules.Set {
@@ -32,20 +34,20 @@ func fullRuleSet() rules.Set {
 func TestLoadRuleSet(t *testing.T) {
 	g, _ := newTestEngine(t, 0)
 	want := fullRuleSet()
-	require.NoError(t, g.LoadRuleSet(want))
-	assert.Equal(t, want, g.RuleSet())
-	assert.Equal(t, want.Flow, g.FlowRules())
-	assert.Equal(t, want.System, g.SystemRules())
-	assert.Equal(t, want.CircuitBreaker, g.CircuitBreakerRules())
-	assert.Equal(t, want.Param, g.ParamRules())
+	require.NoError(t, g.LoadRules(want))
+	assert.Equal(t, want, g.Rules())
+	assert.Equal(t, want.Flow, g.Rules().Flow)
+	assert.Equal(t, want.System, g.Rules().System)
+	assert.Equal(t, want.CircuitBreaker, g.Rules().CircuitBreaker)
+	assert.Equal(t, want.Param, g.Rules().Param)
 
 	assert.True(t, try(g, "db"), "concurrency rules are in force")
 
 	// A set without a kind removes that kind.
-	require.NoError(t, g.LoadRuleSet(rules.Set{Flow: want.Flow[:1]}))
-	assert.Equal(t, rules.Set{Flow: want.Flow[:1]}, g.RuleSet())
-	require.NoError(t, g.LoadRuleSet(rules.Set{}))
-	assert.Equal(t, rules.Set{}, g.RuleSet())
+	require.NoError(t, g.LoadRules(rules.Set{Flow: want.Flow[:1]}))
+	assert.Equal(t, rules.Set{Flow: want.Flow[:1]}, g.Rules())
+	require.NoError(t, g.LoadRules(rules.Set{}))
+	assert.Equal(t, rules.Set{}, g.Rules())
 }
 
 func TestLoadRuleSetRefusesWhole(t *testing.T) {
@@ -95,9 +97,9 @@ func TestLoadRuleSetRefusesWhole(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			g, _ := newTestEngine(t, 0)
 			before := fullRuleSet()
-			require.NoError(t, g.LoadRuleSet(before))
+			require.NoError(t, g.LoadRules(before))
 
-			err := g.LoadRuleSet(tt.give)
+			err := g.LoadRules(tt.give)
 			require.Error(t, err)
 			if tt.want != "" {
 				assert.EqualError(t, err, tt.want)
@@ -107,8 +109,8 @@ func TestLoadRuleSetRefusesWhole(t *testing.T) {
 			assert.Equal(t, tt.wantKind, re.Kind)
 			assert.Equal(t, tt.wantIndex, re.Index)
 			assert.Equal(t, tt.wantField, re.Field)
-			assert.Equal(t, before, g.RuleSet(), "nothing changed")
-			assert.Equal(t, before.Flow, g.FlowRules())
+			assert.Equal(t, before, g.Rules(), "nothing changed")
+			assert.Equal(t, before.Flow, g.Rules().Flow)
 		})
 	}
 }
@@ -128,7 +130,7 @@ func (f failingKind) kindName() string                            { return "fail
 func TestLoadRuleSetIsAtomic(t *testing.T) {
 	g, _ := newTestEngine(t, 0)
 	before := fullRuleSet()
-	require.NoError(t, g.LoadRuleSet(before))
+	require.NoError(t, g.LoadRules(before))
 	for i := 0; i < 5; i++ {
 		require.True(t, try(g, "GET /orders"), "pass %d of 5", i)
 	}
@@ -142,11 +144,11 @@ func TestLoadRuleSetIsAtomic(t *testing.T) {
 	next.Flow[0].Threshold = 50 // counts the same way: would inherit the window
 	next.Flow[2].Threshold = 1
 	next.System = nil
-	err := g.LoadRuleSet(next)
+	err := g.LoadRules(next)
 	require.ErrorIs(t, err, refused)
-	assert.Equal(t, before, g.RuleSet())
+	assert.Equal(t, before, g.Rules())
 	assert.False(t, try(g, "GET /orders"), "the old threshold, with its window, is in force")
-	assert.Equal(t, before.System, g.SystemRules())
+	assert.Equal(t, before.System, g.Rules().System)
 	var held []*Pass
 	for i := 0; i < 4; i++ {
 		p, err := g.Entry("db")
@@ -163,23 +165,23 @@ func TestLoadRuleSetIsAtomic(t *testing.T) {
 func TestLoadersRefuseAfterClose(t *testing.T) {
 	g, _ := newTestEngine(t, 0)
 	before := fullRuleSet()
-	require.NoError(t, g.LoadRuleSet(before))
+	require.NoError(t, g.LoadRules(before))
 	require.NoError(t, g.Close())
 	tests := []struct {
 		name string
 		load func() error
 	}{
-		{"flow", func() error { _, err := g.LoadFlowRules(nil); return err }},
-		{"isolation", func() error { _, err := g.LoadFlowRules(nil); return err }},
-		{"system", func() error { _, err := g.LoadSystemRules(nil); return err }},
-		{"circuit breaker", func() error { _, err := g.LoadCircuitBreakerRules(nil); return err }},
-		{"param", func() error { _, err := g.LoadParamRules(nil); return err }},
-		{"rule set", func() error { return g.LoadRuleSet(rules.Set{}) }},
+		{"flow", func() error { _, err := loadFlow(g, nil); return err }},
+		{"isolation", func() error { _, err := loadFlow(g, nil); return err }},
+		{"system", func() error { _, err := loadSystem(g, nil); return err }},
+		{"circuit breaker", func() error { _, err := loadBreakers(g, nil); return err }},
+		{"param", func() error { _, err := loadParams(g, nil); return err }},
+		{"rule set", func() error { return g.LoadRules(rules.Set{}) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			require.ErrorIs(t, tt.load(), ErrClosed)
-			assert.Equal(t, before, g.RuleSet(), "nothing changed")
+			assert.Equal(t, before, g.Rules(), "nothing changed")
 		})
 	}
 }
@@ -218,7 +220,7 @@ func TestWatchRuleFile(t *testing.T) {
 	src, err := g.WatchRuleFile(f.path, rules.WithErrorHandler(f.report))
 	require.NoError(t, err)
 	defer src.Close()
-	assert.Equal(t, []rules.Flow{{Resource: "api", Threshold: 1}}, g.FlowRules(), "loaded at once")
+	assert.Equal(t, []rules.Flow{{Resource: "api", Threshold: 1}}, g.Rules().Flow, "loaded at once")
 	assert.True(t, try(g, "api"))
 	assert.False(t, try(g, "api"), "threshold 1 is in force")
 
@@ -237,7 +239,7 @@ func TestWatchRuleFile(t *testing.T) {
 	// A malformed file keeps the rules.
 	f.write("flow:\n  - resource: api\n    threshold: [\n")
 	poll()
-	assert.Equal(t, inForce, g.FlowRules())
+	assert.Equal(t, inForce, g.Rules().Flow)
 	require.Len(t, f.reported(), 1)
 	assert.ErrorContains(t, f.reported()[0], "rules: yaml: ")
 
@@ -248,7 +250,7 @@ func TestWatchRuleFile(t *testing.T) {
   - {resource: c, threshold: -2}
 `)
 	poll()
-	assert.Equal(t, inForce, g.FlowRules(), "the valid rules of a refused file are not loaded either")
+	assert.Equal(t, inForce, g.Rules().Flow, "the valid rules of a refused file are not loaded either")
 	require.Len(t, f.reported(), 2)
 	assert.EqualError(t, f.reported()[1], f.path+`: rules: flow rule 2 (resource "c"): Threshold: must be a positive number, got -2`)
 	var re *rules.Error
@@ -260,7 +262,7 @@ func TestWatchRuleFile(t *testing.T) {
 	f.write("flow:\n  - resource: api\n    threshold: 3\nisolation:\n  - resource: db\n    threshold: 2\n")
 	poll()
 	withDB := []rules.Flow{{Resource: "api", Threshold: 3}, {Metric: rules.Concurrency, Resource: "db", Threshold: 2}}
-	assert.Equal(t, withDB, g.FlowRules(), "isolation rules are read as concurrency flow rules, after the flow rules")
+	assert.Equal(t, withDB, g.Rules().Flow, "isolation rules are read as concurrency flow rules, after the flow rules")
 	assert.Len(t, f.reported(), 2, "no new error")
 	passed := 0
 	for range 5 {
@@ -273,7 +275,7 @@ func TestWatchRuleFile(t *testing.T) {
 	// A file that disappears is reported and keeps the rules.
 	require.NoError(t, os.Remove(f.path))
 	poll()
-	assert.Equal(t, withDB, g.FlowRules())
+	assert.Equal(t, withDB, g.Rules().Flow)
 	require.Len(t, f.reported(), 3)
 	assert.ErrorIs(t, f.reported()[2], os.ErrNotExist)
 
@@ -292,29 +294,29 @@ func TestWatchRuleFileRefusesBadStart(t *testing.T) {
 	src, err := g.WatchRuleFile(bad)
 	require.EqualError(t, err, bad+`: rules: flow rule 0 (resource "a"): Threshold: want a number, got string "x" at line 1`)
 	assert.Nil(t, src)
-	assert.Equal(t, before, g.FlowRules())
+	assert.Equal(t, before, g.Rules().Flow)
 	assert.Equal(t, 0, clk.Waiters(), "nothing is watched")
 
 	_, err = g.WatchRuleFile(filepath.Join(dir, "missing.yaml"))
 	require.ErrorIs(t, err, os.ErrNotExist)
 }
 
-func TestPackageLevelRuleSet(t *testing.T) {
+func TestPackageLevelLoadRules(t *testing.T) {
 	g, _ := newTestEngine(t, 0)
 	old := SetDefault(g)
 	defer SetDefault(old)
 
 	set := rules.Set{Flow: []rules.Flow{{Resource: "x", Threshold: 2}}}
-	require.NoError(t, LoadRuleSet(set))
-	assert.Equal(t, set, RuleSet())
-	assert.Equal(t, set, g.RuleSet())
+	require.NoError(t, LoadRules(set))
+	assert.Equal(t, set, Default().Rules())
+	assert.Equal(t, set, g.Rules())
 
 	p := filepath.Join(t.TempDir(), "rules.yaml")
 	require.NoError(t, os.WriteFile(p, []byte("isolation:\n  - {resource: y, threshold: 3}\n"), 0o600))
 	src, err := WatchRuleFile(p)
 	require.NoError(t, err)
 	require.NoError(t, src.Close())
-	assert.Equal(t, rules.Set{Flow: []rules.Flow{{Metric: rules.Concurrency, Resource: "y", Threshold: 3}}}, g.RuleSet())
+	assert.Equal(t, rules.Set{Flow: []rules.Flow{{Metric: rules.Concurrency, Resource: "y", Threshold: 3}}}, g.Rules())
 }
 
 // TestLoadersRefuseDuplicates checks that every kind's loader refuses two
@@ -326,13 +328,13 @@ func TestLoadersRefuseDuplicates(t *testing.T) {
 	cb := rules.CircuitBreaker{Resource: "r", Strategy: rules.ErrorCount, Threshold: 5, RetryTimeout: time.Second}
 	par := rules.Param{Resource: "r", Threshold: 3, Duration: time.Second}
 	sys := rules.System{Metric: rules.InboundQPS, Threshold: 100}
-	_, err := g.LoadFlowRules([]rules.Flow{iso})
+	_, err := loadFlow(g, []rules.Flow{iso})
 	require.NoError(t, err)
-	_, err = g.LoadCircuitBreakerRules([]rules.CircuitBreaker{cb})
+	_, err = loadBreakers(g, []rules.CircuitBreaker{cb})
 	require.NoError(t, err)
-	_, err = g.LoadParamRules([]rules.Param{par})
+	_, err = loadParams(g, []rules.Param{par})
 	require.NoError(t, err)
-	_, err = g.LoadSystemRules([]rules.System{sys})
+	_, err = loadSystem(g, []rules.System{sys})
 	require.NoError(t, err)
 
 	tests := []struct {
@@ -341,19 +343,19 @@ func TestLoadersRefuseDuplicates(t *testing.T) {
 		kind string
 	}{
 		{"isolation", func() error {
-			_, err := g.LoadFlowRules([]rules.Flow{iso, {Metric: rules.Concurrency, Resource: "x", Threshold: 1}, {Metric: rules.Concurrency, Resource: "r", Threshold: 9}})
+			_, err := loadFlow(g, []rules.Flow{iso, {Metric: rules.Concurrency, Resource: "x", Threshold: 1}, {Metric: rules.Concurrency, Resource: "r", Threshold: 9}})
 			return err
 		}, "flow"},
 		{"circuit breaker", func() error {
-			_, err := g.LoadCircuitBreakerRules([]rules.CircuitBreaker{cb, {Resource: "x", Strategy: rules.ErrorCount, Threshold: 1, RetryTimeout: time.Second}, cb})
+			_, err := loadBreakers(g, []rules.CircuitBreaker{cb, {Resource: "x", Strategy: rules.ErrorCount, Threshold: 1, RetryTimeout: time.Second}, cb})
 			return err
 		}, "circuit breaker"},
 		{"param", func() error {
-			_, err := g.LoadParamRules([]rules.Param{par, {Resource: "x", Threshold: 1, Duration: time.Second}, {Resource: "r", Threshold: 7, Duration: time.Second}})
+			_, err := loadParams(g, []rules.Param{par, {Resource: "x", Threshold: 1, Duration: time.Second}, {Resource: "r", Threshold: 7, Duration: time.Second}})
 			return err
 		}, "param"},
 		{"system", func() error {
-			_, err := g.LoadSystemRules([]rules.System{sys, {Metric: rules.InboundConcurrency, Threshold: 4}, {Metric: rules.InboundQPS, Threshold: 50}})
+			_, err := loadSystem(g, []rules.System{sys, {Metric: rules.InboundConcurrency, Threshold: 4}, {Metric: rules.InboundQPS, Threshold: 50}})
 			return err
 		}, "system"},
 	}
@@ -367,8 +369,81 @@ func TestLoadersRefuseDuplicates(t *testing.T) {
 			require.ErrorContains(t, err, "duplicates rule 0")
 		})
 	}
-	require.Equal(t, []rules.Flow{iso}, g.FlowRules())
-	require.Equal(t, []rules.CircuitBreaker{cb}, g.CircuitBreakerRules())
-	require.Equal(t, []rules.Param{par}, g.ParamRules())
-	require.Equal(t, []rules.System{sys}, g.SystemRules())
+	require.Equal(t, []rules.Flow{iso}, g.Rules().Flow)
+	require.Equal(t, []rules.CircuitBreaker{cb}, g.Rules().CircuitBreaker)
+	require.Equal(t, []rules.Param{par}, g.Rules().Param)
+	require.Equal(t, []rules.System{sys}, g.Rules().System)
+}
+
+// TestUpdateRulesConcurrent: updaters of different kinds, and several of
+// one kind, run at once; each read-modify-write happens under the engine's
+// load lock, so none loses another's change (a Rules then LoadRules from
+// each goroutine would).
+func TestUpdateRulesConcurrent(t *testing.T) {
+	g, _ := newTestEngine(t, 0)
+	const writers, each = 4, 25
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				res := fmt.Sprintf("f%d-%d", w, i)
+				require.NoError(t, g.UpdateRules(func(s *rules.Set) {
+					s.Flow = append(s.Flow, rules.Flow{Resource: res, Threshold: 1})
+				}))
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				res := fmt.Sprintf("b%d-%d", w, i)
+				require.NoError(t, g.UpdateRules(func(s *rules.Set) {
+					s.CircuitBreaker = append(s.CircuitBreaker, rules.CircuitBreaker{Resource: res, Strategy: rules.ErrorCount, Threshold: 1, RetryTimeout: time.Second})
+				}))
+			}
+		}()
+	}
+	wg.Wait()
+	set := g.Rules()
+	assert.Len(t, set.Flow, writers*each)
+	assert.Len(t, set.CircuitBreaker, writers*each)
+	for _, r := range set.Flow {
+		assert.True(t, try(g, r.Resource))
+		assert.False(t, try(g, r.Resource), "%s: every flow rule in force", r.Resource)
+	}
+}
+
+// TestUpdateRules: f sees the rules in force and changes only what it sets;
+// an invalid result changes nothing and names the rule; events are per kind
+// changed; a closed engine refuses without calling f.
+func TestUpdateRules(t *testing.T) {
+	g, _ := newTestEngine(t, 0)
+	var evs []string
+	g.Subscribe(func(e stat.Event) { evs = append(evs, e.Kind.String()+" "+e.RuleKind) })
+	base := rules.Set{
+		Flow:   []rules.Flow{{Resource: "a", Threshold: 1}},
+		System: []rules.System{{Metric: rules.InboundQPS, Threshold: 100}},
+	}
+	require.NoError(t, g.LoadRules(base))
+	require.NoError(t, g.UpdateRules(func(s *rules.Set) {
+		assert.Equal(t, base, *s)
+		s.Param = []rules.Param{{Resource: "a", Threshold: 5, Duration: time.Second}}
+	}))
+	want := base
+	want.Param = []rules.Param{{Resource: "a", Threshold: 5, Duration: time.Second}}
+	assert.Equal(t, want, g.Rules())
+	require.NoError(t, g.UpdateRules(func(*rules.Set) {}), "no change, no event")
+
+	err := g.UpdateRules(func(s *rules.Set) { s.Flow[0].Threshold = -1 })
+	var re *rules.Error
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, "flow", re.Kind)
+	assert.Equal(t, want, g.Rules(), "the rules in force stay")
+	assert.Equal(t, []string{"rules-loaded flow", "rules-loaded system", "rules-loaded param", "rules-refused set"}, evs)
+
+	require.NoError(t, g.Close())
+	called := false
+	require.ErrorIs(t, g.UpdateRules(func(*rules.Set) { called = true }), ErrClosed)
+	assert.False(t, called)
 }

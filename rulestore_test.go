@@ -65,14 +65,14 @@ func TestRuleStoreFollow(t *testing.T) {
 		mu.Unlock()
 	})()
 	st, ok := eng.RuleStoreStatus()
-	if !ok || st.Version != 1 || st.App != "shop" || len(eng.FlowRules()) != 1 || eng.FlowRules()[0].Threshold != 10 {
-		t.Fatalf("after New: %+v, rules %+v", st, eng.FlowRules())
+	if !ok || st.Version != 1 || st.App != "shop" || len(eng.Rules().Flow) != 1 || eng.Rules().Flow[0].Threshold != 10 {
+		t.Fatalf("after New: %+v, rules %+v", st, eng.Rules().Flow)
 	}
 	blockUntil(t, clk, 2) // the store's poll and the engine's check
 	save(1, "flow:\n  - resource: api\n    threshold: 20\n")
 	clk.Advance(time.Second) // the poll sees version 2: the engine loads it
 	waitFor(t, "version 2", func() bool { st, _ := eng.RuleStoreStatus(); return st.Version == 2 })
-	if th := eng.FlowRules()[0].Threshold; th != 20 {
+	if th := eng.Rules().Flow[0].Threshold; th != 20 {
 		t.Fatalf("threshold %v, want 20", th)
 	}
 	blockUntil(t, clk, 2)
@@ -80,8 +80,8 @@ func TestRuleStoreFollow(t *testing.T) {
 	clk.Advance(time.Second)
 	waitFor(t, "version 3 refused", func() bool { st, _ := eng.RuleStoreStatus(); return st.Refused == 3 })
 	st, _ = eng.RuleStoreStatus()
-	if st.Version != 2 || !strings.Contains(st.RefusedErr.Error(), "WithCluster") || eng.FlowRules()[0].Threshold != 20 {
-		t.Fatalf("after the refusal: %+v, rules %+v", st, eng.FlowRules())
+	if st.Version != 2 || !strings.Contains(st.RefusedErr.Error(), "WithCluster") || eng.Rules().Flow[0].Threshold != 20 {
+		t.Fatalf("after the refusal: %+v, rules %+v", st, eng.Rules().Flow)
 	}
 	waitFor(t, "the refusal reported", func() bool {
 		reps, _ := fs.Reports(ctx, "shop")
@@ -181,7 +181,7 @@ func TestRuleStoreHangingAtNew(t *testing.T) {
 	if st.Version != 0 || st.Failures != 1 || !errors.Is(st.Err, context.DeadlineExceeded) {
 		t.Fatalf("status %+v, want one failure, deadline exceeded", st)
 	}
-	if _, err := eng.LoadFlowRules([]rules.Flow{{Resource: "api", Threshold: 1}}); err != nil {
+	if err := eng.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: "api", Threshold: 1}}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := eng.Close(); err != nil {

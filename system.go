@@ -3,7 +3,6 @@ package sluice
 import (
 	"time"
 
-	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/stat"
 )
 
@@ -45,33 +44,12 @@ func WithSystemErrorHandler(f func(error)) Option {
 	return func(cf *config) { cf.sysOnError = f }
 }
 
-// LoadSystemRules replaces every system rule of the engine with rs. System
-// rules protect the whole process and apply to inbound entries only. The
-// whole set is validated first: if any rule is invalid, nothing changes and
-// the error (an *rules.Error, reached with errors.As) names the rule's index
-// and field.
-//
+// System rules protect the whole process and apply to inbound entries only.
 // Loading a rule on load1 or CPU usage starts the engine's metrics sampler
-// (one goroutine, stopped by Close). It reports whether the rules in force
-// changed. Passing nil or an empty slice removes all system rules. On a
-// closed engine it returns ErrClosed and changes nothing.
-func (eng *Engine) LoadSystemRules(rs []rules.System) (bool, error) {
-	return load(eng, systemKind, rs)
-}
-
-// SystemRules returns a copy of the system rules in force (nil when there
-// are none).
-func (eng *Engine) SystemRules() []rules.System { return rulesIn(eng, systemKind) }
+// (one goroutine, stopped by Close).
 
 // SystemMetrics returns the last good load1, CPU usage and memory readings
 // of the engine's sampler, with their ages. Values are NaN (memory zero, age
 // -1) until the sampler, started by loading a load1 or CPU rule, has read
 // them.
 func (eng *Engine) SystemMetrics() stat.System { return eng.system.Metrics() }
-
-// LoadSystemRules replaces the default engine's system rules (see
-// Engine.LoadSystemRules).
-func LoadSystemRules(rs []rules.System) (bool, error) { return defaultEngine().LoadSystemRules(rs) }
-
-// SystemRules returns the default engine's system rules.
-func SystemRules() []rules.System { return defaultEngine().SystemRules() }

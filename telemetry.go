@@ -256,7 +256,10 @@ func (p *publisher) frame(now, sec int64) cluster.Frame {
 		Shedding:    eng.shed.on.Load(),
 	}
 	if st, ok := eng.ClusterStatus(); ok {
-		f.ClusterMode = st.Mode.String()
+		f.ClusterMode = "remote"
+		if st.Fallback {
+			f.ClusterMode = "fallback"
+		}
 	}
 	// Rank by cheap reads (two window sums and the refusal counters of
 	// each resource: no Snapshot, which costs several µs a resource).

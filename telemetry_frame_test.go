@@ -19,7 +19,7 @@ func TestTelemetryFrameBlockedBySameSecond(t *testing.T) {
 	clk := sluicetest.NewManualClock(0)
 	eng := New(WithClock(clk), WithInstanceID("i1"))
 	defer eng.Close()
-	if _, err := eng.LoadFlowRules([]rules.Flow{{Resource: "api", Threshold: 2}}); err != nil {
+	if _, err := loadFlow(eng, []rules.Flow{{Resource: "api", Threshold: 2}}); err != nil {
 		t.Fatal(err)
 	}
 	p, err := newPublisher(eng, noTelemetry{}, TelemetryConfig{App: "shop"}, "shop")

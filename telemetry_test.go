@@ -50,7 +50,7 @@ func TestTelemetryFrames(t *testing.T) {
 	eng := sluice.New(sluice.WithClock(clk), sluice.WithInstanceID("i1"),
 		sluice.WithTelemetry(s, sluice.TelemetryConfig{App: "shop", MaxResources: 1, Keep: 60}))
 	defer eng.Close()
-	if _, err := eng.LoadFlowRules([]rules.Flow{{Resource: "api", Threshold: 2}}); err != nil {
+	if err := eng.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: "api", Threshold: 2}}}); err != nil {
 		t.Fatal(err)
 	}
 	enter := func(res string, n int) {
@@ -142,7 +142,7 @@ func TestPublishTelemetry(t *testing.T) {
 	if _, err := eng.PublishTelemetry(nil, sluice.TelemetryConfig{App: "shop"}); err == nil {
 		t.Fatal("nil Telemetry accepted")
 	}
-	if _, err := eng.LoadFlowRules([]rules.Flow{{Resource: "api", Threshold: 2}}); err != nil {
+	if err := eng.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: "api", Threshold: 2}}}); err != nil {
 		t.Fatal(err)
 	}
 	stop, err := eng.PublishTelemetry(s, sluice.TelemetryConfig{App: "shop", Keep: 60})
@@ -221,7 +221,7 @@ func ExampleEngine_PublishTelemetry() {
 	clk := sluicetest.NewManualClock(0) // a real program uses the system clock
 	engine := sluice.New(sluice.WithClock(clk))
 	defer engine.Close()
-	if _, err := engine.LoadFlowRules([]rules.Flow{{Resource: "GET /api", Threshold: 2}}); err != nil {
+	if err := engine.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: "GET /api", Threshold: 2}}}); err != nil {
 		log.Fatal(err)
 	}
 	out := printer{done: make(chan struct{}, 1)}

@@ -448,7 +448,7 @@ func TestWatchDefaultEngine(t *testing.T) {
 	old := SetDefault(New(WithClock(clk)))
 	defer func() { _ = SetDefault(old).Close() }()
 	var rec watchEvents
-	defer Subscribe(rec.on)()
+	defer Default().Subscribe(rec.on)()
 	cancel, err := Watch(stat.Watch{Resource: "d", Metric: stat.MetricPass, Window: time.Second, Threshold: 1})
 	require.NoError(t, err)
 	defer cancel()

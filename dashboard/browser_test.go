@@ -198,7 +198,7 @@ func startInstance(t *testing.T, ctx context.Context, wg *sync.WaitGroup, shared
 
 // threshold returns the threshold of the engine's flow rule on GET /api.
 func (in *instanceLoad) threshold() float64 {
-	for _, r := range in.eng.FlowRules() {
+	for _, r := range in.eng.Rules().Flow {
 		if r.Resource == "GET /api" {
 			return r.Threshold
 		}

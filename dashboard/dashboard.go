@@ -173,11 +173,11 @@ func New(cfg Config) (*Dashboard, error) {
 	d.limiter = sluice.New(sluice.WithClock(cfg.Clock), sluice.WithMaxResources(16))
 	d.backoff = newLoginBackoff(cfg.Clock, int(cfg.LoginsPerUser))
 	d.refused = newRefusedLogins(cfg.Clock, cfg.Now)
-	if _, err := d.limiter.LoadParamRules([]rules.Param{
+	if err := d.limiter.LoadRules(rules.Set{Param: []rules.Param{
 		{Resource: loginIPResource, Threshold: cfg.LoginsPerIP, Duration: time.Minute, Capacity: 100000},
 		{Resource: loginPairResource, Threshold: cfg.LoginsPerUser, Duration: time.Minute, Capacity: 100000},
 		{Resource: loginUserResource, Threshold: perNameFactor * cfg.LoginsPerUser, Duration: time.Minute, Capacity: 100000},
-	}); err != nil {
+	}}); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("dashboard: login limits: %w", err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/cluster"
+	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/stat"
 )
@@ -618,7 +619,7 @@ func blockName(bt int) string {
 	if bt == 0 {
 		return "other"
 	}
-	return sluice.BlockType(bt).String()
+	return core.BlockType(bt).String()
 }
 
 func (d *Dashboard) appPage(w http.ResponseWriter, r *http.Request, c *call) {

@@ -1,8 +1,7 @@
 // Package stat holds the read-only views of what an engine measures and
 // decides: a resource's figures (Snapshot) and per-second history (Second),
-// the host metrics behind system rules (System), circuit-breaker states and
-// transitions (BreakerState, BreakerTransition) and the events of the
-// engine's stream (Event). The counting machinery itself is internal; these
+// the host metrics behind system rules (System), circuit-breaker states
+// (BreakerState) and the events of the engine's stream (Event). The counting machinery itself is internal; these
 // are copies taken at one instant, safe to keep and compare.
 package stat
 
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/core"
-	"github.com/sluice-go/sluice/rules"
 )
 
 // BlockTypes is the length of Snapshot.BlockedBy: one count per built-in
@@ -116,8 +114,14 @@ const (
 	EventRulesRefused
 	// EventBreaker: a circuit breaker of Resource changed state, From and
 	// To ("closed", "open", "half-open"); Rule is its rules.CircuitBreaker
-	// and Value the figure that caused the change (see
-	// sluice.BreakerTransition's Snapshot).
+	// and Value the figure that caused the change:
+	//   - closed to open: the observed value that crossed the threshold
+	//     (the ratio of slow or failed calls, or the error count);
+	//   - open to half-open: 0;
+	//   - half-open to open: the failed probe's response time in
+	//     milliseconds, or, when probes that never exited were given up,
+	//     the milliseconds since the last of them was admitted;
+	//   - half-open to closed: the number of successful probes.
 	EventBreaker
 	// EventSheddingStarted: system protection refused an inbound entry
 	// after refusing none for at least a second.
@@ -288,26 +292,4 @@ func (s BreakerState) String() string {
 		return "half-open"
 	}
 	return fmt.Sprintf("BreakerState(%d)", uint8(s))
-}
-
-// BreakerTransition is one change of a circuit breaker's state, as
-// breaker listeners and the event stream receive it.
-type BreakerTransition struct {
-	// Resource is the breaker's resource.
-	Resource string
-	// Rule is the breaker's rule in force when it changed state.
-	Rule rules.CircuitBreaker
-	// From and To are the states before and after.
-	From, To BreakerState
-	// Snapshot is the value that caused the change:
-	//   - Closed to Open: the observed value that crossed the threshold (the
-	//     ratio of slow or failed calls, or the error count);
-	//   - Open to HalfOpen: 0;
-	//   - HalfOpen to Open: the failed probe's response time in
-	//     milliseconds, or, when probes that never exited were given up, the
-	//     milliseconds since the last of them was admitted;
-	//   - HalfOpen to Closed: the number of successful probes.
-	Snapshot float64
-	// At is the clock reading of the change, in nanoseconds.
-	At int64
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-go/sluice"
 	sluicehttp "github.com/sluice-go/sluice/adapters/http"
+	"github.com/sluice-go/sluice/core"
 )
 
 // NoRoute is the resource of every request no route serves: gin runs global
@@ -185,7 +186,7 @@ func Middleware(g *sluice.Engine, opts ...Option) gin.HandlerFunc {
 		} else {
 			name = NoRoute
 		}
-		opts := [2]sluice.EntryOption{sluice.WithTraffic(sluice.Inbound)}
+		opts := [2]sluice.EntryOption{sluice.WithTraffic(core.Inbound)}
 		n := 1
 		if len(cf.args) > 0 {
 			var buf [maxStackArgs]any
@@ -206,7 +207,7 @@ func Middleware(g *sluice.Engine, opts ...Option) gin.HandlerFunc {
 			p, err = g.EntryContext(c.Request.Context(), name, opts[:n]...)
 		}
 		if err != nil {
-			if errors.Is(err, sluice.ErrBlocked) {
+			if errors.Is(err, core.ErrBlocked) {
 				cf.block(c, err)
 				c.Abort()
 				return

@@ -23,10 +23,13 @@ import (
 // server, and after the retry timeout a successful probe closes it.
 func TestCircuitBreakerOpensAndRecovers(t *testing.T) {
 	f := start(t)
-	_, err := f.cli.LoadCircuitBreakerRules([]rules.CircuitBreaker{{
-		Resource: unaryMethod, Strategy: rules.ErrorCount, Threshold: 2,
-		MinRequestAmount: 1, RetryTimeout: 5 * time.Second,
-	}})
+	err := f.cli.UpdateRules(func(s *rules.Set) {
+		s.CircuitBreaker = []rules.CircuitBreaker{{
+			Resource: unaryMethod, Strategy: rules.ErrorCount, Threshold: 2,
+			MinRequestAmount: 1, RetryTimeout: 5 * time.Second,
+		}}
+	})
+
 	require.NoError(t, err)
 	var failing atomic.Bool
 	served := new(atomic.Int64)
@@ -63,7 +66,7 @@ func TestCircuitBreakerOpensAndRecovers(t *testing.T) {
 // TestParamRuleOnMetadata limits each tenant separately on the server.
 func TestParamRuleOnMetadata(t *testing.T) {
 	f := start(t, sluicegrpc.WithArgs(sluicegrpc.Metadata("tenant")))
-	_, err := f.srv.LoadParamRules([]rules.Param{{Resource: unaryMethod, Threshold: 1}})
+	err := f.srv.UpdateRules(func(s *rules.Set) { s.Param = []rules.Param{{Resource: unaryMethod, Threshold: 1}} })
 	require.NoError(t, err)
 	tests := []struct {
 		tenant string

@@ -13,8 +13,8 @@ import (
 	"google.golang.org/protobuf/protoadapt"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/sluice-go/sluice"
 	sluicehttp "github.com/sluice-go/sluice/adapters/http"
+	"github.com/sluice-go/sluice/core"
 )
 
 // DefaultCode is the status code of a refusal under the default policy:
@@ -24,7 +24,7 @@ import (
 // rate limits and everything else (HTTP 429). Unavailable tells clients the
 // server is momentarily short of capacity and a retry with backoff, perhaps
 // elsewhere, may succeed; ResourceExhausted that the caller used up a quota.
-func DefaultCode(be *sluice.BlockError) codes.Code {
+func DefaultCode(be *core.BlockError) codes.Code {
 	if be.Overloaded() {
 		return codes.Unavailable
 	}
@@ -53,7 +53,7 @@ const ErrorInfoDomain = "sluice"
 type RefusalPolicy struct {
 	// Code returns the status code of a refusal. Nil, or a result of
 	// codes.OK, means DefaultCode.
-	Code func(be *sluice.BlockError) codes.Code
+	Code func(be *core.BlockError) codes.Code
 	// OverloadRetryAfter is the RetryInfo delay of an overload refusal
 	// whose block error carries no RetryAfter. Zero means
 	// sluicehttp.DefaultOverloadRetryAfter; a negative value sends no
@@ -72,7 +72,7 @@ type RefusalPolicy struct {
 // err that is not a *sluice.BlockError gets codes.ResourceExhausted and the
 // message "sluice: blocked", without details.
 func (p RefusalPolicy) Status(err error) *status.Status {
-	var be *sluice.BlockError
+	var be *core.BlockError
 	if !errors.As(err, &be) {
 		return status.New(codes.ResourceExhausted, "sluice: blocked")
 	}
@@ -109,12 +109,12 @@ func withDetail(st *status.Status, d protoadapt.MessageV1) *status.Status {
 }
 
 // message is the status message of a refusal: one per block type.
-func message(be *sluice.BlockError) string {
+func message(be *core.BlockError) string {
 	return "sluice: blocked by " + be.Type.String() + " rule"
 }
 
 // errorInfo describes be for callers a policy with Details trusts.
-func errorInfo(be *sluice.BlockError) *errdetails.ErrorInfo {
+func errorInfo(be *core.BlockError) *errdetails.ErrorInfo {
 	md := map[string]string{
 		"resource":  be.Resource,
 		"observed":  strconv.FormatFloat(be.Observed, 'g', -1, 64),

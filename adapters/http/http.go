@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/core"
 )
 
 // ErrHandlerPanic is the error recorded on the entry of a request whose
@@ -187,7 +188,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.next.ServeHTTP(w, r)
 		return
 	}
-	opts := [2]sluice.EntryOption{sluice.WithTraffic(sluice.Inbound)}
+	opts := [2]sluice.EntryOption{sluice.WithTraffic(core.Inbound)}
 	n := 1
 	if len(h.cf.args) > 0 {
 		var buf [maxStackArgs]any
@@ -210,7 +211,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p, err = h.eng.EntryContext(r.Context(), name, opts[:n]...)
 	}
 	if err != nil {
-		if errors.Is(err, sluice.ErrBlocked) {
+		if errors.Is(err, core.ErrBlocked) {
 			h.cf.block(w, r, err)
 			return
 		}

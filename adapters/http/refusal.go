@@ -6,13 +6,13 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/core"
 )
 
 // DefaultStatus is the response status of a refusal under the default
 // policy: 503 Service Unavailable for overload (be.Overloaded), 429 Too
 // Many Requests otherwise.
-func DefaultStatus(be *sluice.BlockError) int {
+func DefaultStatus(be *core.BlockError) int {
 	if be.Overloaded() {
 		return http.StatusServiceUnavailable
 	}
@@ -33,7 +33,7 @@ const DefaultOverloadRetryAfter = time.Second
 type RefusalPolicy struct {
 	// Status returns the response status of a refusal. Nil, or a result
 	// outside 100-999, means DefaultStatus.
-	Status func(be *sluice.BlockError) int
+	Status func(be *core.BlockError) int
 	// OverloadRetryAfter is the wait advertised with an overload refusal
 	// (see BlockError.Overloaded) whose block error carries no RetryAfter. Zero means
 	// DefaultOverloadRetryAfter; a negative value sends no Retry-After for
@@ -45,7 +45,7 @@ type RefusalPolicy struct {
 // Retry-After in whole seconds, rounded up (at least 1), or 0 for no
 // header. An err that is not a *sluice.BlockError gets 429 and no header.
 func (p RefusalPolicy) Response(err error) (status int, retryAfter int64) {
-	var be *sluice.BlockError
+	var be *core.BlockError
 	if !errors.As(err, &be) {
 		return http.StatusTooManyRequests, 0
 	}
@@ -82,7 +82,7 @@ func (p RefusalPolicy) Write(w http.ResponseWriter, err error) {
 // no RetryAfter. (RefusalPolicy.Response adds the default wait of overload
 // refusals.)
 func RetryAfterSeconds(err error) int64 {
-	var be *sluice.BlockError
+	var be *core.BlockError
 	if !errors.As(err, &be) {
 		return 0
 	}

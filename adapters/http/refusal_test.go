@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"sync/atomic"
 
-	"github.com/sluice-go/sluice"
 	sluicehttp "github.com/sluice-go/sluice/adapters/http"
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/slots"
@@ -65,9 +64,9 @@ func refusalCases() []refusalCase {
 		{"policy: the rule's own wait wins", core.BlockError{Type: core.BlockDegrade, RetryAfter: 4 * time.Second},
 			&sluicehttp.RefusalPolicy{OverloadRetryAfter: time.Minute}, 503, "4"},
 		{"policy: status", core.BlockError{Type: core.BlockFlow, Rule: core.RuleRef{Metric: "concurrency"}},
-			&sluicehttp.RefusalPolicy{Status: func(be *sluice.BlockError) int { return 429 }}, 429, "1"},
+			&sluicehttp.RefusalPolicy{Status: func(be *core.BlockError) int { return 429 }}, 429, "1"},
 		{"policy: status out of range is the default", core.BlockError{Type: core.BlockFlow, Rule: qps},
-			&sluicehttp.RefusalPolicy{Status: func(be *sluice.BlockError) int { return 0 }}, 429, ""},
+			&sluicehttp.RefusalPolicy{Status: func(be *core.BlockError) int { return 0 }}, 429, ""},
 	}
 }
 

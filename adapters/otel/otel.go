@@ -171,7 +171,7 @@ func (in *instruments) observe(eng *sluice.Engine, o metric.Observer) {
 			res, r := attribute.String("resource", resource), attribute.String("rule", rule)
 			o.ObserveInt64(in.state, int64(b.State), metric.WithAttributes(res, r))
 			for to, n := range b.Transitions {
-				o.ObserveInt64(in.moves, int64(n), metric.WithAttributes(res, r, attribute.String("to", sluice.BreakerState(to).String())))
+				o.ObserveInt64(in.moves, int64(n), metric.WithAttributes(res, r, attribute.String("to", stat.BreakerState(to).String())))
 			}
 		})
 	sys := eng.SystemMetrics()
@@ -186,7 +186,7 @@ func (in *instruments) observe(eng *sluice.Engine, o metric.Observer) {
 		return
 	}
 	fallback := int64(0)
-	if cs.Mode == sluice.ClusterFallback {
+	if cs.Fallback {
 		fallback = 1
 	}
 	o.ObserveInt64(in.fallback, fallback)

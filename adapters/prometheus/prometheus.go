@@ -144,7 +144,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		func(resource, rule string, b *sluice.BreakerStatus) {
 			ch <- prometheus.MustNewConstMetric(c.breaker, prometheus.GaugeValue, float64(b.State), resource, rule)
 			for to, n := range b.Transitions {
-				ch <- prometheus.MustNewConstMetric(c.moves, prometheus.CounterValue, float64(n), resource, rule, sluice.BreakerState(to).String())
+				ch <- prometheus.MustNewConstMetric(c.moves, prometheus.CounterValue, float64(n), resource, rule, stat.BreakerState(to).String())
 			}
 		})
 	sys := c.eng.SystemMetrics()
@@ -157,7 +157,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if cs, ok := c.eng.ClusterStatus(); ok {
 		d := &c.cluster
 		fallback := 0.0
-		if cs.Mode == sluice.ClusterFallback {
+		if cs.Fallback {
 			fallback = 1
 		}
 		ch <- prometheus.MustNewConstMetric(d.fallback, prometheus.GaugeValue, fallback)

@@ -59,7 +59,7 @@ func run() error {
 		return err
 	}
 	defer src.Close()
-	set := g.RuleSet()
+	set := g.Rules()
 	fmt.Printf("loaded %s: %d rules, %s threshold %v/s\n", path, set.Len(), resource, threshold(g))
 	traffic(g, time.Second)
 
@@ -111,7 +111,7 @@ func traffic(g *sluice.Engine, d time.Duration) {
 }
 
 func threshold(g *sluice.Engine) float64 {
-	for _, r := range g.FlowRules() {
+	for _, r := range g.Rules().Flow {
 		if r.Resource == resource {
 			return r.Threshold
 		}

@@ -217,7 +217,7 @@ func withServer(ctx context.Context, rs []rules.System, iters int, f func(*serve
 	// hot.
 	g := sluice.New(sluice.WithSystemSampleInterval(100 * time.Millisecond))
 	defer g.Close()
-	if _, err := g.LoadSystemRules(rs); err != nil {
+	if err := g.LoadRules(rules.Set{System: rs}); err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
