@@ -18,7 +18,7 @@ import (
 // rule per named resource (the threshold is far above any benchmark's rate).
 func benchEngine(b *testing.B, resources ...string) *Engine {
 	b.Helper()
-	g := New(WithMaxResources(len(resources)+10), WithMaxRules(max(len(resources), rules.DefaultMaxRules)))
+	g := New(WithLimits(Limits{Resources: len(resources) + 10, Rules: max(len(resources), rules.DefaultMaxRules)}))
 	b.Cleanup(func() { _ = g.Close() })
 	rs := make([]rules.Flow, len(resources))
 	for i, r := range resources {
@@ -241,7 +241,7 @@ func BenchmarkIdleResourceMemory(b *testing.B) {
 		runtime.GC()
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		g := New(WithMaxResources(n))
+		g := New(WithLimits(Limits{Resources: n}))
 		for _, r := range names {
 			p, _ := g.Entry(r)
 			p.Exit()

@@ -20,7 +20,7 @@ import (
 // empty when it has none), threshold, count (requests refused, by batch)
 // and second, at level Info, stamped with the second's wall-clock time. A
 // second's records are written at the first refusal of a later second, at
-// the next call of Snapshot, InboundSnapshot, History or Each, at the next
+// the next call of Snapshot, SystemMetrics, History or Each, at the next
 // sample of the system metrics sampler, or at Close, whichever comes first,
 // from that goroutine. At most 1,024
 // (resource, rule) pairs are kept per second; refusals beyond them are

@@ -95,7 +95,7 @@ func TestBlockLogOneRecordPerResourceRuleSecond(t *testing.T) {
 		}
 		if s == 1 {
 			// A quiet read in the middle writes the seconds before only.
-			_ = g.InboundSnapshot()
+			_ = g.SystemMetrics().Inbound
 		}
 	}
 	clk.Set(int64(seconds) * int64(time.Second))

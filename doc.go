@@ -32,7 +32,7 @@
 //
 // The package-level functions act on a default engine. New builds an
 // independent engine with its own clock, rules and statistics, for tests and
-// multi-tenant programs. An engine tracks at most WithMaxResources resources
+// multi-tenant programs. An engine tracks at most Limits.Resources resources
 // without rules (the rest count under the resource "__sluice_overflow__") and forgets
 // those left idle for two minutes; it starts no goroutine except the
 // system metrics sampler, which Close stops.

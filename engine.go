@@ -32,7 +32,7 @@ import (
 var ErrClosed = entry.ErrClosed
 
 // defaultMaxResources is the number of distinct resources an engine tracks
-// when WithMaxResources is not given.
+// when Limits.Resources is not given.
 const defaultMaxResources = 10000
 
 // idleResourceTimeout is how long a resource that no rule needs must go
@@ -58,8 +58,8 @@ type Option func(*config)
 type config struct {
 	clock        core.Clock
 	maxResources int
-	maxRules     int              // WithMaxRules (limits.go)
-	maxNameBytes int              // WithMaxNameBytes (limits.go)
+	maxRules     int              // WithLimits (limits.go)
+	maxNameBytes int              // WithLimits
 	isFailure    func(error) bool // circuit breakers' error classifier (degrade.go)
 	sysSource    SystemSource     // system metrics (system.go)
 	sysInterval  time.Duration
@@ -79,14 +79,6 @@ type config struct {
 // monotonic clock (also the meaning of a nil c). Tests pass a
 // *sluicetest.ManualClock.
 func WithClock(c core.Clock) Option { return func(cf *config) { cf.clock = c } }
-
-// WithMaxResources bounds the number of distinct resources the engine keeps
-// statistics for (each costs about 2 KiB, and more once its figures are
-// read: see WithHistory). Entries of further resources
-// without rules are counted together under the resource named
-// "__sluice_overflow__" until idle resources are forgotten (two minutes
-// without entries: see Snapshot) and make room. Zero or less means 10,000.
-func WithMaxResources(n int) Option { return func(cf *config) { cf.maxResources = n } }
 
 // defaultHistory is how much per-second history each resource keeps when
 // WithHistory is not given.
@@ -118,7 +110,7 @@ type Engine struct {
 	clock   core.Clock
 	inbound *window.Node
 	reg     registry
-	// maxName and maxRules are WithMaxNameBytes and WithMaxRules.
+	// maxName and maxRules are Limits.NameBytes and Limits.Rules.
 	maxName, maxRules int
 	chain             chain.Chain
 	system            *system.Slot
@@ -195,9 +187,6 @@ func New(opts ...Option) *Engine {
 	eng.startFleet(&cf) // rulestore.go, telemetry.go
 	return eng
 }
-
-// Clock returns the engine's clock.
-func (eng *Engine) Clock() core.Clock { return eng.clock }
 
 // Close stops everything the engine started (such as the system metrics
 // sampler, the watches' evaluator and the cluster store's heartbeat, after
@@ -511,12 +500,4 @@ func (eng *Engine) Each(f func(name string, s stat.Snapshot)) {
 	for _, r := range rs {
 		f(r.name, r.node.Snapshot(now))
 	}
-}
-
-// InboundSnapshot returns the statistics of all inbound traffic at the
-// engine clock's current reading.
-func (eng *Engine) InboundSnapshot() stat.Snapshot {
-	now := eng.clock.Nanotime()
-	eng.noticeShedding(now)
-	return eng.inbound.Snapshot(now)
 }

@@ -269,7 +269,7 @@ func TestEnginesAreIndependent(t *testing.T) {
 }
 
 func TestResourceLimitAndOverflow(t *testing.T) {
-	g, _ := newTestEngine(t, 0, WithMaxResources(2))
+	g, _ := newTestEngine(t, 0, WithLimits(Limits{Resources: 2}))
 	require.True(t, try(g, "a"))
 	require.True(t, try(g, "b"))
 	require.True(t, try(g, "c")) // beyond the limit: counted under the overflow resource
@@ -290,13 +290,13 @@ func TestInboundAndOutboundStatistics(t *testing.T) {
 	require.NoError(t, err)
 	q, err := g.Entry("out", WithTraffic(core.Outbound))
 	require.NoError(t, err)
-	assert.Equal(t, int64(1), g.InboundSnapshot().Concurrency, "only inbound counts globally")
+	assert.Equal(t, int64(1), g.SystemMetrics().Inbound.Concurrency, "only inbound counts globally")
 	clk.Advance(5 * time.Millisecond)
 	q.Exit()
 	p.SetError(errors.New("failed"))
-	assert.Error(t, p.Err())
+	assert.Error(t, p.err)
 	p.Exit()
-	in := g.InboundSnapshot()
+	in := g.SystemMetrics().Inbound
 	assert.Equal(t, uint64(1), in.TotalPass)
 	assert.Equal(t, uint64(1), in.TotalError)
 	assert.Equal(t, 5*time.Millisecond, in.AvgRT)
@@ -418,7 +418,7 @@ func TestEntryRefusesWhatItCannotMakeSenseOf(t *testing.T) {
 			require.ErrorIs(t, err, tt.want)
 		})
 	}
-	in := g.InboundSnapshot()
+	in := g.SystemMetrics().Inbound
 	assert.Equal(t, uint64(1), in.TotalPass, "only the held entry")
 	assert.Zero(t, in.TotalBlock)
 	assert.Equal(t, 1, g.reg.len(), "only the held entry's resource is tracked")
@@ -567,7 +567,7 @@ func TestPanickingSlotReleasesEverything(t *testing.T) {
 				assert.Zero(t, s.TotalPass, "an entry that never ran is not counted as passed")
 				assert.Zero(t, s.TotalBlock)
 				assert.Zero(t, s.Concurrency)
-				assert.Zero(t, g.InboundSnapshot().Concurrency)
+				assert.Zero(t, g.SystemMetrics().Inbound.Concurrency)
 
 				slot.armed.Store(false)
 				p, err := g.Entry("r")
@@ -583,7 +583,7 @@ func TestPanickingSlotReleasesEverything(t *testing.T) {
 func TestWithNilClockMeansSystemClock(t *testing.T) {
 	g := New(WithClock(nil))
 	defer g.Close()
-	require.NotNil(t, g.Clock())
+	require.NotNil(t, g.clock)
 	require.True(t, try(g, "r"))
 }
 
@@ -595,7 +595,7 @@ func BenchmarkEntryExitAllSlotKinds(b *testing.B) {
 	src := &sysSource{}
 	src.load.Store(1)
 	src.cpu.Store(0.5)
-	g := New(WithSystemMetrics(src))
+	g := New(WithSystemSampler(SystemSampler{Source: src}))
 	b.Cleanup(func() { _ = g.Close() })
 	err := g.LoadRules(rules.Set{
 		System: []rules.System{

@@ -23,7 +23,7 @@ var (
 	// ErrBadTraffic: a traffic type other than Inbound and Outbound.
 	ErrBadTraffic = errors.New("sluice: invalid traffic type")
 	// ErrBadResource: an empty resource name, or one longer than the
-	// engine's limit (WithMaxNameBytes).
+	// engine's limit (Limits.NameBytes).
 	ErrBadResource = errors.New("sluice: invalid resource name")
 	// ErrTooManyAttachments: more than eight attachments and typed
 	// arguments together (WithAttachment, WithStringAttachment,
@@ -165,14 +165,6 @@ func (p *Pass) arm() {
 	p.guard, p.gen = g, g.gen.Load()
 }
 
-// Resource returns the name of the resource the pass is for ("" for nil).
-func (p *Pass) Resource() string {
-	if p == nil {
-		return ""
-	}
-	return p.ctx.Resource
-}
-
 // SetError records err as the outcome of the protected work; circuit
 // breakers and error statistics see it at Exit. A nil err clears it. On a
 // nil *Pass it does nothing.
@@ -180,14 +172,6 @@ func (p *Pass) SetError(err error) {
 	if p != nil {
 		p.err = err
 	}
-}
-
-// Err returns the error recorded with SetError (nil for a nil *Pass).
-func (p *Pass) Err() error {
-	if p == nil {
-		return nil
-	}
-	return p.err
 }
 
 // Exit ends the entry: it records completion, RT and error, and releases
@@ -291,7 +275,7 @@ func (eng *Engine) enter(p *Pass, ctx context.Context, name string, opts []Entry
 		return nil, fmt.Errorf("%w: empty", ErrBadResource)
 	}
 	if len(name) > eng.maxName {
-		return nil, fmt.Errorf("%w: %d bytes, more than the engine's limit of %d (WithMaxNameBytes)", ErrBadResource, len(name), eng.maxName)
+		return nil, fmt.Errorf("%w: %d bytes, more than the engine's limit of %d (Limits.NameBytes)", ErrBadResource, len(name), eng.maxName)
 	}
 	if eng.closed.Load() {
 		return nil, ErrClosed

@@ -93,7 +93,7 @@ func (eng *Engine) systemRefused(now int64) {
 // noticeShedding reports that shedding stopped when system protection has
 // refused nothing for shedQuiet before now, and writes the block log's
 // records of the seconds before now. It is called off the request path: by
-// the sampler after each sample, and by History, Snapshot, InboundSnapshot
+// the sampler after each sample, and by History, Snapshot, SystemMetrics
 // and Each.
 func (eng *Engine) noticeShedding(now int64) {
 	if eng.blocks != nil {

@@ -96,7 +96,7 @@ func TestEventsInOrder(t *testing.T) {
 		require.False(t, try(g, "s"))
 	}
 	clk.Advance(500 * time.Millisecond)
-	_ = g.InboundSnapshot()
+	_ = g.SystemMetrics().Inbound
 	require.False(t, try(g, "s")) // still within the second of the last refusal
 	assert.Equal(t, []string{"rules-loaded system", "shedding-started"}, rec.take())
 	clk.Advance(time.Second)

@@ -22,15 +22,15 @@ func flowRules(n int, prefix string) []rules.Flow {
 }
 
 // TestRuleLoadsAreBounded: a load of more rules of one kind than
-// WithMaxRules, of a name longer than WithMaxNameBytes, or of rules naming
-// more resources than WithMaxResources, is refused whole with an error
+// Limits.Rules, of a name longer than Limits.NameBytes, or of rules naming
+// more resources than Limits.Resources, is refused whole with an error
 // naming the limit and the option; the rules in force stay.
 func TestRuleLoadsAreBounded(t *testing.T) {
-	g, _ := newTestEngine(t, 0, WithMaxRules(3), WithMaxResources(5))
+	g, _ := newTestEngine(t, 0, WithLimits(Limits{Rules: 3, Resources: 5}))
 	mustLoadFlow(t, g, flowRules(3, "f")...)
 
 	_, err := loadFlow(g, flowRules(4, "f"))
-	require.EqualError(t, err, "rules: flow rule: 4 rules, more than the engine's limit of 3 rules of one kind; raise it with sluice.WithMaxRules")
+	require.EqualError(t, err, "rules: flow rule: 4 rules, more than the engine's limit of 3 rules of one kind; raise it with sluice.Limits.Rules")
 	err = g.LoadRules(rules.Set{Flow: []rules.Flow{{Metric: rules.Concurrency, Resource: "a", Threshold: 1}, {Metric: rules.Concurrency, Resource: "b", Threshold: 1}, {Metric: rules.Concurrency, Resource: "c", Threshold: 1}, {Metric: rules.Concurrency, Resource: "d", Threshold: 1}}})
 	require.ErrorContains(t, err, "rules: flow rule: 4 rules, more than the engine's limit of 3")
 
@@ -40,11 +40,11 @@ func TestRuleLoadsAreBounded(t *testing.T) {
 		return rules.CircuitBreaker{Resource: r, Strategy: rules.ErrorCount, Threshold: 1, RetryTimeout: time.Second}
 	}
 	_, err = loadBreakers(g, []rules.CircuitBreaker{cb("a"), cb("b"), cb("c")})
-	require.EqualError(t, err, "sluice: the rules name 6 resources, more than the engine's limit of 5; raise it with sluice.WithMaxResources")
+	require.EqualError(t, err, "sluice: the rules name 6 resources, more than the engine's limit of 5; raise it with sluice.Limits.Resources")
 	err = g.LoadRules(rules.Set{Flow: flowRules(2, "f"), Param: []rules.Param{{Resource: "a", Threshold: 1}, {Resource: "b", Threshold: 1}, {Resource: "c", Threshold: 1}, {Resource: "d", Threshold: 1}}})
 	require.ErrorContains(t, err, "rules: param rule: 4 rules")
 	err = g.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: "f0", RefResource: "x", Threshold: 1}, {Resource: "f1", Threshold: 1}}, Param: []rules.Param{{Resource: "a", Threshold: 1}, {Resource: "b", Threshold: 1}, {Resource: "c", Threshold: 1}}})
-	require.EqualError(t, err, "sluice: the rules name 6 resources, more than the engine's limit of 5; raise it with sluice.WithMaxResources")
+	require.EqualError(t, err, "sluice: the rules name 6 resources, more than the engine's limit of 5; raise it with sluice.Limits.Resources")
 	assert.Equal(t, flowRules(3, "f"), g.Rules().Flow, "the rules in force stay")
 	require.NoError(t, g.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: "f0", Threshold: 1}}, Param: []rules.Param{{Resource: "a", Threshold: 1}, {Resource: "b", Threshold: 1}, {Resource: "c", Threshold: 1}}}))
 	assert.Len(t, g.Rules().Param, 3)
@@ -57,17 +57,17 @@ func TestRuleLoadsAreBounded(t *testing.T) {
 	require.ErrorAs(t, err, &re)
 	assert.Equal(t, 1, re.Index)
 	assert.Equal(t, "Resource", re.Field)
-	assert.Equal(t, "is 1025 bytes, more than the engine's limit of 1024; raise it with sluice.WithMaxNameBytes", re.Reason)
+	assert.Equal(t, "is 1025 bytes, more than the engine's limit of 1024; raise it with sluice.Limits.NameBytes", re.Reason)
 	_, err = loadParams(g, []rules.Param{{Resource: "p", Threshold: 1, Exceptions: map[string]int64{long: 1}}})
 	require.ErrorContains(t, err, `rules: param rule 0 (resource "p"): Exceptions: has a key of 1025 bytes, more than the engine's limit of 1024`)
 	_, err = g.Entry(long)
 	require.ErrorIs(t, err, ErrBadResource)
-	require.EqualError(t, err, "sluice: invalid resource name: 1025 bytes, more than the engine's limit of 1024 (WithMaxNameBytes)")
+	require.EqualError(t, err, "sluice: invalid resource name: 1025 bytes, more than the engine's limit of 1024 (Limits.NameBytes)")
 	assert.Zero(t, g.reg.len(), "a refused name makes no resource")
 	_, err = g.Entry(long[1:])
 	require.NoError(t, err)
 
-	g, _ = newTestEngine(t, 0, WithMaxNameBytes(4096))
+	g, _ = newTestEngine(t, 0, WithLimits(Limits{NameBytes: 4096}))
 	_, err = loadFlow(g, []rules.Flow{{Resource: long, Threshold: 1}})
 	require.NoError(t, err)
 }

@@ -82,7 +82,7 @@ func TestBlockedByType(t *testing.T) {
 	assert.Equal(t, uint64(3), s.Blocked(42))
 
 	// The inbound node counts by type too.
-	in := g.InboundSnapshot()
+	in := g.SystemMetrics().Inbound
 	assert.Equal(t, uint64(8), in.Blocked(core.BlockFlow), "6 on r, 2 on i")
 	assert.Equal(t, uint64(1), in.Blocked(core.BlockCustom))
 }

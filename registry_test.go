@@ -151,7 +151,7 @@ func overflowTotal(g *Engine) uint64 {
 // overflow resource.
 func TestIdleResourcesAreReclaimed(t *testing.T) {
 	const n, R = 200, reclaimAfter
-	g, clk := newTestEngine(t, 0, WithMaxResources(n))
+	g, clk := newTestEngine(t, 0, WithLimits(Limits{Resources: n}))
 	var rs []rules.Flow
 	for i := 0; i < n; i++ {
 		rs = append(rs, rules.Flow{Resource: fmt.Sprint("r", i), Threshold: 1e6})
@@ -243,7 +243,7 @@ func TestReclaimKeepsWhatIsInUse(t *testing.T) {
 // name that triggered it takes.
 func TestFullRegistryMakesRoom(t *testing.T) {
 	const R = reclaimAfter
-	g, clk := newTestEngine(t, 0, WithMaxResources(10))
+	g, clk := newTestEngine(t, 0, WithLimits(Limits{Resources: 10}))
 	for i := 0; i < 10; i++ {
 		require.True(t, try(g, fmt.Sprint("old-", i)))
 	}
@@ -272,7 +272,7 @@ func TestFullRegistryMakesRoom(t *testing.T) {
 // full and has swept, an entry of a name it has no room for allocates
 // nothing and does not wait for the registry's lock.
 func TestOverflowEntriesTakeNoLockNorMemory(t *testing.T) {
-	g, _ := newTestEngine(t, 0, WithMaxResources(1))
+	g, _ := newTestEngine(t, 0, WithLimits(Limits{Resources: 1}))
 	require.True(t, try(g, "tracked"))
 	require.True(t, try(g, "first-overflow")) // sweeps, overflows
 	names := []string{"a", "b", "GET /items/12345", "GET /a/name/longer/than/thirty-one/bytes"}
@@ -339,7 +339,7 @@ func (eng *Engine) sweepNow(t *testing.T) {
 // BenchmarkOverflowEntries is Entry+Exit of names beyond the resource
 // limit, which all count under overflowResource.
 func BenchmarkOverflowEntries(b *testing.B) {
-	g := New(WithMaxResources(1))
+	g := New(WithLimits(Limits{Resources: 1}))
 	b.Cleanup(func() { _ = g.Close() })
 	names := make([]string, 1024)
 	for i := range names {
@@ -363,7 +363,7 @@ func BenchmarkOverflowEntries(b *testing.B) {
 // flight and the limit holds (the names rules need are tracked beyond it).
 func TestReclaimRacesEntriesAndLoads(t *testing.T) {
 	const max = 16
-	g, clk := newTestEngine(t, 0, WithMaxResources(max))
+	g, clk := newTestEngine(t, 0, WithLimits(Limits{Resources: max}))
 	stop := make(chan struct{})
 	var loads sync.WaitGroup
 	loads.Add(1)

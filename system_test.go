@@ -36,7 +36,7 @@ func (f *sysSource) Memory() (uint64, error)    { return 1 << 20, nil }
 func sysEngine(t *testing.T) (*Engine, *sluicetest.ManualClock, *sysSource) {
 	t.Helper()
 	src := &sysSource{}
-	g, clk := newTestEngine(t, int64(time.Hour), WithSystemMetrics(src), WithSystemSampleInterval(time.Second))
+	g, clk := newTestEngine(t, int64(time.Hour), WithSystemSampler(SystemSampler{Source: src, Interval: time.Second}))
 	return g, clk, src
 }
 
@@ -294,7 +294,7 @@ func TestCloseStopsSystemSampler(t *testing.T) {
 	src := &sysSource{}
 	src.load.Store(1.25)
 	clk := sluicetest.NewManualClock(0)
-	g := New(WithClock(clk), WithSystemMetrics(src), WithSystemSampleInterval(100*time.Millisecond))
+	g := New(WithClock(clk), WithSystemSampler(SystemSampler{Source: src, Interval: 100 * time.Millisecond}))
 	assert.Equal(t, time.Duration(-1), g.SystemMetrics().Load1Age, "no sampling before a rule needs it")
 	_, err := loadSystem(g, []rules.System{{Metric: rules.Load1, Threshold: 8, Strategy: rules.BBR}})
 	require.NoError(t, err)
@@ -335,7 +335,7 @@ func BenchmarkEntryExitSystemRules(b *testing.B) {
 	src := &sysSource{}
 	src.load.Store(1)
 	src.cpu.Store(0.5)
-	g := New(WithSystemMetrics(src))
+	g := New(WithSystemSampler(SystemSampler{Source: src}))
 	defer g.Close()
 	_, err := loadSystem(g, []rules.System{
 		{Metric: rules.InboundQPS, Threshold: 1e11},

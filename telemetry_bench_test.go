@@ -15,7 +15,7 @@ func BenchmarkTelemetryFrame(b *testing.B) {
 	for _, n := range []int{100, 10000} {
 		b.Run(strconv.Itoa(n), func(b *testing.B) {
 			clk := sluicetest.NewManualClock(0)
-			eng := New(WithClock(clk), WithMaxResources(n+10))
+			eng := New(WithClock(clk), WithLimits(Limits{Resources: n + 10}))
 			defer eng.Close()
 			for i := 0; i < n; i++ {
 				p, err := eng.Entry("r" + strconv.Itoa(i))

@@ -232,7 +232,7 @@ func TestWatchInvalid(t *testing.T) {
 		})
 	}
 	assert.Equal(t, 0, g.watches.len(), "nothing added")
-	assert.Equal(t, 0, g.Clock().(*sluicetest.ManualClock).Waiters(), "no evaluator started")
+	assert.Equal(t, 0, g.clock.(*sluicetest.ManualClock).Waiters(), "no evaluator started")
 
 	noHist, _ := newTestEngine(t, 0, WithHistory(0))
 	_, err := noHist.Watch(ok)

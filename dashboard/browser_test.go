@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/cluster"
 	sluiceredis "github.com/sluice-go/sluice/cluster/redis"
 	"github.com/sluice-go/sluice/cluster/redis/redistest"
@@ -219,7 +220,7 @@ func waitThreshold(t *testing.T, ins []*instanceLoad, want float64) {
 		}
 	}
 	for _, in := range ins {
-		from := in.eng.Clock().Nanotime() // the rule is in force from here
+		from := core.SystemClock().Nanotime() // the rule is in force from here
 		var sec stat.Second
 		require.Eventually(t, func() bool {
 			for _, s := range in.eng.History("GET /api", 3*time.Second) {

@@ -170,7 +170,7 @@ func New(cfg Config) (*Dashboard, error) {
 		}
 	}
 
-	d.limiter = sluice.New(sluice.WithClock(cfg.Clock), sluice.WithMaxResources(16))
+	d.limiter = sluice.New(sluice.WithClock(cfg.Clock), sluice.WithLimits(sluice.Limits{Resources: 16}))
 	d.backoff = newLoginBackoff(cfg.Clock, int(cfg.LoginsPerUser))
 	d.refused = newRefusedLogins(cfg.Clock, cfg.Now)
 	if err := d.limiter.LoadRules(rules.Set{Param: []rules.Param{

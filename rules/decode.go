@@ -89,10 +89,10 @@ const (
 	// made to be dense.
 	defaultMaxValues = 1 << 20
 	// DefaultMaxRules is the default DecodeLimits.MaxRules, and the number
-	// of rules of one kind an engine takes by default (sluice.WithMaxRules).
+	// of rules of one kind an engine takes by default (sluice.Limits).
 	DefaultMaxRules = 10000
 	// DefaultMaxNameBytes is the default DecodeLimits.MaxNameBytes, and the
-	// longest name an engine takes by default (sluice.WithMaxNameBytes).
+	// longest name an engine takes by default (sluice.Limits).
 	DefaultMaxNameBytes = 1024
 	// maxDepth bounds nesting, which no rule document needs beyond 5.
 	maxDepth = 64

@@ -72,6 +72,10 @@ type System struct {
 	// engine's clock) each value was read; -1 before the first good
 	// reading.
 	Load1Age, CPUUsageAge, MemoryAge time.Duration
+	// Inbound is the statistics of all inbound traffic (every resource's
+	// entries of core.Inbound), which system rules on inbound QPS,
+	// concurrency and RT read.
+	Inbound Snapshot `json:"-"`
 }
 
 // Second is what a resource counted in one second of the engine's clock:
@@ -129,7 +133,7 @@ const (
 	// EventSheddingStopped: system protection has refused nothing for a
 	// second. It is noticed at the next system refusal, the next sample
 	// of the system metrics sampler, or the next call of Engine.History,
-	// Snapshot, InboundSnapshot or Each, whichever comes first; At is when it
+	// Snapshot, SystemMetrics or Each, whichever comes first; At is when it
 	// was noticed.
 	EventSheddingStopped
 	// EventClusterFallback: the engine's cluster store failed and limits

@@ -15,7 +15,6 @@ import (
 
 	sluicegrpc "github.com/sluice-go/sluice/adapters/grpc"
 	"github.com/sluice-go/sluice/rules"
-	"github.com/sluice-go/sluice/sluicetest"
 )
 
 // TestCircuitBreakerOpensAndRecovers drives a client-side breaker: an
@@ -40,7 +39,7 @@ func TestCircuitBreakerOpensAndRecovers(t *testing.T) {
 		}
 		return in, nil
 	}
-	clk := f.cli.Clock().(*sluicetest.ManualClock)
+	clk := f.cliClk
 	tests := []struct {
 		name       string
 		advance    time.Duration

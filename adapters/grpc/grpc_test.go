@@ -126,6 +126,7 @@ func recoveryStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h g
 
 type fixture struct {
 	srv, cli *sluice.Engine // engines of the server and client interceptors
+	cliClk   *sluicetest.ManualClock
 	svc      *echo
 	conn     *grpc.ClientConn
 }
@@ -137,7 +138,8 @@ func start(t *testing.T, opts ...sluicegrpc.Option) *fixture {
 	t.Helper()
 	f := &fixture{svc: &echo{}}
 	f.srv = sluice.New(sluice.WithClock(sluicetest.NewManualClock(int64(time.Hour))))
-	f.cli = sluice.New(sluice.WithClock(sluicetest.NewManualClock(int64(time.Hour))))
+	f.cliClk = sluicetest.NewManualClock(int64(time.Hour))
+	f.cli = sluice.New(sluice.WithClock(f.cliClk))
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	s := grpc.NewServer(
@@ -227,8 +229,8 @@ func TestTrafficTypes(t *testing.T) {
 	f := start(t)
 	_, err := f.call(t, context.Background(), "x")
 	require.NoError(t, err)
-	assert.Equal(t, uint64(1), f.srv.InboundSnapshot().TotalPass, "the server side is inbound")
-	assert.Zero(t, f.cli.InboundSnapshot().TotalPass, "the client side is outbound")
+	assert.Equal(t, uint64(1), f.srv.SystemMetrics().Inbound.TotalPass, "the server side is inbound")
+	assert.Zero(t, f.cli.SystemMetrics().Inbound.TotalPass, "the client side is outbound")
 	pass, _, _, _ := snapshot(t, f.cli, unaryMethod)
 	assert.Equal(t, uint64(1), pass)
 }

@@ -11,7 +11,7 @@
 //
 // Series are per resource (label resource), never per parameter value or
 // request: their number is bounded by the engine's resource limit
-// (sluice.WithMaxResources). The metrics, all with the prefix sluice_:
+// (sluice.Limits). The metrics, all with the prefix sluice_:
 //
 //	passed_total{resource}             counter  requests that passed every rule
 //	blocked_total{resource,type}       counter  requests refused, by block type ("flow", "system", ...; "other" for custom types); only types that refused something

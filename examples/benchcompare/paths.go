@@ -207,7 +207,7 @@ func manyResourcesSetup(n int, zipf bool) func() (func() func() error, func(), e
 			names[i] = fmt.Sprintf("GET /api/v1/items/%d", i)
 			rs[i] = rules.Flow{Resource: names[i], Threshold: rules.MaxThreshold}
 		}
-		g := sluice.New(sluice.WithMaxResources(n+10), sluice.WithMaxRules(n+10))
+		g := sluice.New(sluice.WithLimits(sluice.Limits{Resources: n + 10, Rules: n + 10}))
 		if err := g.LoadRules(rules.Set{Flow: rs}); err != nil {
 			_ = g.Close()
 			return nil, nil, err

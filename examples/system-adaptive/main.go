@@ -215,7 +215,7 @@ type server struct {
 func withServer(ctx context.Context, rs []rules.System, iters int, f func(*server) error) error {
 	// A short sample interval: BBR engages within ~100 ms of the CPU running
 	// hot.
-	g := sluice.New(sluice.WithSystemSampleInterval(100 * time.Millisecond))
+	g := sluice.New(sluice.WithSystemSampler(sluice.SystemSampler{Interval: 100 * time.Millisecond}))
 	defer g.Close()
 	if err := g.LoadRules(rules.Set{System: rs}); err != nil {
 		return err
@@ -252,7 +252,7 @@ func withServer(ctx context.Context, rs []rules.System, iters int, f func(*serve
 				return
 			case <-t.C:
 				m := g.SystemMetrics()
-				in := g.InboundSnapshot()
+				in := m.Inbound
 				fmt.Fprintf(os.Stderr, "  %4.1fs cpu %.2f in flight %3d; last second: passed %4.0f, blocked %4.0f, completed %4.0f, min rt %v, avg rt %v\n",
 					time.Since(start).Seconds(), m.CPUUsage, in.Concurrency, in.PassQPS, in.BlockQPS, in.CompleteQPS, round(in.MinRT), round(in.AvgRT))
 			}
