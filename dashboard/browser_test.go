@@ -19,10 +19,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/cluster"
 	sluiceredis "github.com/sluice-go/sluice/cluster/redis"
 	"github.com/sluice-go/sluice/cluster/redis/redistest"
+	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/dashboard"
 	"github.com/sluice-go/sluice/stat"
 )

@@ -13,9 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/cluster"
 	"github.com/sluice-go/sluice/cluster/filestore"
+	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/dashboard"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
