@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/cluster"
 	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/linediff"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/stat"
 )
@@ -871,7 +872,7 @@ func (d *Dashboard) confirm(w http.ResponseWriter, r *http.Request, c *call, bas
 		}
 		before = bv.Doc
 	}
-	cd := &confirmData{Base: base, Current: cur.Version, Target: r.URL.Path, Comment: comment, Diff: cluster.LineDiff(before, doc)}
+	cd := &confirmData{Base: base, Current: cur.Version, Target: r.URL.Path, Comment: comment, Diff: linediff.Lines(before, doc)}
 	switch {
 	case strings.HasSuffix(r.URL.Path, "/rules/delete"):
 		cd.What = "delete"
@@ -1025,7 +1026,7 @@ func (d *Dashboard) historyPage(w http.ResponseWriter, r *http.Request, c *call)
 			if pv, err := d.store.Version(ctx, c.app, n-1); err == nil {
 				before = pv.Doc
 			}
-			hd.Diff = cluster.LineDiff(before, sv.Doc)
+			hd.Diff = linediff.Lines(before, sv.Doc)
 			hd.Changes = d.versionDiff(ctx, c.app, n)
 			hd.Diffed = hd.Changes != nil
 		}
@@ -1169,5 +1170,5 @@ func (d *Dashboard) auditSave(ctx context.Context, app string, base int64, saved
 		}
 	}
 	return d.audit(ctx, cluster.AuditEntry{User: saved.Author, App: app, Action: action, Version: saved.Version,
-		Detail: cluster.LineDiff(before, saved.Doc)})
+		Detail: linediff.Lines(before, saved.Doc)})
 }

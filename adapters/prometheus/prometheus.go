@@ -52,6 +52,7 @@ import (
 
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/export"
 	"github.com/sluice-go/sluice/stat"
 )
 
@@ -138,9 +139,9 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // traffic: Prometheus takes only valid UTF-8, so each invalid byte becomes
 // U+FFFD. A series whose labels, made valid so, equal those of one already
 // sent in the scrape is left out of it, so that one odd name can never make
-// a whole scrape fail (sluice.Engine.Export).
+// a whole scrape fail (internal/export.Walk).
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	c.eng.Export(func(name string, s *stat.Snapshot) { c.collectResource(ch, name, s) },
+	export.Walk(c.eng, func(name string, s *stat.Snapshot) { c.collectResource(ch, name, s) },
 		func(resource, rule string, b *sluice.BreakerStatus) {
 			ch <- prometheus.MustNewConstMetric(c.breaker, prometheus.GaugeValue, float64(b.State), resource, rule)
 			for to, n := range b.Transitions {

@@ -45,6 +45,7 @@ import (
 
 	"github.com/sluice-go/sluice/cluster"
 	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/linediff"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -411,7 +412,7 @@ func (s *Store) Save(ctx context.Context, app string, base int64, v cluster.Rule
 	if v.RollbackOf != 0 {
 		action = "rollback"
 	}
-	_ = s.audit(cluster.AuditEntry{User: v.Author, App: app, Action: action, Version: v.Version, Detail: cluster.LineDiff(old, v.Doc)})
+	_ = s.audit(cluster.AuditEntry{User: v.Author, App: app, Action: action, Version: v.Version, Detail: linediff.Lines(old, v.Doc)})
 	return v, nil
 }
 
