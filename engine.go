@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-go/sluice/cluster"
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/chain"
+	"github.com/sluice-go/sluice/internal/clock"
 	"github.com/sluice-go/sluice/internal/degrade"
 	"github.com/sluice-go/sluice/internal/entry"
 	"github.com/sluice-go/sluice/internal/flow"
@@ -148,7 +149,7 @@ type Engine struct {
 // WithRuleStore, New waits (for at most the rule store's Timeout) for the
 // version in force and loads it.
 func New(opts ...Option) *Engine {
-	cf := config{clock: core.SystemClock(), maxResources: defaultMaxResources, history: defaultHistory}
+	cf := config{clock: clock.System(), maxResources: defaultMaxResources, history: defaultHistory}
 	for _, o := range opts {
 		o(&cf)
 	}
@@ -162,7 +163,7 @@ func New(opts ...Option) *Engine {
 		cf.maxNameBytes = rules.DefaultMaxNameBytes
 	}
 	if cf.clock == nil {
-		cf.clock = core.SystemClock()
+		cf.clock = clock.System()
 	}
 	eng := &Engine{clock: cf.clock, inbound: window.NewNode(), maxRules: cf.maxRules, maxName: cf.maxNameBytes}
 	eng.life, eng.endLife = context.WithCancel(context.Background())

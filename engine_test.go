@@ -197,10 +197,10 @@ func (c *countSlot) OnBlock(_ *slots.Entry, be *core.BlockError) {
 	c.block++
 	c.mu.Unlock()
 }
-func (c *countSlot) OnExit(e *slots.Entry, x slots.Exit) {
+func (c *countSlot) OnExit(e *slots.Entry, end int64, _ error) {
 	c.mu.Lock()
 	c.exited++
-	c.lastRT = int64(x.RT(e))
+	c.lastRT = end - e.Start
 	c.mu.Unlock()
 }
 
@@ -534,7 +534,7 @@ func (s *panicSlot) Prepare(*slots.Entry)                   { s.boom("prepare") 
 func (s *panicSlot) Check(*slots.Entry) *core.BlockError    { s.boom("check"); return nil }
 func (s *panicSlot) OnPass(*slots.Entry)                    { s.boom("pass") }
 func (s *panicSlot) OnBlock(*slots.Entry, *core.BlockError) {}
-func (s *panicSlot) OnExit(*slots.Entry, slots.Exit)        {}
+func (s *panicSlot) OnExit(*slots.Entry, int64, error)      {}
 
 // TestPanickingSlotReleasesEverything makes a custom slot panic at each
 // stage of an entry on a resource whose rules admit one call at a time:

@@ -196,7 +196,7 @@ func (p *Pass) Exit() {
 		// The slots the entry passed through, not whatever is registered
 		// now: a slot added meanwhile never saw this entry pass.
 		for _, s := range p.slots.Stat {
-			s.OnExit(p.custom, slots.Exit{End: now, Err: p.err})
+			s.OnExit(p.custom, now, p.err)
 		}
 	}
 }

@@ -23,7 +23,7 @@ type recorder struct {
 func (r *recorder) on(ev stat.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s := ev.Kind.String()
+	s := string(ev.Kind)
 	switch ev.Kind {
 	case stat.EventRulesLoaded, stat.EventRulesRefused:
 		s += " " + ev.RuleKind

@@ -420,7 +420,7 @@ func TestUpdateRulesConcurrent(t *testing.T) {
 func TestUpdateRules(t *testing.T) {
 	g, _ := newTestEngine(t, 0)
 	var evs []string
-	g.Subscribe(func(e stat.Event) { evs = append(evs, e.Kind.String()+" "+e.RuleKind) })
+	g.Subscribe(func(e stat.Event) { evs = append(evs, string(e.Kind)+" "+e.RuleKind) })
 	base := rules.Set{
 		Flow:   []rules.Flow{{Resource: "a", Threshold: 1}},
 		System: []rules.System{{Metric: rules.InboundQPS, Threshold: 100}},

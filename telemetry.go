@@ -266,7 +266,7 @@ func (p *publisher) frame(now, sec int64) cluster.Frame {
 	type busy struct {
 		r     *resource
 		load  uint64
-		block [stat.BlockTypes]uint64
+		block [len(stat.Snapshot{}.BlockedBy)]uint64
 	}
 	eng.reg.mu.Lock()
 	all := make([]busy, 0, len(eng.reg.all))

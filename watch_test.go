@@ -36,7 +36,7 @@ func (r *watchEvents) on(ev stat.Event) {
 }
 
 func watchLine(ev stat.Event) string {
-	return ev.Kind.String() + " " + ev.Resource + " " + ftoa(ev.Value) + " @" + time.Duration(ev.At).String()
+	return string(ev.Kind) + " " + ev.Resource + " " + ftoa(ev.Value) + " @" + time.Duration(ev.At).String()
 }
 
 func ftoa(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }

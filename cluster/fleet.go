@@ -135,7 +135,7 @@ type ResourceSecond struct {
 	stat.Second
 	// BlockedBy counts the second's refusals by block type, as
 	// stat.Snapshot.BlockedBy does.
-	BlockedBy [stat.BlockTypes]uint64
+	BlockedBy [len(stat.Snapshot{}.BlockedBy)]uint64
 	// Concurrency is the number in flight when the frame was taken.
 	Concurrency int64
 }

@@ -154,9 +154,9 @@ func TestBlockErrorFormat(t *testing.T) {
 		give   error
 		want   string
 	}{
-		{name: "%+v prints the rule", format: "%+v", give: withRule, want: msg + " rule={ID:orders Metric:qps}"},
-		{name: "%v does not", format: "%v", give: withRule, want: msg},
-		{name: "%s does not", format: "%s", give: withRule, want: msg},
+		{name: "%+v prints the message: the rule is in BlockError.Rule", format: "%+v", give: withRule, want: msg},
+		{name: "%v", format: "%v", give: withRule, want: msg},
+		{name: "%s", format: "%s", give: withRule, want: msg},
 		{name: "%+v without a rule", format: "%+v", give: noRule, want: msg},
 		{name: "%+v through a wrap", format: "%+v", give: fmt.Errorf("w: %w", withRule), want: "w: " + msg},
 	}

@@ -22,8 +22,8 @@ import (
 	"github.com/sluice-go/sluice/cluster"
 	sluiceredis "github.com/sluice-go/sluice/cluster/redis"
 	"github.com/sluice-go/sluice/cluster/redis/redistest"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/dashboard"
+	"github.com/sluice-go/sluice/internal/clock"
 	"github.com/sluice-go/sluice/stat"
 )
 
@@ -220,7 +220,7 @@ func waitThreshold(t *testing.T, ins []*instanceLoad, want float64) {
 		}
 	}
 	for _, in := range ins {
-		from := core.SystemClock().Nanotime() // the rule is in force from here
+		from := clock.System().Nanotime() // the rule is in force from here
 		var sec stat.Second
 		require.Eventually(t, func() bool {
 			for _, s := range in.eng.History("GET /api", 3*time.Second) {

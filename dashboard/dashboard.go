@@ -19,8 +19,8 @@ import (
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/cluster"
 	"github.com/sluice-go/sluice/cluster/filestore"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/dashboard/internal/memstore"
+	"github.com/sluice-go/sluice/internal/clock"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -131,7 +131,7 @@ func New(cfg Config) (*Dashboard, error) {
 		cfg.Window = 5 * time.Minute
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = core.SystemClock()
+		cfg.Clock = clock.System()
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

@@ -362,7 +362,7 @@ func health(now, lastSeen int64) string {
 
 // blockTypes names the block types, by index.
 var blockTypes = func() []string {
-	out := make([]string, stat.BlockTypes)
+	out := make([]string, len(stat.Snapshot{}.BlockedBy))
 	for i := range out {
 		out[i] = blockName(i)
 	}
@@ -511,7 +511,7 @@ func (d *Dashboard) liveState(ctx context.Context, app string, from int64, chose
 	// of the window.
 	type acc struct {
 		point
-		blocked [stat.BlockTypes]uint64
+		blocked [len(stat.Snapshot{}.BlockedBy)]uint64
 		rtSum   float64
 		rtN     uint64
 		seen    bool

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/clock"
 )
 
 // DecodeFile decodes the file at path with the default limits; see
@@ -190,7 +191,7 @@ func NewFileSource(path string, apply func(Set) error, opts ...FileSourceOption)
 		path:     path,
 		apply:    apply,
 		onError:  func(err error) { log.Printf("sluice: %v", err) },
-		clock:    core.SystemClock(),
+		clock:    clock.System(),
 		interval: defaultPollInterval,
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),

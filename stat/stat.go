@@ -13,10 +13,10 @@ import (
 	"github.com/sluice-go/sluice/core"
 )
 
-// BlockTypes is the length of Snapshot.BlockedBy: one count per built-in
+// blockTypes is the length of Snapshot.BlockedBy: one count per built-in
 // core.BlockType (BlockFlow to BlockCustom), and index 0 for any other
 // value a custom slot may have used.
-const BlockTypes = int(core.BlockCustom) + 1
+const blockTypes = int(core.BlockCustom) + 1
 
 // Snapshot is a read-only copy of a node's figures at one instant.
 type Snapshot struct {
@@ -43,17 +43,7 @@ type Snapshot struct {
 	// BlockedBy[core.BlockFlow] is what flow rules refused, and so on;
 	// index 0 counts block types beyond the built-in ones. Its elements
 	// add up to TotalBlock when no entry races the snapshot.
-	BlockedBy [BlockTypes]uint64
-}
-
-// Blocked returns the requests refused since the node was made by rules of
-// block type t (see BlockedBy); a type beyond the built-in ones reads index
-// 0.
-func (s *Snapshot) Blocked(t core.BlockType) uint64 {
-	if int(t) >= BlockTypes {
-		t = 0
-	}
-	return s.BlockedBy[t]
+	BlockedBy [blockTypes]uint64
 }
 
 // System is a copy of the last good readings of the host metrics that
@@ -105,17 +95,18 @@ type Second struct {
 }
 
 // EventKind names what an Event reports.
-type EventKind uint8
+type EventKind string
 
 const (
 	// EventRulesLoaded: a load put new rules of kind RuleKind in force
 	// (loads that change nothing report nothing). A rule set loaded whole
 	// reports one event per kind it changed, in the order of rules.Set.
-	EventRulesLoaded EventKind = iota + 1
+	EventRulesLoaded EventKind = "rules-loaded"
 	// EventRulesRefused: a load was refused and changed nothing; Err says
 	// why (an *rules.Error, reached with errors.As, for an invalid rule).
-	// RuleKind is the kind loaded, or "set" for a rule set loaded whole.
-	EventRulesRefused
+	// RuleKind is "set": a load is of the whole set (Engine.LoadRules,
+	// Engine.UpdateRules).
+	EventRulesRefused EventKind = "rules-refused"
 	// EventBreaker: a circuit breaker of Resource changed state, From and
 	// To ("closed", "open", "half-open"); Rule is its rules.CircuitBreaker
 	// and Value the figure that caused the change:
@@ -126,61 +117,35 @@ const (
 	//     milliseconds, or, when probes that never exited were given up,
 	//     the milliseconds since the last of them was admitted;
 	//   - half-open to closed: the number of successful probes.
-	EventBreaker
+	EventBreaker EventKind = "breaker"
 	// EventSheddingStarted: system protection refused an inbound entry
 	// after refusing none for at least a second.
-	EventSheddingStarted
+	EventSheddingStarted EventKind = "shedding-started"
 	// EventSheddingStopped: system protection has refused nothing for a
 	// second. It is noticed at the next system refusal, the next sample
 	// of the system metrics sampler, or the next call of Engine.History,
 	// Snapshot, SystemMetrics or Each, whichever comes first; At is when it
 	// was noticed.
-	EventSheddingStopped
+	EventSheddingStopped EventKind = "shedding-stopped"
 	// EventClusterFallback: the engine's cluster store failed and limits
 	// shared across instances are now decided by their fallback; Err is the
 	// store's error. Resource is empty: the store serves every cluster rule.
 	// Value is the instance count local shares divide by (ClusterStatus
 	// says where it comes from).
-	EventClusterFallback
+	EventClusterFallback EventKind = "cluster-fallback"
 	// EventClusterRecovered: the cluster store answers again and decides
 	// the shared limits. Resource is empty.
-	EventClusterRecovered
+	EventClusterRecovered EventKind = "cluster-recovered"
 	// EventWatchFired: a watch's metric over its window reached its
 	// threshold (see Engine.Watch). Watch is the watch, Resource its
 	// resource, Value the metric over the window, and At the end of the
 	// window: the window is the Watch.Window before At, whole seconds. It
 	// fires once per crossing: again only after an EventWatchCleared.
-	EventWatchFired
+	EventWatchFired EventKind = "watch-fired"
 	// EventWatchCleared: the metric of a watch that fired fell back below
 	// its threshold; the fields are those of EventWatchFired.
-	EventWatchCleared
+	EventWatchCleared EventKind = "watch-cleared"
 )
-
-// String returns the kind's lower-case name ("rules-loaded",
-// "breaker", ...).
-func (k EventKind) String() string {
-	switch k {
-	case EventRulesLoaded:
-		return "rules-loaded"
-	case EventRulesRefused:
-		return "rules-refused"
-	case EventBreaker:
-		return "breaker"
-	case EventSheddingStarted:
-		return "shedding-started"
-	case EventSheddingStopped:
-		return "shedding-stopped"
-	case EventClusterFallback:
-		return "cluster-fallback"
-	case EventClusterRecovered:
-		return "cluster-recovered"
-	case EventWatchFired:
-		return "watch-fired"
-	case EventWatchCleared:
-		return "watch-cleared"
-	}
-	return "EventKind(" + strconv.Itoa(int(k)) + ")"
-}
 
 // Event is one entry of an engine's event stream (Engine.Subscribe). Only
 // the fields its Kind names are set.

@@ -329,7 +329,7 @@ func TestFleetTelemetry(t *testing.T) {
 		return len(frames) == 1
 	})
 	for _, r := range frames[0].Resources {
-		if r.Block != 0 || r.BlockedBy != [stat.BlockTypes]uint64{} || r.Start != int64(time.Second) {
+		if r.Block != 0 || r.BlockedBy != [len(stat.Snapshot{}.BlockedBy)]uint64{} || r.Start != int64(time.Second) {
 			t.Fatalf("second 1 of %s: %+v", r.Resource, r)
 		}
 	}

@@ -109,7 +109,7 @@ type Node struct {
 	_         layout.Pad
 	secWords  [secRing * slotWords]atomic.Uint64
 	total     [metricCount]atomic.Uint64
-	blockedBy [stat.BlockTypes]atomic.Uint64
+	blockedBy [len(stat.Snapshot{}.BlockedBy)]atomic.Uint64
 	// The history, cold like the totals: read by History, written when
 	// minute buckets retire. (Held in the read-only header above, these
 	// two words pushed the second window's header onto one more line, and
@@ -127,7 +127,7 @@ type Node struct {
 
 // byTypeKinds: every block type is a sum.
 var byTypeKinds = func() []Kind {
-	k := make([]Kind, stat.BlockTypes)
+	k := make([]Kind, len(stat.Snapshot{}.BlockedBy))
 	for i := range k {
 		k[i] = Sum
 	}
