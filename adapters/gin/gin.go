@@ -10,14 +10,15 @@ import (
 	"github.com/sluice-go/sluice"
 	sluicehttp "github.com/sluice-go/sluice/adapters/http"
 	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/refusal"
 )
 
 // NoRoute is the resource of every request no route serves: gin runs global
 // middleware for those too, before its 404 (or 405, with
-// HandleMethodNotAllowed). It is sluicehttp.NoRoute, so one rule limits such
+// HandleMethodNotAllowed). It is the net/http adapter's name for such requests, so one rule limits such
 // traffic through either adapter, and a scan of random paths or methods
 // makes one resource, not one per path.
-const NoRoute = sluicehttp.NoRoute
+const NoRoute = refusal.NoRoute
 
 // ArgFunc extracts one argument for param rules from a request. A nil result
 // means the request has no value for it.
@@ -85,7 +86,7 @@ func DefaultBlockHandler(c *gin.Context, err error) {
 // refuse aborts c with p's response to the refusal err: its status and
 // Retry-After, and the status text as the body.
 func refuse(c *gin.Context, p sluicehttp.RefusalPolicy, err error) {
-	status, wait := p.Response(err)
+	status, wait := refusal.Response(p.Status, p.OverloadRetryAfter, err)
 	if wait > 0 {
 		c.Header("Retry-After", strconv.FormatInt(wait, 10))
 	}
@@ -173,7 +174,7 @@ func Middleware(g *sluice.Engine, opts ...Option) gin.HandlerFunc {
 	if cf.errf == nil {
 		cf.errf = DefaultErrorFunc
 	}
-	ns := new(sluicehttp.Names)
+	ns := new(refusal.Names)
 	return func(c *gin.Context) {
 		var name string
 		if cf.name != nil {

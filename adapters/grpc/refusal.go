@@ -13,13 +13,13 @@ import (
 	"google.golang.org/protobuf/protoadapt"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	sluicehttp "github.com/sluice-go/sluice/adapters/http"
 	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/refusal"
 )
 
 // DefaultCode is the status code of a refusal under the default policy:
 // codes.Unavailable for overload (a full concurrency limit, system
-// protection, an open or probing circuit breaker; see sluicehttp.Overload,
+// protection, an open or probing circuit breaker; see core.BlockError.Overloaded,
 // which the HTTP adapters answer with 503), and codes.ResourceExhausted for
 // rate limits and everything else (HTTP 429). Unavailable tells clients the
 // server is momentarily short of capacity and a retry with backoff, perhaps
@@ -45,8 +45,8 @@ const ErrorInfoDomain = "sluice"
 //     wait, so callers can group errors by message and learn nothing of the
 //     service's configuration;
 //   - a google.rpc.RetryInfo detail carries the rule's wait when it knows
-//     one, and for overload without one sluicehttp.DefaultOverloadRetryAfter
-//     (1 s), as the HTTP adapters' Retry-After does.
+//     one, and for overload without one a second, as the HTTP
+//     adapters' Retry-After does.
 //
 // A RefusalPolicy is a plain value, safe for concurrent use when its Code
 // func is.
@@ -56,7 +56,7 @@ type RefusalPolicy struct {
 	Code func(be *core.BlockError) codes.Code
 	// OverloadRetryAfter is the RetryInfo delay of an overload refusal
 	// whose block error carries no RetryAfter. Zero means
-	// sluicehttp.DefaultOverloadRetryAfter; a negative value sends no
+	// one second; a negative value sends no
 	// RetryInfo for them.
 	OverloadRetryAfter time.Duration
 	// Details adds a google.rpc.ErrorInfo detail (domain ErrorInfoDomain,
@@ -86,7 +86,7 @@ func (p RefusalPolicy) Status(err error) *status.Status {
 	if wait <= 0 && be.Overloaded() {
 		wait = p.OverloadRetryAfter
 		if wait == 0 {
-			wait = sluicehttp.DefaultOverloadRetryAfter
+			wait = refusal.DefaultOverloadRetryAfter
 		}
 	}
 	st := status.New(code, message(be))

@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-go/sluice"
 	sluicehttp "github.com/sluice-go/sluice/adapters/http"
 	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/refusal"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 	"github.com/sluice-go/sluice/stat"
@@ -148,9 +149,9 @@ func TestRetryAfterRoundsUp(t *testing.T) {
 	}
 	for _, tt := range tests {
 		err := error(&core.BlockError{Type: core.BlockFlow, RetryAfter: tt.give})
-		assert.Equal(t, tt.want, sluicehttp.RetryAfterSeconds(err), "RetryAfterSeconds(%v)", tt.give)
+		assert.Equal(t, tt.want, refusal.RetryAfterSeconds(err), "RetryAfterSeconds(%v)", tt.give)
 	}
-	assert.Zero(t, sluicehttp.RetryAfterSeconds(errors.New("other")))
+	assert.Zero(t, refusal.RetryAfterSeconds(errors.New("other")))
 }
 
 func TestRouteTemplatesNameResources(t *testing.T) {
@@ -166,8 +167,8 @@ func TestRouteTemplatesNameResources(t *testing.T) {
 		{"HEAD", "/files/a/b.txt", "GET /files/"}, // as a "GET" pattern would
 		{"DELETE", "/files/c", "DELETE /files/"},
 		{"PROPFIND", "/files/d", "OTHER /files/"},
-		{"GET", "/no/such/page", sluicehttp.NoRoute},
-		{"DELETE", "/users/5", sluicehttp.NoRoute}, // 405
+		{"GET", "/no/such/page", refusal.NoRoute},
+		{"DELETE", "/users/5", refusal.NoRoute}, // 405
 	}
 	for _, wrapMux := range []bool{false, true} {
 		t.Run(map[bool]string{false: "wrap route", true: "wrap mux"}[wrapMux], func(t *testing.T) {
@@ -176,7 +177,7 @@ func TestRouteTemplatesNameResources(t *testing.T) {
 			want := map[string]uint64{}
 			for _, tt := range tests {
 				get(t, c, tt.method, srv.URL+tt.path)
-				if wrapMux || tt.want != sluicehttp.NoRoute { // a route-wrapped mux never sees 404s
+				if wrapMux || tt.want != refusal.NoRoute { // a route-wrapped mux never sees 404s
 					want[tt.want]++
 				}
 			}
@@ -254,15 +255,15 @@ func TestUnmatchedScanIsOneResource(t *testing.T) {
 		var method, path, res string
 		switch i % 5 {
 		case 0: // 404
-			method, path, res = common[i/5%len(common)], fmt.Sprintf("/scan/%d", i), sluicehttp.NoRoute
+			method, path, res = common[i/5%len(common)], fmt.Sprintf("/scan/%d", i), refusal.NoRoute
 		case 1: // 404 with an odd method
-			method, path, res = odd, fmt.Sprintf("/scan/%d", i), sluicehttp.NoRoute
+			method, path, res = odd, fmt.Sprintf("/scan/%d", i), refusal.NoRoute
 		case 2: // 405: "GET /users/{id}" and "POST /users/{id}" only
-			method, path, res = odd, fmt.Sprintf("/users/%d", i), sluicehttp.NoRoute
+			method, path, res = odd, fmt.Sprintf("/users/%d", i), refusal.NoRoute
 		case 3: // served by "/files/", which has no method
 			method, path, res = odd, fmt.Sprintf("/files/%d", i), "OTHER /files/"
 		case 4: // the mux's own redirect to "/dirs/<i>/"
-			method, path, res = "CONNECT", fmt.Sprintf("/dirs/%d", i), sluicehttp.NoRoute
+			method, path, res = "CONNECT", fmt.Sprintf("/dirs/%d", i), refusal.NoRoute
 		}
 		req, err := http.NewRequest(method, srv.URL+path, nil)
 		require.NoError(t, err)

@@ -11,6 +11,7 @@ import (
 
 	sluicehttp "github.com/sluice-go/sluice/adapters/http"
 	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/refusal"
 	"github.com/sluice-go/sluice/slots"
 )
 
@@ -104,9 +105,9 @@ func TestOverloadClassifies(t *testing.T) {
 		}
 		be := tt.be
 		require.Equal(t, tt.wantStatus == 503, be.Overloaded(), tt.name)
-		require.Equal(t, tt.wantStatus, sluicehttp.DefaultStatus(&be), tt.name)
+		require.Equal(t, tt.wantStatus, refusal.DefaultStatus(&be), tt.name)
 	}
 	require.False(t, (*core.BlockError)(nil).Overloaded())
-	status, wait := sluicehttp.RefusalPolicy{}.Response(io.EOF)
+	status, wait := refusal.Response(nil, 0, io.EOF)
 	require.Equal(t, [2]int64{429, 0}, [2]int64{int64(status), wait}, "not a block error")
 }
