@@ -20,7 +20,7 @@ import (
 	"github.com/sluice-go/sluice/sluicetest"
 )
 
-func TestLoadFlowRulesRefusesInvalidSetWhole(t *testing.T) {
+func TestFlowRulesRefusedWholeKeepOld(t *testing.T) {
 	g, _ := newTestEngine(t, 0)
 	good := []rules.Flow{{Resource: "a", Threshold: 5}}
 	mustLoadFlow(t, g, good...)
@@ -218,7 +218,7 @@ func TestCustomSlots(t *testing.T) {
 	_, err := g.Entry("secret")
 	var be *core.BlockError
 	require.ErrorAs(t, err, &be)
-	assert.Equal(t, core.BlockCustom, be.Type, "re-exported for be.Type == sluice.BlockCustom")
+	assert.Equal(t, core.BlockCustom, be.Type, "be.Type == core.BlockCustom")
 	assert.Equal(t, "secret", be.Resource)
 	assert.Equal(t, "denied by custom slot", be.Reason)
 

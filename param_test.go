@@ -70,7 +70,7 @@ func TestParamPerUserAndPerIP(t *testing.T) {
 	assert.True(t, entry("alice", "10.0.0.9"), "one token back after Duration/Threshold")
 }
 
-func TestLoadParamRulesRefusesWholeKeepsOld(t *testing.T) {
+func TestParamRulesRefusedWholeKeepOld(t *testing.T) {
 	g, _ := newTestEngine(t, 1e12)
 	good := []rules.Param{{Resource: "r", Threshold: 1, Exceptions: map[string]int64{"v": 2}}}
 	changed, err := loadParams(g, good)

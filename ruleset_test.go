@@ -31,7 +31,7 @@ func fullRuleSet() rules.Set {
 	}
 }
 
-func TestLoadRuleSet(t *testing.T) {
+func TestLoadRules(t *testing.T) {
 	g, _ := newTestEngine(t, 0)
 	want := fullRuleSet()
 	require.NoError(t, g.LoadRules(want))
@@ -50,7 +50,7 @@ func TestLoadRuleSet(t *testing.T) {
 	assert.Equal(t, rules.Set{}, g.Rules())
 }
 
-func TestLoadRuleSetRefusesWhole(t *testing.T) {
+func TestLoadRulesRefusesWhole(t *testing.T) {
 	tests := []struct {
 		name string
 		give rules.Set
@@ -124,10 +124,10 @@ func (f failingKind) readInto(*Engine, *rules.Set)                {}
 func (f failingKind) claimsNodes() bool                           { return false }
 func (f failingKind) kindName() string                            { return "failing" }
 
-// TestLoadRuleSetIsAtomic makes the last kind fail after every other kind
+// TestLoadRulesIsAtomic makes the last kind fail after every other kind
 // compiled: nothing of the new set goes into force, and the counting state
 // of the rules in force is untouched.
-func TestLoadRuleSetIsAtomic(t *testing.T) {
+func TestLoadRulesIsAtomic(t *testing.T) {
 	g, _ := newTestEngine(t, 0)
 	before := fullRuleSet()
 	require.NoError(t, g.LoadRules(before))

@@ -51,7 +51,7 @@ type RuleStoreConfig struct {
 // WithRuleStore makes the engine follow the rules of one application in a
 // rule store (see docs/rule-store.md): New loads the version in force
 // (waiting for at most cfg.Timeout), then the engine loads every new
-// version as LoadRuleSet does, all or nothing, as soon as the store's
+// version as LoadRules does, all or nothing, as soon as the store's
 // Watch announces it and at the latest at the next read every
 // CheckInterval. A version the engine refuses (invalid for it: a cluster
 // rule without WithCluster, say) leaves the rules in force as they were.
@@ -63,7 +63,7 @@ type RuleStoreConfig struct {
 // carry the version (stat.Event.RuleVersion).
 //
 // When the store cannot be read at New, the engine starts with no rules
-// and keeps trying; rules loaded meanwhile with LoadRuleSet stay until a
+// and keeps trying; rules loaded meanwhile with LoadRules stay until a
 // version arrives. Close stops following. An invalid cfg (no App) leaves
 // the engine without a rule store: RuleStoreStatus says why.
 func WithRuleStore(store cluster.RuleStore, cfg RuleStoreConfig) Option {

@@ -253,7 +253,7 @@ func TestSystemBBRThroughEngine(t *testing.T) {
 	}
 }
 
-func TestLoadSystemRulesRefusesWholeKeepsOld(t *testing.T) {
+func TestSystemRulesRefusedWholeKeepOld(t *testing.T) {
 	g, clk, _ := sysEngine(t)
 	good := []rules.System{{Metric: rules.InboundConcurrency, Threshold: 1}}
 	loadSystemSampled(t, g, clk, good...)

@@ -11,7 +11,7 @@ import (
 
 // Set is a complete set of rules of every kind, as written in a rule file.
 // A kind with no rules is nil. Decode fills it, Encode writes it, and the
-// engine's LoadRuleSet loads it whole.
+// engine's LoadRules loads it whole.
 type Set struct {
 	// Flow holds the flow rules (file key "flow").
 	Flow []Flow `json:"flow,omitempty" yaml:"flow,omitempty"`

@@ -71,7 +71,7 @@ func Query(name string) ArgFunc {
 }
 
 // BlockHandler writes the response to a request that sluice refused. err
-// matches sluice.ErrBlocked; errors.As gives the *sluice.BlockError. The
+// matches core.ErrBlocked; errors.As gives the *core.BlockError. The
 // middleware aborts the context after it returns.
 type BlockHandler func(c *gin.Context, err error)
 

@@ -69,7 +69,7 @@ type RefusalPolicy struct {
 }
 
 // Status returns the status of a refused call whose Entry returned err. An
-// err that is not a *sluice.BlockError gets codes.ResourceExhausted and the
+// err that is not a *core.BlockError gets codes.ResourceExhausted and the
 // message "sluice: blocked", without details.
 func (p RefusalPolicy) Status(err error) *status.Status {
 	var be *core.BlockError
@@ -134,7 +134,7 @@ func errorInfo(be *core.BlockError) *errdetails.ErrorInfo {
 }
 
 // BlockFunc returns the error a refused call ends with. err matches
-// sluice.ErrBlocked; errors.As gives the *sluice.BlockError. A nil result
+// core.ErrBlocked; errors.As gives the *core.BlockError. A nil result
 // is replaced by the refusal policy's.
 type BlockFunc func(ctx context.Context, method string, err error) error
 

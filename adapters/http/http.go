@@ -75,7 +75,7 @@ func PathValue(name string) ArgFunc {
 }
 
 // The block handler writes the response to a request that sluice refused. err
-// matches sluice.ErrBlocked; errors.As gives the *sluice.BlockError.
+// matches core.ErrBlocked; errors.As gives the *core.BlockError.
 
 // Option configures Middleware.
 type Option func(*config)

@@ -39,7 +39,7 @@
 //
 // Counts are of requests: an entry made with sluice.WithBatch(n) counts n.
 // Counters are totals since the engine started tracking the resource; a
-// resource forgotten when idle (sluice.IdleResourceTimeout) and seen again
+// resource forgotten when idle (after two minutes) and seen again
 // starts from zero, which Prometheus treats as a counter reset. Resource
 // names and rule IDs, which may come from traffic, are escaped in the
 // exposition and made valid UTF-8 (see Collector.Collect).

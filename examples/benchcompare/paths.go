@@ -380,7 +380,7 @@ func (p path) check(err error) error {
 	}
 	var be *core.BlockError
 	if !errors.As(err, &be) {
-		return fmt.Errorf("got %v, want a *sluice.BlockError", err)
+		return fmt.Errorf("got %v, want a *core.BlockError", err)
 	}
 	if be.Type != core.BlockFlow {
 		return fmt.Errorf("blocked by %v, want %v", be.Type, core.BlockFlow)

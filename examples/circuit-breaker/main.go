@@ -99,7 +99,7 @@ func run() error {
 func callInventory(g *sluice.Engine, dep inventory) (bool, error) {
 	e, err := g.Entry("inventory.reserve", sluice.WithTraffic(core.Outbound))
 	if err != nil {
-		return false, nil // errors.Is(err, sluice.ErrBlocked): serve a fallback
+		return false, nil // errors.Is(err, core.ErrBlocked): serve a fallback
 	}
 	defer e.Exit()
 	err = dep.reserve(context.Background())

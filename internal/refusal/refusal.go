@@ -73,7 +73,7 @@ func Response(statusOf func(be *core.BlockError) int, overloadRetryAfter time.Du
 }
 
 // RetryAfterSeconds returns the wait a block error asks for, in whole
-// seconds rounded up, or 0 when err is not a *sluice.BlockError or carries
+// seconds rounded up, or 0 when err is not a *core.BlockError or carries
 // no RetryAfter. (RefusalPolicy.Response adds the default wait of overload
 // refusals.)
 func RetryAfterSeconds(err error) int64 {
