@@ -400,7 +400,7 @@ func TestEntryRefusesWhatItCannotMakeSenseOf(t *testing.T) {
 	}{
 		{"empty resource", "", nil, ErrBadResource, "sluice: invalid resource name: empty"},
 		{"empty resource, outbound", "", []EntryOption{WithTraffic(core.Outbound)}, ErrBadResource, ""},
-		{"unknown traffic type", "r", []EntryOption{WithTraffic(core.TrafficType(7))}, ErrBadTraffic, "sluice: invalid traffic type: TrafficType(7)"},
+		{"unknown traffic type", "r", []EntryOption{WithTraffic(core.TrafficType(7))}, ErrBadTraffic, "sluice: invalid traffic type: 7"},
 		{"traffic type 2", "r", []EntryOption{WithTraffic(core.Outbound + 1)}, ErrBadTraffic, ""},
 		{"zero batch", "r", []EntryOption{WithBatch(0)}, ErrBadBatch, ""},
 		{"batch over maxBatch", "r", []EntryOption{WithBatch(maxBatch + 1)}, ErrBadBatch, ""},

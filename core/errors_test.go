@@ -190,26 +190,6 @@ func TestBlockTypeString(t *testing.T) {
 	}
 }
 
-func TestTrafficTypeString(t *testing.T) {
-	tests := []struct {
-		give TrafficType
-		want string
-	}{
-		{give: Inbound, want: "inbound"},
-		{give: Outbound, want: "outbound"},
-		{give: 2, want: "TrafficType(2)"},
-		{give: 255, want: "TrafficType(255)"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.want, func(t *testing.T) {
-			assert.Equal(t, tt.want, tt.give.String())
-			assert.Equal(t, tt.want, fmt.Sprint(tt.give))
-		})
-	}
-	var zero TrafficType
-	assert.Equal(t, Inbound, zero, "the zero traffic type is Inbound")
-}
-
 // TestBlockErrorOverloaded: capacity refusals (concurrency limits, system
 // protection, breakers) are overload, answered 503 by the HTTP adapters;
 // rate limits, cluster and custom refusals are not (429).
