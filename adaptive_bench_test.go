@@ -28,7 +28,7 @@ func BenchmarkEntryExitAdaptive(b *testing.B) {
 		engine := func(b *testing.B) *Engine {
 			g := New()
 			b.Cleanup(func() { _ = g.Close() })
-			if err := g.LoadRuleSet(rules.Set{Flow: []rules.Flow{c.rule}}); err != nil {
+			if err := g.LoadRules(rules.Set{Flow: []rules.Flow{c.rule}}); err != nil {
 				b.Fatal(err)
 			}
 			return g

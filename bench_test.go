@@ -18,13 +18,13 @@ import (
 // rule per named resource (the threshold is far above any benchmark's rate).
 func benchEngine(b *testing.B, resources ...string) *Engine {
 	b.Helper()
-	g := New(WithMaxResources(len(resources)+10), WithMaxRules(max(len(resources), rules.DefaultMaxRules)))
+	g := New(WithLimits(Limits{Resources: len(resources) + 10, Rules: max(len(resources), rules.DefaultMaxRules)}))
 	b.Cleanup(func() { _ = g.Close() })
 	rs := make([]rules.Flow, len(resources))
 	for i, r := range resources {
 		rs[i] = rules.Flow{Resource: r, Threshold: 1e12}
 	}
-	if _, err := g.LoadFlowRules(rs); err != nil {
+	if _, err := loadFlow(g, rs); err != nil {
 		b.Fatal(err)
 	}
 	return g
@@ -69,10 +69,10 @@ func BenchmarkEntryExit(b *testing.B) {
 		}
 	})
 	b.Run("default-engine", func(b *testing.B) {
-		if _, err := LoadFlowRules([]rules.Flow{{Resource: "bench-default", Threshold: 1e12}}); err != nil {
+		if err := LoadRules(rules.Set{Flow: []rules.Flow{{Resource: "bench-default", Threshold: 1e12}}}); err != nil {
 			b.Fatal(err)
 		}
-		b.Cleanup(func() { _, _ = LoadFlowRules(nil) })
+		b.Cleanup(func() { _ = LoadRules(rules.Set{}) })
 		b.ReportAllocs()
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
@@ -100,7 +100,7 @@ func BenchmarkEntryExitTokenBucket(b *testing.B) {
 		engine := func(b *testing.B) *Engine {
 			g := New()
 			b.Cleanup(func() { _ = g.Close() })
-			if _, err := g.LoadFlowRules([]rules.Flow{tt.rule}); err != nil {
+			if _, err := loadFlow(g, []rules.Flow{tt.rule}); err != nil {
 				b.Fatal(err)
 			}
 			return g
@@ -241,7 +241,7 @@ func BenchmarkIdleResourceMemory(b *testing.B) {
 		runtime.GC()
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		g := New(WithMaxResources(n))
+		g := New(WithLimits(Limits{Resources: n}))
 		for _, r := range names {
 			p, _ := g.Entry(r)
 			p.Exit()

@@ -22,18 +22,18 @@ import (
 // refused: "... would have refused 412 by flow shadow rule ..."), at level
 // Info, stamped with the second's wall-clock time. A
 // second's records are written at the first refusal of a later second, at
-// the next call of Snapshot, InboundSnapshot, History or Each, at the next
+// the next call of Snapshot, SystemMetrics, History or Each, at the next
 // sample of the system metrics sampler, or at Close, whichever comes first,
-// from that goroutine. At most MaxBlockLogKeys
+// from that goroutine. At most 1,024
 // (resource, rule) pairs are kept per second; refusals beyond them are
 // summed into one record with an empty resource. Nil (the default) logs
 // nothing; then a refusal pays one pointer check for the feature. With a
 // logger, each refusal takes a short lock of the engine's block log.
 func WithBlockLog(l *slog.Logger) Option { return func(cf *config) { cf.blockLog = l } }
 
-// MaxBlockLogKeys bounds the (resource, rule) pairs the block log counts in
+// maxBlockLogKeys bounds the (resource, rule) pairs the block log counts in
 // one second (see WithBlockLog).
-const MaxBlockLogKeys = 1024
+const maxBlockLogKeys = 1024
 
 // blockLog counts refusals per (resource, rule) of the current second.
 type blockLog struct {
@@ -44,7 +44,7 @@ type blockLog struct {
 	mu     sync.Mutex
 	sec    int64 // the second being counted
 	counts map[blockKey]*blockCount
-	other  uint64 // refusals beyond MaxBlockLogKeys in this second
+	other  uint64 // refusals beyond maxBlockLogKeys in this second
 }
 
 // blockKey is a (resource, rule) pair: the rule is the refusal's Rule.
@@ -77,7 +77,7 @@ func (b *blockLog) note(be *core.BlockError, resource string, batch, now int64) 
 	flush := b.rollLocked(now)
 	if c := b.counts[k]; c != nil {
 		c.n += uint64(batch)
-	} else if len(b.counts) < MaxBlockLogKeys {
+	} else if len(b.counts) < maxBlockLogKeys {
 		b.counts[k] = &blockCount{n: uint64(batch), id: be.Rule.ID, threshold: be.Threshold}
 	} else {
 		b.other += uint64(batch)
@@ -157,7 +157,7 @@ func (b *blockLog) takeLocked() func() {
 		for _, r := range recs {
 			var msg string
 			if r.k.resource == "" && r.k.typ == 0 {
-				msg = fmt.Sprintf("refused %d beyond the block log's %d resources and rules at %s", r.c.n, MaxBlockLogKeys, at.Format(time.TimeOnly))
+				msg = fmt.Sprintf("refused %d beyond the block log's %d resources and rules at %s", r.c.n, maxBlockLogKeys, at.Format(time.TimeOnly))
 			} else {
 				rule := " rule"
 				if r.c.id != "" {

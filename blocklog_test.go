@@ -62,7 +62,7 @@ func TestBlockLogOneRecordPerResourceRuleSecond(t *testing.T) {
 	// The one entry a minute each rule lets through.
 	require.True(t, try(g, "GET /orders"))
 	require.True(t, try(g, "GET /items"))
-	_, err := g.LoadFlowRules(append(g.FlowRules(), rules.Flow{Metric: rules.Concurrency, ID: "pay-inflight", Resource: "POST /pay", Threshold: 1}))
+	_, err := loadFlow(g, append(g.Rules().Flow, rules.Flow{Metric: rules.Concurrency, ID: "pay-inflight", Resource: "POST /pay", Threshold: 1}))
 	require.NoError(t, err)
 	held, err := g.Entry("POST /pay")
 	require.NoError(t, err)
@@ -95,7 +95,7 @@ func TestBlockLogOneRecordPerResourceRuleSecond(t *testing.T) {
 		}
 		if s == 1 {
 			// A quiet read in the middle writes the seconds before only.
-			_ = g.InboundSnapshot()
+			_ = g.SystemMetrics().Inbound
 		}
 	}
 	clk.Set(int64(seconds) * int64(time.Second))
@@ -143,7 +143,7 @@ func TestBlockLogBoundedAndFlushedAtClose(t *testing.T) {
 	h := &captureHandler{}
 	g, clk := newTestEngine(t, 0, WithBlockLog(slog.New(h)))
 	var rs []rules.Flow
-	for i := 0; i < MaxBlockLogKeys+10; i++ {
+	for i := 0; i < maxBlockLogKeys+10; i++ {
 		rs = append(rs, rules.Flow{Resource: fmt.Sprint("r", i), Threshold: 1})
 	}
 	mustLoadFlow(t, g, rs...)
@@ -154,7 +154,7 @@ func TestBlockLogBoundedAndFlushedAtClose(t *testing.T) {
 	require.Empty(t, h.take(), "nothing before the second ends")
 	require.NoError(t, g.Close())
 	recs := h.take()
-	require.Len(t, recs, MaxBlockLogKeys+1)
+	require.Len(t, recs, maxBlockLogKeys+1)
 	var sum uint64
 	for _, r := range recs {
 		var n uint64

@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"context"
+	"github.com/sluice-go/sluice/core"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -136,7 +137,7 @@ func TestFlowTokenBucketThrottleWaitsForTokens(t *testing.T) {
 			passed++
 			continue
 		}
-		var be *BlockError
+		var be *core.BlockError
 		require.ErrorAs(t, r.err, &be)
 		assert.Equal(t, "wait 400ms exceeds max queueing 300ms", be.Reason)
 		assert.Equal(t, 100*time.Millisecond, be.RetryAfter)

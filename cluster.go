@@ -3,6 +3,7 @@ package sluice
 import (
 	"context"
 	"errors"
+	"github.com/sluice-go/sluice/core"
 	"sync/atomic"
 	"time"
 
@@ -56,55 +57,18 @@ type ClusterConfig struct {
 	// the whole limit (see docs/cluster.md, "Instances that start while
 	// the store is down"). Set it to the fleet's usual size.
 	ExpectedInstances int
-	// OnTransition, when set, is called after every change between remote
-	// and fallback decisions, in order, one at a time, on the goroutine
-	// whose store call caused it (the engine's, or that of an entry on a
-	// strict rule, which makes its own call when no other entry's is under
-	// way) or on one already telling an earlier transition. It must return
-	// quickly and must not make entries.
-	OnTransition func(ClusterTransition)
-}
-
-// ClusterMode is where the decisions of cluster rules come from.
-type ClusterMode uint8
-
-const (
-	// ClusterRemote: the store decides, through leases of permits (or one
-	// request per entry for strict rules).
-	ClusterRemote ClusterMode = iota
-	// ClusterFallback: the store failed or did not answer in time; each
-	// rule's fallback decides, without touching the store, until a probe
-	// succeeds.
-	ClusterFallback
-)
-
-// String returns "remote" or "fallback".
-func (m ClusterMode) String() string {
-	if m == ClusterFallback {
-		return "fallback"
-	}
-	return "remote"
-}
-
-// ClusterTransition is a change of ClusterMode.
-type ClusterTransition struct {
-	From, To ClusterMode
-	// At is the engine clock's reading (ns) when it changed.
-	At int64
-	// Err is, on the way to ClusterFallback, the store failure that caused
-	// it; nil on recovery.
-	Err error
-	// Live is the instance count local shares divide by at the change,
-	// and LiveSource where it comes from (see ClusterStatus).
-	Live       int
-	LiveSource string
 }
 
 // ClusterStatus is the state of an engine's cluster store, as
 // Engine.ClusterStatus reports it. Counts are since the engine was made.
 type ClusterStatus struct {
-	// Mode is where decisions come from now.
-	Mode ClusterMode
+	// Fallback is set while the store has failed or not answered in time:
+	// each rule's fallback decides, without touching the store, until a
+	// probe succeeds. Otherwise the store decides, through leases of
+	// permits (or one request per entry for strict rules). Each change is
+	// on the event stream (stat.EventClusterFallback and
+	// stat.EventClusterRecovered, see Engine.Subscribe).
+	Fallback bool
 	// Live is the number of live instances of the App that local
 	// fallback shares divide by, this one included, and LiveSource where
 	// it comes from: "counted" (the heartbeats' count), "held" (the last
@@ -160,7 +124,7 @@ var errNoCluster = errors.New("cluster rules need sluice.WithCluster (the engine
 // start sets the state up for store (nil without WithCluster) and cfg, for
 // the instance id on host; publish receives every change between remote
 // and fallback, for the engine's event stream.
-func (cs *clusterState) start(store cluster.Store, cfg ClusterConfig, id, host string, clk Clock, publish func(fallback bool, err error, live int, source string)) {
+func (cs *clusterState) start(store cluster.Store, cfg ClusterConfig, id, host string, clk core.Clock, publish func(fallback bool, err error, live int, source string)) {
 	switch {
 	case store == nil:
 		cs.err = errNoCluster
@@ -181,9 +145,6 @@ func (cs *clusterState) start(store cluster.Store, cfg ClusterConfig, id, host s
 			n, src = m.Share()
 		}
 		publish(t.To == lease.Fallback, t.Err, n, src.String())
-		if f := cfg.OnTransition; f != nil {
-			f(ClusterTransition{From: ClusterMode(t.From), To: ClusterMode(t.To), At: t.At, Err: t.Err, Live: n, LiveSource: src.String()})
-		}
 	}
 	mgr, err := lease.New(lease.Config{
 		Store: store, Clock: clk, Timeout: cfg.Timeout, ProbeInterval: cfg.ProbeInterval,
@@ -277,7 +238,7 @@ func (eng *Engine) ClusterStatus() (ClusterStatus, bool) {
 	st := cs.mgr.Stats()
 	n, src := cs.mgr.Share()
 	return ClusterStatus{
-		Mode: ClusterMode(cs.mgr.Mode()), Live: n, LiveSource: src.String(),
+		Fallback: cs.mgr.Mode() == lease.Fallback, Live: n, LiveSource: src.String(),
 		Takes: st.Takes, TakeErrors: st.TakeErrors, Requests: st.Requests,
 		Given: st.Given, Dropped: st.Dropped, Probes: st.Probes, Late: st.Late, Paid: st.Paid,
 		HeartbeatFailures: cs.hb.Failures(),

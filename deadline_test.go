@@ -59,7 +59,7 @@ func TestEntryContextFailsAtOnceWhenTheDeadlineIsTooShort(t *testing.T) {
 			defer cancel()
 			p, err := g.EntryContext(ctx, "r")
 			require.Nil(t, p)
-			require.ErrorIs(t, err, ErrBlocked)
+			require.ErrorIs(t, err, core.ErrBlocked)
 			require.ErrorIs(t, err, context.DeadlineExceeded)
 			assert.Zero(t, clk.timers.Load(), "the entry started a wait")
 
@@ -103,7 +103,7 @@ func TestParamPacingPastTheDeadlineFailsAtOnce(t *testing.T) {
 	defer cancel()
 	p, err := g.EntryContext(ctx, "r", WithArgs("u"))
 	require.Nil(t, p)
-	require.ErrorIs(t, err, ErrBlocked)
+	require.ErrorIs(t, err, core.ErrBlocked)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Zero(t, clk.timers.Load(), "the entry started a wait")
 

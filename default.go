@@ -3,10 +3,6 @@ package sluice
 import (
 	"context"
 	"sync/atomic"
-	"time"
-
-	"github.com/sluice-go/sluice/rules"
-	"github.com/sluice-go/sluice/stat"
 )
 
 // The default engine always exists: making one starts no goroutine (the
@@ -54,29 +50,4 @@ func EntryContext(ctx context.Context, resource string, opts ...EntryOption) (*P
 //go:noinline
 func enterDefault(p *Pass, ctx context.Context, name string, opts []EntryOption) (*Pass, error) {
 	return defaultPtr.Load().enter(p, ctx, name, opts)
-}
-
-// LoadFlowRules replaces the default engine's flow rules (see
-// Engine.LoadFlowRules).
-func LoadFlowRules(rs []rules.Flow) (bool, error) { return defaultEngine().LoadFlowRules(rs) }
-
-// FlowRules returns the default engine's flow rules.
-func FlowRules() []rules.Flow { return defaultEngine().FlowRules() }
-
-// Snapshot returns the default engine's statistics of a resource.
-func Snapshot(resource string) (stat.Snapshot, bool) { return defaultEngine().Snapshot(resource) }
-
-// History returns the default engine's per-second history of a resource
-// (see Engine.History).
-func History(resource string, since time.Duration) []stat.Second {
-	return defaultEngine().History(resource, since)
-}
-
-// Each calls f with every resource of the default engine (see Engine.Each).
-func Each(f func(name string, s stat.Snapshot)) { defaultEngine().Each(f) }
-
-// Close closes the default engine (see Engine.Close) and installs a fresh
-// one for later package-level calls.
-func Close() error {
-	return SetDefault(nil).Close()
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-go/sluice/internal/sluicetest"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/slots"
+	"github.com/sluice-go/sluice/stat"
 )
 
 var errDependency = errors.New("dependency failed")
@@ -27,21 +28,25 @@ func cbEngine(t testing.TB, rs []rules.CircuitBreaker, opts ...Option) (*Engine,
 	g := New(append([]Option{WithClock(clk)}, opts...)...)
 	t.Cleanup(func() { _ = g.Close() })
 	log := &transitions{}
-	g.AddBreakerListener(log.add)
-	changed, err := g.LoadCircuitBreakerRules(rs)
+	g.Subscribe(log.add)
+	changed, err := loadBreakers(g, rs)
 	require.NoError(t, err)
 	require.Equal(t, len(rs) > 0, changed)
 	return g, clk, log
 }
 
+// transitions logs the breaker events of an engine's event stream.
 type transitions struct {
 	mu sync.Mutex
-	ts []BreakerTransition
+	ts []stat.Event
 }
 
-func (l *transitions) add(t BreakerTransition) {
+func (l *transitions) add(e stat.Event) {
+	if e.Kind != stat.EventBreaker {
+		return
+	}
 	l.mu.Lock()
-	l.ts = append(l.ts, t)
+	l.ts = append(l.ts, e)
 	l.mu.Unlock()
 }
 
@@ -50,7 +55,7 @@ func (l *transitions) moves() []string {
 	defer l.mu.Unlock()
 	var out []string
 	for _, t := range l.ts {
-		out = append(out, t.Resource+": "+t.From.String()+">"+t.To.String())
+		out = append(out, t.Resource+": "+t.From+">"+t.To)
 	}
 	return out
 }
@@ -68,8 +73,8 @@ func do(g *Engine, clk *sluicetest.ManualClock, res string, rt time.Duration, er
 	return nil
 }
 
-func states(g *Engine) []BreakerState {
-	var out []BreakerState
+func states(g *Engine) []stat.BreakerState {
+	var out []stat.BreakerState
 	for _, s := range g.CircuitBreakerStates() {
 		out = append(out, s.State)
 	}
@@ -84,15 +89,15 @@ func TestCircuitBreakerCycleThroughEngine(t *testing.T) {
 	for i, err := range []error{nil, errDependency, nil, errDependency} {
 		require.NoError(t, do(g, clk, "orders", time.Millisecond, err), "call %d", i)
 	}
-	assert.Equal(t, []BreakerState{BreakerClosed, BreakerClosed}, states(g), "2 of 4 is not above 0.5")
+	assert.Equal(t, []stat.BreakerState{stat.BreakerClosed, stat.BreakerClosed}, states(g), "2 of 4 is not above 0.5")
 	require.NoError(t, do(g, clk, "orders", time.Millisecond, errDependency))
-	assert.Equal(t, []BreakerState{BreakerOpen, BreakerClosed}, states(g), "3 of 5 is")
+	assert.Equal(t, []stat.BreakerState{stat.BreakerOpen, stat.BreakerClosed}, states(g), "3 of 5 is")
 	opened := clk.Nanotime()
 
 	clk.Advance(5*time.Second - 1)
 	err := do(g, clk, "orders", 0, nil)
-	require.ErrorIs(t, err, ErrBlocked)
-	var be *BlockError
+	require.ErrorIs(t, err, core.ErrBlocked)
+	var be *core.BlockError
 	require.ErrorAs(t, err, &be)
 	assert.Equal(t, core.BlockDegrade, be.Type)
 	assert.Equal(t, "orders", be.Resource)
@@ -110,18 +115,18 @@ func TestCircuitBreakerCycleThroughEngine(t *testing.T) {
 	p2, err := g.Entry("orders")
 	require.NoError(t, err)
 	_, err = g.Entry("orders")
-	require.ErrorIs(t, err, ErrBlocked, "only two probes")
+	require.ErrorIs(t, err, core.ErrBlocked, "only two probes")
 	p1.Exit()
-	assert.Equal(t, []BreakerState{BreakerHalfOpen, BreakerClosed}, states(g))
+	assert.Equal(t, []stat.BreakerState{stat.BreakerHalfOpen, stat.BreakerClosed}, states(g))
 	p2.Exit()
-	assert.Equal(t, []BreakerState{BreakerClosed, BreakerClosed}, states(g))
+	assert.Equal(t, []stat.BreakerState{stat.BreakerClosed, stat.BreakerClosed}, states(g))
 
 	// The slow-ratio breaker reads RT from Entry to Exit.
 	require.NoError(t, do(g, clk, "search", 50*time.Millisecond, nil))
 	require.NoError(t, do(g, clk, "search", 51*time.Millisecond, nil))
-	assert.Equal(t, BreakerClosed, states(g)[1], "1 slow of 2 is not above 0.5")
+	assert.Equal(t, stat.BreakerClosed, states(g)[1], "1 slow of 2 is not above 0.5")
 	require.NoError(t, do(g, clk, "search", 60*time.Millisecond, nil))
-	assert.Equal(t, BreakerOpen, states(g)[1])
+	assert.Equal(t, stat.BreakerOpen, states(g)[1])
 
 	assert.Equal(t, []string{
 		"orders: closed>open", "orders: open>half-open", "orders: half-open>closed",
@@ -141,15 +146,15 @@ func TestCircuitBreakerTransitionCounts(t *testing.T) {
 	assert.Equal(t, [3]uint64{}, counts(), "a pass that keeps the state counts nothing")
 	require.NoError(t, do(g, clk, "pay", 0, errDependency)) // closed > open
 	for i := 0; i < 5; i++ {
-		require.ErrorIs(t, do(g, clk, "pay", 0, nil), ErrBlocked)
+		require.ErrorIs(t, do(g, clk, "pay", 0, nil), core.ErrBlocked)
 	}
-	assert.Equal(t, [3]uint64{BreakerOpen: 1}, counts(), "refusals count nothing")
+	assert.Equal(t, [3]uint64{stat.BreakerOpen: 1}, counts(), "refusals count nothing")
 	clk.Advance(time.Second)
 	require.NoError(t, do(g, clk, "pay", 0, errDependency)) // open > half-open > open
-	assert.Equal(t, [3]uint64{BreakerOpen: 2, BreakerHalfOpen: 1}, counts())
+	assert.Equal(t, [3]uint64{stat.BreakerOpen: 2, stat.BreakerHalfOpen: 1}, counts())
 	clk.Advance(time.Second)
 	require.NoError(t, do(g, clk, "pay", 0, nil)) // open > half-open > closed
-	want := [3]uint64{BreakerClosed: 1, BreakerOpen: 2, BreakerHalfOpen: 2}
+	want := [3]uint64{stat.BreakerClosed: 1, stat.BreakerOpen: 2, stat.BreakerHalfOpen: 2}
 	assert.Equal(t, want, counts())
 	assert.Len(t, log.moves(), 5, "one count per transition the listeners saw")
 
@@ -157,11 +162,11 @@ func TestCircuitBreakerTransitionCounts(t *testing.T) {
 	// strategy starts from zero.
 	same := r
 	same.Threshold = 3
-	_, err := g.LoadCircuitBreakerRules([]rules.CircuitBreaker{same})
+	_, err := loadBreakers(g, []rules.CircuitBreaker{same})
 	require.NoError(t, err)
 	assert.Equal(t, want, counts())
 	ratio := rules.CircuitBreaker{Resource: "pay", Strategy: rules.ErrorRatio, Threshold: 0.5, RetryTimeout: time.Second}
-	_, err = g.LoadCircuitBreakerRules([]rules.CircuitBreaker{ratio})
+	_, err = loadBreakers(g, []rules.CircuitBreaker{ratio})
 	require.NoError(t, err)
 	assert.Equal(t, [3]uint64{}, counts())
 }
@@ -175,42 +180,42 @@ func TestCircuitBreakerLoadRefusesWholeAndKeepsState(t *testing.T) {
 	raised.Threshold, raised.ID = 3, "raised"
 	bad := count
 	bad.Resource, bad.RetryTimeout = "users", 0
-	changed, err := g.LoadCircuitBreakerRules([]rules.CircuitBreaker{raised, bad})
+	changed, err := loadBreakers(g, []rules.CircuitBreaker{raised, bad})
 	assert.False(t, changed)
 	var re *rules.Error
 	require.ErrorAs(t, err, &re)
 	assert.Equal(t, 1, re.Index)
 	assert.Equal(t, "users", re.Resource)
 	assert.Equal(t, "RetryTimeout", re.Field)
-	assert.Equal(t, []rules.CircuitBreaker{count}, g.CircuitBreakerRules(), "old rules stay in force")
+	assert.Equal(t, []rules.CircuitBreaker{count}, g.Rules().CircuitBreaker, "old rules stay in force")
 
 	// The window survives an equivalent reload: one error before, one after.
-	changed, err = g.LoadCircuitBreakerRules([]rules.CircuitBreaker{count})
+	changed, err = loadBreakers(g, []rules.CircuitBreaker{count})
 	require.NoError(t, err)
 	assert.False(t, changed, "same rules")
 	lowered := count
 	lowered.ID = "renamed"
-	changed, err = g.LoadCircuitBreakerRules([]rules.CircuitBreaker{lowered})
+	changed, err = loadBreakers(g, []rules.CircuitBreaker{lowered})
 	require.NoError(t, err)
 	assert.True(t, changed)
 	require.NoError(t, do(g, clk, "orders", 0, errDependency))
-	require.Equal(t, []BreakerState{BreakerOpen}, states(g))
+	require.Equal(t, []stat.BreakerState{stat.BreakerOpen}, states(g))
 
 	// Open survives an equivalent reload, until the same instant.
 	opened := clk.Nanotime()
-	_, err = g.LoadCircuitBreakerRules([]rules.CircuitBreaker{raised})
+	_, err = loadBreakers(g, []rules.CircuitBreaker{raised})
 	require.NoError(t, err)
-	assert.Equal(t, []BreakerStatus{{Rule: raised, State: BreakerOpen, Transitions: [3]uint64{BreakerOpen: 1}}}, g.CircuitBreakerStates(), "state and counts")
+	assert.Equal(t, []BreakerStatus{{Rule: raised, State: stat.BreakerOpen, Transitions: [3]uint64{stat.BreakerOpen: 1}}}, g.CircuitBreakerStates(), "state and counts")
 	clk.Set(opened + int64(10*time.Second) - 1)
-	require.ErrorIs(t, do(g, clk, "orders", 0, nil), ErrBlocked)
+	require.ErrorIs(t, do(g, clk, "orders", 0, nil), core.ErrBlocked)
 
 	// Another strategy starts afresh; no rules means no breaker.
 	ratio := rules.CircuitBreaker{Resource: "orders", Strategy: rules.ErrorRatio, Threshold: 0.5, RetryTimeout: time.Second}
-	_, err = g.LoadCircuitBreakerRules([]rules.CircuitBreaker{ratio})
+	_, err = loadBreakers(g, []rules.CircuitBreaker{ratio})
 	require.NoError(t, err)
-	assert.Equal(t, []BreakerState{BreakerClosed}, states(g))
+	assert.Equal(t, []stat.BreakerState{stat.BreakerClosed}, states(g))
 	require.NoError(t, do(g, clk, "orders", 0, nil))
-	changed, err = g.LoadCircuitBreakerRules(nil)
+	changed, err = loadBreakers(g, nil)
 	require.NoError(t, err)
 	assert.True(t, changed)
 	assert.Empty(t, g.CircuitBreakerStates())
@@ -249,14 +254,14 @@ func TestCircuitBreakerHalfOpenAdmitsExactlyNConcurrentEntries(t *testing.T) {
 	require.Len(t, passed, probes)
 	require.Len(t, errs, callers-probes)
 	for err := range errs {
-		var be *BlockError
+		var be *core.BlockError
 		require.ErrorAs(t, err, &be)
 		assert.Equal(t, core.BlockDegrade, be.Type)
 	}
 	for p := range passed {
 		p.Exit()
 	}
-	assert.Equal(t, []BreakerState{BreakerClosed}, states(g))
+	assert.Equal(t, []stat.BreakerState{stat.BreakerClosed}, states(g))
 	assert.Equal(t, []string{"orders: closed>open", "orders: open>half-open", "orders: half-open>closed"}, log.moves())
 }
 
@@ -278,14 +283,14 @@ func TestCircuitBreakerProbeBlockedLaterGivesSlotBack(t *testing.T) {
 	clk.Advance(time.Second)
 
 	custom.on = true
-	var be *BlockError
+	var be *core.BlockError
 	require.ErrorAs(t, do(g, clk, "orders", 0, nil), &be)
 	assert.Equal(t, core.BlockCustom, be.Type, "the breaker admitted the probe; the custom slot refused it")
-	require.Equal(t, []BreakerState{BreakerHalfOpen}, states(g))
+	require.Equal(t, []stat.BreakerState{stat.BreakerHalfOpen}, states(g))
 
 	custom.on = false
 	require.NoError(t, do(g, clk, "orders", 0, nil), "the slot was given back")
-	assert.Equal(t, []BreakerState{BreakerClosed}, states(g))
+	assert.Equal(t, []stat.BreakerState{stat.BreakerClosed}, states(g))
 	assert.Equal(t, []string{"orders: closed>open", "orders: open>half-open", "orders: half-open>closed"}, log.moves())
 }
 
@@ -293,8 +298,8 @@ func TestCircuitBreakerReentrantListener(t *testing.T) {
 	rule := rules.CircuitBreaker{Resource: "orders", Strategy: rules.ErrorCount, Threshold: 1, MinRequestAmount: 1, RetryTimeout: time.Second}
 	g, clk, log := cbEngine(t, []rules.CircuitBreaker{rule})
 	var inside []string
-	g.AddBreakerListener(func(tr BreakerTransition) {
-		if tr.To != BreakerOpen || len(inside) > 0 {
+	g.Subscribe(func(tr stat.Event) {
+		if tr.Kind != stat.EventBreaker || tr.To != stat.BreakerOpen.String() || len(inside) > 0 {
 			return
 		}
 		// Call back into the engine from the listener.
@@ -302,9 +307,7 @@ func TestCircuitBreakerReentrantListener(t *testing.T) {
 		inside = append(inside, "entry: "+err.Error())
 		renamed := rule
 		renamed.ID = "renamed"
-		changed, err := g.LoadCircuitBreakerRules([]rules.CircuitBreaker{renamed})
-		require.NoError(t, err)
-		require.True(t, changed)
+		require.NoError(t, g.UpdateRules(func(s *rules.Set) { s.CircuitBreaker = []rules.CircuitBreaker{renamed} }))
 		inside = append(inside, "state: "+g.CircuitBreakerStates()[0].State.String())
 		clk.Advance(time.Second)
 		require.NoError(t, do(g, clk, "orders", 0, nil)) // a probe: half-open, then closed
@@ -322,8 +325,8 @@ func TestCircuitBreakerReentrantListener(t *testing.T) {
 		"state: open",
 	}, inside)
 	assert.Equal(t, []string{"orders: closed>open", "orders: open>half-open", "orders: half-open>closed"}, log.moves())
-	assert.Equal(t, "renamed", log.ts[2].Rule.ID, "transitions carry the rule in force")
-	assert.Equal(t, []BreakerState{BreakerClosed}, states(g))
+	assert.Equal(t, "renamed", log.ts[2].Rule.(rules.CircuitBreaker).ID, "transitions carry the rule in force")
+	assert.Equal(t, []stat.BreakerState{stat.BreakerClosed}, states(g))
 }
 
 func TestCircuitBreakerErrorClassifier(t *testing.T) {
@@ -332,35 +335,26 @@ func TestCircuitBreakerErrorClassifier(t *testing.T) {
 	for range 10 {
 		require.NoError(t, do(g, clk, "orders", 0, context.Canceled))
 	}
-	assert.Equal(t, []BreakerState{BreakerClosed}, states(g))
+	assert.Equal(t, []stat.BreakerState{stat.BreakerClosed}, states(g))
 	s, _ := g.Snapshot("orders")
 	assert.Equal(t, uint64(10), s.TotalError, "resource statistics still count every error")
 	require.NoError(t, do(g, clk, "orders", 0, errDependency))
 	require.NoError(t, do(g, clk, "orders", 0, context.DeadlineExceeded))
-	assert.Equal(t, []BreakerState{BreakerOpen}, states(g))
+	assert.Equal(t, []stat.BreakerState{stat.BreakerOpen}, states(g))
 }
 
-func TestCircuitBreakerPackageLevel(t *testing.T) {
-	clk := sluicetest.NewManualClock(int64(time.Hour))
-	g := New(WithClock(clk))
-	old := SetDefault(g)
-	t.Cleanup(func() { SetDefault(old); _ = g.Close() })
-	var log transitions
-	remove := AddBreakerListener(log.add)
-	defer remove()
+func TestCircuitBreakerEvents(t *testing.T) {
+	// The event stream carries what breaker listeners received: resource,
+	// rule in force, from, to, the value that caused it and the clock reading.
 	rs := []rules.CircuitBreaker{{Resource: "orders", Strategy: rules.ErrorCount, Threshold: 1, MinRequestAmount: 1, RetryTimeout: time.Second}}
-	changed, err := LoadCircuitBreakerRules(rs)
-	require.NoError(t, err)
-	require.True(t, changed)
-	assert.Equal(t, rs, CircuitBreakerRules())
-	p, err := Entry("orders")
-	require.NoError(t, err)
-	p.SetError(errDependency)
-	p.Exit()
-	assert.Equal(t, []BreakerStatus{{Rule: rs[0], State: BreakerOpen, Transitions: [3]uint64{BreakerOpen: 1}}}, CircuitBreakerStates())
-	_, err = Entry("orders")
-	require.ErrorIs(t, err, ErrBlocked)
-	assert.Equal(t, []string{"orders: closed>open"}, log.moves())
+	g, clk, log := cbEngine(t, rs)
+	require.NoError(t, do(g, clk, "orders", 0, errDependency))
+	assert.Equal(t, []BreakerStatus{{Rule: rs[0], State: stat.BreakerOpen, Transitions: [3]uint64{stat.BreakerOpen: 1}}}, g.CircuitBreakerStates())
+	_, err := g.Entry("orders")
+	require.ErrorIs(t, err, core.ErrBlocked)
+	require.Len(t, log.ts, 1)
+	assert.Equal(t, stat.Event{Kind: stat.EventBreaker, At: clk.Nanotime(), Resource: "orders", Rule: rs[0],
+		From: "closed", To: "open", Value: 1}, log.ts[0])
 }
 
 // Benchmarks: Entry+Exit without and with a closed breaker in the same run,
@@ -374,7 +368,7 @@ func BenchmarkCircuitBreaker(b *testing.B) {
 		rules []rules.CircuitBreaker
 	}{{"pass/none", nil}, {"pass/closed", closed}} {
 		g := New()
-		_, err := g.LoadCircuitBreakerRules(bc.rules)
+		_, err := loadBreakers(g, bc.rules)
 		require.NoError(b, err)
 		b.Run(bc.name+"/serial", func(b *testing.B) {
 			b.ReportAllocs()
@@ -403,7 +397,7 @@ func BenchmarkCircuitBreaker(b *testing.B) {
 
 	g := New()
 	defer g.Close()
-	_, err := g.LoadCircuitBreakerRules([]rules.CircuitBreaker{{Resource: "bench", Strategy: rules.ErrorCount, Threshold: 1, MinRequestAmount: 1, RetryTimeout: 24 * time.Hour}})
+	_, err := loadBreakers(g, []rules.CircuitBreaker{{Resource: "bench", Strategy: rules.ErrorCount, Threshold: 1, MinRequestAmount: 1, RetryTimeout: 24 * time.Hour}})
 	require.NoError(b, err)
 	p, err := g.Entry("bench")
 	require.NoError(b, err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
+	"github.com/sluice-go/sluice/stat"
 )
 
 // TestDoCountsAPanicAsAnError: a breaker that opens on one error opens when
@@ -30,17 +31,17 @@ func TestDoCountsAPanicAsAnError(t *testing.T) {
 		defer p.Exit()
 		panic("boom")
 	})
-	assert.Equal(t, []BreakerState{BreakerClosed}, states(g), "defer p.Exit() counts a panic as a success")
+	assert.Equal(t, []stat.BreakerState{stat.BreakerClosed}, states(g), "defer p.Exit() counts a panic as a success")
 
 	// Do: the panic is an error, the breaker opens, the next call is refused
 	// without running fn.
 	g, _, log := cbEngine(t, []rules.CircuitBreaker{cb})
-	_, err := g.LoadFlowRules([]rules.Flow{{Metric: rules.Concurrency, Resource: "pay", Threshold: 1}})
+	_, err := loadFlow(g, []rules.Flow{{Metric: rules.Concurrency, Resource: "pay", Threshold: 1}})
 	require.NoError(t, err)
 	require.PanicsWithValue(t, "boom", func() {
 		_ = g.Do("pay", func() error { panic("boom") })
 	})
-	assert.Equal(t, []BreakerState{BreakerOpen}, states(g))
+	assert.Equal(t, []stat.BreakerState{stat.BreakerOpen}, states(g))
 	require.Len(t, log.ts, 1)
 	s, ok := g.Snapshot("pay")
 	require.True(t, ok)
@@ -49,8 +50,8 @@ func TestDoCountsAPanicAsAnError(t *testing.T) {
 
 	ran := false
 	err = g.Do("pay", func() error { ran = true; return nil })
-	require.ErrorIs(t, err, ErrBlocked)
-	var be *BlockError
+	require.ErrorIs(t, err, core.ErrBlocked)
+	var be *core.BlockError
 	require.ErrorAs(t, err, &be)
 	assert.Equal(t, core.BlockDegrade, be.Type)
 	assert.False(t, ran, "a refused call does not run fn")
@@ -68,7 +69,7 @@ func TestDoReturnsFnError(t *testing.T) {
 	assert.Equal(t, uint64(2), s.TotalPass)
 	assert.Equal(t, uint64(1), s.TotalError)
 	require.Same(t, errWork, g.DoContext(context.Background(), "pay", func() error { return errWork }))
-	assert.Equal(t, []BreakerState{BreakerOpen}, states(g))
+	assert.Equal(t, []stat.BreakerState{stat.BreakerOpen}, states(g))
 
 	// Entry errors other than blocks come back too, and fn does not run.
 	ran := false
@@ -79,21 +80,21 @@ func TestDoReturnsFnError(t *testing.T) {
 // TestDoPackageLevel: the package-level Do and DoContext use the default
 // engine.
 func TestDoPackageLevel(t *testing.T) {
-	_, err := LoadFlowRules([]rules.Flow{{Metric: rules.Concurrency, Resource: "do-pkg", Threshold: 1}})
+	err := LoadRules(rules.Set{Flow: []rules.Flow{{Metric: rules.Concurrency, Resource: "do-pkg", Threshold: 1}}})
 	require.NoError(t, err)
-	t.Cleanup(func() { _, _ = LoadFlowRules(nil) })
+	t.Cleanup(func() { _ = LoadRules(rules.Set{}) })
 	inner := errors.New("inner")
 	err = Do("do-pkg", func() error {
 		// The one slot is held: a nested call is refused.
 		return DoContext(context.Background(), "do-pkg", func() error { return inner })
 	})
-	require.ErrorIs(t, err, ErrBlocked)
+	require.ErrorIs(t, err, core.ErrBlocked)
 	require.NoError(t, Do("do-pkg", func() error { return nil }))
 }
 
 func TestDoAllocatesNothing(t *testing.T) {
 	g, _ := newTestEngine(t, 0)
-	_, err := g.LoadFlowRules([]rules.Flow{{Resource: "r", Threshold: 1e12}, {Metric: rules.Concurrency, Resource: "r", Threshold: 1e9}})
+	_, err := loadFlow(g, []rules.Flow{{Resource: "r", Threshold: 1e12}, {Metric: rules.Concurrency, Resource: "r", Threshold: 1e9}})
 	require.NoError(t, err)
 	n := 0
 	work := func() error { n++; return nil }

@@ -4,7 +4,7 @@
 // Each protected piece of code is a resource; each call into it is an entry:
 //
 //	p, err := sluice.Entry("GET /orders")
-//	if err != nil { // errors.Is(err, sluice.ErrBlocked)
+//	if err != nil { // errors.Is(err, core.ErrBlocked)
 //		http.Error(w, "busy", http.StatusTooManyRequests)
 //		return
 //	}
@@ -20,25 +20,29 @@
 //
 // An entry runs through a slot chain: rule checks (system, flow,
 // param, degrade, then custom slots; the first to refuse wins), then
-// statistics. A refusal is a *BlockError naming the rule, what it observed
-// and its threshold; errors.Is(err, ErrBlocked) tells refusals from other
+// statistics. A refusal is a *core.BlockError naming the rule, what it
+// observed and its threshold; errors.Is(err, core.ErrBlocked) tells refusals
+// from other
 // errors (ErrBadResource, ErrBadTraffic, ErrBadBatch for entries that make no
 // sense, ErrClosed after Close).
 //
-// Rules are loaded kind by kind (LoadFlowRules and friends) or all at once
-// (LoadRuleSet; package fleet follows a rule file or store). A load is validated whole and is
-// all-or-nothing; it can replace rules under live traffic, and rules that
+// Rules are loaded as a rules.Set (Engine.LoadRules, or Engine.UpdateRules
+// to change some kinds and keep the others). A load is validated whole and
+// is all-or-nothing; it can replace rules under live traffic, and rules that
 // count the same way keep their counters across it.
 //
-// The package-level functions act on a default engine. New builds an
+// The package-level functions (Entry, EntryContext, Do, DoContext and
+// LoadRules) act on a default engine (Default, SetDefault); everything else
+// is a method of *Engine. New builds an
 // independent engine with its own clock, rules and statistics, for tests and
-// multi-tenant programs. An engine tracks at most WithMaxResources resources
-// without rules (the rest count under OverflowResource) and forgets those
-// left idle for IdleResourceTimeout; it starts no goroutine except the
+// multi-tenant programs. An engine tracks at most Limits.Resources resources
+// without rules (the rest count under the resource "__sluice_overflow__") and forgets
+// those left idle for two minutes; it starts no goroutine except the
 // system metrics sampler, which Close stops.
 //
-// The default traffic type is Inbound: an entry counts as work this process
-// serves and is subject to system adaptive protection. Wrap calls this
-// process makes to other services with WithTraffic(Outbound), so that they
+// The default traffic type is core.Inbound: an entry counts as work this
+// process serves and is subject to system adaptive protection. Wrap calls
+// this process makes to other services with WithTraffic(core.Outbound), so
+// that they
 // are not counted twice and never refused by system rules.
 package sluice

@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-go/sluice/cluster"
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/chain"
+	"github.com/sluice-go/sluice/internal/clock"
 	"github.com/sluice-go/sluice/internal/degrade"
 	"github.com/sluice-go/sluice/internal/entry"
 	"github.com/sluice-go/sluice/internal/flow"
@@ -26,74 +27,30 @@ import (
 	"github.com/sluice-go/sluice/stat"
 )
 
-// Re-exported contracts, so most programs import only this package.
-type (
-	// TrafficType says whether an entry is served (Inbound, the zero
-	// value) or sent (Outbound).
-	TrafficType = core.TrafficType
-	// BlockType names the kind of rule that refused an entry (BlockFlow
-	// and the other Block constants); the zero value names none.
-	BlockType = core.BlockType
-	// BlockError describes a refused entry; reach it with errors.As. Each
-	// refusal returns a new one, which the caller owns.
-	BlockError = core.BlockError
-	// Clock is an engine's source of time, read in nanoseconds; it must be
-	// safe for concurrent use (see core.Clock).
-	Clock = core.Clock
-)
-
-const (
-	// Inbound is traffic this process serves (the default).
-	Inbound = core.Inbound
-	// Outbound is traffic this process sends to others.
-	Outbound = core.Outbound
-)
-
-// The kinds of rule that refuse entries: the values of BlockError.Type.
-const (
-	// BlockFlow is a flow rule (QPS or concurrency, on the resource or an
-	// associated one).
-	BlockFlow = core.BlockFlow
-	// BlockSystem is a system adaptive protection rule.
-	BlockSystem = core.BlockSystem
-	// BlockParam is a hot-parameter rule.
-	BlockParam = core.BlockParam
-	// BlockDegrade is an open or probing circuit breaker.
-	BlockDegrade = core.BlockDegrade
-	// BlockCluster is a limit shared across instances (not produced by
-	// this package's rules; reserved for cluster flow control).
-	BlockCluster = core.BlockCluster
-	// BlockCustom is a custom slots.Checker registered with RegisterSlot.
-	BlockCustom = core.BlockCustom
-)
-
-// ErrBlocked matches (errors.Is) every error returned for a refused entry.
-var ErrBlocked = core.ErrBlocked
-
 // ErrClosed is returned by Entry, EntryContext and the rule loaders of an
 // engine that has been closed, and by entries that were waiting for their
 // turn (throttling rules) when it closed.
 var ErrClosed = entry.ErrClosed
 
-// DefaultMaxResources is the number of distinct resources an engine tracks
-// when WithMaxResources is not given.
-const DefaultMaxResources = 10000
+// defaultMaxResources is the number of distinct resources an engine tracks
+// when Limits.Resources is not given.
+const defaultMaxResources = 10000
 
-// IdleResourceTimeout is how long a resource that no rule needs must go
+// idleResourceTimeout is how long a resource that no rule needs must go
 // without new entries (and with none in flight) before the engine may
 // forget it, statistics included; a later entry of its name starts afresh.
 // The engine looks for such resources at rule loads, and when a new
 // resource needs room in a full engine (at most once per
-// IdleResourceTimeout/4 of its clock); it looks at each resource once per
-// IdleResourceTimeout, so one is forgotten between one and two timeouts
+// idleResourceTimeout/4 of its clock); it looks at each resource once per
+// idleResourceTimeout, so one is forgotten between one and two timeouts
 // after its last entry, given sweeps. It starts no goroutine for this.
-const IdleResourceTimeout = reclaimAfter
+const idleResourceTimeout = reclaimAfter
 
-// OverflowResource is the name under which entries of resources beyond the
+// overflowResource is the name under which entries of resources beyond the
 // engine's resource limit are counted (such an entry takes no lock and
 // allocates nothing). Resources named by rules are always tracked, whatever
 // the limit.
-const OverflowResource = "__sluice_overflow__"
+const overflowResource = "__sluice_overflow__"
 
 // Option configures an engine built by New (see the With functions). Options
 // apply in order; a later one overrides an earlier one of the same kind.
@@ -102,8 +59,8 @@ type Option func(*config)
 type config struct {
 	clock        core.Clock
 	maxResources int
-	maxRules     int              // WithMaxRules (limits.go)
-	maxNameBytes int              // WithMaxNameBytes (limits.go)
+	maxRules     int              // WithLimits (limits.go)
+	maxNameBytes int              // WithLimits
 	isFailure    func(error) bool // circuit breakers' error classifier (degrade.go)
 	sysSource    SystemSource     // system metrics (system.go)
 	sysInterval  time.Duration
@@ -117,23 +74,15 @@ type config struct {
 // WithClock makes the engine read time from c instead of the system's
 // monotonic clock (also the meaning of a nil c). Tests pass a
 // *sluicetest.ManualClock.
-func WithClock(c Clock) Option { return func(cf *config) { cf.clock = c } }
+func WithClock(c core.Clock) Option { return func(cf *config) { cf.clock = c } }
 
-// WithMaxResources bounds the number of distinct resources the engine keeps
-// statistics for (each costs about 2 KiB, and more once its figures are
-// read: see WithHistory). Entries of further resources
-// without rules are counted together under OverflowResource until idle
-// resources are forgotten (see IdleResourceTimeout) and make room. Zero or
-// less means DefaultMaxResources.
-func WithMaxResources(n int) Option { return func(cf *config) { cf.maxResources = n } }
-
-// DefaultHistory is how much per-second history each resource keeps when
+// defaultHistory is how much per-second history each resource keeps when
 // WithHistory is not given.
-const DefaultHistory = 5 * time.Minute
+const defaultHistory = 5 * time.Minute
 
 // WithHistory sets how much per-second history each resource keeps for
 // Engine.History: d rounded up to whole seconds, at most one hour; zero or
-// less keeps none. The default is DefaultHistory.
+// less keeps none. The default is five minutes.
 //
 // A resource keeps the windows that serve reports only once a reader asks
 // for them, so that many resources nobody looks at stay small (about
@@ -157,7 +106,7 @@ type Engine struct {
 	clock   core.Clock
 	inbound *window.Node
 	reg     registry
-	// maxName and maxRules are WithMaxNameBytes and WithMaxRules.
+	// maxName and maxRules are Limits.NameBytes and Limits.Rules.
 	maxName, maxRules int
 	chain             chain.Chain
 	system            *system.Slot
@@ -191,12 +140,12 @@ type Engine struct {
 // first Watch starts the watches' evaluator. Following a rule store and
 // publishing telemetry are package fleet's.
 func New(opts ...Option) *Engine {
-	cf := config{clock: core.SystemClock(), maxResources: DefaultMaxResources, history: DefaultHistory}
+	cf := config{clock: clock.System(), maxResources: defaultMaxResources, history: defaultHistory}
 	for _, o := range opts {
 		o(&cf)
 	}
 	if cf.maxResources <= 0 {
-		cf.maxResources = DefaultMaxResources
+		cf.maxResources = defaultMaxResources
 	}
 	if cf.maxRules <= 0 {
 		cf.maxRules = rules.DefaultMaxRules
@@ -205,7 +154,7 @@ func New(opts ...Option) *Engine {
 		cf.maxNameBytes = rules.DefaultMaxNameBytes
 	}
 	if cf.clock == nil {
-		cf.clock = core.SystemClock()
+		cf.clock = clock.System()
 	}
 	eng := &Engine{clock: cf.clock, inbound: window.NewNode(), maxRules: cf.maxRules, maxName: cf.maxNameBytes}
 	eng.life, eng.endLife = context.WithCancel(context.Background())
@@ -227,8 +176,10 @@ func New(opts ...Option) *Engine {
 	return eng
 }
 
-// Clock returns the engine's clock.
-func (eng *Engine) Clock() Clock { return eng.clock }
+// Clock returns the engine's clock: the one WithClock gave, or the
+// system clock. Code that follows an engine (package fleet, tests on a
+// manual clock) times itself by it.
+func (eng *Engine) Clock() core.Clock { return eng.clock }
 
 // Close stops everything the engine started (such as the system metrics
 // sampler, the watches' evaluator and the cluster store's heartbeat, after
@@ -479,8 +430,16 @@ func (eng *Engine) publish() {
 
 // Snapshot returns the statistics of a resource at the engine clock's
 // current reading, and false when the engine does not track it (it never
-// saw it, the resource limit left it out, or it was forgotten after
-// IdleResourceTimeout).
+// saw it, the resource limit left it out, or it was forgotten).
+//
+// A resource that no rule needs is forgotten, statistics included, once it
+// has gone two minutes of the engine's clock without new entries (and with
+// none in flight); a later entry of its name starts afresh. The engine looks
+// for such resources at rule loads, and when a new resource needs room in a
+// full engine (at most once per 30 seconds of its clock); it looks at each
+// resource once per two minutes, so one is forgotten between two and four
+// minutes after its last entry, given sweeps. It starts no goroutine for
+// this.
 func (eng *Engine) Snapshot(resourceName string) (stat.Snapshot, bool) {
 	x := eng.reg.get(resourceName)
 	if x == nil {
@@ -516,7 +475,7 @@ func (eng *Engine) History(resourceName string, since time.Duration) []stat.Seco
 }
 
 // Each calls f with the name and statistics of every resource the engine
-// tracks (OverflowResource included once an entry has overflowed), in no
+// tracks ("__sluice_overflow__" included once an entry has overflowed), in no
 // particular order, all at one reading of the engine's clock. It copies the
 // list of resources under the registry's lock and calls f outside it, so f
 // may call the engine; resources made or forgotten meanwhile may or may not
@@ -534,15 +493,3 @@ func (eng *Engine) Each(f func(name string, s stat.Snapshot)) {
 		f(r.name, r.snapshot(now))
 	}
 }
-
-// InboundSnapshot returns the statistics of all inbound traffic at the
-// engine clock's current reading.
-func (eng *Engine) InboundSnapshot() stat.Snapshot {
-	now := eng.clock.Nanotime()
-	eng.noticeShedding(now)
-	return eng.inbound.Snapshot(now)
-}
-
-// Resources returns the number of resources the engine tracks now,
-// OverflowResource included once an entry has overflowed.
-func (eng *Engine) Resources() int { return eng.reg.len() }

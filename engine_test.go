@@ -20,7 +20,7 @@ import (
 	"github.com/sluice-go/sluice/slots"
 )
 
-func TestLoadFlowRulesRefusesInvalidSetWhole(t *testing.T) {
+func TestFlowRulesRefusedWholeKeepOld(t *testing.T) {
 	g, _ := newTestEngine(t, 0)
 	good := []rules.Flow{{Resource: "a", Threshold: 5}}
 	mustLoadFlow(t, g, good...)
@@ -44,7 +44,7 @@ func TestLoadFlowRulesRefusesInvalidSetWhole(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			changed, err := g.LoadFlowRules(tt.give)
+			changed, err := loadFlow(g, tt.give)
 			require.Error(t, err)
 			assert.False(t, changed)
 			var re *rules.Error
@@ -54,7 +54,7 @@ func TestLoadFlowRulesRefusesInvalidSetWhole(t *testing.T) {
 			assert.Equal(t, tt.wantRes, re.Resource)
 			assert.Equal(t, "flow", re.Kind)
 			assert.Contains(t, err.Error(), fmt.Sprintf("flow rule %d", tt.wantIndex))
-			assert.Equal(t, good, g.FlowRules(), "the rules in force stay in force")
+			assert.Equal(t, good, g.Rules().Flow, "the rules in force stay in force")
 		})
 	}
 	// And the old rule still enforces its limit.
@@ -74,13 +74,13 @@ func TestReloadKeepsCountingState(t *testing.T) {
 		require.True(t, try(g, "r"))
 	}
 	// Identical rules: nothing changes.
-	changed, err := g.LoadFlowRules([]rules.Flow{{Resource: "r", Threshold: 10}})
+	changed, err := loadFlow(g, []rules.Flow{{Resource: "r", Threshold: 10}})
 	require.NoError(t, err)
 	assert.False(t, changed)
 	require.False(t, try(g, "r"))
 
 	// A new threshold keeps what was admitted this second: 10 more, not 20.
-	changed, err = g.LoadFlowRules([]rules.Flow{{ID: "raised", Resource: "r", Threshold: 20}})
+	changed, err = loadFlow(g, []rules.Flow{{ID: "raised", Resource: "r", Threshold: 20}})
 	require.NoError(t, err)
 	assert.True(t, changed)
 	n := 0
@@ -97,7 +97,7 @@ func TestReloadKeepsCountingState(t *testing.T) {
 
 	// Removing the rules lets everything through; the next second is clean.
 	mustLoadFlow(t, g)
-	assert.Empty(t, g.FlowRules())
+	assert.Empty(t, g.Rules().Flow)
 	for i := 0; i < 100; i++ {
 		require.True(t, try(g, "r"))
 	}
@@ -106,7 +106,7 @@ func TestReloadKeepsCountingState(t *testing.T) {
 
 func TestReloadKeepsInFlightConcurrency(t *testing.T) {
 	g, _ := newTestEngine(t, 0)
-	_, err := g.LoadFlowRules([]rules.Flow{{Metric: rules.Concurrency, Resource: "r", Threshold: 3}})
+	_, err := loadFlow(g, []rules.Flow{{Metric: rules.Concurrency, Resource: "r", Threshold: 3}})
 	require.NoError(t, err)
 	var held []*Pass
 	for i := 0; i < 3; i++ {
@@ -115,17 +115,17 @@ func TestReloadKeepsInFlightConcurrency(t *testing.T) {
 		held = append(held, p)
 	}
 	// Raise to 4 while 3 are in flight: exactly one more fits.
-	_, err = g.LoadFlowRules([]rules.Flow{{Metric: rules.Concurrency, Resource: "r", Threshold: 4}})
+	_, err = loadFlow(g, []rules.Flow{{Metric: rules.Concurrency, Resource: "r", Threshold: 4}})
 	require.NoError(t, err)
 	p, err := g.Entry("r")
 	require.NoError(t, err)
 	held = append(held, p)
 	_, err = g.Entry("r")
-	require.ErrorIs(t, err, ErrBlocked)
+	require.ErrorIs(t, err, core.ErrBlocked)
 	for _, p := range held {
 		p.Exit()
 	}
-	assert.Equal(t, []rules.Flow{{Metric: rules.Concurrency, Resource: "r", Threshold: 4}}, g.FlowRules())
+	assert.Equal(t, []rules.Flow{{Metric: rules.Concurrency, Resource: "r", Threshold: 4}}, g.Rules().Flow)
 }
 
 // TestReloadUnderTrafficIsExact reloads equivalent rules (new IDs, same
@@ -147,7 +147,7 @@ func TestReloadUnderTrafficIsExact(t *testing.T) {
 				return
 			default:
 			}
-			_, err := g.LoadFlowRules([]rules.Flow{{ID: fmt.Sprintf("v%d", i), Resource: "r", Threshold: T}})
+			_, err := loadFlow(g, []rules.Flow{{ID: fmt.Sprintf("v%d", i), Resource: "r", Threshold: T}})
 			if err != nil {
 				t.Error(err)
 				return
@@ -197,10 +197,10 @@ func (c *countSlot) OnBlock(_ *slots.Entry, be *core.BlockError) {
 	c.block++
 	c.mu.Unlock()
 }
-func (c *countSlot) OnExit(e *slots.Entry, x slots.Exit) {
+func (c *countSlot) OnExit(e *slots.Entry, end int64, _ error) {
 	c.mu.Lock()
 	c.exited++
-	c.lastRT = int64(x.RT(e))
+	c.lastRT = end - e.Start
 	c.mu.Unlock()
 }
 
@@ -216,9 +216,9 @@ func TestCustomSlots(t *testing.T) {
 	// The custom check runs after the built-in ones and its refusal gives
 	// back what flow reserved: the flow rule still has its one token.
 	_, err := g.Entry("secret")
-	var be *BlockError
+	var be *core.BlockError
 	require.ErrorAs(t, err, &be)
-	assert.Equal(t, BlockCustom, be.Type, "re-exported for be.Type == sluice.BlockCustom")
+	assert.Equal(t, core.BlockCustom, be.Type, "be.Type == core.BlockCustom")
 	assert.Equal(t, "secret", be.Resource)
 	assert.Equal(t, "denied by custom slot", be.Reason)
 
@@ -259,7 +259,7 @@ func TestEnginesAreIndependent(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		require.True(t, try(b, "r"), "engine b has no rules")
 	}
-	assert.Empty(t, b.FlowRules())
+	assert.Empty(t, b.Rules().Flow)
 	clkA.Advance(time.Second)
 	require.True(t, try(a, "r"), "engine a's clock moved, b's did not matter")
 	sa, _ := a.Snapshot("r")
@@ -269,13 +269,13 @@ func TestEnginesAreIndependent(t *testing.T) {
 }
 
 func TestResourceLimitAndOverflow(t *testing.T) {
-	g, _ := newTestEngine(t, 0, WithMaxResources(2))
+	g, _ := newTestEngine(t, 0, WithLimits(Limits{Resources: 2}))
 	require.True(t, try(g, "a"))
 	require.True(t, try(g, "b"))
 	require.True(t, try(g, "c")) // beyond the limit: counted under the overflow resource
 	_, ok := g.Snapshot("c")
 	assert.False(t, ok)
-	s, ok := g.Snapshot(OverflowResource)
+	s, ok := g.Snapshot(overflowResource)
 	require.True(t, ok)
 	assert.Equal(t, uint64(1), s.TotalPass)
 	// A rule on a new resource is always tracked, whatever the limit.
@@ -288,15 +288,15 @@ func TestInboundAndOutboundStatistics(t *testing.T) {
 	g, clk := newTestEngine(t, 0)
 	p, err := g.Entry("in")
 	require.NoError(t, err)
-	q, err := g.Entry("out", WithTraffic(Outbound))
+	q, err := g.Entry("out", WithTraffic(core.Outbound))
 	require.NoError(t, err)
-	assert.Equal(t, int64(1), g.InboundSnapshot().Concurrency, "only inbound counts globally")
+	assert.Equal(t, int64(1), g.SystemMetrics().Inbound.Concurrency, "only inbound counts globally")
 	clk.Advance(5 * time.Millisecond)
 	q.Exit()
 	p.SetError(errors.New("failed"))
-	assert.Error(t, p.Err())
+	assert.Error(t, p.err)
 	p.Exit()
-	in := g.InboundSnapshot()
+	in := g.SystemMetrics().Inbound
 	assert.Equal(t, uint64(1), in.TotalPass)
 	assert.Equal(t, uint64(1), in.TotalError)
 	assert.Equal(t, 5*time.Millisecond, in.AvgRT)
@@ -314,47 +314,45 @@ func TestClosedEngineRefusesEntries(t *testing.T) {
 	p.Exit() // in-flight entries may still exit
 	_, err = g.Entry("r")
 	require.ErrorIs(t, err, ErrClosed)
-	require.NotErrorIs(t, err, ErrBlocked)
+	require.NotErrorIs(t, err, core.ErrBlocked)
 	_, err = g.EntryContext(context.Background(), "r")
 	require.ErrorIs(t, err, ErrClosed)
 }
 
 func TestTooManyAttachments(t *testing.T) {
 	g, _ := newTestEngine(t, 0)
-	opts := make([]EntryOption, MaxAttachments+1)
+	opts := make([]EntryOption, maxAttachments+1)
 	for i := range opts {
 		opts[i] = WithAttachment(fmt.Sprint(i), i)
 	}
 	_, err := g.Entry("r", opts...)
 	require.ErrorIs(t, err, ErrTooManyAttachments)
-	require.True(t, try(g, "r", opts[:MaxAttachments]...))
+	require.True(t, try(g, "r", opts[:maxAttachments]...))
 }
 
 func TestDefaultEngine(t *testing.T) {
 	clk := sluicetest.NewManualClock(0)
 	old := SetDefault(New(WithClock(clk)))
 	t.Cleanup(func() { _ = SetDefault(old).Close() })
-	_, err := LoadFlowRules([]rules.Flow{{Resource: "pkg", Threshold: 2}})
-	require.NoError(t, err)
-	assert.Len(t, FlowRules(), 1)
+	require.NoError(t, LoadRules(rules.Set{Flow: []rules.Flow{{Resource: "pkg", Threshold: 2}}}))
+	assert.Len(t, Default().Rules().Flow, 1)
 	for i := 0; i < 2; i++ {
 		p, err := Entry("pkg")
 		require.NoError(t, err)
 		p.Exit()
 	}
-	_, err = EntryContext(context.Background(), "pkg")
-	require.ErrorIs(t, err, ErrBlocked)
-	s, ok := Snapshot("pkg")
+	_, err := EntryContext(context.Background(), "pkg")
+	require.ErrorIs(t, err, core.ErrBlocked)
+	s, ok := Default().Snapshot("pkg")
 	require.True(t, ok)
 	assert.Equal(t, uint64(2), s.TotalPass)
-	_, err = LoadFlowRules([]rules.Flow{{Metric: rules.Concurrency, Resource: "pkg", Threshold: 1}})
-	require.NoError(t, err)
-	assert.Len(t, FlowRules(), 1)
+	require.NoError(t, LoadRules(rules.Set{Flow: []rules.Flow{{Metric: rules.Concurrency, Resource: "pkg", Threshold: 1}}}))
+	assert.Len(t, Default().Rules().Flow, 1)
 }
 
 func TestEntryExitAllocatesNothing(t *testing.T) {
 	g, _ := newTestEngine(t, 0)
-	_, err := g.LoadFlowRules([]rules.Flow{{Resource: "r", Threshold: 1e12}, {Metric: rules.Concurrency, Resource: "r", Threshold: 1e9}})
+	_, err := loadFlow(g, []rules.Flow{{Resource: "r", Threshold: 1e12}, {Metric: rules.Concurrency, Resource: "r", Threshold: 1e9}})
 	require.NoError(t, err)
 	user := fmt.Sprint("user-", 42)
 	tests := []struct {
@@ -363,7 +361,7 @@ func TestEntryExitAllocatesNothing(t *testing.T) {
 	}{
 		{"engine", func() { p, _ := g.Entry("r"); p.Exit() }},
 		{"engine with options", func() {
-			p, _ := g.Entry("r", WithTraffic(Outbound), WithBatch(2), WithArgs(user, 7), WithAttachment("ip", user))
+			p, _ := g.Entry("r", WithTraffic(core.Outbound), WithBatch(2), WithArgs(user, 7), WithAttachment("ip", user))
 			p.Exit()
 		}},
 		{"engine with context", func() { p, _ := g.EntryContext(context.Background(), "r"); p.Exit() }},
@@ -387,7 +385,7 @@ func TestEntryRefusesWhatItCannotMakeSenseOf(t *testing.T) {
 	g, _ := newTestEngine(t, 0)
 	// An inbound concurrency limit that one held entry exhausts: an entry
 	// that slipped past as neither inbound nor outbound would skip it.
-	_, err := g.LoadSystemRules([]rules.System{{Metric: rules.InboundConcurrency, Threshold: 1}})
+	_, err := loadSystem(g, []rules.System{{Metric: rules.InboundConcurrency, Threshold: 1}})
 	require.NoError(t, err)
 	held, err := g.Entry("held")
 	require.NoError(t, err)
@@ -401,18 +399,18 @@ func TestEntryRefusesWhatItCannotMakeSenseOf(t *testing.T) {
 		wantText string
 	}{
 		{"empty resource", "", nil, ErrBadResource, "sluice: invalid resource name: empty"},
-		{"empty resource, outbound", "", []EntryOption{WithTraffic(Outbound)}, ErrBadResource, ""},
-		{"unknown traffic type", "r", []EntryOption{WithTraffic(TrafficType(7))}, ErrBadTraffic, "sluice: invalid traffic type: TrafficType(7)"},
-		{"traffic type 2", "r", []EntryOption{WithTraffic(Outbound + 1)}, ErrBadTraffic, ""},
+		{"empty resource, outbound", "", []EntryOption{WithTraffic(core.Outbound)}, ErrBadResource, ""},
+		{"unknown traffic type", "r", []EntryOption{WithTraffic(core.TrafficType(7))}, ErrBadTraffic, "sluice: invalid traffic type: 7"},
+		{"traffic type 2", "r", []EntryOption{WithTraffic(core.Outbound + 1)}, ErrBadTraffic, ""},
 		{"zero batch", "r", []EntryOption{WithBatch(0)}, ErrBadBatch, ""},
-		{"batch over MaxBatch", "r", []EntryOption{WithBatch(MaxBatch + 1)}, ErrBadBatch, ""},
+		{"batch over maxBatch", "r", []EntryOption{WithBatch(maxBatch + 1)}, ErrBadBatch, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p, err := g.Entry(tt.resource, tt.opts...)
 			require.Nil(t, p)
 			require.ErrorIs(t, err, tt.want)
-			require.NotErrorIs(t, err, ErrBlocked)
+			require.NotErrorIs(t, err, core.ErrBlocked)
 			if tt.wantText != "" {
 				require.EqualError(t, err, tt.wantText)
 			}
@@ -420,11 +418,11 @@ func TestEntryRefusesWhatItCannotMakeSenseOf(t *testing.T) {
 			require.ErrorIs(t, err, tt.want)
 		})
 	}
-	in := g.InboundSnapshot()
+	in := g.SystemMetrics().Inbound
 	assert.Equal(t, uint64(1), in.TotalPass, "only the held entry")
 	assert.Zero(t, in.TotalBlock)
-	assert.Equal(t, 1, g.Resources(), "only the held entry's resource is tracked")
-	p, err := g.Entry("r", WithTraffic(Outbound))
+	assert.Equal(t, 1, g.reg.len(), "only the held entry's resource is tracked")
+	p, err := g.Entry("r", WithTraffic(core.Outbound))
 	require.NoError(t, err, "outbound entries are not subject to system rules")
 	p.Exit()
 }
@@ -456,7 +454,7 @@ func TestCloseReleasesQueuedEntries(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g, clk := newTestEngine(t, 0)
-			require.NoError(t, g.LoadRuleSet(tt.set))
+			require.NoError(t, g.LoadRules(tt.set))
 			p, err := tt.enter(g) // takes the turn at 0
 			require.NoError(t, err)
 			p.Exit()
@@ -476,7 +474,7 @@ func TestCloseReleasesQueuedEntries(t *testing.T) {
 			select {
 			case err := <-errc:
 				require.ErrorIs(t, err, ErrClosed)
-				require.NotErrorIs(t, err, ErrBlocked)
+				require.NotErrorIs(t, err, core.ErrBlocked)
 			case <-ctx.Done():
 				t.Fatal("the queued entry is still waiting after Close")
 			}
@@ -494,20 +492,20 @@ func TestOversizedBatchSaysWhy(t *testing.T) {
 	tests := []struct {
 		name      string
 		set       rules.Set
-		wantType  BlockType
+		wantType  core.BlockType
 		wantLimit float64
 	}{
-		{"flow QPS", rules.Set{Flow: []rules.Flow{{Resource: "r", Threshold: 10}}}, BlockFlow, 10},
-		{"isolation", rules.Set{Flow: []rules.Flow{{Metric: rules.Concurrency, Resource: "r", Threshold: 10}}}, BlockFlow, 10},
-		{"system concurrency", rules.Set{System: []rules.System{{Metric: rules.InboundConcurrency, Threshold: 10}}}, BlockSystem, 10},
-		{"system QPS", rules.Set{System: []rules.System{{Metric: rules.InboundQPS, Threshold: 10}}}, BlockSystem, 10},
+		{"flow QPS", rules.Set{Flow: []rules.Flow{{Resource: "r", Threshold: 10}}}, core.BlockFlow, 10},
+		{"isolation", rules.Set{Flow: []rules.Flow{{Metric: rules.Concurrency, Resource: "r", Threshold: 10}}}, core.BlockFlow, 10},
+		{"system concurrency", rules.Set{System: []rules.System{{Metric: rules.InboundConcurrency, Threshold: 10}}}, core.BlockSystem, 10},
+		{"system QPS", rules.Set{System: []rules.System{{Metric: rules.InboundQPS, Threshold: 10}}}, core.BlockSystem, 10},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g, _ := newTestEngine(t, 0)
-			require.NoError(t, g.LoadRuleSet(tt.set))
+			require.NoError(t, g.LoadRules(tt.set))
 			_, err := g.Entry("r", WithBatch(11))
-			var be *BlockError
+			var be *core.BlockError
 			require.ErrorAs(t, err, &be)
 			assert.Equal(t, tt.wantType, be.Type)
 			assert.Equal(t, "batch larger than threshold", be.Reason)
@@ -536,7 +534,7 @@ func (s *panicSlot) Prepare(*slots.Entry)                   { s.boom("prepare") 
 func (s *panicSlot) Check(*slots.Entry) *core.BlockError    { s.boom("check"); return nil }
 func (s *panicSlot) OnPass(*slots.Entry)                    { s.boom("pass") }
 func (s *panicSlot) OnBlock(*slots.Entry, *core.BlockError) {}
-func (s *panicSlot) OnExit(*slots.Entry, slots.Exit)        {}
+func (s *panicSlot) OnExit(*slots.Entry, int64, error)      {}
 
 // TestPanickingSlotReleasesEverything makes a custom slot panic at each
 // stage of an entry on a resource whose rules admit one call at a time:
@@ -559,7 +557,7 @@ func TestPanickingSlotReleasesEverything(t *testing.T) {
 		for _, at := range []string{"prepare", "check", "pass"} {
 			t.Run(set.name+"/"+at, func(t *testing.T) {
 				g, _ := newTestEngine(t, 0)
-				require.NoError(t, g.LoadRuleSet(set.set))
+				require.NoError(t, g.LoadRules(set.set))
 				slot := &panicSlot{at: at}
 				require.NoError(t, g.RegisterSlot(slot, 0))
 				slot.armed.Store(true)
@@ -569,13 +567,13 @@ func TestPanickingSlotReleasesEverything(t *testing.T) {
 				assert.Zero(t, s.TotalPass, "an entry that never ran is not counted as passed")
 				assert.Zero(t, s.TotalBlock)
 				assert.Zero(t, s.Concurrency)
-				assert.Zero(t, g.InboundSnapshot().Concurrency)
+				assert.Zero(t, g.SystemMetrics().Inbound.Concurrency)
 
 				slot.armed.Store(false)
 				p, err := g.Entry("r")
 				require.NoError(t, err, "the panicked entry holds nothing")
 				_, err = g.Entry("r")
-				require.ErrorIs(t, err, ErrBlocked, "one at a time still")
+				require.ErrorIs(t, err, core.ErrBlocked, "one at a time still")
 				p.Exit()
 			})
 		}
@@ -585,7 +583,7 @@ func TestPanickingSlotReleasesEverything(t *testing.T) {
 func TestWithNilClockMeansSystemClock(t *testing.T) {
 	g := New(WithClock(nil))
 	defer g.Close()
-	require.NotNil(t, g.Clock())
+	require.NotNil(t, g.clock)
 	require.True(t, try(g, "r"))
 }
 
@@ -597,9 +595,9 @@ func BenchmarkEntryExitAllSlotKinds(b *testing.B) {
 	src := &sysSource{}
 	src.load.Store(1)
 	src.cpu.Store(0.5)
-	g := New(WithSystemMetrics(src))
+	g := New(WithSystemSampler(SystemSampler{Source: src}))
 	b.Cleanup(func() { _ = g.Close() })
-	err := g.LoadRuleSet(rules.Set{
+	err := g.LoadRules(rules.Set{
 		System: []rules.System{
 			{Metric: rules.InboundQPS, Threshold: 1e11},
 			{Metric: rules.InboundConcurrency, Threshold: 1e9},
@@ -611,6 +609,7 @@ func BenchmarkEntryExitAllSlotKinds(b *testing.B) {
 		Param:          []rules.Param{{Resource: "all", Threshold: rules.MaxThreshold}},
 		CircuitBreaker: []rules.CircuitBreaker{{Resource: "all", Strategy: rules.ErrorRatio, Threshold: 0.5, RetryTimeout: time.Second}},
 	})
+
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -18,17 +18,21 @@ import (
 // Errors Entry returns (wrapped, with the offending value) for an entry it
 // cannot make sense of. The entry is not counted anywhere.
 var (
-	// ErrBadBatch: a batch count below one or above MaxBatch.
+	// ErrBadBatch: a batch count below one or above 2^30.
 	ErrBadBatch = errors.New("sluice: invalid batch count")
 	// ErrBadTraffic: a traffic type other than Inbound and Outbound.
 	ErrBadTraffic = errors.New("sluice: invalid traffic type")
 	// ErrBadResource: an empty resource name, or one longer than the
-	// engine's limit (WithMaxNameBytes).
+	// engine's limit (Limits.NameBytes).
 	ErrBadResource = errors.New("sluice: invalid resource name")
+	// ErrTooManyAttachments: more than eight attachments and typed
+	// arguments together (WithAttachment, WithStringAttachment,
+	// WithIntAttachment, WithStringArg, WithIntArg).
+	ErrTooManyAttachments = errors.New("sluice: too many attachments")
 )
 
-// MaxBatch is the largest batch count one entry may carry.
-const MaxBatch = 1 << 30
+// maxBatch is the largest batch count one entry may carry.
+const maxBatch = 1 << 30
 
 // EntryOption configures one entry. Options are plain values (no closures)
 // so that building them and applying them never allocates.
@@ -53,20 +57,16 @@ const (
 	optArg // an attachment or a typed positional argument, in arg
 )
 
-// MaxAttachments is the most values one entry may carry one per option:
+// maxAttachments is the most values one entry may carry one per option:
 // attachments (WithAttachment, WithStringAttachment, WithIntAttachment) and
 // typed positional arguments (WithStringArg, WithIntArg) together.
-const MaxAttachments = 8
-
-// ErrTooManyAttachments is returned (wrapped) by Entry for an entry with
-// more than MaxAttachments attachments and typed arguments.
-var ErrTooManyAttachments = errors.New("sluice: too many attachments")
+const maxAttachments = 8
 
 // WithTraffic sets the entry's traffic type. The default is Inbound.
-func WithTraffic(t TrafficType) EntryOption { return EntryOption{kind: optTraffic, n: int64(t)} }
+func WithTraffic(t core.TrafficType) EntryOption { return EntryOption{kind: optTraffic, n: int64(t)} }
 
 // WithBatch makes the entry stand for n requests: QPS rules count n, and
-// concurrency rules count n in flight. n must be in [1, MaxBatch]; a batch
+// concurrency rules count n in flight. n must be in [1, 2^30]; a batch
 // larger than a rule's threshold is always refused by that rule.
 func WithBatch(n int) EntryOption { return EntryOption{kind: optBatch, n: int64(n)} }
 
@@ -84,7 +84,7 @@ func WithArgs(args ...any) EntryOption { return EntryOption{kind: optArgs, args:
 // with Index i), in place of the i-th value of WithArgs; a later typed
 // argument at the same index wins. It never allocates: it carries no
 // interface, and s is read during Entry and not kept. It counts towards
-// MaxAttachments. (An index no rule can name, below 0 or above
+// the eight attachments an entry may carry (see ErrTooManyAttachments). (An index no rule can name, below 0 or above
 // 255, is carried but never read.)
 func WithStringArg(i int, s string) EntryOption {
 	return EntryOption{kind: optArg, arg: entry.Arg{Index: i, Value: entry.Value{Str: s, Kind: entry.KindString}}}
@@ -100,7 +100,7 @@ func WithIntArg(i int, n int64) EntryOption {
 // WithAttachment attaches a named value of any type, for param rules that
 // read a named key. Like WithArgs, it is read during Entry and not kept, and
 // boxing it may allocate (see WithArgs). An entry carries at most
-// MaxAttachments; a later attachment with the same key wins, typed or not.
+// eight (see ErrTooManyAttachments); a later attachment with the same key wins, typed or not.
 func WithAttachment(key string, value any) EntryOption {
 	return EntryOption{kind: optArg, arg: entry.Arg{Key: key, Named: true, Value: entry.Value{Any: value, Kind: entry.KindAny}}}
 }
@@ -165,14 +165,6 @@ func (p *Pass) arm() {
 	p.guard, p.gen = g, g.gen.Load()
 }
 
-// Resource returns the name of the resource the pass is for ("" for nil).
-func (p *Pass) Resource() string {
-	if p == nil {
-		return ""
-	}
-	return p.ctx.Resource
-}
-
 // SetError records err as the outcome of the protected work; circuit
 // breakers and error statistics see it at Exit. A nil err clears it. On a
 // nil *Pass it does nothing.
@@ -180,14 +172,6 @@ func (p *Pass) SetError(err error) {
 	if p != nil {
 		p.err = err
 	}
-}
-
-// Err returns the error recorded with SetError (nil for a nil *Pass).
-func (p *Pass) Err() error {
-	if p == nil {
-		return nil
-	}
-	return p.err
 }
 
 // Exit ends the entry: it records completion, RT and error, and releases
@@ -212,7 +196,7 @@ func (p *Pass) Exit() {
 		// The slots the entry passed through, not whatever is registered
 		// now: a slot added meanwhile never saw this entry pass.
 		for _, s := range p.slots.Stat {
-			s.OnExit(p.custom, slots.Exit{End: now, Err: p.err})
+			s.OnExit(p.custom, now, p.err)
 		}
 	}
 }
@@ -260,7 +244,7 @@ func (eng *Engine) enter(p *Pass, ctx context.Context, name string, opts []Entry
 	// Arguments stay in this frame and are lent to the param slot only.
 	var (
 		args  entry.Args
-		given [MaxAttachments]*entry.Arg
+		given [maxAttachments]*entry.Arg
 		nn    int
 	)
 	for i := range opts {
@@ -279,21 +263,21 @@ func (eng *Engine) enter(p *Pass, ctx context.Context, name string, opts []Entry
 			c.Priority = core.Priority(o.n)
 		case optArg:
 			if nn == len(given) {
-				return nil, fmt.Errorf("%w: more than %d", ErrTooManyAttachments, MaxAttachments)
+				return nil, fmt.Errorf("%w: more than %d", ErrTooManyAttachments, maxAttachments)
 			}
 			given[nn] = &o.arg
 			nn++
 		}
 	}
 	args.Given = given[:nn]
-	if c.Batch < 1 || c.Batch > MaxBatch {
-		return nil, fmt.Errorf("%w: %d (want 1 to %d)", ErrBadBatch, c.Batch, MaxBatch)
+	if c.Batch < 1 || c.Batch > maxBatch {
+		return nil, fmt.Errorf("%w: %d (want 1 to %d)", ErrBadBatch, c.Batch, maxBatch)
 	}
 	if name == "" {
 		return nil, fmt.Errorf("%w: empty", ErrBadResource)
 	}
 	if len(name) > eng.maxName {
-		return nil, fmt.Errorf("%w: %d bytes, more than the engine's limit of %d (WithMaxNameBytes)", ErrBadResource, len(name), eng.maxName)
+		return nil, fmt.Errorf("%w: %d bytes, more than the engine's limit of %d (Limits.NameBytes)", ErrBadResource, len(name), eng.maxName)
 	}
 	if eng.closed.Load() {
 		return nil, ErrClosed

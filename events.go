@@ -29,11 +29,6 @@ func (eng *Engine) Subscribe(f func(stat.Event)) (cancel func()) {
 	return eng.events.Listen(f)
 }
 
-// Subscribe registers f for the default engine's events (see
-// Engine.Subscribe). It stays with that engine: after Close or SetDefault,
-// subscribe again on the new default engine.
-func Subscribe(f func(stat.Event)) (cancel func()) { return defaultEngine().Subscribe(f) }
-
 // breakerEvent forwards a circuit-breaker transition to the event stream.
 // It runs as a breaker listener: in order and outside the breakers' locks.
 func (eng *Engine) breakerEvent(t degrade.Transition) {
@@ -98,7 +93,7 @@ func (eng *Engine) systemRefused(now int64) {
 // noticeShedding reports that shedding stopped when system protection has
 // refused nothing for shedQuiet before now, and writes the block log's
 // records of the seconds before now. It is called off the request path: by
-// the sampler after each sample, and by History, Snapshot, InboundSnapshot
+// the sampler after each sample, and by History, Snapshot, SystemMetrics
 // and Each.
 func (eng *Engine) noticeShedding(now int64) {
 	if eng.blocks != nil {

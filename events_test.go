@@ -23,7 +23,7 @@ type recorder struct {
 func (r *recorder) on(ev stat.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s := ev.Kind.String()
+	s := string(ev.Kind)
 	switch ev.Kind {
 	case stat.EventRulesLoaded, stat.EventRulesRefused:
 		s += " " + ev.RuleKind
@@ -51,16 +51,16 @@ func TestEventsInOrder(t *testing.T) {
 
 	mustLoadFlow(t, g, rules.Flow{Resource: "f", Threshold: 1})
 	mustLoadFlow(t, g, rules.Flow{Resource: "f", Threshold: 1}) // no change, no event
-	_, err := g.LoadFlowRules([]rules.Flow{{Resource: "f", Threshold: -1}})
+	_, err := loadFlow(g, []rules.Flow{{Resource: "f", Threshold: -1}})
 	require.Error(t, err)
 	cb := rules.CircuitBreaker{Resource: "b", Strategy: rules.ErrorCount, Threshold: 2, MinRequestAmount: 1, StatInterval: time.Second, RetryTimeout: time.Second}
-	require.NoError(t, g.LoadRuleSet(rules.Set{
+	require.NoError(t, g.LoadRules(rules.Set{
 		Flow:           []rules.Flow{{Resource: "f", Threshold: 1}, {Metric: rules.Concurrency, Resource: "i", Threshold: 1}},
 		CircuitBreaker: []rules.CircuitBreaker{cb},
 	}))
-	require.Error(t, g.LoadRuleSet(rules.Set{Flow: []rules.Flow{{Metric: rules.Concurrency, Resource: "i"}}}))
+	require.Error(t, g.LoadRules(rules.Set{Flow: []rules.Flow{{Metric: rules.Concurrency, Resource: "i"}}}))
 	assert.Equal(t, []string{
-		"rules-loaded flow", "rules-refused flow",
+		"rules-loaded flow", "rules-refused set",
 		"rules-loaded flow", "rules-loaded circuit breaker",
 		"rules-refused set",
 	}, rec.take())
@@ -86,7 +86,7 @@ func TestEventsInOrder(t *testing.T) {
 
 	// System protection: refusals start shedding once; a quiet second,
 	// noticed by a Snapshot, stops it.
-	_, err = g.LoadSystemRules([]rules.System{{Metric: rules.InboundQPS, Threshold: 2}})
+	_, err = loadSystem(g, []rules.System{{Metric: rules.InboundQPS, Threshold: 2}})
 	require.NoError(t, err)
 	clk.Advance(2 * time.Second)
 	require.True(t, try(g, "s"))
@@ -96,7 +96,7 @@ func TestEventsInOrder(t *testing.T) {
 		require.False(t, try(g, "s"))
 	}
 	clk.Advance(500 * time.Millisecond)
-	_ = g.InboundSnapshot()
+	_ = g.SystemMetrics().Inbound
 	require.False(t, try(g, "s")) // still within the second of the last refusal
 	assert.Equal(t, []string{"rules-loaded system", "shedding-started"}, rec.take())
 	clk.Advance(time.Second)
@@ -145,20 +145,20 @@ func TestEventsReentrant(t *testing.T) {
 		rec.on(ev)
 		switch {
 		case ev.Kind == stat.EventRulesLoaded && ev.RuleKind == "flow":
-			_, err := g.LoadCircuitBreakerRules([]rules.CircuitBreaker{{Resource: "b", Strategy: rules.ErrorCount, Threshold: 1, MinRequestAmount: 1, StatInterval: time.Second, RetryTimeout: time.Minute}})
+			_, err := loadBreakers(g, []rules.CircuitBreaker{{Resource: "b", Strategy: rules.ErrorCount, Threshold: 1, MinRequestAmount: 1, StatInterval: time.Second, RetryTimeout: time.Minute}})
 			require.NoError(t, err)
-			assert.Len(t, g.CircuitBreakerRules(), 1, "loaded before its event")
+			assert.Len(t, g.Rules().CircuitBreaker, 1, "loaded before its event")
 		case ev.Kind == stat.EventRulesLoaded:
 			p, err := g.Entry("b")
 			require.NoError(t, err)
 			p.SetError(errors.New("boom"))
 			p.Exit() // opens the breaker: delivered after this subscriber
-			_, err = g.LoadFlowRules([]rules.Flow{{Resource: "b", Threshold: -1}})
+			_, err = loadFlow(g, []rules.Flow{{Resource: "b", Threshold: -1}})
 			require.Error(t, err)
 		}
 	})
 	mustLoadFlow(t, g, rules.Flow{Resource: "f", Threshold: 1})
-	assert.Equal(t, []string{"rules-loaded flow", "rules-loaded circuit breaker", "breaker b closed>open", "rules-refused flow"}, rec.take())
+	assert.Equal(t, []string{"rules-loaded flow", "rules-loaded circuit breaker", "breaker b closed>open", "rules-refused set"}, rec.take())
 }
 
 // TestEventsConcurrentLoads: loads from several goroutines each report
@@ -185,7 +185,7 @@ func TestEventsConcurrentLoads(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 50; i++ {
-				_, _ = g.LoadFlowRules([]rules.Flow{{Resource: "f", Threshold: float64(w*100 + i + 1)}})
+				_, _ = loadFlow(g, []rules.Flow{{Resource: "f", Threshold: float64(w*100 + i + 1)}})
 			}
 		}()
 	}
@@ -201,7 +201,7 @@ func TestSheddingStopNoticedBySampler(t *testing.T) {
 	g, clk, src := sysEngine(t)
 	var rec recorder
 	g.Subscribe(rec.on)
-	loadSystem(t, g, clk, rules.System{Metric: rules.CPUUsage, Threshold: 0.7})
+	loadSystemSampled(t, g, clk, rules.System{Metric: rules.CPUUsage, Threshold: 0.7})
 	resample(t, clk, src, 0, 0.75)
 	require.False(t, try(g, "GET /a"))
 	require.False(t, try(g, "GET /a"))

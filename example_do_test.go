@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -14,14 +15,14 @@ import (
 func ExampleDo() {
 	engine := sluice.New()
 	defer engine.Close()
-	if _, err := engine.LoadFlowRules([]rules.Flow{{Metric: rules.Concurrency, Resource: "charge", Threshold: 1}}); err != nil {
+	if err := engine.LoadRules(rules.Set{Flow: []rules.Flow{{Metric: rules.Concurrency, Resource: "charge", Threshold: 1}}}); err != nil {
 		panic(err)
 	}
 
 	err := engine.Do("charge", func() error {
 		// The one slot is taken: a second, nested call is refused.
 		inner := engine.Do("charge", func() error { return nil })
-		fmt.Println("nested call refused:", errors.Is(inner, sluice.ErrBlocked))
+		fmt.Println("nested call refused:", errors.Is(inner, core.ErrBlocked))
 		return errors.New("card declined")
 	})
 	fmt.Println("first call:", err)

@@ -18,7 +18,7 @@ func Example() {
 	clk := sluicetest.NewManualClock(0)
 	engine := sluice.New(sluice.WithClock(clk))
 	defer engine.Close()
-	if err := engine.LoadRuleSet(rules.Set{Flow: []rules.Flow{{Resource: "GET /orders", Threshold: 2}}}); err != nil {
+	if err := engine.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: "GET /orders", Threshold: 2}}}); err != nil {
 		panic(err)
 	}
 

@@ -73,11 +73,11 @@ func TestGateOnlyForASingleOneSecondRejectRule(t *testing.T) {
 
 	// Any other kind of rule on the resource turns it off, and removing
 	// that rule turns it back on.
-	lone := g.FlowRules()
-	_, err := g.LoadFlowRules(append(g.FlowRules(), rules.Flow{Metric: rules.Concurrency, Resource: "a", Threshold: 5}))
+	lone := g.Rules().Flow
+	_, err := loadFlow(g, append(g.Rules().Flow, rules.Flow{Metric: rules.Concurrency, Resource: "a", Threshold: 5}))
 	require.NoError(t, err)
 	require.False(t, gateOpen(t, g, "a"))
-	_, err = g.LoadFlowRules(lone)
+	_, err = loadFlow(g, lone)
 	require.NoError(t, err)
 	require.True(t, gateOpen(t, g, "a"))
 }
@@ -135,7 +135,7 @@ func TestGateGivesBackWhatALaterCheckRefused(t *testing.T) {
 	require.True(t, gateOpen(t, g, "r"))
 	for i := 0; i < 5; i++ {
 		_, err := g.Entry("r", WithBatch(2))
-		var be *BlockError
+		var be *core.BlockError
 		require.True(t, errors.As(err, &be))
 		require.Equal(t, core.BlockCustom, be.Type, "entry %d: refused by the custom check, not by flow", i)
 	}
@@ -176,13 +176,13 @@ func TestGateAndChecksShareOneWindowAcrossReloads(t *testing.T) {
 			mu.Unlock()
 		}()
 	}
-	lone := g.FlowRules()
+	lone := g.Rules().Flow
 	for i := 0; i < 100; i++ {
 		iso := lone
 		if i%2 == 0 {
 			iso = append(slices.Clip(lone), rules.Flow{Metric: rules.Concurrency, Resource: "r", Threshold: 1 << 30})
 		}
-		_, err := g.LoadFlowRules(iso)
+		_, err := loadFlow(g, iso)
 		require.NoError(t, err)
 	}
 	wg.Wait()

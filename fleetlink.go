@@ -41,7 +41,7 @@ func (eng *Engine) frameResources(f *cluster.Frame, now, sec int64, maxRes int) 
 	type busy struct {
 		r     *resource
 		load  uint64
-		block [stat.BlockTypes]uint64
+		block [len(stat.Snapshot{}.BlockedBy)]uint64
 	}
 	eng.reg.mu.Lock()
 	all := make([]busy, 0, len(eng.reg.all))

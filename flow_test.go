@@ -139,7 +139,7 @@ func TestFlowThrottlePacesAndBoundsTheQueue(t *testing.T) {
 		if r.passed {
 			passedNow++
 		} else {
-			var be *BlockError
+			var be *core.BlockError
 			require.ErrorAs(t, r.err, &be)
 			// Six slots of 100 ms are taken: the seventh is 600 ms away,
 			// and within the queue bound 100 ms later.
@@ -183,7 +183,7 @@ func TestFlowThrottleCancelledWaitGivesSlotBack(t *testing.T) {
 	cancel()
 	err := <-errc
 	require.ErrorIs(t, err, context.Canceled)
-	require.ErrorIs(t, err, ErrBlocked)
+	require.ErrorIs(t, err, core.ErrBlocked)
 	require.Equal(t, int64(0), clk.Nanotime(), "returned without the clock moving")
 
 	// The freed slot (100 ms) goes to the next caller, not 200 ms.
@@ -364,7 +364,7 @@ func TestConcurrencyLimitsHoldUnder64Goroutines(t *testing.T) {
 		load func(g *Engine) error
 	}{
 		{"flow concurrency", func(g *Engine) error {
-			_, err := g.LoadFlowRules([]rules.Flow{{Resource: "r", Metric: rules.Concurrency, Threshold: 7}})
+			_, err := loadFlow(g, []rules.Flow{{Resource: "r", Metric: rules.Concurrency, Threshold: 7}})
 			return err
 		}},
 	}
@@ -381,7 +381,7 @@ func TestConcurrencyLimitsHoldUnder64Goroutines(t *testing.T) {
 					for i := 0; i < 300; i++ {
 						p, err := g.Entry("r")
 						if err != nil {
-							require.ErrorIs(t, err, ErrBlocked)
+							require.ErrorIs(t, err, core.ErrBlocked)
 							continue
 						}
 						n := inFlight.Add(1)
@@ -426,7 +426,7 @@ func TestFlowAssociatedResource(t *testing.T) {
 	}
 	p, err := g.Entry("write")
 	require.Nil(t, p)
-	var be *BlockError
+	var be *core.BlockError
 	require.ErrorAs(t, err, &be)
 	assert.Equal(t, float64(11), be.Observed)
 	assert.Equal(t, float64(10), be.Threshold)
@@ -455,15 +455,15 @@ func TestFlowBatchCounts(t *testing.T) {
 	g2, _ := newTestEngine(t, 0)
 	mustLoadFlow(t, g2, rules.Flow{Resource: "r", Threshold: 10})
 	_, err := g2.Entry("r", WithBatch(11))
-	var be *BlockError
+	var be *core.BlockError
 	require.ErrorAs(t, err, &be)
 	assert.Equal(t, "batch larger than threshold", be.Reason)
 	assert.Equal(t, float64(11), be.Observed)
 
-	for _, n := range []int{0, -1, MaxBatch + 1} {
+	for _, n := range []int{0, -1, maxBatch + 1} {
 		_, err := g2.Entry("r", WithBatch(n))
 		require.ErrorIs(t, err, ErrBadBatch, "batch %d", n)
-		require.NotErrorIs(t, err, ErrBlocked)
+		require.NotErrorIs(t, err, core.ErrBlocked)
 	}
 	s, _ := g2.Snapshot("r")
 	assert.Equal(t, uint64(0), s.TotalPass)
@@ -472,7 +472,7 @@ func TestFlowBatchCounts(t *testing.T) {
 // Behaviour 8: a panic between Entry and a deferred Exit, and double Exit.
 func TestPanicReleasesAndDoubleExitIsNoop(t *testing.T) {
 	g, _ := newTestEngine(t, 0)
-	_, err := g.LoadFlowRules([]rules.Flow{{Metric: rules.Concurrency, Resource: "r", Threshold: 1}})
+	_, err := loadFlow(g, []rules.Flow{{Metric: rules.Concurrency, Resource: "r", Threshold: 1}})
 	require.NoError(t, err)
 	func() {
 		defer func() { require.Equal(t, "boom", recover()) }()
@@ -497,7 +497,7 @@ func TestPanicReleasesAndDoubleExitIsNoop(t *testing.T) {
 	p1, err := g.Entry("r")
 	require.NoError(t, err)
 	_, err = g.Entry("r")
-	require.ErrorIs(t, err, ErrBlocked)
+	require.ErrorIs(t, err, core.ErrBlocked)
 	p1.Exit()
 }
 
@@ -508,10 +508,10 @@ func TestBlockErrorShape(t *testing.T) {
 	p, err := g.Entry("GET /orders")
 	require.Nil(t, p)
 	require.Error(t, err)
-	require.True(t, errors.Is(err, ErrBlocked))
-	var be *BlockError
+	require.True(t, errors.Is(err, core.ErrBlocked))
+	var be *core.BlockError
 	require.True(t, errors.As(err, &be))
-	assert.Equal(t, BlockType(1), be.Type)
+	assert.Equal(t, core.BlockType(1), be.Type)
 	assert.Equal(t, "flow", be.Type.String())
 	assert.Equal(t, "GET /orders", be.Resource)
 	assert.Equal(t, core.RuleRef{ID: "orders-qps", Metric: "qps"}, be.Rule)
@@ -522,13 +522,13 @@ func TestBlockErrorShape(t *testing.T) {
 }
 
 // refusal makes one entry that must be refused and returns its error.
-func refusal(t *testing.T, g *Engine, res string, opts ...EntryOption) *BlockError {
+func refusal(t *testing.T, g *Engine, res string, opts ...EntryOption) *core.BlockError {
 	t.Helper()
 	p, err := g.Entry(res, opts...)
 	if p != nil {
 		p.Exit()
 	}
-	var be *BlockError
+	var be *core.BlockError
 	require.ErrorAs(t, err, &be)
 	return be
 }
@@ -583,7 +583,7 @@ func TestFlowBatchLargerThanThresholdIsRefusedClearly(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			for _, batch := range []int{11, MaxBatch} {
+			for _, batch := range []int{11, maxBatch} {
 				g, clk := newTestEngine(t, 0)
 				mustLoadFlow(t, g, tt.rule)
 				be := refusal(t, g, "r", WithBatch(batch))
@@ -652,7 +652,7 @@ func TestFlowQueueRefusalsSayTheirUnits(t *testing.T) {
 // never moves.)
 func TestFlowTinyThresholdsAndHugeBatchesSaturate(t *testing.T) {
 	const longest = time.Duration(math.MaxInt64)
-	refused := func(t *testing.T, g *Engine, opts ...EntryOption) *BlockError {
+	refused := func(t *testing.T, g *Engine, opts ...EntryOption) *core.BlockError {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -660,7 +660,7 @@ func TestFlowTinyThresholdsAndHugeBatchesSaturate(t *testing.T) {
 		if p != nil {
 			p.Exit()
 		}
-		var be *BlockError
+		var be *core.BlockError
 		require.ErrorAs(t, err, &be)
 		require.NoError(t, be.Cause, "refused at once, not after queueing")
 		return be
@@ -688,16 +688,16 @@ func TestFlowTinyThresholdsAndHugeBatchesSaturate(t *testing.T) {
 	// 2^30 requests at 1e12 per hour take 3.87 s of schedule.
 	g, _ := newTestEngine(t, 0)
 	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 1e12, StatInterval: time.Hour, Behavior: rules.Throttle, MaxQueueing: time.Second})
-	require.True(t, try(g, "r", WithBatch(MaxBatch)))
+	require.True(t, try(g, "r", WithBatch(maxBatch)))
 	be := refused(t, g)
-	assert.Equal(t, time.Duration(math.Round(float64(MaxBatch)*3.6))-time.Second, be.RetryAfter)
+	assert.Equal(t, time.Duration(math.Round(float64(maxBatch)*3.6))-time.Second, be.RetryAfter)
 }
 
 // obeyRetryAfter checks the refusal be of a batch entry at the clock's
 // reading t: its RetryAfter d is positive, an entry at t+d-1 is still
 // refused, and one at t+d passes. Refusals take nothing, so the probe at
 // t+d-1 leaves the state as it was.
-func obeyRetryAfter(t *testing.T, g *Engine, clk *sluicetest.ManualClock, res string, batch int, be *BlockError, msg string) {
+func obeyRetryAfter(t *testing.T, g *Engine, clk *sluicetest.ManualClock, res string, batch int, be *core.BlockError, msg string) {
 	t.Helper()
 	d := int64(be.RetryAfter)
 	require.Positive(t, d, "%s: %v", msg, be)
@@ -734,7 +734,7 @@ func TestFlowRetryAfterAdmitsOnTheFirstRetry(t *testing.T) {
 					g, clk := newTestEngine(t, int64(time.Hour))
 					mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 10, StatInterval: interval})
 					if withIsolation {
-						_, err := g.LoadFlowRules(append(g.FlowRules(), rules.Flow{Metric: rules.Concurrency, Resource: "r", Threshold: 1000}))
+						_, err := loadFlow(g, append(g.Rules().Flow, rules.Flow{Metric: rules.Concurrency, Resource: "r", Threshold: 1000}))
 						require.NoError(t, err)
 					}
 					start := clk.Nanotime()
@@ -768,7 +768,7 @@ func TestFlowRetryAfterUnderRandomArrivals(t *testing.T) {
 						p.Exit()
 						continue
 					}
-					var be *BlockError
+					var be *core.BlockError
 					require.ErrorAs(t, err, &be)
 					obeyRetryAfter(t, g, clk, "r", batch, be, fmt.Sprintf("seed %d, %v, exact %v, entry %d", seed, interval, exact, i))
 					retried++

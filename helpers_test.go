@@ -1,12 +1,14 @@
 package sluice
 
 import (
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice/internal/sluicetest"
 	"github.com/sluice-go/sluice/rules"
+	"github.com/sluice-go/sluice/stat"
 )
 
 // newTestEngine returns an engine on a manual clock that reads start, closed
@@ -21,8 +23,39 @@ func newTestEngine(t testing.TB, start int64, opts ...Option) (*Engine, *sluicet
 
 func mustLoadFlow(t testing.TB, g *Engine, rs ...rules.Flow) {
 	t.Helper()
-	_, err := g.LoadFlowRules(rs)
-	require.NoError(t, err)
+	require.NoError(t, g.UpdateRules(func(s *rules.Set) { s.Flow = rs }))
+}
+
+// loadFlow, loadSystem, loadBreakers and loadParams replace the engine's
+// rules of one kind and keep the others, through UpdateRules. changed
+// reports whether the load published an EventRulesLoaded: the event stream
+// is how a caller learns that a load changed the rules in force.
+func loadFlow(g *Engine, rs []rules.Flow) (changed bool, err error) {
+	return update(g, func(s *rules.Set) { s.Flow = rs })
+}
+
+func loadSystem(g *Engine, rs []rules.System) (changed bool, err error) {
+	return update(g, func(s *rules.Set) { s.System = rs })
+}
+
+func loadBreakers(g *Engine, rs []rules.CircuitBreaker) (changed bool, err error) {
+	return update(g, func(s *rules.Set) { s.CircuitBreaker = rs })
+}
+
+func loadParams(g *Engine, rs []rules.Param) (changed bool, err error) {
+	return update(g, func(s *rules.Set) { s.Param = rs })
+}
+
+func update(g *Engine, f func(*rules.Set)) (changed bool, err error) {
+	var loaded atomic.Bool
+	cancel := g.Subscribe(func(e stat.Event) {
+		if e.Kind == stat.EventRulesLoaded {
+			loaded.Store(true)
+		}
+	})
+	defer cancel()
+	err = g.UpdateRules(f)
+	return loaded.Load(), err
 }
 
 // try makes one entry and exits it at once; it reports whether it passed.

@@ -138,7 +138,7 @@ func TestHistoryLengths(t *testing.T) {
 	g, clk := newTestEngine(t, 0)
 	require.True(t, try(g, "r"))
 	clk.Advance(time.Hour)
-	assert.Len(t, g.History("r", time.Hour), int(DefaultHistory/time.Second), "default")
+	assert.Len(t, g.History("r", time.Hour), int(defaultHistory/time.Second), "default")
 }
 
 // TestHistoryMemory reports what history costs a resource once a reader
@@ -160,7 +160,7 @@ func TestHistoryMemory(t *testing.T) {
 	for _, tt := range []struct {
 		keep time.Duration
 		want uint64
-	}{{time.Minute, 0}, {DefaultHistory, 256 * 56}, {time.Hour, 4096 * 56}} {
+	}{{time.Minute, 0}, {defaultHistory, 256 * 56}, {time.Hour, 4096 * 56}} {
 		extra := int64(perResource(tt.keep)) - int64(base)
 		t.Logf("history of %v: %d bytes more per resource", tt.keep, extra)
 		assert.GreaterOrEqual(t, extra, int64(tt.want)-128, "%v", tt.keep) // names, map growth: a few bytes either way

@@ -8,29 +8,43 @@ import (
 	"github.com/sluice-go/sluice/rules"
 )
 
-// WithMaxRules bounds the number of rules of one kind (flow,
-// system, circuit breaker, param) the engine takes: a load of more is
-// refused whole, with an error naming the limit and this option. Zero or
-// less means rules.DefaultMaxRules (10,000). Rules cost memory through the
-// resources they name (see docs/limits.md for the figures): the engine also
-// refuses rules that name more distinct resources, of all kinds together,
-// than WithMaxResources allows.
-func WithMaxRules(n int) Option { return func(cf *config) { cf.maxRules = n } }
+// Limits bounds what an engine takes (WithLimits); a zero field means its
+// default. docs/limits.md gives what each costs.
+type Limits struct {
+	// Resources bounds the number of distinct resources the engine keeps
+	// statistics for (each costs about 2 KiB, and more once its figures
+	// are read: see WithHistory). Entries of further resources without
+	// rules are counted together under the resource named
+	// "__sluice_overflow__" until idle resources are forgotten (two
+	// minutes without entries: see Engine.Snapshot) and make room; a load
+	// whose rules, of all kinds together, name more resources is refused.
+	// Zero or less means 10,000.
+	Resources int
+	// Rules bounds the number of rules of one kind (flow, system, circuit
+	// breaker, param) the engine takes: a load of more is refused whole,
+	// with an error naming the limit. Zero or less means
+	// rules.DefaultMaxRules (10,000).
+	Rules int
+	// NameBytes bounds the length, in bytes, of a resource name: Entry
+	// refuses a longer one (ErrBadResource), and a rule load refuses a rule
+	// holding a longer string (its resource, associated resource, ID,
+	// attachment key or an exception's value). Zero or less means
+	// rules.DefaultMaxNameBytes (1 KiB).
+	NameBytes int
+}
 
-// WithMaxNameBytes bounds the length, in bytes, of a resource name: Entry
-// refuses a longer one (ErrBadResource), and a rule load refuses a rule
-// holding a longer string (its resource, associated resource, ID,
-// attachment key or an exception's value). Zero or less means
-// rules.DefaultMaxNameBytes (1 KiB).
-func WithMaxNameBytes(n int) Option { return func(cf *config) { cf.maxNameBytes = n } }
+// WithLimits sets the engine's limits (see Limits).
+func WithLimits(l Limits) Option {
+	return func(cf *config) { cf.maxResources, cf.maxRules, cf.maxNameBytes = l.Resources, l.Rules, l.NameBytes }
+}
 
 // checkLimits refuses rules rs of kind k that the engine's limits do not
-// allow: more rules than WithMaxRules, or a string longer than
-// WithMaxNameBytes. The error is an *rules.Error.
+// allow: more rules than Limits.Rules, or a string longer than
+// Limits.NameBytes. The error is an *rules.Error.
 func checkLimits[R, C any](eng *Engine, k *ruleKind[R, C], rs []R) error {
 	if len(rs) > eng.maxRules {
 		return &rules.Error{Kind: k.name, Index: -1, Reason: fmt.Sprintf(
-			"%d rules, more than the engine's limit of %d rules of one kind; raise it with sluice.WithMaxRules",
+			"%d rules, more than the engine's limit of %d rules of one kind; raise it with sluice.Limits.Rules",
 			len(rs), eng.maxRules)}
 	}
 	for i := range rs {
@@ -48,7 +62,7 @@ func checkLimits[R, C any](eng *Engine, k *ruleKind[R, C], rs []R) error {
 				res = f.String()
 			}
 			return &rules.Error{Kind: k.name, Index: i, Resource: res, Field: field, Reason: fmt.Sprintf(
-				"%s %d bytes, more than the engine's limit of %d; raise it with sluice.WithMaxNameBytes",
+				"%s %d bytes, more than the engine's limit of %d; raise it with sluice.Limits.NameBytes",
 				what, len(s), eng.maxName)}
 		})
 		if err != nil {
@@ -72,7 +86,7 @@ func resourceNames[R any](rs []R, names map[string]bool) {
 }
 
 // checkResources refuses a rule set that names more distinct resources than
-// the engine tracks (WithMaxResources). Must hold eng.mu.
+// the engine tracks (Limits.Resources). Must hold eng.mu.
 func (eng *Engine) checkResources(set *rules.Set) error {
 	names := map[string]bool{}
 	resourceNames(set.Flow, names)
@@ -80,18 +94,7 @@ func (eng *Engine) checkResources(set *rules.Set) error {
 	resourceNames(set.Param, names)
 	if len(names) > eng.reg.max {
 		return fmt.Errorf("sluice: the rules name %d resources, more than the engine's limit of %d; "+
-			"raise it with sluice.WithMaxResources", len(names), eng.reg.max)
+			"raise it with sluice.Limits.Resources", len(names), eng.reg.max)
 	}
 	return nil
-}
-
-// inForce returns the rules in force, with rs in place of those of kind k.
-// Must hold eng.mu.
-func inForce[R, C any](eng *Engine, k *ruleKind[R, C], rs []R) rules.Set {
-	set := rules.Set{
-		Flow: eng.flow.rules, System: eng.sys.rules,
-		CircuitBreaker: eng.breakers.rules, Param: eng.param.rules,
-	}
-	*k.of(&set) = rs
-	return set
 }

@@ -10,13 +10,13 @@ import (
 	"github.com/sluice-go/sluice/internal/rulewalk"
 	"github.com/sluice-go/sluice/internal/system"
 	"github.com/sluice-go/sluice/rules"
-	"github.com/sluice-go/sluice/stat"
 )
 
 // Every kind of rule is loaded by the same code: validate the whole slice,
 // build its compiled form against the one in force (so that counting state
-// survives an equivalent reload), then put it in force. Load*Rules load one
-// kind, LoadRuleSet all of them at once.
+// survives an equivalent reload), then put it in force. LoadRules loads
+// every kind at once; UpdateRules is LoadRules of the set in force as a
+// function changed it.
 
 // kindState is the rules of one kind in force (the engine's own copy) and
 // their compiled form.
@@ -47,7 +47,7 @@ type ruleKind[R, C any] struct {
 	// which publish rebuilds; nil when there is nothing else.
 	use func(eng *Engine, c C)
 	// claims is set when a successful build changes resource nodes (flow
-	// rules claim the nodes' admission windows): LoadRuleSet then builds
+	// rules claim the nodes' admission windows): LoadRules then builds
 	// this kind after every other, so nothing can fail after it.
 	claims bool
 }
@@ -72,7 +72,7 @@ func cloneFlows(rs []rules.Flow) []rules.Flow {
 	return out
 }
 
-// The kinds, in the order of rules.Set (and of the errors LoadRuleSet
+// The kinds, in the order of rules.Set (and of the errors LoadRules
 // reports). Each kind's validate field is the single place its rules are
 // validated: package rules' whole-slice validator, which also refuses
 // duplicate rules (docs/rule-files.md says what counts as a duplicate).
@@ -136,7 +136,7 @@ var (
 	}
 )
 
-// anyKind is a ruleKind of any rule type, as LoadRuleSet and RuleSet see it.
+// anyKind is a ruleKind of any rule type, as LoadRules and Rules see it.
 type anyKind interface {
 	// validateIn validates the kind's rules in set, and checks them against
 	// eng's limits.
@@ -200,64 +200,3 @@ func (k *ruleKind[R, C]) stage(eng *Engine, rs []R) (commit func(), err error) {
 		}
 	}, nil
 }
-
-// load replaces the engine's rules of kind k with rs: the body of every
-// Load*Rules method. It reports whether the rules in force changed.
-//
-// It reports the load on the engine's event stream: EventRulesLoaded when
-// the rules changed, EventRulesRefused when they were refused (queued under
-// eng.mu, so in the order of the loads, and delivered once it is released).
-func load[R, C any](eng *Engine, k *ruleKind[R, C], rs []R) (bool, error) {
-	if err := k.check(eng, rs); err != nil {
-		eng.events.Publish(stat.Event{Kind: stat.EventRulesRefused, At: eng.clock.Nanotime(), RuleKind: k.name, Err: err})
-		return false, err
-	}
-	defer eng.events.Drain() // after the unlock: deferred first, runs last
-	eng.mu.Lock()
-	defer eng.mu.Unlock()
-	if eng.closed.Load() {
-		return false, ErrClosed
-	}
-	defer eng.sweep() // a rule load is the regular time to forget idle resources
-	set := inForce(eng, k, rs)
-	if err := eng.checkResources(&set); err != nil {
-		eng.events.Enqueue(stat.Event{Kind: stat.EventRulesRefused, At: eng.clock.Nanotime(), RuleKind: k.name, Err: err})
-		return false, err
-	}
-	commit, err := k.stage(eng, rs)
-	if err != nil {
-		eng.events.Enqueue(stat.Event{Kind: stat.EventRulesRefused, At: eng.clock.Nanotime(), RuleKind: k.name, Err: err})
-		return false, err
-	}
-	if commit == nil {
-		return false, nil
-	}
-	commit()
-	eng.publish()
-	eng.events.Enqueue(stat.Event{Kind: stat.EventRulesLoaded, At: eng.clock.Nanotime(), RuleKind: k.name})
-	return true, nil
-}
-
-// rulesIn returns a copy of the engine's rules of kind k.
-func rulesIn[R, C any](eng *Engine, k *ruleKind[R, C]) []R {
-	eng.mu.Lock()
-	defer eng.mu.Unlock()
-	return k.clone(k.state(eng).rules)
-}
-
-// LoadFlowRules replaces every flow rule of the engine with rs. The whole set
-// is validated first: if any rule is invalid, nothing changes and the error
-// (an *rules.Error, reached with errors.As) names the rule's index, resource
-// and field. A rule that counts the same way as one in force (same resource,
-// metric, strategy, behavior, interval and associated resource) keeps that
-// rule's counters, pacing schedule and, when identical, warm-up tokens, so
-// reloading under traffic admits no extra burst.
-//
-// It reports whether the rules in force changed. Passing nil or an empty
-// slice removes all flow rules. The engine keeps its own copy of rs. On a
-// closed engine it returns ErrClosed and changes nothing.
-func (eng *Engine) LoadFlowRules(rs []rules.Flow) (bool, error) { return load(eng, flowKind, rs) }
-
-// FlowRules returns a copy of the flow rules in force (nil when there are
-// none).
-func (eng *Engine) FlowRules() []rules.Flow { return rulesIn(eng, flowKind) }

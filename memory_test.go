@@ -35,7 +35,7 @@ func resourceMemory(t testing.TB, n int, withRules, sustained bool) float64 {
 		names[i] = fmt.Sprintf("GET /api/v1/items/%d", i)
 	}
 	base := liveHeap()
-	g, clk := newTestEngine(t, 0, WithMaxResources(n+10), WithMaxRules(n))
+	g, clk := newTestEngine(t, 0, WithLimits(Limits{Resources: n + 10, Rules: n}))
 	if withRules {
 		rs := make([]rules.Flow, n)
 		for i, name := range names {

@@ -26,7 +26,7 @@ func (f typedRefuser) Check(e *slots.Entry) *core.BlockError {
 func TestBlockedByType(t *testing.T) {
 	g, clk := newTestEngine(t, 0)
 	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 3})
-	_, err := g.LoadFlowRules(append(g.FlowRules(), rules.Flow{Metric: rules.Concurrency, Resource: "i", Threshold: 1}))
+	_, err := loadFlow(g, append(g.Rules().Flow, rules.Flow{Metric: rules.Concurrency, Resource: "i", Threshold: 1}))
 	require.NoError(t, err)
 
 	// Flow: 3 pass, then 5 refused (one of them a batch of 2: 6 requests),
@@ -49,14 +49,14 @@ func TestBlockedByType(t *testing.T) {
 
 	s, ok := g.Snapshot("r")
 	require.True(t, ok)
-	want := [stat.BlockTypes]uint64{}
+	want := [len(stat.Snapshot{}.BlockedBy)]uint64{}
 	want[core.BlockFlow] = 6
 	assert.Equal(t, want, s.BlockedBy)
 	assert.Equal(t, s.TotalBlock, uint64(6))
-	assert.Equal(t, uint64(6), s.Blocked(BlockFlow))
+	assert.Equal(t, uint64(6), s.BlockedBy[core.BlockFlow])
 
 	s, _ = g.Snapshot("i")
-	assert.Equal(t, uint64(2), s.Blocked(BlockFlow))
+	assert.Equal(t, uint64(2), s.BlockedBy[core.BlockFlow])
 	assert.Equal(t, uint64(2), s.TotalBlock)
 
 	// A reload that keeps the rule keeps the counts; they are totals, so
@@ -64,7 +64,7 @@ func TestBlockedByType(t *testing.T) {
 	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 3}, rules.Flow{Resource: "x", Threshold: 1})
 	clk.Advance(2 * time.Minute)
 	s, _ = g.Snapshot("r")
-	assert.Equal(t, uint64(6), s.Blocked(BlockFlow))
+	assert.Equal(t, uint64(6), s.BlockedBy[core.BlockFlow])
 	assert.Equal(t, uint64(6), s.TotalBlock)
 
 	// Custom slots: BlockCustom by default, an unknown type under index 0.
@@ -72,19 +72,19 @@ func TestBlockedByType(t *testing.T) {
 	require.False(t, try(g, "c"))
 	require.NoError(t, g.RegisterSlot(typedRefuser{typ: 42}, 1))
 	s, _ = g.Snapshot("c")
-	assert.Equal(t, uint64(1), s.Blocked(BlockCustom))
+	assert.Equal(t, uint64(1), s.BlockedBy[core.BlockCustom])
 
 	g2, _ := newTestEngine(t, 0)
 	require.NoError(t, g2.RegisterSlot(typedRefuser{typ: 42}, 0))
 	require.False(t, try(g2, "c", WithBatch(3)))
 	s, _ = g2.Snapshot("c")
 	assert.Equal(t, uint64(3), s.BlockedBy[0])
-	assert.Equal(t, uint64(3), s.Blocked(42))
+	assert.Equal(t, uint64(3), s.BlockedBy[0])
 
 	// The inbound node counts by type too.
-	in := g.InboundSnapshot()
-	assert.Equal(t, uint64(8), in.Blocked(BlockFlow), "6 on r, 2 on i")
-	assert.Equal(t, uint64(1), in.Blocked(BlockCustom))
+	in := g.SystemMetrics().Inbound
+	assert.Equal(t, uint64(8), in.BlockedBy[core.BlockFlow], "6 on r, 2 on i")
+	assert.Equal(t, uint64(1), in.BlockedBy[core.BlockCustom])
 }
 
 func TestEachAndTotalRT(t *testing.T) {
@@ -102,20 +102,4 @@ func TestEachAndTotalRT(t *testing.T) {
 	assert.Equal(t, uint64(3), got["a"].TotalComplete)
 	assert.Equal(t, 13*time.Millisecond, got["a"].TotalRT)
 	assert.Equal(t, uint64(1), got["b"].TotalPass)
-}
-
-func TestPackageLevelHistoryAndEach(t *testing.T) {
-	t.Cleanup(func() { _ = Close() })
-	p, err := Entry("pkg-history")
-	require.NoError(t, err)
-	p.Exit()
-	n := 0
-	Each(func(name string, s stat.Snapshot) {
-		if name == "pkg-history" {
-			n++
-			assert.Equal(t, uint64(1), s.TotalPass)
-		}
-	})
-	assert.Equal(t, 1, n)
-	assert.Len(t, History("pkg-history", 0), 0)
 }

@@ -31,18 +31,18 @@ func userEntry(t *testing.T, g *Engine, res, user string) *core.BlockError {
 func TestParamClusterNeedsWithCluster(t *testing.T) {
 	g, _ := newTestEngine(t, 0)
 	local := rules.Param{Resource: "api", Key: "user", Threshold: 3}
-	_, err := g.LoadParamRules([]rules.Param{local})
+	_, err := loadParams(g, []rules.Param{local})
 	require.NoError(t, err)
 	shared := rules.Param{Resource: "post", Key: "user", Threshold: 5, Duration: time.Minute, Cluster: &rules.Cluster{}}
-	_, err = g.LoadParamRules([]rules.Param{local, shared})
+	_, err = loadParams(g, []rules.Param{local, shared})
 	var re *rules.Error
 	require.ErrorAs(t, err, &re)
 	assert.Equal(t, "param", re.Kind)
 	assert.Equal(t, 1, re.Index)
 	assert.Equal(t, "Cluster", re.Field)
 	assert.Contains(t, err.Error(), "cluster rules need sluice.WithCluster")
-	assert.Equal(t, []rules.Param{local}, g.ParamRules(), "the rules in force stay")
-	assert.ErrorContains(t, g.LoadRuleSet(rules.Set{Param: []rules.Param{shared}}), "cluster rules need sluice.WithCluster")
+	assert.Equal(t, []rules.Param{local}, g.Rules().Param, "the rules in force stay")
+	assert.ErrorContains(t, g.LoadRules(rules.Set{Param: []rules.Param{shared}}), "cluster rules need sluice.WithCluster")
 }
 
 // TestParamClusterInvalidRefusedWhole: invalid cluster settings refuse the
@@ -50,19 +50,19 @@ func TestParamClusterNeedsWithCluster(t *testing.T) {
 func TestParamClusterInvalidRefusedWhole(t *testing.T) {
 	g, _, _ := clusterEngine(t, ClusterConfig{})
 	good := rules.Param{Resource: "post", Key: "user", Threshold: 5, Cluster: &rules.Cluster{}}
-	_, err := g.LoadParamRules([]rules.Param{good})
+	_, err := loadParams(g, []rules.Param{good})
 	require.NoError(t, err)
 	for _, bad := range []rules.Param{
 		{Resource: "a", Threshold: 5, Metric: rules.Concurrency, Cluster: &rules.Cluster{}},
 		{Resource: "a", Threshold: 5, Cluster: &rules.Cluster{Strict: true, Leases: true}},
 		{Resource: "a", Threshold: 5, Cluster: &rules.Cluster{Fallback: rules.FallbackBlock, LocalThreshold: 1}},
 	} {
-		_, err := g.LoadParamRules([]rules.Param{good, bad})
+		_, err := loadParams(g, []rules.Param{good, bad})
 		var re *rules.Error
 		require.ErrorAs(t, err, &re)
 		assert.Equal(t, 1, re.Index)
 		assert.Contains(t, re.Field, "Cluster")
-		assert.Equal(t, []rules.Param{good}, g.ParamRules())
+		assert.Equal(t, []rules.Param{good}, g.Rules().Param)
 	}
 }
 
@@ -79,8 +79,9 @@ func TestParamClusterPerUser(t *testing.T) {
 	for i := range gs {
 		gs[i] = New(WithClock(clk), WithCluster(st, ClusterConfig{App: "shop", Timeout: time.Hour}))
 		t.Cleanup(func() { _ = gs[i].Close() })
-		_, err := gs[i].LoadParamRules([]rules.Param{{Resource: "post", Key: "user", Threshold: 5, Duration: time.Minute,
+		_, err := loadParams(gs[i], []rules.Param{{Resource: "post", Key: "user", Threshold: 5, Duration: time.Minute,
 			Cluster: &rules.Cluster{}}})
+
 		require.NoError(t, err)
 	}
 	for minute := 0; minute < 3; minute++ {
@@ -119,8 +120,9 @@ func TestParamClusterFallback(t *testing.T) {
 	st.live = 2
 	g := New(WithClock(clk), WithCluster(st, ClusterConfig{App: "shop", Timeout: time.Hour, ProbeInterval: time.Second}))
 	t.Cleanup(func() { _ = g.Close() })
-	_, err := g.LoadParamRules([]rules.Param{{Resource: "post", Key: "user", Threshold: 5, Duration: time.Minute,
+	_, err := loadParams(g, []rules.Param{{Resource: "post", Key: "user", Threshold: 5, Duration: time.Minute,
 		Cluster: &rules.Cluster{}}})
+
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { s, _ := g.ClusterStatus(); return s.Live == 2 }, 10*time.Second, time.Millisecond,
 		"the heartbeat counts two instances")
@@ -140,11 +142,11 @@ func TestParamClusterFallback(t *testing.T) {
 		assert.Equal(t, 2, admitted, "%s in fallback", user)
 	}
 	s, _ := g.ClusterStatus()
-	assert.Equal(t, ClusterFallback, s.Mode)
+	assert.True(t, s.Fallback)
 	st.setDown(false)
 	clk.Advance(time.Second)
 	userEntry(t, g, "post", "carol") // queues the probe
-	require.Eventually(t, func() bool { s, _ := g.ClusterStatus(); return s.Mode == ClusterRemote }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { s, _ := g.ClusterStatus(); return !s.Fallback }, 10*time.Second, time.Millisecond)
 	admitted := 0
 	for i := 0; i < 10; i++ {
 		if userEntry(t, g, "post", "dave") == nil {
@@ -159,17 +161,17 @@ func TestParamClusterFallback(t *testing.T) {
 func TestParamClusterLeasesGiveBack(t *testing.T) {
 	g, st, _ := clusterEngine(t, ClusterConfig{Timeout: time.Hour})
 	r := rules.Param{Resource: "api", Key: "user", Threshold: 10000, Duration: time.Minute, Cluster: &rules.Cluster{Leases: true}}
-	_, err := g.LoadParamRules([]rules.Param{r})
+	_, err := loadParams(g, []rules.Param{r})
 	require.NoError(t, err)
 	for i := 0; i < 3; i++ {
 		require.Nil(t, userEntry(t, g, "api", "alice"))
 	}
-	changed, err := g.LoadParamRules([]rules.Param{rulewalk.Clone(r)})
+	changed, err := loadParams(g, []rules.Param{rulewalk.Clone(r)})
 	require.NoError(t, err)
 	assert.False(t, changed)
 	s, _ := g.ClusterStatus()
 	assert.Equal(t, int64(0), s.Given, "an equal reload keeps the lease")
-	_, err = g.LoadParamRules(nil)
+	_, err = loadParams(g, nil)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { s, _ := g.ClusterStatus(); return s.Given > 0 }, 10*time.Second, time.Millisecond)
 	s, _ = g.ClusterStatus()

@@ -21,7 +21,7 @@ import (
 
 func mustLoadParam(t testing.TB, g *Engine, rs ...rules.Param) {
 	t.Helper()
-	_, err := g.LoadParamRules(rs)
+	_, err := loadParams(g, rs)
 	require.NoError(t, err)
 }
 
@@ -61,44 +61,44 @@ func TestParamPerUserAndPerIP(t *testing.T) {
 		assert.Equal(t, tt.want, entry(tt.user, tt.ip), "entry %d (%s from %s)", i, tt.user, tt.ip)
 	}
 	_, err := g.Entry("GET /feed", WithArgs("alice"))
-	var be *BlockError
+	var be *core.BlockError
 	require.ErrorAs(t, err, &be)
-	assert.True(t, errors.Is(err, ErrBlocked))
+	assert.True(t, errors.Is(err, core.ErrBlocked))
 	assert.Equal(t, core.BlockParam, be.Type)
 	assert.Equal(t, 30*time.Second, be.RetryAfter)
 	clk.Advance(30 * time.Second)
 	assert.True(t, entry("alice", "10.0.0.9"), "one token back after Duration/Threshold")
 }
 
-func TestLoadParamRulesRefusesWholeKeepsOld(t *testing.T) {
+func TestParamRulesRefusedWholeKeepOld(t *testing.T) {
 	g, _ := newTestEngine(t, 1e12)
 	good := []rules.Param{{Resource: "r", Threshold: 1, Exceptions: map[string]int64{"v": 2}}}
-	changed, err := g.LoadParamRules(good)
+	changed, err := loadParams(g, good)
 	require.NoError(t, err)
 	require.True(t, changed)
-	changed, err = g.LoadParamRules([]rules.Param{{Resource: "r", Threshold: 1, Exceptions: map[string]int64{"v": 2}}})
+	changed, err = loadParams(g, []rules.Param{{Resource: "r", Threshold: 1, Exceptions: map[string]int64{"v": 2}}})
 	require.NoError(t, err)
 	assert.False(t, changed, "an equal set (maps compared by content) changes nothing")
 
-	_, err = g.LoadParamRules([]rules.Param{{Resource: "r", Threshold: 9}, {Resource: "r", Threshold: 1, Burst: 1, Behavior: rules.Throttle}})
+	_, err = loadParams(g, []rules.Param{{Resource: "r", Threshold: 9}, {Resource: "r", Threshold: 1, Burst: 1, Behavior: rules.Throttle}})
 	var re *rules.Error
 	require.ErrorAs(t, err, &re)
 	assert.Equal(t, 1, re.Index)
 	assert.Equal(t, "Burst", re.Field)
-	assert.Equal(t, good, g.ParamRules(), "old rules stay in force")
+	assert.Equal(t, good, g.Rules().Param, "old rules stay in force")
 	assert.True(t, try(g, "r", WithArgs("u")))
 	assert.False(t, try(g, "r", WithArgs("u")), "old threshold 1 still enforced")
 
 	// The engine keeps its own copies of the exception maps.
 	good[0].Exceptions["v"] = 100
-	got := g.ParamRules()
+	got := g.Rules().Param
 	got[0].Exceptions["v"] = 100
-	assert.Equal(t, int64(2), g.ParamRules()[0].Exceptions["v"])
+	assert.Equal(t, int64(2), g.Rules().Param[0].Exceptions["v"])
 
-	changed, err = g.LoadParamRules(nil)
+	changed, err = loadParams(g, nil)
 	require.NoError(t, err)
 	assert.True(t, changed)
-	assert.Empty(t, g.ParamRules())
+	assert.Empty(t, g.Rules().Param)
 	assert.True(t, try(g, "r", WithArgs("u")), "no rule: passes")
 }
 
@@ -204,7 +204,7 @@ func TestParamTokensReturnedWhenALaterCheckRefuses(t *testing.T) {
 	require.NoError(t, g.RegisterSlot(refuseAll{}, 0))
 	for i := 0; i < 5; i++ {
 		_, err := g.Entry("r", WithArgs("u"))
-		var be *BlockError
+		var be *core.BlockError
 		require.ErrorAs(t, err, &be)
 		require.Equal(t, core.BlockCustom, be.Type)
 	}
@@ -268,7 +268,7 @@ func TestParamWithArgsAllocs(t *testing.T) {
 // TestParamTypedArguments: typed arguments are the same values as their
 // WithArgs forms (an integer is its decimal form, also for Exceptions), take
 // the place of WithArgs' value at their index, and count towards
-// MaxAttachments.
+// maxAttachments.
 func TestParamTypedArguments(t *testing.T) {
 	g, _ := newTestEngine(t, 1e12)
 	mustLoadParam(t, g,
@@ -291,8 +291,8 @@ func TestParamTypedArguments(t *testing.T) {
 	tok, _ = paramCtl(g, "r", 1).Tokens("10.0.0.2", 1e12)
 	assert.Equal(t, int64(99), tok, "the last attachment wins, typed or not")
 
-	opts := make([]EntryOption, 0, MaxAttachments+1)
-	for i := 0; i < MaxAttachments; i++ {
+	opts := make([]EntryOption, 0, maxAttachments+1)
+	for i := 0; i < maxAttachments; i++ {
 		opts = append(opts, WithIntArg(i+1, int64(i)))
 	}
 	require.True(t, try(g, "r", opts...))
@@ -314,7 +314,7 @@ func BenchmarkParamEntryExit(b *testing.B) {
 	}
 	g := New()
 	b.Cleanup(func() { _ = g.Close() })
-	_, err := g.LoadParamRules([]rules.Param{{Resource: "param", Threshold: rules.MaxThreshold, Capacity: 2 * benchParamKeys}})
+	_, err := loadParams(g, []rules.Param{{Resource: "param", Threshold: rules.MaxThreshold, Capacity: 2 * benchParamKeys}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -457,7 +457,7 @@ func TestParamReloadUnderLoadKeepsCounts(t *testing.T) {
 				return
 			default:
 			}
-			if _, err := g.LoadParamRules([]rules.Param{rule(2 + int64(n%2))}); err != nil {
+			if _, err := loadParams(g, []rules.Param{rule(2 + int64(n%2))}); err != nil {
 				t.Error(err)
 				return
 			}

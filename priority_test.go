@@ -37,7 +37,7 @@ func fill(t *testing.T, g *Engine, res string, opts ...EntryOption) ([]*Pass, er
 func TestAdaptivePriorityShares(t *testing.T) {
 	g, _ := newTestEngine(t, int64(time.Hour))
 	rule := rules.Flow{ID: "a", Resource: "r", Metric: rules.Concurrency, Adaptive: &rules.Adaptive{Min: 8, Max: 8}}
-	require.NoError(t, g.LoadRuleSet(rules.Set{Flow: []rules.Flow{rule}}))
+	require.NoError(t, g.LoadRules(rules.Set{Flow: []rules.Flow{rule}}))
 	var all []*Pass
 	for _, c := range []struct {
 		p    core.Priority
@@ -45,7 +45,7 @@ func TestAdaptivePriorityShares(t *testing.T) {
 	}{{core.PrioritySheddable, 6}, {core.PriorityDefault, 2}, {core.PriorityCritical, 2}} {
 		held, err := fill(t, g, "r", WithPriority(c.p))
 		assert.Len(t, held, c.want, "%v entries admitted", c.p)
-		var be *BlockError
+		var be *core.BlockError
 		require.True(t, errors.As(err, &be))
 		assert.Equal(t, core.BlockFlow, be.Type)
 		assert.Equal(t, "a", be.Rule.ID)
@@ -74,7 +74,7 @@ func TestAdaptivePriorityShares(t *testing.T) {
 func TestSystemBBRPriorityShares(t *testing.T) {
 	g, clk, src := sysEngine(t)
 	rule := rules.System{Metric: rules.CPUUsage, Threshold: 0.8, Strategy: rules.BBR}
-	require.NoError(t, g.LoadRuleSet(rules.Set{System: []rules.System{rule}}))
+	require.NoError(t, g.LoadRules(rules.Set{System: []rules.System{rule}}))
 	waitSampler(t, clk)
 	var held []*Pass
 	for range 10 {
@@ -115,7 +115,7 @@ func TestAdaptiveRuleFindsTheKnee(t *testing.T) {
 	for _, initial := range []int64{4, 200} {
 		g, clk := newTestEngine(t, int64(time.Hour))
 		rule := rules.Flow{Resource: "r", Metric: rules.Concurrency, Adaptive: &rules.Adaptive{Min: 1, Max: 1000, Initial: initial}}
-		require.NoError(t, g.LoadRuleSet(rules.Set{Flow: []rules.Flow{rule}}))
+		require.NoError(t, g.LoadRules(rules.Set{Flow: []rules.Flow{rule}}))
 		var limits []int64
 		for round := range 600 {
 			held, _ := fill(t, g, "r")
@@ -142,7 +142,7 @@ func TestAdaptiveRuleFindsTheKnee(t *testing.T) {
 func TestAdaptiveCancelledExitsAreNotSamples(t *testing.T) {
 	g, clk := newTestEngine(t, int64(time.Hour))
 	rule := rules.Flow{Resource: "r", Metric: rules.Concurrency, Adaptive: &rules.Adaptive{Initial: 10, Max: 100, Window: time.Millisecond}}
-	require.NoError(t, g.LoadRuleSet(rules.Set{Flow: []rules.Flow{rule}}))
+	require.NoError(t, g.LoadRules(rules.Set{Flow: []rules.Flow{rule}}))
 	for range 200 {
 		p, err := g.Entry("r")
 		require.NoError(t, err)
@@ -166,7 +166,7 @@ func TestAdaptiveCancelledExitsAreNotSamples(t *testing.T) {
 func TestAdaptiveEntryExitAllocatesNothing(t *testing.T) {
 	g, _ := newTestEngine(t, 0)
 	rule := rules.Flow{Resource: "r", Metric: rules.Concurrency, Adaptive: &rules.Adaptive{Min: 1000, Max: 1000}}
-	require.NoError(t, g.LoadRuleSet(rules.Set{Flow: []rules.Flow{rule, {Resource: "q", Threshold: 1e12, PriorityWait: time.Millisecond}}}))
+	require.NoError(t, g.LoadRules(rules.Set{Flow: []rules.Flow{rule, {Resource: "q", Threshold: 1e12, PriorityWait: time.Millisecond}}}))
 	for _, tt := range []struct {
 		name string
 		run  func()
@@ -191,7 +191,7 @@ func TestAdaptiveEntryExitAllocatesNothing(t *testing.T) {
 func TestPriorityWaitThroughTheEngine(t *testing.T) {
 	g, clk := newTestEngine(t, int64(time.Hour)+int64(50*time.Millisecond))
 	rule := rules.Flow{Resource: "r", Threshold: 3, PriorityWait: 100 * time.Millisecond}
-	require.NoError(t, g.LoadRuleSet(rules.Set{Flow: []rules.Flow{rule}}))
+	require.NoError(t, g.LoadRules(rules.Set{Flow: []rules.Flow{rule}}))
 	for range 3 {
 		require.True(t, try(g, "r"))
 	}
@@ -235,7 +235,7 @@ func TestAdaptiveReloadKeepsTheLimit(t *testing.T) {
 	rule := func(max int64) rules.Set {
 		return rules.Set{Flow: []rules.Flow{{Resource: "r", Metric: rules.Concurrency, Adaptive: &rules.Adaptive{Initial: 10, Max: max, Window: time.Millisecond}}}}
 	}
-	require.NoError(t, g.LoadRuleSet(rule(100)))
+	require.NoError(t, g.LoadRules(rule(100)))
 	for range 20 { // one window of samples: the first probe halves the limit
 		p, err := g.Entry("r")
 		require.NoError(t, err)
@@ -244,10 +244,10 @@ func TestAdaptiveReloadKeepsTheLimit(t *testing.T) {
 	}
 	s, _ := g.Snapshot("r")
 	require.Equal(t, int64(5), s.AdaptiveLimit)
-	require.NoError(t, g.LoadRuleSet(rule(100)))
+	require.NoError(t, g.LoadRules(rule(100)))
 	s, _ = g.Snapshot("r")
 	assert.Equal(t, int64(5), s.AdaptiveLimit, "the same rule, reloaded, lost its limit")
-	require.NoError(t, g.LoadRuleSet(rule(50)))
+	require.NoError(t, g.LoadRules(rule(50)))
 	s, _ = g.Snapshot("r")
 	assert.Equal(t, int64(10), s.AdaptiveLimit, "a changed section keeps the old limit")
 }

@@ -108,7 +108,7 @@ func (reg *registry) lookup(name string, now int64, force bool) *resource {
 // names with it. Must hold mu, with the registry full.
 func (reg *registry) overflowResource() *resource {
 	if reg.overflow == nil {
-		reg.overflow = reg.lookup(OverflowResource, 0, true)
+		reg.overflow = reg.lookup(overflowResource, 0, true)
 		delete(reg.marks, reg.overflow) // never forgotten
 	}
 	if reg.read.Load().overflow != reg.overflow {

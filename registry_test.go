@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/sluicetest"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/rules"
@@ -28,7 +29,7 @@ func TestTableFindsEveryNameAndNothingElse(t *testing.T) {
 	for _, n := range []int{0, 1, 7, 100, 5000} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			var reg registry
-			reg.init(DefaultMaxResources, 0)
+			reg.init(defaultMaxResources, 0)
 			all := map[string]*resource{}
 			for i := 0; i < n; i++ {
 				// Prefixes of one another, long and short, and the empty name.
@@ -83,17 +84,17 @@ func TestRulesReachResourcesTrackedBeforeThem(t *testing.T) {
 		for _, n := range names {
 			rs = append(rs, rules.Flow{Resource: n, Threshold: limit})
 		}
-		_, err := g.LoadFlowRules(rs)
+		_, err := loadFlow(g, rs)
 		require.NoError(t, err)
 		clk.Advance(time.Second)
 		for _, n := range names {
 			for i := 0; i < int(limit); i++ {
 				require.NoError(t, enter(n), "%s pass %d at limit %v", n, i, limit)
 			}
-			require.ErrorIs(t, enter(n), ErrBlocked, "%s over limit %v", n, limit)
+			require.ErrorIs(t, enter(n), core.ErrBlocked, "%s over limit %v", n, limit)
 		}
 	}
-	_, err := g.LoadFlowRules(nil)
+	_, err := loadFlow(g, nil)
 	require.NoError(t, err)
 	for _, n := range names {
 		for i := 0; i < 10; i++ {
@@ -120,17 +121,17 @@ func TestLookupsRaceCreationAndReloads(t *testing.T) {
 				if err == nil {
 					p.Exit()
 				} else {
-					assert.ErrorIs(t, err, ErrBlocked)
+					assert.ErrorIs(t, err, core.ErrBlocked)
 				}
 			}
 		}()
 	}
 	for i := 0; i < 20; i++ {
-		_, err := g.LoadFlowRules([]rules.Flow{{Resource: "w0-1", Threshold: float64(i + 1)}})
+		_, err := loadFlow(g, []rules.Flow{{Resource: "w0-1", Threshold: float64(i + 1)}})
 		require.NoError(t, err)
 	}
 	wg.Wait()
-	require.Equal(t, 400, g.Resources())
+	require.Equal(t, 400, g.reg.len())
 	s, ok := g.Snapshot("w1-99")
 	require.True(t, ok)
 	require.Equal(t, uint64(5), s.TotalPass)
@@ -138,7 +139,7 @@ func TestLookupsRaceCreationAndReloads(t *testing.T) {
 
 // overflowTotal returns the entries counted under the overflow resource.
 func overflowTotal(g *Engine) uint64 {
-	s, _ := g.Snapshot(OverflowResource)
+	s, _ := g.Snapshot(overflowResource)
 	return s.TotalPass + s.TotalBlock
 }
 
@@ -150,7 +151,7 @@ func overflowTotal(g *Engine) uint64 {
 // overflow resource.
 func TestIdleResourcesAreReclaimed(t *testing.T) {
 	const n, R = 200, reclaimAfter
-	g, clk := newTestEngine(t, 0, WithMaxResources(n))
+	g, clk := newTestEngine(t, 0, WithLimits(Limits{Resources: n}))
 	var rs []rules.Flow
 	for i := 0; i < n; i++ {
 		rs = append(rs, rules.Flow{Resource: fmt.Sprint("r", i), Threshold: 1e6})
@@ -161,22 +162,22 @@ func TestIdleResourcesAreReclaimed(t *testing.T) {
 	}
 	kept := rules.Flow{Resource: "kept", Threshold: 1}
 	mustLoadFlow(t, g, kept) // every rN loses its rule at 0
-	require.Equal(t, n+1, g.Resources())
+	require.Equal(t, n+1, g.reg.len())
 	require.True(t, try(g, "fresh-0"))
 	require.Equal(t, uint64(1), overflowTotal(g), "full: a new name overflows")
 
 	clk.Advance(R)
 	mustLoadFlow(t, g, kept) // the same rules: nothing changes but the sweep
-	require.Equal(t, n+2, g.Resources(), "first look at R: each rN has one entry more than when made")
+	require.Equal(t, n+2, g.reg.len(), "first look at R: each rN has one entry more than when made")
 	clk.Advance(R / 2)
 	require.True(t, try(g, "r7"), "r7 is busy again")
 	clk.Advance(R/2 - 1)
 	mustLoadFlow(t, g, kept)
-	require.Equal(t, n+2, g.Resources(), "one nanosecond early: nothing is due")
+	require.Equal(t, n+2, g.reg.len(), "one nanosecond early: nothing is due")
 
 	clk.Advance(1)
 	mustLoadFlow(t, g, kept)
-	require.Equal(t, 3, g.Resources(), "at 2R: all forgotten but kept, r7 and the overflow resource")
+	require.Equal(t, 3, g.reg.len(), "at 2R: all forgotten but kept, r7 and the overflow resource")
 	_, ok := g.Snapshot("r0")
 	require.False(t, ok)
 	s, ok := g.Snapshot("r7")
@@ -190,15 +191,15 @@ func TestIdleResourcesAreReclaimed(t *testing.T) {
 
 	clk.Advance(R - 1)
 	mustLoadFlow(t, g, kept)
-	require.Equal(t, 4, g.Resources(), "3R - 1 ns: nothing is due")
+	require.Equal(t, 4, g.reg.len(), "3R - 1 ns: nothing is due")
 	clk.Advance(1)
 	mustLoadFlow(t, g, kept)
-	require.Equal(t, 3, g.Resources(), "3R: r7 forgotten (its entry at 1.5R was seen at 2R); fresh-1 seen in use")
+	require.Equal(t, 3, g.reg.len(), "3R: r7 forgotten (its entry at 1.5R was seen at 2R); fresh-1 seen in use")
 	_, ok = g.Snapshot("r7")
 	require.False(t, ok)
 	clk.Advance(R)
 	mustLoadFlow(t, g, kept)
-	require.Equal(t, 2, g.Resources(), "4R: fresh-1 too")
+	require.Equal(t, 2, g.reg.len(), "4R: fresh-1 too")
 }
 
 // TestReclaimKeepsWhatIsInUse checks that a sweep never forgets a resource
@@ -209,14 +210,14 @@ func TestReclaimKeepsWhatIsInUse(t *testing.T) {
 	g, clk := newTestEngine(t, 0)
 	held, err := g.Entry("in-flight")
 	require.NoError(t, err)
-	require.NoError(t, g.LoadRuleSet(rules.Set{
+	require.NoError(t, g.LoadRules(rules.Set{
 		Flow:           []rules.Flow{{Resource: "follower", RefResource: "leader", Threshold: 1}, {Metric: rules.Concurrency, Resource: "isolated", Threshold: 1}},
 		CircuitBreaker: []rules.CircuitBreaker{{Resource: "broken", Strategy: rules.ErrorCount, Threshold: 1, RetryTimeout: time.Second}},
 	}))
 	require.True(t, try(g, "idle"))
 	for i := 0; i < 10; i++ {
 		clk.Advance(reclaimAfter)
-		require.NoError(t, g.LoadRuleSet(g.RuleSet()))
+		require.NoError(t, g.LoadRules(g.Rules()))
 	}
 	for _, name := range []string{"in-flight", "follower", "leader", "isolated", "broken"} {
 		_, ok := g.Snapshot(name)
@@ -229,9 +230,9 @@ func TestReclaimKeepsWhatIsInUse(t *testing.T) {
 	s, _ := g.Snapshot("in-flight")
 	require.Equal(t, uint64(1), s.TotalComplete, "the held Pass counted into its resource")
 	clk.Advance(reclaimAfter)
-	require.NoError(t, g.LoadRuleSet(g.RuleSet())) // first seen idle
+	require.NoError(t, g.LoadRules(g.Rules())) // first seen idle
 	clk.Advance(reclaimAfter)
-	require.NoError(t, g.LoadRuleSet(g.RuleSet()))
+	require.NoError(t, g.LoadRules(g.Rules()))
 	_, ok = g.Snapshot("in-flight")
 	require.False(t, ok, "forgotten once idle, like any other")
 }
@@ -242,7 +243,7 @@ func TestReclaimKeepsWhatIsInUse(t *testing.T) {
 // name that triggered it takes.
 func TestFullRegistryMakesRoom(t *testing.T) {
 	const R = reclaimAfter
-	g, clk := newTestEngine(t, 0, WithMaxResources(10))
+	g, clk := newTestEngine(t, 0, WithLimits(Limits{Resources: 10}))
 	for i := 0; i < 10; i++ {
 		require.True(t, try(g, fmt.Sprint("old-", i)))
 	}
@@ -256,7 +257,7 @@ func TestFullRegistryMakesRoom(t *testing.T) {
 	clk.Advance(sweepEvery - 2)
 	require.True(t, try(g, "new-4")) // still none
 	require.Equal(t, uint64(5), overflowTotal(g))
-	require.Equal(t, 11, g.Resources())
+	require.Equal(t, 11, g.reg.len())
 
 	clk.Advance(1)
 	require.True(t, try(g, "new-5")) // 2R - 1 ns + sweepEvery: sweeps; the ten go
@@ -264,14 +265,14 @@ func TestFullRegistryMakesRoom(t *testing.T) {
 	s, ok := g.Snapshot("new-5")
 	require.True(t, ok)
 	require.Equal(t, uint64(1), s.TotalPass)
-	require.Equal(t, 2, g.Resources(), "new-5 and the overflow resource")
+	require.Equal(t, 2, g.reg.len(), "new-5 and the overflow resource")
 }
 
 // TestOverflowEntriesTakeNoLockNorMemory checks that, once the registry is
 // full and has swept, an entry of a name it has no room for allocates
 // nothing and does not wait for the registry's lock.
 func TestOverflowEntriesTakeNoLockNorMemory(t *testing.T) {
-	g, _ := newTestEngine(t, 0, WithMaxResources(1))
+	g, _ := newTestEngine(t, 0, WithLimits(Limits{Resources: 1}))
 	require.True(t, try(g, "tracked"))
 	require.True(t, try(g, "first-overflow")) // sweeps, overflows
 	names := []string{"a", "b", "GET /items/12345", "GET /a/name/longer/than/thirty-one/bytes"}
@@ -336,9 +337,9 @@ func (eng *Engine) sweepNow(t *testing.T) {
 }
 
 // BenchmarkOverflowEntries is Entry+Exit of names beyond the resource
-// limit, which all count under OverflowResource.
+// limit, which all count under overflowResource.
 func BenchmarkOverflowEntries(b *testing.B) {
-	g := New(WithMaxResources(1))
+	g := New(WithLimits(Limits{Resources: 1}))
 	b.Cleanup(func() { _ = g.Close() })
 	names := make([]string, 1024)
 	for i := range names {
@@ -362,7 +363,7 @@ func BenchmarkOverflowEntries(b *testing.B) {
 // flight and the limit holds (the names rules need are tracked beyond it).
 func TestReclaimRacesEntriesAndLoads(t *testing.T) {
 	const max = 16
-	g, clk := newTestEngine(t, 0, WithMaxResources(max))
+	g, clk := newTestEngine(t, 0, WithLimits(Limits{Resources: max}))
 	stop := make(chan struct{})
 	var loads sync.WaitGroup
 	loads.Add(1)
@@ -375,7 +376,7 @@ func TestReclaimRacesEntriesAndLoads(t *testing.T) {
 			default:
 			}
 			clk.Advance(reclaimAfter / 3)
-			_, err := g.LoadFlowRules([]rules.Flow{{Resource: fmt.Sprint("ruled-", i%3), Threshold: 1e9}})
+			_, err := loadFlow(g, []rules.Flow{{Resource: fmt.Sprint("ruled-", i%3), Threshold: 1e9}})
 			assert.NoError(t, err)
 		}
 	}()

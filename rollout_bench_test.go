@@ -6,8 +6,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/internal/sluicetest"
+	"github.com/sluice-go/sluice/rules"
 )
 
 // rolloutSets are the rule sets the shadow and tiered benchmarks and
@@ -53,7 +53,7 @@ func rolloutEngine(tb testing.TB, set rules.Set, refuse bool) *Engine {
 	tb.Helper()
 	g := New(WithClock(sluicetest.NewManualClock(1)))
 	tb.Cleanup(func() { _ = g.Close() })
-	require.NoError(tb, g.LoadRuleSet(set))
+	require.NoError(tb, g.LoadRules(set))
 	if refuse {
 		p, err := g.Entry("r", WithStringArg(0, "k"))
 		require.NoError(tb, err)

@@ -2,6 +2,8 @@ package sluice
 
 import (
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -9,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice/rules"
+	"github.com/sluice-go/sluice/stat"
 )
 
 func fullRuleSet() rules.Set {
@@ -24,26 +27,26 @@ func fullRuleSet() rules.Set {
 	}
 }
 
-func TestLoadRuleSet(t *testing.T) {
+func TestLoadRules(t *testing.T) {
 	g, _ := newTestEngine(t, 0)
 	want := fullRuleSet()
-	require.NoError(t, g.LoadRuleSet(want))
-	assert.Equal(t, want, g.RuleSet())
-	assert.Equal(t, want.Flow, g.FlowRules())
-	assert.Equal(t, want.System, g.SystemRules())
-	assert.Equal(t, want.CircuitBreaker, g.CircuitBreakerRules())
-	assert.Equal(t, want.Param, g.ParamRules())
+	require.NoError(t, g.LoadRules(want))
+	assert.Equal(t, want, g.Rules())
+	assert.Equal(t, want.Flow, g.Rules().Flow)
+	assert.Equal(t, want.System, g.Rules().System)
+	assert.Equal(t, want.CircuitBreaker, g.Rules().CircuitBreaker)
+	assert.Equal(t, want.Param, g.Rules().Param)
 
 	assert.True(t, try(g, "db"), "concurrency rules are in force")
 
 	// A set without a kind removes that kind.
-	require.NoError(t, g.LoadRuleSet(rules.Set{Flow: want.Flow[:1]}))
-	assert.Equal(t, rules.Set{Flow: want.Flow[:1]}, g.RuleSet())
-	require.NoError(t, g.LoadRuleSet(rules.Set{}))
-	assert.Equal(t, rules.Set{}, g.RuleSet())
+	require.NoError(t, g.LoadRules(rules.Set{Flow: want.Flow[:1]}))
+	assert.Equal(t, rules.Set{Flow: want.Flow[:1]}, g.Rules())
+	require.NoError(t, g.LoadRules(rules.Set{}))
+	assert.Equal(t, rules.Set{}, g.Rules())
 }
 
-func TestLoadRuleSetRefusesWhole(t *testing.T) {
+func TestLoadRulesRefusesWhole(t *testing.T) {
 	tests := []struct {
 		name string
 		give rules.Set
@@ -90,9 +93,9 @@ func TestLoadRuleSetRefusesWhole(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			g, _ := newTestEngine(t, 0)
 			before := fullRuleSet()
-			require.NoError(t, g.LoadRuleSet(before))
+			require.NoError(t, g.LoadRules(before))
 
-			err := g.LoadRuleSet(tt.give)
+			err := g.LoadRules(tt.give)
 			require.Error(t, err)
 			if tt.want != "" {
 				assert.EqualError(t, err, tt.want)
@@ -102,8 +105,8 @@ func TestLoadRuleSetRefusesWhole(t *testing.T) {
 			assert.Equal(t, tt.wantKind, re.Kind)
 			assert.Equal(t, tt.wantIndex, re.Index)
 			assert.Equal(t, tt.wantField, re.Field)
-			assert.Equal(t, before, g.RuleSet(), "nothing changed")
-			assert.Equal(t, before.Flow, g.FlowRules())
+			assert.Equal(t, before, g.Rules(), "nothing changed")
+			assert.Equal(t, before.Flow, g.Rules().Flow)
 		})
 	}
 }
@@ -117,13 +120,13 @@ func (f failingKind) readInto(*Engine, *rules.Set)                {}
 func (f failingKind) claimsNodes() bool                           { return false }
 func (f failingKind) kindName() string                            { return "failing" }
 
-// TestLoadRuleSetIsAtomic makes the last kind fail after every other kind
+// TestLoadRulesIsAtomic makes the last kind fail after every other kind
 // compiled: nothing of the new set goes into force, and the counting state
 // of the rules in force is untouched.
-func TestLoadRuleSetIsAtomic(t *testing.T) {
+func TestLoadRulesIsAtomic(t *testing.T) {
 	g, _ := newTestEngine(t, 0)
 	before := fullRuleSet()
-	require.NoError(t, g.LoadRuleSet(before))
+	require.NoError(t, g.LoadRules(before))
 	for i := 0; i < 5; i++ {
 		require.True(t, try(g, "GET /orders"), "pass %d of 5", i)
 	}
@@ -137,11 +140,11 @@ func TestLoadRuleSetIsAtomic(t *testing.T) {
 	next.Flow[0].Threshold = 50 // counts the same way: would inherit the window
 	next.Flow[2].Threshold = 1
 	next.System = nil
-	err := g.LoadRuleSet(next)
+	err := g.LoadRules(next)
 	require.ErrorIs(t, err, refused)
-	assert.Equal(t, before, g.RuleSet())
+	assert.Equal(t, before, g.Rules())
 	assert.False(t, try(g, "GET /orders"), "the old threshold, with its window, is in force")
-	assert.Equal(t, before.System, g.SystemRules())
+	assert.Equal(t, before.System, g.Rules().System)
 	var held []*Pass
 	for i := 0; i < 4; i++ {
 		p, err := g.Entry("db")
@@ -158,36 +161,36 @@ func TestLoadRuleSetIsAtomic(t *testing.T) {
 func TestLoadersRefuseAfterClose(t *testing.T) {
 	g, _ := newTestEngine(t, 0)
 	before := fullRuleSet()
-	require.NoError(t, g.LoadRuleSet(before))
+	require.NoError(t, g.LoadRules(before))
 	require.NoError(t, g.Close())
 	tests := []struct {
 		name string
 		load func() error
 	}{
-		{"flow", func() error { _, err := g.LoadFlowRules(nil); return err }},
-		{"isolation", func() error { _, err := g.LoadFlowRules(nil); return err }},
-		{"system", func() error { _, err := g.LoadSystemRules(nil); return err }},
-		{"circuit breaker", func() error { _, err := g.LoadCircuitBreakerRules(nil); return err }},
-		{"param", func() error { _, err := g.LoadParamRules(nil); return err }},
-		{"rule set", func() error { return g.LoadRuleSet(rules.Set{}) }},
+		{"flow", func() error { _, err := loadFlow(g, nil); return err }},
+		{"isolation", func() error { _, err := loadFlow(g, nil); return err }},
+		{"system", func() error { _, err := loadSystem(g, nil); return err }},
+		{"circuit breaker", func() error { _, err := loadBreakers(g, nil); return err }},
+		{"param", func() error { _, err := loadParams(g, nil); return err }},
+		{"rule set", func() error { return g.LoadRules(rules.Set{}) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			require.ErrorIs(t, tt.load(), ErrClosed)
-			assert.Equal(t, before, g.RuleSet(), "nothing changed")
+			assert.Equal(t, before, g.Rules(), "nothing changed")
 		})
 	}
 }
 
-func TestPackageLevelRuleSet(t *testing.T) {
+func TestPackageLevelLoadRules(t *testing.T) {
 	g, _ := newTestEngine(t, 0)
 	old := SetDefault(g)
 	defer SetDefault(old)
 
 	set := rules.Set{Flow: []rules.Flow{{Resource: "x", Threshold: 2}}}
-	require.NoError(t, LoadRuleSet(set))
-	assert.Equal(t, set, RuleSet())
-	assert.Equal(t, set, g.RuleSet())
+	require.NoError(t, LoadRules(set))
+	assert.Equal(t, set, Default().Rules())
+	assert.Equal(t, set, g.Rules())
 }
 
 // TestLoadersRefuseDuplicates checks that every kind's loader refuses two
@@ -199,13 +202,13 @@ func TestLoadersRefuseDuplicates(t *testing.T) {
 	cb := rules.CircuitBreaker{Resource: "r", Strategy: rules.ErrorCount, Threshold: 5, RetryTimeout: time.Second}
 	par := rules.Param{Resource: "r", Threshold: 3, Duration: time.Second}
 	sys := rules.System{Metric: rules.InboundQPS, Threshold: 100}
-	_, err := g.LoadFlowRules([]rules.Flow{iso})
+	_, err := loadFlow(g, []rules.Flow{iso})
 	require.NoError(t, err)
-	_, err = g.LoadCircuitBreakerRules([]rules.CircuitBreaker{cb})
+	_, err = loadBreakers(g, []rules.CircuitBreaker{cb})
 	require.NoError(t, err)
-	_, err = g.LoadParamRules([]rules.Param{par})
+	_, err = loadParams(g, []rules.Param{par})
 	require.NoError(t, err)
-	_, err = g.LoadSystemRules([]rules.System{sys})
+	_, err = loadSystem(g, []rules.System{sys})
 	require.NoError(t, err)
 
 	tests := []struct {
@@ -214,19 +217,19 @@ func TestLoadersRefuseDuplicates(t *testing.T) {
 		kind string
 	}{
 		{"isolation", func() error {
-			_, err := g.LoadFlowRules([]rules.Flow{iso, {Metric: rules.Concurrency, Resource: "x", Threshold: 1}, {Metric: rules.Concurrency, Resource: "r", Threshold: 9}})
+			_, err := loadFlow(g, []rules.Flow{iso, {Metric: rules.Concurrency, Resource: "x", Threshold: 1}, {Metric: rules.Concurrency, Resource: "r", Threshold: 9}})
 			return err
 		}, "flow"},
 		{"circuit breaker", func() error {
-			_, err := g.LoadCircuitBreakerRules([]rules.CircuitBreaker{cb, {Resource: "x", Strategy: rules.ErrorCount, Threshold: 1, RetryTimeout: time.Second}, cb})
+			_, err := loadBreakers(g, []rules.CircuitBreaker{cb, {Resource: "x", Strategy: rules.ErrorCount, Threshold: 1, RetryTimeout: time.Second}, cb})
 			return err
 		}, "circuit breaker"},
 		{"param", func() error {
-			_, err := g.LoadParamRules([]rules.Param{par, {Resource: "x", Threshold: 1, Duration: time.Second}, {Resource: "r", Threshold: 7, Duration: time.Second}})
+			_, err := loadParams(g, []rules.Param{par, {Resource: "x", Threshold: 1, Duration: time.Second}, {Resource: "r", Threshold: 7, Duration: time.Second}})
 			return err
 		}, "param"},
 		{"system", func() error {
-			_, err := g.LoadSystemRules([]rules.System{sys, {Metric: rules.InboundConcurrency, Threshold: 4}, {Metric: rules.InboundQPS, Threshold: 50}})
+			_, err := loadSystem(g, []rules.System{sys, {Metric: rules.InboundConcurrency, Threshold: 4}, {Metric: rules.InboundQPS, Threshold: 50}})
 			return err
 		}, "system"},
 	}
@@ -240,8 +243,81 @@ func TestLoadersRefuseDuplicates(t *testing.T) {
 			require.ErrorContains(t, err, "duplicates rule 0")
 		})
 	}
-	require.Equal(t, []rules.Flow{iso}, g.FlowRules())
-	require.Equal(t, []rules.CircuitBreaker{cb}, g.CircuitBreakerRules())
-	require.Equal(t, []rules.Param{par}, g.ParamRules())
-	require.Equal(t, []rules.System{sys}, g.SystemRules())
+	require.Equal(t, []rules.Flow{iso}, g.Rules().Flow)
+	require.Equal(t, []rules.CircuitBreaker{cb}, g.Rules().CircuitBreaker)
+	require.Equal(t, []rules.Param{par}, g.Rules().Param)
+	require.Equal(t, []rules.System{sys}, g.Rules().System)
+}
+
+// TestUpdateRulesConcurrent: updaters of different kinds, and several of
+// one kind, run at once; each read-modify-write happens under the engine's
+// load lock, so none loses another's change (a Rules then LoadRules from
+// each goroutine would).
+func TestUpdateRulesConcurrent(t *testing.T) {
+	g, _ := newTestEngine(t, 0)
+	const writers, each = 4, 25
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				res := fmt.Sprintf("f%d-%d", w, i)
+				require.NoError(t, g.UpdateRules(func(s *rules.Set) {
+					s.Flow = append(s.Flow, rules.Flow{Resource: res, Threshold: 1})
+				}))
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				res := fmt.Sprintf("b%d-%d", w, i)
+				require.NoError(t, g.UpdateRules(func(s *rules.Set) {
+					s.CircuitBreaker = append(s.CircuitBreaker, rules.CircuitBreaker{Resource: res, Strategy: rules.ErrorCount, Threshold: 1, RetryTimeout: time.Second})
+				}))
+			}
+		}()
+	}
+	wg.Wait()
+	set := g.Rules()
+	assert.Len(t, set.Flow, writers*each)
+	assert.Len(t, set.CircuitBreaker, writers*each)
+	for _, r := range set.Flow {
+		assert.True(t, try(g, r.Resource))
+		assert.False(t, try(g, r.Resource), "%s: every flow rule in force", r.Resource)
+	}
+}
+
+// TestUpdateRules: f sees the rules in force and changes only what it sets;
+// an invalid result changes nothing and names the rule; events are per kind
+// changed; a closed engine refuses without calling f.
+func TestUpdateRules(t *testing.T) {
+	g, _ := newTestEngine(t, 0)
+	var evs []string
+	g.Subscribe(func(e stat.Event) { evs = append(evs, string(e.Kind)+" "+e.RuleKind) })
+	base := rules.Set{
+		Flow:   []rules.Flow{{Resource: "a", Threshold: 1}},
+		System: []rules.System{{Metric: rules.InboundQPS, Threshold: 100}},
+	}
+	require.NoError(t, g.LoadRules(base))
+	require.NoError(t, g.UpdateRules(func(s *rules.Set) {
+		assert.Equal(t, base, *s)
+		s.Param = []rules.Param{{Resource: "a", Threshold: 5, Duration: time.Second}}
+	}))
+	want := base
+	want.Param = []rules.Param{{Resource: "a", Threshold: 5, Duration: time.Second}}
+	assert.Equal(t, want, g.Rules())
+	require.NoError(t, g.UpdateRules(func(*rules.Set) {}), "no change, no event")
+
+	err := g.UpdateRules(func(s *rules.Set) { s.Flow[0].Threshold = -1 })
+	var re *rules.Error
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, "flow", re.Kind)
+	assert.Equal(t, want, g.Rules(), "the rules in force stay")
+	assert.Equal(t, []string{"rules-loaded flow", "rules-loaded system", "rules-loaded param", "rules-refused set"}, evs)
+
+	require.NoError(t, g.Close())
+	called := false
+	require.ErrorIs(t, g.UpdateRules(func(*rules.Set) { called = true }), ErrClosed)
+	assert.False(t, called)
 }

@@ -102,10 +102,10 @@ func runTimeline(t *testing.T, c *diffCase, shadow bool, arrivals []arrival) (re
 	opts := []Option{}
 	if c.cpu != nil {
 		src.cpu.Store(c.cpu(0))
-		opts = append(opts, WithSystemMetrics(src), WithSystemSampleInterval(time.Second))
+		opts = append(opts, WithSystemSampler(SystemSampler{Source: src, Interval: time.Second}))
 	}
 	g, clk := newTestEngine(t, int64(time.Hour), opts...)
-	require.NoError(t, g.LoadRuleSet(c.set(shadow)))
+	require.NoError(t, g.LoadRules(c.set(shadow)))
 	if c.cpu != nil {
 		waitSampler(t, clk)
 	}
@@ -115,7 +115,7 @@ func runTimeline(t *testing.T, c *diffCase, shadow bool, arrivals []arrival) (re
 		if x == nil {
 			return 0
 		}
-		for t := range stat.BlockTypes {
+		for t := range len(stat.Snapshot{}.BlockedBy) {
 			n += x.node.ShadowBlockedBy(core.BlockType(t))
 		}
 		return n
@@ -156,7 +156,7 @@ func runTimeline(t *testing.T, c *diffCase, shadow bool, arrivals []arrival) (re
 		before := shadowCount()
 		p, err := g.Entry(res, WithStringArg(0, a.key))
 		if err != nil {
-			var be *BlockError
+			var be *core.BlockError
 			require.True(t, errors.As(err, &be), "arrival %d: %v", i, err)
 			require.False(t, be.Shadow)
 			refused[i] = true
@@ -261,7 +261,7 @@ func TestConformanceShadowDifferential(t *testing.T) {
 func TestShadowRefusesNothingAndReports(t *testing.T) {
 	log := &captureHandler{}
 	g, clk := newTestEngine(t, int64(time.Hour), WithBlockLog(slog.New(log)), WithHistory(time.Minute))
-	require.NoError(t, g.LoadRuleSet(rules.Set{Flow: []rules.Flow{{ID: "try", Resource: "r", Threshold: 10, Shadow: true}}}))
+	require.NoError(t, g.LoadRules(rules.Set{Flow: []rules.Flow{{ID: "try", Resource: "r", Threshold: 10, Shadow: true}}}))
 	for i := 0; i < 50; i++ {
 		p, err := g.Entry("r")
 		require.NoError(t, err)
@@ -291,7 +291,7 @@ func TestShadowRefusesNothingAndReports(t *testing.T) {
 func TestShadowFlipKeepsState(t *testing.T) {
 	g, clk := newTestEngine(t, int64(time.Hour))
 	load := func(sh bool) {
-		require.NoError(t, g.LoadRuleSet(rules.Set{
+		require.NoError(t, g.LoadRules(rules.Set{
 			Flow:  []rules.Flow{{Resource: "q", Threshold: 5, Shadow: sh}, {Resource: "c", Metric: rules.Concurrency, Threshold: 2, Shadow: sh}},
 			Param: []rules.Param{{Resource: "p", Threshold: 3, Shadow: sh}},
 		}))
@@ -342,7 +342,7 @@ func TestShadowPacingNeverWaits(t *testing.T) {
 		t.Run(fmt.Sprint(f.Strategy), func(t *testing.T) {
 			g, _ := newTestEngine(t, int64(time.Hour))
 			f.Shadow = true
-			require.NoError(t, g.LoadRuleSet(rules.Set{Flow: []rules.Flow{f}}))
+			require.NoError(t, g.LoadRules(rules.Set{Flow: []rules.Flow{f}}))
 			for i := 0; i < 10; i++ {
 				require.True(t, try(g, "t"))
 			}
@@ -354,7 +354,7 @@ func TestShadowPacingNeverWaits(t *testing.T) {
 	}
 	t.Run("param", func(t *testing.T) {
 		g, _ := newTestEngine(t, int64(time.Hour))
-		require.NoError(t, g.LoadRuleSet(rules.Set{Param: []rules.Param{{Resource: "t", Threshold: 10, Behavior: rules.Throttle, MaxQueueing: 250 * time.Millisecond, Shadow: true}}}))
+		require.NoError(t, g.LoadRules(rules.Set{Param: []rules.Param{{Resource: "t", Threshold: 10, Behavior: rules.Throttle, MaxQueueing: 250 * time.Millisecond, Shadow: true}}}))
 		for i := 0; i < 10; i++ {
 			require.True(t, try(g, "t", WithStringArg(0, "v")))
 		}
@@ -368,7 +368,7 @@ func TestShadowPacingNeverWaits(t *testing.T) {
 // second without them.
 func TestShadowHistorySeconds(t *testing.T) {
 	g, clk := newTestEngine(t, 0, WithHistory(5*time.Minute))
-	require.NoError(t, g.LoadRuleSet(rules.Set{Flow: []rules.Flow{{Resource: "r", Threshold: 2, Shadow: true}}}))
+	require.NoError(t, g.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: "r", Threshold: 2, Shadow: true}}}))
 	g.History("r", 5*time.Minute) // the history is kept from the first read on
 	for sec := 0; sec < 90; sec++ {
 		clk.Set(int64(sec) * int64(time.Second))
@@ -393,7 +393,7 @@ func TestShadowHistorySeconds(t *testing.T) {
 func TestShadowBreakerFlipKeepsState(t *testing.T) {
 	g, clk := newTestEngine(t, int64(time.Hour))
 	cb := rules.CircuitBreaker{Resource: "db", Strategy: rules.ErrorCount, Threshold: 2, MinRequestAmount: 1, RetryTimeout: time.Second, Shadow: true}
-	require.NoError(t, g.LoadRuleSet(rules.Set{CircuitBreaker: []rules.CircuitBreaker{cb}}))
+	require.NoError(t, g.LoadRules(rules.Set{CircuitBreaker: []rules.CircuitBreaker{cb}}))
 	for i := 0; i < 2; i++ {
 		p, err := g.Entry("db")
 		require.NoError(t, err)
@@ -404,9 +404,9 @@ func TestShadowBreakerFlipKeepsState(t *testing.T) {
 	s, _ := g.Snapshot("db")
 	assert.Equal(t, uint64(1), s.ShadowBlockedBy[core.BlockDegrade])
 	cb.Shadow = false
-	require.NoError(t, g.LoadRuleSet(rules.Set{CircuitBreaker: []rules.CircuitBreaker{cb}}))
+	require.NoError(t, g.LoadRules(rules.Set{CircuitBreaker: []rules.CircuitBreaker{cb}}))
 	_, err := g.Entry("db")
-	var be *BlockError
+	var be *core.BlockError
 	require.True(t, errors.As(err, &be), "still open once enforced: %v", err)
 	assert.Equal(t, core.BlockDegrade, be.Type)
 	clk.Advance(time.Second)

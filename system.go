@@ -3,7 +3,6 @@ package sluice
 import (
 	"time"
 
-	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/stat"
 )
 
@@ -23,55 +22,42 @@ type SystemSource interface {
 	Memory() (uint64, error)
 }
 
-// WithSystemMetrics makes the engine's system rules read load1 and CPU usage
-// from src instead of the real process (a window.HostSource: gopsutil, with
-// CPU usage relative to the cgroup CPU quota when one applies). Tests pass a
-// fake source to drive system rules deterministically.
-func WithSystemMetrics(src SystemSource) Option {
-	return func(cf *config) { cf.sysSource = src }
+// SystemSampler configures the engine's sampler of load1, CPU usage and
+// memory (WithSystemSampler). Its zero value is the default.
+type SystemSampler struct {
+	// Source is what the sampler reads; nil means the real process
+	// (gopsutil, with CPU usage relative to the cgroup CPU quota when one
+	// applies). Tests pass a fake source to drive system rules
+	// deterministically.
+	Source SystemSource
+	// Interval is how often the sampler reads, on the engine's clock. Zero
+	// or less means one second.
+	Interval time.Duration
+	// OnError receives sampling errors instead of slog.Warn: the first error
+	// of each run of failures of a metric, from the sampler's goroutine;
+	// meanwhile the last good value stays in use for up to five intervals.
+	OnError func(error)
 }
 
-// WithSystemSampleInterval sets how often the engine samples load1 and CPU
-// usage, on the engine's clock. Zero or less means one second.
-func WithSystemSampleInterval(d time.Duration) Option {
-	return func(cf *config) { cf.sysInterval = d }
+// WithSystemSampler configures the sampler behind system rules on load1 and
+// CPU usage (see SystemSampler).
+func WithSystemSampler(s SystemSampler) Option {
+	return func(cf *config) { cf.sysSource, cf.sysInterval, cf.sysOnError = s.Source, s.Interval, s.OnError }
 }
 
-// WithSystemErrorHandler makes the engine report system metrics sampling
-// errors to f instead of slog.Warn. f receives the first error of each run of
-// failures of a metric, from the sampler's goroutine; meanwhile the last good
-// value stays in use for up to five sample intervals.
-func WithSystemErrorHandler(f func(error)) Option {
-	return func(cf *config) { cf.sysOnError = f }
-}
-
-// LoadSystemRules replaces every system rule of the engine with rs. System
-// rules protect the whole process and apply to inbound entries only. The
-// whole set is validated first: if any rule is invalid, nothing changes and
-// the error (an *rules.Error, reached with errors.As) names the rule's index
-// and field.
-//
+// System rules protect the whole process and apply to inbound entries only.
 // Loading a rule on load1 or CPU usage starts the engine's metrics sampler
-// (one goroutine, stopped by Close). It reports whether the rules in force
-// changed. Passing nil or an empty slice removes all system rules. On a
-// closed engine it returns ErrClosed and changes nothing.
-func (eng *Engine) LoadSystemRules(rs []rules.System) (bool, error) {
-	return load(eng, systemKind, rs)
+// (one goroutine, stopped by Close).
+
+// SystemMetrics returns what system rules judge: the last good load1, CPU
+// usage and memory readings of the engine's sampler, with their ages, and
+// the statistics of all inbound traffic at the engine clock's current
+// reading (Inbound). Sampled values are NaN (memory zero, age -1) until the
+// sampler, started by loading a load1 or CPU rule, has read them.
+func (eng *Engine) SystemMetrics() stat.System {
+	s := eng.system.Metrics()
+	now := eng.clock.Nanotime()
+	eng.noticeShedding(now)
+	s.Inbound = eng.inbound.Snapshot(now)
+	return s
 }
-
-// SystemRules returns a copy of the system rules in force (nil when there
-// are none).
-func (eng *Engine) SystemRules() []rules.System { return rulesIn(eng, systemKind) }
-
-// SystemMetrics returns the last good load1, CPU usage and memory readings
-// of the engine's sampler, with their ages. Values are NaN (memory zero, age
-// -1) until the sampler, started by loading a load1 or CPU rule, has read
-// them.
-func (eng *Engine) SystemMetrics() stat.System { return eng.system.Metrics() }
-
-// LoadSystemRules replaces the default engine's system rules (see
-// Engine.LoadSystemRules).
-func LoadSystemRules(rs []rules.System) (bool, error) { return defaultEngine().LoadSystemRules(rs) }
-
-// SystemRules returns the default engine's system rules.
-func SystemRules() []rules.System { return defaultEngine().SystemRules() }

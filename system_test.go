@@ -36,7 +36,7 @@ func (f *sysSource) Memory() (uint64, error)    { return 1 << 20, nil }
 func sysEngine(t *testing.T) (*Engine, *sluicetest.ManualClock, *sysSource) {
 	t.Helper()
 	src := &sysSource{}
-	g, clk := newTestEngine(t, int64(time.Hour), WithSystemMetrics(src), WithSystemSampleInterval(time.Second))
+	g, clk := newTestEngine(t, int64(time.Hour), WithSystemSampler(SystemSampler{Source: src, Interval: time.Second}))
 	return g, clk, src
 }
 
@@ -57,9 +57,9 @@ func waitSampler(t *testing.T, clk *sluicetest.ManualClock) {
 	require.NoError(t, clk.BlockUntil(ctx, 1))
 }
 
-func loadSystem(t *testing.T, g *Engine, clk *sluicetest.ManualClock, rs ...rules.System) {
+func loadSystemSampled(t *testing.T, g *Engine, clk *sluicetest.ManualClock, rs ...rules.System) {
 	t.Helper()
-	changed, err := g.LoadSystemRules(rs)
+	changed, err := loadSystem(g, rs)
 	require.NoError(t, err)
 	require.True(t, changed)
 	for _, r := range rs {
@@ -74,9 +74,9 @@ func loadSystem(t *testing.T, g *Engine, clk *sluicetest.ManualClock, rs ...rule
 // value.
 func systemBlock(t *testing.T, err error, rule rules.System, observed float64) {
 	t.Helper()
-	var be *BlockError
+	var be *core.BlockError
 	require.True(t, errors.As(err, &be), "Entry() error = %v, want a *BlockError", err)
-	assert.True(t, errors.Is(err, ErrBlocked))
+	assert.True(t, errors.Is(err, core.ErrBlocked))
 	assert.Equal(t, core.BlockSystem, be.Type)
 	assert.Equal(t, "GET /a", be.Resource)
 	assert.Equal(t, core.RuleRef{ID: rule.ID, Metric: string(rule.Metric)}, be.Rule)
@@ -169,7 +169,7 @@ func TestSystemRulesInboundOnly(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g, clk, src := sysEngine(t)
-			loadSystem(t, g, clk, tt.rule)
+			loadSystemSampled(t, g, clk, tt.rule)
 			require.True(t, try(g, "GET /a"), "below the trigger")
 			// Let the probe leave the window (and the sampler take its tick).
 			clk.Advance(time.Second)
@@ -181,11 +181,11 @@ func TestSystemRulesInboundOnly(t *testing.T) {
 
 			_, err := g.Entry("GET /a")
 			systemBlock(t, err, tt.rule, observed)
-			_, err = g.Entry("GET /a", WithTraffic(Inbound), WithBatch(1))
+			_, err = g.Entry("GET /a", WithTraffic(core.Inbound), WithBatch(1))
 			systemBlock(t, err, tt.rule, observed)
 			// Outbound traffic is never refused by system rules.
 			for i := 0; i < 5; i++ {
-				require.True(t, try(g, "GET /a", WithTraffic(Outbound)), "outbound entry %d", i)
+				require.True(t, try(g, "GET /a", WithTraffic(core.Outbound)), "outbound entry %d", i)
 			}
 			snap, ok := g.Snapshot("GET /a")
 			require.True(t, ok)
@@ -205,7 +205,7 @@ func TestSystemRulesInboundOnly(t *testing.T) {
 func TestSystemBBRThroughEngine(t *testing.T) {
 	g, clk, src := sysEngine(t)
 	rule := rules.System{Metric: rules.CPUUsage, Threshold: 0.8, Strategy: rules.BBR}
-	loadSystem(t, g, clk, rule) // samples CPU 0 now; next sample in 1 s
+	loadSystemSampled(t, g, clk, rule) // samples CPU 0 now; next sample in 1 s
 
 	// While CPU is cool, ten requests of 100 ms complete in one 100 ms
 	// bucket: 100/s at best, min RT 0.1 s, so capacity = 100 × 0.1 = 10 in
@@ -239,7 +239,7 @@ func TestSystemBBRThroughEngine(t *testing.T) {
 	}
 	assert.Equal(t, 11, admitted, "admitted while concurrency <= capacity (10)")
 	// Outbound still passes.
-	require.True(t, try(g, "GET /a", WithTraffic(Outbound)))
+	require.True(t, try(g, "GET /a", WithTraffic(core.Outbound)))
 
 	// CPU under the threshold: nothing is refused.
 	resample(t, clk, src, 0, 0.5)
@@ -253,22 +253,23 @@ func TestSystemBBRThroughEngine(t *testing.T) {
 	}
 }
 
-func TestLoadSystemRulesRefusesWholeKeepsOld(t *testing.T) {
+func TestSystemRulesRefusedWholeKeepOld(t *testing.T) {
 	g, clk, _ := sysEngine(t)
 	good := []rules.System{{Metric: rules.InboundConcurrency, Threshold: 1}}
-	loadSystem(t, g, clk, good...)
+	loadSystemSampled(t, g, clk, good...)
 
-	changed, err := g.LoadSystemRules([]rules.System{
+	changed, err := loadSystem(g, []rules.System{
 		{Metric: rules.Load1, Threshold: 4},
 		{Metric: rules.InboundQPS, Threshold: 10, Strategy: rules.BBR},
 	})
+
 	assert.False(t, changed)
 	var re *rules.Error
 	require.ErrorAs(t, err, &re)
 	assert.Equal(t, 1, re.Index)
 	assert.Equal(t, "Strategy", re.Field)
 	assert.EqualError(t, err, "rules: system rule 1: Strategy: bbr applies to the load1 and cpu-usage metrics only, not qps")
-	assert.Equal(t, good, g.SystemRules())
+	assert.Equal(t, good, g.Rules().System)
 	assert.Equal(t, 0, clk.Waiters(), "a refused set starts no sampler")
 
 	// The old rule is still enforced.
@@ -278,13 +279,13 @@ func TestLoadSystemRulesRefusesWholeKeepsOld(t *testing.T) {
 	systemBlock(t, err, good[0], 1)
 	p.Exit()
 
-	changed, err = g.LoadSystemRules(good)
+	changed, err = loadSystem(g, good)
 	require.NoError(t, err)
 	assert.False(t, changed)
-	changed, err = g.LoadSystemRules(nil)
+	changed, err = loadSystem(g, nil)
 	require.NoError(t, err)
 	assert.True(t, changed)
-	assert.Empty(t, g.SystemRules())
+	assert.Empty(t, g.Rules().System)
 }
 
 // TestCloseStopsSystemSampler: the engine owns the sampler goroutine.
@@ -293,9 +294,9 @@ func TestCloseStopsSystemSampler(t *testing.T) {
 	src := &sysSource{}
 	src.load.Store(1.25)
 	clk := sluicetest.NewManualClock(0)
-	g := New(WithClock(clk), WithSystemMetrics(src), WithSystemSampleInterval(100*time.Millisecond))
+	g := New(WithClock(clk), WithSystemSampler(SystemSampler{Source: src, Interval: 100 * time.Millisecond}))
 	assert.Equal(t, time.Duration(-1), g.SystemMetrics().Load1Age, "no sampling before a rule needs it")
-	_, err := g.LoadSystemRules([]rules.System{{Metric: rules.Load1, Threshold: 8, Strategy: rules.BBR}})
+	_, err := loadSystem(g, []rules.System{{Metric: rules.Load1, Threshold: 8, Strategy: rules.BBR}})
 	require.NoError(t, err)
 	waitSampler(t, clk)
 	clk.Advance(100 * time.Millisecond) // the second sample
@@ -313,21 +314,19 @@ func TestCloseStopsSystemSampler(t *testing.T) {
 // source and clock; Close stops its sampler.
 func TestSystemRulesPackageLevel(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	defer Close()
+	defer func() { _ = SetDefault(nil).Close() }()
 	rs := []rules.System{{ID: "cpu", Metric: rules.CPUUsage, Threshold: 1, Strategy: rules.BBR}}
-	changed, err := LoadSystemRules(rs)
-	require.NoError(t, err)
-	assert.True(t, changed)
-	assert.Equal(t, rs, SystemRules())
+	require.NoError(t, LoadRules(rules.Set{System: rs}))
+	assert.Equal(t, rs, Default().Rules().System)
 	// CPU usage never exceeds 1: a threshold of 1 never fires.
 	for i := 0; i < 10; i++ {
 		p, err := Entry("GET /a")
 		require.NoError(t, err)
 		p.Exit()
 	}
-	_, err = LoadSystemRules([]rules.System{{Metric: rules.CPUUsage, Threshold: 80}})
+	err := LoadRules(rules.Set{System: []rules.System{{Metric: rules.CPUUsage, Threshold: 80}}})
 	require.ErrorContains(t, err, "did you mean 0.8?")
-	assert.Equal(t, rs, SystemRules())
+	assert.Equal(t, rs, Default().Rules().System)
 }
 
 // BenchmarkEntryExitSystemRules is Entry+Exit of an inbound entry with one
@@ -336,15 +335,16 @@ func BenchmarkEntryExitSystemRules(b *testing.B) {
 	src := &sysSource{}
 	src.load.Store(1)
 	src.cpu.Store(0.5)
-	g := New(WithSystemMetrics(src))
+	g := New(WithSystemSampler(SystemSampler{Source: src}))
 	defer g.Close()
-	_, err := g.LoadSystemRules([]rules.System{
+	_, err := loadSystem(g, []rules.System{
 		{Metric: rules.InboundQPS, Threshold: 1e11},
 		{Metric: rules.InboundConcurrency, Threshold: 1e9},
 		{Metric: rules.InboundAvgRT, Threshold: 1e6},
 		{Metric: rules.Load1, Threshold: 1000},
 		{Metric: rules.CPUUsage, Threshold: 0.99, Strategy: rules.BBR},
 	})
+
 	require.NoError(b, err)
 	b.Run("serial", func(b *testing.B) {
 		b.ReportAllocs()

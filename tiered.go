@@ -45,4 +45,3 @@ func (eng *Engine) tierEvent(c flow.TierChange) {
 		From: strconv.Itoa(c.From), To: strconv.Itoa(c.To), Value: c.Value,
 	})
 }
-

@@ -32,7 +32,7 @@ func tierRun(t *testing.T, rule rules.Flow, ms int64, rt func(t int64) time.Dura
 		}
 	})
 	defer cancel()
-	require.NoError(t, g.LoadRuleSet(rules.Set{Flow: []rules.Flow{rule}}))
+	require.NoError(t, g.LoadRules(rules.Set{Flow: []rules.Flow{rule}}))
 	var exits exitHeap
 	perSec = make([]int, (ms+999)/1000)
 	for i := int64(0); i < ms; i++ {
@@ -163,7 +163,7 @@ func TestTieredNoFlapping(t *testing.T) {
 func TestTieredReloadKeepsTier(t *testing.T) {
 	g, clk := newTestEngine(t, int64(time.Hour))
 	rule := rules.Flow{Resource: "api", Threshold: 100, Tiers: []rules.Tier{{Above: 10, Threshold: 5}}}
-	require.NoError(t, g.LoadRuleSet(rules.Set{Flow: []rules.Flow{rule}}))
+	require.NoError(t, g.LoadRules(rules.Set{Flow: []rules.Flow{rule}}))
 	p, err := g.Entry("api")
 	require.NoError(t, err)
 	clk.Advance(50 * time.Millisecond)
@@ -177,7 +177,7 @@ func TestTieredReloadKeepsTier(t *testing.T) {
 	assert.False(t, try(g, "api"), "tier 1 admits 5 a second")
 	rule.Shadow = true
 	rule.Tiers = []rules.Tier{{Above: 10, Threshold: 6}}
-	require.NoError(t, g.LoadRuleSet(rules.Set{Flow: []rules.Flow{rule}}))
+	require.NoError(t, g.LoadRules(rules.Set{Flow: []rules.Flow{rule}}))
 	s, _ = g.Snapshot("api")
 	assert.Equal(t, 1, s.Tier)
 	assert.True(t, try(g, "api"))
@@ -201,7 +201,7 @@ func atoi(s string) int {
 // when they fall under its Below.
 func TestTieredErrorRatio(t *testing.T) {
 	g, clk := newTestEngine(t, int64(time.Hour))
-	require.NoError(t, g.LoadRuleSet(rules.Set{Flow: []rules.Flow{{Resource: "api", Threshold: 100,
+	require.NoError(t, g.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: "api", Threshold: 100,
 		TierMetric: rules.TierErrorRatio, Tiers: []rules.Tier{{Above: 0.5, Below: 0.2, Threshold: 3}}}}}))
 	call := func(fail bool) bool {
 		p, err := g.Entry("api")

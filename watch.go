@@ -325,7 +325,7 @@ func (eng *Engine) evaluateAt(now int64, list []*watchState) {
 			ws.push(second(ws.w.Resource, sec))
 			ws.next++
 			v := ws.value()
-			kind := stat.EventKind(0)
+			kind := stat.EventKind("")
 			switch {
 			case !ws.above && v >= ws.w.Threshold:
 				kind, ws.above = stat.EventWatchFired, true

@@ -36,7 +36,7 @@ func (r *watchEvents) on(ev stat.Event) {
 }
 
 func watchLine(ev stat.Event) string {
-	return ev.Kind.String() + " " + ev.Resource + " " + ftoa(ev.Value) + " @" + time.Duration(ev.At).String()
+	return string(ev.Kind) + " " + ev.Resource + " " + ftoa(ev.Value) + " @" + time.Duration(ev.At).String()
 }
 
 func ftoa(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
@@ -232,7 +232,7 @@ func TestWatchInvalid(t *testing.T) {
 		})
 	}
 	assert.Equal(t, 0, g.watches.len(), "nothing added")
-	assert.Equal(t, 0, g.Clock().(*sluicetest.ManualClock).Waiters(), "no evaluator started")
+	assert.Equal(t, 0, g.clock.(*sluicetest.ManualClock).Waiters(), "no evaluator started")
 
 	noHist, _ := newTestEngine(t, 0, WithHistory(0))
 	_, err := noHist.Watch(ok)
@@ -448,7 +448,7 @@ func TestWatchDefaultEngine(t *testing.T) {
 	old := SetDefault(New(WithClock(clk)))
 	defer func() { _ = SetDefault(old).Close() }()
 	var rec watchEvents
-	defer Subscribe(rec.on)()
+	defer Default().Subscribe(rec.on)()
 	cancel, err := Watch(stat.Watch{Resource: "d", Metric: stat.MetricPass, Window: time.Second, Threshold: 1})
 	require.NoError(t, err)
 	defer cancel()

@@ -22,20 +22,3 @@ type Timer interface {
 	// Stop prevents the timer from firing. It reports whether it stopped it.
 	Stop() bool
 }
-
-// SystemClock returns the process's real monotonic clock. Reading it costs
-// about half of time.Now: it reads only the monotonic clock.
-func SystemClock() Clock { return systemClock{} }
-
-var clockBase = time.Now()
-
-type systemClock struct{}
-
-func (systemClock) Nanotime() int64 { return int64(time.Since(clockBase)) }
-
-func (systemClock) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
-
-type realTimer struct{ t *time.Timer }
-
-func (r realTimer) C() <-chan time.Time { return r.t.C }
-func (r realTimer) Stop() bool          { return r.t.Stop() }

@@ -2,7 +2,6 @@ package core
 
 import (
 	"errors"
-	"fmt"
 	"strconv"
 	"time"
 )
@@ -108,11 +107,3 @@ func (e *BlockError) Error() string {
 
 // Is reports whether target is ErrBlocked.
 func (e *BlockError) Is(target error) bool { return target == ErrBlocked }
-
-// Format implements fmt.Formatter so that %+v also names the rule.
-func (e *BlockError) Format(s fmt.State, verb rune) {
-	_, _ = fmt.Fprint(s, e.Error())
-	if verb == 'v' && s.Flag('+') && e.Rule != (RuleRef{}) {
-		_, _ = fmt.Fprintf(s, " rule=%+v", e.Rule)
-	}
-}

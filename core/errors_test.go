@@ -154,9 +154,9 @@ func TestBlockErrorFormat(t *testing.T) {
 		give   error
 		want   string
 	}{
-		{name: "%+v prints the rule", format: "%+v", give: withRule, want: msg + " rule={ID:orders Metric:qps}"},
-		{name: "%v does not", format: "%v", give: withRule, want: msg},
-		{name: "%s does not", format: "%s", give: withRule, want: msg},
+		{name: "%+v prints the message: the rule is in BlockError.Rule", format: "%+v", give: withRule, want: msg},
+		{name: "%v", format: "%v", give: withRule, want: msg},
+		{name: "%s", format: "%s", give: withRule, want: msg},
 		{name: "%+v without a rule", format: "%+v", give: noRule, want: msg},
 		{name: "%+v through a wrap", format: "%+v", give: fmt.Errorf("w: %w", withRule), want: "w: " + msg},
 	}
@@ -188,26 +188,6 @@ func TestBlockTypeString(t *testing.T) {
 			assert.Equal(t, tt.want, fmt.Sprint(tt.give))
 		})
 	}
-}
-
-func TestTrafficTypeString(t *testing.T) {
-	tests := []struct {
-		give TrafficType
-		want string
-	}{
-		{give: Inbound, want: "inbound"},
-		{give: Outbound, want: "outbound"},
-		{give: 2, want: "TrafficType(2)"},
-		{give: 255, want: "TrafficType(255)"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.want, func(t *testing.T) {
-			assert.Equal(t, tt.want, tt.give.String())
-			assert.Equal(t, tt.want, fmt.Sprint(tt.give))
-		})
-	}
-	var zero TrafficType
-	assert.Equal(t, Inbound, zero, "the zero traffic type is Inbound")
 }
 
 // TestBlockErrorOverloaded: capacity refusals (concurrency limits, system

@@ -17,7 +17,7 @@ import (
 func ExampleBlockError() {
 	engine := sluice.New(sluice.WithClock(sluicetest.NewManualClock(0)))
 	defer engine.Close()
-	if err := engine.LoadRuleSet(rules.Set{Flow: []rules.Flow{{Resource: "search", Threshold: 1}}}); err != nil {
+	if err := engine.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: "search", Threshold: 1}}}); err != nil {
 		panic(err)
 	}
 	p, _ := engine.Entry("search")

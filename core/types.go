@@ -16,17 +16,6 @@ const (
 	Outbound
 )
 
-// String returns "inbound" or "outbound".
-func (t TrafficType) String() string {
-	switch t {
-	case Inbound:
-		return "inbound"
-	case Outbound:
-		return "outbound"
-	}
-	return fmt.Sprintf("TrafficType(%d)", uint8(t))
-}
-
 // BlockType names the kind of rule that refused an entry.
 type BlockType uint8
 

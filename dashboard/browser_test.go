@@ -24,6 +24,7 @@ import (
 	"github.com/sluice-go/sluice/cluster/redis/redistest"
 	"github.com/sluice-go/sluice/dashboard"
 	sluicefleet "github.com/sluice-go/sluice/fleet"
+	"github.com/sluice-go/sluice/internal/clock"
 	"github.com/sluice-go/sluice/stat"
 )
 
@@ -198,7 +199,7 @@ func startInstance(t *testing.T, ctx context.Context, wg *sync.WaitGroup, shared
 
 // threshold returns the threshold of the engine's flow rule on GET /api.
 func (in *instanceLoad) threshold() float64 {
-	for _, r := range in.eng.FlowRules() {
+	for _, r := range in.eng.Rules().Flow {
 		if r.Resource == "GET /api" {
 			return r.Threshold
 		}
@@ -219,7 +220,7 @@ func waitThreshold(t *testing.T, ins []*instanceLoad, want float64) {
 		}
 	}
 	for _, in := range ins {
-		from := in.eng.Clock().Nanotime() // the rule is in force from here
+		from := clock.System().Nanotime() // the rule is in force from here
 		var sec stat.Second
 		require.Eventually(t, func() bool {
 			for _, s := range in.eng.History("GET /api", 3*time.Second) {

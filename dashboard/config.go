@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/cluster"
+	"github.com/sluice-go/sluice/core"
 )
 
 // Role is what a user may do.
@@ -254,7 +255,7 @@ type Config struct {
 
 	// Clock measures session lifetimes and paces the login limits; nil
 	// means the system clock. (The Engine's frames follow its own clock.)
-	Clock sluice.Clock
+	Clock core.Clock
 	// Now is the wall clock, which places the charts' window (frames are
 	// stamped with Unix seconds) and dates what RulesDir records; nil
 	// means time.Now.

@@ -19,9 +19,9 @@ import (
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/cluster"
 	"github.com/sluice-go/sluice/cluster/filestore"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/dashboard/internal/memstore"
 	"github.com/sluice-go/sluice/fleet"
+	"github.com/sluice-go/sluice/internal/clock"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -126,7 +126,7 @@ func New(cfg Config) (*Dashboard, error) {
 		cfg.Window = 5 * time.Minute
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = core.SystemClock()
+		cfg.Clock = clock.System()
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -165,14 +165,14 @@ func New(cfg Config) (*Dashboard, error) {
 		}
 	}
 
-	d.limiter = sluice.New(sluice.WithClock(cfg.Clock), sluice.WithMaxResources(16))
+	d.limiter = sluice.New(sluice.WithClock(cfg.Clock), sluice.WithLimits(sluice.Limits{Resources: 16}))
 	d.backoff = newLoginBackoff(cfg.Clock, int(cfg.LoginsPerUser))
 	d.refused = newRefusedLogins(cfg.Clock, cfg.Now)
-	if _, err := d.limiter.LoadParamRules([]rules.Param{
+	if err := d.limiter.LoadRules(rules.Set{Param: []rules.Param{
 		{Resource: loginIPResource, Threshold: cfg.LoginsPerIP, Duration: time.Minute, Capacity: 100000},
 		{Resource: loginPairResource, Threshold: cfg.LoginsPerUser, Duration: time.Minute, Capacity: 100000},
 		{Resource: loginUserResource, Threshold: perNameFactor * cfg.LoginsPerUser, Duration: time.Minute, Capacity: 100000},
-	}); err != nil {
+	}}); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("dashboard: login limits: %w", err)
 	}

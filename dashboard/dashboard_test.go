@@ -39,9 +39,11 @@ func TestTrafficValuesEscaped(t *testing.T) {
 	clk := sluicetest.NewManualClock(0)
 	eng := sluice.New(sluice.WithClock(clk))
 	defer eng.Close()
-	_, err := eng.LoadFlowRules([]rules.Flow{{Resource: evil, Threshold: 3}})
+	err := eng.UpdateRules(func(s *rules.Set) { s.Flow = []rules.Flow{{Resource: evil, Threshold: 3}} })
 	require.NoError(t, err)
-	_, err = eng.LoadCircuitBreakerRules([]rules.CircuitBreaker{{Resource: evil, Strategy: rules.ErrorCount, Threshold: 100, RetryTimeout: time.Second}})
+	err = eng.UpdateRules(func(s *rules.Set) {
+		s.CircuitBreaker = []rules.CircuitBreaker{{Resource: evil, Strategy: rules.ErrorCount, Threshold: 100, RetryTimeout: time.Second}}
+	})
 	require.NoError(t, err)
 	d, err := dashboard.New(dashboard.Config{Engine: eng, App: "shop", RulesDir: t.TempDir(), Users: testUsers(t), Clock: clk})
 	require.NoError(t, err)
@@ -137,7 +139,7 @@ func TestLocalEngineFollowsSaves(t *testing.T) {
 	ed := signIn(t, srv, "ed")
 	code, _ := ed.post("/apps/shop/rules", url.Values{"base": {"1"}, "doc": {"flow:\n  - resource: r\n    threshold: 2\n"}})
 	require.Equal(t, http.StatusSeeOther, code)
-	require.Equal(t, []rules.Flow{{Resource: "r", Threshold: 2}}, eng.FlowRules())
+	require.Equal(t, []rules.Flow{{Resource: "r", Threshold: 2}}, eng.Rules().Flow)
 	admitted := 0
 	for i := 0; i < 5; i++ {
 		if p, err := eng.Entry("r"); err == nil {
@@ -184,7 +186,7 @@ func TestTwoEditorsSavingAtOnce(t *testing.T) {
 	t.Run("local", func(t *testing.T) {
 		eng := sluice.New()
 		defer eng.Close()
-		_, err := eng.LoadFlowRules([]rules.Flow{{Resource: "GET /api", Threshold: 100}})
+		err := eng.UpdateRules(func(s *rules.Set) { s.Flow = []rules.Flow{{Resource: "GET /api", Threshold: 100}} })
 		require.NoError(t, err)
 		dir := t.TempDir()
 		f := newFleet(t, func(c *dashboard.Config) { c.Rules, c.RulesDir, c.Engine, c.App = nil, dir, eng, "shop" })
@@ -193,7 +195,7 @@ func TestTwoEditorsSavingAtOnce(t *testing.T) {
 		cur := twoEditors(t, f.srv, rs)
 		set, err := rules.Decode(cur.Doc, rules.YAML)
 		require.NoError(t, err)
-		require.Equal(t, set.Flow, eng.FlowRules(), "the engine runs the version written")
+		require.Equal(t, set.Flow, eng.Rules().Flow, "the engine runs the version written")
 	})
 	t.Run("redis", func(t *testing.T) {
 		rdb := redistest.Start(t).Client(t)

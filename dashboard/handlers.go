@@ -16,6 +16,8 @@ import (
 
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/cluster"
+	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/linediff"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/stat"
 )
@@ -360,7 +362,7 @@ func health(now, lastSeen int64) string {
 
 // blockTypes names the block types, by index.
 var blockTypes = func() []string {
-	out := make([]string, stat.BlockTypes)
+	out := make([]string, len(stat.Snapshot{}.BlockedBy))
 	for i := range out {
 		out[i] = blockName(i)
 	}
@@ -509,7 +511,7 @@ func (d *Dashboard) liveState(ctx context.Context, app string, from int64, chose
 	// of the window.
 	type acc struct {
 		point
-		blocked [stat.BlockTypes]uint64
+		blocked [len(stat.Snapshot{}.BlockedBy)]uint64
 		rtSum   float64
 		rtN     uint64
 		seen    bool
@@ -618,7 +620,7 @@ func blockName(bt int) string {
 	if bt == 0 {
 		return "other"
 	}
-	return sluice.BlockType(bt).String()
+	return core.BlockType(bt).String()
 }
 
 func (d *Dashboard) appPage(w http.ResponseWriter, r *http.Request, c *call) {
@@ -870,7 +872,7 @@ func (d *Dashboard) confirm(w http.ResponseWriter, r *http.Request, c *call, bas
 		}
 		before = bv.Doc
 	}
-	cd := &confirmData{Base: base, Current: cur.Version, Target: r.URL.Path, Comment: comment, Diff: cluster.LineDiff(before, doc)}
+	cd := &confirmData{Base: base, Current: cur.Version, Target: r.URL.Path, Comment: comment, Diff: linediff.Lines(before, doc)}
 	switch {
 	case strings.HasSuffix(r.URL.Path, "/rules/delete"):
 		cd.What = "delete"
@@ -1024,7 +1026,7 @@ func (d *Dashboard) historyPage(w http.ResponseWriter, r *http.Request, c *call)
 			if pv, err := d.store.Version(ctx, c.app, n-1); err == nil {
 				before = pv.Doc
 			}
-			hd.Diff = cluster.LineDiff(before, sv.Doc)
+			hd.Diff = linediff.Lines(before, sv.Doc)
 			hd.Changes = d.versionDiff(ctx, c.app, n)
 			hd.Diffed = hd.Changes != nil
 		}
@@ -1168,5 +1170,5 @@ func (d *Dashboard) auditSave(ctx context.Context, app string, base int64, saved
 		}
 	}
 	return d.audit(ctx, cluster.AuditEntry{User: saved.Author, App: app, Action: action, Version: saved.Version,
-		Detail: cluster.LineDiff(before, saved.Doc)})
+		Detail: linediff.Lines(before, saved.Doc)})
 }

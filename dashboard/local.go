@@ -54,7 +54,7 @@ func (l *localStore) start(ctx context.Context) error {
 		return err
 	}
 	if cur.Version == 0 {
-		doc, err := rules.Encode(l.eng.RuleSet(), rules.YAML)
+		doc, err := rules.Encode(l.eng.Rules(), rules.YAML)
 		if err != nil {
 			return err
 		}
@@ -67,7 +67,7 @@ func (l *localStore) start(ctx context.Context) error {
 	}
 	set, err := rules.Decode(cur.Doc, rules.YAML)
 	if err == nil {
-		err = l.eng.LoadRuleSet(set)
+		err = l.eng.LoadRules(set)
 	}
 	if err != nil {
 		if errors.Is(err, sluice.ErrClosed) {
@@ -115,8 +115,8 @@ func (l *localStore) Save(ctx context.Context, app string, base int64, v cluster
 	if cur.Version != base {
 		return cluster.RuleVersion{}, cluster.ErrConflict
 	}
-	prev := l.eng.RuleSet()
-	if err := l.eng.LoadRuleSet(set); err != nil {
+	prev := l.eng.Rules()
+	if err := l.eng.LoadRules(set); err != nil {
 		if errors.Is(err, sluice.ErrClosed) {
 			return cluster.RuleVersion{}, err
 		}
@@ -133,7 +133,7 @@ func (l *localStore) Save(ctx context.Context, app string, base int64, v cluster
 			l.set(localState{Version: now.Version})
 			return now, nil
 		}
-		if rerr := l.eng.LoadRuleSet(prev); rerr != nil && !errors.Is(rerr, sluice.ErrClosed) {
+		if rerr := l.eng.LoadRules(prev); rerr != nil && !errors.Is(rerr, sluice.ErrClosed) {
 			err = errors.Join(err, fmt.Errorf("dashboard: the engine's previous rules: %w", rerr))
 		}
 		return cluster.RuleVersion{}, err

@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/cluster"
 	"github.com/sluice-go/sluice/cluster/filestore"
+	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/dashboard"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
@@ -50,9 +51,9 @@ func admitted(eng *sluice.Engine, res string, n int) int {
 }
 
 // localDash serves a dashboard of eng keeping its rules in dir.
-func localDash(t *testing.T, eng *sluice.Engine, dir string) (*dashboard.Dashboard, *httptest.Server) {
+func localDash(t *testing.T, eng *sluice.Engine, clk core.Clock, dir string) (*dashboard.Dashboard, *httptest.Server) {
 	t.Helper()
-	d, err := dashboard.New(dashboard.Config{Engine: eng, App: "shop", RulesDir: dir, Users: testUsers(t), Clock: eng.Clock()})
+	d, err := dashboard.New(dashboard.Config{Engine: eng, App: "shop", RulesDir: dir, Users: testUsers(t), Clock: clk})
 	require.NoError(t, err)
 	srv := httptest.NewServer(d)
 	t.Cleanup(func() {
@@ -70,9 +71,9 @@ func TestLocalRulesSurviveRestart(t *testing.T) {
 	dir := t.TempDir()
 	clk := sluicetest.NewManualClock(0)
 	eng := sluice.New(sluice.WithClock(clk))
-	_, err := eng.LoadFlowRules([]rules.Flow{{Resource: "r", Threshold: 10}})
+	err := eng.UpdateRules(func(s *rules.Set) { s.Flow = []rules.Flow{{Resource: "r", Threshold: 10}} })
 	require.NoError(t, err)
-	d, srv := localDash(t, eng, dir)
+	d, srv := localDash(t, eng, clk, dir)
 	ed := signIn(t, srv, "ed")
 	_, body := ed.get("/apps/shop/rules")
 	require.Contains(t, body, "threshold: 10", "version 1 is the engine's rules")
@@ -86,10 +87,10 @@ func TestLocalRulesSurviveRestart(t *testing.T) {
 	clk = sluicetest.NewManualClock(0)
 	eng = sluice.New(sluice.WithClock(clk))
 	defer eng.Close()
-	_, err = eng.LoadFlowRules([]rules.Flow{{Resource: "r", Threshold: 10}})
+	err = eng.UpdateRules(func(s *rules.Set) { s.Flow = []rules.Flow{{Resource: "r", Threshold: 10}} })
 	require.NoError(t, err)
-	_, srv = localDash(t, eng, dir)
-	require.Equal(t, []rules.Flow{{Resource: "r", Threshold: 2}}, eng.FlowRules(), "the version saved before the restart")
+	_, srv = localDash(t, eng, clk, dir)
+	require.Equal(t, []rules.Flow{{Resource: "r", Threshold: 2}}, eng.Rules().Flow, "the version saved before the restart")
 	require.Equal(t, 2, admitted(eng, "r", 5))
 	rs, err := filestore.Open(dir)
 	require.NoError(t, err)
@@ -109,11 +110,12 @@ func TestLocalRulesSurviveRestart(t *testing.T) {
 // says why, and the engine keeps its rules.
 func TestLocalEngineRefusesSave(t *testing.T) {
 	dir := t.TempDir()
-	eng := sluice.New(sluice.WithClock(sluicetest.NewManualClock(0)))
+	clk := sluicetest.NewManualClock(0)
+	eng := sluice.New(sluice.WithClock(clk))
 	defer eng.Close()
-	_, err := eng.LoadFlowRules([]rules.Flow{{Resource: "r", Threshold: 3}})
+	err := eng.UpdateRules(func(s *rules.Set) { s.Flow = []rules.Flow{{Resource: "r", Threshold: 3}} })
 	require.NoError(t, err)
-	_, srv := localDash(t, eng, dir)
+	_, srv := localDash(t, eng, clk, dir)
 	ed := signIn(t, srv, "ed")
 	code, body := ed.post("/apps/shop/rules", url.Values{"base": {"1"}, "doc": {"flow:\n  - resource: r\n    threshold: 9\n    cluster: {}\n"}})
 	require.Equal(t, http.StatusUnprocessableEntity, code)
@@ -122,7 +124,7 @@ func TestLocalEngineRefusesSave(t *testing.T) {
 	rs, err := filestore.Open(dir)
 	require.NoError(t, err)
 	require.Equal(t, int64(1), version(t, rs, "shop"), "a refused document is not written")
-	require.Equal(t, []rules.Flow{{Resource: "r", Threshold: 3}}, eng.FlowRules())
+	require.Equal(t, []rules.Flow{{Resource: "r", Threshold: 3}}, eng.Rules().Flow)
 	require.Equal(t, 3, admitted(eng, "r", 5))
 }
 
@@ -130,11 +132,12 @@ func TestLocalEngineRefusesSave(t *testing.T) {
 // version the engine loaded, the engine goes back to the rules it ran.
 func TestLocalStoreFailsAfterLoad(t *testing.T) {
 	dir := t.TempDir()
-	eng := sluice.New(sluice.WithClock(sluicetest.NewManualClock(0)))
+	clk := sluicetest.NewManualClock(0)
+	eng := sluice.New(sluice.WithClock(clk))
 	defer eng.Close()
-	_, err := eng.LoadFlowRules([]rules.Flow{{Resource: "r", Threshold: 3}})
+	err := eng.UpdateRules(func(s *rules.Set) { s.Flow = []rules.Flow{{Resource: "r", Threshold: 3}} })
 	require.NoError(t, err)
-	_, srv := localDash(t, eng, dir)
+	_, srv := localDash(t, eng, clk, dir)
 	// A broken directory: the versions' folder is a file.
 	versions := filepath.Join(dir, "shop", "versions")
 	require.NoError(t, os.RemoveAll(versions))
@@ -143,7 +146,7 @@ func TestLocalStoreFailsAfterLoad(t *testing.T) {
 	code, body := ed.post("/apps/shop/rules", url.Values{"base": {"1"}, "doc": {"flow:\n  - resource: r\n    threshold: 9\n"}})
 	require.Equal(t, http.StatusBadGateway, code)
 	require.Contains(t, body, "the rule store: filestore: ")
-	require.Equal(t, []rules.Flow{{Resource: "r", Threshold: 3}}, eng.FlowRules(), "the engine runs the rules in force again")
+	require.Equal(t, []rules.Flow{{Resource: "r", Threshold: 3}}, eng.Rules().Flow, "the engine runs the rules in force again")
 	require.Equal(t, 3, admitted(eng, "r", 5))
 }
 
@@ -157,12 +160,13 @@ func TestLocalRefusedAtStart(t *testing.T) {
 	_, err = rs.Save(context.Background(), "shop", 0, cluster.RuleVersion{Author: "ops",
 		Doc: []byte("flow:\n  - resource: r\n    threshold: 9\n    cluster: {}\n")})
 	require.NoError(t, err)
-	eng := sluice.New(sluice.WithClock(sluicetest.NewManualClock(0)))
+	clk := sluicetest.NewManualClock(0)
+	eng := sluice.New(sluice.WithClock(clk))
 	defer eng.Close()
-	_, err = eng.LoadFlowRules([]rules.Flow{{Resource: "r", Threshold: 3}})
+	err = eng.UpdateRules(func(s *rules.Set) { s.Flow = []rules.Flow{{Resource: "r", Threshold: 3}} })
 	require.NoError(t, err)
-	_, srv := localDash(t, eng, dir)
-	require.Equal(t, []rules.Flow{{Resource: "r", Threshold: 3}}, eng.FlowRules(), "kept")
+	_, srv := localDash(t, eng, clk, dir)
+	require.Equal(t, []rules.Flow{{Resource: "r", Threshold: 3}}, eng.Rules().Flow, "kept")
 	ada := signIn(t, srv, "ada")
 	_, body := ada.get("/apps/shop")
 	require.Contains(t, body, "refused version 1: ")

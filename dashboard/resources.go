@@ -139,7 +139,7 @@ func indexRules(cur cluster.RuleVersion) *ruleIndex {
 // stays. The types divide block in their proportions (largest
 // remainders); with one type, it has them all. Refusals without a type
 // count as "other" (index 0).
-func apportion(block uint64, by [stat.BlockTypes]uint64) [stat.BlockTypes]uint64 {
+func apportion(block uint64, by [len(stat.Snapshot{}.BlockedBy)]uint64) [len(stat.Snapshot{}.BlockedBy)]uint64 {
 	var sum uint64
 	for _, n := range by {
 		sum += n
@@ -147,7 +147,7 @@ func apportion(block uint64, by [stat.BlockTypes]uint64) [stat.BlockTypes]uint64
 	if sum == block {
 		return by
 	}
-	var out [stat.BlockTypes]uint64
+	var out [len(stat.Snapshot{}.BlockedBy)]uint64
 	if block == 0 {
 		return out
 	}
@@ -156,7 +156,7 @@ func apportion(block uint64, by [stat.BlockTypes]uint64) [stat.BlockTypes]uint64
 		return out
 	}
 	var given uint64
-	var rem [stat.BlockTypes]float64
+	var rem [len(stat.Snapshot{}.BlockedBy)]float64
 	for i, n := range by {
 		exact := float64(block) * float64(n) / float64(sum)
 		out[i] = uint64(exact)
@@ -180,7 +180,7 @@ func apportion(block uint64, by [stat.BlockTypes]uint64) [stat.BlockTypes]uint64
 // figures adds up a resource's seconds.
 type figures struct {
 	pass, block uint64
-	blocked     [stat.BlockTypes]uint64
+	blocked     [len(stat.Snapshot{}.BlockedBy)]uint64
 	rtSum       float64
 	rtN         uint64
 	inflight    int64

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/core"
 )
 
 // crossOrigin returns why a request that changes something (the login
@@ -103,7 +103,7 @@ func (d *Dashboard) sessionEnded(w http.ResponseWriter, r *http.Request, c *call
 // name's owner among them, are not slowed by it. It is bounded (maxPairs)
 // and safe for concurrent use.
 type loginBackoff struct {
-	clock sluice.Clock
+	clock core.Clock
 	free  int
 
 	mu    sync.Mutex
@@ -121,7 +121,7 @@ const (
 	maxPairs     = 100000
 )
 
-func newLoginBackoff(clock sluice.Clock, free int) *loginBackoff {
+func newLoginBackoff(clock core.Clock, free int) *loginBackoff {
 	return &loginBackoff{clock: clock, free: free, pairs: map[string]*backoffPair{}}
 }
 
@@ -198,7 +198,7 @@ func (b *loginBackoff) succeeded(key string) {
 // attempts; at most maxRefusedRows rows, the oldest dropped first. It is
 // in memory, and safe for concurrent use.
 type refusedLogins struct {
-	clock sluice.Clock
+	clock core.Clock
 	now   func() time.Time
 
 	mu      sync.Mutex
@@ -225,7 +225,7 @@ const (
 	maxRefusedRows  = 1000
 )
 
-func newRefusedLogins(clock sluice.Clock, now func() time.Time) *refusedLogins {
+func newRefusedLogins(clock core.Clock, now func() time.Time) *refusedLogins {
 	return &refusedLogins{clock: clock, now: now, rows: map[refusedKey]*refusedRow{}}
 }
 

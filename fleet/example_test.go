@@ -39,6 +39,6 @@ func Example() {
 
 	st := member.Status()
 	fmt.Printf("%s runs version %d of %s: %s at %v/s\n", st.Instance, st.Version, st.App,
-		engine.RuleSet().Flow[0].Resource, engine.RuleSet().Flow[0].Threshold)
+		engine.Rules().Flow[0].Resource, engine.Rules().Flow[0].Threshold)
 	// Output: shop-1 runs version 1 of shop: GET /api at 100/s
 }

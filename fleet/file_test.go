@@ -114,15 +114,15 @@ func flowYAML(thresholds ...float64) string {
 func TestRuleFileAppliesEdits(t *testing.T) {
 	r := newFileRig(t, "rules.yaml", flowYAML(10))
 	r.join(pollEvery)
-	assert.Equal(t, flowSet(10), r.eng.RuleSet(), "Join loads the file at once")
+	assert.Equal(t, flowSet(10), r.eng.Rules(), "Join loads the file at once")
 	assert.Equal(t, int64(1), r.m.Status().Version)
 
 	r.write(flowYAML(20)) // same size, written within the same clock tick
 	r.clock.Advance(pollEvery - 1)
-	assert.Equal(t, flowSet(10), r.eng.RuleSet(), "nothing is read before the interval has passed")
+	assert.Equal(t, flowSet(10), r.eng.Rules(), "nothing is read before the interval has passed")
 	r.clock.Advance(1)
 	r.parked()
-	assert.Equal(t, flowSet(20), r.eng.RuleSet(), "the edit is loaded at the next check")
+	assert.Equal(t, flowSet(20), r.eng.Rules(), "the edit is loaded at the next check")
 	assert.Equal(t, int64(2), r.m.Status().Version)
 
 	r.tick()
@@ -132,7 +132,7 @@ func TestRuleFileAppliesEdits(t *testing.T) {
 
 	r.write(flowYAML(20, 30))
 	r.tick()
-	assert.Equal(t, flowSet(20, 30), r.eng.RuleSet())
+	assert.Equal(t, flowSet(20, 30), r.eng.Rules())
 	st := r.m.Status()
 	assert.Equal(t, int64(3), st.Version)
 	assert.Zero(t, st.Failures)
@@ -187,7 +187,7 @@ func TestRuleFileKeepsRulesOnBadFiles(t *testing.T) {
 			r.write(tt.give)
 			r.tick()
 			st := r.m.Status()
-			assert.Equal(t, flowSet(10), r.eng.RuleSet(), "nothing is loaded")
+			assert.Equal(t, flowSet(10), r.eng.Rules(), "nothing is loaded")
 			assert.Equal(t, int64(1), st.Version)
 			assert.Equal(t, int64(2), st.Refused)
 			require.Error(t, st.RefusedErr)
@@ -212,7 +212,7 @@ func TestRuleFileKeepsRulesOnBadFiles(t *testing.T) {
 			r.write(flowYAML(11))
 			r.tick()
 			st = r.m.Status()
-			assert.Equal(t, flowSet(11), r.eng.RuleSet(), "a fixed file is loaded")
+			assert.Equal(t, flowSet(11), r.eng.Rules(), "a fixed file is loaded")
 			assert.Equal(t, int64(3), st.Version)
 			assert.Zero(t, st.Refused)
 			assert.NoError(t, st.RefusedErr)
@@ -225,7 +225,7 @@ func TestRuleFileKeepsRulesOnBadFiles(t *testing.T) {
 func TestRuleFileIsolationAsConcurrency(t *testing.T) {
 	r := newFileRig(t, "rules.json", `{"flow": [{"resource": "api", "threshold": 3}], "isolation": [{"resource": "db", "threshold": 2}]}`)
 	r.join(pollEvery)
-	assert.Equal(t, []rules.Flow{{Resource: "api", Threshold: 3}, {Metric: rules.Concurrency, Resource: "db", Threshold: 2}}, r.eng.RuleSet().Flow)
+	assert.Equal(t, []rules.Flow{{Resource: "api", Threshold: 3}, {Metric: rules.Concurrency, Resource: "db", Threshold: 2}}, r.eng.Rules().Flow)
 }
 
 func TestRuleFileMissingFile(t *testing.T) {
@@ -235,7 +235,7 @@ func TestRuleFileMissingFile(t *testing.T) {
 	require.NoError(t, os.Remove(r.path))
 	r.tick()
 	r.tick()
-	assert.Equal(t, flowSet(10), r.eng.RuleSet(), "the rules in force stay")
+	assert.Equal(t, flowSet(10), r.eng.Rules(), "the rules in force stay")
 	n, err := r.told()
 	require.Equal(t, 1, n, "a missing file is told once")
 	require.ErrorIs(t, err, fs.ErrNotExist)
@@ -254,7 +254,7 @@ func TestRuleFileMissingFile(t *testing.T) {
 	r.tick()
 	r.write(flowYAML(12))
 	r.tick()
-	assert.Equal(t, flowSet(12), r.eng.RuleSet(), "a new file is loaded")
+	assert.Equal(t, flowSet(12), r.eng.Rules(), "a new file is loaded")
 	n, _ = r.told()
 	assert.Equal(t, 2, n, "the second disappearance is told again")
 }
@@ -271,13 +271,13 @@ func TestRuleFileTrustsOldStamps(t *testing.T) {
 	r.write(flowYAML(20))
 	require.NoError(t, os.Chtimes(r.path, old, old))
 	r.tick()
-	assert.Equal(t, flowSet(10), r.eng.RuleSet())
+	assert.Equal(t, flowSet(10), r.eng.Rules())
 
 	// ...until the time moves, as any real write does.
 	newer := old.Add(time.Second)
 	require.NoError(t, os.Chtimes(r.path, newer, newer))
 	r.tick()
-	assert.Equal(t, flowSet(20), r.eng.RuleSet())
+	assert.Equal(t, flowSet(20), r.eng.Rules())
 }
 
 func TestRuleFileAtomicReplace(t *testing.T) {
@@ -287,7 +287,7 @@ func TestRuleFileAtomicReplace(t *testing.T) {
 	require.NoError(t, os.WriteFile(tmp, []byte(flowYAML(30)), 0o600))
 	require.NoError(t, os.Rename(tmp, r.path))
 	r.tick()
-	assert.Equal(t, flowSet(30), r.eng.RuleSet())
+	assert.Equal(t, flowSet(30), r.eng.Rules())
 }
 
 // TestRuleFileDefaultInterval: a rule file is looked at every second
@@ -297,10 +297,10 @@ func TestRuleFileDefaultInterval(t *testing.T) {
 	r.join(0)
 	r.write(flowYAML(20))
 	r.clock.Advance(time.Second - 1)
-	assert.Equal(t, flowSet(10), r.eng.RuleSet())
+	assert.Equal(t, flowSet(10), r.eng.Rules())
 	r.clock.Advance(1)
 	r.parked()
-	assert.Equal(t, flowSet(20), r.eng.RuleSet(), "checked after one second")
+	assert.Equal(t, flowSet(20), r.eng.Rules(), "checked after one second")
 }
 
 // TestRuleFileTooLarge: a file over the decoder's default limit is read
@@ -313,22 +313,22 @@ func TestRuleFileTooLarge(t *testing.T) {
 	st := r.m.Status()
 	require.Error(t, st.RefusedErr)
 	assert.Contains(t, st.RefusedErr.Error(), "more than the limit of 4194304 bytes")
-	assert.Equal(t, flowSet(10), r.eng.RuleSet())
+	assert.Equal(t, flowSet(10), r.eng.Rules())
 }
 
 func TestRuleFileLifecycle(t *testing.T) {
 	t.Run("a bad first file leaves the rules in force and is retried when fixed", func(t *testing.T) {
 		r := newFileRig(t, "rules.json", `{"flow": [{"resource": "a", "threshold": "x"}]}`)
 		before := rules.Set{Flow: []rules.Flow{{Resource: "keep", Threshold: 1}}}
-		require.NoError(t, r.eng.LoadRuleSet(before))
+		require.NoError(t, r.eng.LoadRules(before))
 		r.join(pollEvery)
 		st := r.m.Status()
 		require.EqualError(t, st.RefusedErr, r.path+`: rules: flow rule 0 (resource "a"): Threshold: want a number, got string "x" at line 1`)
 		assert.Equal(t, int64(0), st.Version, "a program that must start with its file's rules checks Version")
-		assert.Equal(t, before, r.eng.RuleSet())
+		assert.Equal(t, before, r.eng.Rules())
 		r.write(`{"flow": [{"resource": "a", "threshold": 2}]}`)
 		r.tick()
-		assert.Equal(t, rules.Set{Flow: []rules.Flow{{Resource: "a", Threshold: 2}}}, r.eng.RuleSet())
+		assert.Equal(t, rules.Set{Flow: []rules.Flow{{Resource: "a", Threshold: 2}}}, r.eng.Rules())
 	})
 	t.Run("a missing first file", func(t *testing.T) {
 		r := newFileRig(t, "missing.yaml", "")

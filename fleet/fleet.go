@@ -9,7 +9,7 @@
 //
 // Everything runs on goroutines of the Member, which Close stops; the
 // request path never waits for them. Joining uses the engine's public
-// methods (LoadRuleSet, InstanceID, Clock, SystemMetrics, ClusterStatus,
+// methods (LoadRules, InstanceID, Clock, SystemMetrics, ClusterStatus,
 // CircuitBreakerStates) and, for what they do not give cheaply, two reads
 // and one write the engine keeps unexported: its busiest resources of the
 // last second and its shedding flag (for frames), and the rule version
@@ -95,7 +95,7 @@ type Status struct {
 	// Version is the rule version in force, 0 before the first (and
 	// without Rules). Refused is the last version refused, 0 when the
 	// version in force is newer, and RefusedErr why it was refused (the
-	// decoder's or LoadRuleSet's error, naming the rule and field).
+	// decoder's or LoadRules's error, naming the rule and field).
 	Version, Refused int64
 	RefusedErr       error
 	// Checks counts the reads of the rule store, Failures its calls that
@@ -125,7 +125,7 @@ type Member struct {
 //
 // With cfg.Rules, the engine follows App's rules in the store: Join loads
 // the version in force (waiting at most cfg.Timeout), then the Member
-// loads every new version with eng.LoadRuleSet, all or nothing, as soon as
+// loads every new version with eng.LoadRules, all or nothing, as soon as
 // the store's Watch announces it and at the latest at the next read, every
 // CheckInterval. A version the engine refuses (invalid for it: a cluster
 // rule without WithCluster, say) leaves the rules in force as they were.

@@ -185,7 +185,7 @@ func (f *follower) check() bool {
 func (f *follower) load(v cluster.RuleVersion) bool {
 	set, err := rules.Decode(v.Doc, f.format)
 	if err == nil {
-		err = f.m.eng.LoadRuleSet(set)
+		err = f.m.eng.LoadRules(set)
 	}
 	if errors.Is(err, sluice.ErrClosed) {
 		return false

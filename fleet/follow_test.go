@@ -70,14 +70,14 @@ func TestFollowRuleStore(t *testing.T) {
 	}
 	defer m.Close()
 	st := m.Status()
-	if st.Version != 1 || st.App != "shop" || st.Instance != "i1" || len(eng.RuleSet().Flow) != 1 || eng.RuleSet().Flow[0].Threshold != 10 {
-		t.Fatalf("after Join: %+v, rules %+v", st, eng.RuleSet())
+	if st.Version != 1 || st.App != "shop" || st.Instance != "i1" || len(eng.Rules().Flow) != 1 || eng.Rules().Flow[0].Threshold != 10 {
+		t.Fatalf("after Join: %+v, rules %+v", st, eng.Rules())
 	}
 	blockUntil(t, clk, 2) // the store's poll and the follower's check
 	save(1, "flow:\n  - resource: api\n    threshold: 20\n")
 	clk.Advance(time.Second) // the poll sees version 2: the follower loads it
 	waitFor(t, "version 2", func() bool { return m.Status().Version == 2 })
-	if th := eng.RuleSet().Flow[0].Threshold; th != 20 {
+	if th := eng.Rules().Flow[0].Threshold; th != 20 {
 		t.Fatalf("threshold %v, want 20", th)
 	}
 	blockUntil(t, clk, 2)
@@ -85,8 +85,8 @@ func TestFollowRuleStore(t *testing.T) {
 	clk.Advance(time.Second)
 	waitFor(t, "version 3 refused", func() bool { return m.Status().Refused == 3 })
 	st = m.Status()
-	if st.Version != 2 || !strings.Contains(st.RefusedErr.Error(), "WithCluster") || eng.RuleSet().Flow[0].Threshold != 20 {
-		t.Fatalf("after the refusal: %+v, rules %+v", st, eng.RuleSet())
+	if st.Version != 2 || !strings.Contains(st.RefusedErr.Error(), "WithCluster") || eng.Rules().Flow[0].Threshold != 20 {
+		t.Fatalf("after the refusal: %+v, rules %+v", st, eng.Rules())
 	}
 	waitFor(t, "the refusal reported", func() bool {
 		reps, _ := fs.Reports(ctx, "shop")
@@ -185,7 +185,7 @@ func TestFollowHangingStore(t *testing.T) {
 	}
 	eng := sluice.New()
 	defer eng.Close()
-	if err := eng.LoadRuleSet(rules.Set{Flow: []rules.Flow{{Resource: "api", Threshold: 1}}}); err != nil {
+	if err := eng.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: "api", Threshold: 1}}}); err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
@@ -201,8 +201,8 @@ func TestFollowHangingStore(t *testing.T) {
 	if st.Version != 0 || st.Failures != 1 || !errors.Is(st.Err, context.DeadlineExceeded) {
 		t.Fatalf("status %+v, want one failure, deadline exceeded", st)
 	}
-	if len(eng.RuleSet().Flow) != 1 {
-		t.Fatalf("rules %+v, want those loaded before", eng.RuleSet())
+	if len(eng.Rules().Flow) != 1 {
+		t.Fatalf("rules %+v, want those loaded before", eng.Rules())
 	}
 	if err := m.Close(); err != nil {
 		t.Fatal(err)

@@ -21,7 +21,7 @@ func TestFrameBlockedBySameSecond(t *testing.T) {
 	clk := sluicetest.NewManualClock(0)
 	eng := sluice.New(sluice.WithClock(clk))
 	defer eng.Close()
-	if err := eng.LoadRuleSet(rules.Set{Flow: []rules.Flow{{Resource: "api", Threshold: 2}}}); err != nil {
+	if err := eng.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: "api", Threshold: 2}}}); err != nil {
 		t.Fatal(err)
 	}
 	p := newPublisher(&Member{eng: eng, app: "shop", id: "i1"}, Config{App: "shop", Telemetry: noTelemetry{}})
@@ -76,7 +76,7 @@ func BenchmarkTelemetryFrame(b *testing.B) {
 	for _, n := range []int{100, 10000} {
 		b.Run(strconv.Itoa(n), func(b *testing.B) {
 			clk := sluicetest.NewManualClock(0)
-			eng := sluice.New(sluice.WithClock(clk), sluice.WithMaxResources(n+10))
+			eng := sluice.New(sluice.WithClock(clk), sluice.WithLimits(sluice.Limits{Resources: n + 10}))
 			defer eng.Close()
 			for i := 0; i < n; i++ {
 				p, err := eng.Entry("r" + strconv.Itoa(i))

@@ -130,7 +130,10 @@ func (p *publisher) frame(now, sec int64) (cluster.Frame, bool) {
 		f.RuleVersion = fo.version()
 	}
 	if st, ok := eng.ClusterStatus(); ok {
-		f.ClusterMode = st.Mode.String()
+		f.ClusterMode = "remote"
+		if st.Fallback {
+			f.ClusterMode = "fallback"
+		}
 	}
 	if !fleetlink.Resources(eng, &f, now, sec, p.maxRes) {
 		return f, false

@@ -51,7 +51,7 @@ func TestTelemetryFrames(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	if err := eng.LoadRuleSet(rules.Set{Flow: []rules.Flow{{Resource: "api", Threshold: 2}}}); err != nil {
+	if err := eng.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: "api", Threshold: 2}}}); err != nil {
 		t.Fatal(err)
 	}
 	enter := func(res string, n int) {

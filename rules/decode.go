@@ -69,7 +69,7 @@ type DecodeLimits struct {
 }
 
 // The default limits of DecodeLimits, and the engine's own for rules and
-// names (sluice.WithMaxRules, sluice.WithMaxNameBytes).
+// names (sluice.Limits).
 const (
 	DefaultMaxBytes     = 4 << 20 // about 80,000 two-field rules in YAML
 	DefaultMaxRules     = 10000

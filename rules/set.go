@@ -11,7 +11,7 @@ import (
 
 // Set is a complete set of rules of every kind, as written in a rule file
 // (the file keys are the tags). A kind with no rules is nil. Decode fills
-// it, Encode writes it, and the engine's LoadRuleSet loads it whole.
+// it, Encode writes it, and the engine's LoadRules loads it whole.
 type Set struct {
 	Flow           []Flow           `json:"flow,omitempty" yaml:"flow,omitempty"`
 	System         []System         `json:"system,omitempty" yaml:"system,omitempty"`

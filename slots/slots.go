@@ -16,8 +16,6 @@
 package slots
 
 import (
-	"time"
-
 	"github.com/sluice-go/sluice/core"
 )
 
@@ -34,17 +32,6 @@ type Entry struct {
 	// nanoseconds on the engine's clock (core.Clock.Nanotime).
 	Start int64
 }
-
-// Exit is what an Observer learns when a passed entry exits.
-type Exit struct {
-	// End is the engine clock's reading at Exit, in nanoseconds.
-	End int64
-	// Err is the error the caller recorded with Pass.SetError, if any.
-	Err error
-}
-
-// RT returns the entry's response time: from e.Start to x.End.
-func (x Exit) RT(e *Entry) time.Duration { return time.Duration(x.End - e.Start) }
 
 // Preparer runs first for every entry, before any rule check.
 type Preparer interface {
@@ -69,6 +56,9 @@ type Observer interface {
 	OnPass(e *Entry)
 	// OnBlock is called when a check refused the entry.
 	OnBlock(e *Entry, err *core.BlockError)
-	// OnExit is called once when a passed entry exits.
-	OnExit(e *Entry, x Exit)
+	// OnExit is called once when a passed entry exits, with the engine
+	// clock's reading at Exit (end, in nanoseconds: end-e.Start is the
+	// response time) and the error the caller recorded with Pass.SetError,
+	// if any.
+	OnExit(e *Entry, end int64, err error)
 }

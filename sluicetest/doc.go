@@ -13,7 +13,7 @@
 //
 //	func TestTenASecond(t *testing.T) {
 //		engine, clk := sluicetest.NewEngine(t)
-//		engine.LoadRuleSet(rules.Set{Flow: []rules.Flow{{Resource: "r", Threshold: 10}}})
+//		engine.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: "r", Threshold: 10}}})
 //		// ... 10 entries pass, the 11th is refused ...
 //		clk.Advance(time.Second) // the next second: 10 more pass
 //	}

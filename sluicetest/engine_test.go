@@ -19,7 +19,7 @@ func TestNewEngine(t *testing.T) {
 	if clk == nil || clk.Nanotime() != 0 || eng.Clock() != core.Clock(clk) {
 		t.Fatalf("NewEngine's clock %v, engine's %v", clk, eng.Clock())
 	}
-	if err := eng.LoadRuleSet(rules.Set{Flow: []rules.Flow{{Resource: "r", Threshold: 1}}}); err != nil {
+	if err := eng.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: "r", Threshold: 1}}}); err != nil {
 		t.Fatal(err)
 	}
 	pass := func() bool {
@@ -41,7 +41,7 @@ func TestNewEngine(t *testing.T) {
 	if _, got := sluicetest.NewEngine(t, sluice.WithClock(mine)); got != mine {
 		t.Fatalf("with WithClock(a ManualClock): got %p, want %p", got, mine)
 	}
-	if _, got := sluicetest.NewEngine(t, sluice.WithClock(core.SystemClock())); got != nil {
-		t.Fatalf("with WithClock(the system clock): got %v, want nil", got)
+	if _, got := sluicetest.NewEngine(t, sluice.WithClock(struct{ core.Clock }{sluicetest.NewManualClock(0)})); got != nil {
+		t.Fatalf("with WithClock(a clock not a ManualClock): got %v, want nil", got)
 	}
 }

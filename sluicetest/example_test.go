@@ -21,7 +21,7 @@ func ExampleNewStore() {
 	engine := sluice.New(sluice.WithClock(clk),
 		sluice.WithCluster(store, sluice.ClusterConfig{App: "shop", InstanceID: "a"}))
 	defer engine.Close()
-	err := engine.LoadRuleSet(rules.Set{Flow: []rules.Flow{{Resource: "pay", Threshold: 2,
+	err := engine.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: "pay", Threshold: 2,
 		Cluster: &rules.Cluster{Strict: true, Fallback: rules.FallbackBlock}}}})
 	if err != nil {
 		panic(err)
@@ -40,11 +40,11 @@ func ExampleNewStore() {
 	clk.Advance(time.Second) // a new second: the budget would allow 2 again
 	fmt.Println(try())
 	status, _ := engine.ClusterStatus()
-	fmt.Println("mode", status.Mode)
+	fmt.Println("fallback", status.Fallback)
 	// Output:
 	// served served refused
 	// refused
-	// mode fallback
+	// fallback true
 }
 
 // The rule store in memory passes the same conformance suite as the Redis

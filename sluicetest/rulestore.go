@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-go/sluice/cluster"
 	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/linediff"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -209,7 +210,7 @@ func (s *memRules) Save(ctx context.Context, app string, base int64, v cluster.R
 	if v.RollbackOf != 0 {
 		action = "rollback"
 	}
-	s.appendAudit(cluster.AuditEntry{At: v.At, User: v.Author, App: app, Action: action, Version: v.Version, Detail: cluster.LineDiff(old, v.Doc)})
+	s.appendAudit(cluster.AuditEntry{At: v.At, User: v.Author, App: app, Action: action, Version: v.Version, Detail: linediff.Lines(old, v.Doc)})
 	for w := range a.watchers {
 		w.latest = v.Version
 		select {

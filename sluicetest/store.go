@@ -12,10 +12,11 @@ import (
 
 	"github.com/sluice-go/sluice/cluster"
 	"github.com/sluice-go/sluice/core"
+	sysclock "github.com/sluice-go/sluice/internal/clock"
 )
 
 // NewStore returns a cluster.Store in memory that decides on clock (nil:
-// core.SystemClock()), for tests of code that shares limits through
+// clock.System()), for tests of code that shares limits through
 // sluice.WithCluster. Each algorithm counts as the Redis store's scripts do
 // (module github.com/sluice-go/sluice/cluster/redis): a token bucket starts
 // full and refills continuously up to Burst; a sliding window admits at
@@ -30,7 +31,7 @@ import (
 // fail(nil). Budgets and members are kept meanwhile.
 func NewStore(clock core.Clock) (store cluster.Store, fail func(err error)) {
 	if clock == nil {
-		clock = core.SystemClock()
+		clock = sysclock.System()
 	}
 	s := &memStore{clock: clock, budgets: map[string]*budget{}, apps: map[string]map[string]memMember{}}
 	return s, s.setFail

@@ -7,6 +7,7 @@ import (
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
+	"github.com/sluice-go/sluice/stat"
 )
 
 // An engine counts every resource it guards; Snapshot reads the counts of
@@ -14,7 +15,7 @@ import (
 func ExampleSnapshot() {
 	engine := sluice.New(sluice.WithClock(sluicetest.NewManualClock(0)))
 	defer engine.Close()
-	if err := engine.LoadRuleSet(rules.Set{Flow: []rules.Flow{{Resource: "upload", Threshold: 3}}}); err != nil {
+	if err := engine.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: "upload", Threshold: 3}}}); err != nil {
 		panic(err)
 	}
 	for i := 0; i < 5; i++ {
@@ -22,8 +23,9 @@ func ExampleSnapshot() {
 			p.Exit()
 		}
 	}
-	s, _ := engine.Snapshot("upload")
-	fmt.Println("passed", s.TotalPass, "refused", s.TotalBlock, "by flow rules", s.Blocked(core.BlockFlow))
+	var s stat.Snapshot
+	s, _ = engine.Snapshot("upload")
+	fmt.Println("passed", s.TotalPass, "refused", s.TotalBlock, "by flow rules", s.BlockedBy[core.BlockFlow])
 	// Output:
 	// passed 3 refused 2 by flow rules 2
 }

@@ -1,8 +1,7 @@
 // Package stat holds the read-only views of what an engine measures and
 // decides: a resource's figures (Snapshot) and per-second history (Second),
-// the host metrics behind system rules (System), circuit-breaker states and
-// transitions (BreakerState, BreakerTransition) and the events of the
-// engine's stream (Event). The counting machinery itself is internal; these
+// the host metrics behind system rules (System), circuit-breaker states
+// (BreakerState) and the events of the engine's stream (Event). The counting machinery itself is internal; these
 // are copies taken at one instant, safe to keep and compare.
 package stat
 
@@ -12,13 +11,12 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/core"
-	"github.com/sluice-go/sluice/rules"
 )
 
-// BlockTypes is the length of Snapshot.BlockedBy: one count per built-in
+// blockTypes is the length of Snapshot.BlockedBy: one count per built-in
 // core.BlockType (BlockFlow to BlockCustom), and index 0 for any other
 // value a custom slot may have used.
-const BlockTypes = int(core.BlockCustom) + 1
+const blockTypes = int(core.BlockCustom) + 1
 
 // Snapshot is a read-only copy of a node's figures at one instant.
 type Snapshot struct {
@@ -49,26 +47,16 @@ type Snapshot struct {
 	// BlockedBy[core.BlockFlow] is what flow rules refused, and so on;
 	// index 0 counts block types beyond the built-in ones. Its elements
 	// add up to TotalBlock when no entry races the snapshot.
-	BlockedBy [BlockTypes]uint64
+	BlockedBy [blockTypes]uint64
 	// ShadowBlockedBy counts, by block type like BlockedBy, the requests
 	// that rules in shadow mode would have refused since the node was made
 	// (they were let through): what those rules would do if enforced. An
 	// entry that two shadow rules of one type would refuse counts twice.
-	ShadowBlockedBy [BlockTypes]uint64
+	ShadowBlockedBy [blockTypes]uint64
 	// Tier is the step a tiered flow rule of the resource is on
 	// (rules.Flow.Tiers): 0 for the rule's own Threshold, i for Tiers[i-1];
 	// 0 without such a rule.
 	Tier int
-}
-
-// Blocked returns the requests refused since the node was made by rules of
-// block type t (see BlockedBy); a type beyond the built-in ones reads index
-// 0.
-func (s *Snapshot) Blocked(t core.BlockType) uint64 {
-	if int(t) >= BlockTypes {
-		t = 0
-	}
-	return s.BlockedBy[t]
 }
 
 // System is a copy of the last good readings of the host metrics that
@@ -87,6 +75,10 @@ type System struct {
 	// engine's clock) each value was read; -1 before the first good
 	// reading.
 	Load1Age, CPUUsageAge, MemoryAge time.Duration
+	// Inbound is the statistics of all inbound traffic (every resource's
+	// entries of core.Inbound), which system rules on inbound QPS,
+	// concurrency and RT read.
+	Inbound Snapshot `json:"-"`
 }
 
 // Second is what a resource counted in one second of the engine's clock:
@@ -119,83 +111,62 @@ type Second struct {
 }
 
 // EventKind names what an Event reports.
-type EventKind uint8
+type EventKind string
 
 const (
 	// EventRulesLoaded: a load put new rules of kind RuleKind in force
 	// (loads that change nothing report nothing). A rule set loaded whole
 	// reports one event per kind it changed, in the order of rules.Set.
-	EventRulesLoaded EventKind = iota + 1
+	EventRulesLoaded EventKind = "rules-loaded"
 	// EventRulesRefused: a load was refused and changed nothing; Err says
 	// why (an *rules.Error, reached with errors.As, for an invalid rule).
-	// RuleKind is the kind loaded, or "set" for a rule set loaded whole.
-	EventRulesRefused
+	// RuleKind is "set": a load is of the whole set (Engine.LoadRules,
+	// Engine.UpdateRules).
+	EventRulesRefused EventKind = "rules-refused"
 	// EventBreaker: a circuit breaker of Resource changed state, From and
 	// To ("closed", "open", "half-open"); Rule is its rules.CircuitBreaker
-	// and Value the figure that caused the change (see
-	// sluice.BreakerTransition's Snapshot).
-	EventBreaker
+	// and Value the figure that caused the change:
+	//   - closed to open: the observed value that crossed the threshold
+	//     (the ratio of slow or failed calls, or the error count);
+	//   - open to half-open: 0;
+	//   - half-open to open: the failed probe's response time in
+	//     milliseconds, or, when probes that never exited were given up,
+	//     the milliseconds since the last of them was admitted;
+	//   - half-open to closed: the number of successful probes.
+	EventBreaker EventKind = "breaker"
 	// EventSheddingStarted: system protection refused an inbound entry
 	// after refusing none for at least a second.
-	EventSheddingStarted
+	EventSheddingStarted EventKind = "shedding-started"
 	// EventSheddingStopped: system protection has refused nothing for a
 	// second. It is noticed at the next system refusal, the next sample
 	// of the system metrics sampler, or the next call of Engine.History,
-	// Snapshot, InboundSnapshot or Each, whichever comes first; At is when it
+	// Snapshot, SystemMetrics or Each, whichever comes first; At is when it
 	// was noticed.
-	EventSheddingStopped
+	EventSheddingStopped EventKind = "shedding-stopped"
 	// EventClusterFallback: the engine's cluster store failed and limits
 	// shared across instances are now decided by their fallback; Err is the
 	// store's error. Resource is empty: the store serves every cluster rule.
 	// Value is the instance count local shares divide by (ClusterStatus
 	// says where it comes from).
-	EventClusterFallback
+	EventClusterFallback EventKind = "cluster-fallback"
 	// EventClusterRecovered: the cluster store answers again and decides
 	// the shared limits. Resource is empty.
-	EventClusterRecovered
+	EventClusterRecovered EventKind = "cluster-recovered"
 	// EventWatchFired: a watch's metric over its window reached its
 	// threshold (see Engine.Watch). Watch is the watch, Resource its
 	// resource, Value the metric over the window, and At the end of the
 	// window: the window is the Watch.Window before At, whole seconds. It
 	// fires once per crossing: again only after an EventWatchCleared.
-	EventWatchFired
+	EventWatchFired EventKind = "watch-fired"
 	// EventWatchCleared: the metric of a watch that fired fell back below
 	// its threshold; the fields are those of EventWatchFired.
-	EventWatchCleared
+	EventWatchCleared EventKind = "watch-cleared"
 	// EventTier: a tiered flow rule of Resource (rules.Flow.Tiers) moved
 	// from step From to step To ("0" for the rule's own Threshold, "i" for
 	// Tiers[i-1]); Rule is its rules.Flow, Value the metric that moved it
 	// (milliseconds for avg-rt, a ratio otherwise) and At when it was read.
-	EventTier
+	EventTier EventKind = "tier"
 )
-
-// String returns the kind's lower-case name ("rules-loaded",
-// "breaker", ...).
-func (k EventKind) String() string {
-	switch k {
-	case EventRulesLoaded:
-		return "rules-loaded"
-	case EventRulesRefused:
-		return "rules-refused"
-	case EventBreaker:
-		return "breaker"
-	case EventSheddingStarted:
-		return "shedding-started"
-	case EventSheddingStopped:
-		return "shedding-stopped"
-	case EventClusterFallback:
-		return "cluster-fallback"
-	case EventClusterRecovered:
-		return "cluster-recovered"
-	case EventWatchFired:
-		return "watch-fired"
-	case EventWatchCleared:
-		return "watch-cleared"
-	case EventTier:
-		return "tier"
-	}
-	return "EventKind(" + strconv.Itoa(int(k)) + ")"
-}
 
 // Event is one entry of an engine's event stream (Engine.Subscribe). Only
 // the fields its Kind names are set.
@@ -308,26 +279,4 @@ func (s BreakerState) String() string {
 		return "half-open"
 	}
 	return fmt.Sprintf("BreakerState(%d)", uint8(s))
-}
-
-// BreakerTransition is one change of a circuit breaker's state, as
-// breaker listeners and the event stream receive it.
-type BreakerTransition struct {
-	// Resource is the breaker's resource.
-	Resource string
-	// Rule is the breaker's rule in force when it changed state.
-	Rule rules.CircuitBreaker
-	// From and To are the states before and after.
-	From, To BreakerState
-	// Snapshot is the value that caused the change:
-	//   - Closed to Open: the observed value that crossed the threshold (the
-	//     ratio of slow or failed calls, or the error count);
-	//   - Open to HalfOpen: 0;
-	//   - HalfOpen to Open: the failed probe's response time in
-	//     milliseconds, or, when probes that never exited were given up, the
-	//     milliseconds since the last of them was admitted;
-	//   - HalfOpen to Closed: the number of successful probes.
-	Snapshot float64
-	// At is the clock reading of the change, in nanoseconds.
-	At int64
 }

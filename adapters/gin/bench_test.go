@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-go/sluice"
 	sluicegin "github.com/sluice-go/sluice/adapters/gin"
+	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -27,7 +28,7 @@ func (d *discard) WriteHeader(int)             {}
 func BenchmarkMiddleware(b *testing.B) {
 	g := sluice.New()
 	b.Cleanup(func() { _ = g.Close() })
-	_, err := g.LoadFlowRules([]rules.Flow{{Resource: "GET /users/:id", Threshold: 1e9}})
+	err := g.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: "GET /users/:id", Threshold: 1e9}}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -42,7 +43,7 @@ func BenchmarkMiddleware(b *testing.B) {
 		ctx := context.Background()
 		b.ReportAllocs()
 		for b.Loop() {
-			p, err := g.EntryContext(ctx, "GET /users/:id", sluice.WithTraffic(sluice.Inbound))
+			p, err := g.EntryContext(ctx, "GET /users/:id", sluice.WithTraffic(core.Inbound))
 			if err != nil {
 				b.Fatal(err)
 			}

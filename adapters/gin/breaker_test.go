@@ -20,10 +20,13 @@ import (
 // timeout a successful probe closes it.
 func TestCircuitBreakerOpensAndRecovers(t *testing.T) {
 	g, clk := newEngine(t)
-	_, err := g.LoadCircuitBreakerRules([]rules.CircuitBreaker{{
-		Resource: "GET /orders/:id", Strategy: rules.ErrorRatio, Threshold: 0.5,
-		MinRequestAmount: 2, RetryTimeout: 10 * time.Second,
-	}})
+	err := g.UpdateRules(func(s *rules.Set) {
+		s.CircuitBreaker = []rules.CircuitBreaker{{
+			Resource: "GET /orders/:id", Strategy: rules.ErrorRatio, Threshold: 0.5,
+			MinRequestAmount: 2, RetryTimeout: 10 * time.Second,
+		}}
+	})
+
 	require.NoError(t, err)
 	var failing atomic.Bool
 	served := new(atomic.Int64)
@@ -65,7 +68,7 @@ func TestCircuitBreakerOpensAndRecovers(t *testing.T) {
 // TestParamRuleOnPathParam limits each id separately.
 func TestParamRuleOnPathParam(t *testing.T) {
 	g, _ := newEngine(t)
-	_, err := g.LoadParamRules([]rules.Param{{Resource: "GET /users/:id", Threshold: 1}})
+	err := g.UpdateRules(func(s *rules.Set) { s.Param = []rules.Param{{Resource: "GET /users/:id", Threshold: 1}} })
 	require.NoError(t, err)
 	srv, c := serve(t, newRouter(g, sluicegin.WithArgs(sluicegin.Param("id"))))
 	tests := []struct {

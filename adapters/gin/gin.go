@@ -9,14 +9,16 @@ import (
 
 	"github.com/sluice-go/sluice"
 	sluicehttp "github.com/sluice-go/sluice/adapters/http"
+	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/refusal"
 )
 
 // NoRoute is the resource of every request no route serves: gin runs global
 // middleware for those too, before its 404 (or 405, with
-// HandleMethodNotAllowed). It is sluicehttp.NoRoute, so one rule limits such
+// HandleMethodNotAllowed). It is the net/http adapter's name for such requests, so one rule limits such
 // traffic through either adapter, and a scan of random paths or methods
 // makes one resource, not one per path.
-const NoRoute = sluicehttp.NoRoute
+const NoRoute = refusal.NoRoute
 
 // ArgFunc extracts one argument for param rules from a request. A nil result
 // means the request has no value for it.
@@ -69,7 +71,7 @@ func Query(name string) ArgFunc {
 }
 
 // BlockHandler writes the response to a request that sluice refused. err
-// matches sluice.ErrBlocked; errors.As gives the *sluice.BlockError. The
+// matches core.ErrBlocked; errors.As gives the *core.BlockError. The
 // middleware aborts the context after it returns.
 type BlockHandler func(c *gin.Context, err error)
 
@@ -84,7 +86,7 @@ func DefaultBlockHandler(c *gin.Context, err error) {
 // refuse aborts c with p's response to the refusal err: its status and
 // Retry-After, and the status text as the body.
 func refuse(c *gin.Context, p sluicehttp.RefusalPolicy, err error) {
-	status, wait := p.Response(err)
+	status, wait := refusal.Response(p.Status, p.OverloadRetryAfter, err)
 	if wait > 0 {
 		c.Header("Retry-After", strconv.FormatInt(wait, 10))
 	}
@@ -172,7 +174,7 @@ func Middleware(g *sluice.Engine, opts ...Option) gin.HandlerFunc {
 	if cf.errf == nil {
 		cf.errf = DefaultErrorFunc
 	}
-	ns := new(sluicehttp.Names)
+	ns := new(refusal.Names)
 	return func(c *gin.Context) {
 		var name string
 		if cf.name != nil {
@@ -185,7 +187,7 @@ func Middleware(g *sluice.Engine, opts ...Option) gin.HandlerFunc {
 		} else {
 			name = NoRoute
 		}
-		opts := [2]sluice.EntryOption{sluice.WithTraffic(sluice.Inbound)}
+		opts := [2]sluice.EntryOption{sluice.WithTraffic(core.Inbound)}
 		n := 1
 		if len(cf.args) > 0 {
 			var buf [maxStackArgs]any
@@ -206,7 +208,7 @@ func Middleware(g *sluice.Engine, opts ...Option) gin.HandlerFunc {
 			p, err = g.EntryContext(c.Request.Context(), name, opts[:n]...)
 		}
 		if err != nil {
-			if errors.Is(err, sluice.ErrBlocked) {
+			if errors.Is(err, core.ErrBlocked) {
 				cf.block(c, err)
 				c.Abort()
 				return

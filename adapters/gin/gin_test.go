@@ -18,8 +18,10 @@ import (
 	"github.com/sluice-go/sluice"
 	sluicegin "github.com/sluice-go/sluice/adapters/gin"
 	sluicehttp "github.com/sluice-go/sluice/adapters/http"
+	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
+	"github.com/sluice-go/sluice/stat"
 )
 
 func TestMain(m *testing.M) {
@@ -88,7 +90,7 @@ func snapshot(t *testing.T, g *sluice.Engine, resource string) (pass, block, err
 
 func TestFlowRuleOnRoute(t *testing.T) {
 	g, _ := newEngine(t)
-	_, err := g.LoadFlowRules([]rules.Flow{{Resource: "GET /users/:id", Threshold: 2}})
+	err := g.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: "GET /users/:id", Threshold: 2}}})
 	require.NoError(t, err)
 	srv, c := serve(t, newRouter(g))
 	tests := []struct {
@@ -137,7 +139,7 @@ func TestRouteTemplatesNameResources(t *testing.T) {
 		pass, _, _, _ := snapshot(t, g, name)
 		assert.Equal(t, n, pass, "passes of %q", name)
 	}
-	assert.Equal(t, len(want), g.Resources(), "one resource per route, not per path")
+	assert.Equal(t, len(want), resources(g), "one resource per route, not per path")
 }
 
 // TestUnmatchedScanIsOneResource scans 10,000 distinct paths that no route
@@ -183,7 +185,7 @@ func TestUnmatchedScanIsOneResource(t *testing.T) {
 		statuses[resp.StatusCode]++
 	}
 	assert.Equal(t, map[int]int{404: n / 2, 405: n / 4, 301: n / 4}, statuses)
-	require.Equal(t, 1, g.Resources(), "resources after the scan")
+	require.Equal(t, 1, resources(g), "resources after the scan")
 	pass, block, _, conc := snapshot(t, g, sluicegin.NoRoute)
 	assert.Equal(t, uint64(3*n/4), pass)
 	assert.Zero(t, block)
@@ -204,7 +206,7 @@ func TestResourceNameOption(t *testing.T) {
 	assert.Equal(t, 200, do(t, c, "GET", srv.URL+"/health").status)
 	pass, _, _, _ := snapshot(t, g, "api")
 	assert.Equal(t, uint64(2), pass)
-	assert.Equal(t, 1, g.Resources())
+	assert.Equal(t, 1, resources(g))
 }
 
 func TestHandlerFailuresAreRecorded(t *testing.T) {
@@ -265,7 +267,7 @@ func TestPanicWithRecoveryExitsEntry(t *testing.T) {
 
 func TestConcurrencyHeldWhileInFlight(t *testing.T) {
 	g, _ := newEngine(t)
-	_, err := g.LoadFlowRules([]rules.Flow{{Resource: "GET /slow", Metric: rules.Concurrency, Threshold: 1}})
+	err := g.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: "GET /slow", Metric: rules.Concurrency, Threshold: 1}}})
 	require.NoError(t, err)
 	entered, release := make(chan struct{}), make(chan struct{})
 	r := newRouter(g)
@@ -298,9 +300,9 @@ func TestConcurrencyHeldWhileInFlight(t *testing.T) {
 
 func TestBlockHandlerOption(t *testing.T) {
 	g, _ := newEngine(t)
-	_, err := g.LoadFlowRules([]rules.Flow{{Resource: "GET /health", Threshold: 1}})
+	err := g.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: "GET /health", Threshold: 1}}})
 	require.NoError(t, err)
-	var seen *sluice.BlockError
+	var seen *core.BlockError
 	block := func(c *gin.Context, err error) {
 		require.ErrorAs(t, err, &seen)
 		c.JSON(503, gin.H{"error": "shed"}) // no Abort: the middleware aborts
@@ -350,4 +352,11 @@ func TestStatusErrorIsShared(t *testing.T) {
 	var se *sluicehttp.StatusError
 	require.ErrorAs(t, seen, &se)
 	assert.Equal(t, 502, se.Code)
+}
+
+// resources counts the resources the engine tracks.
+func resources(g *sluice.Engine) int {
+	n := 0
+	g.Each(func(string, stat.Snapshot) { n++ })
+	return n
 }

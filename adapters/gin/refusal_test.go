@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"sync/atomic"
 
-	"github.com/sluice-go/sluice"
 	sluicegin "github.com/sluice-go/sluice/adapters/gin"
 	sluicehttp "github.com/sluice-go/sluice/adapters/http"
 	"github.com/sluice-go/sluice/core"
@@ -64,7 +63,7 @@ func TestRefusalResponses(t *testing.T) {
 		{"policy: the rule's own wait wins", core.BlockError{Type: core.BlockDegrade, RetryAfter: 4 * time.Second},
 			&sluicehttp.RefusalPolicy{OverloadRetryAfter: time.Minute}, 503, "4"},
 		{"policy: status", core.BlockError{Type: core.BlockFlow, Rule: core.RuleRef{Metric: "concurrency"}},
-			&sluicehttp.RefusalPolicy{Status: func(be *sluice.BlockError) int { return 429 }}, 429, "1"},
+			&sluicehttp.RefusalPolicy{Status: func(be *core.BlockError) int { return 429 }}, 429, "1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-go/sluice"
 	sluicegrpc "github.com/sluice-go/sluice/adapters/grpc"
+	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -35,10 +36,11 @@ func (benchClientStream) RecvMsg(any) error { return io.EOF }
 func BenchmarkInterceptors(b *testing.B) {
 	g := sluice.New()
 	b.Cleanup(func() { _ = g.Close() })
-	_, err := g.LoadFlowRules([]rules.Flow{
+	err := g.LoadRules(rules.Set{Flow: []rules.Flow{
 		{Resource: unaryMethod, Threshold: 1e12},
 		{Resource: bidiMethod, Threshold: 1e12},
-	})
+	}})
+
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -61,7 +63,7 @@ func BenchmarkInterceptors(b *testing.B) {
 	b.Run("entry-exit-only", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			p, err := g.EntryContext(ctx, unaryMethod, sluice.WithTraffic(sluice.Inbound))
+			p, err := g.EntryContext(ctx, unaryMethod, sluice.WithTraffic(core.Inbound))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -15,7 +15,6 @@ import (
 
 	sluicegrpc "github.com/sluice-go/sluice/adapters/grpc"
 	"github.com/sluice-go/sluice/rules"
-	"github.com/sluice-go/sluice/sluicetest"
 )
 
 // TestCircuitBreakerOpensAndRecovers drives a client-side breaker: an
@@ -23,10 +22,13 @@ import (
 // server, and after the retry timeout a successful probe closes it.
 func TestCircuitBreakerOpensAndRecovers(t *testing.T) {
 	f := start(t)
-	_, err := f.cli.LoadCircuitBreakerRules([]rules.CircuitBreaker{{
-		Resource: unaryMethod, Strategy: rules.ErrorCount, Threshold: 2,
-		MinRequestAmount: 1, RetryTimeout: 5 * time.Second,
-	}})
+	err := f.cli.UpdateRules(func(s *rules.Set) {
+		s.CircuitBreaker = []rules.CircuitBreaker{{
+			Resource: unaryMethod, Strategy: rules.ErrorCount, Threshold: 2,
+			MinRequestAmount: 1, RetryTimeout: 5 * time.Second,
+		}}
+	})
+
 	require.NoError(t, err)
 	var failing atomic.Bool
 	served := new(atomic.Int64)
@@ -37,7 +39,7 @@ func TestCircuitBreakerOpensAndRecovers(t *testing.T) {
 		}
 		return in, nil
 	}
-	clk := f.cli.Clock().(*sluicetest.ManualClock)
+	clk := f.cliClk
 	tests := []struct {
 		name       string
 		advance    time.Duration
@@ -63,7 +65,7 @@ func TestCircuitBreakerOpensAndRecovers(t *testing.T) {
 // TestParamRuleOnMetadata limits each tenant separately on the server.
 func TestParamRuleOnMetadata(t *testing.T) {
 	f := start(t, sluicegrpc.WithArgs(sluicegrpc.Metadata("tenant")))
-	_, err := f.srv.LoadParamRules([]rules.Param{{Resource: unaryMethod, Threshold: 1}})
+	err := f.srv.UpdateRules(func(s *rules.Set) { s.Param = []rules.Param{{Resource: unaryMethod, Threshold: 1}} })
 	require.NoError(t, err)
 	tests := []struct {
 		tenant string

@@ -20,7 +20,7 @@ import (
 func ExampleUnaryServerInterceptor() {
 	engine := sluice.New(sluice.WithClock(sluicetest.NewManualClock(0)))
 	defer engine.Close()
-	if err := engine.LoadRuleSet(rules.Set{Flow: []rules.Flow{{Resource: "/shop.Orders/Get", Threshold: 2}}}); err != nil {
+	if err := engine.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: "/shop.Orders/Get", Threshold: 2}}}); err != nil {
 		panic(err)
 	}
 	intercept := sluicegrpc.UnaryServerInterceptor(engine)

@@ -21,8 +21,10 @@ import (
 
 	"github.com/sluice-go/sluice"
 	sluicegrpc "github.com/sluice-go/sluice/adapters/grpc"
+	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
+	"github.com/sluice-go/sluice/stat"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -124,6 +126,7 @@ func recoveryStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h g
 
 type fixture struct {
 	srv, cli *sluice.Engine // engines of the server and client interceptors
+	cliClk   *sluicetest.ManualClock
 	svc      *echo
 	conn     *grpc.ClientConn
 }
@@ -135,7 +138,8 @@ func start(t *testing.T, opts ...sluicegrpc.Option) *fixture {
 	t.Helper()
 	f := &fixture{svc: &echo{}}
 	f.srv = sluice.New(sluice.WithClock(sluicetest.NewManualClock(int64(time.Hour))))
-	f.cli = sluice.New(sluice.WithClock(sluicetest.NewManualClock(int64(time.Hour))))
+	f.cliClk = sluicetest.NewManualClock(int64(time.Hour))
+	f.cli = sluice.New(sluice.WithClock(f.cliClk))
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	s := grpc.NewServer(
@@ -180,7 +184,7 @@ func TestUnaryFlowRule(t *testing.T) {
 		t.Run(side, func(t *testing.T) {
 			f := start(t)
 			g := map[string]*sluice.Engine{"server": f.srv, "client": f.cli}[side]
-			_, err := g.LoadFlowRules([]rules.Flow{{Resource: unaryMethod, Threshold: 2}})
+			err := g.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: unaryMethod, Threshold: 2}}})
 			require.NoError(t, err)
 			served := 0
 			f.svc.unary = func(ctx context.Context, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
@@ -225,8 +229,8 @@ func TestTrafficTypes(t *testing.T) {
 	f := start(t)
 	_, err := f.call(t, context.Background(), "x")
 	require.NoError(t, err)
-	assert.Equal(t, uint64(1), f.srv.InboundSnapshot().TotalPass, "the server side is inbound")
-	assert.Zero(t, f.cli.InboundSnapshot().TotalPass, "the client side is outbound")
+	assert.Equal(t, uint64(1), f.srv.SystemMetrics().Inbound.TotalPass, "the server side is inbound")
+	assert.Zero(t, f.cli.SystemMetrics().Inbound.TotalPass, "the client side is outbound")
 	pass, _, _, _ := snapshot(t, f.cli, unaryMethod)
 	assert.Equal(t, uint64(1), pass)
 }
@@ -252,7 +256,7 @@ func closeAndDrain(t *testing.T, cs grpc.ClientStream) {
 
 func TestServerStreamHeldUntilHandlerReturns(t *testing.T) {
 	f := start(t)
-	_, err := f.srv.LoadFlowRules([]rules.Flow{{Resource: bidiMethod, Metric: rules.Concurrency, Threshold: 1}})
+	err := f.srv.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: bidiMethod, Metric: rules.Concurrency, Threshold: 1}}})
 	require.NoError(t, err)
 	ctx := context.Background()
 
@@ -354,7 +358,7 @@ func TestClientStreamHeldUntilStreamEnds(t *testing.T) {
 			if tt.upload {
 				res = uploadMethod
 			}
-			_, err := f.cli.LoadFlowRules([]rules.Flow{{Resource: res, Metric: rules.Concurrency, Threshold: 1}})
+			err := f.cli.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: res, Metric: rules.Concurrency, Threshold: 1}}})
 			require.NoError(t, err)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -413,7 +417,7 @@ func TestClientStreamCancelReleasesBeforeNextStream(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := start(t)
-			_, err := f.cli.LoadFlowRules([]rules.Flow{{Resource: bidiMethod, Metric: rules.Concurrency, Threshold: 1}})
+			err := f.cli.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: bidiMethod, Metric: rules.Concurrency, Threshold: 1}}})
 			require.NoError(t, err)
 			refused := 0
 			for i := 0; i < rounds; i++ {
@@ -449,7 +453,7 @@ func TestClientStreamCancelReleasesWithManyOpen(t *testing.T) {
 		rounds = 50
 	)
 	f := start(t)
-	_, err := f.cli.LoadFlowRules([]rules.Flow{{Resource: bidiMethod, Metric: rules.Concurrency, Threshold: limit}})
+	err := f.cli.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: bidiMethod, Metric: rules.Concurrency, Threshold: limit}}})
 	require.NoError(t, err)
 	cancels := make([]context.CancelFunc, 0, limit+rounds)
 	t.Cleanup(func() {
@@ -558,13 +562,13 @@ func TestResourceNameAndBlockFunc(t *testing.T) {
 		}
 		return "echo"
 	}
-	var seen *sluice.BlockError
+	var seen *core.BlockError
 	block := func(_ context.Context, method string, err error) error {
 		require.ErrorAs(t, err, &seen)
 		return status.Error(codes.Unavailable, "shed "+method)
 	}
 	f := start(t, sluicegrpc.WithResourceName(name), sluicegrpc.WithBlockFunc(block))
-	_, err := f.srv.LoadFlowRules([]rules.Flow{{Resource: "echo", Threshold: 1}})
+	err := f.srv.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: "echo", Threshold: 1}}})
 	require.NoError(t, err)
 	_, err = f.call(t, context.Background(), "x")
 	require.NoError(t, err)
@@ -572,7 +576,7 @@ func TestResourceNameAndBlockFunc(t *testing.T) {
 	assert.Equal(t, status.Error(codes.Unavailable, "shed "+unaryMethod).Error(), err.Error())
 	require.NotNil(t, seen)
 	assert.Equal(t, "echo", seen.Resource)
-	assert.Equal(t, 1, f.srv.Resources(), "every method is the one resource, the upload is unguarded")
+	assert.Equal(t, 1, resources(f.srv), "every method is the one resource, the upload is unguarded")
 }
 
 func TestArgExtractors(t *testing.T) {
@@ -601,4 +605,11 @@ func TestClosedEngineFailsOpen(t *testing.T) {
 	got, err := f.call(t, context.Background(), "x")
 	require.NoError(t, err)
 	assert.Equal(t, "x", got)
+}
+
+// resources counts the resources the engine tracks.
+func resources(g *sluice.Engine) int {
+	n := 0
+	g.Each(func(string, stat.Snapshot) { n++ })
+	return n
 }

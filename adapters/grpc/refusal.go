@@ -13,18 +13,18 @@ import (
 	"google.golang.org/protobuf/protoadapt"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/sluice-go/sluice"
-	sluicehttp "github.com/sluice-go/sluice/adapters/http"
+	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/refusal"
 )
 
 // DefaultCode is the status code of a refusal under the default policy:
 // codes.Unavailable for overload (a full concurrency limit, system
-// protection, an open or probing circuit breaker; see sluicehttp.Overload,
+// protection, an open or probing circuit breaker; see core.BlockError.Overloaded,
 // which the HTTP adapters answer with 503), and codes.ResourceExhausted for
 // rate limits and everything else (HTTP 429). Unavailable tells clients the
 // server is momentarily short of capacity and a retry with backoff, perhaps
 // elsewhere, may succeed; ResourceExhausted that the caller used up a quota.
-func DefaultCode(be *sluice.BlockError) codes.Code {
+func DefaultCode(be *core.BlockError) codes.Code {
 	if be.Overloaded() {
 		return codes.Unavailable
 	}
@@ -45,18 +45,18 @@ const ErrorInfoDomain = "sluice"
 //     wait, so callers can group errors by message and learn nothing of the
 //     service's configuration;
 //   - a google.rpc.RetryInfo detail carries the rule's wait when it knows
-//     one, and for overload without one sluicehttp.DefaultOverloadRetryAfter
-//     (1 s), as the HTTP adapters' Retry-After does.
+//     one, and for overload without one a second, as the HTTP
+//     adapters' Retry-After does.
 //
 // A RefusalPolicy is a plain value, safe for concurrent use when its Code
 // func is.
 type RefusalPolicy struct {
 	// Code returns the status code of a refusal. Nil, or a result of
 	// codes.OK, means DefaultCode.
-	Code func(be *sluice.BlockError) codes.Code
+	Code func(be *core.BlockError) codes.Code
 	// OverloadRetryAfter is the RetryInfo delay of an overload refusal
 	// whose block error carries no RetryAfter. Zero means
-	// sluicehttp.DefaultOverloadRetryAfter; a negative value sends no
+	// one second; a negative value sends no
 	// RetryInfo for them.
 	OverloadRetryAfter time.Duration
 	// Details adds a google.rpc.ErrorInfo detail (domain ErrorInfoDomain,
@@ -69,10 +69,10 @@ type RefusalPolicy struct {
 }
 
 // Status returns the status of a refused call whose Entry returned err. An
-// err that is not a *sluice.BlockError gets codes.ResourceExhausted and the
+// err that is not a *core.BlockError gets codes.ResourceExhausted and the
 // message "sluice: blocked", without details.
 func (p RefusalPolicy) Status(err error) *status.Status {
-	var be *sluice.BlockError
+	var be *core.BlockError
 	if !errors.As(err, &be) {
 		return status.New(codes.ResourceExhausted, "sluice: blocked")
 	}
@@ -86,7 +86,7 @@ func (p RefusalPolicy) Status(err error) *status.Status {
 	if wait <= 0 && be.Overloaded() {
 		wait = p.OverloadRetryAfter
 		if wait == 0 {
-			wait = sluicehttp.DefaultOverloadRetryAfter
+			wait = refusal.DefaultOverloadRetryAfter
 		}
 	}
 	st := status.New(code, message(be))
@@ -109,12 +109,12 @@ func withDetail(st *status.Status, d protoadapt.MessageV1) *status.Status {
 }
 
 // message is the status message of a refusal: one per block type.
-func message(be *sluice.BlockError) string {
+func message(be *core.BlockError) string {
 	return "sluice: blocked by " + be.Type.String() + " rule"
 }
 
 // errorInfo describes be for callers a policy with Details trusts.
-func errorInfo(be *sluice.BlockError) *errdetails.ErrorInfo {
+func errorInfo(be *core.BlockError) *errdetails.ErrorInfo {
 	md := map[string]string{
 		"resource":  be.Resource,
 		"observed":  strconv.FormatFloat(be.Observed, 'g', -1, 64),
@@ -134,7 +134,7 @@ func errorInfo(be *sluice.BlockError) *errdetails.ErrorInfo {
 }
 
 // BlockFunc returns the error a refused call ends with. err matches
-// sluice.ErrBlocked; errors.As gives the *sluice.BlockError. A nil result
+// core.ErrBlocked; errors.As gives the *core.BlockError. A nil result
 // is replaced by the refusal policy's.
 type BlockFunc func(ctx context.Context, method string, err error) error
 

@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc/status"
 	"sync/atomic"
 
-	"github.com/sluice-go/sluice"
 	sluicegrpc "github.com/sluice-go/sluice/adapters/grpc"
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/slots"
@@ -86,7 +85,7 @@ func TestRefusalStatuses(t *testing.T) {
 		{"policy: no overload wait", core.BlockError{Type: core.BlockSystem},
 			&sluicegrpc.RefusalPolicy{OverloadRetryAfter: -1}, codes.Unavailable, 0},
 		{"policy: code", core.BlockError{Type: core.BlockFlow, Rule: core.RuleRef{Metric: "concurrency"}},
-			&sluicegrpc.RefusalPolicy{Code: func(*sluice.BlockError) codes.Code { return codes.ResourceExhausted }}, codes.ResourceExhausted, time.Second},
+			&sluicegrpc.RefusalPolicy{Code: func(*core.BlockError) codes.Code { return codes.ResourceExhausted }}, codes.ResourceExhausted, time.Second},
 		{"policy: details", core.BlockError{Type: core.BlockFlow, Rule: qps, Observed: 12, Threshold: 10, RetryAfter: time.Second, Reason: "warming up"},
 			&sluicegrpc.RefusalPolicy{Details: true}, codes.ResourceExhausted, time.Second},
 	}

@@ -19,10 +19,13 @@ import (
 // and after its retry timeout a successful probe closes it.
 func TestCircuitBreakerOpensAndRecovers(t *testing.T) {
 	g, clk := newEngine(t)
-	_, err := g.LoadCircuitBreakerRules([]rules.CircuitBreaker{{
-		Resource: "GET /flaky", Strategy: rules.ErrorCount, Threshold: 2,
-		MinRequestAmount: 1, RetryTimeout: 5 * time.Second,
-	}})
+	err := g.UpdateRules(func(s *rules.Set) {
+		s.CircuitBreaker = []rules.CircuitBreaker{{
+			Resource: "GET /flaky", Strategy: rules.ErrorCount, Threshold: 2,
+			MinRequestAmount: 1, RetryTimeout: 5 * time.Second,
+		}}
+	})
+
 	require.NoError(t, err)
 	var failing atomic.Bool
 	served := new(atomic.Int64)
@@ -65,7 +68,7 @@ func TestCircuitBreakerOpensAndRecovers(t *testing.T) {
 // TestParamRuleOnPathValue limits each user id separately.
 func TestParamRuleOnPathValue(t *testing.T) {
 	g, _ := newEngine(t)
-	_, err := g.LoadParamRules([]rules.Param{{Resource: "GET /users/{id}", Threshold: 1}})
+	err := g.UpdateRules(func(s *rules.Set) { s.Param = []rules.Param{{Resource: "GET /users/{id}", Threshold: 1}} })
 	require.NoError(t, err)
 	mw := sluicehttp.Middleware(g, sluicehttp.WithArgs(sluicehttp.PathValue("id")))
 	mux := http.NewServeMux()

@@ -17,7 +17,7 @@ import (
 func ExampleMiddleware() {
 	engine := sluice.New(sluice.WithClock(sluicetest.NewManualClock(0)))
 	defer engine.Close()
-	if err := engine.LoadRuleSet(rules.Set{Flow: []rules.Flow{{Resource: "GET /orders/{id}", Threshold: 2}}}); err != nil {
+	if err := engine.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: "GET /orders/{id}", Threshold: 2}}}); err != nil {
 		panic(err)
 	}
 	mux := http.NewServeMux()

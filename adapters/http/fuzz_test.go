@@ -47,11 +47,12 @@ func FuzzArgs(f *testing.F) {
 
 		g := sluice.New()
 		defer g.Close()
-		_, err = g.LoadParamRules([]rules.Param{
+		err = g.LoadRules(rules.Set{Param: []rules.Param{
 			{Resource: "GET /users/{id}", Index: 0, Threshold: 1e9},
 			{Resource: "GET /users/{id}", Index: 1, Threshold: 1e9},
 			{Resource: "GET /users/{id}", Index: 2, Threshold: 1e9},
-		})
+		}})
+
 		require.NoError(t, err)
 		served := false
 		mux := http.NewServeMux()

@@ -6,11 +6,10 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
-
-	"sync/atomic"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/refusal"
 )
 
 // ErrHandlerPanic is the error recorded on the entry of a request whose
@@ -75,16 +74,8 @@ func PathValue(name string) ArgFunc {
 	}
 }
 
-// BlockHandler writes the response to a request that sluice refused. err
-// matches sluice.ErrBlocked; errors.As gives the *sluice.BlockError.
-type BlockHandler func(w http.ResponseWriter, r *http.Request, err error)
-
-// DefaultBlockHandler is the block handler used without WithBlockHandler or
-// WithRefusalPolicy: the default RefusalPolicy's response (429 for rate
-// limits, 503 for overload, with Retry-After; see RefusalPolicy).
-func DefaultBlockHandler(w http.ResponseWriter, r *http.Request, err error) {
-	RefusalPolicy{}.Write(w, err)
-}
+// The block handler writes the response to a request that sluice refused. err
+// matches core.ErrBlocked; errors.As gives the *core.BlockError.
 
 // Option configures Middleware.
 type Option func(*config)
@@ -92,7 +83,7 @@ type Option func(*config)
 type config struct {
 	name    func(*http.Request) string
 	args    []ArgFunc
-	block   BlockHandler // nil: policy's
+	block   func(w http.ResponseWriter, r *http.Request, err error) // nil: policy's
 	policy  RefusalPolicy
 	isError func(status int) bool
 }
@@ -118,9 +109,9 @@ func WithArgs(extractors ...ArgFunc) Option {
 }
 
 // WithBlockHandler replaces the refusal policy's response to refused
-// requests (DefaultBlockHandler by default) with h, which writes the whole
+// requests (the default policy's by default) with h, which writes the whole
 // response. The next handler is not called for them.
-func WithBlockHandler(h BlockHandler) Option {
+func WithBlockHandler(h func(w http.ResponseWriter, r *http.Request, err error)) Option {
 	return func(c *config) { c.block = h }
 }
 
@@ -144,7 +135,7 @@ func Middleware(g *sluice.Engine, opts ...Option) func(http.Handler) http.Handle
 	}
 	if cf.block == nil {
 		p := cf.policy
-		cf.block = func(w http.ResponseWriter, _ *http.Request, err error) { p.Write(w, err) }
+		cf.block = func(w http.ResponseWriter, _ *http.Request, err error) { p.write(w, err) }
 	}
 	if cf.isError == nil {
 		cf.isError = serverError
@@ -160,7 +151,7 @@ type handler struct {
 	cf    config
 	next  http.Handler
 	mux   *http.ServeMux // next, when it is one
-	names Names
+	names refusal.Names
 }
 
 // maxStackArgs is how many extracted arguments live on the stack.
@@ -187,7 +178,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.next.ServeHTTP(w, r)
 		return
 	}
-	opts := [2]sluice.EntryOption{sluice.WithTraffic(sluice.Inbound)}
+	opts := [2]sluice.EntryOption{sluice.WithTraffic(core.Inbound)}
 	n := 1
 	if len(h.cf.args) > 0 {
 		var buf [maxStackArgs]any
@@ -210,7 +201,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p, err = h.eng.EntryContext(r.Context(), name, opts[:n]...)
 	}
 	if err != nil {
-		if errors.Is(err, sluice.ErrBlocked) {
+		if errors.Is(err, core.ErrBlocked) {
 			h.cf.block(w, r, err)
 			return
 		}
@@ -251,20 +242,6 @@ func enteredBy(w http.ResponseWriter) *statusWriter {
 	return nil
 }
 
-// NoRoute is the resource of every request no route pattern names: a path
-// no route matches (404), a method the matching route does not serve (405),
-// a redirect the mux makes itself, and any request through a handler that
-// is neither a ServeMux nor routed by one. One resource for all of them
-// keeps a scan of random paths or methods from making a resource per path;
-// a rule on NoRoute limits such traffic as a whole.
-const NoRoute = "(no route)"
-
-// OtherMethod is the method part of the resource name of a request served by
-// a pattern without a method (such as "/files/") whose method is none of the
-// nine net/http names (http.MethodGet to http.MethodTrace): "/files/"
-// serving PROPFIND is the resource "OTHER /files/".
-const OtherMethod = "OTHER"
-
 // resource returns the default resource name of r.
 func (h *handler) resource(r *http.Request) string {
 	pattern := r.Pattern
@@ -275,7 +252,7 @@ func (h *handler) resource(r *http.Request) string {
 		}
 	}
 	if pattern == "" {
-		return NoRoute
+		return refusal.NoRoute
 	}
 	method, template := splitPattern(pattern)
 	if method == "" {
@@ -315,52 +292,7 @@ func routeMethod(m string) string {
 	case http.MethodTrace:
 		return http.MethodTrace
 	}
-	return OtherMethod
-}
-
-// maxNames bounds a Names cache; names beyond it are built per request.
-const maxNames = 1024
-
-type nameKey struct{ method, template string }
-
-// Names caches "METHOD template" resource names, so that naming a routed
-// request costs a map read and no allocation. Reads are lock-free; a new
-// name copies the map. It holds at most 1024 names; beyond that, names are
-// built per call. The zero value is ready to use, and it is safe for
-// concurrent use. The gin adapter uses it too.
-type Names struct {
-	m  atomic.Pointer[map[nameKey]string]
-	mu sync.Mutex
-}
-
-// Get returns method + " " + template, from the cache when it is there.
-func (n *Names) Get(method, template string) string {
-	if m := n.m.Load(); m != nil {
-		if s, ok := (*m)[nameKey{method, template}]; ok {
-			return s
-		}
-	}
-	return n.add(method, template)
-}
-
-func (n *Names) add(method, template string) string {
-	s := method + " " + template
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	var old map[nameKey]string
-	if m := n.m.Load(); m != nil {
-		old = *m
-	}
-	if len(old) >= maxNames {
-		return s
-	}
-	m := make(map[nameKey]string, len(old)+1)
-	for k, v := range old {
-		m[k] = v
-	}
-	m[nameKey{strings.Clone(method), strings.Clone(template)}] = s
-	n.m.Store(&m)
-	return s
+	return refusal.OtherMethod
 }
 
 // splitPattern splits a ServeMux pattern into its method, "" when it has

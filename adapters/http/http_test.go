@@ -18,8 +18,10 @@ import (
 	"github.com/sluice-go/sluice"
 	sluicehttp "github.com/sluice-go/sluice/adapters/http"
 	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/refusal"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
+	"github.com/sluice-go/sluice/stat"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -107,7 +109,7 @@ func TestFlowRuleOnRoute(t *testing.T) {
 	for _, wrapMux := range []bool{false, true} {
 		t.Run(map[bool]string{false: "wrap route", true: "wrap mux"}[wrapMux], func(t *testing.T) {
 			g, _ := newEngine(t)
-			_, err := g.LoadFlowRules([]rules.Flow{{Resource: "GET /users/{id}", Threshold: 2}})
+			err := g.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: "GET /users/{id}", Threshold: 2}}})
 			require.NoError(t, err)
 			srv, c := serve(t, routes(g, wrapMux))
 
@@ -146,10 +148,10 @@ func TestRetryAfterRoundsUp(t *testing.T) {
 		{time.Duration(1<<63 - 1), 9223372037}, // no overflow
 	}
 	for _, tt := range tests {
-		err := error(&sluice.BlockError{Type: core.BlockFlow, RetryAfter: tt.give})
-		assert.Equal(t, tt.want, sluicehttp.RetryAfterSeconds(err), "RetryAfterSeconds(%v)", tt.give)
+		err := error(&core.BlockError{Type: core.BlockFlow, RetryAfter: tt.give})
+		assert.Equal(t, tt.want, refusal.RetryAfterSeconds(err), "RetryAfterSeconds(%v)", tt.give)
 	}
-	assert.Zero(t, sluicehttp.RetryAfterSeconds(errors.New("other")))
+	assert.Zero(t, refusal.RetryAfterSeconds(errors.New("other")))
 }
 
 func TestRouteTemplatesNameResources(t *testing.T) {
@@ -165,8 +167,8 @@ func TestRouteTemplatesNameResources(t *testing.T) {
 		{"HEAD", "/files/a/b.txt", "GET /files/"}, // as a "GET" pattern would
 		{"DELETE", "/files/c", "DELETE /files/"},
 		{"PROPFIND", "/files/d", "OTHER /files/"},
-		{"GET", "/no/such/page", sluicehttp.NoRoute},
-		{"DELETE", "/users/5", sluicehttp.NoRoute}, // 405
+		{"GET", "/no/such/page", refusal.NoRoute},
+		{"DELETE", "/users/5", refusal.NoRoute}, // 405
 	}
 	for _, wrapMux := range []bool{false, true} {
 		t.Run(map[bool]string{false: "wrap route", true: "wrap mux"}[wrapMux], func(t *testing.T) {
@@ -175,7 +177,7 @@ func TestRouteTemplatesNameResources(t *testing.T) {
 			want := map[string]uint64{}
 			for _, tt := range tests {
 				get(t, c, tt.method, srv.URL+tt.path)
-				if wrapMux || tt.want != sluicehttp.NoRoute { // a route-wrapped mux never sees 404s
+				if wrapMux || tt.want != refusal.NoRoute { // a route-wrapped mux never sees 404s
 					want[tt.want]++
 				}
 			}
@@ -183,7 +185,7 @@ func TestRouteTemplatesNameResources(t *testing.T) {
 				pass, _, _, _ := snapshot(t, g, name)
 				assert.Equal(t, n, pass, "passes of %q", name)
 			}
-			assert.Equal(t, len(want), g.Resources(), "one resource per route, not per path")
+			assert.Equal(t, len(want), resources(g), "one resource per route, not per path")
 			_, ok := g.Snapshot("GET /users/1")
 			assert.False(t, ok, "raw paths of routed requests must not name resources")
 		})
@@ -196,10 +198,11 @@ func TestHeadCountsAgainstGetRoute(t *testing.T) {
 	for _, wrapMux := range []bool{false, true} {
 		t.Run(map[bool]string{false: "wrap route", true: "wrap mux"}[wrapMux], func(t *testing.T) {
 			g, _ := newEngine(t)
-			_, err := g.LoadFlowRules([]rules.Flow{
+			err := g.LoadRules(rules.Set{Flow: []rules.Flow{
 				{Resource: "GET /users/{id}", Threshold: 2},
 				{Resource: "GET /files/", Threshold: 1},
-			})
+			}})
+
 			require.NoError(t, err)
 			srv, c := serve(t, routes(g, wrapMux))
 			tests := []struct {
@@ -221,7 +224,7 @@ func TestHeadCountsAgainstGetRoute(t *testing.T) {
 			assert.Equal(t, [2]uint64{2, 2}, [2]uint64{pass, block}, "GET /users/{id}: pass, block")
 			pass, block, _, _ = snapshot(t, g, "GET /files/")
 			assert.Equal(t, [2]uint64{1, 2}, [2]uint64{pass, block}, "GET /files/: pass, block")
-			assert.Equal(t, 2, g.Resources(), "no HEAD resources")
+			assert.Equal(t, 2, resources(g), "no HEAD resources")
 		})
 	}
 }
@@ -252,15 +255,15 @@ func TestUnmatchedScanIsOneResource(t *testing.T) {
 		var method, path, res string
 		switch i % 5 {
 		case 0: // 404
-			method, path, res = common[i/5%len(common)], fmt.Sprintf("/scan/%d", i), sluicehttp.NoRoute
+			method, path, res = common[i/5%len(common)], fmt.Sprintf("/scan/%d", i), refusal.NoRoute
 		case 1: // 404 with an odd method
-			method, path, res = odd, fmt.Sprintf("/scan/%d", i), sluicehttp.NoRoute
+			method, path, res = odd, fmt.Sprintf("/scan/%d", i), refusal.NoRoute
 		case 2: // 405: "GET /users/{id}" and "POST /users/{id}" only
-			method, path, res = odd, fmt.Sprintf("/users/%d", i), sluicehttp.NoRoute
+			method, path, res = odd, fmt.Sprintf("/users/%d", i), refusal.NoRoute
 		case 3: // served by "/files/", which has no method
 			method, path, res = odd, fmt.Sprintf("/files/%d", i), "OTHER /files/"
 		case 4: // the mux's own redirect to "/dirs/<i>/"
-			method, path, res = "CONNECT", fmt.Sprintf("/dirs/%d", i), sluicehttp.NoRoute
+			method, path, res = "CONNECT", fmt.Sprintf("/dirs/%d", i), refusal.NoRoute
 		}
 		req, err := http.NewRequest(method, srv.URL+path, nil)
 		require.NoError(t, err)
@@ -272,7 +275,7 @@ func TestUnmatchedScanIsOneResource(t *testing.T) {
 		want[res]++
 	}
 	assert.Equal(t, map[int]int{404: 2 * n / 5, 405: n / 5, 200: n / 5, 307: n / 5}, statuses)
-	require.Equal(t, len(want), g.Resources(), "resources after the scan")
+	require.Equal(t, len(want), resources(g), "resources after the scan")
 	for name, count := range want {
 		pass, block, _, conc := snapshot(t, g, name)
 		assert.Equal(t, count, pass, "passes of %q", name)
@@ -295,7 +298,7 @@ func TestResourceNameOption(t *testing.T) {
 	assert.Equal(t, 200, get(t, c, "GET", srv.URL+"/health").status)
 	pass, _, _, _ := snapshot(t, g, "api")
 	assert.Equal(t, uint64(2), pass)
-	assert.Equal(t, 1, g.Resources())
+	assert.Equal(t, 1, resources(g))
 }
 
 func TestHandlerFailuresAreRecorded(t *testing.T) {
@@ -379,7 +382,7 @@ func TestPanicExitsEntry(t *testing.T) {
 
 func TestConcurrencyHeldWhileInFlight(t *testing.T) {
 	g, _ := newEngine(t)
-	_, err := g.LoadFlowRules([]rules.Flow{{Metric: rules.Concurrency, Resource: "GET /slow", Threshold: 1}})
+	err := g.LoadRules(rules.Set{Flow: []rules.Flow{{Metric: rules.Concurrency, Resource: "GET /slow", Threshold: 1}}})
 	require.NoError(t, err)
 	entered, release := make(chan struct{}), make(chan struct{})
 	mux := http.NewServeMux()
@@ -418,9 +421,9 @@ func TestConcurrencyHeldWhileInFlight(t *testing.T) {
 
 func TestBlockHandlerOption(t *testing.T) {
 	g, _ := newEngine(t)
-	_, err := g.LoadFlowRules([]rules.Flow{{Resource: "GET /x", Threshold: 1}})
+	err := g.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: "GET /x", Threshold: 1}}})
 	require.NoError(t, err)
-	var seen *sluice.BlockError
+	var seen *core.BlockError
 	block := func(w http.ResponseWriter, r *http.Request, err error) {
 		require.ErrorAs(t, err, &seen)
 		http.Error(w, "shed", http.StatusServiceUnavailable)
@@ -445,8 +448,8 @@ func TestClosedEngineFailsOpen(t *testing.T) {
 }
 
 func TestNilEngineUsesDefault(t *testing.T) {
-	t.Cleanup(func() { require.NoError(t, sluice.Close()) })
-	_, err := sluice.LoadFlowRules([]rules.Flow{{Resource: "GET /x", Threshold: 1}})
+	t.Cleanup(func() { require.NoError(t, sluice.SetDefault(nil).Close()) })
+	err := sluice.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: "GET /x", Threshold: 1}}})
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /x", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "x") })
@@ -520,4 +523,11 @@ func TestArgExtractors(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, []any{"127.0.0.1", "acme", nil, "42", nil}, got)
+}
+
+// resources counts the resources the engine tracks.
+func resources(g *sluice.Engine) int {
+	n := 0
+	g.Each(func(string, stat.Snapshot) { n++ })
+	return n
 }

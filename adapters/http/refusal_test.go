@@ -9,9 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"sync/atomic"
 
-	"github.com/sluice-go/sluice"
 	sluicehttp "github.com/sluice-go/sluice/adapters/http"
 	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/refusal"
 	"github.com/sluice-go/sluice/slots"
 )
 
@@ -65,9 +65,9 @@ func refusalCases() []refusalCase {
 		{"policy: the rule's own wait wins", core.BlockError{Type: core.BlockDegrade, RetryAfter: 4 * time.Second},
 			&sluicehttp.RefusalPolicy{OverloadRetryAfter: time.Minute}, 503, "4"},
 		{"policy: status", core.BlockError{Type: core.BlockFlow, Rule: core.RuleRef{Metric: "concurrency"}},
-			&sluicehttp.RefusalPolicy{Status: func(be *sluice.BlockError) int { return 429 }}, 429, "1"},
+			&sluicehttp.RefusalPolicy{Status: func(be *core.BlockError) int { return 429 }}, 429, "1"},
 		{"policy: status out of range is the default", core.BlockError{Type: core.BlockFlow, Rule: qps},
-			&sluicehttp.RefusalPolicy{Status: func(be *sluice.BlockError) int { return 0 }}, 429, ""},
+			&sluicehttp.RefusalPolicy{Status: func(be *core.BlockError) int { return 0 }}, 429, ""},
 	}
 }
 
@@ -105,9 +105,9 @@ func TestOverloadClassifies(t *testing.T) {
 		}
 		be := tt.be
 		require.Equal(t, tt.wantStatus == 503, be.Overloaded(), tt.name)
-		require.Equal(t, tt.wantStatus, sluicehttp.DefaultStatus(&be), tt.name)
+		require.Equal(t, tt.wantStatus, refusal.DefaultStatus(&be), tt.name)
 	}
 	require.False(t, (*core.BlockError)(nil).Overloaded())
-	status, wait := sluicehttp.RefusalPolicy{}.Response(io.EOF)
+	status, wait := refusal.Response(nil, 0, io.EOF)
 	require.Equal(t, [2]int64{429, 0}, [2]int64{int64(status), wait}, "not a block error")
 }

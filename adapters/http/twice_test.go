@@ -46,7 +46,7 @@ func TestMiddlewareOnMuxAndRouteCountsOnce(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g, _ := newEngine(t)
-			_, err := g.LoadFlowRules([]rules.Flow{{Metric: rules.Concurrency, Resource: res, Threshold: 1}})
+			err := g.LoadRules(rules.Set{Flow: []rules.Flow{{Metric: rules.Concurrency, Resource: res, Threshold: 1}}})
 			require.NoError(t, err)
 			mux := http.NewServeMux()
 			mux.Handle(res, tc.inner(g)(ok))

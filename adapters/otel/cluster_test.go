@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-go/sluice"
 	sluiceotel "github.com/sluice-go/sluice/adapters/otel"
+	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 )
@@ -23,8 +24,9 @@ func TestClusterMetrics(t *testing.T) {
 	store, fail := sluicetest.NewStore(clk)
 	g, _ := sluicetest.NewEngine(t, sluice.WithClock(clk), sluice.WithCluster(store,
 		sluice.ClusterConfig{App: "shop", InstanceID: "a", Timeout: time.Second}))
-	_, err := g.LoadFlowRules([]rules.Flow{{Resource: "pay", Threshold: 3, StatInterval: time.Hour,
-		Cluster: &rules.Cluster{Strict: true, Fallback: rules.FallbackBlock}}})
+	err := g.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: "pay", Threshold: 3, StatInterval: time.Hour,
+		Cluster: &rules.Cluster{Strict: true, Fallback: rules.FallbackBlock}}}})
+
 	require.NoError(t, err)
 	r, mp := reader(t)
 	reg, err := sluiceotel.Register(g, mp)
@@ -59,7 +61,7 @@ func TestClusterMetrics(t *testing.T) {
 
 	fail(errors.New("store down"))
 	_, err = g.Entry("pay")
-	require.ErrorIs(t, err, sluice.ErrBlocked, "the fallback blocks")
+	require.ErrorIs(t, err, core.ErrBlocked, "the fallback blocks")
 	got, _ = collect(t, r)
 	assert.Equal(t, 1.0, got["sluice.cluster.fallback[]"])
 	assert.Equal(t, 6.0, got["sluice.cluster.store.takes[]"])

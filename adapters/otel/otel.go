@@ -60,6 +60,7 @@ import (
 
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/export"
 	"github.com/sluice-go/sluice/stat"
 )
 
@@ -182,14 +183,14 @@ func Register(eng *sluice.Engine, mp metric.MeterProvider) (metric.Registration,
 // from traffic; exporters need valid UTF-8 (OTLP's protobuf refuses
 // others), so each invalid byte becomes U+FFFD, and a resource or breaker
 // whose attributes, made valid so, equal those of one already observed in
-// the collection is left out of it (sluice.Engine.Export).
+// the collection is left out of it (internal/export.Walk).
 func (in *instruments) observe(eng *sluice.Engine, o metric.Observer) {
-	eng.Export(func(name string, s *stat.Snapshot) { in.observeResource(o, name, s) },
+	export.Walk(eng, func(name string, s *stat.Snapshot) { in.observeResource(o, name, s) },
 		func(resource, rule string, b *sluice.BreakerStatus) {
 			res, r := attribute.String("resource", resource), attribute.String("rule", rule)
 			o.ObserveInt64(in.state, int64(b.State), metric.WithAttributes(res, r))
 			for to, n := range b.Transitions {
-				o.ObserveInt64(in.moves, int64(n), metric.WithAttributes(res, r, attribute.String("to", sluice.BreakerState(to).String())))
+				o.ObserveInt64(in.moves, int64(n), metric.WithAttributes(res, r, attribute.String("to", stat.BreakerState(to).String())))
 			}
 		})
 	sys := eng.SystemMetrics()
@@ -204,7 +205,7 @@ func (in *instruments) observe(eng *sluice.Engine, o metric.Observer) {
 		return
 	}
 	fallback := int64(0)
-	if cs.Mode == sluice.ClusterFallback {
+	if cs.Fallback {
 		fallback = 1
 	}
 	o.ObserveInt64(in.fallback, fallback)

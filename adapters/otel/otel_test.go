@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluice-go/sluice"
 	sluiceotel "github.com/sluice-go/sluice/adapters/otel"
+	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 )
@@ -88,10 +89,15 @@ func TestCollectAfterWorkload(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { require.NoError(t, reg.Unregister()) }()
 
-	_, err = g.LoadFlowRules([]rules.Flow{{Resource: "GET /orders", Threshold: 3}, {Metric: rules.Concurrency, Resource: "GET /items", Threshold: 1}})
+	err = g.UpdateRules(func(s *rules.Set) {
+		s.Flow = []rules.Flow{{Resource: "GET /orders", Threshold: 3}, {Metric: rules.Concurrency, Resource: "GET /items", Threshold: 1}}
+	})
 	require.NoError(t, err)
-	_, err = g.LoadCircuitBreakerRules([]rules.CircuitBreaker{{ID: "pay-errors", Resource: "pay", Strategy: rules.ErrorCount,
-		Threshold: 1, MinRequestAmount: 1, RetryTimeout: time.Second}})
+	err = g.UpdateRules(func(s *rules.Set) {
+		s.CircuitBreaker = []rules.CircuitBreaker{{ID: "pay-errors", Resource: "pay", Strategy: rules.ErrorCount,
+			Threshold: 1, MinRequestAmount: 1, RetryTimeout: time.Second}}
+	})
+
 	require.NoError(t, err)
 	for i, rt := range []time.Duration{10, 20, 30} {
 		p, err := g.Entry("GET /orders")
@@ -104,12 +110,12 @@ func TestCollectAfterWorkload(t *testing.T) {
 	}
 	for i := 0; i < 2; i++ {
 		_, err := g.Entry("GET /orders")
-		require.ErrorIs(t, err, sluice.ErrBlocked)
+		require.ErrorIs(t, err, core.ErrBlocked)
 	}
 	_, err = g.Entry("GET /items")
 	require.NoError(t, err) // kept in flight
 	_, err = g.Entry("GET /items", sluice.WithBatch(4))
-	require.ErrorIs(t, err, sluice.ErrBlocked)
+	require.ErrorIs(t, err, core.ErrBlocked)
 	pay := func(fail bool) {
 		p, err := g.Entry("pay")
 		require.NoError(t, err)
@@ -208,7 +214,7 @@ func TestHostileNames(t *testing.T) {
 	cb := rules.CircuitBreaker{ID: "same", Resource: "pay\uFFFD", Strategy: rules.ErrorCount, Threshold: 1, RetryTimeout: time.Second}
 	cb2 := cb
 	cb2.Strategy, cb2.Threshold = rules.ErrorRatio, 0.5
-	_, err = g.LoadCircuitBreakerRules([]rules.CircuitBreaker{cb, cb2})
+	err = g.UpdateRules(func(s *rules.Set) { s.CircuitBreaker = []rules.CircuitBreaker{cb, cb2} })
 	require.NoError(t, err)
 	got, _ := collect(t, r)
 	passed := map[string]float64{}

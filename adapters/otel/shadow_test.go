@@ -22,7 +22,7 @@ func TestShadowBlockedPoints(t *testing.T) {
 	reg, err := sluiceotel.Register(g, mp)
 	require.NoError(t, err)
 	defer func() { require.NoError(t, reg.Unregister()) }()
-	require.NoError(t, g.LoadRuleSet(rules.Set{Flow: []rules.Flow{{Resource: "GET /orders", Threshold: 2, Shadow: true}}}))
+	require.NoError(t, g.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: "GET /orders", Threshold: 2, Shadow: true}}}))
 	for i := 0; i < 5; i++ {
 		p, err := g.Entry("GET /orders")
 		require.NoError(t, err)

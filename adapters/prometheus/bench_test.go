@@ -30,10 +30,10 @@ func benchEngine(b *testing.B) *sluice.Engine {
 		fl = append(fl, rules.Flow{Resource: r, Threshold: 1e12})
 		cb = append(cb, rules.CircuitBreaker{Resource: r, Strategy: rules.ErrorRatio, Threshold: 0.5, RetryTimeout: time.Second})
 	}
-	if _, err := g.LoadFlowRules(fl); err != nil {
+	if err := g.UpdateRules(func(s *rules.Set) { s.Flow = fl }); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := g.LoadCircuitBreakerRules(cb); err != nil {
+	if err := g.UpdateRules(func(s *rules.Set) { s.CircuitBreaker = cb }); err != nil {
 		b.Fatal(err)
 	}
 	for _, r := range fl {

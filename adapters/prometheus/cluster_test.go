@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-go/sluice"
 	sluiceprom "github.com/sluice-go/sluice/adapters/prometheus"
+	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 )
@@ -35,8 +36,11 @@ func serve(t *testing.T, g *sluice.Engine) string {
 // counts by target state.
 func TestBreakerTransitionsOverHTTP(t *testing.T) {
 	g, clk := sluicetest.NewEngine(t)
-	_, err := g.LoadCircuitBreakerRules([]rules.CircuitBreaker{{Resource: "pay", Strategy: rules.ErrorCount,
-		Threshold: 1, MinRequestAmount: 1, RetryTimeout: time.Second}})
+	err := g.UpdateRules(func(s *rules.Set) {
+		s.CircuitBreaker = []rules.CircuitBreaker{{Resource: "pay", Strategy: rules.ErrorCount,
+			Threshold: 1, MinRequestAmount: 1, RetryTimeout: time.Second}}
+	})
+
 	require.NoError(t, err)
 	url := serve(t, g)
 	call := func(fail bool) error {
@@ -58,7 +62,7 @@ func TestBreakerTransitionsOverHTTP(t *testing.T) {
 		assert.Equal(t, 0.0, to(fams, s), "every target state is exported from zero: %s", s)
 	}
 	require.NoError(t, call(true)) // closed > open
-	require.ErrorIs(t, call(false), sluice.ErrBlocked)
+	require.ErrorIs(t, call(false), core.ErrBlocked)
 	clk.Advance(time.Second)
 	require.NoError(t, call(true)) // open > half-open > open
 	clk.Advance(time.Second)
@@ -82,8 +86,11 @@ func TestClusterMetrics(t *testing.T) {
 	store, fail := sluicetest.NewStore(clk)
 	g, _ := sluicetest.NewEngine(t, sluice.WithClock(clk), sluice.WithCluster(store,
 		sluice.ClusterConfig{App: "shop", InstanceID: "a", Timeout: time.Second, ProbeInterval: time.Second, HeartbeatInterval: time.Second}))
-	_, err := g.LoadFlowRules([]rules.Flow{{Resource: "pay", Threshold: 3, StatInterval: time.Hour,
-		Cluster: &rules.Cluster{Strict: true, Fallback: rules.FallbackBlock}}})
+	err := g.UpdateRules(func(s *rules.Set) {
+		s.Flow = []rules.Flow{{Resource: "pay", Threshold: 3, StatInterval: time.Hour,
+			Cluster: &rules.Cluster{Strict: true, Fallback: rules.FallbackBlock}}}
+	})
+
 	require.NoError(t, err)
 	url := serve(t, g)
 	status := func() sluice.ClusterStatus { s, _ := g.ClusterStatus(); return s }
@@ -113,8 +120,8 @@ func TestClusterMetrics(t *testing.T) {
 
 	fail(errors.New("store down"))
 	_, err = g.Entry("pay")
-	require.ErrorIs(t, err, sluice.ErrBlocked, "the fallback blocks")
-	require.Equal(t, sluice.ClusterFallback, status().Mode)
+	require.ErrorIs(t, err, core.ErrBlocked, "the fallback blocks")
+	require.True(t, status().Fallback)
 	clk.Advance(time.Second) // the next heartbeat, which fails
 	require.Eventually(t, func() bool { return status().HeartbeatFailures == 1 }, 10*time.Second, time.Millisecond)
 	fams = scrape(t, url)
@@ -126,7 +133,7 @@ func TestClusterMetrics(t *testing.T) {
 
 	fail(nil)
 	_, _ = g.Entry("pay") // a decision a probe interval after the failure queues a probe
-	require.Eventually(t, func() bool { return status().Mode == sluice.ClusterRemote }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return !status().Fallback }, 10*time.Second, time.Millisecond)
 	fams = scrape(t, url)
 	assert.Equal(t, 0.0, got("sluice_cluster_fallback"))
 	assert.Equal(t, 1.0, got("sluice_cluster_store_probes_total"))

@@ -14,7 +14,7 @@ import (
 func ExampleNewCollector() {
 	engine := sluice.New()
 	defer engine.Close()
-	if _, err := engine.LoadFlowRules([]rules.Flow{{Resource: "GET /orders", Threshold: 2}}); err != nil {
+	if err := engine.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: "GET /orders", Threshold: 2}}}); err != nil {
 		panic(err)
 	}
 	for i := 0; i < 3; i++ {

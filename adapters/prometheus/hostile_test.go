@@ -34,11 +34,11 @@ func TestHostileNames(t *testing.T) {
 	cb := rules.CircuitBreaker{ID: "same\uFFFD", Resource: "pay\uFFFD", Strategy: rules.ErrorCount, Threshold: 1, RetryTimeout: time.Second}
 	cb2 := cb
 	cb2.Strategy, cb2.Threshold = rules.ErrorRatio, 0.5
-	_, err := g.LoadCircuitBreakerRules([]rules.CircuitBreaker{cb, cb2})
+	err := g.LoadRules(rules.Set{CircuitBreaker: []rules.CircuitBreaker{cb, cb2}})
 	require.NoError(t, err)
 	bad := cb
 	bad.Resource = "pay\xff"
-	_, err = g.LoadCircuitBreakerRules([]rules.CircuitBreaker{bad})
+	err = g.LoadRules(rules.Set{CircuitBreaker: []rules.CircuitBreaker{bad}})
 	require.ErrorContains(t, err, "not valid UTF-8")
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(sluiceprom.NewCollector(g))

@@ -11,7 +11,7 @@
 //
 // Series are per resource (label resource), never per parameter value or
 // request: their number is bounded by the engine's resource limit
-// (sluice.WithMaxResources). The metrics, all with the prefix sluice_:
+// (sluice.Limits). The metrics, all with the prefix sluice_:
 //
 //	passed_total{resource}             counter  requests that passed every rule
 //	blocked_total{resource,type}       counter  requests refused, by block type ("flow", "system", ...; "other" for custom types); only types that refused something
@@ -42,7 +42,7 @@
 //
 // Counts are of requests: an entry made with sluice.WithBatch(n) counts n.
 // Counters are totals since the engine started tracking the resource; a
-// resource forgotten when idle (sluice.IdleResourceTimeout) and seen again
+// resource forgotten when idle (after two minutes) and seen again
 // starts from zero, which Prometheus treats as a counter reset. Resource
 // names and rule IDs, which may come from traffic, are escaped in the
 // exposition and made valid UTF-8 (see Collector.Collect).
@@ -55,6 +55,7 @@ import (
 
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/export"
 	"github.com/sluice-go/sluice/stat"
 )
 
@@ -153,13 +154,13 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // traffic: Prometheus takes only valid UTF-8, so each invalid byte becomes
 // U+FFFD. A series whose labels, made valid so, equal those of one already
 // sent in the scrape is left out of it, so that one odd name can never make
-// a whole scrape fail (sluice.Engine.Export).
+// a whole scrape fail (internal/export.Walk).
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	c.eng.Export(func(name string, s *stat.Snapshot) { c.collectResource(ch, name, s) },
+	export.Walk(c.eng, func(name string, s *stat.Snapshot) { c.collectResource(ch, name, s) },
 		func(resource, rule string, b *sluice.BreakerStatus) {
 			ch <- prometheus.MustNewConstMetric(c.breaker, prometheus.GaugeValue, float64(b.State), resource, rule)
 			for to, n := range b.Transitions {
-				ch <- prometheus.MustNewConstMetric(c.moves, prometheus.CounterValue, float64(n), resource, rule, sluice.BreakerState(to).String())
+				ch <- prometheus.MustNewConstMetric(c.moves, prometheus.CounterValue, float64(n), resource, rule, stat.BreakerState(to).String())
 			}
 		})
 	sys := c.eng.SystemMetrics()
@@ -172,7 +173,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if cs, ok := c.eng.ClusterStatus(); ok {
 		d := &c.cluster
 		fallback := 0.0
-		if cs.Mode == sluice.ClusterFallback {
+		if cs.Fallback {
 			fallback = 1
 		}
 		ch <- prometheus.MustNewConstMetric(d.fallback, prometheus.GaugeValue, fallback)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluice-go/sluice"
 	sluiceprom "github.com/sluice-go/sluice/adapters/prometheus"
+	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 )
@@ -33,9 +34,13 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // on "pay" opened by two errors.
 func workload(t *testing.T, g *sluice.Engine, clk *sluicetest.ManualClock) {
 	t.Helper()
-	_, err := g.LoadFlowRules([]rules.Flow{{Resource: "GET /orders", Threshold: 3}, {Metric: rules.Concurrency, Resource: "GET /items", Threshold: 1}})
+	err := g.UpdateRules(func(s *rules.Set) {
+		s.Flow = []rules.Flow{{Resource: "GET /orders", Threshold: 3}, {Metric: rules.Concurrency, Resource: "GET /items", Threshold: 1}}
+	})
 	require.NoError(t, err)
-	_, err = g.LoadCircuitBreakerRules([]rules.CircuitBreaker{{ID: "pay-errors", Resource: "pay", Strategy: rules.ErrorCount, Threshold: 2, MinRequestAmount: 1, StatInterval: time.Second, RetryTimeout: time.Minute}})
+	err = g.UpdateRules(func(s *rules.Set) {
+		s.CircuitBreaker = []rules.CircuitBreaker{{ID: "pay-errors", Resource: "pay", Strategy: rules.ErrorCount, Threshold: 2, MinRequestAmount: 1, StatInterval: time.Second, RetryTimeout: time.Minute}}
+	})
 	require.NoError(t, err)
 	for i, rt := range []time.Duration{10, 20, 30} {
 		p, err := g.Entry("GET /orders")
@@ -48,12 +53,12 @@ func workload(t *testing.T, g *sluice.Engine, clk *sluicetest.ManualClock) {
 	}
 	for i := 0; i < 2; i++ {
 		_, err := g.Entry("GET /orders")
-		require.ErrorIs(t, err, sluice.ErrBlocked)
+		require.ErrorIs(t, err, core.ErrBlocked)
 	}
 	_, err = g.Entry("GET /items")
 	require.NoError(t, err) // kept in flight
 	_, err = g.Entry("GET /items", sluice.WithBatch(4))
-	require.ErrorIs(t, err, sluice.ErrBlocked)
+	require.ErrorIs(t, err, core.ErrBlocked)
 	for i := 0; i < 2; i++ {
 		p, err := g.Entry("pay")
 		require.NoError(t, err)
@@ -150,7 +155,7 @@ func TestScrapeOverHTTP(t *testing.T) {
 // argument add no series; series are per resource.
 func TestParamValuesMakeNoSeries(t *testing.T) {
 	g, _ := sluicetest.NewEngine(t)
-	_, err := g.LoadParamRules([]rules.Param{{Resource: "GET /user", Index: 0, Threshold: 1000}})
+	err := g.UpdateRules(func(s *rules.Set) { s.Param = []rules.Param{{Resource: "GET /user", Index: 0, Threshold: 1000}} })
 	require.NoError(t, err)
 	c := sluiceprom.NewCollector(g)
 	p, err := g.Entry("GET /user", sluice.WithArgs("first"))

@@ -20,7 +20,7 @@ import (
 // sluice_blocked_total, which counts only real refusals.
 func TestShadowBlockedSeries(t *testing.T) {
 	g, _ := sluicetest.NewEngine(t)
-	require.NoError(t, g.LoadRuleSet(rules.Set{
+	require.NoError(t, g.LoadRules(rules.Set{
 		Flow:  []rules.Flow{{Resource: "GET /orders", Threshold: 2, Shadow: true}},
 		Param: []rules.Param{{Resource: "GET /orders", Threshold: 1, Shadow: true}},
 	}))

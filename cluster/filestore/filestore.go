@@ -45,6 +45,8 @@ import (
 
 	"github.com/sluice-go/sluice/cluster"
 	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/clock"
+	"github.com/sluice-go/sluice/internal/linediff"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -85,7 +87,7 @@ func WithAuditBytes(n int64) Option { return func(s *Store) { s.auditBytes = n }
 func WithPollInterval(d time.Duration) Option { return func(s *Store) { s.poll = d } }
 
 // WithClock makes Watch time its polls on c (tests pass a
-// *sluicetest.ManualClock); nil means core.SystemClock().
+// *sluicetest.ManualClock); nil means clock.System().
 func WithClock(c core.Clock) Option { return func(s *Store) { s.clock = c } }
 
 // WithDecodeLimits bounds the documents Save accepts (default: the zero
@@ -133,7 +135,7 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		s.poll = DefaultPollInterval
 	}
 	if s.clock == nil {
-		s.clock = core.SystemClock()
+		s.clock = clock.System()
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("filestore: %w", err)
@@ -411,7 +413,7 @@ func (s *Store) Save(ctx context.Context, app string, base int64, v cluster.Rule
 	if v.RollbackOf != 0 {
 		action = "rollback"
 	}
-	_ = s.audit(cluster.AuditEntry{User: v.Author, App: app, Action: action, Version: v.Version, Detail: cluster.LineDiff(old, v.Doc)})
+	_ = s.audit(cluster.AuditEntry{User: v.Author, App: app, Action: action, Version: v.Version, Detail: linediff.Lines(old, v.Doc)})
 	return v, nil
 }
 

@@ -102,7 +102,7 @@ func BenchmarkParamEntry(b *testing.B) {
 			{"leased", &rules.Cluster{Leases: true}},
 		} {
 			g := sluice.New(sluice.WithCluster(New(srv.Client(b)), sluice.ClusterConfig{App: "bench", Timeout: time.Second}))
-			if _, err := g.LoadParamRules([]rules.Param{{Resource: "api", Key: "user", Threshold: 1e9, Cluster: tc.section}}); err != nil {
+			if err := g.LoadRules(rules.Set{Param: []rules.Param{{Resource: "api", Key: "user", Threshold: 1e9, Cluster: tc.section}}}); err != nil {
 				b.Fatal(err)
 			}
 			name := fmt.Sprintf("users=%d/%s", nusers, tc.name)

@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-go/sluice/cluster"
 	"github.com/sluice-go/sluice/cluster/redis/redistest"
 	"github.com/sluice-go/sluice/fleet"
+	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 	"github.com/sluice-go/sluice/stat"
 )
@@ -19,7 +20,7 @@ import (
 // threshold returns the flow threshold of resource api in force, -1 when
 // there is no such rule.
 func threshold(eng *sluice.Engine) float64 {
-	for _, r := range eng.FlowRules() {
+	for _, r := range eng.Rules().Flow {
 		if r.Resource == "api" {
 			return r.Threshold
 		}
@@ -224,8 +225,8 @@ func TestFleetRefused(t *testing.T) {
 	if st.Version != 1 || threshold(c) != 10 || !strings.Contains(fmt.Sprint(st.RefusedErr), "WithCluster") {
 		t.Fatalf("c: %+v, threshold %v; want version 1 kept, refusal naming WithCluster", st, threshold(c))
 	}
-	if threshold(a) != 50 || a.FlowRules()[0].Cluster == nil {
-		t.Fatalf("a runs %+v, want the cluster rule", a.FlowRules())
+	if threshold(a) != 50 || a.Rules().Flow[0].Cluster == nil {
+		t.Fatalf("a runs %+v, want the cluster rule", a.Rules().Flow)
 	}
 	mu.Lock()
 	if len(refused) != 1 || refused[0].Err == nil {
@@ -271,7 +272,7 @@ func TestFleetStoreDown(t *testing.T) {
 	if st.Version != 0 || st.Failures == 0 || st.Err == nil {
 		t.Fatalf("status with the store down: %+v", st)
 	}
-	if _, err := eng.LoadFlowRules(nil); err != nil {
+	if err := eng.UpdateRules(func(s *rules.Set) { s.Flow = nil }); err != nil {
 		t.Fatal(err)
 	}
 	srv.Restart()
@@ -284,8 +285,8 @@ func TestFleetStoreDown(t *testing.T) {
 		}
 		return version(m) == 1
 	})
-	if len(eng.FlowRules()) != 2 {
-		t.Fatalf("rules in force %+v, want docC's", eng.FlowRules())
+	if len(eng.Rules().Flow) != 2 {
+		t.Fatalf("rules in force %+v, want docC's", eng.Rules().Flow)
 	}
 }
 
@@ -354,7 +355,7 @@ func TestFleetTelemetry(t *testing.T) {
 		return len(frames) == 1
 	})
 	for _, r := range frames[0].Resources {
-		if r.Block != 0 || r.BlockedBy != [stat.BlockTypes]uint64{} || r.Start != int64(time.Second) {
+		if r.Block != 0 || r.BlockedBy != [len(stat.Snapshot{}.BlockedBy)]uint64{} || r.Start != int64(time.Second) {
 			t.Fatalf("second 1 of %s: %+v", r.Resource, r)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-go/sluice/internal/rulewalk"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
+	"github.com/sluice-go/sluice/stat"
 )
 
 // These tests run engines (the root module's public API) against a real
@@ -33,7 +34,7 @@ func clusterEngine(t *testing.T, store *Store, cfg sluice.ClusterConfig, opts ..
 
 func loadFlow(t *testing.T, g *sluice.Engine, rs ...rules.Flow) {
 	t.Helper()
-	if _, err := g.LoadFlowRules(rs); err != nil {
+	if err := g.LoadRules(rules.Set{Flow: rs}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -200,11 +201,11 @@ func TestEngineFallbackAndRecovery(t *testing.T) {
 		probe   = 200 * time.Millisecond
 	)
 	srv := redistest.Start(t)
-	trs := make(chan sluice.ClusterTransition, 16)
+	trs := make(chan transition, 16)
 	g := clusterEngine(t, New(srv.Client(t)), sluice.ClusterConfig{
 		Timeout: timeout, ProbeInterval: probe,
-		OnTransition: func(tr sluice.ClusterTransition) { trs <- tr },
 	})
+	onTransition(g, func(tr transition) { trs <- tr })
 	// 1,000 per minute in the store, 20 per minute locally.
 	loadFlow(t, g, rules.Flow{Resource: "api", Threshold: 1000, StatInterval: time.Minute,
 		Cluster: &rules.Cluster{LocalThreshold: 20}},
@@ -229,7 +230,7 @@ func TestEngineFallbackAndRecovery(t *testing.T) {
 		if be == nil {
 			admitted++
 		}
-		if st, _ := g.ClusterStatus(); st.Mode == sluice.ClusterFallback {
+		if st, _ := g.ClusterStatus(); st.Fallback {
 			break
 		}
 		if calls > 1000 {
@@ -241,7 +242,7 @@ func TestEngineFallbackAndRecovery(t *testing.T) {
 		t.Errorf("an entry took %v, timeout %v", slowest, timeout)
 	}
 	tr := <-trs
-	if tr.To != sluice.ClusterFallback || tr.Err == nil {
+	if !tr.Fallback || tr.Err == nil {
 		t.Errorf("transition %+v, want to fallback with an error", tr)
 	}
 	// Which of api's entries the fallback decided cannot be told from
@@ -266,7 +267,7 @@ func TestEngineFallbackAndRecovery(t *testing.T) {
 	began := time.Now()
 	for {
 		enter(t, g, "api") // decisions in fallback queue the probes
-		if st, _ := g.ClusterStatus(); st.Mode == sluice.ClusterRemote {
+		if st, _ := g.ClusterStatus(); !st.Fallback {
 			break
 		}
 		if time.Since(began) > 10*time.Second {
@@ -279,7 +280,7 @@ func TestEngineFallbackAndRecovery(t *testing.T) {
 	if back > probe+timeout+2*time.Second {
 		t.Errorf("recovery took %v", back)
 	}
-	if tr := <-trs; tr.To != sluice.ClusterRemote {
+	if tr := <-trs; tr.Fallback {
 		t.Errorf("transition %+v, want back to remote", tr)
 	}
 	if be := enter(t, g, "api"); be != nil {
@@ -423,4 +424,30 @@ func TestEngineSharedTokenBucket(t *testing.T) {
 			}
 		})
 	}
+}
+
+// transition is a change between the store's decisions and the fallback's,
+// as the engine's event stream tells it (stat.EventClusterFallback and
+// stat.EventClusterRecovered).
+type transition struct {
+	Fallback bool // to fallback; else back to remote
+	At       int64
+	Err      error
+	Live     int
+}
+
+func (tr transition) String() string {
+	if tr.Fallback {
+		return "fallback"
+	}
+	return "remote"
+}
+
+// onTransition calls f with every transition of g from now on.
+func onTransition(g *sluice.Engine, f func(transition)) {
+	g.Subscribe(func(e stat.Event) {
+		if e.Kind == stat.EventClusterFallback || e.Kind == stat.EventClusterRecovered {
+			f(transition{Fallback: e.Kind == stat.EventClusterFallback, At: e.At, Err: e.Err, Live: int(e.Value)})
+		}
+	})
 }

@@ -109,8 +109,8 @@ func faultChild() int {
 	ntrans := 0
 	g := sluice.New(sluice.WithCluster(New(rdb), sluice.ClusterConfig{
 		App: "faults", InstanceID: fmt.Sprint("instance-", idx),
-		OnTransition: func(sluice.ClusterTransition) { trans.Lock(); ntrans++; trans.Unlock() },
 	}))
+	onTransition(g, func(transition) { trans.Lock(); ntrans++; trans.Unlock() })
 	defer g.Close()
 	var flows []rules.Flow
 	if sp.Leased > 0 {
@@ -119,14 +119,16 @@ func faultChild() int {
 	if sp.Strict > 0 {
 		flows = append(flows, rules.Flow{Resource: "strict", Threshold: float64(sp.Strict), Cluster: &rules.Cluster{Strict: true}})
 	}
-	if _, err := g.LoadFlowRules(flows); err != nil {
+	if err := g.UpdateRules(func(s *rules.Set) { s.Flow = flows }); err != nil {
 		return fail(err)
 	}
 	if sp.Users > 0 {
-		if _, err := g.LoadParamRules([]rules.Param{{
-			Resource: "comments", Key: "user", Threshold: int64(sp.UserLimit), Duration: sp.UserWindow,
-			Cluster: &rules.Cluster{},
-		}}); err != nil {
+		if err := g.UpdateRules(func(s *rules.Set) {
+			s.Param = []rules.Param{{
+				Resource: "comments", Key: "user", Threshold: int64(sp.UserLimit), Duration: sp.UserWindow,
+				Cluster: &rules.Cluster{},
+			}}
+		}); err != nil {
 			return fail(err)
 		}
 	}
@@ -142,7 +144,7 @@ func faultChild() int {
 	snap := func(s int) {
 		st, _ := g.ClusterStatus()
 		trans.Lock()
-		lines[s].Mode, lines[s].Live, lines[s].Source, lines[s].Trans = st.Mode.String(), st.Live, st.LiveSource, ntrans
+		lines[s].Mode, lines[s].Live, lines[s].Source, lines[s].Trans = map[bool]string{false: "remote", true: "fallback"}[st.Fallback], st.Live, st.LiveSource, ntrans
 		trans.Unlock()
 	}
 	sent := map[string]int{}

@@ -18,7 +18,7 @@ import (
 // message as go-redis formats it); the same format again within 5 s of the
 // last one is counted, not written, and the next one written after a quiet
 // spell says how many were left out ("left_out"). Together with the
-// engine's OnTransition (one line when the engine falls back, one when it
+// engine's event stream (one line when the engine falls back, one when it
 // recovers), an outage then logs a few lines, not one per dial.
 //
 // It sets go-redis's process-wide logger (redis.SetLogger), for every

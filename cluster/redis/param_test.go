@@ -26,7 +26,7 @@ import (
 
 func loadParam(t *testing.T, g *sluice.Engine, rs ...rules.Param) {
 	t.Helper()
-	if _, err := g.LoadParamRules(rs); err != nil {
+	if err := g.LoadRules(rules.Set{Param: rs}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -221,14 +221,14 @@ func TestParamFallbackLocalShare(t *testing.T) {
 			t.Errorf("%s: admitted %d in fallback, want the local share, 10 / 2 instances = 5", user, admitted)
 		}
 	}
-	if st, _ := g.ClusterStatus(); st.Mode != sluice.ClusterFallback {
-		t.Fatalf("mode %v after the kill", st.Mode)
+	if st, _ := g.ClusterStatus(); !st.Fallback {
+		t.Fatal("remote decisions after the kill")
 	}
 	srv.Restart()
 	began := time.Now()
 	for {
 		enterAs(t, g, "post", "carol") // decisions in fallback queue the probes
-		if st, _ := g.ClusterStatus(); st.Mode == sluice.ClusterRemote {
+		if st, _ := g.ClusterStatus(); !st.Fallback {
 			break
 		}
 		if time.Since(began) > 10*time.Second {
@@ -274,7 +274,7 @@ func TestParamLeasesGiveBack(t *testing.T) {
 	if held < 1 {
 		t.Fatalf("nothing leased ahead: %.1f", held)
 	}
-	if _, err := g.LoadParamRules([]rules.Param{rulewalk.Clone(rule)}); err != nil {
+	if err := g.LoadRules(rules.Set{Param: []rules.Param{rulewalk.Clone(rule)}}); err != nil {
 		t.Fatal(err)
 	}
 	if st, _ := g.ClusterStatus(); st.Given != 0 {

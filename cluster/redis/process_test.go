@@ -82,7 +82,7 @@ func fleetChild() int {
 		Timeout: sp.Timeout, HeartbeatInterval: 200 * time.Millisecond,
 	}))
 	defer g.Close()
-	if _, err := g.LoadFlowRules([]rules.Flow{{Resource: "api", Threshold: float64(sp.Limit), Cluster: &rules.Cluster{}}}); err != nil {
+	if err := g.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: "api", Threshold: float64(sp.Limit), Cluster: &rules.Cluster{}}}}); err != nil {
 		return fail(err)
 	}
 	// The heartbeats count the fleet before the load (lease sizes and

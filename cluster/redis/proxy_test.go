@@ -76,15 +76,16 @@ func decisionOptions(addr string) *redis.Options {
 	}
 }
 
-// waitMode polls g's mode until it is want, failing after 10 s.
-func waitMode(t *testing.T, g *sluice.Engine, want sluice.ClusterMode) {
+// waitMode polls g until its ClusterStatus.Fallback is fallback, failing
+// after 10 s.
+func waitMode(t *testing.T, g *sluice.Engine, fallback bool) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		if st, _ := g.ClusterStatus(); st.Mode == want {
+		if st, _ := g.ClusterStatus(); st.Fallback == fallback {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("mode not %v after 10 s", want)
+			t.Fatalf("Fallback not %v after 10 s", fallback)
 		}
 	}
 }
@@ -99,11 +100,11 @@ func TestProxyFirstFailedCallFallsBack(t *testing.T) {
 		t.Run(im.name, func(t *testing.T) {
 			p, c := proxied(t)
 			im.on(p)
-			trs := make(chan sluice.ClusterTransition, 16)
+			trs := make(chan transition, 16)
 			g := clusterEngine(t, New(c), sluice.ClusterConfig{
 				Timeout: proxyTimeout, ProbeInterval: time.Hour,
-				OnTransition: func(tr sluice.ClusterTransition) { trs <- tr },
 			})
+			onTransition(g, func(tr transition) { trs <- tr })
 			for _, strict := range []bool{false, true} {
 				res := "lease"
 				if strict {
@@ -114,7 +115,7 @@ func TestProxyFirstFailedCallFallsBack(t *testing.T) {
 				// An entry that comes while a late call is under way waits
 				// for it and shares its failure: up to ten entries.
 				for i := 0; i < 10; i++ {
-					if st, _ := g.ClusterStatus(); st.Mode == sluice.ClusterFallback {
+					if st, _ := g.ClusterStatus(); st.Fallback {
 						break
 					}
 					began := time.Now()
@@ -128,13 +129,13 @@ func TestProxyFirstFailedCallFallsBack(t *testing.T) {
 						t.Errorf("%s: entry %d took %v, Timeout %v", res, i, took, proxyTimeout)
 					}
 				}
-				waitMode(t, g, sluice.ClusterFallback)
+				waitMode(t, g, true)
 				st, _ := g.ClusterStatus()
 				if st.Takes != 3 || st.TakeErrors != 3 {
 					t.Errorf("%s: %d takes, %d failed; want three late ones", res, st.Takes, st.TakeErrors)
 				}
 				tr := <-trs
-				if tr.From != sluice.ClusterRemote || tr.To != sluice.ClusterFallback || tr.Err == nil {
+				if !tr.Fallback || tr.Err == nil {
 					t.Errorf("%s: transition %+v, want remote -> fallback with the store's error", res, tr)
 				}
 				// In fallback no entry asks the store.
@@ -149,8 +150,8 @@ func TestProxyFirstFailedCallFallsBack(t *testing.T) {
 				if !strict { // a fresh engine for the strict rule
 					g = clusterEngine(t, New(c), sluice.ClusterConfig{
 						Timeout: proxyTimeout, ProbeInterval: time.Hour,
-						OnTransition: func(tr sluice.ClusterTransition) { trs <- tr },
 					})
+					onTransition(g, func(tr transition) { trs <- tr })
 				}
 			}
 		})
@@ -168,11 +169,11 @@ func TestProxyEntriesNeverWaitPastTimeout(t *testing.T) {
 	for _, im := range impairments {
 		t.Run(im.name, func(t *testing.T) {
 			p, c := proxied(t)
-			trs := make(chan sluice.ClusterTransition, 16)
+			trs := make(chan transition, 16)
 			g := clusterEngine(t, New(c), sluice.ClusterConfig{
 				Timeout: proxyTimeout, ProbeInterval: proxyProbe,
-				OnTransition: func(tr sluice.ClusterTransition) { trs <- tr },
 			})
+			onTransition(g, func(tr transition) { trs <- tr })
 			// Budgets Redis never exhausts here; the local shares neither.
 			loadFlow(t, g,
 				rules.Flow{Resource: "lease", Threshold: 1e6, StatInterval: time.Minute, Cluster: &rules.Cluster{}},
@@ -231,7 +232,7 @@ func TestProxyEntriesNeverWaitPastTimeout(t *testing.T) {
 			// A host loaded by other builds can stall a call past the
 			// Timeout while Redis answers: start from remote, with such
 			// transitions drained.
-			waitMode(t, g, sluice.ClusterRemote)
+			waitMode(t, g, false)
 			for len(trs) > 0 {
 				tr := <-trs
 				t.Logf("transition before Redis was %s: %+v", im.name, tr)
@@ -240,9 +241,9 @@ func TestProxyEntriesNeverWaitPastTimeout(t *testing.T) {
 
 			measure.Store(true)
 			im.on(p)
-			waitMode(t, g, sluice.ClusterFallback)
+			waitMode(t, g, true)
 			tr := <-trs
-			if tr.To != sluice.ClusterFallback || tr.Err == nil {
+			if !tr.Fallback || tr.Err == nil {
 				t.Errorf("transition %+v, want to fallback with the store's error", tr)
 			}
 			// Stay impaired for three probe intervals: the probes fail.
@@ -251,8 +252,8 @@ func TestProxyEntriesNeverWaitPastTimeout(t *testing.T) {
 				time.Sleep(10 * time.Millisecond)
 				st, _ = g.ClusterStatus()
 			}
-			if st.Mode != sluice.ClusterFallback {
-				t.Fatalf("mode %v while Redis is %s", st.Mode, im.name)
+			if !st.Fallback {
+				t.Fatalf("remote decisions while Redis is %s", im.name)
 			}
 			// Nothing is sent once in fallback: the failed calls are the
 			// three late ones in a row that switch it (of either lane: a
@@ -271,12 +272,12 @@ func TestProxyEntriesNeverWaitPastTimeout(t *testing.T) {
 			probes := st.Probes
 			im.off(p)
 			began := time.Now()
-			waitMode(t, g, sluice.ClusterRemote)
+			waitMode(t, g, false)
 			back := time.Since(began)
 			st, _ = g.ClusterStatus()
 			t.Logf("%s: %d entries measured, slowest %v (Timeout %v); back to remote %v after Redis answered (probe interval %v), %d probes",
 				im.name, calls.Load(), time.Duration(slowest.Load()), proxyTimeout, back, proxyProbe, st.Probes)
-			if tr := <-trs; tr.To != sluice.ClusterRemote {
+			if tr := <-trs; tr.Fallback {
 				t.Errorf("transition %+v, want back to remote", tr)
 			}
 			// One probe may have been under way when Redis came back; the

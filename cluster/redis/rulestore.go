@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluice-go/sluice/cluster"
+	"github.com/sluice-go/sluice/internal/linediff"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -274,7 +275,7 @@ func (s *RuleStore) Save(ctx context.Context, app string, base int64, v cluster.
 	if v.RollbackOf != 0 {
 		action = "rollback"
 	}
-	entry, err := json.Marshal(auditJSON{User: v.Author, App: app, Action: action, Detail: cut(cluster.LineDiff(old, v.Doc), maxText)})
+	entry, err := json.Marshal(auditJSON{User: v.Author, App: app, Action: action, Detail: cut(linediff.Lines(old, v.Doc), maxText)})
 	if err != nil {
 		return cluster.RuleVersion{}, err
 	}

@@ -151,22 +151,22 @@ func TestSentinelEngineFleet(t *testing.T) {
 	var (
 		start time.Time
 		trMu  sync.Mutex
-		trs   [][]sluice.ClusterTransition // by engine; At is time since start
+		trs   [][]transition // by engine; At is time since start
 	)
-	trs = make([][]sluice.ClusterTransition, engines)
+	trs = make([][]transition, engines)
 	stores := make([]*tally, engines)
 	gs := make([]*sluice.Engine, engines)
 	for i := range gs {
 		stores[i] = newTally(New(newClient()))
 		gs[i] = sluice.New(sluice.WithCluster(stores[i], sluice.ClusterConfig{
 			App: "shop", Timeout: timeout, ProbeInterval: probe, HeartbeatInterval: 100 * time.Millisecond,
-			OnTransition: func(tr sluice.ClusterTransition) {
-				trMu.Lock()
-				tr.At = int64(time.Since(start))
-				trs[i] = append(trs[i], tr)
-				trMu.Unlock()
-			},
 		}))
+		onTransition(gs[i], func(tr transition) {
+			trMu.Lock()
+			tr.At = int64(time.Since(start))
+			trs[i] = append(trs[i], tr)
+			trMu.Unlock()
+		})
 		t.Cleanup(func() { _ = gs[i].Close() })
 		loadFlow(t, gs[i],
 			rules.Flow{Resource: "api", Threshold: limit, Cluster: &rules.Cluster{}},
@@ -176,7 +176,7 @@ func TestSentinelEngineFleet(t *testing.T) {
 		ok := true
 		for _, g := range gs {
 			s, _ := g.ClusterStatus()
-			ok = ok && s.Live == engines && s.Mode == sluice.ClusterRemote
+			ok = ok && s.Live == engines && !s.Fallback
 		}
 		if ok {
 			break
@@ -277,7 +277,7 @@ func TestSentinelEngineFleet(t *testing.T) {
 		ok := true
 		for _, g := range gs {
 			s, _ := g.ClusterStatus()
-			ok = ok && s.Mode == sluice.ClusterRemote
+			ok = ok && !s.Fallback
 		}
 		trMu.Lock()
 		for _, l := range trs {
@@ -320,8 +320,8 @@ func TestSentinelEngineFleet(t *testing.T) {
 		atKill, fell := false, false // in fallback at the kill; fell back after it
 		for _, tr := range l {
 			at := time.Duration(tr.At)
-			t.Logf("engine %d: %v at %v (%v)", e, tr.To, at.Round(time.Millisecond), tr.Err)
-			if tr.To == sluice.ClusterFallback {
+			t.Logf("engine %d: %v at %v (%v)", e, tr, at.Round(time.Millisecond), tr.Err)
+			if tr.Fallback {
 				from = at
 			} else if from >= 0 {
 				spans = append(spans, span{e, from, at})
@@ -330,13 +330,13 @@ func TestSentinelEngineFleet(t *testing.T) {
 			switch {
 			case at < killed:
 				// A call the loaded host slowed past the Timeout.
-				atKill = tr.To == sluice.ClusterFallback
-			case tr.To == sluice.ClusterFallback && !fell:
+				atKill = tr.Fallback
+			case tr.Fallback && !fell:
 				fell = true
 				if at > killed+time.Second {
 					t.Errorf("engine %d: fallback %v after the kill, want at its next lease refill", e, at-killed)
 				}
-			case tr.To == sluice.ClusterRemote && at < killed+redistest.SentinelDownAfter:
+			case !tr.Fallback && at < killed+redistest.SentinelDownAfter:
 				t.Errorf("engine %d: remote %v after the kill, before any failover", e, at-killed)
 			}
 		}

@@ -215,7 +215,7 @@ func (w *wireFrame) frame() (cluster.Frame, error) {
 
 // resourceFields is the number of figures after a resource's name in the
 // compact encoding.
-const resourceFields = 9 + stat.BlockTypes
+const resourceFields = 9 + len(stat.Snapshot{}.BlockedBy)
 
 // appendResources appends rs in a compact text form, decoded about ten
 // times faster than JSON objects: one line per resource, its name quoted

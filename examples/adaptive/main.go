@@ -85,7 +85,7 @@ func simulate(name string, rule rules.Flow, seconds int) (*result, error) {
 	clk := sluicetest.NewManualClock(start)
 	eng := sluice.New(sluice.WithClock(clk))
 	defer eng.Close()
-	if err := eng.LoadRuleSet(rules.Set{Flow: []rules.Flow{rule}}); err != nil {
+	if err := eng.LoadRules(rules.Set{Flow: []rules.Flow{rule}}); err != nil {
 		return nil, err
 	}
 	rng := rand.New(rand.NewPCG(1, 2))

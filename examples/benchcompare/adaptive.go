@@ -21,7 +21,7 @@ var (
 func setupSluiceAdaptive() (func() func() error, func(), error) {
 	g := sluice.New()
 	rule := rules.Flow{Resource: resource, Metric: rules.Concurrency, Adaptive: &rules.Adaptive{Min: 1000, Max: 1000000}}
-	if err := g.LoadRuleSet(rules.Set{Flow: []rules.Flow{rule}}); err != nil {
+	if err := g.LoadRules(rules.Set{Flow: []rules.Flow{rule}}); err != nil {
 		_ = g.Close()
 		return nil, nil, err
 	}

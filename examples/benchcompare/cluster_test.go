@@ -152,8 +152,9 @@ func sluiceCluster(b *testing.B, c *redis.Client, strict bool) (func() error, fu
 	if strict {
 		limit = callLimit
 	}
-	_, err := g.LoadFlowRules([]rules.Flow{{Resource: resource, Threshold: limit,
-		Strategy: rules.TokenBucket, Cluster: &rules.Cluster{Strict: strict}}})
+	err := g.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: resource, Threshold: limit,
+		Strategy: rules.TokenBucket, Cluster: &rules.Cluster{Strict: strict}}}})
+
 	if err != nil {
 		_ = g.Close()
 		b.Fatal(err)
@@ -172,7 +173,7 @@ func sluiceCluster(b *testing.B, c *redis.Client, strict bool) (func() error, fu
 	}
 	check := func() error {
 		st, _ := g.ClusterStatus()
-		if st.Mode != sluice.ClusterRemote || st.TakeErrors != 0 {
+		if st.Fallback || st.TakeErrors != 0 {
 			return fmt.Errorf("cluster store failed during the run: %+v", st)
 		}
 		return nil

@@ -60,10 +60,10 @@ func TestAllKindsConfigured(t *testing.T) {
 	g, err := newAllKindsEngine()
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = g.Close() })
-	assert.Len(t, g.FlowRules(), 2, "flow rules: QPS and concurrency")
-	assert.Len(t, g.CircuitBreakerRules(), 1, "circuit breaker rules")
-	assert.Len(t, g.ParamRules(), 1, "param rules")
-	assert.Len(t, g.SystemRules(), 1, "system rules")
+	assert.Len(t, g.Rules().Flow, 2, "flow rules: QPS and concurrency")
+	assert.Len(t, g.Rules().CircuitBreaker, 1, "circuit breaker rules")
+	assert.Len(t, g.Rules().Param, 1, "param rules")
+	assert.Len(t, g.Rules().System, 1, "system rules")
 }
 
 // TestSluicePassNoAllocs guards the budget's zero allocations on the sluice

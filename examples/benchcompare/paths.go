@@ -115,7 +115,7 @@ var reference = rateAllow
 
 func setupSluiceOneRule() (func() func() error, func(), error) {
 	g := sluice.New()
-	if _, err := g.LoadFlowRules([]rules.Flow{{Resource: resource, Threshold: rules.MaxThreshold}}); err != nil {
+	if err := g.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: resource, Threshold: rules.MaxThreshold}}}); err != nil {
 		_ = g.Close()
 		return nil, nil, err
 	}
@@ -133,19 +133,19 @@ func setupSluiceOneRule() (func() func() error, func(), error) {
 // resource, each set far above any benchmark's rate so that all of them pass.
 func newAllKindsEngine() (*sluice.Engine, error) {
 	g := sluice.New()
-	err := firstErr(
-		load(g.LoadFlowRules([]rules.Flow{
+	err := g.LoadRules(rules.Set{
+		Flow: []rules.Flow{
 			{Resource: resource, Threshold: rules.MaxThreshold},
-			{Metric: rules.Concurrency, Resource: resource, Threshold: 1 << 20}, // in flight, as isolation did
-		})),
-		load(g.LoadCircuitBreakerRules([]rules.CircuitBreaker{{
+			{Metric: rules.Concurrency, Resource: resource, Threshold: 1 << 20},
+		},
+		CircuitBreaker: []rules.CircuitBreaker{{
 			Resource: resource, Strategy: rules.ErrorRatio, Threshold: 0.5, RetryTimeout: time.Second,
-		}})),
-		load(g.LoadParamRules([]rules.Param{{Resource: resource, Index: 0, Threshold: rules.MaxThreshold}})),
+		}},
+		Param: []rules.Param{{Resource: resource, Index: 0, Threshold: rules.MaxThreshold}},
 		// InboundQPS needs no metrics sampler: it reads the engine's own
 		// inbound node, as every inbound entry (the default) is checked.
-		load(g.LoadSystemRules([]rules.System{{Metric: rules.InboundQPS, Threshold: rules.MaxThreshold}})),
-	)
+		System: []rules.System{{Metric: rules.InboundQPS, Threshold: rules.MaxThreshold}},
+	})
 	if err != nil {
 		_ = g.Close()
 		return nil, err
@@ -171,7 +171,7 @@ func setupSluiceAllKinds() (func() func() error, func(), error) {
 func setupSluiceBlocked() (func() func() error, func(), error) {
 	// A manual clock that never moves keeps the one-per-second rule spent.
 	g := sluice.New(sluice.WithClock(sluicetest.NewManualClock(0)))
-	if _, err := g.LoadFlowRules([]rules.Flow{{Resource: resource, Threshold: 1}}); err != nil {
+	if err := g.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: resource, Threshold: 1}}}); err != nil {
 		_ = g.Close()
 		return nil, nil, err
 	}
@@ -208,8 +208,8 @@ func manyResourcesSetup(n int, zipf bool) func() (func() func() error, func(), e
 			names[i] = fmt.Sprintf("GET /api/v1/items/%d", i)
 			rs[i] = rules.Flow{Resource: names[i], Threshold: rules.MaxThreshold}
 		}
-		g := sluice.New(sluice.WithMaxResources(n+10), sluice.WithMaxRules(n+10))
-		if _, err := g.LoadFlowRules(rs); err != nil {
+		g := sluice.New(sluice.WithLimits(sluice.Limits{Resources: n + 10, Rules: n + 10}))
+		if err := g.LoadRules(rules.Set{Flow: rs}); err != nil {
 			_ = g.Close()
 			return nil, nil, err
 		}
@@ -262,10 +262,11 @@ const paramValues = 1_000_000
 func paramSetup(param bool) func() (func() func() error, func(), error) {
 	return func() (func() func() error, func(), error) {
 		g := sluice.New()
-		err := load(g.LoadFlowRules([]rules.Flow{{Resource: resource, Threshold: rules.MaxThreshold}}))
-		if err == nil && param {
-			err = load(g.LoadParamRules([]rules.Param{{Resource: resource, Threshold: rules.MaxThreshold, Capacity: 2 * paramValues}}))
+		set := rules.Set{Flow: []rules.Flow{{Resource: resource, Threshold: rules.MaxThreshold}}}
+		if param {
+			set.Param = []rules.Param{{Resource: resource, Threshold: rules.MaxThreshold, Capacity: 2 * paramValues}}
 		}
+		err := g.LoadRules(set)
 		if err == nil && param {
 			for v := int64(0); v < paramValues && err == nil; v++ {
 				var p *sluice.Pass
@@ -352,17 +353,6 @@ func allow(l *rate.Limiter) func() error {
 
 func closer(g *sluice.Engine) func() { return func() { _ = g.Close() } }
 
-func load(_ bool, err error) error { return err }
-
-func firstErr(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // verify builds the path and runs its operation n times, returning an error
 // unless every call was admitted (or, for a blocked path, refused by a sluice
 // flow rule).
@@ -389,9 +379,9 @@ func (p path) check(err error) error {
 		}
 		return nil
 	}
-	var be *sluice.BlockError
+	var be *core.BlockError
 	if !errors.As(err, &be) {
-		return fmt.Errorf("got %v, want a *sluice.BlockError", err)
+		return fmt.Errorf("got %v, want a *core.BlockError", err)
 	}
 	if be.Type != core.BlockFlow {
 		return fmt.Errorf("blocked by %v, want %v", be.Type, core.BlockFlow)

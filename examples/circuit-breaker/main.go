@@ -19,8 +19,10 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/ruledef"
 	"github.com/sluice-go/sluice/rules"
+	"github.com/sluice-go/sluice/stat"
 )
 
 var errUnavailable = errors.New("inventory: service unavailable")
@@ -52,11 +54,13 @@ func run() error {
 	start := time.Now()
 	elapsed := func() time.Duration { return time.Since(start).Round(time.Millisecond) }
 	fmt.Println("  time  transition              cause")
-	g.AddBreakerListener(func(t sluice.BreakerTransition) {
-		fmt.Printf("%6v  %-9s -> %-9s  %s\n", elapsed(), t.From, t.To, describe(t))
+	g.Subscribe(func(e stat.Event) {
+		if e.Kind == stat.EventBreaker {
+			fmt.Printf("%6v  %-9s -> %-9s  %s\n", elapsed(), e.From, e.To, describe(e))
+		}
 	})
 
-	if _, err := g.LoadCircuitBreakerRules([]rules.CircuitBreaker{{
+	if err := g.LoadRules(rules.Set{CircuitBreaker: []rules.CircuitBreaker{{
 		Resource:         "inventory.reserve",
 		Strategy:         rules.ErrorRatio,
 		Threshold:        0.5,
@@ -64,7 +68,7 @@ func run() error {
 		StatInterval:     500 * time.Millisecond,
 		RetryTimeout:     300 * time.Millisecond,
 		Probes:           2,
-	}}); err != nil {
+	}}}); err != nil {
 		return err
 	}
 
@@ -84,7 +88,7 @@ func run() error {
 
 	st := g.CircuitBreakerStates()[0]
 	fmt.Printf("succeeded: %d, failed: %d, refused by the breaker: %d; breaker now %s\n", passed, failed, refused, st.State)
-	if st.State != sluice.BreakerClosed {
+	if st.State != stat.BreakerClosed {
 		return fmt.Errorf("breaker is %s, want closed after the dependency recovered", st.State)
 	}
 	return nil
@@ -93,9 +97,9 @@ func run() error {
 // callInventory makes one protected call. It reports whether the breaker let
 // it through and, if so, the dependency's error.
 func callInventory(g *sluice.Engine, dep inventory) (bool, error) {
-	e, err := g.Entry("inventory.reserve", sluice.WithTraffic(sluice.Outbound))
+	e, err := g.Entry("inventory.reserve", sluice.WithTraffic(core.Outbound))
 	if err != nil {
-		return false, nil // errors.Is(err, sluice.ErrBlocked): serve a fallback
+		return false, nil // errors.Is(err, core.ErrBlocked): serve a fallback
 	}
 	defer e.Exit()
 	err = dep.reserve(context.Background())
@@ -103,16 +107,16 @@ func callInventory(g *sluice.Engine, dep inventory) (bool, error) {
 	return true, err
 }
 
-// describe says what caused a transition, reading t.Snapshot as the
-// transition defines it (see sluice.BreakerTransition).
-func describe(t sluice.BreakerTransition) string {
-	r := t.Rule // zero fields mean the defaults
+// describe says what caused a breaker's transition, reading e.Value as the
+// event defines it (see stat.EventBreaker).
+func describe(e stat.Event) string {
+	r, _ := e.Rule.(rules.CircuitBreaker) // zero fields mean the defaults
 	probes := max(r.Probes, 1)
 	if r.StatInterval == 0 {
 		r.StatInterval = ruledef.StatInterval
 	}
 	switch {
-	case t.From == sluice.BreakerClosed && t.To == sluice.BreakerOpen:
+	case e.From == "closed" && e.To == "open":
 		least := r.MinRequestAmount
 		if least == 0 {
 			least = ruledef.MinRequestAmount
@@ -120,26 +124,26 @@ func describe(t sluice.BreakerTransition) string {
 		switch r.Strategy {
 		case rules.ErrorCount:
 			return fmt.Sprintf("%g errors in the last %v reached the threshold %g; refusing calls for %v",
-				t.Snapshot, r.StatInterval, r.Threshold, r.RetryTimeout)
+				e.Value, r.StatInterval, r.Threshold, r.RetryTimeout)
 		case rules.ErrorRatio:
 			return fmt.Sprintf("%.0f%% of the calls in the last %v failed (%d calls at least), over the threshold %.0f%%; refusing calls for %v",
-				100*t.Snapshot, r.StatInterval, least, 100*r.Threshold, r.RetryTimeout)
+				100*e.Value, r.StatInterval, least, 100*r.Threshold, r.RetryTimeout)
 		default:
 			return fmt.Sprintf("%.0f%% of the calls in the last %v were slower than %v (%d calls at least), over the threshold %.0f%%; refusing calls for %v",
-				100*t.Snapshot, r.StatInterval, r.MaxAllowedRT, least, 100*r.Threshold, r.RetryTimeout)
+				100*e.Value, r.StatInterval, r.MaxAllowedRT, least, 100*r.Threshold, r.RetryTimeout)
 		}
-	case t.To == sluice.BreakerHalfOpen:
+	case e.To == "half-open":
 		return fmt.Sprintf("%v since opening: the next %d calls are probes", r.RetryTimeout, probes)
-	case t.From == sluice.BreakerHalfOpen && t.To == sluice.BreakerOpen:
-		rt := time.Duration(t.Snapshot * float64(time.Millisecond))
+	case e.From == "half-open" && e.To == "open":
+		rt := time.Duration(e.Value * float64(time.Millisecond))
 		if rt >= r.StatInterval {
 			return fmt.Sprintf("a probe was out %v, not less than the %v interval: given up as failed; refusing calls for %v",
 				rt.Round(time.Millisecond), r.StatInterval, r.RetryTimeout)
 		}
 		return fmt.Sprintf("a probe failed after %s ms; refusing calls for another %v",
-			strconv.FormatFloat(t.Snapshot, 'f', 2, 64), r.RetryTimeout)
-	case t.To == sluice.BreakerClosed:
-		return fmt.Sprintf("%g of %d probes succeeded; counting calls again from an empty window", t.Snapshot, probes)
+			strconv.FormatFloat(e.Value, 'f', 2, 64), r.RetryTimeout)
+	case e.To == "closed":
+		return fmt.Sprintf("%g of %d probes succeeded; counting calls again from an empty window", e.Value, probes)
 	}
-	return fmt.Sprintf("value %g", t.Snapshot)
+	return fmt.Sprintf("value %g", e.Value)
 }

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/rules"
+	"github.com/sluice-go/sluice/stat"
 	"github.com/stretchr/testify/assert"
 	"go.uber.org/goleak"
 )
@@ -22,47 +22,47 @@ func TestDescribe(t *testing.T) {
 	slow.Strategy, slow.MaxAllowedRT, slow.MinRequestAmount = rules.SlowRequestRatio, 20*time.Millisecond, 0
 	count := ratio
 	count.Strategy, count.Threshold = rules.ErrorCount, 3
-	tr := func(r rules.CircuitBreaker, from, to sluice.BreakerState, v float64) sluice.BreakerTransition {
-		return sluice.BreakerTransition{Resource: "r", Rule: r, From: from, To: to, Snapshot: v}
+	tr := func(r rules.CircuitBreaker, from, to stat.BreakerState, v float64) stat.Event {
+		return stat.Event{Kind: stat.EventBreaker, Resource: "r", Rule: r, From: from.String(), To: to.String(), Value: v}
 	}
 	tests := []struct {
 		name string
-		give sluice.BreakerTransition
+		give stat.Event
 		want string
 	}{
 		{
 			name: "opened by the error ratio",
-			give: tr(ratio, sluice.BreakerClosed, sluice.BreakerOpen, 1),
+			give: tr(ratio, stat.BreakerClosed, stat.BreakerOpen, 1),
 			want: "100% of the calls in the last 500ms failed (5 calls at least), over the threshold 50%; refusing calls for 300ms",
 		},
 		{
 			name: "opened by slow calls, default minimum",
-			give: tr(slow, sluice.BreakerClosed, sluice.BreakerOpen, 0.75),
+			give: tr(slow, stat.BreakerClosed, stat.BreakerOpen, 0.75),
 			want: "75% of the calls in the last 500ms were slower than 20ms (5 calls at least), over the threshold 50%; refusing calls for 300ms",
 		},
 		{
 			name: "opened by the error count",
-			give: tr(count, sluice.BreakerClosed, sluice.BreakerOpen, 3),
+			give: tr(count, stat.BreakerClosed, stat.BreakerOpen, 3),
 			want: "3 errors in the last 500ms reached the threshold 3; refusing calls for 300ms",
 		},
 		{
 			name: "half-open",
-			give: tr(ratio, sluice.BreakerOpen, sluice.BreakerHalfOpen, 0),
+			give: tr(ratio, stat.BreakerOpen, stat.BreakerHalfOpen, 0),
 			want: "300ms since opening: the next 2 calls are probes",
 		},
 		{
 			name: "a probe failed: the value is its response time",
-			give: tr(ratio, sluice.BreakerHalfOpen, sluice.BreakerOpen, 0.25),
+			give: tr(ratio, stat.BreakerHalfOpen, stat.BreakerOpen, 0.25),
 			want: "a probe failed after 0.25 ms; refusing calls for another 300ms",
 		},
 		{
 			name: "probes given up: the value is the time since the last was admitted",
-			give: tr(ratio, sluice.BreakerHalfOpen, sluice.BreakerOpen, 512),
+			give: tr(ratio, stat.BreakerHalfOpen, stat.BreakerOpen, 512),
 			want: "a probe was out 512ms, not less than the 500ms interval: given up as failed; refusing calls for 300ms",
 		},
 		{
 			name: "closed: the value is the successful probes",
-			give: tr(ratio, sluice.BreakerHalfOpen, sluice.BreakerClosed, 2),
+			give: tr(ratio, stat.BreakerHalfOpen, stat.BreakerClosed, 2),
 			want: "2 of 2 probes succeeded; counting calls again from an empty window",
 		},
 	}

@@ -70,7 +70,7 @@ func sideBySide(w io.Writer) error {
 		{Resource: "warm-up", Threshold: 10, Strategy: rules.WarmUp, WarmUpPeriod: 5 * time.Second},
 		{Resource: "token-bucket", Threshold: 10, Strategy: rules.TokenBucket, Burst: 20},
 	}
-	if err := eng.LoadRuleSet(rules.Set{Flow: flow}); err != nil {
+	if err := eng.LoadRules(rules.Set{Flow: flow}); err != nil {
 		return err
 	}
 
@@ -120,7 +120,7 @@ func queue(w io.Writer) error {
 	clk := sluicetest.NewManualClock(0)
 	eng := sluice.New(sluice.WithClock(clk))
 	defer eng.Close()
-	err := eng.LoadRuleSet(rules.Set{Flow: []rules.Flow{{
+	err := eng.LoadRules(rules.Set{Flow: []rules.Flow{{
 		Resource: "POST /orders", Threshold: 10, // a slot every 100 ms
 		Behavior: rules.Throttle, MaxQueueing: 500 * time.Millisecond,
 	}}})
@@ -190,7 +190,7 @@ func queue(w io.Writer) error {
 func bulkhead(w io.Writer) error {
 	eng := sluice.New()
 	defer eng.Close()
-	err := eng.LoadRuleSet(rules.Set{Flow: []rules.Flow{
+	err := eng.LoadRules(rules.Set{Flow: []rules.Flow{
 		{Resource: "inventory", Metric: rules.Concurrency, Threshold: 2},
 		{Resource: "payments", Metric: rules.Concurrency, Threshold: 2},
 	}})

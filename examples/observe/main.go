@@ -85,12 +85,12 @@ func run(w io.Writer) error {
 		CircuitBreaker: []rules.CircuitBreaker{{ID: "payments", Resource: payments, Strategy: rules.ErrorRatio,
 			Threshold: 0.5, MinRequestAmount: 3, StatInterval: time.Second, RetryTimeout: 500 * time.Millisecond}},
 	}
-	if err := eng.LoadRuleSet(set); err != nil {
+	if err := eng.LoadRules(set); err != nil {
 		return err
 	}
 	// A bad set is refused whole (an event says why); the rules in force stay.
 	bad := rules.Set{Flow: []rules.Flow{{Resource: orders, Threshold: -5}}}
-	if err := eng.LoadRuleSet(bad); err == nil {
+	if err := eng.LoadRules(bad); err == nil {
 		return errors.New("observe: a negative threshold was accepted")
 	}
 
@@ -122,7 +122,7 @@ func run(w io.Writer) error {
 	for _, r := range []string{orders, payments} {
 		s, _ := eng.Snapshot(r)
 		fmt.Fprintf(w, "%s since start: %d passed, %d refused (%d by flow rules, %d by circuit breakers), %d errors\n",
-			r, s.TotalPass, s.TotalBlock, s.Blocked(core.BlockFlow), s.Blocked(core.BlockDegrade), s.TotalError)
+			r, s.TotalPass, s.TotalBlock, s.BlockedBy[core.BlockFlow], s.BlockedBy[core.BlockDegrade], s.TotalError)
 	}
 	return nil
 }

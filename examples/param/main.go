@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -35,12 +36,12 @@ func main() {
 func run() error {
 	eng := sluice.New()
 	defer eng.Close()
-	if _, err := eng.LoadParamRules([]rules.Param{{
+	if err := eng.LoadRules(rules.Set{Param: []rules.Param{{
 		Resource:   resource,
-		Threshold:  3,           // per user...
-		Duration:   time.Minute, // ...per minute
+		Threshold:  3,
+		Duration:   time.Minute,
 		Exceptions: map[string]int64{"vip": 6},
-	}}); err != nil {
+	}}}); err != nil {
 		return err
 	}
 
@@ -51,7 +52,7 @@ func run() error {
 	// do this with their argument extractors.
 	feed := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, err := eng.Entry(resource, sluice.WithStringArg(0, r.Header.Get("X-User")))
-		var be *sluice.BlockError
+		var be *core.BlockError
 		if errors.As(err, &be) {
 			w.Header().Set("Retry-After", fmt.Sprint(int(be.RetryAfter.Seconds()+0.999)))
 			http.Error(w, "too many requests", http.StatusTooManyRequests)

@@ -181,11 +181,11 @@ func run(ctx context.Context, cf config) (res result, err error) {
 	// Local mode: an engine of this process, with one flow rule.
 	eng := sluice.New()
 	defer eng.Close()
-	if _, err := eng.LoadFlowRules([]rules.Flow{{
+	if err := eng.LoadRules(rules.Set{Flow: []rules.Flow{{
 		Resource:  resource,
-		Threshold: cf.Limit, // requests per second (StatInterval zero = 1 s)
+		Threshold: cf.Limit,
 		// Metric QPS, Strategy Direct and Behavior Reject are the zero values.
-	}}); err != nil {
+	}}}); err != nil {
 		return result{}, err
 	}
 

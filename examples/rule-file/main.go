@@ -58,7 +58,7 @@ func run() error {
 	if st := m.Status(); st.Version == 0 { // start only with the file's rules
 		return fmt.Errorf("%s: %v", path, errors.Join(st.Err, st.RefusedErr))
 	}
-	set := g.RuleSet()
+	set := g.Rules()
 	fmt.Printf("loaded %s: %d rules, %s threshold %v/s\n", path, len(set.Flow)+len(set.System)+len(set.CircuitBreaker)+len(set.Param), resource, threshold(g))
 	traffic(g, time.Second)
 
@@ -108,7 +108,7 @@ func traffic(g *sluice.Engine, d time.Duration) {
 }
 
 func threshold(g *sluice.Engine) float64 {
-	for _, r := range g.FlowRules() {
+	for _, r := range g.Rules().Flow {
 		if r.Resource == resource {
 			return r.Threshold
 		}

@@ -33,14 +33,14 @@ func run(w io.Writer, secs int) error {
 	eng := sluice.New(sluice.WithClock(clk), sluice.WithHistory(time.Minute))
 	defer eng.Close()
 	rule := rules.Flow{ID: "checkout-200", Resource: "POST /checkout", Threshold: 200, Shadow: true}
-	if err := eng.LoadRuleSet(rules.Set{Flow: []rules.Flow{rule}}); err != nil {
+	if err := eng.LoadRules(rules.Set{Flow: []rules.Flow{rule}}); err != nil {
 		return err
 	}
 	fmt.Fprintln(w, "second  mode      passed  refused  would-refuse")
 	for sec := 0; sec < secs; sec++ {
 		if sec == secs/2 {
 			rule.Shadow = false // the one field that enforces it
-			if err := eng.LoadRuleSet(rules.Set{Flow: []rules.Flow{rule}}); err != nil {
+			if err := eng.LoadRules(rules.Set{Flow: []rules.Flow{rule}}); err != nil {
 				return err
 			}
 		}

@@ -215,9 +215,9 @@ type server struct {
 func withServer(ctx context.Context, rs []rules.System, iters int, f func(*server) error) error {
 	// A short sample interval: BBR engages within ~100 ms of the CPU running
 	// hot.
-	g := sluice.New(sluice.WithSystemSampleInterval(100 * time.Millisecond))
+	g := sluice.New(sluice.WithSystemSampler(sluice.SystemSampler{Interval: 100 * time.Millisecond}))
 	defer g.Close()
-	if _, err := g.LoadSystemRules(rs); err != nil {
+	if err := g.LoadRules(rules.Set{System: rs}); err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -252,7 +252,7 @@ func withServer(ctx context.Context, rs []rules.System, iters int, f func(*serve
 				return
 			case <-t.C:
 				m := g.SystemMetrics()
-				in := g.InboundSnapshot()
+				in := m.Inbound
 				fmt.Fprintf(os.Stderr, "  %4.1fs cpu %.2f in flight %3d; last second: passed %4.0f, blocked %4.0f, completed %4.0f, min rt %v, avg rt %v\n",
 					time.Since(start).Seconds(), m.CPUUsage, in.Concurrency, in.PassQPS, in.BlockQPS, in.CompleteQPS, round(in.MinRT), round(in.AvgRT))
 			}

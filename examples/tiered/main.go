@@ -58,7 +58,7 @@ func run(w io.Writer) error {
 		}
 	})
 	defer cancel()
-	err := eng.LoadRuleSet(rules.Set{Flow: []rules.Flow{{
+	err := eng.LoadRules(rules.Set{Flow: []rules.Flow{{
 		Resource: "GET /search",
 		// Threshold 0: no limit below the first step.
 		Tiers: []rules.Tier{

@@ -21,21 +21,21 @@ type (
 	notASlot    struct{ name string }
 )
 
-func (s *prepareSlot) Prepare(*slots.Entry)                  {}
-func (s *checkSlot) Check(*slots.Entry) *core.BlockError     { return nil }
-func (s *statSlot) OnPass(*slots.Entry)                      {}
-func (s *statSlot) OnBlock(*slots.Entry, *core.BlockError)   {}
-func (s *statSlot) OnExit(*slots.Entry, slots.Exit)          {}
-func (s *allSlot) Prepare(*slots.Entry)                      {}
-func (s *allSlot) Check(*slots.Entry) *core.BlockError       { return nil }
-func (s *allSlot) OnPass(*slots.Entry)                       {}
-func (s *allSlot) OnBlock(*slots.Entry, *core.BlockError)    {}
-func (s *allSlot) OnExit(*slots.Entry, slots.Exit)           {}
-func (s *notASlot) Release(slots.Exit)                       {} // a Ticket, not a slot
-func (s *notASlot) Check(*slots.Entry) error                 { return nil }
-func (s *notASlot) OnPass(*slots.Entry, *slots.Entry)        {}
-func (s *notASlot) Prepare(*slots.Entry, int)                {}
-func (s *notASlot) OnExit(*slots.Entry, slots.Exit, float64) {}
+func (s *prepareSlot) Prepare(*slots.Entry)                    {}
+func (s *checkSlot) Check(*slots.Entry) *core.BlockError       { return nil }
+func (s *statSlot) OnPass(*slots.Entry)                        {}
+func (s *statSlot) OnBlock(*slots.Entry, *core.BlockError)     {}
+func (s *statSlot) OnExit(*slots.Entry, int64, error)          {}
+func (s *allSlot) Prepare(*slots.Entry)                        {}
+func (s *allSlot) Check(*slots.Entry) *core.BlockError         { return nil }
+func (s *allSlot) OnPass(*slots.Entry)                         {}
+func (s *allSlot) OnBlock(*slots.Entry, *core.BlockError)      {}
+func (s *allSlot) OnExit(*slots.Entry, int64, error)           {}
+func (s *notASlot) Release(int64)                              {} // a Ticket, not a slot
+func (s *notASlot) Check(*slots.Entry) error                   { return nil }
+func (s *notASlot) OnPass(*slots.Entry, *slots.Entry)          {}
+func (s *notASlot) Prepare(*slots.Entry, int)                  {}
+func (s *notASlot) OnExit(*slots.Entry, int64, error, float64) {}
 
 var (
 	_ slots.Preparer = (*prepareSlot)(nil)

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/sluicetest"
 )
 
@@ -107,7 +106,7 @@ func TestSleep(t *testing.T) {
 // TestManualClockConcurrent runs many sleepers on one clock under -race:
 // each returns nil once the clock passes its deadline.
 func TestSystemClock(t *testing.T) {
-	c := core.SystemClock()
+	c := System()
 	t.Run("Nanotime never decreases", func(t *testing.T) {
 		prev := c.Nanotime()
 		require.GreaterOrEqual(t, prev, int64(0))
@@ -141,7 +140,7 @@ var sinkNanos int64
 func BenchmarkClockRead(b *testing.B) {
 	b.Run("Nanotime", func(b *testing.B) {
 		b.ReportAllocs()
-		c := core.SystemClock()
+		c := System()
 		for b.Loop() {
 			sinkNanos += c.Nanotime()
 		}

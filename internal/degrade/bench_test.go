@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/clock"
 	"github.com/sluice-go/sluice/internal/entry"
 	"github.com/sluice-go/sluice/rules"
 )
@@ -25,7 +25,7 @@ func benchBreaker(b *testing.B, r rules.CircuitBreaker) *Breaker {
 
 func BenchmarkClosedCheckRelease(b *testing.B) {
 	br := benchBreaker(b, rules.CircuitBreaker{Resource: "bench", Strategy: rules.ErrorRatio, Threshold: 0.5, RetryTimeout: time.Second})
-	clk := core.SystemClock()
+	clk := clock.System()
 	b.Run("serial", func(b *testing.B) {
 		b.ReportAllocs()
 		ec := &entry.Context{Resource: "bench", Batch: 1}

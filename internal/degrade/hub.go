@@ -4,22 +4,41 @@ import (
 	"sync"
 
 	"github.com/sluice-go/sluice/internal/notify"
+	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/stat"
 )
 
-// State, its values and Transition are the public stat.BreakerState,
-// stat.BreakerClosed (...) and stat.BreakerTransition, named here as the
-// breakers know them.
-type (
-	State      = stat.BreakerState
-	Transition = stat.BreakerTransition
-)
+// State and its values are the public stat.BreakerState and
+// stat.BreakerClosed (...), named here as the breakers know them.
+type State = stat.BreakerState
 
 const (
 	Closed   = stat.BreakerClosed
 	Open     = stat.BreakerOpen
 	HalfOpen = stat.BreakerHalfOpen
 )
+
+// Transition is one change of a circuit breaker's state, as the
+// engine's event stream receives it (stat.EventBreaker).
+type Transition struct {
+	// Resource is the breaker's resource.
+	Resource string
+	// Rule is the breaker's rule in force when it changed state.
+	Rule rules.CircuitBreaker
+	// From and To are the states before and after.
+	From, To State
+	// Snapshot is the value that caused the change:
+	//   - Closed to Open: the observed value that crossed the threshold (the
+	//     ratio of slow or failed calls, or the error count);
+	//   - Open to HalfOpen: 0;
+	//   - HalfOpen to Open: the failed probe's response time in
+	//     milliseconds, or, when probes that never exited were given up, the
+	//     milliseconds since the last of them was admitted;
+	//   - HalfOpen to Closed: the number of successful probes.
+	Snapshot float64
+	// At is the clock reading of the change, in nanoseconds.
+	At int64
+}
 
 // Listener receives breaker state changes. It runs outside any lock of the
 // breaker and may call back into the engine.

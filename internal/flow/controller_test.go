@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/clock"
 	"github.com/sluice-go/sluice/internal/entry"
 	"github.com/sluice-go/sluice/internal/ruledef"
 	"github.com/sluice-go/sluice/internal/window"
@@ -172,7 +172,7 @@ func TestWarmUpLimitStartsColdAndIsObservable(t *testing.T) {
 func BenchmarkRejectCheck(b *testing.B) {
 	c, err := NewController(rules.Flow{Resource: "r", Threshold: 1e12}, nodes(nil))
 	require.NoError(b, err)
-	clk := core.SystemClock()
+	clk := clock.System()
 	b.ReportAllocs()
 	b.Run("serial", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {

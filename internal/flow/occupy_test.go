@@ -12,8 +12,8 @@ import (
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/conformance"
 	"github.com/sluice-go/sluice/internal/entry"
-	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/internal/sluicetest"
+	"github.com/sluice-go/sluice/rules"
 )
 
 // occupyModel is the reference of a QPS reject rule with PriorityWait: a

@@ -7,14 +7,14 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/cluster"
-	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/clock"
 	"github.com/sluice-go/sluice/internal/sluicetest"
 )
 
 // benchEnv is a Manager and a quiet memStore on the system clock.
 func benchEnv(b *testing.B) (*Manager, *memStore) {
 	b.Helper()
-	st := newMemStore(core.SystemClock())
+	st := newMemStore(clock.System())
 	st.quiet = true
 	m, err := New(Config{Store: st})
 	if err != nil {

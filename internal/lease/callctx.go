@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/clock"
 )
 
 // callContext returns the context of one Store call: a child of parent that
@@ -15,7 +16,7 @@ import (
 // fires; a goroutine waits for the timer and the returned cancel function
 // waits for that goroutine, so none outlives the call.
 func callContext(parent context.Context, c core.Clock, d time.Duration) (context.Context, context.CancelFunc) {
-	if c == core.SystemClock() {
+	if c == clock.System() {
 		return context.WithTimeout(parent, d)
 	}
 	ctx, cancel := context.WithCancelCause(parent)

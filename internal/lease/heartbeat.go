@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-go/sluice/cluster"
 	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/clock"
 )
 
 // DefaultBeatInterval is the time between two heartbeats.
@@ -21,7 +22,7 @@ type HeartbeatConfig struct {
 	// Store records the heartbeats.
 	Store cluster.Store
 	// Clock times the beats and their deadlines; nil means
-	// core.SystemClock().
+	// clock.System().
 	Clock core.Clock
 	// Member is this instance.
 	Member cluster.Member
@@ -158,7 +159,7 @@ func StartHeartbeat(cfg HeartbeatConfig) (*Heartbeat, error) {
 		exited:   make(chan struct{}),
 	}
 	if h.clock == nil {
-		h.clock = core.SystemClock()
+		h.clock = clock.System()
 	}
 	if h.interval == 0 {
 		h.interval = DefaultBeatInterval

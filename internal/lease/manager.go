@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-go/sluice/cluster"
 	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/clock"
 	"github.com/sluice-go/sluice/internal/notify"
 )
 
@@ -75,7 +76,7 @@ type Config struct {
 	// Store shares the budgets.
 	Store cluster.Store
 	// Clock measures lease lifetimes, demand, deadlines and probe
-	// intervals. Nil means core.SystemClock(). The Store's own clock, not
+	// intervals. Nil means clock.System(). The Store's own clock, not
 	// this one, decides grants.
 	Clock core.Clock
 	// Timeout bounds every Store call (its context ends after Timeout on
@@ -237,7 +238,7 @@ func New(cfg Config) (*Manager, error) {
 		limiters: make(map[*Limiter]struct{}),
 	}
 	if m.clock == nil {
-		m.clock = core.SystemClock()
+		m.clock = clock.System()
 	}
 	if m.timeout == 0 {
 		m.timeout = DefaultTimeout

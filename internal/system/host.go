@@ -18,6 +18,7 @@ import (
 	"github.com/shirou/gopsutil/v3/process"
 
 	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/clock"
 )
 
 // Source reads process-wide metrics for system adaptive protection.
@@ -57,7 +58,7 @@ type HostConfig struct {
 	// means runtime.NumCPU() (which honours the CPU affinity mask).
 	NumCPU int
 	// Clock measures the wall time CPU usage is divided by. Nil means
-	// core.SystemClock(). It must advance in real time: the CPU time it is
+	// clock.System(). It must advance in real time: the CPU time it is
 	// compared with does.
 	Clock core.Clock
 }
@@ -120,7 +121,7 @@ func newHostSource(cfg HostConfig) *HostSource {
 		h.numCPU = runtime.NumCPU()
 	}
 	if h.clock == nil {
-		h.clock = core.SystemClock()
+		h.clock = clock.System()
 	}
 	var (
 		once sync.Once

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/clock"
 	"github.com/sluice-go/sluice/stat"
 )
 
@@ -23,7 +24,7 @@ type SamplerConfig struct {
 	// HostConfig, made when the sampler starts.
 	Source Source
 	// Clock times the samples and stamps each value. Nil means
-	// core.SystemClock(). With a *sluicetest.ManualClock the sampler takes a sample
+	// clock.System(). With a *sluicetest.ManualClock the sampler takes a sample
 	// each time the clock is moved past the next tick.
 	Clock core.Clock
 	// Interval is the time between two samples. Zero or less means
@@ -86,7 +87,7 @@ func (r *reading) value() float64 { return math.Float64frombits(r.bits.Load()) }
 func NewSampler(cfg SamplerConfig) *Sampler {
 	s := &Sampler{clock: cfg.Clock, interval: cfg.Interval, onError: cfg.OnError, onSample: cfg.OnSample, source: cfg.Source}
 	if s.clock == nil {
-		s.clock = core.SystemClock()
+		s.clock = clock.System()
 	}
 	if s.interval <= 0 {
 		s.interval = DefaultSampleInterval

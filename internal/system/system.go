@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/clock"
 	"github.com/sluice-go/sluice/internal/entry"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/rules"
@@ -105,7 +106,7 @@ func (c *check) blockCount(ec *entry.Context, observed float64) *core.BlockError
 // New returns a slot with no rules. It starts no goroutine.
 func New(cfg Config) *Slot {
 	if cfg.Clock == nil {
-		cfg.Clock = core.SystemClock()
+		cfg.Clock = clock.System()
 	}
 	if cfg.Inbound == nil {
 		cfg.Inbound = window.NewNode()

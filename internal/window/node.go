@@ -109,7 +109,7 @@ type Node struct {
 	_         layout.Pad
 	secWords  [secRing * slotWords]atomic.Uint64
 	total     [metricCount]atomic.Uint64
-	blockedBy [stat.BlockTypes]atomic.Uint64
+	blockedBy [len(stat.Snapshot{}.BlockedBy)]atomic.Uint64
 	// The history, cold like the totals: read by History, written when
 	// minute buckets retire. (Held in the read-only header above, these
 	// two words pushed the second window's header onto one more line, and
@@ -131,7 +131,7 @@ type Node struct {
 
 // shadowCounts are a node's would-be refusals of rules in shadow mode.
 type shadowCounts struct {
-	by [stat.BlockTypes]atomic.Uint64 // since the node was made, by block type
+	by [blockTypes]atomic.Uint64 // since the node was made, by block type
 	// sec counts them per second of the history (keep seconds and two),
 	// for History; nil on a node that keeps none.
 	sec *LeapArray[Metric]
@@ -142,7 +142,7 @@ var shadowKinds = []Kind{Sum}
 
 // byTypeKinds: every block type is a sum.
 var byTypeKinds = func() []Kind {
-	k := make([]Kind, stat.BlockTypes)
+	k := make([]Kind, len(stat.Snapshot{}.BlockedBy))
 	for i := range k {
 		k[i] = Sum
 	}
@@ -375,7 +375,7 @@ func (n *Node) AddBlock(now, batch int64, by core.BlockType) {
 // built-in ones counts under index 0.
 func (n *Node) AddShadowBlock(now, batch int64, by core.BlockType) {
 	i := int(by)
-	if i >= stat.BlockTypes {
+	if i >= blockTypes {
 		i = 0
 	}
 	sc := n.shadow.Load()
@@ -398,7 +398,7 @@ func (n *Node) AddShadowBlock(now, batch int64, by core.BlockType) {
 // ShadowBlockedBy returns the requests (by batch) that rules in shadow mode
 // of block type by would have refused since the node was made.
 func (n *Node) ShadowBlockedBy(by core.BlockType) uint64 {
-	if int(by) >= stat.BlockTypes {
+	if int(by) >= blockTypes {
 		by = 0
 	}
 	if sc := n.shadow.Load(); sc != nil {
@@ -684,3 +684,7 @@ func (n *Node) Snapshot(now int64) stat.Snapshot {
 	}
 	return s
 }
+
+// blockTypes is the number of block types a node counts apart (index 0:
+// those beyond the built-in ones), as stat.Snapshot.BlockedBy holds them.
+const blockTypes = len(stat.Snapshot{}.BlockedBy)

@@ -38,7 +38,7 @@ func run(w io.Writer, opts ...sluice.Option) error {
 	engine := sluice.New(opts...)
 	defer engine.Close()
 	// One rule for the route template: /users/1, /users/2... share it.
-	if _, err := engine.LoadFlowRules([]rules.Flow{{Resource: "GET /users/:id", Threshold: 3}}); err != nil {
+	if err := engine.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: "GET /users/:id", Threshold: 3}}}); err != nil {
 		return err
 	}
 

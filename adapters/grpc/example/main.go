@@ -52,10 +52,10 @@ func run(w io.Writer, opts ...sluice.Option) error {
 	server, client := sluice.New(opts...), sluice.New(opts...)
 	defer server.Close()
 	defer client.Close()
-	if _, err := server.LoadFlowRules([]rules.Flow{{Resource: checkMethod, Threshold: 2}}); err != nil {
+	if err := server.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: checkMethod, Threshold: 2}}}); err != nil {
 		return err
 	}
-	if _, err := client.LoadFlowRules([]rules.Flow{{Resource: watchMethod, Metric: rules.Concurrency, Threshold: 1}}); err != nil {
+	if err := client.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: watchMethod, Metric: rules.Concurrency, Threshold: 1}}}); err != nil {
 		return err
 	}
 

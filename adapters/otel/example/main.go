@@ -45,7 +45,7 @@ func main() {
 func run(w io.Writer, opts ...sluice.Option) error {
 	engine := sluice.New(opts...)
 	defer engine.Close()
-	err := engine.LoadRuleSet(rules.Set{
+	err := engine.LoadRules(rules.Set{
 		Flow: []rules.Flow{{ID: "orders", Resource: "GET /orders", Threshold: 5}},
 		CircuitBreaker: []rules.CircuitBreaker{{ID: "payments", Resource: "payments", Strategy: rules.ErrorCount,
 			Threshold: 3, MinRequestAmount: 3, StatInterval: time.Second, RetryTimeout: time.Minute}},

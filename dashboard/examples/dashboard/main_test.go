@@ -78,6 +78,6 @@ func TestDemoRulesMeasureTheHost(t *testing.T) {
 	require.True(t, found, "no system rule on load1 or cpu-usage in the demo's rules")
 	eng := sluice.New()
 	defer eng.Close()
-	err = eng.LoadRuleSet(set)
+	err = eng.LoadRules(set)
 	require.NoError(t, err)
 }

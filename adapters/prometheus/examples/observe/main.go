@@ -53,7 +53,7 @@ var shown = []string{"sluice_passed_total", "sluice_blocked_total", "sluice_brea
 func run(ctx context.Context, out io.Writer, duration, keep time.Duration) error {
 	engine := sluice.New()
 	defer engine.Close()
-	if err := engine.LoadRuleSet(rules.Set{
+	if err := engine.LoadRules(rules.Set{
 		Flow: []rules.Flow{{ID: "orders-qps", Resource: "GET /orders", Threshold: 20}},
 		CircuitBreaker: []rules.CircuitBreaker{{ID: "pay-errors", Resource: "POST /pay", Strategy: rules.ErrorRatio,
 			Threshold: 0.5, MinRequestAmount: 5, StatInterval: time.Second, RetryTimeout: 300 * time.Millisecond}},

@@ -36,6 +36,7 @@ import (
 
 	"github.com/sluice-go/sluice"
 	sluiceredis "github.com/sluice-go/sluice/cluster/redis"
+	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -323,11 +324,12 @@ func instance() error {
 		ProbeInterval: 250 * time.Millisecond, HeartbeatInterval: 250 * time.Millisecond,
 	}))
 	defer g.Close()
-	_, err := g.LoadFlowRules([]rules.Flow{
+	err := g.LoadRules(rules.Set{Flow: []rules.Flow{
 		{Resource: "GET /api", Threshold: float64(p.Limit), Cluster: &rules.Cluster{}},
-		// A per-user limit: a cluster rule on the user's own resource.
+
 		{Resource: "user:alice", Threshold: float64(p.UserLimit), Cluster: &rules.Cluster{}},
-	})
+	}})
+
 	if err != nil {
 		return err
 	}
@@ -356,7 +358,7 @@ func instance() error {
 					cur.Alice++
 				}
 			}
-			if st, _ := g.ClusterStatus(); byFallback || st.Mode == sluice.ClusterFallback {
+			if st, _ := g.ClusterStatus(); byFallback || st.Fallback {
 				cur.Fallback = true
 			}
 		}
@@ -384,6 +386,6 @@ func serve(g *sluice.Engine, alice bool) (ok, byFallback bool) {
 }
 
 func isFallback(err error) bool {
-	var be *sluice.BlockError
+	var be *core.BlockError
 	return errors.As(err, &be) && strings.HasPrefix(be.Reason, "cluster fallback")
 }

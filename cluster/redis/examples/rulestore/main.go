@@ -132,7 +132,7 @@ func run(w io.Writer, bin string) error {
 		}
 		fmt.Fprintf(w, "version %d saved by %s: on both engines within %v\n", v.Version, v.Author, time.Since(start).Round(time.Millisecond))
 		for i, eng := range engines {
-			for _, r := range eng.RuleSet().Flow {
+			for _, r := range eng.Rules().Flow {
 				fmt.Fprintf(w, "  %s: %s at %v/s\n", members[i].Status().Instance, r.Resource, r.Threshold)
 			}
 		}

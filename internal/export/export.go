@@ -1,15 +1,20 @@
-package sluice
+// Package export walks what a metrics exporter publishes of an engine, with
+// names ready to be label values: the walk the Prometheus and
+// OpenTelemetry adapters share, over the engine's public read views (Each
+// and CircuitBreakerStates).
+package export
 
 import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/stat"
 )
 
-// Export reads what a metrics exporter publishes, with names ready to be
-// label values: resource is called with every resource and its
+// Walk reads what a metrics exporter publishes of eng, with names ready to
+// be label values: resource is called with every resource and its
 // statistics, then breaker with every circuit breaker, its resource, its
 // rule's name (the rule's ID, or its index among the breaker rules when it
 // has none) and its status. Either may be nil.
@@ -22,9 +27,9 @@ import (
 // those of one already passed (two rules of one resource with one ID), so
 // that no exporter ever sends two series with the same labels. Valid names
 // are passed as they are, before any that had to be changed.
-func (eng *Engine) Export(resource func(name string, s *stat.Snapshot), breaker func(resource, rule string, b *BreakerStatus)) {
+func Walk(eng *sluice.Engine, resource func(name string, s *stat.Snapshot), breaker func(resource, rule string, b *sluice.BreakerStatus)) {
 	if resource != nil {
-		eng.exportResources(resource)
+		resources(eng, resource)
 	}
 	if breaker == nil {
 		return
@@ -47,8 +52,8 @@ func (eng *Engine) Export(resource func(name string, s *stat.Snapshot), breaker 
 	}
 }
 
-// exportResources is Export's walk over the resources.
-func (eng *Engine) exportResources(f func(name string, s *stat.Snapshot)) {
+// resources is Walk's walk over the resources.
+func resources(eng *sluice.Engine, f func(name string, s *stat.Snapshot)) {
 	type odd struct {
 		name string
 		s    stat.Snapshot

@@ -1,11 +1,11 @@
-package cluster
+package linediff
 
 import (
 	"strings"
 	"testing"
 )
 
-func TestLineDiff(t *testing.T) {
+func TestLines(t *testing.T) {
 	tests := []struct {
 		name, old, new, want string
 	}{
@@ -19,16 +19,16 @@ func TestLineDiff(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := LineDiff([]byte(tt.old), []byte(tt.new)); got != tt.want {
-				t.Fatalf("LineDiff(%q, %q) = %q, want %q", tt.old, tt.new, got, tt.want)
+			if got := Lines([]byte(tt.old), []byte(tt.new)); got != tt.want {
+				t.Fatalf("Lines(%q, %q) = %q, want %q", tt.old, tt.new, got, tt.want)
 			}
 		})
 	}
 	big := strings.Repeat("x\n", 3000)
-	if got := LineDiff([]byte("a\n"+big), []byte("b\n"+big)); got != "- a\n+ b\n" {
+	if got := Lines([]byte("a\n"+big), []byte("b\n"+big)); got != "- a\n+ b\n" {
 		t.Fatalf("a common tail is trimmed before comparing: got %q", got)
 	}
-	if got := LineDiff([]byte(big), []byte(strings.Repeat("y\n", 2500))); !strings.Contains(got, "3000 lines changed to 2500 lines") {
+	if got := Lines([]byte(big), []byte(strings.Repeat("y\n", 2500))); !strings.Contains(got, "3000 lines changed to 2500 lines") {
 		t.Fatalf("too large to compare: got %q", got)
 	}
 }
