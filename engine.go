@@ -191,6 +191,20 @@ type Engine struct {
 	id, host string                    // the instance's identity (InstanceID) and host name
 	rules    *follower                 // nil without WithRuleStore (rulestore.go)
 	tele     atomic.Pointer[publisher] // nil without WithTelemetry or PublishTelemetry (telemetry.go)
+
+	// estimateExit is set for the system clock: an Exit whose response
+	// time nothing consumes then takes recent as its instant instead of
+	// reading the clock (see exitNeedsClock). inboundRead is set by the
+	// first reader of the inbound node's figures (InboundSnapshot).
+	estimateExit bool
+	inboundRead  atomic.Bool
+	_            layout.Pad
+	// recent is the engine clock's latest reading by an Entry, kept at
+	// most a millisecond behind it while entries come (Entry stores it
+	// only when it moved by more than that, so in parallel its line is
+	// written at most a thousand times a second).
+	recent atomic.Int64
+	_      layout.Pad
 }
 
 // New returns an engine with no rules, configured by opts. It starts no
@@ -217,6 +231,10 @@ func New(opts ...Option) *Engine {
 		cf.clock = core.SystemClock()
 	}
 	eng := &Engine{clock: cf.clock, inbound: window.NewNode(), maxRules: cf.maxRules, maxName: cf.maxNameBytes}
+	// Only the system clock: on any other clock (a test's manual one)
+	// every Exit reads it, so that statistics stay exactly where that
+	// clock puts them.
+	eng.estimateExit = cf.clock == core.SystemClock()
 	eng.life, eng.endLife = context.WithCancel(context.Background())
 	eng.reg.init(cf.maxResources, cf.history)
 	eng.system = system.New(system.Config{
@@ -552,6 +570,9 @@ func (eng *Engine) Each(f func(name string, s stat.Snapshot)) {
 // InboundSnapshot returns the statistics of all inbound traffic at the
 // engine clock's current reading.
 func (eng *Engine) InboundSnapshot() stat.Snapshot {
+	if !eng.inboundRead.Load() {
+		eng.inboundRead.Store(true) // exits from now on time their RT
+	}
 	now := eng.clock.Nanotime()
 	eng.noticeShedding(now)
 	return eng.inbound.Snapshot(now)

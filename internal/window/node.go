@@ -31,10 +31,24 @@ const (
 	// MaxConcurrency is the highest number of requests in flight right
 	// after a pass in the bucket (see AddPass and History).
 	MaxConcurrency
+	// Untimed counts exited entries (by batch, among Complete) whose RT was
+	// not measured (AddCompleteUntimed): RT and MinRT cover Complete less
+	// Untimed.
+	Untimed
 	metricCount
 )
 
-var nodeKinds = []Kind{Sum, Sum, Sum, Sum, Sum, Min, Max}
+// nodeKinds are the kinds of the second-level window's metrics; the minute
+// and history windows keep the first keptMetrics of them. Untimed stays in
+// the second-level window: exits go untimed only until a reader makes the
+// minute window (see the engine's exitNeedsClock), so an untimed count
+// reaches a later window only in the seconds around a resource's first read,
+// and there it is dropped (the AvgRT of those seconds then counts their
+// untimed exits as taking no time), not kept in every second of an hour.
+var nodeKinds = []Kind{Sum, Sum, Sum, Sum, Sum, Min, Max, Sum}
+
+// keptMetrics is the number of metrics the minute and history windows keep.
+const keptMetrics = Untimed
 
 // The node's windows. The second-level window backs rule checks; the minute
 // window backs reporting. Both are fixed so that the hot path divides by
@@ -201,7 +215,7 @@ func (n *Node) InitHistory(keep time.Duration) {
 // racing callers' windows wins; the others are dropped unused).
 func (n *Node) armMinute() {
 	if n.minute.Load() == nil {
-		n.minute.CompareAndSwap(nil, MustLeapArray(time.Minute, MinuteBuckets, nodeKinds, n.retireMinute))
+		n.minute.CompareAndSwap(nil, MustLeapArray(time.Minute, MinuteBuckets, nodeKinds[:keptMetrics], n.retireMinute))
 	}
 }
 
@@ -217,10 +231,13 @@ func (n *Node) armHistory() {
 		return
 	}
 	n.armMinute() // first: a second reaches the history window through it
-	n.hist.CompareAndSwap(nil, MustLeapArray(time.Duration(b)*time.Second, b, nodeKinds, n.retireHist))
+	n.hist.CompareAndSwap(nil, MustLeapArray(time.Duration(b)*time.Second, b, nodeKinds[:keptMetrics], n.retireHist))
 }
 
 func (n *Node) retireSecond(m Metric, start int64, v uint64) {
+	if m >= keptMetrics {
+		return
+	}
 	if mw := n.minute.Load(); mw != nil {
 		mw.Add(start, m, v)
 		return
@@ -401,6 +418,25 @@ func (n *Node) AddComplete(now, rt, batch int64, failed bool) {
 	n.concurrency.Add(-batch)
 }
 
+// AddCompleteUntimed is AddComplete for an exit whose response time was
+// not measured: it counts the exit (Complete, Error) and under Untimed, and
+// adds nothing to RT and MinRT, so that AvgRT stays the mean of the exits
+// that were timed. now need only be a reading no older than the entry's
+// start (an add into an older bucket than the newest one written goes into
+// the newer one: see LeapArray), so a caller may give an estimate instead of
+// reading the clock.
+func (n *Node) AddCompleteUntimed(now, batch int64, failed bool) {
+	ep := now / int64(BucketWidth)
+	slot := n.slot(ep)
+	b := clampAdd(batch)
+	n.sec.AddSumAt(slot, ep, Complete, b)
+	n.sec.AddSumAt(slot, ep, Untimed, b)
+	if failed {
+		n.sec.AddSumAt(slot, ep, Error, b)
+	}
+	n.concurrency.Add(-batch)
+}
+
 // Concurrency returns the number of requests in flight.
 func (n *Node) Concurrency() int64 { return n.concurrency.Load() }
 
@@ -423,8 +459,8 @@ func (n *Node) QPS(now int64, m Metric) float64 { return float64(n.Sum(now, m)) 
 // AvgRT returns the mean response time over the one-second window, in
 // microseconds, or zero when nothing completed.
 func (n *Node) AvgRT(now int64) float64 {
-	c := n.Sum(now, Complete)
-	if c == 0 {
+	c := n.Sum(now, Complete) - n.Sum(now, Untimed)
+	if int64(c) <= 0 {
 		return 0
 	}
 	return float64(n.Sum(now, RT)) / float64(c)
@@ -552,6 +588,9 @@ func (n *Node) History(now int64, since time.Duration) []stat.Second {
 		for i := range out {
 			ep := first + int64(i)
 			start := ep * int64(time.Second)
+			if m >= keptMetrics {
+				break
+			}
 			if minute != nil {
 				if v, ok := minute.valueOK(ep, m); ok {
 					put(m, start, v)
@@ -582,8 +621,8 @@ func (n *Node) History(now int64, since time.Duration) []stat.Second {
 		s.MaxConcurrency = int64(vals[MaxConcurrency][i])
 		s.Pass, s.Block = vals[Pass][i], vals[Block][i]
 		s.Complete, s.Error = vals[Complete][i], vals[Error][i]
-		if s.Complete > 0 {
-			s.AvgRT = time.Duration(float64(vals[RT][i]) / float64(s.Complete) * 1000)
+		if timed := int64(s.Complete) - int64(vals[Untimed][i]); timed > 0 {
+			s.AvgRT = time.Duration(float64(vals[RT][i]) / float64(timed) * 1000)
 		}
 		s.MeanConcurrency = float64(vals[RT][i]) / 1e6 // µs per second
 		if mins[i] != 0 {
