@@ -332,12 +332,29 @@ func (eng *Engine) enter(p *Pass, ctx context.Context, name string, opts []Entry
 	if eng.closed.Load() {
 		return nil, ErrClosed
 	}
+	// The resource is looked up before the clock is read, with the latest
+	// Entry's reading standing in for the clock to pick the bucket slot
+	// its node prefetches, and its param rules start loading the state of
+	// their values: the clock read then overlaps those memory reads. A
+	// miss (which may create a resource or sweep) waits for the reading.
+	recent := eng.recent.Load()
+	t := eng.reg.read.Load()
+	r := t.get(name, recent)
+	if r != nil {
+		if rs := r.rules.Load(); rs != nil && rs.other != nil {
+			for _, f := range rs.other.param {
+				f.Prefetch(args)
+			}
+		}
+	}
 	c.Start = eng.clock.Nanotime()
-	if c.Start-eng.recent.Load() > recentStep {
+	if c.Start-recent > recentStep {
 		eng.recent.Store(c.Start)
 	}
 	c.Life = eng.life
-	r := eng.resource(name, c.Start)
+	if r == nil {
+		r = eng.missedResource(t, name, c.Start)
+	}
 	p.res = r
 	var in *window.Node
 	if c.Traffic == core.Inbound {

@@ -1,0 +1,6 @@
+//go:build !race
+
+package param
+
+// prefetchOn: Prefetch loads lines (see Controller.Prefetch).
+const prefetchOn = true
