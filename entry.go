@@ -249,7 +249,7 @@ func (eng *Engine) exitNeedsClock(p *Pass, in *window.Node) bool {
 	return !eng.estimateExit ||
 		p.ctx.Tickets() != 0 ||
 		p.slots != nil ||
-		p.res.node.HasMinuteWindow() ||
+		p.res.node.Read() ||
 		in != nil && (eng.system.Active() || eng.inboundRead.Load())
 }
 

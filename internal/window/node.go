@@ -113,12 +113,19 @@ type Node struct {
 	_       layout.Pad
 	// concurrency is the number of requests in flight.
 	concurrency atomic.Int64
+	// read is set when the minute window is made (armMinute): a reader
+	// asked for the node's figures. It shares concurrency's line, which
+	// every call writes anyway, so Exit learns whether anything reads RT
+	// without loading a line more (read from the node's header, it cost a
+	// cold resource one more miss: Entry+Exit over 100,000 resources
+	// round-robin 498 -> 650 ns).
+	read atomic.Bool
 	// The rest of concurrency's line: admitted starts on the next line
 	// wherever the node sits, and on a line start when concurrency does,
 	// which it does in a resource (see the layout test of the sluice
 	// package): the window then spans two lines, not three, and each slot
 	// of secWords one.
-	_         [layout.CacheLine - 8]byte
+	_         [layout.CacheLine - 9]byte
 	admitted  Window
 	_         layout.Pad
 	secWords  [secRing * slotWords]atomic.Uint64
@@ -217,7 +224,14 @@ func (n *Node) armMinute() {
 	if n.minute.Load() == nil {
 		n.minute.CompareAndSwap(nil, MustLeapArray(time.Minute, MinuteBuckets, nodeKinds[:keptMetrics], n.retireMinute))
 	}
+	if !n.read.Load() {
+		n.read.Store(true)
+	}
 }
+
+// Read reports whether a reader has asked for the node's figures (see
+// HasMinuteWindow), from a word on a line every call writes.
+func (n *Node) Read() bool { return n.read.Load() }
 
 // HasMinuteWindow reports whether the node has made its minute window (see
 // InitHistory): whether a reader asked for it.
