@@ -2,6 +2,7 @@ package window
 
 import (
 	"time"
+	"unsafe"
 
 	"sync/atomic"
 
@@ -125,7 +126,7 @@ type Node struct {
 	// which it does in a resource (see the layout test of the sluice
 	// package): the window then spans two lines, not three, and each slot
 	// of secWords one.
-	_         [layout.CacheLine - 9]byte
+	_         [layout.CacheLine - unsafe.Sizeof(atomic.Int64{}) - unsafe.Sizeof(atomic.Bool{})]byte
 	admitted  Window
 	_         layout.Pad
 	secWords  [secRing * slotWords]atomic.Uint64
