@@ -229,6 +229,18 @@ func (p *Pass) Exit() {
 // clock reading.
 const recentStep = int64(time.Millisecond)
 
+// noteRecent raises Engine.recent to now unless it is already within
+// recentStep of it. It only raises it, so that an Entry whose goroutine was
+// held up between its clock read and this store does not set it back.
+func (eng *Engine) noteRecent(now int64) {
+	for {
+		old := eng.recent.Load()
+		if now-old <= recentStep || eng.recent.CompareAndSwap(old, now) {
+			return
+		}
+	}
+}
+
 // exitNeedsClock reports whether Exit must read the clock for p: the one
 // place that decides whether an exit's response time (and exact instant) is
 // consumed. Everything that reads RT is a condition here, and a new consumer
@@ -354,7 +366,7 @@ func (eng *Engine) enter(p *Pass, ctx context.Context, name string, opts []Entry
 	}
 	c.Start = eng.clock.Nanotime()
 	if c.Start-recent > recentStep {
-		eng.recent.Store(c.Start)
+		eng.noteRecent(c.Start)
 	}
 	c.Life = eng.life
 	if r == nil {

@@ -258,3 +258,17 @@ func TestExitNeedsClock(t *testing.T) {
 	assert.True(t, m.exitNeedsClock(p, m.inbound), "a manual clock: always")
 	p.Exit()
 }
+
+// TestNoteRecentOnlyRaises: the estimate an untimed exit uses never goes
+// back, even when an Entry held up after its clock read stores late.
+func TestNoteRecentOnlyRaises(t *testing.T) {
+	g, _ := estimatingEngine(t)
+	ms := int64(time.Millisecond)
+	g.recent.Store(10 * ms)
+	g.noteRecent(5 * ms)
+	assert.Equal(t, 10*ms, g.recent.Load(), "an older reading")
+	g.noteRecent(10*ms + ms/2)
+	assert.Equal(t, 10*ms, g.recent.Load(), "within a millisecond: not stored")
+	g.noteRecent(12 * ms)
+	assert.Equal(t, 12*ms, g.recent.Load())
+}
