@@ -346,24 +346,12 @@ func (eng *Engine) enter(p *Pass, ctx context.Context, name string, opts []Entry
 	}
 	// The resource is looked up before the clock is read, with the latest
 	// Entry's reading standing in for the clock to pick the bucket slot
-	// its node prefetches, and its param rules start loading the state of
-	// their values: the clock read then overlaps those memory reads. A
-	// miss (which may create a resource or sweep) waits for the reading.
+	// its node prefetches, so that the clock read overlaps the misses of a
+	// cold resource. A miss (which may create a resource or sweep) waits
+	// for the reading.
 	recent := eng.recent.Load()
 	t := eng.reg.read.Load()
 	r := t.get(name, recent)
-	if r != nil && (args.Positional != nil || nn != 0) {
-		// Only an entry with arguments: the rules' set is an allocation of
-		// its own, which the commonest check (one flow rule, decided on
-		// the resource's first line) never reads, and reading it cost a
-		// cold resource one more miss (Entry+Exit over 100,000 resources
-		// round-robin 487 -> 1,337 ns, medians of five rounds).
-		if rs := r.rules.Load(); rs != nil && rs.other != nil {
-			for _, f := range rs.other.param {
-				f.Prefetch(args)
-			}
-		}
-	}
 	c.Start = eng.clock.Nanotime()
 	if c.Start-recent > recentStep {
 		eng.noteRecent(c.Start)

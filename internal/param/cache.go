@@ -322,9 +322,6 @@ func (c *cache) lookup(key string) *keyState {
 type table struct {
 	slots []slot
 	shift uint // 64 - log2(len(slots))
-	// pub is slots as Prefetch reads it without the lock: set when slots
-	// is replaced, so its length and array always agree.
-	pub atomic.Pointer[[]slot]
 }
 
 type slot struct {
@@ -373,8 +370,6 @@ func (t *table) grow(size int) {
 	old := t.slots
 	t.slots = make([]slot, size)
 	t.shift = uint(64 - bits.TrailingZeros(uint(size)))
-	pub := t.slots
-	t.pub.Store(&pub)
 	for _, sl := range old {
 		if sl.e != nil {
 			t.put(sl.h, sl.e)

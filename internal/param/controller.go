@@ -123,8 +123,18 @@ func (c *Controller) threshold(key string) int64 {
 // Check reads args and keeps nothing reachable from them (a new value is
 // copied or fingerprinted), so arguments stay on the caller's stack.
 func (c *Controller) Check(ctx context.Context, ec *entry.Context, args entry.Args, clk core.Clock) *core.BlockError {
-	var buf keyBuf
-	key, ok := c.key(args, &buf)
+	var (
+		buf keyBuf
+		key string
+		ok  bool
+	)
+	if c.rule.Key != "" {
+		key, ok = keyOf(args.Named(c.rule.Key), &buf)
+	} else if v, x := args.At(c.rule.Index); v != nil {
+		key, ok = keyOf(v, &buf)
+	} else {
+		key, ok = anyKey(x, &buf)
+	}
 	if !ok {
 		return nil
 	}
