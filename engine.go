@@ -133,6 +133,20 @@ type Engine struct {
 	watches watchSet               // Watch (watch.go)
 
 	id, host string // the instance's identity (InstanceID) and host name
+
+	// estimateExit is set for the system clock: an Exit whose response
+	// time nothing consumes then takes recent as its instant instead of
+	// reading the clock (see exitNeedsClock). inboundRead is set by the
+	// first reader of the inbound node's figures (SystemMetrics).
+	estimateExit bool
+	inboundRead  atomic.Bool
+	_            layout.Pad
+	// recent is the engine clock's latest reading by an Entry, kept at
+	// most a millisecond behind it while entries come (Entry stores it
+	// only when it moved by more than that, so in parallel its line is
+	// written at most a thousand times a second).
+	recent atomic.Int64
+	_      layout.Pad
 }
 
 // New returns an engine with no rules, configured by opts. It starts no
@@ -157,6 +171,10 @@ func New(opts ...Option) *Engine {
 		cf.clock = clock.System()
 	}
 	eng := &Engine{clock: cf.clock, inbound: window.NewNode(), maxRules: cf.maxRules, maxName: cf.maxNameBytes}
+	// Only the system clock: on any other clock (a test's manual one)
+	// every Exit reads it, so that statistics stay exactly where that
+	// clock puts them.
+	eng.estimateExit = cf.clock == clock.System()
 	eng.life, eng.endLife = context.WithCancel(context.Background())
 	eng.reg.init(cf.maxResources, cf.history)
 	eng.system = system.New(system.Config{

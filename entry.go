@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/chain"
@@ -184,13 +185,20 @@ func (p *Pass) Exit() {
 	passGuards.Put(p.guard)
 	p.guard = nil
 	eng := p.eng
-	now := eng.clock.Nanotime()
-	info := entry.ExitInfo{Start: p.ctx.Start, End: now, Batch: p.ctx.Batch, Err: p.err}
-	p.ctx.ReleaseTickets(info)
 	var in *window.Node
 	if p.ctx.Traffic == core.Inbound {
 		in = eng.inbound
 	}
+	if !eng.exitNeedsClock(p, in) {
+		// Nothing reads this exit's RT or instant beyond its bucket: the
+		// latest reading of an Entry stands for the clock (never earlier
+		// than the entry's own start).
+		statistic.ExitUntimed(max(p.ctx.Start, eng.recent.Load()), p.ctx.Batch, p.err != nil, &p.res.node, in)
+		return
+	}
+	now := eng.clock.Nanotime()
+	info := entry.ExitInfo{Start: p.ctx.Start, End: now, Batch: p.ctx.Batch, Err: p.err}
+	p.ctx.ReleaseTickets(info)
 	statistic.Exit(info, &p.res.node, in)
 	if p.slots != nil {
 		// The slots the entry passed through, not whatever is registered
@@ -199,6 +207,46 @@ func (p *Pass) Exit() {
 			s.OnExit(p.custom, now, p.err)
 		}
 	}
+}
+
+// recentStep is how far Engine.recent may fall behind the latest Entry's
+// clock reading.
+const recentStep = int64(time.Millisecond)
+
+// noteRecent raises Engine.recent to now unless it is already within
+// recentStep of it. It only raises it, so that an Entry whose goroutine was
+// held up between its clock read and this store does not set it back.
+func (eng *Engine) noteRecent(now int64) {
+	for {
+		old := eng.recent.Load()
+		if now-old <= recentStep || eng.recent.CompareAndSwap(old, now) {
+			return
+		}
+	}
+}
+
+// exitNeedsClock reports whether Exit must read the clock for p: the one
+// place that decides whether an exit's response time (and exact instant) is
+// consumed. Everything that reads RT is a condition here, and a new consumer
+// is one more line:
+//
+//   - a clock other than the system clock (exactness on a manual clock);
+//   - tickets (circuit breakers, slow-call ones included, token buckets,
+//     concurrency and param rules get the exit's End);
+//   - custom slots (OnExit gets the End);
+//   - a reader of the resource's figures (Snapshot, History, Each, the
+//     exporters, watches and telemetry all make its minute window);
+//   - for inbound entries, system rules (BBR reads the inbound minimum RT)
+//     or a reader of the inbound figures (SystemMetrics).
+//
+// When none holds, Exit counts the exit as untimed at an estimate of its
+// instant (see window.Node.AddCompleteUntimed and docs/architecture.md).
+func (eng *Engine) exitNeedsClock(p *Pass, in *window.Node) bool {
+	return !eng.estimateExit ||
+		p.ctx.Tickets() != 0 ||
+		p.slots != nil ||
+		p.res.node.Read() ||
+		in != nil && (eng.system.Active() || eng.inboundRead.Load())
 }
 
 // Entry asks to enter resource. It returns a *Pass when every rule lets the
@@ -282,9 +330,22 @@ func (eng *Engine) enter(p *Pass, ctx context.Context, name string, opts []Entry
 	if eng.closed.Load() {
 		return nil, ErrClosed
 	}
+	// The resource is looked up before the clock is read, with the latest
+	// Entry's reading standing in for the clock to pick the bucket slot
+	// its node prefetches, so that the clock read overlaps the misses of a
+	// cold resource. A miss (which may create a resource or sweep) waits
+	// for the reading.
+	recent := eng.recent.Load()
+	t := eng.reg.read.Load()
+	r := t.get(name, recent)
 	c.Start = eng.clock.Nanotime()
+	if c.Start-recent > recentStep {
+		eng.noteRecent(c.Start)
+	}
 	c.Life = eng.life
-	r := eng.resource(name, c.Start)
+	if r == nil {
+		r = eng.missedResource(t, name, c.Start)
+	}
 	p.res = r
 	var in *window.Node
 	if c.Traffic == core.Inbound {

@@ -55,6 +55,9 @@ func WithSystemSampler(s SystemSampler) Option {
 // reading (Inbound). Sampled values are NaN (memory zero, age -1) until the
 // sampler, started by loading a load1 or CPU rule, has read them.
 func (eng *Engine) SystemMetrics() stat.System {
+	if !eng.inboundRead.Load() {
+		eng.inboundRead.Store(true) // inbound exits from now on time their RT
+	}
 	s := eng.system.Metrics()
 	now := eng.clock.Nanotime()
 	eng.noticeShedding(now)

@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -62,7 +63,16 @@ var ratios = []ratio{
 func main() {
 	benchtime := flag.Duration("benchtime", 300*time.Millisecond, "how long to run each benchmark, at most 2s")
 	count := flag.Int("count", 5, "rounds, 1 to 50")
+	only := flag.String("paths", "", "measure only the paths whose names match this regular expression (and the ratios between them)")
 	flag.Parse()
+	if *only != "" {
+		re, err := regexp.Compile(*only)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "benchcompare: -paths:", err)
+			os.Exit(2)
+		}
+		paths = slices.DeleteFunc(paths, func(p path) bool { return !re.MatchString(p.name) })
+	}
 	if *benchtime <= 0 || *benchtime > 2*time.Second || *count < 1 || *count > 50 {
 		fmt.Fprintln(os.Stderr, "benchcompare: -benchtime must be in (0, 2s] and -count in [1, 50]")
 		os.Exit(2)
@@ -152,6 +162,9 @@ func printTables(out io.Writer, res results) {
 	w = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "same-run ratio\tserial median\tmin-max\tparallel median\tmin-max\t")
 	for _, q := range ratios {
+		if res[key(q.num, false)] == nil || res[key(q.den, false)] == nil {
+			continue // a path left out with -paths
+		}
 		fmt.Fprintf(w, "%s\t", q.label)
 		for _, parallel := range []bool{false, true} {
 			num, den := res[key(q.num, parallel)], res[key(q.den, parallel)]

@@ -73,6 +73,9 @@ func newTiered(b base, node *window.Node) *tiered {
 	c := &tiered{counted: counted{width: bucketWidth(&b.rule)}, node: node, limits: limits, st: new(tierState), base: b}
 	c.st.limit.Store(math.Float64bits(limits[0]))
 	c.st.hooks.Store(&TierHooks{})
+	if node != nil && cmp.Or(b.rule.TierMetric, rules.TierAvgRT) == rules.TierAvgRT {
+		node.TimeExits() // the metric is the exits' RT
+	}
 	return c
 }
 
@@ -152,8 +155,8 @@ func (c *tiered) metric(now int64, h *TierHooks) float64 {
 		}
 		return float64(c.node.Sum(now, window.Error)) / float64(done)
 	}
-	if c.node.Sum(now, window.Complete) == 0 {
-		return math.NaN()
+	if c.node.Sum(now, window.Complete) == c.node.Sum(now, window.Untimed) {
+		return math.NaN() // no timed exit (the rule times them from its load on)
 	}
 	return c.node.AvgRT(now) / 1000 // ms
 }

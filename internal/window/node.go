@@ -2,6 +2,7 @@ package window
 
 import (
 	"time"
+	"unsafe"
 
 	"sync/atomic"
 
@@ -31,10 +32,24 @@ const (
 	// MaxConcurrency is the highest number of requests in flight right
 	// after a pass in the bucket (see AddPass and History).
 	MaxConcurrency
+	// Untimed counts exited entries (by batch, among Complete) whose RT was
+	// not measured (AddCompleteUntimed): RT and MinRT cover Complete less
+	// Untimed.
+	Untimed
 	metricCount
 )
 
-var nodeKinds = []Kind{Sum, Sum, Sum, Sum, Sum, Min, Max}
+// nodeKinds are the kinds of the second-level window's metrics; the minute
+// and history windows keep the first keptMetrics of them. Untimed stays in
+// the second-level window: exits go untimed only until a reader makes the
+// minute window (see the engine's exitNeedsClock), so an untimed count
+// reaches a later window only in the seconds around a resource's first read,
+// and there it is dropped (the AvgRT of those seconds then counts their
+// untimed exits as taking no time), not kept in every second of an hour.
+var nodeKinds = []Kind{Sum, Sum, Sum, Sum, Sum, Min, Max, Sum}
+
+// keptMetrics is the number of metrics the minute and history windows keep.
+const keptMetrics = Untimed
 
 // The node's windows. The second-level window backs rule checks; the minute
 // window backs reporting. Both are fixed so that the hot path divides by
@@ -99,12 +114,19 @@ type Node struct {
 	_       layout.Pad
 	// concurrency is the number of requests in flight.
 	concurrency atomic.Int64
+	// read is set when the minute window is made (armMinute): a reader
+	// asked for the node's figures. It shares concurrency's line, which
+	// every call writes anyway, so Exit learns whether anything reads RT
+	// without loading a line more (read from the node's header, it cost a
+	// cold resource one more miss: Entry+Exit over 100,000 resources
+	// round-robin 498 -> 650 ns).
+	read atomic.Bool
 	// The rest of concurrency's line: admitted starts on the next line
 	// wherever the node sits, and on a line start when concurrency does,
 	// which it does in a resource (see the layout test of the sluice
 	// package): the window then spans two lines, not three, and each slot
 	// of secWords one.
-	_         [layout.CacheLine - 8]byte
+	_         [layout.CacheLine - unsafe.Sizeof(atomic.Int64{}) - unsafe.Sizeof(atomic.Bool{})]byte
 	admitted  Window
 	_         layout.Pad
 	secWords  [secRing * slotWords]atomic.Uint64
@@ -216,9 +238,25 @@ func (n *Node) InitHistory(keep time.Duration) {
 // racing callers' windows wins; the others are dropped unused).
 func (n *Node) armMinute() {
 	if n.minute.Load() == nil {
-		n.minute.CompareAndSwap(nil, MustLeapArray(time.Minute, MinuteBuckets, nodeKinds, n.retireMinute))
+		n.minute.CompareAndSwap(nil, MustLeapArray(time.Minute, MinuteBuckets, nodeKinds[:keptMetrics], n.retireMinute))
+	}
+	if !n.read.Load() {
+		n.read.Store(true)
 	}
 }
+
+// TimeExits makes every exit of the node timed from now on, as a reader
+// does (see Read): for a consumer of its RT other than a reader, such as a
+// tiered rule on the average RT.
+func (n *Node) TimeExits() {
+	if !n.read.Load() {
+		n.read.Store(true)
+	}
+}
+
+// Read reports whether a reader has asked for the node's figures (see
+// HasMinuteWindow), from a word on a line every call writes.
+func (n *Node) Read() bool { return n.read.Load() }
 
 // HasMinuteWindow reports whether the node has made its minute window (see
 // InitHistory): whether a reader asked for it.
@@ -232,10 +270,13 @@ func (n *Node) armHistory() {
 		return
 	}
 	n.armMinute() // first: a second reaches the history window through it
-	n.hist.CompareAndSwap(nil, MustLeapArray(time.Duration(b)*time.Second, b, nodeKinds, n.retireHist))
+	n.hist.CompareAndSwap(nil, MustLeapArray(time.Duration(b)*time.Second, b, nodeKinds[:keptMetrics], n.retireHist))
 }
 
 func (n *Node) retireSecond(m Metric, start int64, v uint64) {
+	if m >= keptMetrics {
+		return
+	}
 	if mw := n.minute.Load(); mw != nil {
 		mw.Add(start, m, v)
 		return
@@ -453,6 +494,25 @@ func (n *Node) AddComplete(now, rt, batch int64, failed bool) {
 	n.concurrency.Add(-batch)
 }
 
+// AddCompleteUntimed is AddComplete for an exit whose response time was
+// not measured: it counts the exit (Complete, Error) and under Untimed, and
+// adds nothing to RT and MinRT, so that AvgRT stays the mean of the exits
+// that were timed. now need only be a reading no older than the entry's
+// start (an add into an older bucket than the newest one written goes into
+// the newer one: see LeapArray), so a caller may give an estimate instead of
+// reading the clock.
+func (n *Node) AddCompleteUntimed(now, batch int64, failed bool) {
+	ep := now / int64(BucketWidth)
+	slot := n.slot(ep)
+	b := clampAdd(batch)
+	n.sec.AddSumAt(slot, ep, Complete, b)
+	n.sec.AddSumAt(slot, ep, Untimed, b)
+	if failed {
+		n.sec.AddSumAt(slot, ep, Error, b)
+	}
+	n.concurrency.Add(-batch)
+}
+
 // Concurrency returns the number of requests in flight.
 func (n *Node) Concurrency() int64 { return n.concurrency.Load() }
 
@@ -475,8 +535,8 @@ func (n *Node) QPS(now int64, m Metric) float64 { return float64(n.Sum(now, m)) 
 // AvgRT returns the mean response time over the one-second window, in
 // microseconds, or zero when nothing completed.
 func (n *Node) AvgRT(now int64) float64 {
-	c := n.Sum(now, Complete)
-	if c == 0 {
+	c := n.Sum(now, Complete) - n.Sum(now, Untimed)
+	if int64(c) <= 0 {
 		return 0
 	}
 	return float64(n.Sum(now, RT)) / float64(c)
@@ -608,6 +668,9 @@ func (n *Node) History(now int64, since time.Duration) []stat.Second {
 		for i := range out {
 			ep := first + int64(i)
 			start := ep * int64(time.Second)
+			if m >= keptMetrics {
+				break
+			}
 			if minute != nil {
 				if v, ok := minute.valueOK(ep, m); ok {
 					put(m, start, v)
@@ -641,8 +704,8 @@ func (n *Node) History(now int64, since time.Duration) []stat.Second {
 		if sh != nil {
 			s.ShadowBlock, _ = sh.valueOK(first+int64(i), 0)
 		}
-		if s.Complete > 0 {
-			s.AvgRT = time.Duration(float64(vals[RT][i]) / float64(s.Complete) * 1000)
+		if timed := int64(s.Complete) - int64(vals[Untimed][i]); timed > 0 {
+			s.AvgRT = time.Duration(float64(vals[RT][i]) / float64(timed) * 1000)
 		}
 		s.MeanConcurrency = float64(vals[RT][i]) / 1e6 // µs per second
 		if mins[i] != 0 {
