@@ -30,7 +30,7 @@ func entryThrough(e entrier, res string) (*Pass, error) { return e.Entry(res) }
 // the Pass, and nothing else (the options never escape, see enter). A pool
 // of Passes would make that zero, but a Pass handed out again after Exit
 // would turn a second Exit, documented to do nothing, into the release of
-// someone else's entry (docs/benchmarks.md, "Allocations by call form").
+// someone else's entry (docs/design/benchmarks.md, "Allocations by call form").
 func TestAllocEntryCallForms(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector changes inlining; make allocs runs this without it")

@@ -54,7 +54,7 @@ type ClusterConfig struct {
 	// may have started meanwhile and not beaten yet). Zero means 10: an
 	// instance that cannot count its peers assumes ten rather than one,
 	// so that instances started while the store is down do not each admit
-	// the whole limit (see docs/cluster.md, "Instances that start while
+	// the whole limit (see docs/design/cluster.md, "Instances that start while
 	// the store is down"). Set it to the fleet's usual size.
 	ExpectedInstances int
 }
@@ -97,7 +97,7 @@ type ClusterStatus struct {
 
 // WithCluster makes the engine enforce flow and param rules with a cluster
 // section (rules.Flow.Cluster, rules.Param.Cluster) as budgets shared
-// through store by every instance of cfg.App; see docs/cluster.md. The engine starts a heartbeat goroutine at
+// through store by every instance of cfg.App; see docs/design/cluster.md. The engine starts a heartbeat goroutine at
 // New and a store goroutine while there is store work; Close stops both and
 // gives unused leased permits back. An engine without WithCluster, or whose
 // cfg is invalid (a nil store, an empty App, a negative duration), refuses

@@ -8,7 +8,7 @@ import (
 // The default engine always exists: making one starts no goroutine (the
 // system sampler starts only when system rules need it), and keeping the
 // pointer non-nil lets the package-level Entry inline, so its *Pass stays on
-// the caller's stack (see "Atomics" in docs/architecture.md for why the
+// the caller's stack (see "Atomics" in docs/design/architecture.md for why the
 // pointer is a sync/atomic one).
 var defaultPtr atomic.Pointer[Engine]
 

@@ -40,7 +40,7 @@ const maxBatch = 1 << 30
 //
 // There is deliberately no option carrying a context.Context: use
 // EntryContext. A context held in the options would make the Go compiler move
-// every argument given with WithArgs to the heap (see docs/architecture.md).
+// every argument given with WithArgs to the heap (see docs/design/architecture.md).
 type EntryOption struct {
 	kind optKind
 	n    int64
@@ -240,7 +240,7 @@ func (eng *Engine) noteRecent(now int64) {
 //     or a reader of the inbound figures (SystemMetrics).
 //
 // When none holds, Exit counts the exit as untimed at an estimate of its
-// instant (see window.Node.AddCompleteUntimed and docs/architecture.md).
+// instant (see window.Node.AddCompleteUntimed and docs/design/architecture.md).
 func (eng *Engine) exitNeedsClock(p *Pass, in *window.Node) bool {
 	return !eng.estimateExit ||
 		p.ctx.Tickets() != 0 ||

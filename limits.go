@@ -9,7 +9,7 @@ import (
 )
 
 // Limits bounds what an engine takes (WithLimits); a zero field means its
-// default. docs/limits.md gives what each costs.
+// default. docs/design/limits.md gives what each costs.
 type Limits struct {
 	// Resources bounds the number of distinct resources the engine keeps
 	// statistics for (each costs about 2 KiB, and more once its figures

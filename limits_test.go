@@ -110,7 +110,7 @@ func TestRemovedRulesGiveTheirMemoryBack(t *testing.T) {
 	loaded := heapInUse()
 	perRule := float64(loaded-base) / n
 	t.Logf("%.0f bytes per flow rule on its own resource (default history)", perRule)
-	assert.Less(t, perRule, 40_000.0, "docs/limits.md states the figure")
+	assert.Less(t, perRule, 40_000.0, "docs/design/limits.md states the figure")
 
 	require.True(t, try(g, "r7"))
 	_, err := loadFlow(g, nil)

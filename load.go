@@ -75,7 +75,7 @@ func cloneFlows(rs []rules.Flow) []rules.Flow {
 // The kinds, in the order of rules.Set (and of the errors LoadRules
 // reports). Each kind's validate field is the single place its rules are
 // validated: package rules' whole-slice validator, which also refuses
-// duplicate rules (docs/rule-files.md says what counts as a duplicate).
+// duplicate rules (docs/design/rule-files.md says what counts as a duplicate).
 var (
 	flowKind = &ruleKind[rules.Flow, map[string][]*flow.Controller]{
 		name:     "flow",

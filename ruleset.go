@@ -23,7 +23,7 @@ import (
 // metric, strategy, behavior, interval and associated resource) keeps that
 // rule's counters, pacing schedule and, when identical, warm-up tokens, so
 // reloading under traffic admits no extra burst. What circuit-breaker and
-// param rules keep is said in docs/limits.md and on CircuitBreakerStates.
+// param rules keep is said in docs/design/limits.md and on CircuitBreakerStates.
 //
 // The engine keeps its own copy of set. Its event stream (Subscribe) gets
 // one stat.EventRulesLoaded per kind whose rules changed (none when set is

@@ -37,6 +37,6 @@
 //
 // The pages are server-rendered html/template with one embedded script and
 // stylesheet: no build step, nothing fetched from elsewhere. See
-// docs/dashboard.md in the repository for deployment and the security
+// docs/design/dashboard.md in the repository for deployment and the security
 // measures with their tests.
 package dashboard

@@ -7,7 +7,7 @@ import "math"
 // rule's Threshold per StatInterval, a param rule's per Duration per value,
 // whichever instance serves the requests. It needs the QPS metric; a flow
 // rule also the direct or token-bucket strategy and its own resource. The
-// zero value (leases, local fallback) suits most rules. See docs/cluster.md.
+// zero value (leases, local fallback) suits most rules. See docs/design/cluster.md.
 type Cluster struct {
 	// Mode is how Threshold counts: total (default), the fleet's total; or
 	// per-instance, the budget being Threshold times the live instances

@@ -53,7 +53,7 @@ type DecodeLimits struct {
 	// MaxBytes is the size of the largest document; a larger one is refused
 	// before it is parsed. Decoding allocates at most 36 bytes per byte of a
 	// rule file, 240 for a document made to be dense, so this bounds memory
-	// too (docs/limits.md). Default DefaultMaxBytes.
+	// too (docs/design/limits.md). Default DefaultMaxBytes.
 	MaxBytes int
 	// MaxValues is the most values (strings, numbers, booleans, nulls, lists
 	// and maps, keys included) a document may hold, every use of a YAML
@@ -97,7 +97,7 @@ func tooLarge(size int64, limit int) error {
 }
 
 // document is a rule document: a Set, and isolation rules, which become
-// flow rules of the concurrency metric (see docs/architecture.md).
+// flow rules of the concurrency metric (see docs/design/architecture.md).
 type document struct {
 	Flow           []Flow           `yaml:"flow"`
 	Isolation      []isolation      `yaml:"isolation"`

@@ -12,7 +12,7 @@ import (
 // TestDecodeMemoryIsBounded decodes documents of DefaultMaxBytes shaped to
 // cost the most per byte, and a rule file, and checks what decoding
 // allocates in all (which bounds its peak from above) against the multiple
-// of the document docs/limits.md states: at most 240 times the document
+// of the document docs/design/limits.md states: at most 240 times the document
 // (a flow map of empty keys, {a,a,a,...}, the worst shape measured: 225
 // times; its peak of live memory, sampled, 190 times), and 32 times for a
 // rule file (measured 22 to 28).
@@ -45,7 +45,7 @@ func TestDecodeMemoryIsBounded(t *testing.T) {
 			runtime.ReadMemStats(&ms)
 			ratio := float64(ms.TotalAlloc-before) / float64(len(tt.doc))
 			t.Logf("%d bytes: %.0f bytes allocated per byte", len(tt.doc), ratio)
-			assert.LessOrEqual(t, ratio, tt.bound, fmt.Sprintf("%s allocates more per byte than docs/limits.md states", tt.name))
+			assert.LessOrEqual(t, ratio, tt.bound, fmt.Sprintf("%s allocates more per byte than docs/design/limits.md states", tt.name))
 		})
 	}
 }

@@ -58,7 +58,7 @@ type Param struct {
 	// Capacity is the most distinct values whose state the rule keeps, at
 	// most 2^24; zero means 10,000. When it is full, the value least worth
 	// keeping is forgotten (never one with requests in flight) and starts
-	// afresh when it comes back (see docs/param.md). Size it to the values
+	// afresh when it comes back (see docs/design/param.md). Size it to the values
 	// active within one Duration.
 	Capacity int `json:"capacity,omitempty" yaml:"capacity,omitempty"`
 	// Cluster, when set, makes each value's limit a budget shared by every

@@ -24,7 +24,7 @@ type Set struct {
 // fields, it refuses strings that are not valid UTF-8 (no document can hold
 // them), and duplicates: two rules of a kind that count the same thing the
 // same way, so that one could only shadow the other (5/s beside 3/s is 3/s)
-// or double it (two breakers open together); docs/rule-files.md lists what
+// or double it (two breakers open together); docs/design/rule-files.md lists what
 // is compared. A duplicate is reported at the later rule, naming the
 // earlier, with Field empty.
 func (s *Set) Validate() error {

@@ -12,7 +12,7 @@ import (
 // only while the metric is over and more inbound requests are in flight
 // than the process has shown it can serve (concurrency > 1 and >
 // maxCompletedPerSecond × minRT), so a hot process keeps admitting the work
-// it completes (Little's law; see docs/system-adaptive.md).
+// it completes (Little's law; see docs/design/system-adaptive.md).
 type System struct {
 	// ID is an optional label, shown in block errors and logs.
 	ID string `json:"id,omitempty" yaml:"id,omitempty"`

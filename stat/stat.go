@@ -26,7 +26,7 @@ type Snapshot struct {
 	// AvgRT and MinRT are over the last second; zero when nothing completed.
 	// They cover the exits whose RT was measured: all of them once the
 	// resource has been read or has a rule that uses RT (see the clock in
-	// docs/architecture.md).
+	// docs/design/architecture.md).
 	AvgRT, MinRT time.Duration
 	// Concurrency is the number of requests in flight.
 	Concurrency int64

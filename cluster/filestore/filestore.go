@@ -5,7 +5,7 @@
 // can either follow the store (fleet.Join) or just follow the file
 // (fleet.RuleFile).
 //
-// Layout of the directory (docs/rule-store.md):
+// Layout of the directory (docs/design/rule-store.md):
 //
 //	<dir>/<app>/rules.yaml        the rules in force, a rule file
 //	<dir>/<app>/version           the version in force, a decimal number

@@ -145,7 +145,7 @@ func TestCluster(t *testing.T) {
 }
 
 // TestClusterEngineFleet: three engines share four 200/s cluster rules
-// through a 3-primary Redis Cluster, reached as docs/cluster.md wires it
+// through a 3-primary Redis Cluster, reached as docs/design/cluster.md wires it
 // (redis.NewUniversalClient with several addresses, which builds a
 // ClusterClient), under five times each rule's demand for three seconds.
 // The rules' budgets sit in slots of different primaries, so each lease

@@ -31,7 +31,7 @@
 // ~shop:*).
 //
 // The Sentinel failover (a killed primary, the replica promoted) is tested
-// end to end against real Sentinels; docs/cluster.md ("Sentinel failover")
+// end to end against real Sentinels; docs/design/cluster.md ("Sentinel failover")
 // gives what it does to budgets and how long decisions fall back.
 //
 // # Deadlines and retries
@@ -186,5 +186,5 @@
 // publishing. Neither is on a decision path: their client may retry. They
 // also need SADD, SMEMBERS, LPUSH, LTRIM, LRANGE, LREM, LLEN, RPOP, DEL,
 // HDEL, HVALS, TYPE, PUBLISH and SUBSCRIBE. Keys and scripts are described
-// in docs/rule-store.md.
+// in docs/design/rule-store.md.
 package sluiceredis

@@ -25,7 +25,7 @@ import (
 
 // The fault tests: instances in separate OS processes (the test binary
 // re-executed, TestMain running faultChild), each with its own engine and
-// go-redis client configured as docs/cluster.md says, at the engine's
+// go-redis client configured as docs/design/cluster.md says, at the engine's
 // default settings, sharing limits through a real redis-server that the
 // test kills and restarts, pauses, puts to sleep, or starts only after the
 // instances, or beside busy loops it starts itself. Admissions are counted
@@ -73,7 +73,7 @@ type faultLine struct {
 	Err      string         `json:"err,omitempty"`
 }
 
-// faultClient is the go-redis client of an instance, as docs/cluster.md
+// faultClient is the go-redis client of an instance, as docs/design/cluster.md
 // configures it: no retries, one dial, read and write timeouts above the
 // engine's Timeout (whose deadline ends every call), and the context's
 // deadline honoured.

@@ -150,7 +150,7 @@ func TestProcessFleetSharesBudget(t *testing.T) {
 		// A generous Timeout: the test is about sharing, and a store call
 		// on a host loaded by other builds (load average 13 on 2 vCPUs,
 		// under -race) once took more than 250 ms, which sent instances
-		// to their local fallback shares. docs/cluster.md, "A slow or
+		// to their local fallback shares. docs/design/cluster.md, "A slow or
 		// silent Redis", covers late calls.
 		Start: start.UnixNano(), Seconds: seconds, Timeout: 2 * time.Second}
 	spec, _ := json.Marshal(sp)

@@ -53,7 +53,7 @@ var impairments = []struct {
 
 // proxied starts a redis-server and a proxy in front of it, and returns
 // the proxy and a client of the proxy configured for the decision path as
-// docs/cluster.md advises (no retries, one dial attempt, timeouts of tens
+// docs/design/cluster.md advises (no retries, one dial attempt, timeouts of tens
 // of milliseconds, the context's deadline honoured).
 func proxied(t *testing.T) (*tcpproxy.Proxy, *redis.Client) {
 	t.Helper()

@@ -107,14 +107,14 @@ func TestSentinelStart(t *testing.T) {
 
 // TestSentinelEngineFleet: three engines share a 300/s cluster rule through
 // a Sentinel-managed primary with one replica and three Sentinels, reached
-// as docs/cluster.md wires it (redis.NewUniversalClient with MasterName,
+// as docs/design/cluster.md wires it (redis.NewUniversalClient with MasterName,
 // which builds a failover client), under five times the demand. After
 // three seconds the primary is killed: no entry waits beyond the cluster
 // Timeout, the engines decide by their local shares while there is no
 // primary, and they return to remote decisions once the Sentinels have
 // promoted the replica (within about a second plus the probe interval:
 // go-redis's pool, after PoolSize failed dials, redials once a second).
-// Admissions per aligned second stay within the bounds docs/cluster.md
+// Admissions per aligned second stay within the bounds docs/design/cluster.md
 // ("Sentinel failover") gives. The new primary never
 // loaded the scripts (Redis 7 replicates their effects, not the scripts):
 // no call fails with NOSCRIPT. A second rule of 1,000,000 per minute, which

@@ -1,7 +1,7 @@
 // Command benchcompare measures sluice's admission paths beside
 // sentinel-golang, golang.org/x/time/rate Allow and go.uber.org/ratelimit
 // Take in one run, and prints medians with their spread and the same-run
-// ratios that docs/benchmarks.md publishes:
+// ratios that docs/design/benchmarks.md publishes:
 //
 //	make bench-compare                # = go run . -count 5 in this folder
 //	go run ./examples/benchcompare -count 7 -benchtime 500ms
@@ -43,7 +43,7 @@ type ratio struct {
 }
 
 // ratios are the comparisons the table prints, in order: first the goals
-// of docs/benchmarks.md ("Goals"), then the comparisons with the peers.
+// of docs/design/benchmarks.md ("Goals"), then the comparisons with the peers.
 var ratios = []ratio{
 	{label: "sluice Entry+Exit / x/time/rate Allow (goal <= 1.0x)", num: sluiceOneRule, den: rateAllow},
 	{label: "every rule kind / x/time/rate Allow (goal <= 1.8x)", num: sluiceAllKinds, den: rateAllow},

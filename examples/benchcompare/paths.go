@@ -84,7 +84,7 @@ var (
 	ratelimitTake = path{name: "RatelimitTake", setup: setupRatelimit}
 )
 
-// The paths of the scale and param goals (docs/benchmarks.md): Entry+Exit
+// The paths of the scale and param goals (docs/design/benchmarks.md): Entry+Exit
 // over 100,000 resources round-robin and over 10,000 and 100,000 in a Zipf
 // walk (s = 1.1, each goroutine its own seeded walk), and a resource whose
 // param rule tracks 1,000,000 live values, visited in a scattered order,

@@ -449,7 +449,7 @@ func legend(out io.Writer, limit float64) {
 	fmt.Fprintf(out, "counts over a sliding window of ten 100 ms buckets: it admits at most %s requests in\n", num(limit))
 	fmt.Fprintln(out, "any ten consecutive buckets, as the window sees them. A row's second is not aligned")
 	fmt.Fprintf(out, "with the buckets, so it can show more than %s passed: passes from the bucket in which\n", num(limit))
-	fmt.Fprintln(out, "it began leave the window before it ends. How far: see docs/architecture.md.")
+	fmt.Fprintln(out, "it began leave the window before it ends. How far: see docs/design/architecture.md.")
 }
 
 // ms formats d in milliseconds with two decimals.

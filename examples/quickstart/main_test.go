@@ -169,6 +169,6 @@ func TestReport(t *testing.T) {
 	// The legend says why a second may show more passes than the limit.
 	assert.Contains(t, out, "sliding window of ten 100 ms buckets")
 	assert.Contains(t, out, "at most 100 requests in\nany ten consecutive buckets")
-	assert.Contains(t, out, "docs/architecture.md")
+	assert.Contains(t, out, "docs/design/architecture.md")
 	assert.NotContains(t, out, " \n", "trailing spaces")
 }

@@ -18,7 +18,7 @@
 // its own. The child is waited for after each phase and killed if the
 // program is interrupted; it exits by itself if its parent dies.
 //
-// Two choices matter, and docs/system-adaptive.md shows what happens
+// Two choices matter, and docs/design/system-adaptive.md shows what happens
 // without them:
 //   - The handler yields to the Go scheduler every 0.5 ms of work (-slice),
 //     as a handler that does I/O would. A loop that never yields keeps its P

@@ -1,6 +1,6 @@
 // Package conformance holds what the conformance tests of several packages
 // share: how many steps to run. The tests themselves live beside the code
-// they check (docs/conformance.md lists them).
+// they check (docs/design/conformance.md lists them).
 package conformance
 
 import (

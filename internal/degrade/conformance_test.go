@@ -15,7 +15,7 @@ import (
 	"github.com/sluice-go/sluice/rules"
 )
 
-// breakerModel is the state machine of docs/circuit-breaker.md ("Semantics,
+// breakerModel is the state machine of docs/design/circuit-breaker.md ("Semantics,
 // exactly") written as plainly as possible: every exit kept in a map of
 // buckets, every figure recomputed from scratch, one round number per
 // half-open round instead of a probe word.

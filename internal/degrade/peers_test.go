@@ -105,7 +105,7 @@ func play(t *testing.T, r rules.CircuitBreaker, ss []step) *fixture {
 // Sentinel's cases set the state directly; here the breaker is driven
 // there by calls. Where sluice differs by design, the case encodes sluice's
 // documented behaviour and says how the peer differs (each difference is
-// listed in docs/conformance.md).
+// listed in docs/design/conformance.md).
 func TestPeersBreakerCases(t *testing.T) {
 	const C, O, H = Closed, Open, HalfOpen
 	slowRule := func(probes int) rules.CircuitBreaker {

@@ -224,7 +224,7 @@ func TestRaisingBurstOnAFullBucketCarriesItsTokens(t *testing.T) {
 // nanosecond after the middle waiter's instant, so that cancelling it no
 // longer counts as cancelling the latest, and the first waiter's token is
 // then held for the middle one's (a difference listed in
-// docs/conformance.md).
+// docs/design/conformance.md).
 func TestCancellingEveryWaiterGivesEverythingBack(t *testing.T) {
 	r := rules.Flow{Resource: "r", Threshold: 3, Strategy: rules.TokenBucket, Burst: 1, Behavior: rules.Throttle, MaxQueueing: time.Hour}
 	c, err := NewController(r, nodes(nil))

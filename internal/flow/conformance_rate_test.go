@@ -27,7 +27,7 @@ import (
 // (AllowN for reject, ReserveN within MaxQueueing for throttle), the same
 // reloads of Threshold and Burst, and the same cancellations of waits at
 // chosen instants (Reservation.CancelAt). Where they differ by design, the
-// test encodes the documented difference (docs/conformance.md):
+// test encodes the documented difference (docs/design/conformance.md):
 //
 //   - A reloaded rule takes over the bucket at its first decision, not at
 //     the reload: the Limiter's SetLimitAt and SetBurstAt are applied at

@@ -22,7 +22,7 @@ import (
 // waits its turn (the clock moves by the wait), and tryAcquire is an entry
 // on one with MaxQueueing 0 (or the timeout). Where sluice differs by
 // design the case encodes sluice's documented behaviour and says why
-// (docs/conformance.md, "Differences").
+// (docs/design/conformance.md, "Differences").
 
 // peerStep is one step of a peer's case: sleep, or enter a batch of n and
 // expect a wait (want) or a refusal.
@@ -164,7 +164,7 @@ func TestGuavaRateLimiterCases(t *testing.T) {
 }
 
 // Guava's warm-up cases. Two differences by design shape the expected
-// waits (docs/conformance.md): a request's slot is the one of the allowance
+// waits (docs/design/conformance.md): a request's slot is the one of the allowance
 // before it takes its token (Guava charges the mean over the permit it
 // takes, so its first warm-up slots are half a step shorter: 1.38 s where
 // sluice waits 1.5 s), and a resource at full load stays at the warning

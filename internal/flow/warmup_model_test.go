@@ -18,7 +18,7 @@ import (
 )
 
 // The reference model of the documented warm-up and pacing semantics
-// (README "Warm-up" and "Throttle"; docs/architecture.md "Warm-up consumes
+// (README "Warm-up" and "Throttle"; docs/design/architecture.md "Warm-up consumes
 // tokens at admission"), written for reading rather than speed: it keeps
 // every admission in a list and derives its counts from it.
 //

@@ -20,7 +20,7 @@ import (
 )
 
 // windowModel is the documented semantics of a QPS reject rule, written
-// as plainly as possible (README "Flow rules", docs/architecture.md):
+// as plainly as possible (README "Flow rules", docs/design/architecture.md):
 //
 //   - bucketed (Exact false): admissions are counted in buckets of
 //     StatInterval/10; a batch of n at t passes when the admissions of

@@ -57,7 +57,7 @@ type keyState struct {
 // cache keeps 16 bytes of it however long it is. Two distinct long values
 // share a fingerprint with probability 2^-128 (if maphash under independent
 // seeds behaves as independent random functions, which is its design goal;
-// it is not a cryptographic hash); see docs/param.md.
+// it is not a cryptographic hash); see docs/design/param.md.
 const maxKeyLen = 85
 
 // fingerprinted is keyState.klen for a value identified by its fingerprint.

@@ -20,7 +20,7 @@ import (
 )
 
 // paramModel is the documented semantics of a local param rule
-// (docs/param.md), written with math/big so that no rounding can hide:
+// (docs/design/param.md), written with math/big so that no rounding can hide:
 //
 //   - QPS reject: each value owns a bucket of Threshold+Burst tokens, full
 //     when first seen, earning exactly Threshold tokens per Duration
@@ -195,7 +195,7 @@ func (m *paramModel) reload(r rules.Param) {
 // fraction of a nanosecond past a whole one, a whole number of units of
 // 1/endT ns. That many units of the new threshold, when fewer than t, are
 // kept as the fraction; otherwise the end is rounded up to the next
-// nanosecond. Either way it moves by less than a nanosecond (docs/param.md).
+// nanosecond. Either way it moves by less than a nanosecond (docs/design/param.md).
 // The caller keeps the result only when it schedules an entry.
 func (m *paramModel) carry(st *modelValue, t int64) *big.Rat {
 	if st.endT == 0 || st.endT == t {
@@ -424,7 +424,7 @@ func TestConformanceParamAgainstModel(t *testing.T) {
 // mocks, by driving sluice's controllers to the same counters on the
 // manual clock. One differs by design: Sentinel adds tokens only once a
 // whole Duration has passed since the last fill; sluice earns them
-// continuously (docs/param.md), so after 1 s of a 10 s Duration it has
+// continuously (docs/design/param.md), so after 1 s of a 10 s Duration it has
 // earned a tenth of Threshold where Sentinel has earned nothing.
 func TestPeersHotspotCases(t *testing.T) {
 	const sec = int64(time.Second)
@@ -498,7 +498,7 @@ func (c *signalClock) NewTimer(d time.Duration) core.Timer {
 
 // TestThrottleCancelWithAWaiterBehindKeepsTheSchedule: a cancelled wait
 // gives its slots back only when nothing was scheduled behind it
-// (docs/param.md); with a waiter behind, the schedule stays, so no two
+// (docs/design/param.md); with a waiter behind, the schedule stays, so no two
 // entries ever share a slot (what x/time/rate's CancelAt also guarantees).
 // A takes the slot at 100 ms and waits, B takes 200 ms, A is cancelled: C
 // gets 300 ms, not A's 100 ms.

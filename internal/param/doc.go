@@ -12,7 +12,7 @@
 // entry; a longer one is tracked by a 128-bit fingerprint, so a rule's memory
 // is bounded per value however long the values are. A check on a string or
 // integer argument does not allocate once the value is tracked, and the
-// arguments never leave the caller's stack. See docs/param.md for the
+// arguments never leave the caller's stack. See docs/design/param.md for the
 // algorithms and their exact boundaries.
 //
 // A cluster rule (rules.Param.Cluster) gives each value a budget in the
@@ -21,5 +21,5 @@
 // sharing one round trip); with Cluster.Leases each value has a
 // lease.Limiter, at most Capacity of them. While the store fails, the
 // rule's fallback decides, the local share using this package's own
-// per-value state. See docs/cluster.md.
+// per-value state. See docs/design/cluster.md.
 package param

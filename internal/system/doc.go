@@ -19,7 +19,7 @@
 // second and the shortest response time of the last ten seconds
 // (stat.MinRTMemory): work beyond that is queueing, not being served. The
 // minimum RT has the longer memory because a sustained overload inflates
-// every RT, the shortest included. See docs/system-adaptive.md.
+// every RT, the shortest included. See docs/design/system-adaptive.md.
 //
 // The slot owns the sampler: it starts it when rules that need load1 or CPU
 // usage are loaded (or on Start) and stops it on Close.

@@ -248,7 +248,7 @@ func (s *Slot) overCapacity(now int64, p core.Priority) bool {
 // the shortest RT of the last second is itself inflated by queueing (every
 // request shares the CPU with the others) and the product would settle at
 // whatever concurrency the process already has; see
-// docs/system-adaptive.md.
+// docs/design/system-adaptive.md.
 func Capacity(inbound *window.Node, now int64) float64 {
 	minRT, ok := inbound.RecentMinRT(now)
 	if !ok {

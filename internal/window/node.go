@@ -199,7 +199,7 @@ const minuteRing = 64
 // (rounded up to whole seconds, at most MaxHistory; zero or less for none).
 //
 // The windows that serve reports are made when a reader first asks for
-// them, not here (see docs/architecture.md, "Memory per resource"):
+// them, not here (see docs/design/architecture.md, "Memory per resource"):
 //
 //   - The minute window (64 one-second slots of metricCount words, 4.2 KB
 //     with its header) is made by the first MinuteSum, Snapshot or History

@@ -312,7 +312,7 @@ func instance() error {
 	defer life.Stop()
 
 	// A client for the decision path: no retries, tight timeouts, the
-	// engine's deadline honoured (see docs/cluster.md).
+	// engine's deadline honoured (see docs/design/cluster.md).
 	rdb := redis.NewClient(&redis.Options{
 		Addr: p.Redis, MaxRetries: -1, DialerRetries: 1, DialTimeout: p.Timeout,
 		ReadTimeout: p.Timeout, WriteTimeout: p.Timeout,

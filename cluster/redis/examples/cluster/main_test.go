@@ -122,7 +122,7 @@ func TestRun(t *testing.T) {
 			// Redis's windows restarted within a second, not on one: an
 			// aligned second then holds the end of one window and the
 			// start of the next, and admits up to the limit plus the
-			// permits held in leases at its start (docs/cluster.md,
+			// permits held in leases at its start (docs/design/cluster.md,
 			// Accuracy), about a tenth of the limit at this rate.
 			if r.mode != "remote" {
 				t.Errorf("second %d: mode %s after Redis decided again in second %d", s, r.mode, recovered)
