@@ -6,7 +6,8 @@
 // watches on its one route: errors reaching 20 in any 3 seconds, and 8
 // requests in flight at once within any 2 seconds. Two clients call it for
 // about 7 seconds; the service's dependency fails for the second second (every
-// answer a 500), and a crowd of 12 more clients arrives in the fourth. Each
+// answer a 500; on a host so busy that fewer than 25 calls fail in that
+// second, until 25 have), and a crowd of 12 more clients arrives in the fourth. Each
 // watch event is printed as the engine delivers it, at the end of the
 // second that completed the window: the errors watch fires after the
 // outage and clears once the outage has left the 3-second window, the
@@ -73,11 +74,15 @@ func run(out io.Writer) error {
 		defer stop()
 	}
 
-	// The service: 20 ms per order; its dependency is down from 1 s to 2 s.
+	// The service: 20 ms per order; its dependency is down from 1 s to 2 s,
+	// and on past 2 s until 25 calls have failed: a busy host serves fewer
+	// calls a second, and the errors watch needs 20 in 3 seconds.
+	var outage atomic.Int64
 	mux := http.NewServeMux()
 	mux.HandleFunc(resource, func(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(20 * time.Millisecond)
-		if t := time.Since(start); t >= time.Second && t < 2*time.Second {
+		if t := time.Since(start); t >= time.Second && (t < 2*time.Second || outage.Load() < 25) {
+			outage.Add(1)
 			http.Error(w, "dependency down", http.StatusInternalServerError)
 			return
 		}
