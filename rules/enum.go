@@ -101,18 +101,16 @@ func or[E ~string](v, def E) E {
 	return v
 }
 
-// checkEnum refuses a value of field that is not one of names, nor "" when
-// the field is optional.
-func checkEnum[E ~string](kind, resource, field string, v E, optional bool, names ...E) error {
-	if (v == "" && optional) || (v != "" && slices.Contains(names, v)) {
-		return nil
+// enum refuses a value of field that is not one of names, nor "" when the
+// field is optional.
+func enum[E ~string](c *check, field string, v E, optional bool, names ...E) {
+	if (v == "" && optional) || (v != "" && slices.Contains(names, v)) || c.err != nil {
+		return
 	}
 	list := fmt.Sprint(names)
 	list = strings.ReplaceAll(list[1:len(list)-1], " ", ", ")
-	if v == "" {
-		return fieldErr(kind, resource, field, "must be set (one of %s)", list)
-	}
-	return fieldErr(kind, resource, field, "unknown value %q (want one of %s)", clip(string(v), 40), list)
+	c.fail(v == "", field, "must be set (one of %s)", list)
+	c.fail(true, field, "unknown value %q (want one of %s)", clip(string(v), 40), list)
 }
 
 // TierMetric is what chooses the tier of a flow rule with Tiers. "" means

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -59,4 +60,45 @@ func clip(s string, n int) string {
 // sets its Index.
 func fieldErr(kind, resource, field, format string, args ...any) *Error {
 	return &Error{Kind: kind, Resource: resource, Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// check validates one rule: its first failed test is the rule's problem.
+type check struct {
+	kind, resource string
+	err            *Error
+}
+
+// fail records the problem of field when bad, unless an earlier test failed.
+func (c *check) fail(bad bool, field, format string, args ...any) {
+	if bad && c.err == nil {
+		c.err = fieldErr(c.kind, c.resource, field, format, unbox(args)...)
+	}
+}
+
+// unbox copies args, so that they escape only when a test fails: a valid
+// rule is checked without allocating.
+func unbox(args []any) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		switch v := a.(type) {
+		case float64:
+			out[i] = v
+		case time.Duration:
+			out[i] = v
+		case int:
+			out[i] = v
+		case int64:
+			out[i] = v
+		case string:
+			out[i] = strings.Clone(v)
+		}
+	}
+	return out
+}
+
+func (c *check) result() error {
+	if c.err == nil {
+		return nil
+	}
+	return c.err
 }

@@ -87,25 +87,15 @@ func (r *Flow) interval() time.Duration { return cmp.Or(r.StatInterval, ruledef.
 
 // validate reports the first problem with the rule as an *Error, or nil.
 func (r *Flow) validate() error {
-	bad := func(field, format string, args ...any) error {
-		return fieldErr("flow", r.Resource, field, format, args...)
-	}
-	if r.Resource == "" {
-		return bad("Resource", "must not be empty")
-	}
-	if err := r.validateTiers(); err != nil {
-		return err
-	}
+	c := &check{kind: "flow", resource: r.Resource}
+	c.fail(r.Resource == "", "Resource", "must not be empty")
+	r.validateTiers(c)
+	enum(c, "Metric", r.Metric, true, QPS, Concurrency)
+	enum(c, "Strategy", r.Strategy, true, Direct, WarmUp, TokenBucket)
+	enum(c, "Behavior", r.Behavior, true, Reject, Throttle)
 	unlimited := len(r.Tiers) > 0 && r.Threshold == 0 // no limit below the first tier
-	for _, err := range []error{
-		checkEnum("flow", r.Resource, "Metric", r.Metric, true, QPS, Concurrency),
-		checkEnum("flow", r.Resource, "Strategy", r.Strategy, true, Direct, WarmUp, TokenBucket),
-		checkEnum("flow", r.Resource, "Behavior", r.Behavior, true, Reject, Throttle),
-		checkThreshold("flow", r.Resource, "Threshold", r.Threshold),
-	} {
-		if err != nil && !(unlimited && err.(*Error).Field == "Threshold") {
-			return err
-		}
+	if !unlimited {
+		c.threshold("Threshold", r.Threshold)
 	}
 	iv, qps, warm, bucket := r.StatInterval, or(r.Metric, QPS) == QPS, r.Strategy == WarmUp, r.Strategy == TokenBucket
 	// A QPS rule of the direct strategy and the reject behavior on its own
@@ -115,82 +105,49 @@ func (r *Flow) validate() error {
 	// token bucket holds at least one token, and an associated-resource rule
 	// admits while the other resource is quiet.)
 	plain := qps && or(r.Strategy, Direct) == Direct && or(r.Behavior, Reject) == Reject && r.RefResource == ""
-	switch burst := cmp.Or(r.Burst, r.Threshold); {
-	case !qps && r.Threshold != math.Trunc(r.Threshold):
-		return bad("Threshold", "must be a whole number for the concurrency metric, got %v", r.Threshold)
-	case iv != 0 && (iv < 10*time.Millisecond || iv > time.Hour || iv%time.Millisecond != 0):
-		return bad("StatInterval", "must be a whole number of milliseconds in [10ms, 1h], got %v", iv)
-	case iv != 0 && !qps:
-		return bad("StatInterval", "has no meaning for the concurrency metric; leave it zero")
-	case r.MaxQueueing < 0 || r.MaxQueueing > time.Hour:
-		return bad("MaxQueueing", "must be in [0, 1h], got %v", r.MaxQueueing)
-	case r.MaxQueueing != 0 && r.Behavior != Throttle:
-		return bad("MaxQueueing", "is only used with the throttle behavior; leave it zero or set Behavior throttle")
-	case !qps && r.Behavior == Throttle:
-		return bad("Behavior", "throttle needs the qps metric (requests cannot be paced by concurrency)")
-	case warm && !qps:
-		return bad("Strategy", "warm-up needs the qps metric")
-	case warm && (r.WarmUpPeriod <= 0 || r.WarmUpPeriod > 24*time.Hour):
-		return bad("WarmUpPeriod", "must be in (0, 24h] with warm-up, got %v", r.WarmUpPeriod)
-	case warm && r.ColdFactor != 0 && (r.ColdFactor <= 1 || r.ColdFactor > 1000 || math.IsNaN(r.ColdFactor)):
-		return bad("ColdFactor", "must be in (1, 1000] (or 0 for 3), got %v", r.ColdFactor)
-	case warm && r.RefResource != "":
-		return bad("RefResource", "warm-up applies to the rule's own resource only")
-	case !warm && r.WarmUpPeriod != 0:
-		return bad("WarmUpPeriod", "is only used with the warm-up strategy")
-	case !warm && r.ColdFactor != 0:
-		return bad("ColdFactor", "is only used with the warm-up strategy")
-	case !bucket && r.Burst != 0:
-		return bad("Burst", "is only used with the token-bucket strategy; leave it zero or set Strategy token-bucket")
-	case bucket && !qps:
-		return bad("Strategy", "token-bucket needs the qps metric")
-	case bucket && r.RefResource != "":
-		return bad("RefResource", "token-bucket applies to the rule's own resource only")
-	case bucket && r.Exact:
-		return bad("Exact", "needs the direct strategy (a token bucket has no limit per interval)")
-	case bucket && r.Burst == 0 && burst < 1:
-		return bad("Burst", "must be set, at least 1, when Threshold is below 1 (zero means Threshold, %v)", r.Threshold)
-	case bucket && (math.IsNaN(burst) || burst < 1 || burst > MaxThreshold):
-		return bad("Burst", "must be in [1, %g] (or 0 for Threshold), got %v", MaxThreshold, r.Burst)
-	case r.Exact && !qps:
-		return bad("Exact", "needs the qps metric")
-	case r.Exact && or(r.Strategy, Direct) != Direct:
-		return bad("Exact", "needs the direct strategy (warm-up moves its limit)")
-	case r.Exact && or(r.Behavior, Reject) != Reject:
-		return bad("Exact", "needs the reject behavior (throttle already spaces requests evenly)")
-	case r.Exact && r.RefResource != "":
-		return bad("Exact", "applies to the rule's own resource only")
-	case r.Exact && (r.Threshold != math.Trunc(r.Threshold) || r.Threshold > ruledef.MaxExactThreshold):
-		return bad("Threshold", "must be a whole number of at most %d with exact, got %v", ruledef.MaxExactThreshold, r.Threshold)
-	case r.RefResource != "" && r.RefResource == r.Resource:
-		return bad("RefResource", "names the rule's own resource; leave it empty")
-	case r.RefResource != "" && r.Behavior == Throttle:
-		return bad("Behavior", "throttle cannot pace on another resource's traffic")
-	case r.RefResource != "" && r.interval() != time.Second:
-		return bad("StatInterval", "associated-resource rules read the one-second window; leave it zero")
-	case plain && r.Threshold < 1 && !unlimited:
-		return bad("Threshold", "%v per %v would refuse every request: the reject behavior counts whole requests in a window of StatInterval, so Threshold must be at least 1; %s",
+	burst, ref, cl := cmp.Or(r.Burst, r.Threshold), r.RefResource != "", r.Cluster != nil
+	c.fail(!qps && r.Threshold != math.Trunc(r.Threshold), "Threshold", "must be a whole number for the concurrency metric, got %v", r.Threshold)
+	c.fail(iv != 0 && (iv < 10*time.Millisecond || iv > time.Hour || iv%time.Millisecond != 0), "StatInterval", "must be a whole number of milliseconds in [10ms, 1h], got %v", iv)
+	c.fail(iv != 0 && !qps, "StatInterval", "has no meaning for the concurrency metric; leave it zero")
+	c.fail(r.MaxQueueing < 0 || r.MaxQueueing > time.Hour, "MaxQueueing", "must be in [0, 1h], got %v", r.MaxQueueing)
+	c.fail(r.MaxQueueing != 0 && r.Behavior != Throttle, "MaxQueueing", "is only used with the throttle behavior; leave it zero or set Behavior throttle")
+	c.fail(!qps && r.Behavior == Throttle, "Behavior", "throttle needs the qps metric (requests cannot be paced by concurrency)")
+	c.fail(warm && !qps, "Strategy", "warm-up needs the qps metric")
+	c.fail(warm && (r.WarmUpPeriod <= 0 || r.WarmUpPeriod > 24*time.Hour), "WarmUpPeriod", "must be in (0, 24h] with warm-up, got %v", r.WarmUpPeriod)
+	c.fail(warm && r.ColdFactor != 0 && (r.ColdFactor <= 1 || r.ColdFactor > 1000 || math.IsNaN(r.ColdFactor)), "ColdFactor", "must be in (1, 1000] (or 0 for 3), got %v", r.ColdFactor)
+	c.fail(warm && ref, "RefResource", "warm-up applies to the rule's own resource only")
+	c.fail(!warm && r.WarmUpPeriod != 0, "WarmUpPeriod", "is only used with the warm-up strategy")
+	c.fail(!warm && r.ColdFactor != 0, "ColdFactor", "is only used with the warm-up strategy")
+	c.fail(!bucket && r.Burst != 0, "Burst", "is only used with the token-bucket strategy; leave it zero or set Strategy token-bucket")
+	c.fail(bucket && !qps, "Strategy", "token-bucket needs the qps metric")
+	c.fail(bucket && ref, "RefResource", "token-bucket applies to the rule's own resource only")
+	c.fail(bucket && r.Exact, "Exact", "needs the direct strategy (a token bucket has no limit per interval)")
+	c.fail(bucket && r.Burst == 0 && burst < 1, "Burst", "must be set, at least 1, when Threshold is below 1 (zero means Threshold, %v)", r.Threshold)
+	c.fail(bucket && (math.IsNaN(burst) || burst < 1 || burst > MaxThreshold), "Burst", "must be in [1, %g] (or 0 for Threshold), got %v", MaxThreshold, r.Burst)
+	c.fail(r.Exact && !qps, "Exact", "needs the qps metric")
+	c.fail(r.Exact && or(r.Strategy, Direct) != Direct, "Exact", "needs the direct strategy (warm-up moves its limit)")
+	c.fail(r.Exact && or(r.Behavior, Reject) != Reject, "Exact", "needs the reject behavior (throttle already spaces requests evenly)")
+	c.fail(r.Exact && ref, "Exact", "applies to the rule's own resource only")
+	c.fail(r.Exact && (r.Threshold != math.Trunc(r.Threshold) || r.Threshold > ruledef.MaxExactThreshold), "Threshold", "must be a whole number of at most %d with exact, got %v", ruledef.MaxExactThreshold, r.Threshold)
+	c.fail(ref && r.RefResource == r.Resource, "RefResource", "names the rule's own resource; leave it empty")
+	c.fail(ref && r.Behavior == Throttle, "Behavior", "throttle cannot pace on another resource's traffic")
+	c.fail(ref && r.interval() != time.Second, "StatInterval", "associated-resource rules read the one-second window; leave it zero")
+	if plain && r.Threshold < 1 && !unlimited && c.err == nil {
+		c.fail(true, "Threshold", "%v per %v would refuse every request: the reject behavior counts whole requests in a window of StatInterval, so Threshold must be at least 1; %s",
 			r.Threshold, r.interval(), belowOne(r.Threshold, r.interval()))
-	case plain && r.Cluster != nil && r.Cluster.LocalThreshold != 0 && r.Cluster.LocalThreshold < 1:
-		return bad("Cluster.LocalThreshold", "%v per %v would refuse every request while the store fails: it must be 0 or at least 1; %s",
+	}
+	if plain && cl && r.Cluster.LocalThreshold != 0 && r.Cluster.LocalThreshold < 1 && c.err == nil {
+		c.fail(true, "Cluster.LocalThreshold", "%v per %v would refuse every request while the store fails: it must be 0 or at least 1; %s",
 			r.Cluster.LocalThreshold, r.interval(), belowOne(r.Cluster.LocalThreshold, r.interval()))
-	case r.Cluster == nil:
-		return nil
 	}
-	if err := r.Cluster.validate("flow", r.Resource, r.Metric); err != nil {
-		return err
+	if cl {
+		r.Cluster.validate(c, r.Metric)
 	}
-	switch {
-	case warm:
-		return bad("Cluster", "needs the direct or token-bucket strategy (warm-up is not shared across instances)")
-	case bucket && or(r.Behavior, Reject) != Reject:
-		return bad("Cluster", "a shared token bucket needs the reject behavior")
-	case r.Exact:
-		return bad("Cluster", "cannot be exact: the shared window is the store's; use Cluster.Strict for exact decisions")
-	case r.RefResource != "":
-		return bad("Cluster", "applies to the rule's own resource only")
-	}
-	return nil
+	c.fail(cl && warm, "Cluster", "needs the direct or token-bucket strategy (warm-up is not shared across instances)")
+	c.fail(cl && bucket && or(r.Behavior, Reject) != Reject, "Cluster", "a shared token bucket needs the reject behavior")
+	c.fail(cl && r.Exact, "Cluster", "cannot be exact: the shared window is the store's; use Cluster.Strict for exact decisions")
+	c.fail(cl && ref, "Cluster", "applies to the rule's own resource only")
+	return c.result()
 }
 
 // belowOne says how to write a rate of t per iv, below one per interval.
@@ -203,12 +160,7 @@ func belowOne(t float64, iv time.Duration) string {
 	return alt + " (one request per StatInterval of at most 1h is faster)"
 }
 
-func checkThreshold(kind, resource, field string, v float64) error {
-	if math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
-		return fieldErr(kind, resource, field, "must be a positive number, got %v", v)
-	}
-	if v > MaxThreshold {
-		return fieldErr(kind, resource, field, "must be at most %g, got %v", MaxThreshold, v)
-	}
-	return nil
+func (c *check) threshold(field string, v float64) {
+	c.fail(math.IsNaN(v) || math.IsInf(v, 0) || v <= 0, field, "must be a positive number, got %v", v)
+	c.fail(v > MaxThreshold, field, "must be at most %g, got %v", MaxThreshold, v)
 }

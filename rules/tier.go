@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"cmp"
 	"math"
 	"strconv"
 )
@@ -38,54 +39,35 @@ func (t Tier) below() float64 {
 	return t.Below
 }
 
-// validateTiers checks Tiers and TierMetric (called by Validate before the
-// threshold check, which a tiered rule's zero Threshold would fail).
-func (r *Flow) validateTiers() error {
-	const kind = "flow"
+// validateTiers checks Tiers and TierMetric.
+func (r *Flow) validateTiers(c *check) {
+	c.fail(len(r.Tiers) == 0 && r.TierMetric != "", "TierMetric", "is only used with Tiers; leave it empty")
 	if len(r.Tiers) == 0 {
-		if r.TierMetric != "" {
-			return fieldErr(kind, r.Resource, "TierMetric", "is only used with Tiers; leave it empty")
-		}
-		return nil
+		return
 	}
-	if err := checkEnum(kind, r.Resource, "TierMetric", r.TierMetric, true, TierAvgRT, TierErrorRatio, TierCPU); err != nil {
-		return err
-	}
-	switch {
-	case len(r.Tiers) > maxTiers:
-		return fieldErr(kind, r.Resource, "Tiers", "must have at most %d steps, got %d", maxTiers, len(r.Tiers))
-	case or(r.Metric, QPS) != QPS || or(r.Strategy, Direct) != Direct || or(r.Behavior, Reject) != Reject:
-		return fieldErr(kind, r.Resource, "Tiers", "need the qps metric, the direct strategy and the reject behavior")
-	case r.Exact || r.RefResource != "" || r.Cluster != nil:
-		return fieldErr(kind, r.Resource, "Tiers", "apply to a local rule of the resource's own window (no Exact, RefResource or Cluster)")
-	case r.Threshold != 0 && (math.IsNaN(r.Threshold) || r.Threshold < 1 || r.Threshold > MaxThreshold):
-		return fieldErr(kind, r.Resource, "Threshold", "must be 0 (no limit below the first tier) or in [1, %g] with Tiers, got %v", MaxThreshold, r.Threshold)
-	}
-	prevThr := r.Threshold
-	if prevThr == 0 {
-		prevThr = math.Inf(1)
-	}
-	unit := 1.0
-	if or(r.TierMetric, TierAvgRT) == TierAvgRT {
+	enum(c, "TierMetric", r.TierMetric, true, TierAvgRT, TierErrorRatio, TierCPU)
+	c.fail(len(r.Tiers) > maxTiers, "Tiers", "must have at most %d steps, got %d", maxTiers, len(r.Tiers))
+	c.fail(or(r.Metric, QPS) != QPS || or(r.Strategy, Direct) != Direct || or(r.Behavior, Reject) != Reject, "Tiers", "need the qps metric, the direct strategy and the reject behavior")
+	c.fail(r.Exact || r.RefResource != "" || r.Cluster != nil, "Tiers", "apply to a local rule of the resource's own window (no Exact, RefResource or Cluster)")
+	c.fail(r.Threshold != 0 && (math.IsNaN(r.Threshold) || r.Threshold < 1 || r.Threshold > MaxThreshold), "Threshold", "must be 0 (no limit below the first tier) or in [1, %g] with Tiers, got %v", MaxThreshold, r.Threshold)
+	prevThr, unit, metric := cmp.Or(r.Threshold, math.Inf(1)), 1.0, or(r.TierMetric, TierAvgRT)
+	if metric == TierAvgRT {
 		unit = 3600e3 // an hour, in milliseconds
 	}
 	for i, t := range r.Tiers {
-		field := "Tiers[" + strconv.Itoa(i) + "]"
-		switch {
-		case math.IsNaN(t.Above) || t.Above <= 0 || t.Above > unit:
-			return fieldErr(kind, r.Resource, field+".Above", "must be in (0, %g] for the %s metric, got %v", unit, or(r.TierMetric, TierAvgRT), t.Above)
-		case i > 0 && t.Above <= r.Tiers[i-1].Above:
-			return fieldErr(kind, r.Resource, field+".Above", "must be above the previous tier's (%v): tiers go from the mildest to the most severe, got %v", r.Tiers[i-1].Above, t.Above)
-		case math.IsNaN(t.Below) || t.Below < 0 || t.Below > t.Above:
-			return fieldErr(kind, r.Resource, field+".Below", "must be in [0, Above] (0 for Above), got %v", t.Below)
-		case i > 0 && t.below() <= r.Tiers[i-1].Above:
-			return fieldErr(kind, r.Resource, field+".Below", "%v overlaps the band of the previous tier (which it enters above %v): it must be above that", t.below(), r.Tiers[i-1].Above)
-		case math.IsNaN(t.Threshold) || t.Threshold < 1 || t.Threshold > MaxThreshold:
-			return fieldErr(kind, r.Resource, field+".Threshold", "must be in [1, %g], got %v", MaxThreshold, t.Threshold)
-		case t.Threshold >= prevThr:
-			return fieldErr(kind, r.Resource, field+".Threshold", "must be below the limit of the step before (%v): a more severe tier admits less, got %v", prevThr, t.Threshold)
+		if c.err != nil {
+			return
 		}
+		f, prev := "Tiers["+strconv.Itoa(i)+"].", Tier{Above: math.Inf(-1)}
+		if i > 0 {
+			prev = r.Tiers[i-1]
+		}
+		c.fail(math.IsNaN(t.Above) || t.Above <= 0 || t.Above > unit, f+"Above", "must be in (0, %g] for the %s metric, got %v", unit, string(metric), t.Above)
+		c.fail(t.Above <= prev.Above, f+"Above", "must be above the previous tier's (%v): tiers go from the mildest to the most severe, got %v", prev.Above, t.Above)
+		c.fail(math.IsNaN(t.Below) || t.Below < 0 || t.Below > t.Above, f+"Below", "must be in [0, Above] (0 for Above), got %v", t.Below)
+		c.fail(t.below() <= prev.Above, f+"Below", "%v overlaps the band of the previous tier (which it enters above %v): it must be above that", t.below(), prev.Above)
+		c.fail(math.IsNaN(t.Threshold) || t.Threshold < 1 || t.Threshold > MaxThreshold, f+"Threshold", "must be in [1, %g], got %v", MaxThreshold, t.Threshold)
+		c.fail(t.Threshold >= prevThr, f+"Threshold", "must be below the limit of the step before (%v): a more severe tier admits less, got %v", prevThr, t.Threshold)
 		prevThr = t.Threshold
 	}
-	return nil
 }
