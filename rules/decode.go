@@ -45,20 +45,16 @@ func FormatOf(path string) (Format, error) {
 	return 0, fmt.Errorf("rules: cannot tell the format of %q: want a .json, .yaml or .yml file", path)
 }
 
-// DecodeLimits bounds what decoding one document may cost, so that a hostile
-// or mistaken document is refused quickly rather than exhausting memory. A
-// field that is zero (or negative) means its default; the zero value is what
-// Decode uses.
+// DecodeLimits bounds what decoding one document may cost. A field that is
+// zero (or negative) means its default; the zero value is what Decode uses.
 type DecodeLimits struct {
-	// MaxBytes is the size of the largest document; a larger one is refused
-	// before it is parsed. Decoding allocates at most 36 bytes per byte of a
-	// rule file, 240 for a document made to be dense, so this bounds memory
-	// too (docs/limits.md). Default DefaultMaxBytes.
+	// MaxBytes is the size of the largest document, refused before it is
+	// parsed; decoding allocates at most 240 bytes per byte. Default
+	// DefaultMaxBytes.
 	MaxBytes int
-	// MaxValues is the most values (strings, numbers, booleans, nulls, lists
-	// and maps, keys included) a document may hold, every use of a YAML
-	// alias counting its values again: it bounds a "billion laughs". A
-	// two-field rule is 5 values. Default 2^20.
+	// MaxValues is the most values (keys included, every use of a YAML
+	// alias counting its values again) a document may hold; a two-field rule
+	// is 5. Default 2^20.
 	MaxValues int
 	// MaxRules is the most rules of one kind a document may hold. Default
 	// DefaultMaxRules.
@@ -123,27 +119,17 @@ func kindOf(field string) string {
 // Decode decodes data with the default limits; see DecodeLimits.Decode.
 func Decode(data []byte, format Format) (Set, error) { return DecodeLimits{}.Decode(data, format) }
 
-// Decode parses a rule document and validates every rule in it.
-//
-// The document is a map from rule kind (flow, isolation, system,
-// circuitBreaker, param) to a list of rules; each rule is a map from field
-// names (the yaml tags of the rule types) to values. Decoding is strict, so
-// that a typo never passes silently: an unknown kind or field (a close name
-// is suggested), a key given twice, a value of the wrong type (quote a
-// resource named 123), a fraction for an integer, NaN, infinities, and a
-// bare number for a duration ("500ms"; its unit would be a guess; 0 is
-// accepted) are errors. null is the same as leaving the field out, and an
-// empty list or map decodes as nil. An isolation rule is read as a flow
-// rule of the concurrency metric, after the flow rules. An empty document
-// is refused, because a file read halfway through being written is often
-// empty: write {} for no rules.
-//
-// YAML is parsed by go.yaml.in/yaml/v3 and JSON by encoding/json, into the
-// same node tree, so JSON is exactly what encoding/json accepts and both
-// formats give the same errors. A document over l's limits is refused with
-// an error naming the limit. A problem in a rule is an *Error naming the
-// kind, index, resource and field, and the line when decoding found it. On
-// error the returned Set is empty. Decode is safe for concurrent use.
+// Decode parses a rule document and validates every rule in it. The
+// document maps rule kinds (flow, isolation, system, circuitBreaker, param)
+// to lists of rules, each a map from the yaml tags of the rule type to
+// values. Decoding is strict: an unknown kind or field (a close name is
+// suggested), a key given twice, a value of the wrong type, and a bare
+// number for a duration ("500ms"; 0 is accepted) are errors; null is the
+// same as leaving the field out. An isolation rule is read as a flow rule
+// of the concurrency metric, after the flow rules. An empty document is
+// refused (write {} for no rules). A problem in a rule is an *Error naming
+// the kind, index, resource and field, with the line when decoding found
+// it; on error the Set is empty. Decode is safe for concurrent use.
 func (l DecodeLimits) Decode(data []byte, format Format) (Set, error) {
 	if len(data) > l.maxBytes() {
 		return Set{}, tooLarge(int64(len(data)), l.maxBytes())

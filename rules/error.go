@@ -19,11 +19,9 @@ type Error struct {
 	Index int
 	// Resource is the rule's resource (empty for system rules).
 	Resource string
-	// Field is the offending field's Go name ("Cluster.Mode" inside a
-	// section), or, for a field the rule type does not have, the key as
-	// the document wrote it (the Reason, which begins "unknown field",
-	// quotes it). It is empty when the rule as a whole is the problem (a
-	// duplicate).
+	// Field is the offending field's Go name ("Cluster.Mode"), or the key
+	// as written for a field the rule type does not have; empty when the
+	// rule as a whole is the problem (a duplicate).
 	Field string
 	// Reason says what is wrong.
 	Reason string
@@ -65,7 +63,7 @@ func fieldErr(kind, resource, field, format string, args ...any) *Error {
 // check validates one rule: its first failed test is the rule's problem.
 type check struct {
 	kind, resource string
-	err            *Error
+	err            error // an *Error
 }
 
 // fail records the problem of field when bad, unless an earlier test failed.
@@ -94,11 +92,4 @@ func unbox(args []any) []any {
 		}
 	}
 	return out
-}
-
-func (c *check) result() error {
-	if c.err == nil {
-		return nil
-	}
-	return c.err
 }

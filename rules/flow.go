@@ -9,17 +9,9 @@ import (
 	"github.com/sluice-go/sluice/internal/ruledef"
 )
 
-// Flow limits how many requests a resource admits.
-//
-// With Metric QPS, at most Threshold requests are admitted per StatInterval,
-// counted over a sliding window of ten buckets: at most Threshold in any
-// interval that starts on a bucket boundary, at most twice that in one that
-// does not (see Exact). With Metric Concurrency, at most Threshold requests
-// are in flight at once. With Strategy TokenBucket, a bucket of at most Burst
-// tokens refills at Threshold per StatInterval, continuously, and a request
-// of Batch n takes n tokens (with Throttle, waiting at most MaxQueueing for
-// tokens still to come, as rate.Limiter.ReserveN). A zero optional field
-// means its default.
+// Flow limits how many requests a resource admits: at most Threshold per
+// StatInterval over a sliding window of ten buckets (QPS), or in flight at
+// once (Concurrency). A zero optional field means its default.
 type Flow struct {
 	// ID is an optional label, shown in block errors and logs.
 	ID string `json:"id,omitempty" yaml:"id,omitempty"`
@@ -63,16 +55,12 @@ type Flow struct {
 	// Cluster, when set, makes Threshold a budget shared by every instance
 	// of the service. Nil means a local rule.
 	Cluster *Cluster `json:"cluster,omitempty" yaml:"cluster,omitempty"`
-	// Shadow puts the rule in shadow mode: evaluated and counted as if
-	// enforced, it never refuses nor makes a request wait; what it would
-	// have refused is counted and logged (docs/rollout.md). Flipping it by
-	// a reload keeps the rule's counting state.
+	// Shadow puts the rule in shadow mode: counted as if enforced, it never
+	// refuses nor delays a request; what it would refuse is counted and logged.
 	Shadow bool `json:"shadow,omitempty" yaml:"shadow,omitempty"`
-	// Tiers, when set, make the threshold of a QPS rule (direct strategy,
-	// reject behavior, own resource) follow TierMetric: Tiers[i] applies
-	// while the metric is above its Above and has not fallen below its
-	// Below, the highest such tier winning; below them the rule admits
-	// Threshold, or every request when Threshold is 0. See Tier.
+	// Tiers, when set, make the threshold of a QPS rule of the direct
+	// strategy and reject behavior follow TierMetric (see Tier); below the
+	// first tier the rule admits Threshold, or every request when it is 0.
 	Tiers []Tier `json:"tiers,omitempty" yaml:"tiers,omitempty"`
 	// TierMetric is what chooses the tier: TierAvgRT (default),
 	// TierErrorRatio or TierCPU. It must be empty without Tiers.
@@ -97,14 +85,10 @@ func (r *Flow) validate() error {
 	if !unlimited {
 		c.threshold("Threshold", r.Threshold)
 	}
-	iv, qps, warm, bucket := r.StatInterval, or(r.Metric, QPS) == QPS, r.Strategy == WarmUp, r.Strategy == TokenBucket
-	// A QPS rule of the direct strategy and the reject behavior on its own
-	// resource counts whole requests in a window of StatInterval, which
-	// cannot hold one when Threshold (or the local fallback's) is below 1.
-	// (Warm-up admits lone requests at its allowance, pacing one per slot, a
-	// token bucket holds at least one token, and an associated-resource rule
-	// admits while the other resource is quiet.)
-	plain := qps && or(r.Strategy, Direct) == Direct && or(r.Behavior, Reject) == Reject && r.RefResource == ""
+	iv, qps, warm, bucket := r.StatInterval, cmp.Or(r.Metric, QPS) == QPS, r.Strategy == WarmUp, r.Strategy == TokenBucket
+	// A plain rule counts whole requests per window: a Threshold below 1
+	// would refuse them all (the other kinds pace, store or borrow a token).
+	plain := qps && cmp.Or(r.Strategy, Direct) == Direct && cmp.Or(r.Behavior, Reject) == Reject && r.RefResource == ""
 	burst, ref, cl := cmp.Or(r.Burst, r.Threshold), r.RefResource != "", r.Cluster != nil
 	c.fail(!qps && r.Threshold != math.Trunc(r.Threshold), "Threshold", "must be a whole number for the concurrency metric, got %v", r.Threshold)
 	c.fail(iv != 0 && (iv < 10*time.Millisecond || iv > time.Hour || iv%time.Millisecond != 0), "StatInterval", "must be a whole number of milliseconds in [10ms, 1h], got %v", iv)
@@ -125,8 +109,8 @@ func (r *Flow) validate() error {
 	c.fail(bucket && r.Burst == 0 && burst < 1, "Burst", "must be set, at least 1, when Threshold is below 1 (zero means Threshold, %v)", r.Threshold)
 	c.fail(bucket && (math.IsNaN(burst) || burst < 1 || burst > MaxThreshold), "Burst", "must be in [1, %g] (or 0 for Threshold), got %v", MaxThreshold, r.Burst)
 	c.fail(r.Exact && !qps, "Exact", "needs the qps metric")
-	c.fail(r.Exact && or(r.Strategy, Direct) != Direct, "Exact", "needs the direct strategy (warm-up moves its limit)")
-	c.fail(r.Exact && or(r.Behavior, Reject) != Reject, "Exact", "needs the reject behavior (throttle already spaces requests evenly)")
+	c.fail(r.Exact && cmp.Or(r.Strategy, Direct) != Direct, "Exact", "needs the direct strategy (warm-up moves its limit)")
+	c.fail(r.Exact && cmp.Or(r.Behavior, Reject) != Reject, "Exact", "needs the reject behavior (throttle already spaces requests evenly)")
 	c.fail(r.Exact && ref, "Exact", "applies to the rule's own resource only")
 	c.fail(r.Exact && (r.Threshold != math.Trunc(r.Threshold) || r.Threshold > ruledef.MaxExactThreshold), "Threshold", "must be a whole number of at most %d with exact, got %v", ruledef.MaxExactThreshold, r.Threshold)
 	c.fail(ref && r.RefResource == r.Resource, "RefResource", "names the rule's own resource; leave it empty")
@@ -144,10 +128,10 @@ func (r *Flow) validate() error {
 		r.Cluster.validate(c, r.Metric)
 	}
 	c.fail(cl && warm, "Cluster", "needs the direct or token-bucket strategy (warm-up is not shared across instances)")
-	c.fail(cl && bucket && or(r.Behavior, Reject) != Reject, "Cluster", "a shared token bucket needs the reject behavior")
+	c.fail(cl && bucket && cmp.Or(r.Behavior, Reject) != Reject, "Cluster", "a shared token bucket needs the reject behavior")
 	c.fail(cl && r.Exact, "Cluster", "cannot be exact: the shared window is the store's; use Cluster.Strict for exact decisions")
 	c.fail(cl && ref, "Cluster", "applies to the rule's own resource only")
-	return c.result()
+	return c.err
 }
 
 // belowOne says how to write a rate of t per iv, below one per interval.

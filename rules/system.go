@@ -5,14 +5,9 @@ import (
 	"strconv"
 )
 
-// System is a system adaptive protection rule: it guards the whole process
-// rather than one resource, and refuses inbound entries only. With the
-// PlainThreshold strategy every inbound entry is refused while Metric is
-// over Threshold. With BBR (Load1 and CPUUsage only) an entry is refused
-// only while the metric is over and more inbound requests are in flight
-// than the process has shown it can serve (concurrency > 1 and >
-// maxCompletedPerSecond × minRT), so a hot process keeps admitting the work
-// it completes (Little's law; see docs/system-adaptive.md).
+// System guards the whole process: it refuses inbound entries while Metric
+// is over Threshold (with BBR, only while more are in flight than the
+// process has shown it completes).
 type System struct {
 	// ID is an optional label, shown in block errors and logs.
 	ID string `json:"id,omitempty" yaml:"id,omitempty"`
@@ -43,5 +38,5 @@ func (r *System) validate() error {
 	}
 	c.fail(r.Metric == CPUUsage && t > 1, "Threshold", "cpu usage is a ratio in (0, 1], got %v", t)
 	c.fail(r.Strategy == BBR && r.Metric != Load1 && r.Metric != CPUUsage, "Strategy", "bbr applies to the load1 and cpu-usage metrics only, not %s", string(r.Metric))
-	return c.result()
+	return c.err
 }

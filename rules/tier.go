@@ -9,19 +9,14 @@ import (
 // maxTiers bounds the tiers of one flow rule.
 const maxTiers = 16
 
-// Tier is one step of a flow rule with Tiers: while the rule's TierMetric is
-// above Above the rule admits Threshold per StatInterval, and it stays on
-// this step until the metric falls below Below (hysteresis), when it goes
-// down to the step below (or the rule's own Threshold).
-//
-// Above is in the metric's unit: milliseconds for TierAvgRT, a ratio in
-// [0, 1] for TierErrorRatio and TierCPU. Tiers are listed from the mildest
-// to the most severe: each Above higher than the one before, each
-// Threshold lower, and each Below (zero means Above: no band) at most Above
-// and above the previous tier's Above, so that the bands of two steps never
-// overlap.
+// Tier is one step of a flow rule with Tiers: once the rule's TierMetric is
+// above Above the rule admits Threshold per StatInterval, until the metric
+// falls below Below. Tiers go from the mildest to the most severe: each
+// Above higher, each Threshold lower, and each Below above the previous
+// tier's Above.
 type Tier struct {
-	// Above is the value of the metric over which the tier applies.
+	// Above is in the metric's unit: milliseconds for TierAvgRT, a ratio in
+	// [0, 1] for the others.
 	Above float64 `json:"above" yaml:"above"`
 	// Below is the value under which the rule leaves the tier; zero means
 	// Above.
@@ -47,10 +42,10 @@ func (r *Flow) validateTiers(c *check) {
 	}
 	enum(c, "TierMetric", r.TierMetric, true, TierAvgRT, TierErrorRatio, TierCPU)
 	c.fail(len(r.Tiers) > maxTiers, "Tiers", "must have at most %d steps, got %d", maxTiers, len(r.Tiers))
-	c.fail(or(r.Metric, QPS) != QPS || or(r.Strategy, Direct) != Direct || or(r.Behavior, Reject) != Reject, "Tiers", "need the qps metric, the direct strategy and the reject behavior")
+	c.fail(cmp.Or(r.Metric, QPS) != QPS || cmp.Or(r.Strategy, Direct) != Direct || cmp.Or(r.Behavior, Reject) != Reject, "Tiers", "need the qps metric, the direct strategy and the reject behavior")
 	c.fail(r.Exact || r.RefResource != "" || r.Cluster != nil, "Tiers", "apply to a local rule of the resource's own window (no Exact, RefResource or Cluster)")
 	c.fail(r.Threshold != 0 && (math.IsNaN(r.Threshold) || r.Threshold < 1 || r.Threshold > MaxThreshold), "Threshold", "must be 0 (no limit below the first tier) or in [1, %g] with Tiers, got %v", MaxThreshold, r.Threshold)
-	prevThr, unit, metric := cmp.Or(r.Threshold, math.Inf(1)), 1.0, or(r.TierMetric, TierAvgRT)
+	prevThr, unit, metric := cmp.Or(r.Threshold, math.Inf(1)), 1.0, cmp.Or(r.TierMetric, TierAvgRT)
 	if metric == TierAvgRT {
 		unit = 3600e3 // an hour, in milliseconds
 	}
