@@ -74,14 +74,7 @@ const (
 
 const maxDepth = 64 // a rule document needs 5; the JSON reader stops there
 
-func orDefault(v, def int) int {
-	if v <= 0 {
-		return def
-	}
-	return v
-}
-
-func (l DecodeLimits) maxBytes() int { return orDefault(l.MaxBytes, DefaultMaxBytes) }
+func (l DecodeLimits) maxBytes() int { return cmp.Or(max(l.MaxBytes, 0), DefaultMaxBytes) }
 
 // raise is the end of the message of a limit that was reached.
 func raise(field, what string) string {
@@ -93,12 +86,13 @@ func tooLarge(size int64, limit int) error {
 }
 
 // document is a rule document: a Set, and isolation rules, which become
-// flow rules of the concurrency metric (see docs/architecture.md).
+// flow rules of the concurrency metric. A kind tag is the *Error.Kind of a
+// list whose yaml tag is not.
 type document struct {
 	Flow           []Flow           `yaml:"flow"`
 	Isolation      []isolation      `yaml:"isolation"`
 	System         []System         `yaml:"system"`
-	CircuitBreaker []CircuitBreaker `yaml:"circuitBreaker"`
+	CircuitBreaker []CircuitBreaker `yaml:"circuitBreaker" kind:"circuit breaker"`
 	Param          []Param          `yaml:"param"`
 }
 
@@ -106,14 +100,6 @@ type isolation struct {
 	ID        string `yaml:"id"`
 	Resource  string `yaml:"resource"`
 	Threshold int64  `yaml:"threshold"`
-}
-
-// kindOf returns the *Error.Kind of the rules in field of a Set.
-func kindOf(field string) string {
-	if field == "CircuitBreaker" {
-		return "circuit breaker"
-	}
-	return strings.ToLower(field)
 }
 
 // Decode decodes data with the default limits; see DecodeLimits.Decode.
@@ -137,25 +123,19 @@ func (l DecodeLimits) Decode(data []byte, format Format) (Set, error) {
 	var doc document
 	root, err := parse(data, format)
 	if err == nil {
-		d := &decoder{maxValues: orDefault(l.MaxValues, 1<<20), maxRules: orDefault(l.MaxRules, DefaultMaxRules), maxName: orDefault(l.MaxNameBytes, DefaultMaxNameBytes)}
+		d := &decoder{maxValues: cmp.Or(max(l.MaxValues, 0), 1<<20), maxRules: cmp.Or(max(l.MaxRules, 0), DefaultMaxRules), maxName: cmp.Or(max(l.MaxNameBytes, 0), DefaultMaxNameBytes)}
 		if de := d.value(root, reflect.ValueOf(&doc).Elem()); de != nil {
 			err = de.err()
 		}
 	}
 	s := Set{Flow: doc.Flow, System: doc.System, CircuitBreaker: doc.CircuitBreaker, Param: doc.Param}
 	for i, r := range doc.Isolation {
-		f := Flow{ID: r.ID, Resource: r.Resource, Metric: Concurrency, Threshold: float64(r.Threshold)}
-		if err == nil {
-			if err = f.validate(); err != nil {
-				err.(*Error).Kind, err.(*Error).Index = "isolation", i
-			}
+		s.Flow = append(s.Flow, Flow{ID: r.ID, Resource: r.Resource, Metric: Concurrency, Threshold: float64(r.Threshold)})
+		if e, ok := s.Flow[len(s.Flow)-1].validate().(*Error); ok && err == nil {
+			e.Kind, e.Index, err = "isolation", i, e
 		}
-		s.Flow = append(s.Flow, f)
 	}
-	if err == nil {
-		err = s.Validate()
-	}
-	if err != nil {
+	if err = cmp.Or(err, s.Validate()); err != nil {
 		return Set{}, err
 	}
 	return s, nil
@@ -329,14 +309,14 @@ func (e *decodeErr) err() error {
 		return e.limit
 	}
 	reason := e.msg + at(e.line) + e.hint
-	switch len(e.path) {
-	case 0:
+	if len(e.path) == 0 {
 		return errors.New("rules: " + reason)
-	case 1:
-		f, _ := reflect.TypeFor[document]().FieldByName(e.path[0])
+	}
+	f, _ := reflect.TypeFor[document]().FieldByName(e.path[0])
+	if len(e.path) == 1 {
 		return fmt.Errorf("rules: %s: %s", fieldName(f), reason)
 	}
-	re := &Error{Kind: kindOf(e.path[0]), Field: e.unknown, Reason: reason}
+	re := &Error{Kind: cmp.Or(f.Tag.Get("kind"), fieldName(f)), Field: e.unknown, Reason: reason}
 	re.Index, _ = strconv.Atoi(e.path[1])
 	if len(e.path) > 2 {
 		re.Field, re.Reason = e.path[2], strings.Join(append(e.path[3:len(e.path):len(e.path)], reason), ": ")
@@ -388,12 +368,24 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value) *decodeErr {
 	} else if n.Kind == yaml.AliasNode {
 		return d.value(n.Alias, v)
 	}
-	t := v.Type()
+	t, str := v.Type(), n.Kind == yaml.ScalarNode && tagOf(n) == "!!str"
 	switch k := t.Kind(); {
 	case n.Kind == yaml.ScalarNode && tagOf(n) == "!!null":
 		v.SetZero()
+	case t == durationType && isNumber(n):
+		if f, err := parseFloat(n.Value); err != nil || f != 0 {
+			return &decodeErr{msg: fmt.Sprintf("want a duration string such as \"500ms\", got the number %s", clip(n.Value, 40)), line: n.Line,
+				hint: fmt.Sprintf(" (a bare number has no unit; write \"%sms\" for milliseconds)", clip(n.Value, 40))}
+		}
+		v.SetInt(0)
+	case t == durationType && !str:
+		return mismatch("a duration string such as \"500ms\"", n)
 	case t == durationType:
-		return decodeDuration(n, v)
+		dur, err := time.ParseDuration(strings.TrimSpace(n.Value))
+		if err != nil {
+			return &decodeErr{msg: fmt.Sprintf("want a duration such as \"500ms\" or \"1m30s\", got %q", clip(n.Value, 40)), line: n.Line}
+		}
+		v.SetInt(int64(dur))
 	case k == reflect.Pointer:
 		p := reflect.New(t.Elem())
 		if err := d.value(n, p.Elem()); err != nil {
@@ -432,10 +424,7 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value) *decodeErr {
 				return mismatch("a string or number as a key", key)
 			} else if v.MapIndex(reflect.ValueOf(key.Value)).IsValid() {
 				return (&decodeErr{msg: "given twice", line: key.Line}).in(strconv.Quote(clip(key.Value, 40)))
-			} else if err := d.long(key.Value, key.Line); err != nil {
-				return err.in(strconv.Quote(clip(key.Value, 40)))
-			}
-			if err := d.value(n.Content[i+1], e); err != nil {
+			} else if err := cmp.Or(d.long(key.Value, key.Line), d.value(n.Content[i+1], e)); err != nil {
 				return err.in(strconv.Quote(clip(key.Value, 40)))
 			}
 			if v.IsNil() {
@@ -444,7 +433,7 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value) *decodeErr {
 			v.SetMapIndex(reflect.ValueOf(key.Value), e)
 		}
 	case k == reflect.String:
-		if n.Kind != yaml.ScalarNode || tagOf(n) != "!!str" {
+		if !str {
 			return mismatch("a string", n)
 		} else if err := d.long(n.Value, n.Line); err != nil {
 			return err
@@ -533,41 +522,14 @@ func (d *decoder) fields(n *yaml.Node, v reflect.Value) *decodeErr {
 // parseFloat reads a number as YAML writes it: 1e3, 0x10, 1_000, .nan.
 func parseFloat(s string) (float64, error) {
 	s = strings.ReplaceAll(s, "_", "")
-	switch strings.ToLower(strings.TrimPrefix(s, "+")) {
-	case ".inf":
-		return math.Inf(1), nil
-	case "-.inf":
-		return math.Inf(-1), nil
-	case ".nan":
-		return math.NaN(), nil
+	switch l := strings.ToLower(strings.TrimPrefix(s, "+")); l {
+	case ".inf", "-.inf", ".nan":
+		return strconv.ParseFloat(strings.Replace(l, ".", "", 1), 64)
 	}
 	if i, err := strconv.ParseInt(s, 0, 64); err == nil {
 		return float64(i), nil
 	}
 	return strconv.ParseFloat(s, 64)
-}
-
-func decodeDuration(n *yaml.Node, v reflect.Value) *decodeErr {
-	if isNumber(n) {
-		if f, err := parseFloat(n.Value); err == nil && f == 0 {
-			v.SetInt(0)
-			return nil
-		}
-		return &decodeErr{
-			msg:  fmt.Sprintf("want a duration string such as \"500ms\", got the number %s", clip(n.Value, 40)),
-			line: n.Line,
-			hint: fmt.Sprintf(" (a bare number has no unit; write \"%sms\" for milliseconds)", clip(n.Value, 40)),
-		}
-	}
-	if n.Kind != yaml.ScalarNode || tagOf(n) != "!!str" {
-		return mismatch("a duration string such as \"500ms\"", n)
-	}
-	d, err := time.ParseDuration(strings.TrimSpace(n.Value))
-	if err != nil {
-		return &decodeErr{msg: fmt.Sprintf("want a duration such as \"500ms\" or \"1m30s\", got %q", clip(n.Value, 40)), line: n.Line}
-	}
-	v.SetInt(int64(d))
-	return nil
 }
 
 // fieldName is the key of struct field f in a document: its yaml tag.

@@ -26,14 +26,6 @@ type Tier struct {
 	Threshold float64 `json:"threshold" yaml:"threshold"`
 }
 
-// below returns Below, or Above when it is zero.
-func (t Tier) below() float64 {
-	if t.Below == 0 {
-		return t.Above
-	}
-	return t.Below
-}
-
 // validateTiers checks Tiers and TierMetric.
 func (r *Flow) validateTiers(c *check) {
 	c.fail(len(r.Tiers) == 0 && r.TierMetric != "", "TierMetric", "is only used with Tiers; leave it empty")
@@ -60,7 +52,8 @@ func (r *Flow) validateTiers(c *check) {
 		c.fail(math.IsNaN(t.Above) || t.Above <= 0 || t.Above > unit, f+"Above", "must be in (0, %g] for the %s metric, got %v", unit, string(metric), t.Above)
 		c.fail(t.Above <= prev.Above, f+"Above", "must be above the previous tier's (%v): tiers go from the mildest to the most severe, got %v", prev.Above, t.Above)
 		c.fail(math.IsNaN(t.Below) || t.Below < 0 || t.Below > t.Above, f+"Below", "must be in [0, Above] (0 for Above), got %v", t.Below)
-		c.fail(t.below() <= prev.Above, f+"Below", "%v overlaps the band of the previous tier (which it enters above %v): it must be above that", t.below(), prev.Above)
+		below := cmp.Or(t.Below, t.Above)
+		c.fail(below <= prev.Above, f+"Below", "%v overlaps the band of the previous tier (which it enters above %v): it must be above that", below, prev.Above)
 		c.fail(math.IsNaN(t.Threshold) || t.Threshold < 1 || t.Threshold > MaxThreshold, f+"Threshold", "must be in [1, %g], got %v", MaxThreshold, t.Threshold)
 		c.fail(t.Threshold >= prevThr, f+"Threshold", "must be below the limit of the step before (%v): a more severe tier admits less, got %v", prevThr, t.Threshold)
 		prevThr = t.Threshold
