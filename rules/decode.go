@@ -342,7 +342,7 @@ var durationType = reflect.TypeFor[time.Duration]()
 // decoder decodes a node tree into a document, within the limits. It
 // counts every value it visits (keys, and each use of a YAML alias,
 // included), so that a "billion laughs" stops after maxValues.
-type decoder struct{ values, maxValues, maxRules, maxName int }
+type decoder struct{ values, maxValues, maxRules, maxName, merges int }
 
 // count counts value n, or refuses the document when it holds too many.
 func (d *decoder) count(n *yaml.Node) *decodeErr {
@@ -475,6 +475,9 @@ func (d *decoder) fields(n *yaml.Node, v reflect.Value) *decodeErr {
 	}
 	for i := 0; i < len(n.Content); i += 2 {
 		if n.Content[i].ShortTag() == "!!merge" {
+			if d.merges++; d.merges > maxDepth { // merges count no value before they recurse
+				return &decodeErr{msg: fmt.Sprintf("merge keys nested deeper than %d (does a map merge itself?)", maxDepth), line: n.Content[i].Line}
+			}
 			maps := []*yaml.Node{deref(n.Content[i+1])}
 			if maps[0].Kind == yaml.SequenceNode {
 				maps = maps[0].Content
@@ -484,6 +487,7 @@ func (d *decoder) fields(n *yaml.Node, v reflect.Value) *decodeErr {
 					return err
 				}
 			}
+			d.merges--
 		}
 	}
 	seen := make([]int, t.NumField())
