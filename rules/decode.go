@@ -266,10 +266,8 @@ func isNumber(n *yaml.Node) bool {
 // describe names a value for an error message: `string "abc"`, `number 5`.
 func describe(n *yaml.Node) string {
 	switch {
-	case n.Kind == yaml.SequenceNode:
-		return "a list"
-	case n.Kind == yaml.MappingNode:
-		return "a map"
+	case n.Kind != yaml.ScalarNode:
+		return map[yaml.Kind]string{yaml.SequenceNode: "a list", yaml.MappingNode: "a map"}[n.Kind]
 	case isNumber(n):
 		return "number " + clip(n.Value, 40)
 	case tagOf(n) == "!!null":

@@ -43,7 +43,7 @@ func (s *Set) Validate() error {
 		metric               FlowMetric
 		window               time.Duration
 	}
-	for _, err := range []error{
+	return cmp.Or(
 		validateList("flow", s.Flow, (*Flow).validate, func(r *Flow) flowKey {
 			return flowKey{r.Resource, r.RefResource, cmp.Or(r.Metric, QPS), cmp.Or(r.Strategy, Direct), cmp.Or(r.Behavior, Reject), r.interval()}
 		}, "resource, metric, strategy, behavior, statInterval and refResource"),
@@ -55,12 +55,7 @@ func (s *Set) Validate() error {
 		validateList("param", s.Param, (*Param).validate, func(r *Param) paramKey {
 			return paramKey{r.Resource, r.Key, r.Index, cmp.Or(r.Metric, QPS), r.window()}
 		}, "resource, argument (key or index), metric and duration"),
-	} {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	)
 }
 
 // validateList validates each rule of rs, then refuses it if its key equals

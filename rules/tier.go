@@ -42,9 +42,6 @@ func (r *Flow) validateTiers(c *check) {
 		unit = 3600e3 // an hour, in milliseconds
 	}
 	for i, t := range r.Tiers {
-		if c.err != nil {
-			return
-		}
 		f, prev := "Tiers["+strconv.Itoa(i)+"].", Tier{Above: math.Inf(-1)}
 		if i > 0 {
 			prev = r.Tiers[i-1]
