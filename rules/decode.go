@@ -385,11 +385,8 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value) *decodeErr {
 		}
 		v.SetInt(int64(dur))
 	case k == reflect.Pointer:
-		p := reflect.New(t.Elem())
-		if err := d.value(n, p.Elem()); err != nil {
-			return err
-		}
-		v.Set(p)
+		v.Set(reflect.New(t.Elem()))
+		return d.value(n, v.Elem())
 	case k == reflect.Struct:
 		return d.fields(n, v)
 	case k == reflect.Slice: // of rules, or a flow rule's tiers
@@ -399,11 +396,10 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value) *decodeErr {
 			return &decodeErr{msg: fmt.Sprintf("%d rules, more than the limit of %d rules of one kind", len(n.Content), d.maxRules),
 				line: n.Line, hint: "; " + raise("MaxRules", "them")}
 		}
-		v.SetZero() // an empty list reads back as nil, as Encode leaves it out
+		if v.SetZero(); len(n.Content) > 0 { // an empty list reads back as nil, as Encode leaves it out
+			v.Set(reflect.MakeSlice(t, len(n.Content), len(n.Content)))
+		}
 		for i, item := range n.Content {
-			if i == 0 {
-				v.Set(reflect.MakeSlice(t, len(n.Content), len(n.Content)))
-			}
 			if err := d.value(item, v.Index(i)); err != nil {
 				err.rule = deref(item) // the outermost list's item: the rule
 				return err.in(strconv.Itoa(i))
@@ -413,7 +409,9 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value) *decodeErr {
 		if n.Kind != yaml.MappingNode {
 			return mismatch("a map", n)
 		}
-		v.SetZero() // an empty map reads back as nil, as Encode leaves it out
+		if v.SetZero(); len(n.Content) > 0 { // an empty map reads back as nil, as Encode leaves it out
+			v.Set(reflect.MakeMap(t))
+		}
 		for i := 0; i < len(n.Content); i += 2 {
 			key, e := deref(n.Content[i]), reflect.New(t.Elem()).Elem()
 			if err := d.count(key); err != nil {
@@ -424,9 +422,6 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value) *decodeErr {
 				return (&decodeErr{msg: "given twice", line: key.Line}).in(strconv.Quote(clip(key.Value, 40)))
 			} else if err := cmp.Or(d.long(key.Value, key.Line), d.value(n.Content[i+1], e)); err != nil {
 				return err.in(strconv.Quote(clip(key.Value, 40)))
-			}
-			if v.IsNil() {
-				v.Set(reflect.MakeMap(t))
 			}
 			v.SetMapIndex(reflect.ValueOf(key.Value), e)
 		}
