@@ -1,22 +1,17 @@
 package rules
 
 import (
+	"cmp"
 	"math"
 	"time"
 
 	"github.com/sluice-go/sluice/internal/ruledef"
 )
 
-// CircuitBreaker is a degrade rule: it cuts a resource off while its recent
-// calls are too slow or fail too often, and probes it back to health.
-//
-// The breaker counts the outcomes of the resource's calls over a sliding
-// window of StatInterval (ten buckets). Closed, it lets every call through;
-// it opens when, with at least MinRequestAmount calls in the window, the
-// strategy's threshold is crossed. Open refuses every call for RetryTimeout,
-// then HalfOpen lets exactly Probes calls through: if all succeed it closes
-// (with an empty window), if any fails it opens again. A zero optional field
-// means its default.
+// CircuitBreaker cuts a resource off while its calls of the last
+// StatInterval are too slow or fail too often (with at least
+// MinRequestAmount of them), for RetryTimeout, then lets Probes calls
+// through: it closes if all succeed. A zero optional field means its default.
 type CircuitBreaker struct {
 	// ID is an optional label, shown in block errors and logs.
 	ID string `json:"id,omitempty" yaml:"id,omitempty"`
@@ -56,35 +51,19 @@ const maxMinRequests = 1e9
 
 // validate reports the first problem with the rule as an *Error, or nil.
 func (r *CircuitBreaker) validate() error {
-	bad := func(field, format string, args ...any) error {
-		return fieldErr("circuit breaker", r.Resource, field, format, args...)
-	}
-	if r.Resource == "" {
-		return bad("Resource", "must not be empty")
-	}
-	if err := checkEnum("circuit breaker", r.Resource, "Strategy", r.Strategy, true, SlowRequestRatio, ErrorRatio, ErrorCount); err != nil {
-		return err
-	}
-	t, slow, iv := r.Threshold, or(r.Strategy, SlowRequestRatio) == SlowRequestRatio, r.StatInterval
-	switch {
-	case math.IsNaN(t) || math.IsInf(t, 0):
-		return bad("Threshold", "must be a finite number, got %v", t)
-	case r.Strategy == ErrorCount && (t < 1 || t > MaxThreshold || t != math.Trunc(t)):
-		return bad("Threshold", "must be a whole number in [1, %g] for the error-count strategy, got %v", MaxThreshold, t)
-	case r.Strategy != ErrorCount && (t < 0 || t > 1):
-		return bad("Threshold", "must be a ratio in [0, 1] for the %s strategy, got %v", or(r.Strategy, SlowRequestRatio), t)
-	case slow && (r.MaxAllowedRT <= 0 || r.MaxAllowedRT > time.Hour):
-		return bad("MaxAllowedRT", "must be in (0, 1h] for the slow-request-ratio strategy, got %v", r.MaxAllowedRT)
-	case !slow && r.MaxAllowedRT != 0:
-		return bad("MaxAllowedRT", "is only used with the slow-request-ratio strategy; leave it zero")
-	case r.MinRequestAmount < 0 || r.MinRequestAmount > maxMinRequests:
-		return bad("MinRequestAmount", "must be in [0, %g], got %d", float64(maxMinRequests), r.MinRequestAmount)
-	case iv != 0 && (iv < 10*time.Millisecond || iv > time.Hour || iv%time.Millisecond != 0):
-		return bad("StatInterval", "must be a whole number of milliseconds in [10ms, 1h], got %v", iv)
-	case r.RetryTimeout <= 0 || r.RetryTimeout > 24*time.Hour:
-		return bad("RetryTimeout", "must be in (0, 24h], got %v", r.RetryTimeout)
-	case r.Probes < 0 || r.Probes > ruledef.MaxProbes:
-		return bad("Probes", "must be in [0, %d], got %d", ruledef.MaxProbes, r.Probes)
-	}
-	return nil
+	c := &check{kind: "circuit breaker", resource: r.Resource}
+	c.fail(r.Resource == "", "Resource", "must not be empty")
+	enum(c, "Strategy", r.Strategy, true, SlowRequestRatio, ErrorRatio, ErrorCount)
+	t, strategy, iv := r.Threshold, cmp.Or(r.Strategy, SlowRequestRatio), r.StatInterval
+	slow := strategy == SlowRequestRatio
+	c.fail(math.IsNaN(t) || math.IsInf(t, 0), "Threshold", "must be a finite number, got %v", t)
+	c.fail(r.Strategy == ErrorCount && (t < 1 || t > MaxThreshold || t != math.Trunc(t)), "Threshold", "must be a whole number in [1, %g] for the error-count strategy, got %v", MaxThreshold, t)
+	c.fail(r.Strategy != ErrorCount && (t < 0 || t > 1), "Threshold", "must be a ratio in [0, 1] for the %s strategy, got %v", string(strategy), t)
+	c.fail(slow && (r.MaxAllowedRT <= 0 || r.MaxAllowedRT > time.Hour), "MaxAllowedRT", "must be in (0, 1h] for the slow-request-ratio strategy, got %v", r.MaxAllowedRT)
+	c.fail(!slow && r.MaxAllowedRT != 0, "MaxAllowedRT", "is only used with the slow-request-ratio strategy; leave it zero")
+	c.fail(r.MinRequestAmount < 0 || r.MinRequestAmount > maxMinRequests, "MinRequestAmount", "must be in [0, %g], got %d", float64(maxMinRequests), r.MinRequestAmount)
+	c.fail(iv != 0 && (iv < 10*time.Millisecond || iv > time.Hour || iv%time.Millisecond != 0), "StatInterval", "must be a whole number of milliseconds in [10ms, 1h], got %v", iv)
+	c.fail(r.RetryTimeout <= 0 || r.RetryTimeout > 24*time.Hour, "RetryTimeout", "must be in (0, 24h], got %v", r.RetryTimeout)
+	c.fail(r.Probes < 0 || r.Probes > ruledef.MaxProbes, "Probes", "must be in [0, %d], got %d", ruledef.MaxProbes, r.Probes)
+	return c.err
 }

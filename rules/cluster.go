@@ -1,13 +1,13 @@
 package rules
 
-import "math"
+import (
+	"cmp"
+	"math"
+)
 
 // Cluster makes a rule's Threshold a budget shared by every instance of the
-// service through the engine's cluster store (sluice.WithCluster): a flow
-// rule's Threshold per StatInterval, a param rule's per Duration per value,
-// whichever instance serves the requests. It needs the QPS metric; a flow
-// rule also the direct or token-bucket strategy and its own resource. The
-// zero value (leases, local fallback) suits most rules. See docs/design/cluster.md.
+// service through the engine's cluster store (sluice.WithCluster). It needs
+// the QPS metric. The zero value (leases, local fallback) suits most rules.
 type Cluster struct {
 	// Mode is how Threshold counts: total (default), the fleet's total; or
 	// per-instance, the budget being Threshold times the live instances
@@ -32,24 +32,13 @@ type Cluster struct {
 	Leases bool `json:"leases,omitempty" yaml:"leases,omitempty"`
 }
 
-// validate reports the first problem with the section of a rule of kind on
-// resource counting metric, as an *Error naming the field.
-func (c *Cluster) validate(kind, resource string, metric FlowMetric) error {
-	if err := checkEnum(kind, resource, "Cluster.Mode", c.Mode, true, ClusterTotal, ClusterPerInstance); err != nil {
-		return err
-	}
-	if err := checkEnum(kind, resource, "Cluster.Fallback", c.Fallback, true, FallbackLocal, FallbackPass, FallbackBlock); err != nil {
-		return err
-	}
-	switch {
-	case math.IsNaN(c.LocalThreshold) || math.IsInf(c.LocalThreshold, 0) || c.LocalThreshold < 0 || c.LocalThreshold > MaxThreshold:
-		return fieldErr(kind, resource, "Cluster.LocalThreshold", "must be in [0, %g], got %v", MaxThreshold, c.LocalThreshold)
-	case c.LocalThreshold != 0 && or(c.Fallback, FallbackLocal) != FallbackLocal:
-		return fieldErr(kind, resource, "Cluster.LocalThreshold", "is only used with the local fallback; leave it zero or set Fallback local")
-	case c.Strict && c.Leases:
-		return fieldErr(kind, resource, "Cluster.Leases", "contradicts Strict (every entry asks the store); set one of them")
-	case or(metric, QPS) != QPS:
-		return fieldErr(kind, resource, "Cluster", "needs the qps metric (in-flight requests are counted per instance)")
-	}
-	return nil
+// validate checks the section of a rule counting metric.
+func (cl *Cluster) validate(c *check, metric FlowMetric) {
+	enum(c, "Cluster.Mode", cl.Mode, true, ClusterTotal, ClusterPerInstance)
+	enum(c, "Cluster.Fallback", cl.Fallback, true, FallbackLocal, FallbackPass, FallbackBlock)
+	c.fail(math.IsNaN(cl.LocalThreshold) || math.IsInf(cl.LocalThreshold, 0) || cl.LocalThreshold < 0 || cl.LocalThreshold > MaxThreshold,
+		"Cluster.LocalThreshold", "must be in [0, %g], got %v", MaxThreshold, cl.LocalThreshold)
+	c.fail(cl.LocalThreshold != 0 && cmp.Or(cl.Fallback, FallbackLocal) != FallbackLocal, "Cluster.LocalThreshold", "is only used with the local fallback; leave it zero or set Fallback local")
+	c.fail(cl.Strict && cl.Leases, "Cluster.Leases", "contradicts Strict (every entry asks the store); set one of them")
+	c.fail(cmp.Or(metric, QPS) != QPS, "Cluster", "needs the qps metric (in-flight requests are counted per instance)")
 }

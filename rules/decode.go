@@ -45,20 +45,16 @@ func FormatOf(path string) (Format, error) {
 	return 0, fmt.Errorf("rules: cannot tell the format of %q: want a .json, .yaml or .yml file", path)
 }
 
-// DecodeLimits bounds what decoding one document may cost, so that a hostile
-// or mistaken document is refused quickly rather than exhausting memory. A
-// field that is zero (or negative) means its default; the zero value is what
-// Decode uses.
+// DecodeLimits bounds what decoding one document may cost. A field that is
+// zero (or negative) means its default; the zero value is what Decode uses.
 type DecodeLimits struct {
-	// MaxBytes is the size of the largest document; a larger one is refused
-	// before it is parsed. Decoding allocates at most 36 bytes per byte of a
-	// rule file, 240 for a document made to be dense, so this bounds memory
-	// too (docs/design/limits.md). Default DefaultMaxBytes.
+	// MaxBytes is the size of the largest document, refused before it is
+	// parsed; decoding allocates at most 240 bytes per byte. Default
+	// DefaultMaxBytes.
 	MaxBytes int
-	// MaxValues is the most values (strings, numbers, booleans, nulls, lists
-	// and maps, keys included) a document may hold, every use of a YAML
-	// alias counting its values again: it bounds a "billion laughs". A
-	// two-field rule is 5 values. Default 2^20.
+	// MaxValues is the most values (keys included, every use of a YAML
+	// alias counting its values again) a document may hold; a two-field rule
+	// is 5. Default 2^20.
 	MaxValues int
 	// MaxRules is the most rules of one kind a document may hold. Default
 	// DefaultMaxRules.
@@ -78,14 +74,7 @@ const (
 
 const maxDepth = 64 // a rule document needs 5; the JSON reader stops there
 
-func orDefault(v, def int) int {
-	if v <= 0 {
-		return def
-	}
-	return v
-}
-
-func (l DecodeLimits) maxBytes() int { return orDefault(l.MaxBytes, DefaultMaxBytes) }
+func (l DecodeLimits) maxBytes() int { return cmp.Or(max(l.MaxBytes, 0), DefaultMaxBytes) }
 
 // raise is the end of the message of a limit that was reached.
 func raise(field, what string) string {
@@ -97,12 +86,13 @@ func tooLarge(size int64, limit int) error {
 }
 
 // document is a rule document: a Set, and isolation rules, which become
-// flow rules of the concurrency metric (see docs/design/architecture.md).
+// flow rules of the concurrency metric. A kind tag is the *Error.Kind of a
+// list whose yaml tag is not.
 type document struct {
 	Flow           []Flow           `yaml:"flow"`
 	Isolation      []isolation      `yaml:"isolation"`
 	System         []System         `yaml:"system"`
-	CircuitBreaker []CircuitBreaker `yaml:"circuitBreaker"`
+	CircuitBreaker []CircuitBreaker `yaml:"circuitBreaker" kind:"circuit breaker"`
 	Param          []Param          `yaml:"param"`
 }
 
@@ -112,38 +102,20 @@ type isolation struct {
 	Threshold int64  `yaml:"threshold"`
 }
 
-// kindOf returns the *Error.Kind of the rules in field of a Set.
-func kindOf(field string) string {
-	if field == "CircuitBreaker" {
-		return "circuit breaker"
-	}
-	return strings.ToLower(field)
-}
-
 // Decode decodes data with the default limits; see DecodeLimits.Decode.
 func Decode(data []byte, format Format) (Set, error) { return DecodeLimits{}.Decode(data, format) }
 
-// Decode parses a rule document and validates every rule in it.
-//
-// The document is a map from rule kind (flow, isolation, system,
-// circuitBreaker, param) to a list of rules; each rule is a map from field
-// names (the yaml tags of the rule types) to values. Decoding is strict, so
-// that a typo never passes silently: an unknown kind or field (a close name
-// is suggested), a key given twice, a value of the wrong type (quote a
-// resource named 123), a fraction for an integer, NaN, infinities, and a
-// bare number for a duration ("500ms"; its unit would be a guess; 0 is
-// accepted) are errors. null is the same as leaving the field out, and an
-// empty list or map decodes as nil. An isolation rule is read as a flow
-// rule of the concurrency metric, after the flow rules. An empty document
-// is refused, because a file read halfway through being written is often
-// empty: write {} for no rules.
-//
-// YAML is parsed by go.yaml.in/yaml/v3 and JSON by encoding/json, into the
-// same node tree, so JSON is exactly what encoding/json accepts and both
-// formats give the same errors. A document over l's limits is refused with
-// an error naming the limit. A problem in a rule is an *Error naming the
-// kind, index, resource and field, and the line when decoding found it. On
-// error the returned Set is empty. Decode is safe for concurrent use.
+// Decode parses a rule document and validates every rule in it. The
+// document maps rule kinds (flow, isolation, system, circuitBreaker, param)
+// to lists of rules, each a map from the yaml tags of the rule type to
+// values. Decoding is strict: an unknown kind or field (a close name is
+// suggested), a key given twice, a value of the wrong type, and a bare
+// number for a duration ("500ms"; 0 is accepted) are errors; null is the
+// same as leaving the field out. An isolation rule is read as a flow rule
+// of the concurrency metric, after the flow rules. An empty document is
+// refused (write {} for no rules). A problem in a rule is an *Error naming
+// the kind, index, resource and field, with the line when decoding found
+// it; on error the Set is empty. Decode is safe for concurrent use.
 func (l DecodeLimits) Decode(data []byte, format Format) (Set, error) {
 	if len(data) > l.maxBytes() {
 		return Set{}, tooLarge(int64(len(data)), l.maxBytes())
@@ -151,25 +123,19 @@ func (l DecodeLimits) Decode(data []byte, format Format) (Set, error) {
 	var doc document
 	root, err := parse(data, format)
 	if err == nil {
-		d := &decoder{maxValues: orDefault(l.MaxValues, 1<<20), maxRules: orDefault(l.MaxRules, DefaultMaxRules), maxName: orDefault(l.MaxNameBytes, DefaultMaxNameBytes)}
+		d := &decoder{maxValues: cmp.Or(max(l.MaxValues, 0), 1<<20), maxRules: cmp.Or(max(l.MaxRules, 0), DefaultMaxRules), maxName: cmp.Or(max(l.MaxNameBytes, 0), DefaultMaxNameBytes)}
 		if de := d.value(root, reflect.ValueOf(&doc).Elem()); de != nil {
 			err = de.err()
 		}
 	}
 	s := Set{Flow: doc.Flow, System: doc.System, CircuitBreaker: doc.CircuitBreaker, Param: doc.Param}
 	for i, r := range doc.Isolation {
-		f := Flow{ID: r.ID, Resource: r.Resource, Metric: Concurrency, Threshold: float64(r.Threshold)}
-		if err == nil {
-			if err = f.validate(); err != nil {
-				err.(*Error).Kind, err.(*Error).Index = "isolation", i
-			}
+		s.Flow = append(s.Flow, Flow{ID: r.ID, Resource: r.Resource, Metric: Concurrency, Threshold: float64(r.Threshold)})
+		if e, ok := s.Flow[len(s.Flow)-1].validate().(*Error); ok && err == nil {
+			e.Kind, e.Index, err = "isolation", i, e
 		}
-		s.Flow = append(s.Flow, f)
 	}
-	if err == nil {
-		err = s.Validate()
-	}
-	if err != nil {
+	if err = cmp.Or(err, s.Validate()); err != nil {
 		return Set{}, err
 	}
 	return s, nil
@@ -300,10 +266,8 @@ func isNumber(n *yaml.Node) bool {
 // describe names a value for an error message: `string "abc"`, `number 5`.
 func describe(n *yaml.Node) string {
 	switch {
-	case n.Kind == yaml.SequenceNode:
-		return "a list"
-	case n.Kind == yaml.MappingNode:
-		return "a map"
+	case n.Kind != yaml.ScalarNode:
+		return map[yaml.Kind]string{yaml.SequenceNode: "a list", yaml.MappingNode: "a map"}[n.Kind]
 	case isNumber(n):
 		return "number " + clip(n.Value, 40)
 	case tagOf(n) == "!!null":
@@ -343,14 +307,14 @@ func (e *decodeErr) err() error {
 		return e.limit
 	}
 	reason := e.msg + at(e.line) + e.hint
-	switch len(e.path) {
-	case 0:
+	if len(e.path) == 0 {
 		return errors.New("rules: " + reason)
-	case 1:
-		f, _ := reflect.TypeFor[document]().FieldByName(e.path[0])
+	}
+	f, _ := reflect.TypeFor[document]().FieldByName(e.path[0])
+	if len(e.path) == 1 {
 		return fmt.Errorf("rules: %s: %s", fieldName(f), reason)
 	}
-	re := &Error{Kind: kindOf(e.path[0]), Field: e.unknown, Reason: reason}
+	re := &Error{Kind: cmp.Or(f.Tag.Get("kind"), fieldName(f)), Field: e.unknown, Reason: reason}
 	re.Index, _ = strconv.Atoi(e.path[1])
 	if len(e.path) > 2 {
 		re.Field, re.Reason = e.path[2], strings.Join(append(e.path[3:len(e.path):len(e.path)], reason), ": ")
@@ -376,7 +340,7 @@ var durationType = reflect.TypeFor[time.Duration]()
 // decoder decodes a node tree into a document, within the limits. It
 // counts every value it visits (keys, and each use of a YAML alias,
 // included), so that a "billion laughs" stops after maxValues.
-type decoder struct{ values, maxValues, maxRules, maxName int }
+type decoder struct{ values, maxValues, maxRules, maxName, merges int }
 
 // count counts value n, or refuses the document when it holds too many.
 func (d *decoder) count(n *yaml.Node) *decodeErr {
@@ -402,18 +366,27 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value) *decodeErr {
 	} else if n.Kind == yaml.AliasNode {
 		return d.value(n.Alias, v)
 	}
-	t := v.Type()
+	t, str := v.Type(), n.Kind == yaml.ScalarNode && tagOf(n) == "!!str"
 	switch k := t.Kind(); {
 	case n.Kind == yaml.ScalarNode && tagOf(n) == "!!null":
 		v.SetZero()
-	case t == durationType:
-		return decodeDuration(n, v)
-	case k == reflect.Pointer:
-		p := reflect.New(t.Elem())
-		if err := d.value(n, p.Elem()); err != nil {
-			return err
+	case t == durationType && isNumber(n):
+		if f, err := parseFloat(n.Value); err != nil || f != 0 {
+			return &decodeErr{msg: fmt.Sprintf("want a duration string such as \"500ms\", got the number %s", clip(n.Value, 40)), line: n.Line,
+				hint: fmt.Sprintf(" (a bare number has no unit; write \"%sms\" for milliseconds)", clip(n.Value, 40))}
 		}
-		v.Set(p)
+		v.SetInt(0)
+	case t == durationType && !str:
+		return mismatch("a duration string such as \"500ms\"", n)
+	case t == durationType:
+		dur, err := time.ParseDuration(strings.TrimSpace(n.Value))
+		if err != nil {
+			return &decodeErr{msg: fmt.Sprintf("want a duration such as \"500ms\" or \"1m30s\", got %q", clip(n.Value, 40)), line: n.Line}
+		}
+		v.SetInt(int64(dur))
+	case k == reflect.Pointer:
+		v.Set(reflect.New(t.Elem()))
+		return d.value(n, v.Elem())
 	case k == reflect.Struct:
 		return d.fields(n, v)
 	case k == reflect.Slice: // of rules, or a flow rule's tiers
@@ -423,11 +396,10 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value) *decodeErr {
 			return &decodeErr{msg: fmt.Sprintf("%d rules, more than the limit of %d rules of one kind", len(n.Content), d.maxRules),
 				line: n.Line, hint: "; " + raise("MaxRules", "them")}
 		}
-		v.SetZero() // an empty list reads back as nil, as Encode leaves it out
+		if v.SetZero(); len(n.Content) > 0 { // an empty list reads back as nil, as Encode leaves it out
+			v.Set(reflect.MakeSlice(t, len(n.Content), len(n.Content)))
+		}
 		for i, item := range n.Content {
-			if i == 0 {
-				v.Set(reflect.MakeSlice(t, len(n.Content), len(n.Content)))
-			}
 			if err := d.value(item, v.Index(i)); err != nil {
 				err.rule = deref(item) // the outermost list's item: the rule
 				return err.in(strconv.Itoa(i))
@@ -437,7 +409,9 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value) *decodeErr {
 		if n.Kind != yaml.MappingNode {
 			return mismatch("a map", n)
 		}
-		v.SetZero() // an empty map reads back as nil, as Encode leaves it out
+		if v.SetZero(); len(n.Content) > 0 { // an empty map reads back as nil, as Encode leaves it out
+			v.Set(reflect.MakeMap(t))
+		}
 		for i := 0; i < len(n.Content); i += 2 {
 			key, e := deref(n.Content[i]), reflect.New(t.Elem()).Elem()
 			if err := d.count(key); err != nil {
@@ -446,19 +420,13 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value) *decodeErr {
 				return mismatch("a string or number as a key", key)
 			} else if v.MapIndex(reflect.ValueOf(key.Value)).IsValid() {
 				return (&decodeErr{msg: "given twice", line: key.Line}).in(strconv.Quote(clip(key.Value, 40)))
-			} else if err := d.long(key.Value, key.Line); err != nil {
+			} else if err := cmp.Or(d.long(key.Value, key.Line), d.value(n.Content[i+1], e)); err != nil {
 				return err.in(strconv.Quote(clip(key.Value, 40)))
-			}
-			if err := d.value(n.Content[i+1], e); err != nil {
-				return err.in(strconv.Quote(clip(key.Value, 40)))
-			}
-			if v.IsNil() {
-				v.Set(reflect.MakeMap(t))
 			}
 			v.SetMapIndex(reflect.ValueOf(key.Value), e)
 		}
 	case k == reflect.String:
-		if n.Kind != yaml.ScalarNode || tagOf(n) != "!!str" {
+		if !str {
 			return mismatch("a string", n)
 		} else if err := d.long(n.Value, n.Line); err != nil {
 			return err
@@ -500,6 +468,9 @@ func (d *decoder) fields(n *yaml.Node, v reflect.Value) *decodeErr {
 	}
 	for i := 0; i < len(n.Content); i += 2 {
 		if n.Content[i].ShortTag() == "!!merge" {
+			if d.merges++; d.merges > maxDepth { // merges count no value before they recurse
+				return &decodeErr{msg: fmt.Sprintf("merge keys nested deeper than %d (does a map merge itself?)", maxDepth), line: n.Content[i].Line}
+			}
 			maps := []*yaml.Node{deref(n.Content[i+1])}
 			if maps[0].Kind == yaml.SequenceNode {
 				maps = maps[0].Content
@@ -509,6 +480,7 @@ func (d *decoder) fields(n *yaml.Node, v reflect.Value) *decodeErr {
 					return err
 				}
 			}
+			d.merges--
 		}
 	}
 	seen := make([]int, t.NumField())
@@ -547,41 +519,14 @@ func (d *decoder) fields(n *yaml.Node, v reflect.Value) *decodeErr {
 // parseFloat reads a number as YAML writes it: 1e3, 0x10, 1_000, .nan.
 func parseFloat(s string) (float64, error) {
 	s = strings.ReplaceAll(s, "_", "")
-	switch strings.ToLower(strings.TrimPrefix(s, "+")) {
-	case ".inf":
-		return math.Inf(1), nil
-	case "-.inf":
-		return math.Inf(-1), nil
-	case ".nan":
-		return math.NaN(), nil
+	switch l := strings.ToLower(strings.TrimPrefix(s, "+")); l {
+	case ".inf", "-.inf", ".nan":
+		return strconv.ParseFloat(strings.Replace(l, ".", "", 1), 64)
 	}
 	if i, err := strconv.ParseInt(s, 0, 64); err == nil {
 		return float64(i), nil
 	}
 	return strconv.ParseFloat(s, 64)
-}
-
-func decodeDuration(n *yaml.Node, v reflect.Value) *decodeErr {
-	if isNumber(n) {
-		if f, err := parseFloat(n.Value); err == nil && f == 0 {
-			v.SetInt(0)
-			return nil
-		}
-		return &decodeErr{
-			msg:  fmt.Sprintf("want a duration string such as \"500ms\", got the number %s", clip(n.Value, 40)),
-			line: n.Line,
-			hint: fmt.Sprintf(" (a bare number has no unit; write \"%sms\" for milliseconds)", clip(n.Value, 40)),
-		}
-	}
-	if n.Kind != yaml.ScalarNode || tagOf(n) != "!!str" {
-		return mismatch("a duration string such as \"500ms\"", n)
-	}
-	d, err := time.ParseDuration(strings.TrimSpace(n.Value))
-	if err != nil {
-		return &decodeErr{msg: fmt.Sprintf("want a duration such as \"500ms\" or \"1m30s\", got %q", clip(n.Value, 40)), line: n.Line}
-	}
-	v.SetInt(int64(d))
-	return nil
 }
 
 // fieldName is the key of struct field f in a document: its yaml tag.

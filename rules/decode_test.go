@@ -375,6 +375,11 @@ func TestDecodeBoundsHostileInput(t *testing.T) {
 	require.EqualError(t, err, "rules: json: nesting deeper than 64 at line 1")
 	_, err = Decode([]byte(`flow: `+deep), YAML)
 	require.EqualError(t, err, "rules: flow rule 0: want a map of fields, got a list at line 1")
+
+	// A map that merges itself: merging counts no value before it recurses,
+	// so the depth of merges is bounded instead (it overflowed the stack).
+	_, err = Decode([]byte("flow:\n  - &a\n    <<: *a\n    resource: r\n"), YAML)
+	require.EqualError(t, err, `rules: flow rule 0 (resource "r"): merge keys nested deeper than 64 (does a map merge itself?) at line 3`)
 }
 
 // manyRules returns a document of n flow rules of two fields each, about 52

@@ -18,11 +18,9 @@ import (
 
 // Encode writes s as a document in format f that Decode reads back to an
 // equal Set (an empty list or map reads back as nil): fields in declaration
-// order, omitempty fields left out when zero, durations as strings, map keys
-// sorted. A YAML string is written plain when it is made of letters, digits,
-// spaces and "_./{}-" and YAML reads no other type in it, double-quoted
-// otherwise. Encode does not validate s, but refuses what no document can
-// hold (NaN, infinities, strings that are not UTF-8).
+// order, zero optional fields left out, map keys sorted. Encode does not
+// validate s, but refuses what no document can hold (NaN, infinities,
+// invalid UTF-8).
 func Encode(s Set, f Format) ([]byte, error) {
 	if f != JSON && f != YAML {
 		return nil, fmt.Errorf("rules: unknown format %v", f)

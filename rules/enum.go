@@ -23,14 +23,9 @@ const (
 type TokenStrategy string
 
 const (
-	// Direct allows Threshold per interval from the start.
-	Direct TokenStrategy = "direct"
-	// WarmUp starts a cold resource at Threshold/ColdFactor, reaching
-	// Threshold over WarmUpPeriod (Guava's SmoothWarmingUp, as in Sentinel).
-	WarmUp TokenStrategy = "warm-up"
-	// TokenBucket refills Threshold tokens per StatInterval and stores at
-	// most Burst, starting full (golang.org/x/time/rate's semantics).
-	TokenBucket TokenStrategy = "token-bucket"
+	Direct      TokenStrategy = "direct"       // Threshold per interval from the start
+	WarmUp      TokenStrategy = "warm-up"      // from Threshold/ColdFactor to Threshold over WarmUpPeriod
+	TokenBucket TokenStrategy = "token-bucket" // Threshold tokens per StatInterval, at most Burst stored
 )
 
 // ControlBehavior is what a flow or param rule does with a request over the
@@ -60,9 +55,7 @@ const (
 	InboundConcurrency SystemMetric = "concurrency" // inbound requests in flight
 	InboundAvgRT       SystemMetric = "avg-rt"      // mean RT of the last second's inbound requests, in ms
 	Load1              SystemMetric = "load1"       // the host's one-minute load average
-	// CPUUsage is the process's CPU usage: a ratio in [0, 1] of the CPU it
-	// may use (its cgroup quota, or all CPUs of the host).
-	CPUUsage SystemMetric = "cpu-usage"
+	CPUUsage           SystemMetric = "cpu-usage"   // the share of the CPU the process may use (its cgroup quota, or the host)
 )
 
 // SystemStrategy is how a system rule decides once its metric is over the
@@ -93,40 +86,24 @@ const (
 	FallbackBlock ClusterFallback = "block" // refuse every request
 )
 
-// or returns v, or def when v is "" (the field's default).
-func or[E ~string](v, def E) E {
-	if v == "" {
-		return def
-	}
-	return v
-}
-
-// checkEnum refuses a value of field that is not one of names, nor "" when
-// the field is optional.
-func checkEnum[E ~string](kind, resource, field string, v E, optional bool, names ...E) error {
-	if (v == "" && optional) || (v != "" && slices.Contains(names, v)) {
-		return nil
+// enum refuses a value of field that is not one of names, nor "" when the
+// field is optional.
+func enum[E ~string](c *check, field string, v E, optional bool, names ...E) {
+	if (v == "" && optional) || (v != "" && slices.Contains(names, v)) || c.err != nil {
+		return
 	}
 	list := fmt.Sprint(names)
 	list = strings.ReplaceAll(list[1:len(list)-1], " ", ", ")
-	if v == "" {
-		return fieldErr(kind, resource, field, "must be set (one of %s)", list)
-	}
-	return fieldErr(kind, resource, field, "unknown value %q (want one of %s)", clip(string(v), 40), list)
+	c.fail(v == "", field, "must be set (one of %s)", list)
+	c.fail(true, field, "unknown value %q (want one of %s)", clip(string(v), 40), list)
 }
 
-// TierMetric is what chooses the tier of a flow rule with Tiers. "" means
-// TierAvgRT.
+// TierMetric is what chooses the tier of a flow rule with Tiers, over the
+// last second. "" means TierAvgRT.
 type TierMetric string
 
 const (
-	// TierAvgRT is the resource's average response time over the last
-	// second, in milliseconds.
-	TierAvgRT TierMetric = "avg-rt"
-	// TierErrorRatio is the share of the resource's calls that exited with
-	// an error over the last second, a ratio in [0, 1].
-	TierErrorRatio TierMetric = "error-ratio"
-	// TierCPU is the process's CPU usage as system rules read it, a ratio
-	// in [0, 1].
-	TierCPU TierMetric = "cpu"
+	TierAvgRT      TierMetric = "avg-rt"      // the resource's mean RT, in ms
+	TierErrorRatio TierMetric = "error-ratio" // the share of its calls that failed
+	TierCPU        TierMetric = "cpu"         // the process's CPU usage, as system rules read it
 )

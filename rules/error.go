@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -18,11 +19,9 @@ type Error struct {
 	Index int
 	// Resource is the rule's resource (empty for system rules).
 	Resource string
-	// Field is the offending field's Go name ("Cluster.Mode" inside a
-	// section), or, for a field the rule type does not have, the key as
-	// the document wrote it (the Reason, which begins "unknown field",
-	// quotes it). It is empty when the rule as a whole is the problem (a
-	// duplicate).
+	// Field is the offending field's Go name ("Cluster.Mode"), or the key
+	// as written for a field the rule type does not have; empty when the
+	// rule as a whole is the problem (a duplicate).
 	Field string
 	// Reason says what is wrong.
 	Reason string
@@ -59,4 +58,38 @@ func clip(s string, n int) string {
 // sets its Index.
 func fieldErr(kind, resource, field, format string, args ...any) *Error {
 	return &Error{Kind: kind, Resource: resource, Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// check validates one rule: its first failed test is the rule's problem.
+type check struct {
+	kind, resource string
+	err            error // an *Error
+}
+
+// fail records the problem of field when bad, unless an earlier test failed.
+func (c *check) fail(bad bool, field, format string, args ...any) {
+	if bad && c.err == nil {
+		c.err = fieldErr(c.kind, c.resource, field, format, unbox(args)...)
+	}
+}
+
+// unbox copies args, so that they escape only when a test fails: a valid
+// rule is checked without allocating.
+func unbox(args []any) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		switch v := a.(type) {
+		case float64:
+			out[i] = v
+		case time.Duration:
+			out[i] = v
+		case int:
+			out[i] = v
+		case int64:
+			out[i] = v
+		case string:
+			out[i] = strings.Clone(v)
+		}
+	}
+	return out
 }

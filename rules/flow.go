@@ -9,17 +9,9 @@ import (
 	"github.com/sluice-go/sluice/internal/ruledef"
 )
 
-// Flow limits how many requests a resource admits.
-//
-// With Metric QPS, at most Threshold requests are admitted per StatInterval,
-// counted over a sliding window of ten buckets: at most Threshold in any
-// interval that starts on a bucket boundary, at most twice that in one that
-// does not (see Exact). With Metric Concurrency, at most Threshold requests
-// are in flight at once. With Strategy TokenBucket, a bucket of at most Burst
-// tokens refills at Threshold per StatInterval, continuously, and a request
-// of Batch n takes n tokens (with Throttle, waiting at most MaxQueueing for
-// tokens still to come, as rate.Limiter.ReserveN). A zero optional field
-// means its default.
+// Flow limits how many requests a resource admits: at most Threshold per
+// StatInterval over a sliding window of ten buckets (QPS), or in flight at
+// once (Concurrency). A zero optional field means its default.
 type Flow struct {
 	// ID is an optional label, shown in block errors and logs.
 	ID string `json:"id,omitempty" yaml:"id,omitempty"`
@@ -63,30 +55,24 @@ type Flow struct {
 	// Cluster, when set, makes Threshold a budget shared by every instance
 	// of the service. Nil means a local rule.
 	Cluster *Cluster `json:"cluster,omitempty" yaml:"cluster,omitempty"`
-	// Shadow puts the rule in shadow mode: evaluated and counted as if
-	// enforced, it never refuses nor makes a request wait; what it would
-	// have refused is counted and logged (docs/rollout.md). Flipping it by
-	// a reload keeps the rule's counting state.
+	// Shadow puts the rule in shadow mode: counted as if enforced, it never
+	// refuses nor delays a request; what it would refuse is counted and logged.
 	Shadow bool `json:"shadow,omitempty" yaml:"shadow,omitempty"`
-	// Tiers, when set, make the threshold of a QPS rule (direct strategy,
-	// reject behavior, own resource) follow TierMetric: Tiers[i] applies
-	// while the metric is above its Above and has not fallen below its
-	// Below, the highest such tier winning; below them the rule admits
-	// Threshold, or every request when Threshold is 0. See Tier.
+	// Tiers, when set, make the threshold of a QPS rule of the direct
+	// strategy and reject behavior follow TierMetric (see Tier); below the
+	// first tier the rule admits Threshold, or every request when it is 0.
 	Tiers []Tier `json:"tiers,omitempty" yaml:"tiers,omitempty"`
 	// TierMetric is what chooses the tier: TierAvgRT (default),
 	// TierErrorRatio or TierCPU. It must be empty without Tiers.
 	TierMetric TierMetric `json:"tierMetric,omitempty" yaml:"tierMetric,omitempty"`
 	// Adaptive, when set on a concurrency rule, makes its limit follow the
-	// resource's response time between Adaptive.Min and Adaptive.Max
-	// instead of Threshold (see Adaptive). Nil means a static limit.
+	// resource's RT between Adaptive.Min and Adaptive.Max instead of
+	// Threshold. Nil means a static limit.
 	Adaptive *Adaptive `json:"adaptive,omitempty" yaml:"adaptive,omitempty"`
-	// PriorityWait is, for a local QPS rule of the direct strategy and the
-	// reject behavior, the longest a critical entry (core.PriorityCritical)
-	// the window refuses may wait to be admitted at the start of the
-	// window's next bucket (StatInterval/10 later), counted against that
-	// bucket, so the limit holds in every interval all the same. Zero means
-	// critical entries are refused like the others.
+	// PriorityWait is, for a local QPS reject rule of the direct strategy,
+	// the longest a critical entry (core.PriorityCritical) it refuses may
+	// wait for the window's next bucket, counted against that bucket. Zero
+	// means critical entries are refused like the others.
 	PriorityWait time.Duration `json:"priorityWait,omitempty" yaml:"priorityWait,omitempty"`
 }
 
@@ -98,120 +84,65 @@ func (r *Flow) interval() time.Duration { return cmp.Or(r.StatInterval, ruledef.
 
 // validate reports the first problem with the rule as an *Error, or nil.
 func (r *Flow) validate() error {
-	bad := func(field, format string, args ...any) error {
-		return fieldErr("flow", r.Resource, field, format, args...)
-	}
-	if r.Resource == "" {
-		return bad("Resource", "must not be empty")
-	}
-	if err := r.validateTiers(); err != nil {
-		return err
-	}
-	if r.Adaptive != nil {
-		if err := r.validateAdaptive(); err != nil {
-			return err
-		}
-	}
-	if err := r.validatePriorityWait(); err != nil {
-		return err
-	}
-	// No Threshold: no limit below the first tier, or the adaptive section
-	// sets the limit.
+	c := &check{kind: "flow", resource: r.Resource}
+	c.fail(r.Resource == "", "Resource", "must not be empty")
+	r.validateTiers(c)
+	r.validateAdaptive(c)
+	enum(c, "Metric", r.Metric, true, QPS, Concurrency)
+	enum(c, "Strategy", r.Strategy, true, Direct, WarmUp, TokenBucket)
+	enum(c, "Behavior", r.Behavior, true, Reject, Throttle)
+	// No limit below the first tier, or the adaptive section sets it.
 	unlimited := (len(r.Tiers) > 0 || r.Adaptive != nil) && r.Threshold == 0
-	for _, err := range []error{
-		checkEnum("flow", r.Resource, "Metric", r.Metric, true, QPS, Concurrency),
-		checkEnum("flow", r.Resource, "Strategy", r.Strategy, true, Direct, WarmUp, TokenBucket),
-		checkEnum("flow", r.Resource, "Behavior", r.Behavior, true, Reject, Throttle),
-		checkThreshold("flow", r.Resource, "Threshold", r.Threshold),
-	} {
-		if err != nil && !(unlimited && err.(*Error).Field == "Threshold") {
-			return err
-		}
+	if !unlimited {
+		c.threshold("Threshold", r.Threshold)
 	}
-	iv, qps, warm, bucket := r.StatInterval, or(r.Metric, QPS) == QPS, r.Strategy == WarmUp, r.Strategy == TokenBucket
-	// A QPS rule of the direct strategy and the reject behavior on its own
-	// resource counts whole requests in a window of StatInterval, which
-	// cannot hold one when Threshold (or the local fallback's) is below 1.
-	// (Warm-up admits lone requests at its allowance, pacing one per slot, a
-	// token bucket holds at least one token, and an associated-resource rule
-	// admits while the other resource is quiet.)
-	plain := qps && or(r.Strategy, Direct) == Direct && or(r.Behavior, Reject) == Reject && r.RefResource == ""
-	switch burst := cmp.Or(r.Burst, r.Threshold); {
-	case !qps && r.Threshold != math.Trunc(r.Threshold):
-		return bad("Threshold", "must be a whole number for the concurrency metric, got %v", r.Threshold)
-	case iv != 0 && (iv < 10*time.Millisecond || iv > time.Hour || iv%time.Millisecond != 0):
-		return bad("StatInterval", "must be a whole number of milliseconds in [10ms, 1h], got %v", iv)
-	case iv != 0 && !qps:
-		return bad("StatInterval", "has no meaning for the concurrency metric; leave it zero")
-	case r.MaxQueueing < 0 || r.MaxQueueing > time.Hour:
-		return bad("MaxQueueing", "must be in [0, 1h], got %v", r.MaxQueueing)
-	case r.MaxQueueing != 0 && r.Behavior != Throttle:
-		return bad("MaxQueueing", "is only used with the throttle behavior; leave it zero or set Behavior throttle")
-	case !qps && r.Behavior == Throttle:
-		return bad("Behavior", "throttle needs the qps metric (requests cannot be paced by concurrency)")
-	case warm && !qps:
-		return bad("Strategy", "warm-up needs the qps metric")
-	case warm && (r.WarmUpPeriod <= 0 || r.WarmUpPeriod > 24*time.Hour):
-		return bad("WarmUpPeriod", "must be in (0, 24h] with warm-up, got %v", r.WarmUpPeriod)
-	case warm && r.ColdFactor != 0 && (r.ColdFactor <= 1 || r.ColdFactor > 1000 || math.IsNaN(r.ColdFactor)):
-		return bad("ColdFactor", "must be in (1, 1000] (or 0 for 3), got %v", r.ColdFactor)
-	case warm && r.RefResource != "":
-		return bad("RefResource", "warm-up applies to the rule's own resource only")
-	case !warm && r.WarmUpPeriod != 0:
-		return bad("WarmUpPeriod", "is only used with the warm-up strategy")
-	case !warm && r.ColdFactor != 0:
-		return bad("ColdFactor", "is only used with the warm-up strategy")
-	case !bucket && r.Burst != 0:
-		return bad("Burst", "is only used with the token-bucket strategy; leave it zero or set Strategy token-bucket")
-	case bucket && !qps:
-		return bad("Strategy", "token-bucket needs the qps metric")
-	case bucket && r.RefResource != "":
-		return bad("RefResource", "token-bucket applies to the rule's own resource only")
-	case bucket && r.Exact:
-		return bad("Exact", "needs the direct strategy (a token bucket has no limit per interval)")
-	case bucket && r.Burst == 0 && burst < 1:
-		return bad("Burst", "must be set, at least 1, when Threshold is below 1 (zero means Threshold, %v)", r.Threshold)
-	case bucket && (math.IsNaN(burst) || burst < 1 || burst > MaxThreshold):
-		return bad("Burst", "must be in [1, %g] (or 0 for Threshold), got %v", MaxThreshold, r.Burst)
-	case r.Exact && !qps:
-		return bad("Exact", "needs the qps metric")
-	case r.Exact && or(r.Strategy, Direct) != Direct:
-		return bad("Exact", "needs the direct strategy (warm-up moves its limit)")
-	case r.Exact && or(r.Behavior, Reject) != Reject:
-		return bad("Exact", "needs the reject behavior (throttle already spaces requests evenly)")
-	case r.Exact && r.RefResource != "":
-		return bad("Exact", "applies to the rule's own resource only")
-	case r.Exact && (r.Threshold != math.Trunc(r.Threshold) || r.Threshold > ruledef.MaxExactThreshold):
-		return bad("Threshold", "must be a whole number of at most %d with exact, got %v", ruledef.MaxExactThreshold, r.Threshold)
-	case r.RefResource != "" && r.RefResource == r.Resource:
-		return bad("RefResource", "names the rule's own resource; leave it empty")
-	case r.RefResource != "" && r.Behavior == Throttle:
-		return bad("Behavior", "throttle cannot pace on another resource's traffic")
-	case r.RefResource != "" && r.interval() != time.Second:
-		return bad("StatInterval", "associated-resource rules read the one-second window; leave it zero")
-	case plain && r.Threshold < 1 && !unlimited:
-		return bad("Threshold", "%v per %v would refuse every request: the reject behavior counts whole requests in a window of StatInterval, so Threshold must be at least 1; %s",
+	iv, qps, warm, bucket := r.StatInterval, cmp.Or(r.Metric, QPS) == QPS, r.Strategy == WarmUp, r.Strategy == TokenBucket
+	// A plain rule counts whole requests per window: a Threshold below 1
+	// would refuse them all (the other kinds pace, store or borrow a token).
+	plain := qps && cmp.Or(r.Strategy, Direct) == Direct && cmp.Or(r.Behavior, Reject) == Reject && r.RefResource == ""
+	burst, ref, cl := cmp.Or(r.Burst, r.Threshold), r.RefResource != "", r.Cluster != nil
+	c.fail(!qps && r.Threshold != math.Trunc(r.Threshold), "Threshold", "must be a whole number for the concurrency metric, got %v", r.Threshold)
+	c.fail(iv != 0 && (iv < 10*time.Millisecond || iv > time.Hour || iv%time.Millisecond != 0), "StatInterval", "must be a whole number of milliseconds in [10ms, 1h], got %v", iv)
+	c.fail(iv != 0 && !qps, "StatInterval", "has no meaning for the concurrency metric; leave it zero")
+	c.fail(r.MaxQueueing < 0 || r.MaxQueueing > time.Hour, "MaxQueueing", "must be in [0, 1h], got %v", r.MaxQueueing)
+	c.fail(r.MaxQueueing != 0 && r.Behavior != Throttle, "MaxQueueing", "is only used with the throttle behavior; leave it zero or set Behavior throttle")
+	c.fail(!qps && r.Behavior == Throttle, "Behavior", "throttle needs the qps metric (requests cannot be paced by concurrency)")
+	c.fail(warm && !qps, "Strategy", "warm-up needs the qps metric")
+	c.fail(warm && (r.WarmUpPeriod <= 0 || r.WarmUpPeriod > 24*time.Hour), "WarmUpPeriod", "must be in (0, 24h] with warm-up, got %v", r.WarmUpPeriod)
+	c.fail(warm && r.ColdFactor != 0 && (r.ColdFactor <= 1 || r.ColdFactor > 1000 || math.IsNaN(r.ColdFactor)), "ColdFactor", "must be in (1, 1000] (or 0 for 3), got %v", r.ColdFactor)
+	c.fail(warm && ref, "RefResource", "warm-up applies to the rule's own resource only")
+	c.fail(!warm && r.WarmUpPeriod != 0, "WarmUpPeriod", "is only used with the warm-up strategy")
+	c.fail(!warm && r.ColdFactor != 0, "ColdFactor", "is only used with the warm-up strategy")
+	c.fail(!bucket && r.Burst != 0, "Burst", "is only used with the token-bucket strategy; leave it zero or set Strategy token-bucket")
+	c.fail(bucket && !qps, "Strategy", "token-bucket needs the qps metric")
+	c.fail(bucket && ref, "RefResource", "token-bucket applies to the rule's own resource only")
+	c.fail(bucket && r.Exact, "Exact", "needs the direct strategy (a token bucket has no limit per interval)")
+	c.fail(bucket && r.Burst == 0 && burst < 1, "Burst", "must be set, at least 1, when Threshold is below 1 (zero means Threshold, %v)", r.Threshold)
+	c.fail(bucket && (math.IsNaN(burst) || burst < 1 || burst > MaxThreshold), "Burst", "must be in [1, %g] (or 0 for Threshold), got %v", MaxThreshold, r.Burst)
+	c.fail(r.Exact && !qps, "Exact", "needs the qps metric")
+	c.fail(r.Exact && cmp.Or(r.Strategy, Direct) != Direct, "Exact", "needs the direct strategy (warm-up moves its limit)")
+	c.fail(r.Exact && cmp.Or(r.Behavior, Reject) != Reject, "Exact", "needs the reject behavior (throttle already spaces requests evenly)")
+	c.fail(r.Exact && ref, "Exact", "applies to the rule's own resource only")
+	c.fail(r.Exact && (r.Threshold != math.Trunc(r.Threshold) || r.Threshold > ruledef.MaxExactThreshold), "Threshold", "must be a whole number of at most %d with exact, got %v", ruledef.MaxExactThreshold, r.Threshold)
+	c.fail(ref && r.RefResource == r.Resource, "RefResource", "names the rule's own resource; leave it empty")
+	c.fail(ref && r.Behavior == Throttle, "Behavior", "throttle cannot pace on another resource's traffic")
+	c.fail(ref && r.interval() != time.Second, "StatInterval", "associated-resource rules read the one-second window; leave it zero")
+	if plain && r.Threshold < 1 && !unlimited && c.err == nil {
+		c.fail(true, "Threshold", "%v per %v would refuse every request: the reject behavior counts whole requests in a window of StatInterval, so Threshold must be at least 1; %s",
 			r.Threshold, r.interval(), belowOne(r.Threshold, r.interval()))
-	case plain && r.Cluster != nil && r.Cluster.LocalThreshold != 0 && r.Cluster.LocalThreshold < 1:
-		return bad("Cluster.LocalThreshold", "%v per %v would refuse every request while the store fails: it must be 0 or at least 1; %s",
+	}
+	if plain && cl && r.Cluster.LocalThreshold != 0 && r.Cluster.LocalThreshold < 1 && c.err == nil {
+		c.fail(true, "Cluster.LocalThreshold", "%v per %v would refuse every request while the store fails: it must be 0 or at least 1; %s",
 			r.Cluster.LocalThreshold, r.interval(), belowOne(r.Cluster.LocalThreshold, r.interval()))
-	case r.Cluster == nil:
-		return nil
 	}
-	if err := r.Cluster.validate("flow", r.Resource, r.Metric); err != nil {
-		return err
+	if cl {
+		r.Cluster.validate(c, r.Metric)
 	}
-	switch {
-	case warm:
-		return bad("Cluster", "needs the direct or token-bucket strategy (warm-up is not shared across instances)")
-	case bucket && or(r.Behavior, Reject) != Reject:
-		return bad("Cluster", "a shared token bucket needs the reject behavior")
-	case r.Exact:
-		return bad("Cluster", "cannot be exact: the shared window is the store's; use Cluster.Strict for exact decisions")
-	case r.RefResource != "":
-		return bad("Cluster", "applies to the rule's own resource only")
-	}
-	return nil
+	c.fail(cl && warm, "Cluster", "needs the direct or token-bucket strategy (warm-up is not shared across instances)")
+	c.fail(cl && bucket && cmp.Or(r.Behavior, Reject) != Reject, "Cluster", "a shared token bucket needs the reject behavior")
+	c.fail(cl && r.Exact, "Cluster", "cannot be exact: the shared window is the store's; use Cluster.Strict for exact decisions")
+	c.fail(cl && ref, "Cluster", "applies to the rule's own resource only")
+	return c.err
 }
 
 // belowOne says how to write a rate of t per iv, below one per interval.
@@ -224,12 +155,7 @@ func belowOne(t float64, iv time.Duration) string {
 	return alt + " (one request per StatInterval of at most 1h is faster)"
 }
 
-func checkThreshold(kind, resource, field string, v float64) error {
-	if math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
-		return fieldErr(kind, resource, field, "must be a positive number, got %v", v)
-	}
-	if v > MaxThreshold {
-		return fieldErr(kind, resource, field, "must be at most %g, got %v", MaxThreshold, v)
-	}
-	return nil
+func (c *check) threshold(field string, v float64) {
+	c.fail(math.IsNaN(v) || math.IsInf(v, 0) || v <= 0, field, "must be a positive number, got %v", v)
+	c.fail(v > MaxThreshold, field, "must be at most %g, got %v", MaxThreshold, v)
 }

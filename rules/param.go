@@ -8,22 +8,11 @@ import (
 	"github.com/sluice-go/sluice/internal/ruledef"
 )
 
-// Param limits one resource per value of one of its arguments: "10 requests
-// per second per user", "100 per day per API key", "5 in flight per tenant".
-// Each distinct value gets its own limit, so a hot value is refused while
-// the others keep flowing.
-//
-// Values are identified by their string form: the string itself, the
-// decimal form of an integer, or a %v-like rendering of their structure
-// (String methods are not called). An entry without the argument passes.
-//
-// With Metric QPS and Behavior Reject (the default) every value owns a token
-// bucket of Threshold+Burst tokens that starts full and earns exactly
-// Threshold tokens per Duration; an entry takes Batch tokens or is refused.
-// With Throttle each value's requests are spaced Duration/Threshold apart,
-// each waiting at most MaxQueueing. With Metric Concurrency each value may
-// have at most Threshold requests in flight. A zero optional field means its
-// default.
+// Param limits one resource per value of one of its arguments ("10 requests
+// per second per user"), each value identified by its string form. With QPS
+// and Reject every value owns a token bucket of Threshold+Burst tokens that
+// earns Threshold per Duration. An entry without the argument passes. A zero
+// optional field means its default.
 type Param struct {
 	// ID is an optional label, shown in block errors and logs.
 	ID string `json:"id,omitempty" yaml:"id,omitempty"`
@@ -56,14 +45,11 @@ type Param struct {
 	// {"vip-1": 100, "42": 5}. At most 65,536 entries.
 	Exceptions map[string]int64 `json:"exceptions,omitempty" yaml:"exceptions,omitempty"`
 	// Capacity is the most distinct values whose state the rule keeps, at
-	// most 2^24; zero means 10,000. When it is full, the value least worth
-	// keeping is forgotten (never one with requests in flight) and starts
-	// afresh when it comes back (see docs/design/param.md). Size it to the values
-	// active within one Duration.
+	// most 2^24; zero means 10,000. When full, the value least worth keeping
+	// is forgotten. Size it to the values active within one Duration.
 	Capacity int `json:"capacity,omitempty" yaml:"capacity,omitempty"`
 	// Cluster, when set, makes each value's limit a budget shared by every
-	// instance; the store is asked on every entry unless Cluster.Leases is
-	// set. Nil means a local rule.
+	// instance. Nil means a local rule.
 	Cluster *Cluster `json:"cluster,omitempty" yaml:"cluster,omitempty"`
 	// Shadow puts the rule in shadow mode (see Flow.Shadow).
 	Shadow bool `json:"shadow,omitempty" yaml:"shadow,omitempty"`
@@ -74,60 +60,34 @@ func (r *Param) window() time.Duration { return cmp.Or(r.Duration, ruledef.Param
 
 // validate reports the first problem with the rule as an *Error, or nil.
 func (r *Param) validate() error {
-	const kind = "param"
-	if r.Resource == "" {
-		return fieldErr(kind, r.Resource, "Resource", "must not be empty")
-	}
-	for _, err := range []error{
-		checkEnum(kind, r.Resource, "Metric", r.Metric, true, QPS, Concurrency),
-		checkEnum(kind, r.Resource, "Behavior", r.Behavior, true, Reject, Throttle),
-	} {
-		if err != nil {
-			return err
-		}
-	}
-	switch {
-	case r.Index < 0 || r.Index > ruledef.MaxParamIndex:
-		return fieldErr(kind, r.Resource, "Index", "must be in [0, %d], got %d", ruledef.MaxParamIndex, r.Index)
-	case r.Key != "" && r.Index != 0:
-		return fieldErr(kind, r.Resource, "Index", "must be 0 when Key names an attachment, got %d", r.Index)
-	case r.Threshold < 1 || r.Threshold > MaxThreshold:
-		return fieldErr(kind, r.Resource, "Threshold", "must be in [1, %g], got %d", MaxThreshold, r.Threshold)
-	case r.Burst < 0 || r.Burst > MaxThreshold:
-		return fieldErr(kind, r.Resource, "Burst", "must be in [0, %g], got %d", MaxThreshold, r.Burst)
-	case r.Burst != 0 && (or(r.Metric, QPS) != QPS || or(r.Behavior, Reject) != Reject):
-		return fieldErr(kind, r.Resource, "Burst", "is only used with the qps metric and the reject behavior; leave it zero")
-	case r.Metric == Concurrency && r.Behavior == Throttle:
-		return fieldErr(kind, r.Resource, "Behavior", "throttle needs the qps metric (requests cannot be paced by concurrency)")
-	case r.Metric == Concurrency && r.Duration != 0:
-		return fieldErr(kind, r.Resource, "Duration", "has no meaning for the concurrency metric; leave it zero")
-	case r.Duration != 0 && (r.Duration < time.Millisecond || r.Duration > ruledef.MaxParamDuration || r.Duration%time.Millisecond != 0):
-		return fieldErr(kind, r.Resource, "Duration", "must be a whole number of milliseconds in [1ms, %v], got %v", ruledef.MaxParamDuration, r.Duration)
-	case r.MaxQueueing < 0 || r.MaxQueueing > time.Hour:
-		return fieldErr(kind, r.Resource, "MaxQueueing", "must be in [0, 1h], got %v", r.MaxQueueing)
-	case r.MaxQueueing != 0 && r.Behavior != Throttle:
-		return fieldErr(kind, r.Resource, "MaxQueueing", "is only used with the throttle behavior; leave it zero or set Behavior throttle")
-	case r.Capacity < 0 || r.Capacity > ruledef.MaxParamCapacity:
-		return fieldErr(kind, r.Resource, "Capacity", "must be in [0, %d] (0 for %d), got %d", ruledef.MaxParamCapacity, ruledef.ParamCapacity, r.Capacity)
-	case len(r.Exceptions) > ruledef.MaxParamExceptions:
-		return fieldErr(kind, r.Resource, "Exceptions", "must have at most %d entries, got %d", ruledef.MaxParamExceptions, len(r.Exceptions))
-	}
+	c := &check{kind: "param", resource: r.Resource}
+	c.fail(r.Resource == "", "Resource", "must not be empty")
+	enum(c, "Metric", r.Metric, true, QPS, Concurrency)
+	enum(c, "Behavior", r.Behavior, true, Reject, Throttle)
+	c.fail(r.Index < 0 || r.Index > ruledef.MaxParamIndex, "Index", "must be in [0, %d], got %d", ruledef.MaxParamIndex, r.Index)
+	c.fail(r.Key != "" && r.Index != 0, "Index", "must be 0 when Key names an attachment, got %d", r.Index)
+	c.fail(r.Threshold < 1 || r.Threshold > MaxThreshold, "Threshold", "must be in [1, %g], got %d", MaxThreshold, r.Threshold)
+	c.fail(r.Burst < 0 || r.Burst > MaxThreshold, "Burst", "must be in [0, %g], got %d", MaxThreshold, r.Burst)
+	c.fail(r.Burst != 0 && (cmp.Or(r.Metric, QPS) != QPS || cmp.Or(r.Behavior, Reject) != Reject), "Burst", "is only used with the qps metric and the reject behavior; leave it zero")
+	c.fail(r.Metric == Concurrency && r.Behavior == Throttle, "Behavior", "throttle needs the qps metric (requests cannot be paced by concurrency)")
+	c.fail(r.Metric == Concurrency && r.Duration != 0, "Duration", "has no meaning for the concurrency metric; leave it zero")
+	c.fail(r.Duration != 0 && (r.Duration < time.Millisecond || r.Duration > ruledef.MaxParamDuration || r.Duration%time.Millisecond != 0),
+		"Duration", "must be a whole number of milliseconds in [1ms, %v], got %v", ruledef.MaxParamDuration, r.Duration)
+	c.fail(r.MaxQueueing < 0 || r.MaxQueueing > time.Hour, "MaxQueueing", "must be in [0, 1h], got %v", r.MaxQueueing)
+	c.fail(r.MaxQueueing != 0 && r.Behavior != Throttle, "MaxQueueing", "is only used with the throttle behavior; leave it zero or set Behavior throttle")
+	c.fail(r.Capacity < 0 || r.Capacity > ruledef.MaxParamCapacity, "Capacity", "must be in [0, %d] (0 for %d), got %d", ruledef.MaxParamCapacity, ruledef.ParamCapacity, r.Capacity)
+	c.fail(len(r.Exceptions) > ruledef.MaxParamExceptions, "Exceptions", "must have at most %d entries, got %d", ruledef.MaxParamExceptions, len(r.Exceptions))
 	bad, found := "", false
 	for v, t := range r.Exceptions {
 		if (t < 0 || t > MaxThreshold) && (!found || v < bad) {
 			bad, found = v, true // report the first in sorted order, not map order
 		}
 	}
-	if found {
-		return fieldErr(kind, r.Resource, "Exceptions", "threshold of %q must be in [0, %g], got %d", bad, MaxThreshold, r.Exceptions[bad])
+	c.fail(found, "Exceptions", "threshold of %q must be in [0, %g], got %d", bad, MaxThreshold, r.Exceptions[bad])
+	if cl := r.Cluster; cl != nil {
+		cl.validate(c, r.Metric)
+		c.fail(cmp.Or(cl.Fallback, FallbackLocal) == FallbackLocal && cl.LocalThreshold != math.Trunc(cl.LocalThreshold),
+			"Cluster.LocalThreshold", "must be a whole number for a param rule (each value's local bucket counts whole requests), got %v", cl.LocalThreshold)
 	}
-	if c := r.Cluster; c != nil {
-		if err := c.validate(kind, r.Resource, r.Metric); err != nil {
-			return err
-		}
-		if or(c.Fallback, FallbackLocal) == FallbackLocal && c.LocalThreshold != math.Trunc(c.LocalThreshold) {
-			return fieldErr(kind, r.Resource, "Cluster.LocalThreshold", "must be a whole number for a param rule (each value's local bucket counts whole requests), got %v", c.LocalThreshold)
-		}
-	}
-	return nil
+	return c.err
 }

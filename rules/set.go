@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"cmp"
 	"fmt"
 	"reflect"
 	"time"
@@ -21,12 +22,9 @@ type Set struct {
 
 // Validate returns the first problem with a rule of s, in the order flow,
 // system, circuit breaker, param, as an *Error, or nil. Besides each rule's
-// fields, it refuses strings that are not valid UTF-8 (no document can hold
-// them), and duplicates: two rules of a kind that count the same thing the
-// same way, so that one could only shadow the other (5/s beside 3/s is 3/s)
-// or double it (two breakers open together); docs/design/rule-files.md lists what
-// is compared. A duplicate is reported at the later rule, naming the
-// earlier, with Field empty.
+// fields, it refuses strings that are not valid UTF-8, and duplicates (two
+// rules of a kind that count the same thing the same way), reported at the
+// later rule with Field empty.
 func (s *Set) Validate() error {
 	type flowKey struct {
 		resource, ref string
@@ -45,24 +43,19 @@ func (s *Set) Validate() error {
 		metric               FlowMetric
 		window               time.Duration
 	}
-	for _, err := range []error{
+	return cmp.Or(
 		validateList("flow", s.Flow, (*Flow).validate, func(r *Flow) flowKey {
-			return flowKey{r.Resource, r.RefResource, or(r.Metric, QPS), or(r.Strategy, Direct), or(r.Behavior, Reject), r.interval()}
+			return flowKey{r.Resource, r.RefResource, cmp.Or(r.Metric, QPS), cmp.Or(r.Strategy, Direct), cmp.Or(r.Behavior, Reject), r.interval()}
 		}, "resource, metric, strategy, behavior, statInterval and refResource"),
 		validateList("system", s.System, (*System).validate, func(r *System) SystemMetric { return r.Metric },
 			"metric (the process takes one system rule per metric)"),
 		validateList("circuit breaker", s.CircuitBreaker, (*CircuitBreaker).validate, func(r *CircuitBreaker) breakerKey {
-			return breakerKey{r.Resource, or(r.Strategy, SlowRequestRatio)}
+			return breakerKey{r.Resource, cmp.Or(r.Strategy, SlowRequestRatio)}
 		}, "resource and strategy (a resource takes one breaker per strategy)"),
 		validateList("param", s.Param, (*Param).validate, func(r *Param) paramKey {
-			return paramKey{r.Resource, r.Key, r.Index, or(r.Metric, QPS), r.window()}
+			return paramKey{r.Resource, r.Key, r.Index, cmp.Or(r.Metric, QPS), r.window()}
 		}, "resource, argument (key or index), metric and duration"),
-	} {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	)
 }
 
 // validateList validates each rule of rs, then refuses it if its key equals

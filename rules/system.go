@@ -5,14 +5,9 @@ import (
 	"strconv"
 )
 
-// System is a system adaptive protection rule: it guards the whole process
-// rather than one resource, and refuses inbound entries only. With the
-// PlainThreshold strategy every inbound entry is refused while Metric is
-// over Threshold. With BBR (Load1 and CPUUsage only) an entry is refused
-// only while the metric is over and more inbound requests are in flight
-// than the process has shown it can serve (concurrency > 1 and >
-// maxCompletedPerSecond × minRT), so a hot process keeps admitting the work
-// it completes (Little's law; see docs/design/system-adaptive.md).
+// System guards the whole process: it refuses inbound entries while Metric
+// is over Threshold (with BBR, only while more are in flight than the
+// process has shown it completes).
 type System struct {
 	// ID is an optional label, shown in block errors and logs.
 	ID string `json:"id,omitempty" yaml:"id,omitempty"`
@@ -30,40 +25,18 @@ type System struct {
 
 // validate reports the first problem with the rule as an *Error, or nil.
 func (r *System) validate() error {
-	const kind = "system"
-	if err := checkEnum(kind, "", "Metric", r.Metric, false, InboundQPS, InboundConcurrency, InboundAvgRT, Load1, CPUUsage); err != nil {
-		return err
+	c, t := &check{kind: "system"}, r.Threshold
+	enum(c, "Metric", r.Metric, false, InboundQPS, InboundConcurrency, InboundAvgRT, Load1, CPUUsage)
+	enum(c, "Strategy", r.Strategy, true, PlainThreshold, BBR)
+	c.threshold("Threshold", t)
+	c.fail(r.Metric == InboundConcurrency && t != math.Trunc(t), "Threshold", "must be a whole number for the concurrency metric, got %v", t)
+	// Refused when the passes of the last second plus the batch exceed it:
+	// below 1, every inbound request would be.
+	c.fail(r.Metric == InboundQPS && t < 1, "Threshold", "%v inbound requests per second would refuse every inbound request (the last second's passes plus the entry's batch are compared with it): it must be at least 1", t)
+	if r.Metric == CPUUsage && t > 1 && t <= 100 && c.err == nil {
+		c.fail(true, "Threshold", "cpu usage is a ratio in (0, 1], got %v; did you mean %s?", t, strconv.FormatFloat(t/100, 'g', 4, 64))
 	}
-	if err := checkEnum(kind, "", "Strategy", r.Strategy, true, PlainThreshold, BBR); err != nil {
-		return err
-	}
-	if err := checkThreshold(kind, "", "Threshold", r.Threshold); err != nil {
-		return err
-	}
-	switch r.Metric {
-	case InboundConcurrency:
-		if r.Threshold != math.Trunc(r.Threshold) {
-			return fieldErr(kind, "", "Threshold", "must be a whole number for the concurrency metric, got %v", r.Threshold)
-		}
-	case InboundQPS:
-		// Refused when the passes of the last second plus the batch exceed
-		// it: below 1, every inbound request would be.
-		if r.Threshold < 1 {
-			return fieldErr(kind, "", "Threshold", "%v inbound requests per second would refuse every inbound request (the last second's passes plus the entry's batch are compared with it): it must be at least 1", r.Threshold)
-		}
-	case CPUUsage:
-		if r.Threshold > 1 {
-			hint := ""
-			if r.Threshold <= 100 {
-				hint = "; did you mean " + formatRatio(r.Threshold/100) + "?"
-			}
-			return fieldErr(kind, "", "Threshold", "cpu usage is a ratio in (0, 1], got %v%s", r.Threshold, hint)
-		}
-	}
-	if r.Strategy == BBR && r.Metric != Load1 && r.Metric != CPUUsage {
-		return fieldErr(kind, "", "Strategy", "bbr applies to the load1 and cpu-usage metrics only, not %s", r.Metric)
-	}
-	return nil
+	c.fail(r.Metric == CPUUsage && t > 1, "Threshold", "cpu usage is a ratio in (0, 1], got %v", t)
+	c.fail(r.Strategy == BBR && r.Metric != Load1 && r.Metric != CPUUsage, "Strategy", "bbr applies to the load1 and cpu-usage metrics only, not %s", string(r.Metric))
+	return c.err
 }
-
-func formatRatio(v float64) string { return strconv.FormatFloat(v, 'g', 4, 64) }

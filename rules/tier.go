@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"cmp"
 	"math"
 	"strconv"
 )
@@ -8,19 +9,14 @@ import (
 // maxTiers bounds the tiers of one flow rule.
 const maxTiers = 16
 
-// Tier is one step of a flow rule with Tiers: while the rule's TierMetric is
-// above Above the rule admits Threshold per StatInterval, and it stays on
-// this step until the metric falls below Below (hysteresis), when it goes
-// down to the step below (or the rule's own Threshold).
-//
-// Above is in the metric's unit: milliseconds for TierAvgRT, a ratio in
-// [0, 1] for TierErrorRatio and TierCPU. Tiers are listed from the mildest
-// to the most severe: each Above higher than the one before, each
-// Threshold lower, and each Below (zero means Above: no band) at most Above
-// and above the previous tier's Above, so that the bands of two steps never
-// overlap.
+// Tier is one step of a flow rule with Tiers: once the rule's TierMetric is
+// above Above the rule admits Threshold per StatInterval, until the metric
+// falls below Below. Tiers go from the mildest to the most severe: each
+// Above higher, each Threshold lower, and each Below above the previous
+// tier's Above.
 type Tier struct {
-	// Above is the value of the metric over which the tier applies.
+	// Above is in the metric's unit: milliseconds for TierAvgRT, a ratio in
+	// [0, 1] for the others.
 	Above float64 `json:"above" yaml:"above"`
 	// Below is the value under which the rule leaves the tier; zero means
 	// Above.
@@ -30,62 +26,33 @@ type Tier struct {
 	Threshold float64 `json:"threshold" yaml:"threshold"`
 }
 
-// below returns Below, or Above when it is zero.
-func (t Tier) below() float64 {
-	if t.Below == 0 {
-		return t.Above
-	}
-	return t.Below
-}
-
-// validateTiers checks Tiers and TierMetric (called by Validate before the
-// threshold check, which a tiered rule's zero Threshold would fail).
-func (r *Flow) validateTiers() error {
-	const kind = "flow"
-	if err := checkEnum(kind, r.Resource, "TierMetric", r.TierMetric, true, TierAvgRT, TierErrorRatio, TierCPU); err != nil {
-		return err
-	}
+// validateTiers checks Tiers and TierMetric.
+func (r *Flow) validateTiers(c *check) {
+	enum(c, "TierMetric", r.TierMetric, true, TierAvgRT, TierErrorRatio, TierCPU)
+	c.fail(len(r.Tiers) == 0 && r.TierMetric != "", "TierMetric", "is only used with Tiers; leave it empty")
 	if len(r.Tiers) == 0 {
-		if r.TierMetric != "" {
-			return fieldErr(kind, r.Resource, "TierMetric", "is only used with Tiers; leave it empty")
-		}
-		return nil
+		return
 	}
-	switch {
-	case len(r.Tiers) > maxTiers:
-		return fieldErr(kind, r.Resource, "Tiers", "must have at most %d steps, got %d", maxTiers, len(r.Tiers))
-	case or(r.Metric, QPS) != QPS || or(r.Strategy, Direct) != Direct || or(r.Behavior, Reject) != Reject:
-		return fieldErr(kind, r.Resource, "Tiers", "need the qps metric, the direct strategy and the reject behavior")
-	case r.Exact || r.RefResource != "" || r.Cluster != nil:
-		return fieldErr(kind, r.Resource, "Tiers", "apply to a local rule of the resource's own window (no Exact, RefResource or Cluster)")
-	case r.Threshold != 0 && (math.IsNaN(r.Threshold) || r.Threshold < 1 || r.Threshold > MaxThreshold):
-		return fieldErr(kind, r.Resource, "Threshold", "must be 0 (no limit below the first tier) or in [1, %g] with Tiers, got %v", MaxThreshold, r.Threshold)
-	}
-	prevThr := r.Threshold
-	if prevThr == 0 {
-		prevThr = math.Inf(1)
-	}
-	unit := 1.0
-	if or(r.TierMetric, TierAvgRT) == TierAvgRT {
+	c.fail(len(r.Tiers) > maxTiers, "Tiers", "must have at most %d steps, got %d", maxTiers, len(r.Tiers))
+	c.fail(cmp.Or(r.Metric, QPS) != QPS || cmp.Or(r.Strategy, Direct) != Direct || cmp.Or(r.Behavior, Reject) != Reject, "Tiers", "need the qps metric, the direct strategy and the reject behavior")
+	c.fail(r.Exact || r.RefResource != "" || r.Cluster != nil, "Tiers", "apply to a local rule of the resource's own window (no Exact, RefResource or Cluster)")
+	c.fail(r.Threshold != 0 && (math.IsNaN(r.Threshold) || r.Threshold < 1 || r.Threshold > MaxThreshold), "Threshold", "must be 0 (no limit below the first tier) or in [1, %g] with Tiers, got %v", MaxThreshold, r.Threshold)
+	prevThr, unit, metric := cmp.Or(r.Threshold, math.Inf(1)), 1.0, cmp.Or(r.TierMetric, TierAvgRT)
+	if metric == TierAvgRT {
 		unit = 3600e3 // an hour, in milliseconds
 	}
 	for i, t := range r.Tiers {
-		field := "Tiers[" + strconv.Itoa(i) + "]"
-		switch {
-		case math.IsNaN(t.Above) || t.Above <= 0 || t.Above > unit:
-			return fieldErr(kind, r.Resource, field+".Above", "must be in (0, %g] for the %s metric, got %v", unit, or(r.TierMetric, TierAvgRT), t.Above)
-		case i > 0 && t.Above <= r.Tiers[i-1].Above:
-			return fieldErr(kind, r.Resource, field+".Above", "must be above the previous tier's (%v): tiers go from the mildest to the most severe, got %v", r.Tiers[i-1].Above, t.Above)
-		case math.IsNaN(t.Below) || t.Below < 0 || t.Below > t.Above:
-			return fieldErr(kind, r.Resource, field+".Below", "must be in [0, Above] (0 for Above), got %v", t.Below)
-		case i > 0 && t.below() <= r.Tiers[i-1].Above:
-			return fieldErr(kind, r.Resource, field+".Below", "%v overlaps the band of the previous tier (which it enters above %v): it must be above that", t.below(), r.Tiers[i-1].Above)
-		case math.IsNaN(t.Threshold) || t.Threshold < 1 || t.Threshold > MaxThreshold:
-			return fieldErr(kind, r.Resource, field+".Threshold", "must be in [1, %g], got %v", MaxThreshold, t.Threshold)
-		case t.Threshold >= prevThr:
-			return fieldErr(kind, r.Resource, field+".Threshold", "must be below the limit of the step before (%v): a more severe tier admits less, got %v", prevThr, t.Threshold)
+		f, prev := "Tiers["+strconv.Itoa(i)+"].", Tier{Above: math.Inf(-1)}
+		if i > 0 {
+			prev = r.Tiers[i-1]
 		}
+		c.fail(math.IsNaN(t.Above) || t.Above <= 0 || t.Above > unit, f+"Above", "must be in (0, %g] for the %s metric, got %v", unit, string(metric), t.Above)
+		c.fail(t.Above <= prev.Above, f+"Above", "must be above the previous tier's (%v): tiers go from the mildest to the most severe, got %v", prev.Above, t.Above)
+		c.fail(math.IsNaN(t.Below) || t.Below < 0 || t.Below > t.Above, f+"Below", "must be in [0, Above] (0 for Above), got %v", t.Below)
+		below := cmp.Or(t.Below, t.Above)
+		c.fail(below <= prev.Above, f+"Below", "%v overlaps the band of the previous tier (which it enters above %v): it must be above that", below, prev.Above)
+		c.fail(math.IsNaN(t.Threshold) || t.Threshold < 1 || t.Threshold > MaxThreshold, f+"Threshold", "must be in [1, %g], got %v", MaxThreshold, t.Threshold)
+		c.fail(t.Threshold >= prevThr, f+"Threshold", "must be below the limit of the step before (%v): a more severe tier admits less, got %v", prevThr, t.Threshold)
 		prevThr = t.Threshold
 	}
-	return nil
 }
