@@ -3,7 +3,10 @@
 package surface
 
 import (
+	"bytes"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -51,5 +54,34 @@ func TestExportedIdentifiers(t *testing.T) {
 	t.Logf("%-50s %4d (bar %d)", "total", total, maxExported)
 	if total > maxExported {
 		t.Errorf("the root module's public packages export %d identifiers, more than %d", total, maxExported)
+	}
+}
+
+// maxRulesLines is the most non-test lines the rules package may have: the
+// rule types, their validation and the decoder and encoder of rule
+// documents (docs/design/architecture.md, "The public surface").
+const maxRulesLines = 1600
+
+// TestRulesPackageLines counts the lines of the rules package's non-test
+// files and fails past maxRulesLines.
+func TestRulesPackageLines(t *testing.T) {
+	files, err := filepath.Glob("../../rules/*.go")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no rules files: %v", err)
+	}
+	total := 0
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += bytes.Count(b, []byte("\n"))
+	}
+	t.Logf("rules: %d non-test lines (bar %d)", total, maxRulesLines)
+	if total > maxRulesLines {
+		t.Errorf("the rules package has %d non-test lines, more than %d", total, maxRulesLines)
 	}
 }
