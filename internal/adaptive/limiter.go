@@ -77,6 +77,7 @@ type Limiter struct {
 	sum      atomic.Int64 // RT of the window's samples, ns
 	n        atomic.Int64 // the window's samples
 	changes  atomic.Uint64
+	hook     atomic.Pointer[func(Change)]
 
 	mu  sync.Mutex // the window's decision
 	cfg Config
@@ -90,11 +91,57 @@ type Limiter struct {
 	probing  bool
 	probePre float64 // the mean RT of the window before the probe step
 	probeL   float64
+	// reported is the limit the last material change reported (Initial
+	// before the first).
+	reported int64
+}
+
+// Change is a window decision that moved the limit, at At, from From to
+// To. Material says it moved the limit by at least a tenth (MaterialStep)
+// of the limit the last material change reported, Reported, or onto Min or
+// Max from elsewhere: the changes worth an event. Small steps add up: a
+// limit that creeps by 1 per window reports each time the total since the
+// last report reaches a tenth.
+type Change struct {
+	At, From, To int64
+	Reported     int64
+	Material     bool
+}
+
+// MaterialStep is the relative move since the last reported limit that
+// makes a change material.
+const MaterialStep = 0.1
+
+// SetHook makes f hear of every decision that moves the limit, on the
+// goroutine of the Release that ends the window, under the window's lock
+// (f must not call the limiter). A nil f removes the hook.
+func (l *Limiter) SetHook(f func(Change)) {
+	if f == nil {
+		l.hook.Store(nil)
+		return
+	}
+	l.hook.Store(&f)
+}
+
+// material reports whether a move to v is material (see Change).
+func (l *Limiter) material(v int64) bool {
+	r := l.reported
+	switch {
+	case v == r:
+		return false
+	case v == l.cfg.Min || v == l.cfg.Max:
+		return true
+	}
+	d := v - r
+	if d < 0 {
+		d = -d
+	}
+	return float64(d) >= MaterialStep*float64(r)
 }
 
 // New returns a limiter at cfg.Initial whose first window starts at now.
 func New(cfg Config, now int64) *Limiter {
-	l := &Limiter{cfg: cfg, est: float64(cfg.Initial)}
+	l := &Limiter{cfg: cfg, est: float64(cfg.Initial), reported: cfg.Initial}
 	l.limit.Store(cfg.Initial)
 	l.start.Store(now)
 	l.end.Store(now + int64(cfg.Window))
@@ -184,8 +231,15 @@ func (l *Limiter) update(now int64) {
 	before := l.limit.Load()
 	l.decide(avg, peak, now)
 	l.end.Store(now + max(int64(l.cfg.Window), int64(2*l.base)))
-	if l.limit.Load() != before {
+	if after := l.limit.Load(); after != before {
 		l.changes.Add(1)
+		c := Change{At: now, From: before, To: after, Reported: l.reported}
+		if c.Material = l.material(after); c.Material {
+			l.reported = after
+		}
+		if f := l.hook.Load(); f != nil {
+			(*f)(c)
+		}
 	}
 }
 

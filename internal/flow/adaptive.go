@@ -8,6 +8,7 @@ import (
 	"github.com/sluice-go/sluice/internal/adaptive"
 	"github.com/sluice-go/sluice/internal/entry"
 	"github.com/sluice-go/sluice/internal/ruledef"
+	"github.com/sluice-go/sluice/rules"
 )
 
 // adaptiveRule enforces an adaptive concurrency rule: a concurrency limit
@@ -76,4 +77,18 @@ func (c *Controller) Limit() (int64, bool) {
 		return a.lim.Limit(), true
 	}
 	return 0, false
+}
+
+// SetAdaptiveHook makes f hear of every move of the limit of the adaptive
+// rules among cs (see adaptive.Limiter.SetHook), with the rule that moved.
+// A limiter kept across a reload (inherit) reports for its newest rule.
+func SetAdaptiveHook(cs map[string][]*Controller, f func(rules.Flow, adaptive.Change)) {
+	for _, l := range cs {
+		for _, c := range l {
+			if a, ok := c.c.(*adaptiveRule); ok {
+				r := a.rule
+				a.lim.SetHook(func(ch adaptive.Change) { f(r, ch) })
+			}
+		}
+	}
 }
