@@ -14,7 +14,8 @@ import (
 // decision that moves its limit (flow.SetAdaptiveHook); the engine records
 // the resource's limit then into its node's history (window.Node.RecordLimit,
 // the limit in force at the end of each second), and publishes
-// stat.EventAdaptive for the material moves (adaptive.Change.Material: a
+// stat.EventAdaptive for the material moves (queued under the limiter's
+// lock, so in the order of its decisions, and delivered outside it) (adaptive.Change.Material: a
 // tenth or more since the last one published, or onto Min or Max). A load
 // records the limit of every resource whose adaptive rules it adds, keeps
 // or removes (0 when removed). Nothing of this runs per entry.
@@ -26,7 +27,7 @@ func (eng *Engine) hookAdaptive(old, ctl map[string][]*flow.Controller, err erro
 	if err != nil {
 		return
 	}
-	flow.SetAdaptiveHook(ctl, eng.adaptiveChanged)
+	flow.SetAdaptiveHook(ctl, eng.adaptiveChanged, eng.events.Drain)
 	now := eng.clock.Nanotime()
 	for name, cs := range ctl {
 		if lim, ok := lowestLimit(cs); ok {
@@ -59,8 +60,10 @@ func lowestLimit(cs []*flow.Controller) (int64, bool) {
 	return lim, found
 }
 
-// adaptiveChanged hears of a move of rule's adaptive limit: it records the
-// resource's limit and publishes the material moves.
+// adaptiveChanged hears of a move of rule's adaptive limit, under the
+// limiter's lock: it records the resource's limit and queues an event for
+// a material move, which the limiter's after hook (the hub's Drain)
+// delivers once the lock is let go.
 func (eng *Engine) adaptiveChanged(rule rules.Flow, c adaptive.Change) {
 	r := eng.reg.get(rule.Resource)
 	if r == nil {
@@ -72,7 +75,7 @@ func (eng *Engine) adaptiveChanged(rule rules.Flow, c adaptive.Change) {
 	}
 	r.node.RecordLimit(c.At, lim)
 	if c.Material {
-		eng.events.Publish(stat.Event{
+		eng.events.Enqueue(stat.Event{
 			Kind: stat.EventAdaptive, At: c.At, Resource: rule.Resource, Rule: rulewalk.Clone(rule),
 			From: strconv.FormatInt(c.Reported, 10), To: strconv.FormatInt(c.To, 10), Value: float64(c.To),
 		})

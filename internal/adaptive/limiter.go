@@ -77,7 +77,7 @@ type Limiter struct {
 	sum      atomic.Int64 // RT of the window's samples, ns
 	n        atomic.Int64 // the window's samples
 	changes  atomic.Uint64
-	hook     atomic.Pointer[func(Change)]
+	hook     atomic.Pointer[hooks]
 
 	mu  sync.Mutex // the window's decision
 	cfg Config
@@ -112,15 +112,24 @@ type Change struct {
 // makes a change material.
 const MaterialStep = 0.1
 
-// SetHook makes f hear of every decision that moves the limit, on the
-// goroutine of the Release that ends the window, under the window's lock
-// (f must not call the limiter). A nil f removes the hook.
-func (l *Limiter) SetHook(f func(Change)) {
-	if f == nil {
+// hooks are what SetHook set.
+type hooks struct {
+	changed func(Change)
+	after   func()
+}
+
+// SetHook makes changed hear of every decision that moves the limit, on
+// the goroutine of the Release that ends the window, under the window's
+// lock, so in the order of the decisions (changed must be quick and must
+// not call the limiter); after, when not nil, is called once the lock is
+// let go (to deliver what changed queued outside it). A nil changed
+// removes the hooks.
+func (l *Limiter) SetHook(changed func(Change), after func()) {
+	if changed == nil {
 		l.hook.Store(nil)
 		return
 	}
-	l.hook.Store(&f)
+	l.hook.Store(&hooks{changed: changed, after: after})
 }
 
 // material reports whether a move to v is material (see Change).
@@ -220,9 +229,17 @@ func (l *Limiter) update(now int64) {
 	if !l.mu.TryLock() {
 		return
 	}
-	defer l.mu.Unlock()
+	h := l.decideWindow(now)
+	l.mu.Unlock()
+	if h != nil && h.after != nil {
+		h.after()
+	}
+}
+
+// decideWindow is update under the lock; it returns the hooks it called.
+func (l *Limiter) decideWindow(now int64) *hooks {
 	if now < l.end.Load() || l.n.Load() < minSamples {
-		return
+		return nil
 	}
 	sum, n := l.sum.Swap(0), l.n.Swap(0)
 	peak := l.peak.Swap(l.inflight.Load())
@@ -237,10 +254,12 @@ func (l *Limiter) update(now int64) {
 		if c.Material = l.material(after); c.Material {
 			l.reported = after
 		}
-		if f := l.hook.Load(); f != nil {
-			(*f)(c)
+		if h := l.hook.Load(); h != nil {
+			h.changed(c)
+			return h
 		}
 	}
+	return nil
 }
 
 // decide moves the limit after a window of mean RT avg (ns) whose peak in

@@ -79,15 +79,16 @@ func (c *Controller) Limit() (int64, bool) {
 	return 0, false
 }
 
-// SetAdaptiveHook makes f hear of every move of the limit of the adaptive
-// rules among cs (see adaptive.Limiter.SetHook), with the rule that moved.
-// A limiter kept across a reload (inherit) reports for its newest rule.
-func SetAdaptiveHook(cs map[string][]*Controller, f func(rules.Flow, adaptive.Change)) {
+// SetAdaptiveHook makes changed hear of every move of the limit of the
+// adaptive rules among cs, with the rule that moved, and calls after once
+// the limiter's lock is let go (see adaptive.Limiter.SetHook). A limiter
+// kept across a reload (inherit) reports for its newest rule.
+func SetAdaptiveHook(cs map[string][]*Controller, changed func(rules.Flow, adaptive.Change), after func()) {
 	for _, l := range cs {
 		for _, c := range l {
 			if a, ok := c.c.(*adaptiveRule); ok {
 				r := a.rule
-				a.lim.SetHook(func(ch adaptive.Change) { f(r, ch) })
+				a.lim.SetHook(func(ch adaptive.Change) { changed(r, ch) }, after)
 			}
 		}
 	}
