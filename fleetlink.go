@@ -9,6 +9,7 @@ import (
 	"github.com/sluice-go/sluice/cluster"
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/fleetlink"
+	"github.com/sluice-go/sluice/internal/flow"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/stat"
 )
@@ -70,10 +71,14 @@ func (eng *Engine) frameResources(f *cluster.Frame, now, sec int64, maxRes int) 
 	all = all[:min(len(all), maxRes)]
 	for _, b := range all {
 		r := cluster.ResourceSecond{Resource: b.r.name, BlockedBy: b.block, Concurrency: b.r.node.Concurrency()}
+		if rs := b.r.rules.Load(); rs != nil {
+			r.Tier, _ = flow.Tier(rs.flow)
+		}
 		if h := b.r.node.History(now, time.Second); len(h) == 1 && h[0].Start == sec*int64(time.Second) {
 			r.Second = h[0]
 		} else {
 			r.Start = sec * int64(time.Second)
+			r.AdaptiveLimit = b.r.adaptiveLimit() // no history kept: the limit now
 		}
 		f.Resources = append(f.Resources, r)
 	}

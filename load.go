@@ -89,7 +89,8 @@ var (
 				return nil, err
 			}
 			ctl, err := flow.Build(rs, old, eng.node, eng.cluster.leases())
-			eng.hookTiers(rs, ctl) // tiered.go
+			eng.hookTiers(rs, ctl)          // tiered.go
+			eng.hookAdaptive(old, ctl, err) // adaptive.go
 			return ctl, err
 		},
 		claims: true,

@@ -138,6 +138,10 @@ type ResourceSecond struct {
 	BlockedBy [len(stat.Snapshot{}.BlockedBy)]uint64
 	// Concurrency is the number in flight when the frame was taken.
 	Concurrency int64
+	// Tier is the step of the resource's tiered flow rule when the frame
+	// was taken, as stat.Snapshot.Tier. (The adaptive limit and the shadow
+	// would-be refusals are the second's, in Second.)
+	Tier int
 }
 
 // BreakerFrame is one circuit breaker's state in a Frame.

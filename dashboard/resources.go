@@ -39,6 +39,8 @@ type appliedRule struct {
 	// Shared: the limit is a budget of the whole fleet (a cluster rule);
 	// otherwise each instance has it.
 	Shared bool `json:"shared,omitempty"`
+	// Tiered: a flow rule with Tiers (the table shows its step).
+	Tiered bool `json:"tiered,omitempty"`
 }
 
 // ruleIndex is a version of an application's rules, decoded, by resource.
@@ -115,6 +117,13 @@ func indexRules(cur cluster.RuleVersion) *ruleIndex {
 			a.Shared = true
 			a.Summary += " for the fleet"
 		}
+		if len(r.Tiers) > 0 {
+			a.Tiered = true
+			a.Summary += " in " + strconv.Itoa(len(r.Tiers)+1) + " tiers"
+		}
+		if r.Shadow {
+			a.Summary += " (shadow)"
+		}
 		add(r.Resource, a)
 	}
 	for i, r := range set.CircuitBreaker {
@@ -184,7 +193,12 @@ type figures struct {
 	rtSum       float64
 	rtN         uint64
 	inflight    int64
-	last        int64 // the newest second with the resource
+	last        int64  // the newest second with the resource
+	shadow      uint64 // would-be refusals of rules in shadow mode
+	// adaptive is the adaptive limit (added up over instances) and tier the
+	// highest step of a tiered rule, in each instance's newest frame.
+	adaptive int64
+	tier     int
 }
 
 func (f *figures) add(rs *cluster.ResourceSecond) {
@@ -196,6 +210,7 @@ func (f *figures) add(rs *cluster.ResourceSecond) {
 	}
 	f.rtSum += float64(rs.AvgRT) * float64(rs.Complete)
 	f.rtN += rs.Complete
+	f.shadow += rs.ShadowBlock
 }
 
 func (f *figures) rt() float64 {
@@ -221,6 +236,13 @@ type resourceRow struct {
 	RT       float64       `json:"rt"`
 	InFlight int64         `json:"inflight"`
 	Rules    []appliedRule `json:"rules"`
+	// Adaptive is the adaptive concurrency limit in force, added up over
+	// the instances (0 without an adaptive rule); Tier the highest step of
+	// a tiered rule among them; Shadow the requests that rules in shadow
+	// mode would have refused (they passed).
+	Adaptive int64  `json:"adaptive"`
+	Tier     int    `json:"tier"`
+	Shadow   uint64 `json:"shadow"`
 }
 
 // resourcePage is a page of the resource table.
@@ -243,10 +265,11 @@ type resourcePage struct {
 	Errors      []string      `json:"errors,omitempty"`
 }
 
-var sortKeys = []string{"resource", "pass", "block", "rt", "inflight", "rules"}
+var sortKeys = []string{"resource", "pass", "block", "rt", "inflight", "adaptive", "tier", "shadow", "rules"}
 
 // resources answers the resource table: ?q= (a part of the name, any
-// case), sort= (resource, pass, block, rt, inflight, rules), desc=1,
+// case), sort= (resource, pass, block, rt, inflight, adaptive, tier,
+// shadow, rules), desc=1,
 // offset= and limit= (at most maxPageSize).
 func (d *Dashboard) resources(w http.ResponseWriter, r *http.Request, c *call) {
 	q := r.URL.Query()
@@ -323,6 +346,8 @@ func (d *Dashboard) resourceTable(ctx context.Context, app string, p *resourcePa
 			fg.last = max(fg.last, f.Second)
 			if f.Second == newest[f.Instance] {
 				fg.inflight += rs.Concurrency
+				fg.adaptive += rs.AdaptiveLimit
+				fg.tier = max(fg.tier, rs.Tier)
 			}
 		}
 	}
@@ -347,6 +372,12 @@ func (d *Dashboard) resourceTable(ctx context.Context, app string, p *resourcePa
 			c = cmpF(fa.rt(), fb.rt())
 		case "inflight":
 			c = cmpF(float64(fa.inflight), float64(fb.inflight))
+		case "adaptive":
+			c = cmpF(float64(fa.adaptive), float64(fb.adaptive))
+		case "tier":
+			c = fa.tier - fb.tier
+		case "shadow":
+			c = cmpU(fa.shadow, fb.shadow)
 		case "rules":
 			c = len(ix.byRes[a]) - len(ix.byRes[b])
 		}
@@ -368,7 +399,7 @@ func (d *Dashboard) resourceTable(ctx context.Context, app string, p *resourcePa
 	for _, n := range names[p.Offset:min(len(names), p.Offset+p.Limit)] {
 		f := all[n]
 		row := resourceRow{Resource: n, Pass: f.pass, Block: f.block, Blocked: f.blockedSlice(), RT: f.rt(), InFlight: f.inflight,
-			Rules: ix.byRes[n]}
+			Rules: ix.byRes[n], Adaptive: f.adaptive, Tier: f.tier, Shadow: f.shadow}
 		if row.Rules == nil {
 			row.Rules = []appliedRule{}
 		}
@@ -414,7 +445,10 @@ type instanceFigures struct {
 	Blocked  []uint64 `json:"blocked,omitempty"`
 	RT       float64  `json:"rt"`
 	InFlight int64    `json:"inflight"`
-	Last     int64    `json:"last"` // the newest second with the resource
+	Last     int64    `json:"last"`     // the newest second with the resource
+	Adaptive int64    `json:"adaptive"` // the adaptive limit in the newest frame
+	Tier     int      `json:"tier"`     // the tiered rule's step in the newest frame
+	Shadow   uint64   `json:"shadow"`   // would-be refusals of rules in shadow mode
 }
 
 // resourceDetail is one resource per instance, for the table's row opened.
@@ -475,12 +509,13 @@ func (d *Dashboard) resource(w http.ResponseWriter, r *http.Request, c *call) {
 			fg.add(rs)
 			fg.last = f.Second
 			fg.inflight = rs.Concurrency // frames by second: the newest stays
+			fg.adaptive, fg.tier = rs.AdaptiveLimit, rs.Tier
 		}
 	}
 	for _, id := range ids {
 		f := by[id]
 		rd.Instances = append(rd.Instances, instanceFigures{Instance: id, Pass: f.pass, Block: f.block, Blocked: f.blockedSlice(),
-			RT: f.rt(), InFlight: f.inflight, Last: f.last})
+			RT: f.rt(), InFlight: f.inflight, Last: f.last, Adaptive: f.adaptive, Tier: f.tier, Shadow: f.shadow})
 	}
 	w.Header().Set("Content-Type", "application/json")
 	newJSON(w).Encode(rd)

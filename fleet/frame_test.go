@@ -98,3 +98,54 @@ func BenchmarkTelemetryFrame(b *testing.B) {
 		})
 	}
 }
+
+// TestFrameAdaptiveTierShadow: a frame carries a resource's adaptive limit
+// at the second's end, its tiered rule's step and the second's shadow
+// would-be refusals.
+func TestFrameAdaptiveTierShadow(t *testing.T) {
+	clk := sluicetest.NewManualClock(0)
+	eng := sluice.New(sluice.WithClock(clk))
+	defer eng.Close()
+	tiered := rules.Flow{Resource: "tier", Threshold: 100, Tiers: []rules.Tier{{Above: 10, Threshold: 50}}, Shadow: true}
+	err := eng.LoadRules(rules.Set{Flow: []rules.Flow{
+		{Resource: "ad", Metric: rules.Concurrency, Adaptive: &rules.Adaptive{Min: 7, Max: 7}},
+		{Resource: "sh", Threshold: 1, Shadow: true},
+		tiered,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPublisher(&Member{eng: eng, app: "shop", id: "i1"}, Config{App: "shop", Telemetry: noTelemetry{}})
+	e, err := eng.Entry("tier")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(50 * time.Millisecond)
+	e.Exit() // RT 50 ms > 10: the next period's entry moves to tier 1
+	clk.Advance(100 * time.Millisecond)
+	for _, res := range []string{"tier", "ad", "sh", "sh", "sh"} {
+		if e, err := eng.Entry(res); err != nil {
+			t.Fatalf("%s: %v", res, err)
+		} else {
+			e.Exit()
+		}
+	}
+	clk.Set(int64(1100 * time.Millisecond))
+	f, ok := p.frame(clk.Nanotime(), 0)
+	if !ok {
+		t.Fatal("no frame")
+	}
+	by := map[string]cluster.ResourceSecond{}
+	for _, r := range f.Resources {
+		by[r.Resource] = r
+	}
+	if r := by["ad"]; r.AdaptiveLimit != 7 {
+		t.Errorf("ad: adaptive limit %d, want 7", r.AdaptiveLimit)
+	}
+	if r := by["sh"]; r.ShadowBlock != 2 || r.Block != 0 {
+		t.Errorf("sh: shadow %d, blocked %d; want 2, 0", r.ShadowBlock, r.Block)
+	}
+	if r := by["tier"]; r.Tier != 1 || r.AdaptiveLimit != 0 {
+		t.Errorf("tier: tier %d, adaptive limit %d; want 1, 0", r.Tier, r.AdaptiveLimit)
+	}
+}

@@ -111,6 +111,10 @@ type Second struct {
 	// ShadowBlock counts the requests of the second that rules in shadow
 	// mode would have refused (see Snapshot.ShadowBlockedBy).
 	ShadowBlock uint64
+	// AdaptiveLimit is the limit of the resource's adaptive concurrency
+	// rule in force at the end of the second (Snapshot.AdaptiveLimit as it
+	// read then); zero when the resource had none.
+	AdaptiveLimit int64
 }
 
 // EventKind names what an Event reports.
@@ -169,6 +173,14 @@ const (
 	// Tiers[i-1]); Rule is its rules.Flow, Value the metric that moved it
 	// (milliseconds for avg-rt, a ratio otherwise) and At when it was read.
 	EventTier EventKind = "tier"
+	// EventAdaptive: the limit of an adaptive concurrency rule of Resource
+	// (rules.Flow.Adaptive) moved materially: by a tenth or more since the
+	// last EventAdaptive of the rule (its Initial before the first), or
+	// onto its Min or Max. It is published at the window decision that
+	// moved it, so at most once per sample window. Rule is its rules.Flow,
+	// From the limit the last event reported, To and Value the new limit,
+	// At the decision's time.
+	EventAdaptive EventKind = "adaptive-limit"
 )
 
 // Event is one entry of an engine's event stream (Engine.Subscribe). Only

@@ -214,14 +214,20 @@ func (w *wireFrame) frame() (cluster.Frame, error) {
 }
 
 // resourceFields is the number of figures after a resource's name in the
-// compact encoding.
-const resourceFields = 9 + len(stat.Snapshot{}.BlockedBy)
+// compact encoding; oldResourceFields the number before ShadowBlock,
+// AdaptiveLimit and Tier were added, which frames of older publishers
+// still kept have (read as zeros for those three).
+const (
+	oldResourceFields = 9 + len(stat.Snapshot{}.BlockedBy)
+	resourceFields    = oldResourceFields + 3
+)
 
 // appendResources appends rs in a compact text form, decoded about ten
 // times faster than JSON objects: one line per resource, its name quoted
 // as a Go string (so any bytes are escaped), then Start, Pass, Block,
 // Complete, Error, AvgRT, MinRT (ns), MeanConcurrency (0 when not finite),
-// Concurrency and BlockedBy, separated by spaces.
+// Concurrency, BlockedBy, ShadowBlock, AdaptiveLimit and Tier, separated
+// by spaces.
 func appendResources(b []byte, rs []cluster.ResourceSecond) []byte {
 	for i := range rs {
 		r := &rs[i]
@@ -242,6 +248,12 @@ func appendResources(b []byte, rs []cluster.ResourceSecond) []byte {
 			b = append(b, ' ')
 			b = strconv.AppendUint(b, v, 10)
 		}
+		b = append(b, ' ')
+		b = strconv.AppendUint(b, r.ShadowBlock, 10)
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, r.AdaptiveLimit, 10)
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, int64(r.Tier), 10)
 		b = append(b, '\n')
 	}
 	return b
@@ -263,10 +275,15 @@ func parseResources(s string) ([]cluster.ResourceSecond, error) {
 		}
 		name, _ := strconv.Unquote(q)
 		line = line[len(q):]
+		n := 0 // figures read
 		for i := range f {
+			if len(line) == 0 && i == oldResourceFields {
+				break // an older publisher's line
+			}
 			if len(line) == 0 || line[0] != ' ' {
 				return nil, fmt.Errorf("resource %q: %d figures, want %d", cut(name, 80), i, resourceFields)
 			}
+			n++
 			line = line[1:]
 			j := strings.IndexByte(line, ' ')
 			if j < 0 {
@@ -296,6 +313,18 @@ func parseResources(s string) ([]cluster.ResourceSecond, error) {
 			if r.BlockedBy[i], err = strconv.ParseUint(f[9+i], 10, 64); err != nil {
 				return nil, fmt.Errorf("resource %q: %w", cut(name, 80), err)
 			}
+		}
+		if n == resourceFields {
+			var tier int64
+			if r.ShadowBlock, err = strconv.ParseUint(f[oldResourceFields], 10, 64); err == nil {
+				if r.AdaptiveLimit, err = strconv.ParseInt(f[oldResourceFields+1], 10, 64); err == nil {
+					tier, err = strconv.ParseInt(f[oldResourceFields+2], 10, 32)
+				}
+			}
+			if err != nil {
+				return nil, fmt.Errorf("resource %q: %w", cut(name, 80), err)
+			}
+			r.Tier = int(tier)
 		}
 		out = append(out, r)
 	}

@@ -3,6 +3,7 @@ package sluiceredis
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -193,5 +194,33 @@ func TestParseResourcesMalformed(t *testing.T) {
 	}
 	if rs, err := parseResources(good); err != nil || len(rs) != 1 || rs[0].Resource != "a" {
 		t.Fatalf("parseResources(%q) = %+v, %v", good, rs, err)
+	}
+}
+
+// TestResourcesCarryAdaptiveTierShadow: a resource's shadow would-be
+// refusals, adaptive limit and tier round-trip the compact encoding, and a
+// line of an older publisher, without those three figures, still reads
+// (as zeros).
+func TestResourcesCarryAdaptiveTierShadow(t *testing.T) {
+	in := []cluster.ResourceSecond{{Resource: "a", Concurrency: 3, Tier: 2}, {Resource: "b"}}
+	in[0].Pass, in[0].ShadowBlock, in[0].AdaptiveLimit = 7, 11, 40
+	in[0].BlockedBy[1] = 1
+	got, err := parseResources(string(appendResources(nil, in)))
+	if err != nil || !reflect.DeepEqual(got, in) {
+		t.Fatalf("round trip = %+v, %v; want %+v", got, err, in)
+	}
+	old := `"a" 0 7 0 0 0 0 0 0 3` + strings.Repeat(" 0", len(in[0].BlockedBy)) + "\n"
+	got, err = parseResources(old)
+	if err != nil || len(got) != 1 || got[0].Pass != 7 || got[0].Concurrency != 3 || got[0].Tier != 0 || got[0].AdaptiveLimit != 0 {
+		t.Fatalf("older line = %+v, %v", got, err)
+	}
+	for _, give := range []string{
+		`"a"` + strings.Repeat(" 1", oldResourceFields+1) + "\n",
+		`"a"` + strings.Repeat(" 1", oldResourceFields+2) + "\n",
+		`"a"` + strings.Repeat(" 1", resourceFields-1) + " x\n",
+	} {
+		if _, err := parseResources(give); err == nil {
+			t.Errorf("parseResources(%q) accepted", give)
+		}
 	}
 }

@@ -77,6 +77,7 @@ type Limiter struct {
 	sum      atomic.Int64 // RT of the window's samples, ns
 	n        atomic.Int64 // the window's samples
 	changes  atomic.Uint64
+	hook     atomic.Pointer[hooks]
 
 	mu  sync.Mutex // the window's decision
 	cfg Config
@@ -90,11 +91,66 @@ type Limiter struct {
 	probing  bool
 	probePre float64 // the mean RT of the window before the probe step
 	probeL   float64
+	// reported is the limit the last material change reported (Initial
+	// before the first).
+	reported int64
+}
+
+// Change is a window decision that moved the limit, at At, from From to
+// To. Material says it moved the limit by at least a tenth (MaterialStep)
+// of the limit the last material change reported, Reported, or onto Min or
+// Max from elsewhere: the changes worth an event. Small steps add up: a
+// limit that creeps by 1 per window reports each time the total since the
+// last report reaches a tenth.
+type Change struct {
+	At, From, To int64
+	Reported     int64
+	Material     bool
+}
+
+// MaterialStep is the relative move since the last reported limit that
+// makes a change material.
+const MaterialStep = 0.1
+
+// hooks are what SetHook set.
+type hooks struct {
+	changed func(Change)
+	after   func()
+}
+
+// SetHook makes changed hear of every decision that moves the limit, on
+// the goroutine of the Release that ends the window, under the window's
+// lock, so in the order of the decisions (changed must be quick and must
+// not call the limiter); after, when not nil, is called once the lock is
+// let go (to deliver what changed queued outside it). A nil changed
+// removes the hooks.
+func (l *Limiter) SetHook(changed func(Change), after func()) {
+	if changed == nil {
+		l.hook.Store(nil)
+		return
+	}
+	l.hook.Store(&hooks{changed: changed, after: after})
+}
+
+// material reports whether a move to v is material (see Change).
+func (l *Limiter) material(v int64) bool {
+	r := l.reported
+	switch {
+	case v == r:
+		return false
+	case v == l.cfg.Min || v == l.cfg.Max:
+		return true
+	}
+	d := v - r
+	if d < 0 {
+		d = -d
+	}
+	return float64(d) >= MaterialStep*float64(r)
 }
 
 // New returns a limiter at cfg.Initial whose first window starts at now.
 func New(cfg Config, now int64) *Limiter {
-	l := &Limiter{cfg: cfg, est: float64(cfg.Initial)}
+	l := &Limiter{cfg: cfg, est: float64(cfg.Initial), reported: cfg.Initial}
 	l.limit.Store(cfg.Initial)
 	l.start.Store(now)
 	l.end.Store(now + int64(cfg.Window))
@@ -173,9 +229,17 @@ func (l *Limiter) update(now int64) {
 	if !l.mu.TryLock() {
 		return
 	}
-	defer l.mu.Unlock()
+	h := l.decideWindow(now)
+	l.mu.Unlock()
+	if h != nil && h.after != nil {
+		h.after()
+	}
+}
+
+// decideWindow is update under the lock; it returns the hooks it called.
+func (l *Limiter) decideWindow(now int64) *hooks {
 	if now < l.end.Load() || l.n.Load() < minSamples {
-		return
+		return nil
 	}
 	sum, n := l.sum.Swap(0), l.n.Swap(0)
 	peak := l.peak.Swap(l.inflight.Load())
@@ -184,9 +248,18 @@ func (l *Limiter) update(now int64) {
 	before := l.limit.Load()
 	l.decide(avg, peak, now)
 	l.end.Store(now + max(int64(l.cfg.Window), int64(2*l.base)))
-	if l.limit.Load() != before {
+	if after := l.limit.Load(); after != before {
 		l.changes.Add(1)
+		c := Change{At: now, From: before, To: after, Reported: l.reported}
+		if c.Material = l.material(after); c.Material {
+			l.reported = after
+		}
+		if h := l.hook.Load(); h != nil {
+			h.changed(c)
+			return h
+		}
 	}
+	return nil
 }
 
 // decide moves the limit after a window of mean RT avg (ns) whose peak in

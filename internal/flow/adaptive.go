@@ -8,6 +8,7 @@ import (
 	"github.com/sluice-go/sluice/internal/adaptive"
 	"github.com/sluice-go/sluice/internal/entry"
 	"github.com/sluice-go/sluice/internal/ruledef"
+	"github.com/sluice-go/sluice/rules"
 )
 
 // adaptiveRule enforces an adaptive concurrency rule: a concurrency limit
@@ -76,4 +77,19 @@ func (c *Controller) Limit() (int64, bool) {
 		return a.lim.Limit(), true
 	}
 	return 0, false
+}
+
+// SetAdaptiveHook makes changed hear of every move of the limit of the
+// adaptive rules among cs, with the rule that moved, and calls after once
+// the limiter's lock is let go (see adaptive.Limiter.SetHook). A limiter
+// kept across a reload (inherit) reports for its newest rule.
+func SetAdaptiveHook(cs map[string][]*Controller, changed func(rules.Flow, adaptive.Change), after func()) {
+	for _, l := range cs {
+		for _, c := range l {
+			if a, ok := c.c.(*adaptiveRule); ok {
+				r := a.rule
+				a.lim.SetHook(func(ch adaptive.Change) { changed(r, ch) }, after)
+			}
+		}
+	}
 }

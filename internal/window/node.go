@@ -1,6 +1,7 @@
 package window
 
 import (
+	"sync"
 	"time"
 	"unsafe"
 
@@ -149,6 +150,10 @@ type Node struct {
 	// (AddShadowBlock). Made at the first one: a resource without shadow
 	// rules pays one word, and its windows carry no counter for them.
 	shadow atomic.Pointer[shadowCounts]
+	// limits is the history of the resource's adaptive concurrency limit
+	// (RecordLimit). Made at the first record on a node that keeps
+	// history: a resource without adaptive rules pays one word.
+	limits atomic.Pointer[limitSeconds]
 }
 
 // shadowCounts are a node's would-be refusals of rules in shadow mode.
@@ -436,6 +441,82 @@ func (n *Node) AddShadowBlock(now, batch int64, by core.BlockType) {
 	}
 }
 
+// limitSeconds is a node's history of its adaptive concurrency limit: the
+// limit in force at the end of each of the last seconds. The limit changes
+// at an adaptive rule's window decisions and at rule loads, not per entry,
+// so it is written there (RecordLimit), under a lock no request takes.
+type limitSeconds struct {
+	mu  sync.Mutex
+	val []int64 // by second modulo len: the limit at the second's end
+	sec []int64 // the second each slot of val is for
+	has bool    // a limit was recorded
+	// last is the newest second recorded, cur the limit recorded in it:
+	// the limit in force since, up to now.
+	last, cur int64
+}
+
+// put sets the limit at the end of second s.
+func (h *limitSeconds) put(s, v int64) {
+	i := s % int64(len(h.val))
+	h.val[i], h.sec[i] = v, s
+}
+
+// at returns the limit in force at the end of second s: 0 before the first
+// record or when s has left the ring.
+func (h *limitSeconds) at(s int64) int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case !h.has:
+		return 0
+	case s >= h.last:
+		return h.cur
+	}
+	if i := s % int64(len(h.val)); s >= 0 && h.sec[i] == s {
+		return h.val[i]
+	}
+	return 0
+}
+
+// RecordLimit records that the resource's adaptive concurrency limit is
+// limit from now on (0: the resource has no adaptive rule any more), for
+// History (stat.Second.AdaptiveLimit, the limit in force at the end of each
+// second). A node that keeps no history records nothing; the first record
+// makes the ring (HistoryLen and two seconds). A record older than the
+// newest counts in the newest second.
+func (n *Node) RecordLimit(now, limit int64) {
+	if n.keep <= 0 {
+		return
+	}
+	h := n.limits.Load()
+	if h == nil {
+		secs := n.keep + 2
+		h = &limitSeconds{val: make([]int64, secs), sec: make([]int64, secs)}
+		for i := range h.sec {
+			h.sec[i] = -1
+		}
+		if !n.limits.CompareAndSwap(nil, h) {
+			h = n.limits.Load()
+		}
+	}
+	s := max(now/int64(time.Second), 0)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.has {
+		s = max(s, h.last)
+		// The seconds since the last record ended under its limit.
+		for t := max(h.last+1, s-int64(len(h.val))+1); t < s; t++ {
+			h.put(t, h.cur)
+		}
+	}
+	h.put(s, limit)
+	h.has, h.last, h.cur = true, s, limit
+}
+
+// HasLimitHistory reports whether the node has made its history of
+// adaptive limits (RecordLimit).
+func (n *Node) HasLimitHistory() bool { return n.limits.Load() != nil }
+
 // ShadowBlockedBy returns the requests (by batch) that rules in shadow mode
 // of block type by would have refused since the node was made.
 func (n *Node) ShadowBlockedBy(by core.BlockType) uint64 {
@@ -626,6 +707,7 @@ func (n *Node) History(now int64, since time.Duration) []stat.Second {
 	if sc := n.shadow.Load(); sc != nil {
 		sh = sc.sec
 	}
+	lh := n.limits.Load()
 	last := now/int64(time.Second) - 1 // the newest completed second
 	first := last - k + 1
 	if first < 0 {
@@ -703,6 +785,9 @@ func (n *Node) History(now int64, since time.Duration) []stat.Second {
 		s.Complete, s.Error = vals[Complete][i], vals[Error][i]
 		if sh != nil {
 			s.ShadowBlock, _ = sh.valueOK(first+int64(i), 0)
+		}
+		if lh != nil {
+			s.AdaptiveLimit = lh.at(first + int64(i))
 		}
 		if timed := int64(s.Complete) - int64(vals[Untimed][i]); timed > 0 {
 			s.AvgRT = time.Duration(float64(vals[RT][i]) / float64(timed) * 1000)

@@ -425,7 +425,7 @@
       const sub = el("tr", "instances-of");
       sub.dataset.of = name;
       const td = el("td", null, "Loading\u2026");
-      td.colSpan = 8;
+      td.colSpan = 11;
       sub.appendChild(td);
       tr.after(sub);
       fetch(api + "/resource?name=" + encodeURIComponent(name), { credentials: "same-origin", headers: { Accept: "application/json" } })
@@ -433,15 +433,16 @@
         .then((d) => {
           const t = el("table", "per-instance");
           const head = el("tr");
-          for (const h of ["Instance", "Passed", "Blocked", "Blocked by", "RT (ms)", "In flight", "Last second"]) head.appendChild(el("th", null, h));
+          for (const h of ["Instance", "Passed", "Blocked", "Blocked by", "RT (ms)", "In flight", "Adaptive limit", "Tier", "Shadow would block", "Last second"]) head.appendChild(el("th", null, h));
           t.appendChild(head);
+          const tiered = d.rules.some((u) => u.tiered);
           for (const i of d.instances) {
             const row = el("tr");
             row.dataset.instance = i.instance;
-            for (const v of [i.instance, i.pass, i.block, reasons(i.blocked, d.blockLabels), i.rt.toFixed(2), i.inflight, hms(new Date(i.last * 1000))]) row.appendChild(el("td", null, v));
+            for (const v of [i.instance, i.pass, i.block, reasons(i.blocked, d.blockLabels), i.rt.toFixed(2), i.inflight, i.adaptive || "", tiered || i.tier ? i.tier : "", i.shadow || "", hms(new Date(i.last * 1000))]) row.appendChild(el("td", null, v));
             t.appendChild(row);
           }
-          if (!d.instances.length) { const row = el("tr"); const c = el("td", null, "No instance published it in the last seconds."); c.colSpan = 7; row.appendChild(c); t.appendChild(row); }
+          if (!d.instances.length) { const row = el("tr"); const c = el("td", null, "No instance published it in the last seconds."); c.colSpan = 10; row.appendChild(c); t.appendChild(row); }
           td.replaceChildren(t);
         })
         .catch((e) => { td.textContent = "Could not read it: " + e.message; });
@@ -459,6 +460,12 @@
         tr.appendChild(el("td", "reasons", reasons(r.blocked, p.blockLabels)));
         tr.appendChild(el("td", "num", r.rt.toFixed(2)));
         tr.appendChild(el("td", "num", r.inflight));
+        // Blank where the resource has no such rule: an adaptive limit is
+        // never 0, a tier shows for a tiered rule (step 0 included), the
+        // shadow count when a rule in shadow mode would have refused.
+        tr.appendChild(el("td", "num adaptive", r.adaptive || ""));
+        tr.appendChild(el("td", "num tier", r.tier || r.rules.some((u) => u.tiered) ? r.tier : ""));
+        tr.appendChild(el("td", "num shadow", r.shadow || ""));
         tr.appendChild(el("td", "rules", r.rules.map((u) => u.summary).join("; ") || "none"));
         const act = el("td", "actions");
         const chart = el("button", "chart-toggle", chosen.includes(r.resource) ? "Hide chart" : "Chart");
@@ -483,7 +490,7 @@
         rows.push(tr);
       }
       if (!rows.length) {
-        const tr = el("tr"); const td = el("td", "muted", p.q ? "No resource matches." : "No resource yet."); td.colSpan = 8; tr.appendChild(td); rows.push(tr);
+        const tr = el("tr"); const td = el("td", "muted", p.q ? "No resource matches." : "No resource yet."); td.colSpan = 11; tr.appendChild(td); rows.push(tr);
       }
       resTable.tBodies[0].replaceChildren(...rows);
       for (const tr of rows) if (tr.dataset.resource && opened.has(tr.dataset.resource)) instancesRow(tr.dataset.resource, tr);
