@@ -283,7 +283,9 @@ func (n *Node) retireSecond(m Metric, start int64, v uint64) {
 		return
 	}
 	if mw := n.minute.Load(); mw != nil {
-		mw.Add(start, m, v)
+		if !mw.addUnlessBehind(start, m, v) {
+			n.retireMinute(m, start, v)
+		}
 		return
 	}
 	n.retireHist(m, start, v) // no reader yet: into the totals
@@ -294,11 +296,14 @@ func (n *Node) retireMinute(m Metric, start int64, v uint64) {
 		// In pieces: one Add carries at most MaxAdd, and a second's sum
 		// (ten second-level buckets) may be larger.
 		for nodeKinds[m] == Sum && v > MaxAdd {
-			h.Add(start, m, MaxAdd)
+			if !h.addUnlessBehind(start, m, MaxAdd) {
+				break
+			}
 			v -= MaxAdd
 		}
-		h.Add(start, m, v)
-		return
+		if h.addUnlessBehind(start, m, v) {
+			return
+		}
 	}
 	n.retireHist(m, start, v)
 }
