@@ -20,7 +20,11 @@ const (
 	Pass Metric = iota
 	// Block counts entries (by batch) that a rule refused.
 	Block
-	// Complete counts entries (by batch) that exited.
+	// Complete counts entries (by batch) that exited. In the second-level
+	// window it is kept in two words, the timed exits (AddComplete) under
+	// Complete and the untimed ones under Untimed, so that an exit writes
+	// one of them; every reader of Complete adds the two up, and the two
+	// retire into the one Complete of the later windows and the totals.
 	Complete
 	// Error counts exited entries (by batch) that recorded an error.
 	Error
@@ -35,7 +39,7 @@ const (
 	MaxConcurrency
 	// Untimed counts exited entries (by batch, among Complete) whose RT was
 	// not measured (AddCompleteUntimed): RT and MinRT cover Complete less
-	// Untimed.
+	// Untimed. It exists in the second-level window only.
 	Untimed
 	metricCount
 )
@@ -45,8 +49,9 @@ const (
 // the second-level window: exits go untimed only until a reader makes the
 // minute window (see the engine's exitNeedsClock), so an untimed count
 // reaches a later window only in the seconds around a resource's first read,
-// and there it is dropped (the AvgRT of those seconds then counts their
-// untimed exits as taking no time), not kept in every second of an hour.
+// and there it joins Complete (the AvgRT of those seconds then counts their
+// untimed exits as taking no time), not kept apart in every second of an
+// hour.
 var nodeKinds = []Kind{Sum, Sum, Sum, Sum, Sum, Min, Max, Sum}
 
 // keptMetrics is the number of metrics the minute and history windows keep.
@@ -279,10 +284,15 @@ func (n *Node) armHistory() {
 }
 
 func (n *Node) retireSecond(m Metric, start int64, v uint64) {
-	if m >= keptMetrics {
-		return
+	if m == Untimed {
+		m = Complete // the later windows keep all exits under Complete
 	}
 	if mw := n.minute.Load(); mw != nil {
+		// A count that stayed in the second-level window until its second's
+		// minute slot moved on (an exit word that no exit wrote for over a
+		// minute: the timed ones while every exit went untimed, or the
+		// other way round) goes on to the window beyond, not into a later
+		// second.
 		if !mw.addUnlessBehind(start, m, v) {
 			n.retireMinute(m, start, v)
 		}
@@ -294,7 +304,9 @@ func (n *Node) retireSecond(m Metric, start int64, v uint64) {
 func (n *Node) retireMinute(m Metric, start int64, v uint64) {
 	if h := n.hist.Load(); h != nil {
 		// In pieces: one Add carries at most MaxAdd, and a second's sum
-		// (ten second-level buckets) may be larger.
+		// (ten second-level buckets) may be larger. A second whose slot of
+		// the history window has moved on goes into the totals (see
+		// retireSecond).
 		for nodeKinds[m] == Sum && v > MaxAdd {
 			if !h.addUnlessBehind(start, m, MaxAdd) {
 				break
@@ -581,9 +593,11 @@ func (n *Node) AddComplete(now, rt, batch int64, failed bool) {
 }
 
 // AddCompleteUntimed is AddComplete for an exit whose response time was
-// not measured: it counts the exit (Complete, Error) and under Untimed, and
-// adds nothing to RT and MinRT, so that AvgRT stays the mean of the exits
-// that were timed. now need only be a reading no older than the entry's
+// not measured: it counts the exit under Untimed (which readers count as
+// Complete too) and Error, and adds nothing to RT and MinRT, so that AvgRT
+// stays the mean of the exits that were timed. One counter for the exit, not
+// two: the timed exits' counter (Complete's word) is the one AvgRT divides
+// by. now need only be a reading no older than the entry's
 // start (an add into an older bucket than the newest one written goes into
 // the newer one: see LeapArray), so a caller may give an estimate instead of
 // reading the clock.
@@ -591,7 +605,6 @@ func (n *Node) AddCompleteUntimed(now, batch int64, failed bool) {
 	ep := now / int64(BucketWidth)
 	slot := n.slot(ep)
 	b := clampAdd(batch)
-	n.sec.AddSumAt(slot, ep, Complete, b)
 	n.sec.AddSumAt(slot, ep, Untimed, b)
 	if failed {
 		n.sec.AddSumAt(slot, ep, Error, b)
@@ -604,12 +617,27 @@ func (n *Node) Concurrency() int64 { return n.concurrency.Load() }
 
 // Sum returns metric m summed over the one-second window ending at now.
 func (n *Node) Sum(now int64, m Metric) uint64 {
-	return n.sec.SumEpoch(now/int64(BucketWidth), m, SecondBuckets)
+	ep := now / int64(BucketWidth)
+	s := n.sec.SumEpoch(ep, m, SecondBuckets)
+	if m == Complete {
+		s += n.sec.SumEpoch(ep, Untimed, SecondBuckets)
+	}
+	return s
+}
+
+// secUnretired is sec.Unretired for metric m as readers see it: Complete
+// is the timed exits' word and the untimed ones'.
+func (n *Node) secUnretired(now int64, m Metric, f func(bucketStart int64, v uint64)) {
+	n.sec.Unretired(now, m, f)
+	if m == Complete {
+		n.sec.Unretired(now, Untimed, f)
+	}
 }
 
 // FreeAt returns the first instant after now (the start of a bucket) at
 // which Sum metric m over the one-second window, given no more adds, is at
-// most limit (see Window.FreeAt), in nanoseconds.
+// most limit (see Window.FreeAt), in nanoseconds. m is a metric of one
+// counter: not Complete.
 func (n *Node) FreeAt(now int64, m Metric, limit float64) int64 {
 	at, _ := n.sec.FreeAt(now/int64(BucketWidth), m, 0, limit)
 	return at * int64(BucketWidth)
@@ -621,7 +649,7 @@ func (n *Node) QPS(now int64, m Metric) float64 { return float64(n.Sum(now, m)) 
 // AvgRT returns the mean response time over the one-second window, in
 // microseconds, or zero when nothing completed.
 func (n *Node) AvgRT(now int64) float64 {
-	c := n.Sum(now, Complete) - n.Sum(now, Untimed)
+	c := n.sec.SumEpoch(now/int64(BucketWidth), Complete, SecondBuckets) // the timed exits
 	if int64(c) <= 0 {
 		return 0
 	}
@@ -639,12 +667,41 @@ func (n *Node) MinRT(now int64) (int64, bool) {
 // bucket of the one-second window, scaled to per second. BBR uses it as the
 // best throughput the resource has shown.
 func (n *Node) MaxCompletePerSecond(now int64) float64 {
-	return float64(n.sec.MaxBucket(now, Complete)) * SecondBuckets
+	return float64(n.maxCompleteOf(now/int64(BucketWidth), -1)) * SecondBuckets
+}
+
+// maxCompleteOf returns the largest Complete count (timed and untimed) of a
+// single bucket of the one-second window ending at bucket epoch, and the
+// bucket after it, leaving out slot skip (-1: none).
+func (n *Node) maxCompleteOf(epoch int64, skip int) uint64 {
+	e := uint64(epoch) & epochMask
+	var best uint64
+	for i := 0; i < secRing; i++ {
+		if i == skip {
+			continue
+		}
+		// The two words of a slot that are in the window hold the same
+		// bucket: the window's eleven buckets are in eleven slots.
+		var c uint64
+		for _, m := range [2]Metric{Complete, Untimed} {
+			v := n.secWords[i*slotWords+int(m)].Load()
+			if d := (e - v>>valueBits) & epochMask; d < SecondBuckets || d == epochMask {
+				c += v & valueMask
+			}
+		}
+		best = max(best, c)
+	}
+	return best
 }
 
 // Bucket returns metric m of the single 100 ms bucket that contains t.
 func (n *Node) Bucket(t int64, m Metric) uint64 {
-	return n.sec.Value(t/int64(BucketWidth), m)
+	ep := t / int64(BucketWidth)
+	v := n.sec.Value(ep, m)
+	if m == Complete {
+		v += n.sec.Value(ep, Untimed)
+	}
+	return v
 }
 
 // MinuteSum returns metric m summed over the one-minute window ending at now
@@ -655,7 +712,7 @@ func (n *Node) MinuteSum(now int64, m Metric) uint64 {
 	n.armMinute()
 	s := n.minute.Load().Sum(now, m)
 	from := (now/int64(time.Second) - MinuteBuckets + 1) * int64(time.Second)
-	n.sec.Unretired(now, m, func(start int64, v uint64) {
+	n.secUnretired(now, m, func(start int64, v uint64) {
 		if start >= from && start <= now {
 			s += v
 		}
@@ -669,13 +726,15 @@ func (n *Node) MinuteSum(now int64, m Metric) uint64 {
 func (n *Node) Total(now int64, m Metric) uint64 {
 	s := n.total[m].Load()
 	add := func(_ int64, v uint64) { s += v }
-	if h := n.hist.Load(); h != nil {
-		h.Unretired(now, m, add)
+	if m < keptMetrics {
+		if h := n.hist.Load(); h != nil {
+			h.Unretired(now, m, add)
+		}
+		if mw := n.minute.Load(); mw != nil {
+			mw.Unretired(now, m, add)
+		}
 	}
-	if mw := n.minute.Load(); mw != nil {
-		mw.Unretired(now, m, add)
-	}
-	n.sec.Unretired(now, m, add)
+	n.secUnretired(now, m, add)
 	return s
 }
 
@@ -769,7 +828,12 @@ func (n *Node) History(now int64, since time.Duration) []stat.Second {
 				}
 			}
 		}
-		n.sec.Unretired(now, m, func(start int64, v uint64) { put(m, start, v) })
+		n.sec.Unretired(now, m, func(start int64, v uint64) {
+			put(m, start, v)
+			if m == Untimed {
+				put(Complete, start, v) // untimed exits are exits too
+			}
+		})
 	}
 	// The concurrency at the start of each second: what is in flight now,
 	// less what passed since, plus what exited since. A second's maximum is
