@@ -112,7 +112,8 @@ type Node struct {
 	//   secWords: one line's worth of words per bucket slot, of which
 	//             metricCount are used, so a call writes one or two lines.
 	//   total: the cold totals, written when minute buckets retire.
-	//   blockedBy: refusals by block type, written on the blocked path only.
+	//   blockedBy: refusals by block type, written when byType's counters
+	//             retire (a refusal writes byType only).
 	//   hist, keep: the history window beyond the minute (see History).
 	minute  atomic.Pointer[LeapArray[Metric]] // nil until a second first retires into it
 	sec     LeapArray[Metric]
@@ -419,18 +420,25 @@ func clampAdd(v int64) uint64 {
 // type beyond the built-in ones counts under index 0 of BlockedBy.
 func (n *Node) AddBlock(now, batch int64, by core.BlockType) {
 	ep := now / int64(BucketWidth)
-	n.sec.AddSumAt(n.slot(ep), ep, Block, clampAdd(batch))
+	b := clampAdd(batch)
+	n.sec.AddSumAt(n.slot(ep), ep, Block, b)
 	i := int(by)
 	if i >= len(n.blockedBy) {
 		i = 0
 	}
-	n.blockedBy[i].Add(clampAdd(batch))
 	a := n.byType.Load()
 	if a == nil {
-		n.byType.CompareAndSwap(nil, MustLeapArray[core.BlockType](2*time.Second, 2, byTypeKinds, nil))
+		n.byType.CompareAndSwap(nil, MustLeapArray(2*time.Second, 2, byTypeKinds, n.retireByType))
 		a = n.byType.Load()
 	}
-	a.Add(now, core.BlockType(i), clampAdd(batch))
+	a.Add(now, core.BlockType(i), b)
+}
+
+// retireByType moves a second's refusals of one block type into the totals
+// by type when their counter of byType is reset: a refusal writes one
+// counter by type, not two (see BlockedBy).
+func (n *Node) retireByType(by core.BlockType, _ int64, v uint64) {
+	n.blockedBy[by].Add(v)
 }
 
 // AddShadowBlock records batch requests that a rule in shadow mode of type
@@ -563,12 +571,18 @@ func (n *Node) BlockedInSecond(sec int64, by core.BlockType) uint64 {
 
 // BlockedBy returns the requests (by batch) refused by rules of block type
 // by since the node was made; index 0 of the types counts the types beyond
-// the built-in ones.
+// the built-in ones. Like Total, it is exact when no adds race it: every
+// refusal is in exactly one of the counters by type of the last two seconds
+// and the totals by type, into which those retire.
 func (n *Node) BlockedBy(by core.BlockType) uint64 {
 	if int(by) >= len(n.blockedBy) {
 		by = 0
 	}
-	return n.blockedBy[by].Load()
+	s := n.blockedBy[by].Load()
+	if a := n.byType.Load(); a != nil {
+		a.Unretired(0, by, func(_ int64, v uint64) { s += v })
+	}
+	return s
 }
 
 // AddComplete records batch requests that exited at now after rt
@@ -889,7 +903,7 @@ func (n *Node) Snapshot(now int64) stat.Snapshot {
 		TotalRT:        time.Duration(n.Total(now, RT)) * time.Microsecond,
 	}
 	for i := range n.blockedBy {
-		s.BlockedBy[i] = n.blockedBy[i].Load()
+		s.BlockedBy[i] = n.BlockedBy(core.BlockType(i))
 	}
 	if sc := n.shadow.Load(); sc != nil {
 		for i := range sc.by {
