@@ -431,7 +431,9 @@ func (n *Node) AddBlock(now, batch int64, by core.BlockType) {
 		n.byType.CompareAndSwap(nil, MustLeapArray(2*time.Second, 2, byTypeKinds, n.retireByType))
 		a = n.byType.Load()
 	}
-	a.Add(now, core.BlockType(i), b)
+	// a.Add, with the bucket width (a second) a constant.
+	sec := now / int64(time.Second)
+	a.AddSumAt(a.Slot(sec), sec, core.BlockType(i), b)
 }
 
 // retireByType moves a second's refusals of one block type into the totals
