@@ -3,6 +3,8 @@ package window
 import (
 	"fmt"
 	"math/rand/v2"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -325,4 +327,62 @@ func compareNodeModel(t *testing.T, n *Node, m *nodeModel, now, keep int64) {
 	if wantOK {
 		require.Equal(t, time.Duration(wantMin)*time.Microsecond, s.MinRT, at)
 	}
+}
+
+// TestNodeCountsExactUnderConcurrency: goroutines refuse and exit (timed
+// and untimed) on one node at a clock they share, moving across bucket and
+// second boundaries, so the counters by type and the exit counters retire
+// while others write; once they are done, the totals by type, the totals
+// and the refusals of the last second are exact.
+func TestNodeCountsExactUnderConcurrency(t *testing.T) {
+	const workers = 4
+	steps := conformance.Steps(3000)
+	n := new(Node)
+	n.InitHistory(time.Minute)
+	var clock atomic.Int64
+	var want [workers][blockTypes]uint64
+	var exits, timed [workers]uint64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 7))
+			for range steps {
+				now := clock.Add(rng.Int64N(int64(3 * time.Millisecond)))
+				batch := 1 + rng.Int64N(3)
+				switch k := rng.IntN(3); k {
+				case 0:
+					by := core.BlockType(rng.IntN(blockTypes))
+					n.AddBlock(now, batch, by)
+					want[w][by] += uint64(batch)
+				case 1:
+					n.AddComplete(now, int64(time.Millisecond), batch, false)
+					exits[w] += uint64(batch)
+					timed[w] += uint64(batch)
+				default:
+					n.AddCompleteUntimed(now, batch, false)
+					exits[w] += uint64(batch)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	now := clock.Load()
+	var total, totalExits, totalTimed uint64
+	for by := range blockTypes {
+		var s uint64
+		for w := range workers {
+			s += want[w][by]
+		}
+		total += s
+		require.Equal(t, s, n.BlockedBy(core.BlockType(by)), "type %d", by)
+	}
+	for w := range workers {
+		totalExits += exits[w]
+		totalTimed += timed[w]
+	}
+	require.Equal(t, total, n.Total(now, Block))
+	require.Equal(t, totalExits, n.Total(now, Complete))
+	require.Equal(t, totalTimed*1000, n.Total(now, RT), "1 ms each timed exit")
 }
