@@ -7,6 +7,7 @@ import (
 	"io"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -212,5 +213,14 @@ func TestBlockErrorOverloaded(t *testing.T) {
 	}
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, tt.be.Overloaded(), "%+v", tt.be)
+	}
+}
+
+// TestBlockErrorSize: every refusal allocates one; Shadow sits in the
+// padding after Type, which keeps it in the 112-byte size class (120 bytes,
+// and the 128-byte class, with Shadow last).
+func TestBlockErrorSize(t *testing.T) {
+	if got := unsafe.Sizeof(BlockError{}); got > 112 {
+		t.Fatalf("BlockError is %d bytes, want at most 112", got)
 	}
 }

@@ -205,6 +205,20 @@ func (a *LeapArray[M]) AddEpoch(epoch int64, m M, n uint64) {
 	a.addSum(w, m, epoch, e, n)
 }
 
+// addUnlessBehind is Add, except that when the bucket's slot holds a newer
+// bucket it adds nothing and reports false (Add would count n into the
+// newer bucket): for a retire hook that places a count which stayed
+// elsewhere for longer than this window holds its bucket.
+func (a *LeapArray[M]) addUnlessBehind(now int64, m M, n uint64) bool {
+	epoch := now / a.width
+	e := uint64(epoch) & epochMask
+	if old := a.word(epoch, m).Load(); old>>valueBits != e && !isStale(old, e) {
+		return false
+	}
+	a.AddEpoch(epoch, m, n)
+	return true
+}
+
 // Slot returns the counters of the bucket slot that holds epoch, one per
 // metric, for callers that write several metrics of one bucket (see
 // AddSumAt and AddMinAt).

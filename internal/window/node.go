@@ -20,7 +20,11 @@ const (
 	Pass Metric = iota
 	// Block counts entries (by batch) that a rule refused.
 	Block
-	// Complete counts entries (by batch) that exited.
+	// Complete counts entries (by batch) that exited. In the second-level
+	// window it is kept in two words, the timed exits (AddComplete) under
+	// Complete and the untimed ones under Untimed, so that an exit writes
+	// one of them; every reader of Complete adds the two up, and the two
+	// retire into the one Complete of the later windows and the totals.
 	Complete
 	// Error counts exited entries (by batch) that recorded an error.
 	Error
@@ -35,7 +39,7 @@ const (
 	MaxConcurrency
 	// Untimed counts exited entries (by batch, among Complete) whose RT was
 	// not measured (AddCompleteUntimed): RT and MinRT cover Complete less
-	// Untimed.
+	// Untimed. It exists in the second-level window only.
 	Untimed
 	metricCount
 )
@@ -45,8 +49,9 @@ const (
 // the second-level window: exits go untimed only until a reader makes the
 // minute window (see the engine's exitNeedsClock), so an untimed count
 // reaches a later window only in the seconds around a resource's first read,
-// and there it is dropped (the AvgRT of those seconds then counts their
-// untimed exits as taking no time), not kept in every second of an hour.
+// and there it joins Complete (the AvgRT of those seconds then counts their
+// untimed exits as taking no time), not kept apart in every second of an
+// hour.
 var nodeKinds = []Kind{Sum, Sum, Sum, Sum, Sum, Min, Max, Sum}
 
 // keptMetrics is the number of metrics the minute and history windows keep.
@@ -107,7 +112,8 @@ type Node struct {
 	//   secWords: one line's worth of words per bucket slot, of which
 	//             metricCount are used, so a call writes one or two lines.
 	//   total: the cold totals, written when minute buckets retire.
-	//   blockedBy: refusals by block type, written on the blocked path only.
+	//   blockedBy: refusals by block type, written when byType's counters
+	//             retire (a refusal writes byType only).
 	//   hist, keep: the history window beyond the minute (see History).
 	minute  atomic.Pointer[LeapArray[Metric]] // nil until a second first retires into it
 	sec     LeapArray[Metric]
@@ -279,11 +285,18 @@ func (n *Node) armHistory() {
 }
 
 func (n *Node) retireSecond(m Metric, start int64, v uint64) {
-	if m >= keptMetrics {
-		return
+	if m == Untimed {
+		m = Complete // the later windows keep all exits under Complete
 	}
 	if mw := n.minute.Load(); mw != nil {
-		mw.Add(start, m, v)
+		// A count that stayed in the second-level window until its second's
+		// minute slot moved on (an exit word that no exit wrote for over a
+		// minute: the timed ones while every exit went untimed, or the
+		// other way round) goes on to the window beyond, not into a later
+		// second.
+		if !mw.addUnlessBehind(start, m, v) {
+			n.retireMinute(m, start, v)
+		}
 		return
 	}
 	n.retireHist(m, start, v) // no reader yet: into the totals
@@ -292,13 +305,18 @@ func (n *Node) retireSecond(m Metric, start int64, v uint64) {
 func (n *Node) retireMinute(m Metric, start int64, v uint64) {
 	if h := n.hist.Load(); h != nil {
 		// In pieces: one Add carries at most MaxAdd, and a second's sum
-		// (ten second-level buckets) may be larger.
+		// (ten second-level buckets) may be larger. A second whose slot of
+		// the history window has moved on goes into the totals (see
+		// retireSecond).
 		for nodeKinds[m] == Sum && v > MaxAdd {
-			h.Add(start, m, MaxAdd)
+			if !h.addUnlessBehind(start, m, MaxAdd) {
+				break
+			}
 			v -= MaxAdd
 		}
-		h.Add(start, m, v)
-		return
+		if h.addUnlessBehind(start, m, v) {
+			return
+		}
 	}
 	n.retireHist(m, start, v)
 }
@@ -402,18 +420,27 @@ func clampAdd(v int64) uint64 {
 // type beyond the built-in ones counts under index 0 of BlockedBy.
 func (n *Node) AddBlock(now, batch int64, by core.BlockType) {
 	ep := now / int64(BucketWidth)
-	n.sec.AddSumAt(n.slot(ep), ep, Block, clampAdd(batch))
+	b := clampAdd(batch)
+	n.sec.AddSumAt(n.slot(ep), ep, Block, b)
 	i := int(by)
 	if i >= len(n.blockedBy) {
 		i = 0
 	}
-	n.blockedBy[i].Add(clampAdd(batch))
 	a := n.byType.Load()
 	if a == nil {
-		n.byType.CompareAndSwap(nil, MustLeapArray[core.BlockType](2*time.Second, 2, byTypeKinds, nil))
+		n.byType.CompareAndSwap(nil, MustLeapArray(2*time.Second, 2, byTypeKinds, n.retireByType))
 		a = n.byType.Load()
 	}
-	a.Add(now, core.BlockType(i), clampAdd(batch))
+	// a.Add, with the bucket width (a second) a constant.
+	sec := now / int64(time.Second)
+	a.AddSumAt(a.Slot(sec), sec, core.BlockType(i), b)
+}
+
+// retireByType moves a second's refusals of one block type into the totals
+// by type when their counter of byType is reset: a refusal writes one
+// counter by type, not two (see BlockedBy).
+func (n *Node) retireByType(by core.BlockType, _ int64, v uint64) {
+	n.blockedBy[by].Add(v)
 }
 
 // AddShadowBlock records batch requests that a rule in shadow mode of type
@@ -546,12 +573,18 @@ func (n *Node) BlockedInSecond(sec int64, by core.BlockType) uint64 {
 
 // BlockedBy returns the requests (by batch) refused by rules of block type
 // by since the node was made; index 0 of the types counts the types beyond
-// the built-in ones.
+// the built-in ones. Like Total, it is exact when no adds race it: every
+// refusal is in exactly one of the counters by type of the last two seconds
+// and the totals by type, into which those retire.
 func (n *Node) BlockedBy(by core.BlockType) uint64 {
 	if int(by) >= len(n.blockedBy) {
 		by = 0
 	}
-	return n.blockedBy[by].Load()
+	s := n.blockedBy[by].Load()
+	if a := n.byType.Load(); a != nil {
+		a.Unretired(0, by, func(_ int64, v uint64) { s += v })
+	}
+	return s
 }
 
 // AddComplete records batch requests that exited at now after rt
@@ -576,9 +609,11 @@ func (n *Node) AddComplete(now, rt, batch int64, failed bool) {
 }
 
 // AddCompleteUntimed is AddComplete for an exit whose response time was
-// not measured: it counts the exit (Complete, Error) and under Untimed, and
-// adds nothing to RT and MinRT, so that AvgRT stays the mean of the exits
-// that were timed. now need only be a reading no older than the entry's
+// not measured: it counts the exit under Untimed (which readers count as
+// Complete too) and Error, and adds nothing to RT and MinRT, so that AvgRT
+// stays the mean of the exits that were timed. One counter for the exit, not
+// two: the timed exits' counter (Complete's word) is the one AvgRT divides
+// by. now need only be a reading no older than the entry's
 // start (an add into an older bucket than the newest one written goes into
 // the newer one: see LeapArray), so a caller may give an estimate instead of
 // reading the clock.
@@ -586,7 +621,6 @@ func (n *Node) AddCompleteUntimed(now, batch int64, failed bool) {
 	ep := now / int64(BucketWidth)
 	slot := n.slot(ep)
 	b := clampAdd(batch)
-	n.sec.AddSumAt(slot, ep, Complete, b)
 	n.sec.AddSumAt(slot, ep, Untimed, b)
 	if failed {
 		n.sec.AddSumAt(slot, ep, Error, b)
@@ -599,12 +633,27 @@ func (n *Node) Concurrency() int64 { return n.concurrency.Load() }
 
 // Sum returns metric m summed over the one-second window ending at now.
 func (n *Node) Sum(now int64, m Metric) uint64 {
-	return n.sec.SumEpoch(now/int64(BucketWidth), m, SecondBuckets)
+	ep := now / int64(BucketWidth)
+	s := n.sec.SumEpoch(ep, m, SecondBuckets)
+	if m == Complete {
+		s += n.sec.SumEpoch(ep, Untimed, SecondBuckets)
+	}
+	return s
+}
+
+// secUnretired is sec.Unretired for metric m as readers see it: Complete
+// is the timed exits' word and the untimed ones'.
+func (n *Node) secUnretired(now int64, m Metric, f func(bucketStart int64, v uint64)) {
+	n.sec.Unretired(now, m, f)
+	if m == Complete {
+		n.sec.Unretired(now, Untimed, f)
+	}
 }
 
 // FreeAt returns the first instant after now (the start of a bucket) at
 // which Sum metric m over the one-second window, given no more adds, is at
-// most limit (see Window.FreeAt), in nanoseconds.
+// most limit (see Window.FreeAt), in nanoseconds. m is a metric of one
+// counter: not Complete.
 func (n *Node) FreeAt(now int64, m Metric, limit float64) int64 {
 	at, _ := n.sec.FreeAt(now/int64(BucketWidth), m, 0, limit)
 	return at * int64(BucketWidth)
@@ -616,7 +665,7 @@ func (n *Node) QPS(now int64, m Metric) float64 { return float64(n.Sum(now, m)) 
 // AvgRT returns the mean response time over the one-second window, in
 // microseconds, or zero when nothing completed.
 func (n *Node) AvgRT(now int64) float64 {
-	c := n.Sum(now, Complete) - n.Sum(now, Untimed)
+	c := n.sec.SumEpoch(now/int64(BucketWidth), Complete, SecondBuckets) // the timed exits
 	if int64(c) <= 0 {
 		return 0
 	}
@@ -634,12 +683,41 @@ func (n *Node) MinRT(now int64) (int64, bool) {
 // bucket of the one-second window, scaled to per second. BBR uses it as the
 // best throughput the resource has shown.
 func (n *Node) MaxCompletePerSecond(now int64) float64 {
-	return float64(n.sec.MaxBucket(now, Complete)) * SecondBuckets
+	return float64(n.maxCompleteOf(now/int64(BucketWidth), -1)) * SecondBuckets
+}
+
+// maxCompleteOf returns the largest Complete count (timed and untimed) of a
+// single bucket of the one-second window ending at bucket epoch, and the
+// bucket after it, leaving out slot skip (-1: none).
+func (n *Node) maxCompleteOf(epoch int64, skip int) uint64 {
+	e := uint64(epoch) & epochMask
+	var best uint64
+	for i := 0; i < secRing; i++ {
+		if i == skip {
+			continue
+		}
+		// The two words of a slot that are in the window hold the same
+		// bucket: the window's eleven buckets are in eleven slots.
+		var c uint64
+		for _, m := range [2]Metric{Complete, Untimed} {
+			v := n.secWords[i*slotWords+int(m)].Load()
+			if d := (e - v>>valueBits) & epochMask; d < SecondBuckets || d == epochMask {
+				c += v & valueMask
+			}
+		}
+		best = max(best, c)
+	}
+	return best
 }
 
 // Bucket returns metric m of the single 100 ms bucket that contains t.
 func (n *Node) Bucket(t int64, m Metric) uint64 {
-	return n.sec.Value(t/int64(BucketWidth), m)
+	ep := t / int64(BucketWidth)
+	v := n.sec.Value(ep, m)
+	if m == Complete {
+		v += n.sec.Value(ep, Untimed)
+	}
+	return v
 }
 
 // MinuteSum returns metric m summed over the one-minute window ending at now
@@ -650,7 +728,7 @@ func (n *Node) MinuteSum(now int64, m Metric) uint64 {
 	n.armMinute()
 	s := n.minute.Load().Sum(now, m)
 	from := (now/int64(time.Second) - MinuteBuckets + 1) * int64(time.Second)
-	n.sec.Unretired(now, m, func(start int64, v uint64) {
+	n.secUnretired(now, m, func(start int64, v uint64) {
 		if start >= from && start <= now {
 			s += v
 		}
@@ -664,13 +742,15 @@ func (n *Node) MinuteSum(now int64, m Metric) uint64 {
 func (n *Node) Total(now int64, m Metric) uint64 {
 	s := n.total[m].Load()
 	add := func(_ int64, v uint64) { s += v }
-	if h := n.hist.Load(); h != nil {
-		h.Unretired(now, m, add)
+	if m < keptMetrics {
+		if h := n.hist.Load(); h != nil {
+			h.Unretired(now, m, add)
+		}
+		if mw := n.minute.Load(); mw != nil {
+			mw.Unretired(now, m, add)
+		}
 	}
-	if mw := n.minute.Load(); mw != nil {
-		mw.Unretired(now, m, add)
-	}
-	n.sec.Unretired(now, m, add)
+	n.secUnretired(now, m, add)
 	return s
 }
 
@@ -764,7 +844,12 @@ func (n *Node) History(now int64, since time.Duration) []stat.Second {
 				}
 			}
 		}
-		n.sec.Unretired(now, m, func(start int64, v uint64) { put(m, start, v) })
+		n.sec.Unretired(now, m, func(start int64, v uint64) {
+			put(m, start, v)
+			if m == Untimed {
+				put(Complete, start, v) // untimed exits are exits too
+			}
+		})
 	}
 	// The concurrency at the start of each second: what is in flight now,
 	// less what passed since, plus what exited since. A second's maximum is
@@ -820,7 +905,7 @@ func (n *Node) Snapshot(now int64) stat.Snapshot {
 		TotalRT:        time.Duration(n.Total(now, RT)) * time.Microsecond,
 	}
 	for i := range n.blockedBy {
-		s.BlockedBy[i] = n.blockedBy[i].Load()
+		s.BlockedBy[i] = n.BlockedBy(core.BlockType(i))
 	}
 	if sc := n.shadow.Load(); sc != nil {
 		for i := range sc.by {

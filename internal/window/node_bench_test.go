@@ -32,3 +32,26 @@ func BenchmarkNodePassComplete(b *testing.B) {
 		})
 	})
 }
+
+// BenchmarkNodePassUntimed is BenchmarkNodePassComplete with an untimed
+// exit (AddCompleteUntimed), as Entry+Exit has when nothing reads the
+// exit's RT.
+func BenchmarkNodePassUntimed(b *testing.B) {
+	n := NewNode()
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		now := int64(i) * 1000
+		n.AddPass(now, 1)
+		n.AddCompleteUntimed(now, 1, false)
+	}
+}
+
+// BenchmarkNodeBlock is a node's share of a refusal (AddBlock), at a clock
+// that moves 1 µs per call.
+func BenchmarkNodeBlock(b *testing.B) {
+	n := NewNode()
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		n.AddBlock(int64(i)*1000, 1, 2)
+	}
+}

@@ -12,7 +12,12 @@ import (
 // no longer changes (short of a racing caller whose clock reading is a
 // little older).
 func (n *Node) SumBefore(now int64, m Metric) uint64 {
-	return n.sec.view.sum(now/int64(BucketWidth), int(m), 1, SecondBuckets)
+	ep := now / int64(BucketWidth)
+	s := n.sec.view.sum(ep, int(m), 1, SecondBuckets)
+	if m == Complete {
+		s += n.sec.view.sum(ep, int(Untimed), 1, SecondBuckets)
+	}
+	return s
 }
 
 // WindowCache reads a node's one-second pass count, completion count and RT
@@ -56,7 +61,7 @@ func (w *WindowCache) Sums(now int64) (pass, complete, rtMicros uint64) {
 	} else {
 		pass, complete, rtMicros = w.fill(now, seq)
 	}
-	// The current bucket: one slot of the window, three words.
+	// The current bucket: one slot of the window, four words.
 	a := &w.node.sec
 	base := a.slotOf(ep) * a.stride
 	e := uint64(ep) & epochMask
@@ -64,6 +69,9 @@ func (w *WindowCache) Sums(now int64) (pass, complete, rtMicros uint64) {
 		pass += v & valueMask
 	}
 	if v := a.words[base+int(Complete)].Load(); v>>valueBits == e {
+		complete += v & valueMask
+	}
+	if v := a.words[base+int(Untimed)].Load(); v>>valueBits == e {
 		complete += v & valueMask
 	}
 	if v := a.words[base+int(RT)].Load(); v>>valueBits == e {
@@ -139,21 +147,7 @@ func (n *Node) minRTSince(now, from, until int64) (uint64, bool) {
 // maxCompleteBefore returns the largest Complete count of a single bucket of
 // the one-second window ending at bucket epoch, leaving out that bucket.
 func (n *Node) maxCompleteBefore(epoch int64) uint64 {
-	a := &n.sec
-	e := uint64(epoch) & epochMask
-	skip := a.slotOf(epoch)
-	var best uint64
-	for i := 0; i < a.ring; i++ {
-		if i == skip {
-			continue
-		}
-		v := a.words[i*a.stride+int(Complete)].Load()
-		d := (e - v>>valueBits) & epochMask
-		if d < SecondBuckets || d == epochMask {
-			best = max(best, v&valueMask)
-		}
-	}
-	return best
+	return n.maxCompleteOf(epoch, n.sec.slotOf(epoch))
 }
 
 // Best returns the two figures BBR weighs at now: the highest completion
@@ -180,9 +174,14 @@ func (w *WindowCache) Best(now int64) (maxComplete, minRT uint64, ok bool) {
 	a := &w.node.sec
 	base := a.slotOf(ep) * a.stride
 	e := uint64(ep) & epochMask
+	var cur uint64
 	if v := a.words[base+int(Complete)].Load(); v>>valueBits == e {
-		maxComplete = max(maxComplete, v&valueMask)
+		cur = v & valueMask
 	}
+	if v := a.words[base+int(Untimed)].Load(); v>>valueBits == e {
+		cur += v & valueMask
+	}
+	maxComplete = max(maxComplete, cur)
 	if v := a.words[base+int(MinRT)].Load(); v>>valueBits == e && v&valueMask != 0 {
 		if closedMin == 0 || v&valueMask < closedMin {
 			closedMin = v & valueMask

@@ -117,6 +117,24 @@ func (w *Window) Sum(epoch int64) uint64 {
 // without stopping writers: exact when none race it, a close estimate
 // otherwise.
 func (w *Window) FreeAt(epoch int64, n uint64, limit float64) (int64, bool) {
-	v := w.view()
-	return v.freeAt(epoch, 0, n, limit)
+	// view.freeAt with the window's shape as constants (a refusal's
+	// RetryAfter: the walk then compiles to a few loads and compares).
+	if n > MaxAdd {
+		n = MaxAdd
+	}
+	if float64(n) > limit {
+		return 0, false
+	}
+	const mask = windowRing - 1
+	s := n + count(w.words[(epoch+1)&mask].Load(), epoch+1)
+	if float64(s) > limit {
+		return epoch + 1 + WindowBuckets, true
+	}
+	for k := int64(0); k < WindowBuckets; k++ {
+		s += count(w.words[(epoch-k)&mask].Load(), epoch-k)
+		if float64(s) > limit {
+			return epoch + WindowBuckets - k, true
+		}
+	}
+	return epoch + 1, true // it fits already (a racing Sub freed room)
 }
