@@ -341,7 +341,7 @@ func BenchmarkParamEntryExit(b *testing.B) {
 			// pass returned from one, would escape to the heap.
 			one := func(k string) error {
 				var (
-					p   *Pass
+					p   Pass
 					err error
 				)
 				if typed {
