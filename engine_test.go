@@ -408,7 +408,7 @@ func TestEntryRefusesWhatItCannotMakeSenseOf(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p, err := g.Entry(tt.resource, tt.opts...)
-			require.Nil(t, p)
+			require.Zero(t, p)
 			require.ErrorIs(t, err, tt.want)
 			require.NotErrorIs(t, err, core.ErrBlocked)
 			if tt.wantText != "" {
@@ -462,7 +462,7 @@ func TestCloseReleasesQueuedEntries(t *testing.T) {
 			errc := make(chan error, 1)
 			go func() {
 				p, err := tt.enter(g) // queued behind it
-				p.Exit() // the zero Pass when refused: does nothing
+				p.Exit()              // the zero Pass when refused: does nothing
 				errc <- err
 			}()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

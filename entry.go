@@ -130,9 +130,9 @@ func WithIntAttachment(key string, n int64) EntryOption {
 // entry, and the entry is released once, by whichever copy calls Exit
 // first. A second Exit, on the Pass or on any copy, does nothing, and so
 // does SetError after Exit; both stay harmless after the engine has reused
-// the record for another entry (the generation no longer matches). SetError
-// and Exit are safe to call from several goroutines, on copies, though
-// which SetError an Exit sees is then up to them.
+// the record for another entry (the generation no longer matches). Copies
+// may be used from several goroutines at once: Exit sees the last SetError
+// made before it, and a SetError after it does nothing.
 //
 // The zero Pass is inert: SetError and Exit do nothing. Entry and
 // EntryContext return it with every refusal or error. (It is not called
@@ -148,7 +148,8 @@ type Pass struct {
 // Entry is called; gen tells the Passes of one use of a record from those
 // of its other uses.
 //
-// gen goes up by two per use. A Pass holds the even generation of its use:
+// gen goes up by two per admitted entry (a refused one hands out no Pass
+// and leaves it). A Pass holds the even generation of its entry:
 // Exit moves gen from it to the next even one (once, across copies: the
 // winner of that compare-and-swap alone releases the entry and recycles the
 // record), and SetError holds it odd while it writes err, so that a write
@@ -181,11 +182,10 @@ func (p Pass) SetError(err error) {
 	if r == nil {
 		return
 	}
-	if !r.hold(p.gen, p.gen+1) {
-		return // exited: the record is not this Pass's any more
+	if r.gen.CompareAndSwap(p.gen, p.gen+1) || r.hold(p.gen, p.gen+1) {
+		r.err = err
+		r.gen.Store(p.gen)
 	}
-	r.err = err
-	r.gen.Store(p.gen)
 }
 
 // Exit ends the entry: it records completion, RT and error, and releases
@@ -197,12 +197,12 @@ func (p Pass) Exit() {
 	if r == nil {
 		return
 	}
-	if !r.hold(p.gen, p.gen+genStep) {
-		return // exited already, by this Pass or a copy
+	// The common case, no SetError on a copy under way, without a call.
+	if r.gen.CompareAndSwap(p.gen, p.gen+genStep) || r.hold(p.gen, p.gen+genStep) {
+		r.exit()
+		r.err = nil
+		passRecords.Put(r)
 	}
-	r.exit()
-	r.err = nil
-	passRecords.Put(r)
 }
 
 // hold moves gen from the generation of a Pass, gen, to to, waiting out a

@@ -170,7 +170,7 @@ func TestFlowThrottleCancelledWaitGivesSlotBack(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() {
 		p, err := g.EntryContext(ctx, "r") // queued for 100 ms
-		p.Exit() // the zero Pass when refused: does nothing
+		p.Exit()                           // the zero Pass when refused: does nothing
 		errc <- err
 	}()
 	bctx, bcancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -421,7 +421,7 @@ func TestFlowAssociatedResource(t *testing.T) {
 		require.True(t, try(g, "read"))
 	}
 	p, err := g.Entry("write")
-	require.Nil(t, p)
+	require.Zero(t, p)
 	var be *core.BlockError
 	require.ErrorAs(t, err, &be)
 	assert.Equal(t, float64(11), be.Observed)
@@ -502,7 +502,7 @@ func TestBlockErrorShape(t *testing.T) {
 	mustLoadFlow(t, g, rules.Flow{ID: "orders-qps", Resource: "GET /orders", Threshold: 1})
 	require.True(t, try(g, "GET /orders"))
 	p, err := g.Entry("GET /orders")
-	require.Nil(t, p)
+	require.Zero(t, p)
 	require.Error(t, err)
 	require.True(t, errors.Is(err, core.ErrBlocked))
 	var be *core.BlockError
