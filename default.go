@@ -6,10 +6,9 @@ import (
 )
 
 // The default engine always exists: making one starts no goroutine (the
-// system sampler starts only when system rules need it), and keeping the
-// pointer non-nil lets the package-level Entry inline, so its *Pass stays on
-// the caller's stack (see "Atomics" in docs/design/architecture.md for why the
-// pointer is a sync/atomic one).
+// system sampler starts only when system rules need it), and the
+// package-level functions need not check for nil (see "Atomics" in
+// docs/design/architecture.md for why the pointer is a sync/atomic one).
 var defaultPtr atomic.Pointer[Engine]
 
 func init() { defaultPtr.Store(New()) }
@@ -32,22 +31,12 @@ func SetDefault(eng *Engine) *Engine {
 func defaultEngine() *Engine { return defaultPtr.Load() }
 
 // Entry asks the default engine to enter resource (see Engine.Entry).
-func Entry(resource string, opts ...EntryOption) (*Pass, error) {
-	return enterDefault(new(Pass), nil, resource, opts)
+func Entry(resource string, opts ...EntryOption) (Pass, error) {
+	return defaultPtr.Load().enter(nil, resource, opts)
 }
 
 // EntryContext is Entry with a context that bounds any wait (see
 // Engine.EntryContext).
-func EntryContext(ctx context.Context, resource string, opts ...EntryOption) (*Pass, error) {
-	return enterDefault(new(Pass), ctx, resource, opts)
-}
-
-// enterDefault is the default engine's enter. Loading the engine here
-// rather than in Entry and EntryContext keeps those within the inliner's
-// budget (with room to spare), so the Pass they return can stay in the
-// caller's frame.
-//
-//go:noinline
-func enterDefault(p *Pass, ctx context.Context, name string, opts []EntryOption) (*Pass, error) {
-	return defaultPtr.Load().enter(p, ctx, name, opts)
+func EntryContext(ctx context.Context, resource string, opts ...EntryOption) (Pass, error) {
+	return defaultPtr.Load().enter(ctx, resource, opts)
 }

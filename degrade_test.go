@@ -231,7 +231,7 @@ func TestCircuitBreakerHalfOpenAdmitsExactlyNConcurrentEntries(t *testing.T) {
 	var (
 		wg     sync.WaitGroup
 		start  = make(chan struct{})
-		passed = make(chan *Pass, callers)
+		passed = make(chan Pass, callers)
 		errs   = make(chan error, callers)
 	)
 	for range callers {

@@ -46,7 +46,7 @@ func DoContext(ctx context.Context, resource string, fn func() error, opts ...En
 }
 
 func (eng *Engine) do(ctx context.Context, resource string, fn func() error, opts []EntryOption) error {
-	p, err := eng.enter(new(Pass), ctx, resource, opts)
+	p, err := eng.enter(ctx, resource, opts)
 	if err != nil {
 		return err
 	}
@@ -59,7 +59,9 @@ func (eng *Engine) do(ctx context.Context, resource string, fn func() error, opt
 	}()
 	err = fn()
 	returned = true
-	p.SetError(err)
+	// p never leaves Do, so it has no copies: the record is written
+	// directly, without SetError's hold on its generation.
+	p.rec.err = err
 	p.Exit()
 	return err
 }

@@ -15,8 +15,9 @@
 //
 //	err := sluice.Do("GET /orders", func() error { return serve(w, r) })
 //
-// A *Pass must not be copied (go vet reports a copy; a copy's Exit releases
-// nothing once the original exited), and its methods do nothing on nil.
+// A Pass is a small value: copies of it stand for the same entry, which the
+// first Exit on any of them releases; a second Exit does nothing, and so
+// does every method of the zero Pass that a refused Entry returns.
 //
 // An entry runs through a slot chain: rule checks (system, flow,
 // param, degrade, then custom slots; the first to refuse wins), then

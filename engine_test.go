@@ -108,7 +108,7 @@ func TestReloadKeepsInFlightConcurrency(t *testing.T) {
 	g, _ := newTestEngine(t, 0)
 	_, err := loadFlow(g, []rules.Flow{{Metric: rules.Concurrency, Resource: "r", Threshold: 3}})
 	require.NoError(t, err)
-	var held []*Pass
+	var held []Pass
 	for i := 0; i < 3; i++ {
 		p, err := g.Entry("r")
 		require.NoError(t, err)
@@ -294,7 +294,7 @@ func TestInboundAndOutboundStatistics(t *testing.T) {
 	clk.Advance(5 * time.Millisecond)
 	q.Exit()
 	p.SetError(errors.New("failed"))
-	assert.Error(t, p.err)
+	assert.Error(t, p.rec.err)
 	p.Exit()
 	in := g.SystemMetrics().Inbound
 	assert.Equal(t, uint64(1), in.TotalPass)
@@ -408,7 +408,7 @@ func TestEntryRefusesWhatItCannotMakeSenseOf(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p, err := g.Entry(tt.resource, tt.opts...)
-			require.Nil(t, p)
+			require.Zero(t, p)
 			require.ErrorIs(t, err, tt.want)
 			require.NotErrorIs(t, err, core.ErrBlocked)
 			if tt.wantText != "" {
@@ -434,8 +434,8 @@ func TestCloseReleasesQueuedEntries(t *testing.T) {
 	flowThrottle := rules.Flow{Resource: "r", Threshold: 1, Behavior: rules.Throttle, MaxQueueing: 5 * time.Second}
 	warmThrottle := rules.Flow{Resource: "r", Threshold: 10, Strategy: rules.WarmUp, WarmUpPeriod: 10 * time.Second, Behavior: rules.Throttle, MaxQueueing: 5 * time.Second}
 	paramThrottle := rules.Param{Resource: "r", Index: 0, Threshold: 1, Behavior: rules.Throttle, MaxQueueing: 5 * time.Second}
-	entry := func(g *Engine) (*Pass, error) { return g.Entry("r", WithArgs("user-1")) }
-	withContext := func(g *Engine) (*Pass, error) {
+	entry := func(g *Engine) (Pass, error) { return g.Entry("r", WithArgs("user-1")) }
+	withContext := func(g *Engine) (Pass, error) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		return g.EntryContext(ctx, "r", WithArgs("user-1"))
@@ -443,7 +443,7 @@ func TestCloseReleasesQueuedEntries(t *testing.T) {
 	tests := []struct {
 		name  string
 		set   rules.Set
-		enter func(*Engine) (*Pass, error)
+		enter func(*Engine) (Pass, error)
 	}{
 		{"flow throttle, Entry", rules.Set{Flow: []rules.Flow{flowThrottle}}, entry},
 		{"flow throttle, EntryContext", rules.Set{Flow: []rules.Flow{flowThrottle}}, withContext},
@@ -462,9 +462,7 @@ func TestCloseReleasesQueuedEntries(t *testing.T) {
 			errc := make(chan error, 1)
 			go func() {
 				p, err := tt.enter(g) // queued behind it
-				if p != nil {
-					p.Exit()
-				}
+				p.Exit()              // the zero Pass when refused: does nothing
 				errc <- err
 			}()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

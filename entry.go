@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -119,92 +120,133 @@ func WithIntAttachment(key string, n int64) EntryOption {
 }
 
 // Pass is one admitted call into a resource: what Entry returns when every
-// rule lets the call through. Call Exit exactly once when the protected work
-// ends (a second Exit does nothing); typically `defer p.Exit()` right after a
-// successful Entry, which also releases the pass if the protected code
+// rule lets the call through. Call Exit exactly once per admitted entry,
+// when the protected work ends; typically `defer p.Exit()` right after a
+// successful Entry, which also releases the entry if the protected code
 // panics (but counts it as a success: Do counts a panic as an error).
 //
-// A Pass belongs to the goroutine that made it: SetError and Exit are not
-// safe to call concurrently with each other. Only Entry and EntryContext
-// make one; the zero Pass is not usable. Every method may be called on a nil
-// *Pass, and does nothing (or returns the zero value). Do not copy a Pass
-// (go vet's copylocks check reports copies): a copy shares its original's
-// release, so of the two, only the first Exit releases anything. (It is not
-// called Entry because Go does not allow a type and a function of the same
-// name in one package, and sluice.Entry is the verb every Sentinel user
-// knows.)
+// A Pass is a small value (a reference to the entry's record and the
+// record's generation) and may be copied: every copy stands for the same
+// entry, and the entry is released once, by whichever copy calls Exit
+// first. A second Exit, on the Pass or on any copy, does nothing, and so
+// does SetError after Exit; both stay harmless after the engine has reused
+// the record for another entry (the generation no longer matches). Copies
+// may be used from several goroutines at once: Exit sees the last SetError
+// made before it, and a SetError after it does nothing.
+//
+// The zero Pass is inert: SetError and Exit do nothing. Entry and
+// EntryContext return it with every refusal or error. (It is not called
+// Entry because Go does not allow a type and a function of the same name in
+// one package, and sluice.Entry is the verb every Sentinel user knows.)
 type Pass struct {
-	_      noCopy
+	rec *passRecord
+	gen uint64
+}
+
+// passRecord is the state of one entry from Entry to Exit. Records are
+// recycled (passRecords), so the pass path allocates nothing whichever way
+// Entry is called; gen tells the Passes of one use of a record from those
+// of its other uses.
+//
+// gen goes up by two per admitted entry (a refused one hands out no Pass
+// and leaves it). A Pass holds the even generation of its entry:
+// Exit moves gen from it to the next even one (once, across copies: the
+// winner of that compare-and-swap alone releases the entry and recycles the
+// record), and SetError holds it odd while it writes err, so that a write
+// never lands in a later use of the record nor races one (a stale Pass finds
+// the generation moved and writes nothing).
+type passRecord struct {
+	gen    atomic.Uint64
 	eng    *Engine
 	res    *resource
 	ctx    entry.Context
 	err    error
 	custom *slots.Entry    // what custom slots see, nil without them
 	slots  *chain.Snapshot // the custom slots the entry ran through
-	// guard and gen make Exit release once across copies of the Pass: Exit
-	// releases only if it moves guard from gen to gen+1, and a copy holds
-	// the same guard and gen. Guards are recycled (their generation goes on
-	// counting), so the pass path allocates nothing.
-	guard *passGuard
-	gen   uint64
 }
 
-// noCopy makes go vet's copylocks check report a copied Pass.
-type noCopy struct{}
+// passRecords recycles records (see the pass path's section of
+// docs/design/architecture.md for why a sync.Pool rather than a list per
+// engine).
+var passRecords = sync.Pool{New: func() any { return new(passRecord) }}
 
-func (*noCopy) Lock()   {}
-func (*noCopy) Unlock() {}
-
-// passGuard is the release right of one pass at a time (see Pass.guard).
-type passGuard struct{ gen atomic.Uint64 }
-
-var passGuards = sync.Pool{New: func() any { return new(passGuard) }}
-
-// arm gives p its release right; enter calls it once the entry passed.
-func (p *Pass) arm() {
-	g := passGuards.Get().(*passGuard)
-	p.guard, p.gen = g, g.gen.Load()
-}
+// genStep is how far gen moves per use of a record; gen+1 is "SetError is
+// writing".
+const genStep = 2
 
 // SetError records err as the outcome of the protected work; circuit
-// breakers and error statistics see it at Exit. A nil err clears it. On a
-// nil *Pass it does nothing.
-func (p *Pass) SetError(err error) {
-	if p != nil {
-		p.err = err
+// breakers and error statistics see it at Exit. A nil err clears it. After
+// Exit (on any copy), and on the zero Pass, it does nothing.
+func (p Pass) SetError(err error) {
+	r := p.rec
+	if r == nil {
+		return
+	}
+	if r.gen.CompareAndSwap(p.gen, p.gen+1) || r.hold(p.gen, p.gen+1) {
+		r.err = err
+		r.gen.Store(p.gen)
 	}
 }
 
 // Exit ends the entry: it records completion, RT and error, and releases
 // everything the entry held (concurrency, circuit-breaker probes). Calling
-// Exit again, on a copy of an exited Pass, or on a nil *Pass, does nothing.
-func (p *Pass) Exit() {
-	if p == nil || p.guard == nil || !p.guard.gen.CompareAndSwap(p.gen, p.gen+1) {
+// Exit again, on a copy of an exited Pass, or on the zero Pass, does
+// nothing.
+func (p Pass) Exit() {
+	r := p.rec
+	if r == nil {
 		return
 	}
-	passGuards.Put(p.guard)
-	p.guard = nil
-	eng := p.eng
+	// The common case, no SetError on a copy under way, without a call.
+	if r.gen.CompareAndSwap(p.gen, p.gen+genStep) || r.hold(p.gen, p.gen+genStep) {
+		r.exit()
+		r.err = nil
+		passRecords.Put(r)
+	}
+}
+
+// hold moves gen from the generation of a Pass, gen, to to, waiting out a
+// SetError on a copy of the Pass (gen+1). It reports false when gen has
+// moved on: the entry exited.
+func (r *passRecord) hold(gen, to uint64) bool {
+	for {
+		if r.gen.CompareAndSwap(gen, to) {
+			return true
+		}
+		switch r.gen.Load() {
+		case gen: // a SetError on a copy has just finished
+		case gen + 1: // a SetError on a copy is writing
+			runtime.Gosched()
+		default:
+			return false
+		}
+	}
+}
+
+// exit is the body of Exit, run once per entry by the Exit that won the
+// record.
+func (r *passRecord) exit() {
+	eng := r.eng
 	var in *window.Node
-	if p.ctx.Traffic == core.Inbound {
+	if r.ctx.Traffic == core.Inbound {
 		in = eng.inbound
 	}
-	if !eng.exitNeedsClock(p, in) {
+	if !eng.exitNeedsClock(r, in) {
 		// Nothing reads this exit's RT or instant beyond its bucket: the
 		// latest reading of an Entry stands for the clock (never earlier
 		// than the entry's own start).
-		statistic.ExitUntimed(max(p.ctx.Start, eng.recent.Load()), p.ctx.Batch, p.err != nil, &p.res.node, in)
+		statistic.ExitUntimed(max(r.ctx.Start, eng.recent.Load()), r.ctx.Batch, r.err != nil, &r.res.node, in)
 		return
 	}
 	now := eng.clock.Nanotime()
-	info := entry.ExitInfo{Start: p.ctx.Start, End: now, Batch: p.ctx.Batch, Err: p.err}
-	p.ctx.ReleaseTickets(info)
-	statistic.Exit(info, &p.res.node, in)
-	if p.slots != nil {
+	info := entry.ExitInfo{Start: r.ctx.Start, End: now, Batch: r.ctx.Batch, Err: r.err}
+	r.ctx.ReleaseTickets(info)
+	statistic.Exit(info, &r.res.node, in)
+	if r.slots != nil {
 		// The slots the entry passed through, not whatever is registered
 		// now: a slot added meanwhile never saw this entry pass.
-		for _, s := range p.slots.Stat {
-			s.OnExit(p.custom, now, p.err)
+		for _, s := range r.slots.Stat {
+			s.OnExit(r.custom, now, r.err)
 		}
 	}
 }
@@ -225,7 +267,7 @@ func (eng *Engine) noteRecent(now int64) {
 	}
 }
 
-// exitNeedsClock reports whether Exit must read the clock for p: the one
+// exitNeedsClock reports whether Exit must read the clock for r: the one
 // place that decides whether an exit's response time (and exact instant) is
 // consumed. Everything that reads RT is a condition here, and a new consumer
 // is one more line:
@@ -241,16 +283,16 @@ func (eng *Engine) noteRecent(now int64) {
 //
 // When none holds, Exit counts the exit as untimed at an estimate of its
 // instant (see window.Node.AddCompleteUntimed and docs/design/architecture.md).
-func (eng *Engine) exitNeedsClock(p *Pass, in *window.Node) bool {
+func (eng *Engine) exitNeedsClock(r *passRecord, in *window.Node) bool {
 	return !eng.estimateExit ||
-		p.ctx.Tickets() != 0 ||
-		p.slots != nil ||
-		p.res.node.Read() ||
+		r.ctx.Tickets() != 0 ||
+		r.slots != nil ||
+		r.res.node.Read() ||
 		in != nil && (eng.system.Active() || eng.inboundRead.Load())
 }
 
-// Entry asks to enter resource. It returns a *Pass when every rule lets the
-// call through, and otherwise a nil *Pass and an error: a *BlockError
+// Entry asks to enter resource. It returns a Pass when every rule lets the
+// call through, and otherwise the zero Pass and an error: a *BlockError
 // (matching ErrBlocked) when a rule refused it; ErrBadResource,
 // ErrBadTraffic, ErrBadBatch or ErrTooManyAttachments (wrapped) for an entry
 // it cannot make sense of; or ErrClosed. A throttling rule may make it wait
@@ -259,10 +301,8 @@ func (eng *Engine) exitNeedsClock(p *Pass, in *window.Node) bool {
 // A custom slot that panics makes Entry panic with the same value; the entry
 // then holds nothing (what the rules reserved for it is given back) and is
 // counted neither as passed nor as blocked.
-func (eng *Engine) Entry(resource string, opts ...EntryOption) (*Pass, error) {
-	// Small enough to inline: the Entry is then allocated in the caller's
-	// frame and, when the caller keeps it local, never reaches the heap.
-	return eng.enterNoCtx(new(Pass), resource, opts)
+func (eng *Engine) Entry(resource string, opts ...EntryOption) (Pass, error) {
+	return eng.enter(nil, resource, opts)
 }
 
 // EntryContext is Entry with a context that bounds any wait: an entry whose
@@ -271,24 +311,14 @@ func (eng *Engine) Entry(resource string, opts ...EntryOption) (*Pass, error) {
 // the context's deadline is refused at once, holding nothing, with Cause
 // context.DeadlineExceeded. An entry that need not wait passes whatever its
 // context. The context is not kept.
-func (eng *Engine) EntryContext(ctx context.Context, resource string, opts ...EntryOption) (*Pass, error) {
-	return eng.enter(new(Pass), ctx, resource, opts)
+func (eng *Engine) EntryContext(ctx context.Context, resource string, opts ...EntryOption) (Pass, error) {
+	return eng.enter(ctx, resource, opts)
 }
 
-// enterNoCtx is enter without a context. It has one parameter fewer, which
-// keeps Engine.Entry within the inliner's budget.
-//
-//go:noinline
-func (eng *Engine) enterNoCtx(p *Pass, name string, opts []EntryOption) (*Pass, error) {
-	return eng.enter(p, nil, name, opts)
-}
-
-// enter runs p through the chain and returns it, or nil and the reason.
-func (eng *Engine) enter(p *Pass, ctx context.Context, name string, opts []EntryOption) (*Pass, error) {
-	p.eng = eng
-	c := &p.ctx
-	c.Resource = name
-	c.Batch = 1
+// enter runs an entry through the chain and returns its Pass, or the zero
+// Pass and the reason.
+func (eng *Engine) enter(ctx context.Context, name string, opts []EntryOption) (Pass, error) {
+	traffic, batch, priority := core.Inbound, int64(1), core.Priority(0)
 	// Arguments stay in this frame and are lent to the param slot only.
 	var (
 		args  entry.Args
@@ -300,36 +330,42 @@ func (eng *Engine) enter(p *Pass, ctx context.Context, name string, opts []Entry
 		switch o.kind {
 		case optTraffic:
 			if o.n != int64(core.Inbound) && o.n != int64(core.Outbound) {
-				return nil, fmt.Errorf("%w: %v", ErrBadTraffic, core.TrafficType(o.n))
+				return Pass{}, fmt.Errorf("%w: %v", ErrBadTraffic, core.TrafficType(o.n))
 			}
-			c.Traffic = core.TrafficType(o.n)
+			traffic = core.TrafficType(o.n)
 		case optBatch:
-			c.Batch = o.n
+			batch = o.n
 		case optArgs:
 			args.Positional = o.args
 		case optPriority:
-			c.Priority = core.Priority(o.n)
+			priority = core.Priority(o.n)
 		case optArg:
 			if nn == len(given) {
-				return nil, fmt.Errorf("%w: more than %d", ErrTooManyAttachments, maxAttachments)
+				return Pass{}, fmt.Errorf("%w: more than %d", ErrTooManyAttachments, maxAttachments)
 			}
 			given[nn] = &o.arg
 			nn++
 		}
 	}
 	args.Given = given[:nn]
-	if c.Batch < 1 || c.Batch > maxBatch {
-		return nil, fmt.Errorf("%w: %d (want 1 to %d)", ErrBadBatch, c.Batch, maxBatch)
+	if batch < 1 || batch > maxBatch {
+		return Pass{}, fmt.Errorf("%w: %d (want 1 to %d)", ErrBadBatch, batch, maxBatch)
 	}
 	if name == "" {
-		return nil, fmt.Errorf("%w: empty", ErrBadResource)
+		return Pass{}, fmt.Errorf("%w: empty", ErrBadResource)
 	}
 	if len(name) > eng.maxName {
-		return nil, fmt.Errorf("%w: %d bytes, more than the engine's limit of %d (Limits.NameBytes)", ErrBadResource, len(name), eng.maxName)
+		return Pass{}, fmt.Errorf("%w: %d bytes, more than the engine's limit of %d (Limits.NameBytes)", ErrBadResource, len(name), eng.maxName)
 	}
 	if eng.closed.Load() {
-		return nil, ErrClosed
+		return Pass{}, ErrClosed
 	}
+	p := passRecords.Get().(*passRecord)
+	// Every field but the tickets, which the record's last use left empty
+	// (released at Exit or on refusal; the undo-only ones dropped).
+	p.eng, p.err, p.custom, p.slots = eng, nil, nil, nil
+	c := &p.ctx
+	c.Resource, c.Traffic, c.Batch, c.Priority = name, traffic, batch, priority
 	// The resource is looked up before the clock is read, with the latest
 	// Entry's reading standing in for the clock to pick the bucket slot
 	// its node prefetches, so that the clock read overlaps the misses of a
@@ -355,12 +391,13 @@ func (eng *Engine) enter(p *Pass, ctx context.Context, name string, opts []Entry
 		return eng.enterCustom(ctx, p, args, r, in, snap)
 	}
 	if be := eng.check(ctx, c, args, r); be != nil {
-		return nil, eng.refuse(c, r, in, be)
+		err := eng.refuse(c, r, in, be)
+		passRecords.Put(p)
+		return Pass{}, err
 	}
 	c.DropUndo()
 	statistic.Pass(c, &r.node, in)
-	p.arm()
-	return p, nil
+	return Pass{rec: p, gen: p.gen.Load()}, nil
 }
 
 // enterCustom is the rest of enter on an engine with custom slots: Prepare,
@@ -369,7 +406,7 @@ func (eng *Engine) enter(p *Pass, ctx context.Context, name string, opts []Entry
 // counted neither as passed nor as blocked, and the panic goes on up to the
 // caller of Entry unchanged. (Observers that saw OnPass before the one that
 // panicked see no OnExit: the entry never passed.)
-func (eng *Engine) enterCustom(ctx context.Context, p *Pass, args entry.Args, r *resource, in *window.Node, snap *chain.Snapshot) (*Pass, error) {
+func (eng *Engine) enterCustom(ctx context.Context, p *passRecord, args entry.Args, r *resource, in *window.Node, snap *chain.Snapshot) (Pass, error) {
 	c := &p.ctx
 	p.custom = customCopy(c)
 	p.slots = snap
@@ -392,7 +429,8 @@ func (eng *Engine) enterCustom(ctx context.Context, p *Pass, args entry.Args, r 
 		for _, s := range snap.Stat {
 			s.OnBlock(p.custom, be)
 		}
-		return nil, err
+		passRecords.Put(p)
+		return Pass{}, err
 	}
 	// The observers run before the entry is counted as passed and its
 	// undo-only reservations are dropped, so that one that panics leaves
@@ -403,8 +441,7 @@ func (eng *Engine) enterCustom(ctx context.Context, p *Pass, args entry.Args, r 
 	settled = true
 	c.DropUndo()
 	statistic.Pass(c, &r.node, in)
-	p.arm()
-	return p, nil
+	return Pass{rec: p, gen: p.gen.Load()}, nil
 }
 
 // refuse gives back what the checks of a refused entry reserved, counts the

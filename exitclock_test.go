@@ -48,7 +48,7 @@ func TestExitClockBreakerDifferential(t *testing.T) {
 		require.NoError(t, exact.LoadRules(set))
 		require.NoError(t, est.LoadRules(set))
 		type held struct {
-			a, b *Pass
+			a, b Pass
 			end  int64
 		}
 		var open []held
@@ -223,7 +223,7 @@ func TestExitEstimateInbound(t *testing.T) {
 	p, err = h.Entry("a")
 	require.NoError(t, err)
 	hclk.Advance(2 * time.Millisecond)
-	assert.True(t, h.exitNeedsClock(p, h.inbound))
+	assert.True(t, h.exitNeedsClock(p.rec, h.inbound))
 	p.Exit()
 }
 
@@ -243,10 +243,10 @@ func TestExitNeedsClock(t *testing.T) {
 		require.NoError(t, err)
 		defer p.Exit()
 		var in = g.inbound
-		if p.ctx.Traffic != core.Inbound {
+		if p.rec.ctx.Traffic != core.Inbound {
 			in = nil
 		}
-		return g.exitNeedsClock(p, in)
+		return g.exitNeedsClock(p.rec, in)
 	}
 	assert.False(t, needs("qps"), "a QPS rule consumes no RT")
 	assert.False(t, needs("none", WithTraffic(core.Outbound)))
@@ -260,7 +260,7 @@ func TestExitNeedsClock(t *testing.T) {
 	m, _ := newTestEngine(t, 0)
 	p, err := m.Entry("x")
 	require.NoError(t, err)
-	assert.True(t, m.exitNeedsClock(p, m.inbound), "a manual clock: always")
+	assert.True(t, m.exitNeedsClock(p.rec, m.inbound), "a manual clock: always")
 	p.Exit()
 }
 

@@ -119,9 +119,7 @@ func TestFlowThrottlePacesAndBoundsTheQueue(t *testing.T) {
 			defer wg.Done()
 			p, err := g.Entry("r")
 			results <- result{passed: err == nil, at: clk.Nanotime(), err: err}
-			if p != nil {
-				p.Exit()
-			}
+			p.Exit() // the zero Pass when refused: does nothing
 		}()
 	}
 	// 1 passes at once, 5 wait (100..500 ms), 14 are refused at once: all of
@@ -172,9 +170,7 @@ func TestFlowThrottleCancelledWaitGivesSlotBack(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() {
 		p, err := g.EntryContext(ctx, "r") // queued for 100 ms
-		if p != nil {
-			p.Exit()
-		}
+		p.Exit()                           // the zero Pass when refused: does nothing
 		errc <- err
 	}()
 	bctx, bcancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -403,7 +399,7 @@ func TestConcurrencyLimitsHoldUnder64Goroutines(t *testing.T) {
 			s, _ := g.Snapshot("r")
 			assert.Equal(t, int64(0), s.Concurrency)
 			// All slots came back: 7 can be held at once again, not 8.
-			var held []*Pass
+			var held []Pass
 			for i := 0; i < 8; i++ {
 				if p, err := g.Entry("r"); err == nil {
 					held = append(held, p)
@@ -425,7 +421,7 @@ func TestFlowAssociatedResource(t *testing.T) {
 		require.True(t, try(g, "read"))
 	}
 	p, err := g.Entry("write")
-	require.Nil(t, p)
+	require.Zero(t, p)
 	var be *core.BlockError
 	require.ErrorAs(t, err, &be)
 	assert.Equal(t, float64(11), be.Observed)
@@ -488,8 +484,8 @@ func TestPanicReleasesAndDoubleExitIsNoop(t *testing.T) {
 	require.NoError(t, err)
 	p.Exit()
 	p.Exit()
-	var nilPass *Pass
-	nilPass.Exit()
+	var zero Pass
+	zero.Exit()
 	s, _ = g.Snapshot("r")
 	require.Equal(t, int64(0), s.Concurrency)
 	require.Equal(t, uint64(2), s.TotalComplete)
@@ -506,7 +502,7 @@ func TestBlockErrorShape(t *testing.T) {
 	mustLoadFlow(t, g, rules.Flow{ID: "orders-qps", Resource: "GET /orders", Threshold: 1})
 	require.True(t, try(g, "GET /orders"))
 	p, err := g.Entry("GET /orders")
-	require.Nil(t, p)
+	require.Zero(t, p)
 	require.Error(t, err)
 	require.True(t, errors.Is(err, core.ErrBlocked))
 	var be *core.BlockError
@@ -525,9 +521,7 @@ func TestBlockErrorShape(t *testing.T) {
 func refusal(t *testing.T, g *Engine, res string, opts ...EntryOption) *core.BlockError {
 	t.Helper()
 	p, err := g.Entry(res, opts...)
-	if p != nil {
-		p.Exit()
-	}
+	p.Exit() // the zero Pass when refused: does nothing
 	var be *core.BlockError
 	require.ErrorAs(t, err, &be)
 	return be
@@ -657,9 +651,7 @@ func TestFlowTinyThresholdsAndHugeBatchesSaturate(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		p, err := g.EntryContext(ctx, "r", opts...)
-		if p != nil {
-			p.Exit()
-		}
+		p.Exit() // the zero Pass when refused: does nothing
 		var be *core.BlockError
 		require.ErrorAs(t, err, &be)
 		require.NoError(t, be.Cause, "refused at once, not after queueing")

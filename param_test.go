@@ -336,12 +336,11 @@ func BenchmarkParamEntryExit(b *testing.B) {
 			if name == "param-any" {
 				res, typed = "param", false
 			}
-			// The options are built in the Entry call and the pass stays
-			// local, as in a caller: options returned from a helper, or a
-			// pass returned from one, would escape to the heap.
+			// The options are built in the Entry call, as in a caller:
+			// options returned from a helper would escape to the heap.
 			one := func(k string) error {
 				var (
-					p   *Pass
+					p   Pass
 					err error
 				)
 				if typed {

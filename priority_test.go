@@ -16,9 +16,9 @@ import (
 
 // fill enters res with opts until an entry is refused (at most 2000), and
 // returns the passes and the refusal.
-func fill(t *testing.T, g *Engine, res string, opts ...EntryOption) ([]*Pass, error) {
+func fill(t *testing.T, g *Engine, res string, opts ...EntryOption) ([]Pass, error) {
 	t.Helper()
-	var held []*Pass
+	var held []Pass
 	for range 2000 {
 		p, err := g.Entry(res, opts...)
 		if err != nil {
@@ -38,7 +38,7 @@ func TestAdaptivePriorityShares(t *testing.T) {
 	g, _ := newTestEngine(t, int64(time.Hour))
 	rule := rules.Flow{ID: "a", Resource: "r", Metric: rules.Concurrency, Adaptive: &rules.Adaptive{Min: 8, Max: 8}}
 	require.NoError(t, g.LoadRules(rules.Set{Flow: []rules.Flow{rule}}))
-	var all []*Pass
+	var all []Pass
 	for _, c := range []struct {
 		p    core.Priority
 		want int
@@ -76,7 +76,7 @@ func TestSystemBBRPriorityShares(t *testing.T) {
 	rule := rules.System{Metric: rules.CPUUsage, Threshold: 0.8, Strategy: rules.BBR}
 	require.NoError(t, g.LoadRules(rules.Set{System: []rules.System{rule}}))
 	waitSampler(t, clk)
-	var held []*Pass
+	var held []Pass
 	for range 10 {
 		p, err := g.Entry("GET /a")
 		require.NoError(t, err)
@@ -90,7 +90,7 @@ func TestSystemBBRPriorityShares(t *testing.T) {
 	clk.Advance(900 * time.Millisecond)
 	waitSampler(t, clk)
 
-	var all []*Pass
+	var all []Pass
 	for _, c := range []struct {
 		p    core.Priority
 		want int

@@ -385,7 +385,7 @@ func TestReclaimRacesEntriesAndLoads(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var held []*Pass
+			var held []Pass
 			for i := 0; i < 400; i++ {
 				p, err := g.Entry(fmt.Sprintf("w%d-%d", w, i%40))
 				if !assert.NoError(t, err) {

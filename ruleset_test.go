@@ -145,7 +145,7 @@ func TestLoadRulesIsAtomic(t *testing.T) {
 	assert.Equal(t, before, g.Rules())
 	assert.False(t, try(g, "GET /orders"), "the old threshold, with its window, is in force")
 	assert.Equal(t, before.System, g.Rules().System)
-	var held []*Pass
+	var held []Pass
 	for i := 0; i < 4; i++ {
 		p, err := g.Entry("db")
 		require.NoError(t, err, "isolation threshold 4 is in force")

@@ -72,7 +72,7 @@ func (c *diffCase) timeline(seed uint64, secs int64) []arrival {
 type exitAt struct {
 	at   int64
 	seq  int
-	p    *Pass
+	p    Pass
 	fail bool
 }
 
@@ -301,7 +301,7 @@ func TestShadowFlipKeepsState(t *testing.T) {
 		require.True(t, try(g, "q"))
 		require.True(t, try(g, "p", WithStringArg(0, "k")))
 	}
-	held := []*Pass{}
+	held := []Pass{}
 	for i := 0; i < 3; i++ {
 		p, err := g.Entry("c")
 		require.NoError(t, err)

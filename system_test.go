@@ -88,7 +88,7 @@ func systemBlock(t *testing.T, err error, rule rules.System, observed float64) {
 // TestSystemRulesInboundOnly: every metric blocks inbound entries above its
 // trigger and passes them below it; outbound entries are never blocked.
 func TestSystemRulesInboundOnly(t *testing.T) {
-	var held []*Pass // entries kept in flight by the concurrency case
+	var held []Pass // entries kept in flight by the concurrency case
 	tests := []struct {
 		name string
 		rule rules.System
@@ -210,7 +210,7 @@ func TestSystemBBRThroughEngine(t *testing.T) {
 	// While CPU is cool, ten requests of 100 ms complete in one 100 ms
 	// bucket: 100/s at best, min RT 0.1 s, so capacity = 100 × 0.1 = 10 in
 	// flight.
-	var held []*Pass
+	var held []Pass
 	for i := 0; i < 10; i++ {
 		p, err := g.Entry("GET /a")
 		require.NoError(t, err, "entry %d (concurrency %d)", i, i)

@@ -176,7 +176,7 @@ func TestWatchMetrics(t *testing.T) {
 			// Second 1: 4 pass and 2 are refused; one exits after
 			// 100 ms, the others in second 2, one of them failed.
 			clk.Set(int64(time.Second))
-			var ps []*Pass
+			var ps []Pass
 			for i := 0; i < 4; i++ {
 				p, err := g.Entry("r")
 				require.NoError(t, err)

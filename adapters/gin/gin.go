@@ -199,7 +199,7 @@ func Middleware(g *sluice.Engine, opts ...Option) gin.HandlerFunc {
 			n = 2
 		}
 		var (
-			p   *sluice.Pass
+			p   sluice.Pass
 			err error
 		)
 		if g == nil {

@@ -116,7 +116,7 @@ func newConfig(traffic core.TrafficType, opts []Option) *config {
 }
 
 // record sets err on p when its status code is one of the error codes.
-func (cf *config) record(p *sluice.Pass, err error) {
+func (cf *config) record(p sluice.Pass, err error) {
 	if err == nil {
 		return
 	}
@@ -156,9 +156,9 @@ func (cf *config) resource(ctx context.Context, method string) string {
 // unguarded. When call panics, the entry exits with ErrHandlerPanic and the
 // panic goes on.
 //
-// Entry is called here, not in a helper, and call does not escape, so the
-// Pass, the options and the extracted arguments stay in this frame: the
-// guarded call allocates nothing of its own (BenchmarkInterceptors).
+// call does not escape, so the options and the extracted arguments stay in
+// this frame: the guarded call allocates nothing of its own
+// (BenchmarkInterceptors).
 func (cf *config) guard(g *sluice.Engine, ctx context.Context, method string, req any, call func() error) (err error) {
 	name := cf.resource(ctx, method)
 	if name == "" {
@@ -167,7 +167,7 @@ func (cf *config) guard(g *sluice.Engine, ctx context.Context, method string, re
 	var (
 		ob  [2]sluice.EntryOption
 		buf [maxStackArgs]any
-		p   *sluice.Pass
+		p   sluice.Pass
 		eer error
 	)
 	ob[0] = sluice.WithTraffic(cf.traffic)
@@ -259,8 +259,8 @@ func StreamClientInterceptor(g *sluice.Engine, opts ...Option) grpc.StreamClient
 		key := streamKey{eng, name}
 		open.reap(key, false)
 		ends := open.ends.Load()
-		// The entry outlives this call, so its Pass is on the heap anyway;
-		// the options and arguments still stay in this frame.
+		// The entry outlives this call (its Pass is kept in the stream);
+		// the options and arguments stay in this frame.
 		var (
 			ob  [2]sluice.EntryOption
 			buf [maxStackArgs]any
@@ -312,7 +312,7 @@ func StreamClientInterceptor(g *sluice.Engine, opts ...Option) grpc.StreamClient
 type clientStream struct {
 	grpc.ClientStream
 	cf            *config
-	p             *sluice.Pass
+	p             sluice.Pass
 	unaryResponse bool // the server sends one message, then the stream ends
 	once          sync.Once
 

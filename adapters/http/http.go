@@ -189,10 +189,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		opts[1] = sluice.WithArgs(args...)
 		n = 2
 	}
-	// Entry is called here, not in a helper, so that the Pass it returns can
-	// stay in this frame.
 	var (
-		p   *sluice.Pass
+		p   sluice.Pass
 		err error
 	)
 	if h.eng == nil {

@@ -162,7 +162,7 @@ func p99(rts []time.Duration) time.Duration {
 
 // call is an admitted request.
 type call struct {
-	p     *sluice.Pass
+	p     sluice.Pass
 	start int64
 }
 

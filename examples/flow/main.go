@@ -198,7 +198,7 @@ func bulkhead(w io.Writer) error {
 		return err
 	}
 	fmt.Fprintln(w, "Concurrency rules as bulkheads: 2 in flight per dependency")
-	call := func(dep string) *sluice.Pass {
+	call := func(dep string) sluice.Pass {
 		p, err := eng.Entry(dep, sluice.WithTraffic(core.Outbound))
 		s, _ := eng.Snapshot(dep)
 		if err != nil {
@@ -216,7 +216,7 @@ func bulkhead(w io.Writer) error {
 	first.Exit()
 	fmt.Fprintln(w, "  inventory call returns")
 	third := call("inventory")
-	for _, p := range []*sluice.Pass{second, third, pay} {
+	for _, p := range []sluice.Pass{second, third, pay} {
 		p.Exit()
 	}
 	return nil

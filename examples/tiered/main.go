@@ -34,7 +34,7 @@ func main() {
 // inFlight are the admitted requests by the time they end.
 type inFlight []struct {
 	end int64
-	p   *sluice.Pass
+	p   sluice.Pass
 }
 
 func (h inFlight) Len() int           { return len(h) }
@@ -43,7 +43,7 @@ func (h inFlight) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
 func (h *inFlight) Push(x any) {
 	*h = append(*h, x.(struct {
 		end int64
-		p   *sluice.Pass
+		p   sluice.Pass
 	}))
 }
 func (h *inFlight) Pop() any { o := *h; x := o[len(o)-1]; *h = o[:len(o)-1]; return x }
@@ -80,7 +80,7 @@ func run(w io.Writer) error {
 			for len(flying) > 0 && flying[0].end <= now {
 				f := heap.Pop(&flying).(struct {
 					end int64
-					p   *sluice.Pass
+					p   sluice.Pass
 				})
 				clk.Set(f.end)
 				f.p.Exit()
@@ -90,7 +90,7 @@ func run(w io.Writer) error {
 				admitted++
 				heap.Push(&flying, struct {
 					end int64
-					p   *sluice.Pass
+					p   sluice.Pass
 				}{now + int64(rt), p})
 			}
 		}
