@@ -43,6 +43,7 @@ func BenchmarkCheck(b *testing.B) {
 		for _, v := range vs {
 			ec := &entry.Context{Resource: "r", Batch: 1, Start: 1}
 			_ = c.Check(context.Background(), ec, entry.Args{Positional: []any{v}}, nil)
+			ec.DropUndo() // the entry passed, as the engine does
 			ec.ReleaseTickets(entry.ExitInfo{Batch: 1})
 		}
 		one := func(i int, ec *entry.Context) {
@@ -50,6 +51,7 @@ func BenchmarkCheck(b *testing.B) {
 			if be := c.Check(context.Background(), ec, entry.Args{Positional: []any{vs[(i*31)%benchKeys]}}, nil); be != nil {
 				b.Fatal(be)
 			}
+			ec.DropUndo() // the entry passed, as the engine does
 			ec.ReleaseTickets(entry.ExitInfo{Batch: 1})
 		}
 		b.Run(m.name+"/string/serial", func(b *testing.B) {
@@ -79,6 +81,7 @@ func BenchmarkCheck(b *testing.B) {
 		for i := 0; b.Loop(); i++ {
 			ec.Start = int64(i)
 			_ = c.Check(context.Background(), ec, entry.Args{Positional: []any{(i * 31) % benchKeys}}, nil)
+			ec.DropUndo() // the entry passed, as the engine does
 			ec.ReleaseTickets(entry.ExitInfo{Batch: 1})
 		}
 	})
@@ -145,6 +148,7 @@ func BenchmarkCheckHot(b *testing.B) {
 					if be := c.Check(context.Background(), ec, a.args, nil); be != nil {
 						b.Fatal(be)
 					}
+					ec.DropUndo() // the entry passed, as the engine does
 					ec.ReleaseTickets(entry.ExitInfo{Batch: 1})
 				}
 			})
@@ -173,6 +177,7 @@ func BenchmarkCheckLive(b *testing.B) {
 			if be := c.Check(context.Background(), ec, entry.Args{Positional: []any{i}}, nil); be != nil {
 				b.Fatal(be)
 			}
+			ec.DropUndo() // the entry passed, as the engine does
 			ec.ReleaseTickets(entry.ExitInfo{Batch: 1})
 		}
 		if c.Tracked() != n {
@@ -191,6 +196,7 @@ func BenchmarkCheckLive(b *testing.B) {
 				if be := c.Check(context.Background(), ec, entry.Args{Given: []*entry.Arg{&arg}}, nil); be != nil {
 					b.Fatal(be)
 				}
+				ec.DropUndo() // the entry passed, as the engine does
 				ec.ReleaseTickets(entry.ExitInfo{Batch: 1})
 				j = next(j)
 			}
@@ -208,6 +214,7 @@ func BenchmarkCheckLive(b *testing.B) {
 						b.Error(be)
 						return
 					}
+					ec.DropUndo() // the entry passed, as the engine does
 					ec.ReleaseTickets(entry.ExitInfo{Batch: 1})
 					j = next(j)
 				}
@@ -228,6 +235,7 @@ func BenchmarkCheckLive(b *testing.B) {
 				if be := c.CheckKey(context.Background(), ec, strs[j], nil); be != nil {
 					b.Fatal(be)
 				}
+				ec.DropUndo() // the entry passed, as the engine does
 				ec.ReleaseTickets(entry.ExitInfo{Batch: 1})
 				j = next(j)
 			}

@@ -175,7 +175,9 @@ func (c *Controller) checkLocal(ctx context.Context, ec *entry.Context, key stri
 		if e.tokens >= n {
 			e.tokens -= n
 			s.mu.Unlock()
-			ec.AddTicket(e)
+			// The tokens come back only if a later check refuses the entry:
+			// an exit that passed touches nothing of the value.
+			ec.AddUndo(e)
 			return nil
 		}
 		have, part, last := e.tokens, e.part, e.last

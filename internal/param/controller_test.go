@@ -740,3 +740,43 @@ func TestBucketExactCountsUnderConcurrency(t *testing.T) {
 		assert.Equal(t, ph.want, admitted.Load(), "admitted at %v", time.Duration(ph.at))
 	}
 }
+
+// TestGiveBackAfterRebuild: the tokens of an entry refused by a later check
+// reach its value's bucket even when the value's table was rebuilt (its
+// state moved to a new array) in between, and reach nothing once the value
+// is forgotten.
+func TestGiveBackAfterRebuild(t *testing.T) {
+	c := newCtl(t, rules.Param{Threshold: 4, Capacity: 100})
+	be, ec := check(c, nil, start, 3, "u")
+	require.Nil(t, be)
+	_, r := c.cache.locate("u")
+	s := &c.cache.shards[r.h&c.cache.mask]
+	s.mu.Lock()
+	before := &s.tab.slots[0]
+	s.mu.Unlock()
+	for i := 0; i < 60; i++ { // fills and rebuilds u's table without evicting u
+		_, _ = check(c, nil, start, 1, i)
+	}
+	s.mu.Lock()
+	rebuilt := &s.tab.slots[0] != before
+	s.mu.Unlock()
+	require.True(t, rebuilt, "the table was rebuilt")
+	ec.ReleaseTickets(entry.ExitInfo{Start: start, End: start, Batch: 3, Blocked: true})
+	tok, ok := c.Tokens("u", start)
+	require.True(t, ok)
+	assert.Equal(t, int64(4), tok, "the tokens came back after the rebuild")
+
+	// Forgotten meanwhile (a value seen once, pushed out by a scan): the
+	// give-back goes nowhere, and the value comes back with a full bucket.
+	be, ec = check(c, nil, start, 4, "w")
+	require.Nil(t, be)
+	for i := 0; i < 10_000; i++ {
+		_, _ = check(c, nil, start, 1, -i-1)
+	}
+	_, ok = c.Tokens("w", start)
+	require.False(t, ok, "w evicted by the scan")
+	ec.ReleaseTickets(entry.ExitInfo{Start: start, End: start, Batch: 4, Blocked: true})
+	_, ok = c.Tokens("w", start)
+	assert.False(t, ok, "the give-back tracks nothing")
+	assert.Equal(t, 100, c.Tracked())
+}
