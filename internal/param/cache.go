@@ -174,14 +174,13 @@ type cache struct {
 type shard struct {
 	mu       sync.Mutex
 	tab      table
-	n        int // number of entries
+	n        int // number of live values
 	small    fifo
 	main     fifo
 	ghost    ghost
 	cap      int
 	smallCap int
 	mode     mode
-	seed     maphash.Seed
 	_        [64]byte // keep neighbouring shards' mutexes off this cache line
 }
 
@@ -208,7 +207,6 @@ func newCache(capacity int, m mode) *cache {
 		s.smallCap = max(1, s.cap/10)
 		s.ghost.init(max(1, s.cap-s.smallCap))
 		s.mode = m
-		s.seed = c.seed
 	}
 	return c
 }
