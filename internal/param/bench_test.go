@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -43,6 +44,7 @@ func BenchmarkCheck(b *testing.B) {
 		for _, v := range vs {
 			ec := &entry.Context{Resource: "r", Batch: 1, Start: 1}
 			_ = c.Check(context.Background(), ec, entry.Args{Positional: []any{v}}, nil)
+			ec.DropUndo() // the entry passed, as the engine does
 			ec.ReleaseTickets(entry.ExitInfo{Batch: 1})
 		}
 		one := func(i int, ec *entry.Context) {
@@ -50,6 +52,7 @@ func BenchmarkCheck(b *testing.B) {
 			if be := c.Check(context.Background(), ec, entry.Args{Positional: []any{vs[(i*31)%benchKeys]}}, nil); be != nil {
 				b.Fatal(be)
 			}
+			ec.DropUndo() // the entry passed, as the engine does
 			ec.ReleaseTickets(entry.ExitInfo{Batch: 1})
 		}
 		b.Run(m.name+"/string/serial", func(b *testing.B) {
@@ -79,6 +82,7 @@ func BenchmarkCheck(b *testing.B) {
 		for i := 0; b.Loop(); i++ {
 			ec.Start = int64(i)
 			_ = c.Check(context.Background(), ec, entry.Args{Positional: []any{(i * 31) % benchKeys}}, nil)
+			ec.DropUndo() // the entry passed, as the engine does
 			ec.ReleaseTickets(entry.ExitInfo{Batch: 1})
 		}
 	})
@@ -145,6 +149,7 @@ func BenchmarkCheckHot(b *testing.B) {
 					if be := c.Check(context.Background(), ec, a.args, nil); be != nil {
 						b.Fatal(be)
 					}
+					ec.DropUndo() // the entry passed, as the engine does
 					ec.ReleaseTickets(entry.ExitInfo{Batch: 1})
 				}
 			})
@@ -173,6 +178,7 @@ func BenchmarkCheckLive(b *testing.B) {
 			if be := c.Check(context.Background(), ec, entry.Args{Positional: []any{i}}, nil); be != nil {
 				b.Fatal(be)
 			}
+			ec.DropUndo() // the entry passed, as the engine does
 			ec.ReleaseTickets(entry.ExitInfo{Batch: 1})
 		}
 		if c.Tracked() != n {
@@ -191,6 +197,7 @@ func BenchmarkCheckLive(b *testing.B) {
 				if be := c.Check(context.Background(), ec, entry.Args{Given: []*entry.Arg{&arg}}, nil); be != nil {
 					b.Fatal(be)
 				}
+				ec.DropUndo() // the entry passed, as the engine does
 				ec.ReleaseTickets(entry.ExitInfo{Batch: 1})
 				j = next(j)
 			}
@@ -208,6 +215,7 @@ func BenchmarkCheckLive(b *testing.B) {
 						b.Error(be)
 						return
 					}
+					ec.DropUndo() // the entry passed, as the engine does
 					ec.ReleaseTickets(entry.ExitInfo{Batch: 1})
 					j = next(j)
 				}
@@ -228,9 +236,54 @@ func BenchmarkCheckLive(b *testing.B) {
 				if be := c.CheckKey(context.Background(), ec, strs[j], nil); be != nil {
 					b.Fatal(be)
 				}
+				ec.DropUndo() // the entry passed, as the engine does
 				ec.ReleaseTickets(entry.ExitInfo{Batch: 1})
 				j = next(j)
 			}
+		})
+	}
+}
+
+// BenchmarkBytesPerValue reports the heap a rule keeps per tracked value
+// (HeapAlloc after a GC, table, queues and ghost hashes included): n values
+// checked once in a rule of capacity 2n (no eviction), 1,000,000 through the
+// default capacity (the steady state of churn, ghost set full), and 33-byte
+// values (fingerprinted). Each iteration fills a new rule; run it with
+// -benchtime 1x.
+func BenchmarkBytesPerValue(b *testing.B) {
+	for _, tt := range []struct {
+		name             string
+		n, capacity, pad int
+	}{
+		{"1000000-of-2000000", 1_000_000, 2_000_000, 0},
+		{"10000-of-20000", 10_000, 20_000, 0},
+		{"1000000-through-default", 1_000_000, 0, 0},
+		{"100000-33B-of-200000", 100_000, 200_000, 24},
+	} {
+		b.Run(tt.name, func(b *testing.B) {
+			pad := strings.Repeat("k", tt.pad)
+			var perValue float64
+			for b.Loop() {
+				var ms runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&ms)
+				before := ms.HeapAlloc
+				c, err := NewController(rules.Param{Resource: "r", Threshold: rules.MaxThreshold, Capacity: tt.capacity})
+				if err != nil {
+					b.Fatal(err)
+				}
+				ec := &entry.Context{Resource: "r", Batch: 1, Start: 1}
+				for i := 0; i < tt.n; i++ {
+					_ = c.CheckKey(context.Background(), ec, pad+strconv.Itoa(100_000_000+i), nil)
+					ec.DropUndo()
+					ec.ReleaseTickets(entry.ExitInfo{Batch: 1})
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&ms)
+				perValue = float64(ms.HeapAlloc-before) / float64(c.Tracked())
+				runtime.KeepAlive(c)
+			}
+			b.ReportMetric(perValue, "B/value")
 		})
 	}
 }

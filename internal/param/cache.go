@@ -5,60 +5,77 @@ import (
 	"hash/maphash"
 	"math/bits"
 	"sync"
+	"unsafe"
 
 	"github.com/sluice-go/sluice/internal/entry"
-	"sync/atomic"
 )
 
-// entry is the state of one tracked value. Its fields other than the key,
-// shard and inflight are guarded by shard.mu. An entry is also the
-// entry.Ticket its admitted requests hold: the release goes to this object,
-// whether or not it is still in the cache.
+// keyState is the state of one tracked value, and a slot of its shard's
+// table: the value's state lives inside the table, so the check of a value
+// nobody has touched for a while reads one cache line of main memory where
+// a table of pointers to separate entries read two, one after the other.
+// A slot is 64 bytes and the table's array is 64-byte aligned (see table),
+// so a slot is exactly one cache line: the shard, the key's hash, the
+// bucket or schedule or in-flight count, the use counter, the key's length
+// and the key itself. TestEntryLayout pins this down.
 //
-// The layout serves a check on a value nobody has touched for a while,
-// where every cache line read is a main-memory read: an entry is 128 bytes
-// (a size class whose objects are 128-byte aligned, so exactly two cache
-// lines), and the first line holds everything a check reads or writes —
-// the shard, the bucket or schedule, the in-flight count, the use counter,
-// the key's length and its first bytes. The key lives in the entry — its
-// bytes when it has at most maxKeyLen of them, else its fingerprint — so
-// the comparison that confirms a hash match reads memory the check needs
-// anyway, and an entry never holds more than its 128 bytes whatever the
-// value's length. TestEntryLayout pins this down.
+// Its fields are guarded by shard.mu. A pointer to a slot is also the
+// entry.Ticket its admitted requests hold. Slots never move within a table
+// and never change value: a slot goes from empty to live to dead (a
+// tombstone) and is reused only when the table is rebuilt into a new array.
+// So a ticket finds its value again under the lock: in the slot it points
+// to while that slot is in the current array (nothing, once dead: the value
+// was forgotten), else by the key the old array's slot still holds (see
+// shard.resolve).
 type keyState struct {
 	shard *shard
+	h     uint64 // maphash of the key with the cache's seed
 
 	// QPS reject: tokens and part are the bucket's content (tokens +
 	// part/window), last the instant it was last refilled.
 	// Throttle: the value's schedule ends at last + part/threshold ns (part
 	// < threshold, the fraction of a nanosecond carried).
+	// Concurrency: tokens counts the requests in flight.
 	tokens int64
 	part   uint64
 	last   int64
 
-	// inflight counts requests in flight (concurrency rules). It is raised
-	// only under shard.mu and lowered without it.
-	inflight atomic.Int64
-
-	freq uint8 // S3-FIFO access counter, 0..maxFreq
+	freq  uint8 // S3-FIFO access counter, 0..maxFreq
+	flags uint8 // slotLive, slotDead, slotMain
 
 	// klen is the length of the key whose bytes are kbuf[:klen], or
-	// fingerprinted when kbuf[:16] holds the fingerprint of a longer one.
-	klen   uint8
-	kbuf   [maxKeyLen]byte
-	inMain bool // in the main queue (else the small one)
+	// fingerprinted when kbuf[:8] holds the second half of the fingerprint
+	// of a longer one (h is its first).
+	klen uint8
+	kbuf [maxKeyLen]byte
+}
+
+const (
+	slotLive = 1 << iota // holds a tracked value
+	slotDead             // held a value since forgotten (a tombstone)
+	slotMain             // in the main queue (else the small one)
+)
+
+// inMain reports whether e is in its shard's main queue.
+func (e *keyState) inMain() bool { return e.flags&slotMain != 0 }
+
+// inflight returns the requests in flight for e (concurrency rules).
+func (e *keyState) inflight() int64 {
+	if e.shard.mode == modeConcurrency {
+		return e.tokens
+	}
+	return 0
 }
 
 // maxKeyLen is the longest value the cache identifies by its bytes, kept
-// inside its entry (the first 22 of them share the entry's first cache
-// line). A longer value is identified by its fingerprint: two 64-bit
-// maphash hashes of it under independent random seeds, the cache's seed
-// (which also picks the shard and the table slot) and a second one, so the
-// cache keeps 16 bytes of it however long it is. Two distinct long values
-// share a fingerprint with probability 2^-128 (if maphash under independent
-// seeds behaves as independent random functions, which is its design goal;
-// it is not a cryptographic hash); see docs/design/param.md.
-const maxKeyLen = 85
+// inside its slot. A longer value is identified by its fingerprint: two
+// 64-bit maphash hashes of it under independent random seeds, the cache's
+// seed (which also picks the shard and the table slot) and a second one, so
+// the cache keeps 16 bytes of it however long it is. Two distinct long
+// values share a fingerprint with probability 2^-128 (if maphash under
+// independent seeds behaves as independent random functions, which is its
+// design goal; it is not a cryptographic hash); see docs/design/param.md.
+const maxKeyLen = 21
 
 // fingerprinted is keyState.klen for a value identified by its fingerprint.
 const fingerprinted = 0xff
@@ -75,49 +92,55 @@ type ref struct {
 // long reports whether r's value is identified by its fingerprint.
 func (r *ref) long() bool { return len(r.key) > maxKeyLen }
 
-func newEntry(s *shard, r *ref, tokens, last int64) *keyState {
-	e := &keyState{shard: s, tokens: tokens, last: last}
+// fill makes the empty slot e the live state of r in shard s.
+func (e *keyState) fill(s *shard, r *ref, tokens, last int64) {
+	*e = keyState{shard: s, h: r.h, tokens: tokens, last: last, flags: slotLive}
 	if r.long() {
 		e.klen = fingerprinted
-		binary.LittleEndian.PutUint64(e.kbuf[0:], r.h)
-		binary.LittleEndian.PutUint64(e.kbuf[8:], r.h2)
+		binary.LittleEndian.PutUint64(e.kbuf[0:], r.h2)
 	} else {
 		e.klen = uint8(len(r.key))
 		copy(e.kbuf[:], r.key)
 	}
-	return e
 }
 
-// is reports whether e is the state of r.
+// is reports whether e holds the key of r (whether or not it is live).
 func (e *keyState) is(r *ref) bool {
+	if e.h != r.h {
+		return false
+	}
 	if r.long() {
-		return e.klen == fingerprinted && binary.LittleEndian.Uint64(e.kbuf[0:]) == r.h &&
-			binary.LittleEndian.Uint64(e.kbuf[8:]) == r.h2
+		return e.klen == fingerprinted && binary.LittleEndian.Uint64(e.kbuf[0:]) == r.h2
 	}
 	return int(e.klen) == len(r.key) && string(e.kbuf[:len(r.key)]) == r.key
 }
 
-// hash returns the hash of e's key with seed, the cache's.
-func (e *keyState) hash(seed maphash.Seed) uint64 {
-	if e.klen == fingerprinted {
-		return binary.LittleEndian.Uint64(e.kbuf[0:])
-	}
-	return maphash.Bytes(seed, e.kbuf[:e.klen])
+// sameKey reports whether e and o hold the same key.
+func (e *keyState) sameKey(o *keyState) bool {
+	return e.h == o.h && e.klen == o.klen && e.kbuf == o.kbuf
 }
 
 var _ entry.Ticket = (*keyState)(nil)
 
 // Release gives back what an admitted request holds: its in-flight count,
-// or, when a later check refused the entry, the tokens it took.
+// or, when a later check refused the entry, the tokens it took. It goes to
+// the value's state if the value is still tracked (in-flight values always
+// are).
 func (e *keyState) Release(x entry.ExitInfo) {
 	s := e.shard
 	switch s.mode {
 	case modeConcurrency:
-		e.inflight.Add(-x.Batch)
+		s.mu.Lock()
+		if c := s.resolve(e); c != nil {
+			c.tokens -= x.Batch
+		}
+		s.mu.Unlock()
 	case modeReject:
 		if x.Blocked {
 			s.mu.Lock()
-			e.tokens += x.Batch // clamped to the bucket size at the next refill
+			if c := s.resolve(e); c != nil {
+				c.tokens += x.Batch // clamped to the bucket size at the next refill
+			}
 			s.mu.Unlock()
 		}
 	}
@@ -151,14 +174,13 @@ type cache struct {
 type shard struct {
 	mu       sync.Mutex
 	tab      table
-	n        int // number of entries
+	n        int // number of live values
 	small    fifo
 	main     fifo
 	ghost    ghost
 	cap      int
 	smallCap int
 	mode     mode
-	seed     maphash.Seed
 	_        [64]byte // keep neighbouring shards' mutexes off this cache line
 }
 
@@ -185,7 +207,6 @@ func newCache(capacity int, m mode) *cache {
 		s.smallCap = max(1, s.cap/10)
 		s.ghost.init(max(1, s.cap-s.smallCap))
 		s.mode = m
-		s.seed = c.seed
 	}
 	return c
 }
@@ -211,11 +232,12 @@ func (c *cache) hashes(key string) (*shard, uint64, uint64) {
 	return &c.shards[h&c.mask], h, h2
 }
 
-// get returns the entry of r, inserting one with the given initial tokens
-// and last instant when absent. The caller must hold s.mu; the value is
-// copied (or fingerprinted) before it is kept.
+// get returns the live state of r, filling a slot with the given initial
+// tokens and last instant when r is not tracked. The caller must hold s.mu;
+// the pointer stays the value's (see keyState) but is valid to use only
+// under s.mu. The value is copied (or fingerprinted) before it is kept.
 func (s *shard) get(r *ref, tokens, last int64) *keyState {
-	if e := s.find(r); e != nil {
+	if e := s.tab.find(r); e != nil {
 		if e.freq < maxFreq {
 			e.freq++
 		}
@@ -226,63 +248,113 @@ func (s *shard) get(r *ref, tokens, last int64) *keyState {
 			break
 		}
 	}
-	e := newEntry(s, r, tokens, last)
-	s.tab.insert(r.h, e, s.n+1)
+	if 4*(s.tab.used+1) > 3*len(s.tab.slots) {
+		s.rebuild()
+	}
+	i := s.tab.free(r.h)
+	e := &s.tab.slots[i]
+	e.fill(s, r, tokens, last)
+	s.tab.used++
 	s.n++
 	if s.ghost.take(r.h) {
-		e.inMain = true
-		s.main.push(e)
+		e.flags |= slotMain
+		s.main.push(i)
 	} else {
-		s.small.push(e)
+		s.small.push(i)
 	}
 	return e
 }
+
+// busy reports whether e has requests in flight.
+func (s *shard) busy(e *keyState) bool { return s.mode == modeConcurrency && e.tokens > 0 }
 
 // evict forgets one value and reports true, or reports false when every
 // value has requests in flight. Must hold s.mu.
 func (s *shard) evict() bool {
 	for budget := 4*(s.small.n+s.main.n) + 8; budget > 0; budget-- {
 		if s.small.n > 0 && (s.small.n >= s.smallCap || s.main.n == 0) {
-			e := s.small.pop()
-			if e.freq > 0 || e.inflight.Load() > 0 {
+			i := s.small.pop()
+			e := &s.tab.slots[i]
+			if e.freq > 0 || s.busy(e) {
 				e.freq = 0
-				e.inMain = true
-				s.main.push(e)
+				e.flags |= slotMain
+				s.main.push(i)
 				continue
 			}
-			h := e.hash(s.seed)
-			s.remove(e, h)
-			s.ghost.add(h)
+			s.remove(e)
+			s.ghost.add(e.h)
 			return true
 		}
 		if s.main.n == 0 {
 			return false
 		}
-		e := s.main.pop()
+		i := s.main.pop()
+		e := &s.tab.slots[i]
 		if e.freq > 0 {
 			e.freq--
-			s.main.push(e)
+			s.main.push(i)
 			continue
 		}
-		if e.inflight.Load() > 0 {
-			s.main.push(e)
+		if s.busy(e) {
+			s.main.push(i)
 			continue
 		}
-		s.remove(e, e.hash(s.seed))
+		s.remove(e)
 		return true
 	}
 	return false
 }
 
-// find returns the entry of r, or nil. Must hold s.mu.
+// find returns the live state of r, or nil. Must hold s.mu.
 func (s *shard) find(r *ref) *keyState {
 	return s.tab.find(r)
 }
 
-// remove takes e, whose key's hash is h, out of the table. Must hold s.mu.
-func (s *shard) remove(e *keyState, h uint64) {
-	s.tab.remove(h, e)
+// remove forgets the value of the live slot e, which stays a tombstone
+// until the table is rebuilt. Must hold s.mu.
+func (s *shard) remove(e *keyState) {
+	e.flags = slotDead
 	s.n--
+}
+
+// resolve returns the live state of the value whose slot (in the current
+// table or in one it was rebuilt from) is e, or nil when the value is no
+// longer tracked. Must hold s.mu.
+func (s *shard) resolve(e *keyState) *keyState {
+	if s.tab.holds(e) {
+		if e.flags&slotLive != 0 {
+			return e
+		}
+		return nil
+	}
+	return s.tab.findSame(e)
+}
+
+// rebuild moves the live values into a new array, dropping the tombstones,
+// twice as large while the values would fill more than five eighths of it
+// (so at least an eighth of it is free for inserts before the next
+// rebuild), and renumbers the queues. The old array keeps its contents for
+// the tickets that point into it (see resolve). Must hold s.mu.
+func (s *shard) rebuild() {
+	old := s.tab.slots
+	size := max(minTable, len(old))
+	for 8*(s.n+1) > 5*size {
+		size *= 2
+	}
+	s.tab.slots = make([]keyState, size)
+	s.tab.shift = uint(64 - bits.TrailingZeros(uint(size)))
+	s.tab.used = 0
+	to := make([]uint32, len(old))
+	for i := range old {
+		if old[i].flags&slotLive != 0 {
+			j := s.tab.free(old[i].h)
+			s.tab.slots[j] = old[i]
+			s.tab.used++
+			to[i] = j
+		}
+	}
+	s.small.renumber(to)
+	s.main.renumber(to)
 }
 
 // len returns the number of values tracked.
@@ -297,36 +369,41 @@ func (c *cache) len() int {
 	return n
 }
 
-// lookup returns the entry of key without inserting or touching it, or nil.
-func (c *cache) lookup(key string) *keyState {
+// lookup returns a copy of the state of key without inserting or touching
+// it, and false when key is not tracked.
+func (c *cache) lookup(key string) (keyState, bool) {
 	s, r := c.locate(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.find(&r)
+	if e := s.find(&r); e != nil {
+		return *e, true
+	}
+	return keyState{}, false
 }
 
-// table maps key hashes to entries: open addressing with linear probing in a
-// power-of-two array of (hash, entry) pairs, at most seven eighths full,
-// growing by doubling (it never shrinks, as Go maps don't). The high bound
-// keeps the table small, so more of it stays in cache (in a same-run
-// benchmark with 100,000 cold values it beat three quarters). A lookup that
-// finds its key probes (1 + 1/(1-load))/2 slots on average: 4.5 at the
-// bound, about two cache lines; only inserts, which allocate anyway, probe
-// far. A slot is 16
-// bytes, four to a cache line, so a lookup usually reads one line of the
-// table and then the entry, where a Go map reads its group's control word, the
-// slot (often on another line) and then the entry. Keys with the same 64-bit
-// hash take separate slots and are told apart by the entry's key (the second
-// half of the fingerprint, for long values). A slot is indexed by the hash's
-// top bits; the shard was chosen by its bottom bits.
+// table holds a shard's values: open addressing with linear probing in a
+// power-of-two array of 64-byte slots, each the whole state of one value
+// (keyState). A slot is indexed by the top bits of its key's hash (the
+// shard was chosen by its bottom bits). A lookup stops at the first empty
+// slot and passes over tombstones; an insert takes the first empty slot
+// (never a tombstone, so that a slot never changes value). The table is
+// rebuilt when live slots and tombstones would fill more than three
+// quarters of it (see shard.rebuild), so a lookup that finds its value
+// probes (1 + 1/(1-load))/2 slots on average, at most 2.5 and 1.5 at half
+// load: usually one cache line, the one the value's state is on, where a
+// table of pointers to separate entries read a line of the table and then
+// the entry's. Keys with the same 64-bit hash take separate slots and are
+// told apart by the key (the second half of the fingerprint, for long
+// values).
+//
+// The array's length is a power of two of at least minTable slots, so its
+// size (1 KiB and up) is a size class of the Go allocator whose objects
+// are aligned to it (or a page-aligned large object): every slot is one
+// aligned cache line. TestEntryLayout checks it.
 type table struct {
-	slots []slot
+	slots []keyState
 	shift uint // 64 - log2(len(slots))
-}
-
-type slot struct {
-	h uint64
-	e *keyState // nil: empty
+	used  int  // live slots and tombstones
 }
 
 // minTable is the length of a new table.
@@ -338,79 +415,63 @@ func (t *table) find(r *ref) *keyState {
 	}
 	mask := uint64(len(t.slots) - 1)
 	for i := r.h >> t.shift; ; i = (i + 1) & mask {
-		sl := &t.slots[i]
-		if sl.e == nil {
+		e := &t.slots[i]
+		if e.flags == 0 {
 			return nil
 		}
-		if sl.h == r.h && sl.e.is(r) {
-			return sl.e
+		if e.flags&slotLive != 0 && e.is(r) {
+			return e
 		}
 	}
 }
 
-// insert adds e, whose key's hash is h, to a table that will then hold n
-// entries.
-func (t *table) insert(h uint64, e *keyState, n int) {
-	if 8*n > 7*len(t.slots) {
-		t.grow(max(minTable, 2*len(t.slots)))
+// findSame returns the live slot holding the same key as o, a slot of
+// another array, or nil.
+func (t *table) findSame(o *keyState) *keyState {
+	if len(t.slots) == 0 {
+		return nil
 	}
-	t.put(h, e)
+	mask := uint64(len(t.slots) - 1)
+	for i := o.h >> t.shift; ; i = (i + 1) & mask {
+		e := &t.slots[i]
+		if e.flags == 0 {
+			return nil
+		}
+		if e.flags&slotLive != 0 && e.sameKey(o) {
+			return e
+		}
+	}
 }
 
-func (t *table) put(h uint64, e *keyState) {
+// holds reports whether e is a slot of t's array.
+func (t *table) holds(e *keyState) bool {
+	if len(t.slots) == 0 {
+		return false
+	}
+	off := uintptr(unsafe.Pointer(e)) - uintptr(unsafe.Pointer(&t.slots[0]))
+	return off < uintptr(len(t.slots))*unsafe.Sizeof(keyState{})
+}
+
+// free returns the first empty slot from h's home on. The table must have
+// one.
+func (t *table) free(h uint64) uint32 {
 	mask := uint64(len(t.slots) - 1)
 	i := h >> t.shift
-	for t.slots[i].e != nil {
+	for t.slots[i].flags != 0 {
 		i = (i + 1) & mask
 	}
-	t.slots[i] = slot{h, e}
+	return uint32(i)
 }
 
-func (t *table) grow(size int) {
-	old := t.slots
-	t.slots = make([]slot, size)
-	t.shift = uint(64 - bits.TrailingZeros(uint(size)))
-	for _, sl := range old {
-		if sl.e != nil {
-			t.put(sl.h, sl.e)
-		}
-	}
-}
-
-// remove takes e, whose key's hash is h, out of the table, which must hold
-// it. Entries after it in its run move back to keep every entry reachable
-// from its home slot without gaps (backward-shift deletion, no tombstones).
-func (t *table) remove(h uint64, e *keyState) {
-	mask := uint64(len(t.slots) - 1)
-	i := h >> t.shift
-	for t.slots[i].e != e {
-		i = (i + 1) & mask
-	}
-	for j := i; ; {
-		j = (j + 1) & mask
-		sl := t.slots[j]
-		if sl.e == nil {
-			break
-		}
-		// sl may fill the hole at i unless its home lies cyclically in (i, j].
-		home := sl.h >> t.shift
-		if (i < j && (home <= i || home > j)) || (i > j && home <= i && home > j) {
-			t.slots[i] = sl
-			i = j
-		}
-	}
-	t.slots[i] = slot{}
-}
-
-// fifo is a growable ring of entries.
+// fifo is a growable ring of slot numbers.
 type fifo struct {
-	buf     []*keyState
+	buf     []uint32
 	head, n int
 }
 
-func (q *fifo) push(e *keyState) {
+func (q *fifo) push(e uint32) {
 	if q.n == len(q.buf) {
-		nb := make([]*keyState, max(8, 2*len(q.buf)))
+		nb := make([]uint32, max(8, 2*len(q.buf)))
 		for i := 0; i < q.n; i++ {
 			nb[i] = q.buf[(q.head+i)%len(q.buf)]
 		}
@@ -424,15 +485,22 @@ func (q *fifo) push(e *keyState) {
 	q.n++
 }
 
-func (q *fifo) pop() *keyState {
+func (q *fifo) pop() uint32 {
 	e := q.buf[q.head]
-	q.buf[q.head] = nil
 	q.head++
 	if q.head == len(q.buf) {
 		q.head = 0
 	}
 	q.n--
 	return e
+}
+
+// renumber replaces each slot number i in the queue by to[i].
+func (q *fifo) renumber(to []uint32) {
+	for k := 0; k < q.n; k++ {
+		i := (q.head + k) % len(q.buf)
+		q.buf[i] = to[q.buf[i]]
+	}
 }
 
 // ghost remembers the hashes of the last values evicted from the small

@@ -74,7 +74,8 @@ func TestCacheScanResistance(t *testing.T) {
 			}
 			require.Equal(t, tt.capacity, c.len())
 			for i := 0; i < hot; i++ {
-				require.NotNil(t, c.lookup("hot-"+strconv.Itoa(i)), "hot value %d evicted by the scan", i)
+				_, ok := c.lookup("hot-" + strconv.Itoa(i))
+				require.True(t, ok, "hot value %d evicted by the scan", i)
 			}
 		})
 	}
@@ -86,9 +87,10 @@ func TestCacheGhostReadmits(t *testing.T) {
 	for i := 0; i < 20; i++ { // push "a" (seen once) out of the small queue
 		touch(c, strconv.Itoa(i))
 	}
-	require.Nil(t, c.lookup("a"))
+	_, ok := c.lookup("a")
+	require.False(t, ok)
 	e := touch(c, "a")
-	assert.True(t, e.inMain, "a value evicted recently comes back into the main queue")
+	assert.True(t, e.inMain(), "a value evicted recently comes back into the main queue")
 	assert.Equal(t, 20, c.len())
 }
 
@@ -154,8 +156,8 @@ func TestCacheHashCollisions(t *testing.T) {
 	}
 	assert.Nil(t, s.find(&ref{key: "e", h: 7}))
 	assert.Nil(t, s.find(&ref{key: long, h: 7, h2: 3}))
-	s.remove(es[1], 7)
-	s.remove(es[3], 7)
+	s.remove(es[1])
+	s.remove(es[3])
 	assert.Nil(t, s.find(&refs[1]))
 	assert.Nil(t, s.find(&refs[3]))
 	for _, i := range []int{0, 2, 4} {
@@ -164,16 +166,21 @@ func TestCacheHashCollisions(t *testing.T) {
 	assert.Equal(t, 3, s.n)
 }
 
-// TestEntryLayout pins down what the check of a cold value relies on: an
-// entry is one 128-byte size class (two aligned cache lines) and everything
-// a check touches, up to the first bytes of the key, is in the first line.
+// TestEntryLayout pins down what the check of a cold value relies on: the
+// whole state of a value, key included, is one 64-byte slot, and the
+// table's array is 64-byte aligned, so a slot is one cache line.
 func TestEntryLayout(t *testing.T) {
 	var e keyState
-	require.Equal(t, uintptr(128), unsafe.Sizeof(e))
-	assert.LessOrEqual(t, unsafe.Offsetof(e.kbuf)+22, uintptr(64), "22 key bytes in the first line")
-	for _, off := range []uintptr{unsafe.Offsetof(e.shard), unsafe.Offsetof(e.tokens), unsafe.Offsetof(e.part),
-		unsafe.Offsetof(e.last), unsafe.Offsetof(e.inflight), unsafe.Offsetof(e.freq), unsafe.Offsetof(e.klen)} {
-		assert.Less(t, off, uintptr(64))
+	require.Equal(t, uintptr(64), unsafe.Sizeof(e))
+	c := newCache(ruledef.MaxParamCapacity, modeReject)
+	for i := 0; i < 20_000; i++ {
+		touch(c, strconv.Itoa(i))
+	}
+	for i := range c.shards {
+		s := &c.shards[i]
+		if len(s.tab.slots) > 0 {
+			assert.Zero(t, uintptr(unsafe.Pointer(&s.tab.slots[0]))%64, "table of %d slots aligned", len(s.tab.slots))
+		}
 	}
 }
 
@@ -182,20 +189,20 @@ func TestEntryKeys(t *testing.T) {
 	keys := []string{"", "a", strings.Repeat("x", maxKeyLen-1), strings.Repeat("x", maxKeyLen),
 		strings.Repeat("x", maxKeyLen+1), strings.Repeat("y", maxKeyLen+1), strings.Repeat("x", 1000),
 		strings.Repeat("x", 999) + "y", string(make([]byte, 16))}
-	got := make(map[string]*keyState)
-	for _, k := range keys {
+	for i, k := range keys {
 		buf := []byte(k) // the cache must copy what it keeps
 		e := touch(c, string(buf))
+		e.tokens = int64(i + 1)
 		clear(buf)
-		got[k] = e
 	}
-	for _, k := range keys {
-		e := c.lookup(k)
-		require.Same(t, got[k], e, "lookup(%q)", k)
+	for i, k := range keys {
+		e, ok := c.lookup(k)
+		require.True(t, ok, "lookup(%q)", k)
+		assert.Equal(t, int64(i+1), e.tokens, "state of %q", k)
 		_, r := c.locate(k)
 		assert.True(t, e.is(&r))
 		assert.Equal(t, len(k) > maxKeyLen, e.klen == fingerprinted, "%d bytes fingerprinted", len(k))
-		assert.Equal(t, maphash.String(c.seed, k), e.hash(c.seed), "hash of %q", k)
+		assert.Equal(t, maphash.String(c.seed, k), e.h, "hash of %q", k)
 		for _, other := range keys {
 			if other != k {
 				_, ro := c.locate(other)
@@ -206,47 +213,83 @@ func TestEntryKeys(t *testing.T) {
 	assert.Equal(t, len(keys), c.len())
 }
 
-// TestTableMatchesMap inserts and removes entries with hashes crowded into a
-// few home slots (long runs, wrapping around the end, equal hashes) and
-// checks every lookup against a map.
+// TestTableMatchesMap inserts and forgets values with hashes crowded into a
+// few home slots (long runs, wrapping around the end, equal hashes), through
+// the shard's get and remove and its rebuilds, and checks every lookup, and
+// the queues, against a map; a pointer to a value's slot taken when it was
+// inserted finds the value again (resolve) after any number of rebuilds,
+// and nothing once it is forgotten.
 func TestTableMatchesMap(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(1, 2))
-	var tab table
-	want := make(map[string]*keyState)
+	c := newCache(1<<20, modeReject) // no eviction
+	s := &c.shards[0]
+	want := make(map[string]int64)
 	hashes := make(map[string]uint64)
-	var live []string
+	first := make(map[string]*keyState) // the slot each value got first
+	var live, gone []string
+	rebuilds := 0
 	for step := 0; step < 20_000; step++ {
 		if len(live) > 0 && (rnd.IntN(2) == 0 || len(live) > 300) {
 			i := rnd.IntN(len(live))
 			k := live[i]
 			live[i] = live[len(live)-1]
 			live = live[:len(live)-1]
-			tab.remove(hashes[k], want[k])
+			e := s.find(&ref{key: k, h: hashes[k]})
+			require.NotNil(t, e)
+			s.remove(e)
+			// The queues hold only live values: take k's number out as evict would.
+			for _, q := range []*fifo{&s.small, &s.main} {
+				for n := q.n; n > 0; n-- {
+					j := q.pop()
+					if &s.tab.slots[j] != e {
+						q.push(j)
+					}
+				}
+			}
 			delete(want, k)
+			gone = append(gone, k)
 		} else {
 			k := strconv.Itoa(step)
 			// Hashes whose top bits name few slots, the last ones near the end.
 			h := uint64(rnd.IntN(4))<<62 | uint64(rnd.IntN(3))<<58 | uint64(rnd.IntN(2))
-			e := &keyState{klen: uint8(len(k))}
-			copy(e.kbuf[:], k)
-			tab.insert(h, e, len(live)+1)
-			want[k], hashes[k] = e, h
+			before := len(s.tab.slots)
+			used := s.tab.used
+			e := s.get(&ref{key: k, h: h}, int64(step), 0)
+			if len(s.tab.slots) != before || s.tab.used != used+1 {
+				rebuilds++
+			}
+			want[k], hashes[k] = int64(step), h
+			first[k] = e
 			live = append(live, k)
 		}
 		if step%97 == 0 || len(live) < 5 {
 			n := 0
-			for _, sl := range tab.slots {
-				if sl.e != nil {
+			for i := range s.tab.slots {
+				if s.tab.slots[i].flags&slotLive != 0 {
 					n++
 				}
 			}
-			require.Equal(t, len(live), n, "step %d: entries in the table", step)
-			for k, e := range want {
-				require.Same(t, e, tab.find(&ref{key: k, h: hashes[k]}), "step %d: find(%q)", step, k)
+			require.Equal(t, len(live), n, "step %d: values in the table", step)
+			require.Equal(t, len(live), s.n)
+			require.Equal(t, len(live), s.small.n+s.main.n, "step %d: values in the queues", step)
+			for _, q := range []fifo{s.small, s.main} {
+				for k := 0; k < q.n; k++ {
+					require.NotZero(t, s.tab.slots[q.buf[(q.head+k)%len(q.buf)]].flags&slotLive, "step %d: queued slot live", step)
+				}
+			}
+			for k, tok := range want {
+				e := s.find(&ref{key: k, h: hashes[k]})
+				require.NotNil(t, e, "step %d: find(%q)", step, k)
+				require.Equal(t, tok, e.tokens, "step %d: state of %q", step, k)
+				require.Same(t, e, s.resolve(first[k]), "step %d: resolve(%q)", step, k)
+			}
+			for _, k := range gone {
+				require.Nil(t, s.resolve(first[k]), "step %d: resolve(forgotten %q)", step, k)
 			}
 			if len(live) > 0 {
-				require.Nil(t, tab.find(&ref{key: "absent", h: hashes[live[0]]}))
+				require.Nil(t, s.find(&ref{key: "absent", h: hashes[live[0]]}))
 			}
 		}
 	}
+	require.Greater(t, rebuilds, 10)
 }

@@ -81,8 +81,8 @@ func (c *Controller) Tracked() int { return c.cache.len() }
 // InFlight returns the number of requests in flight for the value whose
 // string form is v (concurrency rules; zero for others or untracked values).
 func (c *Controller) InFlight(v string) int64 {
-	if e := c.cache.lookup(v); e != nil {
-		return e.inflight.Load()
+	if e, ok := c.cache.lookup(v); ok {
+		return e.inflight()
 	}
 	return 0
 }
@@ -175,7 +175,9 @@ func (c *Controller) checkLocal(ctx context.Context, ec *entry.Context, key stri
 		if e.tokens >= n {
 			e.tokens -= n
 			s.mu.Unlock()
-			ec.AddTicket(e)
+			// The tokens come back only if a later check refuses the entry:
+			// an exit that passed touches nothing of the value.
+			ec.AddUndo(e)
 			return nil
 		}
 		have, part, last := e.tokens, e.part, e.last
@@ -187,12 +189,12 @@ func (c *Controller) checkLocal(ctx context.Context, ec *entry.Context, key stri
 	case modeConcurrency:
 		s.mu.Lock()
 		e := s.get(&r, 0, 0)
-		cur := e.inflight.Load()
+		cur := e.tokens // in flight
 		if cur+n > t {
 			s.mu.Unlock()
 			return c.blocked(ec, float64(cur), float64(t), 0, "")
 		}
-		e.inflight.Add(n)
+		e.tokens += n
 		s.mu.Unlock()
 		ec.AddTicket(e)
 		return nil
@@ -317,7 +319,7 @@ func (c *Controller) pace(ctx context.Context, ec *entry.Context, clk core.Clock
 		}
 		if err := c.sleep(ctx, ec, clk, time.Duration(wait)); err != nil {
 			s.mu.Lock()
-			if e.last == endLast && e.part == endPart {
+			if e := s.resolve(e); e != nil && e.last == endLast && e.part == endPart {
 				e.last, e.part = prevLast, prevPart
 			}
 			s.mu.Unlock()

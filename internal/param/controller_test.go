@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -739,4 +740,85 @@ func TestBucketExactCountsUnderConcurrency(t *testing.T) {
 		wg.Wait()
 		assert.Equal(t, ph.want, admitted.Load(), "admitted at %v", time.Duration(ph.at))
 	}
+}
+
+// TestGiveBackAfterRebuild: the tokens of an entry refused by a later check
+// reach its value's bucket even when the value's table was rebuilt (its
+// state moved to a new array) in between, and reach nothing once the value
+// is forgotten.
+func TestGiveBackAfterRebuild(t *testing.T) {
+	c := newCtl(t, rules.Param{Threshold: 4, Capacity: 100})
+	be, ec := check(c, nil, start, 3, "u")
+	require.Nil(t, be)
+	_, r := c.cache.locate("u")
+	s := &c.cache.shards[r.h&c.cache.mask]
+	s.mu.Lock()
+	before := &s.tab.slots[0]
+	s.mu.Unlock()
+	for i := 0; i < 60; i++ { // fills and rebuilds u's table without evicting u
+		_, _ = check(c, nil, start, 1, i)
+	}
+	s.mu.Lock()
+	rebuilt := &s.tab.slots[0] != before
+	s.mu.Unlock()
+	require.True(t, rebuilt, "the table was rebuilt")
+	ec.ReleaseTickets(entry.ExitInfo{Start: start, End: start, Batch: 3, Blocked: true})
+	tok, ok := c.Tokens("u", start)
+	require.True(t, ok)
+	assert.Equal(t, int64(4), tok, "the tokens came back after the rebuild")
+
+	// Forgotten meanwhile (a value seen once, pushed out by a scan): the
+	// give-back goes nowhere, and the value comes back with a full bucket.
+	be, ec = check(c, nil, start, 4, "w")
+	require.Nil(t, be)
+	for i := 0; i < 10_000; i++ {
+		_, _ = check(c, nil, start, 1, -i-1)
+	}
+	_, ok = c.Tokens("w", start)
+	require.False(t, ok, "w evicted by the scan")
+	ec.ReleaseTickets(entry.ExitInfo{Start: start, End: start, Batch: 4, Blocked: true})
+	_, ok = c.Tokens("w", start)
+	assert.False(t, ok, "the give-back tracks nothing")
+	assert.Equal(t, 100, c.Tracked())
+}
+
+// TestThrottleCancelAfterRebuildGivesTheSlotBack: a cancelled wait gives its
+// slot back to the value's schedule even when the value's table was rebuilt
+// (its state moved to a new array) while it waited. A takes the slot at
+// 100 ms and waits; other values fill and rebuild the table; A is
+// cancelled: the next entry gets 100 ms again.
+func TestThrottleCancelAfterRebuildGivesTheSlotBack(t *testing.T) {
+	c := newCtl(t, rules.Param{Threshold: 10, Behavior: rules.Throttle, MaxQueueing: time.Second, Capacity: 100})
+	run := func(ctx context.Context, clk core.Clock, v string) *core.BlockError {
+		return c.CheckKey(ctx, &entry.Context{Resource: "res", Batch: 1, Start: start}, v, clk)
+	}
+	require.Nil(t, run(context.Background(), &instantClock{}, "u"), "the first passes at once")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	sig := &signalClock{asked: make(chan time.Duration, 1)}
+	done := make(chan *core.BlockError)
+	go func() { done <- run(ctx, sig, "u") }()
+	require.Equal(t, 100*time.Millisecond, <-sig.asked, "A waits for the second slot")
+
+	_, r := c.cache.locate("u")
+	s := &c.cache.shards[r.h&c.cache.mask]
+	s.mu.Lock()
+	before := &s.tab.slots[0]
+	s.mu.Unlock()
+	for i := 0; i < 60; i++ {
+		require.Nil(t, run(context.Background(), &instantClock{}, strconv.Itoa(i)))
+	}
+	s.mu.Lock()
+	rebuilt := &s.tab.slots[0] != before
+	s.mu.Unlock()
+	require.True(t, rebuilt, "the table was rebuilt during the wait")
+
+	cancel()
+	be := <-done
+	require.NotNil(t, be)
+	require.Contains(t, be.Reason, "wait cancelled")
+
+	cc := &instantClock{}
+	require.Nil(t, run(context.Background(), cc, "u"))
+	require.Equal(t, []time.Duration{100 * time.Millisecond}, cc.waits, "A's slot is offered again")
 }

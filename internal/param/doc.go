@@ -8,9 +8,10 @@
 // eviction, which keeps frequently used values when a scan of values seen
 // once passes through.
 // Values with requests in flight are never evicted, so every release reaches
-// the live count. A value of at most 85 bytes is kept inside its 128-byte
-// entry; a longer one is tracked by a 128-bit fingerprint, so a rule's memory
-// is bounded per value however long the values are. A check on a string or
+// the live count. A value's whole state is one 64-byte slot of its shard's
+// table (one cache line): a value of at most 21 bytes is kept inside it, a
+// longer one is tracked by a 128-bit fingerprint, so a rule's memory is
+// bounded per value however long the values are. A check on a string or
 // integer argument does not allocate once the value is tracked, and the
 // arguments never leave the caller's stack. See docs/design/param.md for the
 // algorithms and their exact boundaries.
