@@ -42,7 +42,10 @@ func main() {
 	}
 }
 
-func run(out io.Writer) error {
+func run(w io.Writer) error {
+	// The events arrive on the engine's event goroutine while this one
+	// prints too: one lock keeps their lines whole and the writer unshared.
+	out := &lockedWriter{w: w}
 	eng := sluice.New()
 	defer eng.Close()
 	start := time.Now()
@@ -128,4 +131,16 @@ func run(out io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// lockedWriter serialises the writes of the event goroutine and of run.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
