@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"fmt"
+	"hash/maphash"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +24,32 @@ func TestNewResourceClonesName(t *testing.T) {
 		src[i] = '!' // the caller's bytes may change; the name must not
 	}
 	require.Equal(t, "GET /api/v1/items/{id}", r.name)
+}
+
+// TestTableProbesPastCollisions forges the read table's slots to make what
+// a random seed makes rarely: a name whose home slot is the last one, so
+// that its probe wraps around to the first, and slots on the way holding
+// other resources under the same tag (one of them a prefix of the name),
+// which only the name comparison tells apart.
+func TestTableProbesPastCollisions(t *testing.T) {
+	const size = 16
+	seed := maphash.MakeSeed()
+	var name string
+	var h uint64
+	for i := 0; h>>32&(size-1) != size-1; i++ {
+		name = fmt.Sprint("wrap-", i, "-x")
+		h = maphash.String(seed, name)
+	}
+	tag := uint32(h) | 1
+	tb := &table{seed: seed, mask: size - 1, tags: make([]uint32, size), res: make([]*resource, size)}
+	want := newResource(name)
+	for i, r := range []*resource{newResource("decoy"), newResource(name[:len(name)-1]), newResource(name + "x"), want} {
+		j := (size - 1 + i) % size
+		tb.tags[j], tb.res[j] = tag, r
+	}
+	require.Same(t, want, tb.get(name, 0))
+	tb.tags[2], tb.res[2] = 0, nil
+	require.Nil(t, tb.get(name, 0), "the probe ends at the first empty slot")
 }
 
 func TestTableFindsEveryNameAndNothingElse(t *testing.T) {

@@ -348,7 +348,9 @@ func (n *Node) slot(epoch int64) []atomic.Uint64 {
 // before writing it can cost a second transfer of the line when the
 // resource is hot on several cores; an earlier layout measured that
 // (110 -> 175 ns), this one does not (Entry+Exit in parallel on one
-// resource 223 -> 210 ns, p = 0.98, twelve interleaved rounds).
+// resource 223 -> 210 ns, p = 0.98, twelve interleaved rounds; again in
+// 200 rounds: median ratio 1.00, faster in 100), while over 100,000
+// resources round-robin it takes the ratio from 3.63-4.17x to 2.58-3.04x.
 func (n *Node) Prefetch(now int64) {
 	ep := now / int64(BucketWidth)
 	// The window's first, middle and last words: every line it spans,
