@@ -37,6 +37,42 @@ type Context struct {
 	undo    [4]Ticket
 	nu      int
 	moreU   []Ticket
+	// timed is set when a ticket needs the exit's clock reading (ExitTimed);
+	// gate is the one ticket that decides at Exit (ExitTimedIfGate), nil
+	// when there is none.
+	timed bool
+	gate  ClockGate
+}
+
+// ExitClock is what a ticket's Release reads of its entry's exit: the
+// engine reads the clock at Exit only when a ticket the entry holds needs
+// it, and otherwise gives the tickets an estimate as ExitInfo.End: a
+// reading no earlier than the entry's start and no later than its exit
+// (the latest clock reading of an Entry on the engine; see
+// docs/design/architecture.md, "The clock").
+type ExitClock uint8
+
+const (
+	// ExitTimed: the release reads the response time or the exact instant
+	// of the exit (a slow-call breaker, a half-open probe, an adaptive
+	// limit's sample). AddTicket adds tickets so.
+	ExitTimed ExitClock = iota
+	// ExitTimedIfGate: the ticket, a ClockGate, decides at Exit.
+	ExitTimedIfGate
+	// ExitUntimed: neither the response time nor the instant; the
+	// estimate will do (a concurrency slot given back).
+	ExitUntimed
+)
+
+// ClockGate is a ticket that decides at Exit whether its release needs the
+// exit's clock reading (ExitTimedIfGate).
+type ClockGate interface {
+	Ticket
+	// ExitNeedsClock reports whether the release of an entry ending with
+	// (failed) or without an error needs the exact instant or response
+	// time, given est, the estimate of the exit's instant (no later than
+	// the exit).
+	ExitNeedsClock(failed bool, est int64) bool
 }
 
 // Ticket is something a rule check holds for an entry that passed it: a
@@ -66,8 +102,39 @@ type ExitInfo struct {
 // RT returns the entry's response time in nanoseconds (End - Start).
 func (info ExitInfo) RT() int64 { return info.End - info.Start }
 
-// AddTicket records t to be released when the entry ends.
+// AddTicket records t to be released when the entry ends, with the exit's
+// clock read for it (ExitTimed).
 func (c *Context) AddTicket(t Ticket) {
+	c.timed = true
+	c.addTicket(t)
+}
+
+// AddTicketClock records t to be released when the entry ends, needing of
+// the exit's clock what need says. With ExitTimedIfGate, t must be a
+// ClockGate; an entry holds one gate, and a second is taken as ExitTimed.
+func (c *Context) AddTicketClock(t Ticket, need ExitClock) {
+	switch need {
+	case ExitTimed:
+		c.timed = true
+	case ExitTimedIfGate:
+		if c.gate != nil {
+			c.timed = true
+		} else {
+			c.gate = t.(ClockGate)
+		}
+	}
+	c.addTicket(t)
+}
+
+// ExitNeedsClock reports whether a ticket the entry holds needs the exit's
+// clock reading, for an entry ending with (failed) or without an error;
+// est is the estimate the tickets get otherwise. Engines call it; slots do
+// not.
+func (c *Context) ExitNeedsClock(failed bool, est int64) bool {
+	return c.timed || c.gate != nil && c.gate.ExitNeedsClock(failed, est)
+}
+
+func (c *Context) addTicket(t Ticket) {
 	if c.n < len(c.tickets) {
 		c.tickets[c.n] = t
 		c.n++
@@ -123,6 +190,7 @@ func (c *Context) ReleaseTickets(x ExitInfo) {
 		c.tickets[i] = nil
 	}
 	c.n = 0
+	c.timed, c.gate = false, nil
 }
 
 // ReleaseRefused releases every ticket, undo-only ones included, for an

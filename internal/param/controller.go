@@ -175,7 +175,9 @@ func (c *Controller) checkLocal(ctx context.Context, ec *entry.Context, key stri
 		if e.tokens >= n {
 			e.tokens -= n
 			s.mu.Unlock()
-			ec.AddTicket(e)
+			// The tokens go back only when a later check refuses the
+			// entry: nothing to do at Exit.
+			ec.AddUndo(e)
 			return nil
 		}
 		have, part, last := e.tokens, e.part, e.last
@@ -194,7 +196,8 @@ func (c *Controller) checkLocal(ctx context.Context, ec *entry.Context, key stri
 		}
 		e.inflight.Add(n)
 		s.mu.Unlock()
-		ec.AddTicket(e)
+		// Giving the slot back reads neither the RT nor the instant.
+		ec.AddTicketClock(e, entry.ExitUntimed)
 		return nil
 	default:
 		return c.pace(ctx, ec, clk, s, &r, t)
