@@ -53,6 +53,7 @@ type params struct {
 	interval  int64 // ns
 	probes    uint64
 	isFailure func(error) bool
+	slow      bool // the slow-request-ratio strategy
 }
 
 func newParams(r rules.CircuitBreaker, isFailure func(error) bool) *params {
@@ -65,6 +66,7 @@ func newParams(r rules.CircuitBreaker, isFailure func(error) bool) *params {
 		interval:  int64(cmp.Or(r.StatInterval, ruledef.StatInterval)),
 		probes:    uint64(cmp.Or(r.Probes, ruledef.Probes)),
 		isFailure: isFailure,
+		slow:      cmp.Or(r.Strategy, rules.SlowRequestRatio) == rules.SlowRequestRatio,
 	}
 }
 
@@ -75,7 +77,7 @@ func (c *params) failed(err error) bool {
 
 // bad reports whether a closed-state call counts against the threshold.
 func (c *params) bad(x *entry.ExitInfo) bool {
-	if cmp.Or(c.rule.Strategy, rules.SlowRequestRatio) == rules.SlowRequestRatio {
+	if c.slow {
 		return x.End-x.Start > c.maxRT
 	}
 	return c.failed(x.Err)
@@ -86,7 +88,7 @@ func (c *params) bad(x *entry.ExitInfo) bool {
 func (c *params) probeFailed(x *entry.ExitInfo) bool {
 	rt := x.End - x.Start
 	return c.failed(x.Err) || rt >= c.interval ||
-		(cmp.Or(c.rule.Strategy, rules.SlowRequestRatio) == rules.SlowRequestRatio && rt > c.maxRT)
+		(c.slow && rt > c.maxRT)
 }
 
 // trips returns the observed value of a window holding bad of total calls

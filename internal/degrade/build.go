@@ -44,7 +44,7 @@ func newBreaker(r rules.CircuitBreaker, hub *Hub, st *state) *Breaker {
 		st.cfg.Store(c)
 	}
 	b := &Breaker{rule: r, cfg: c, st: st, closedClock: entry.ExitTimed}
-	if cmp.Or(r.Strategy, rules.SlowRequestRatio) != rules.SlowRequestRatio {
+	if !c.slow {
 		b.closedClock = entry.ExitTimedIfGate
 	}
 	return b
