@@ -219,3 +219,56 @@ func TestContextSleep(t *testing.T) {
 		assert.Zero(t, testing.AllocsPerRun(100, func() { _ = c.Sleep(nil, clk, 0) }))
 	})
 }
+
+// gateTicket is a ClockGate that answers what it is told and records the
+// question.
+type gateTicket struct {
+	recordingTicket
+	need   bool
+	failed bool
+	est    int64
+}
+
+func (g *gateTicket) ExitNeedsClock(failed bool, est int64) bool {
+	g.failed, g.est = failed, est
+	return g.need
+}
+
+// TestExitNeedsClock: what the tickets an entry holds need of its exit's
+// clock, by the ExitClock they were added with, and that a release
+// forgets it.
+func TestExitNeedsClock(t *testing.T) {
+	var log []release
+	tk := func() *recordingTicket { return &recordingTicket{log: &log} }
+	var c Context
+	assert.False(t, c.ExitNeedsClock(true, 0), "no ticket")
+
+	c.AddTicketClock(tk(), ExitUntimed)
+	c.AddUndo(tk())
+	assert.False(t, c.ExitNeedsClock(true, 0), "untimed and undo-only tickets")
+
+	g := &gateTicket{recordingTicket: *tk()}
+	c.AddTicketClock(g, ExitTimedIfGate)
+	assert.False(t, c.ExitNeedsClock(true, 42))
+	assert.True(t, g.failed)
+	assert.Equal(t, int64(42), g.est, "the gate is asked with the estimate")
+	g.need = true
+	assert.True(t, c.ExitNeedsClock(false, 43), "the gate decides")
+
+	c.ReleaseTickets(ExitInfo{Batch: 1})
+	assert.False(t, c.ExitNeedsClock(true, 0), "a release forgets the gate")
+
+	// A second gate cannot be asked separately: the exit is timed.
+	c.AddTicketClock(&gateTicket{recordingTicket: *tk()}, ExitTimedIfGate)
+	c.AddTicketClock(&gateTicket{recordingTicket: *tk()}, ExitTimedIfGate)
+	assert.True(t, c.ExitNeedsClock(false, 0))
+	c.ReleaseRefused()
+	assert.False(t, c.ExitNeedsClock(false, 0), "a refusal forgets it too")
+
+	// AddTicket and ExitTimed: always timed.
+	c.AddTicket(tk())
+	assert.True(t, c.ExitNeedsClock(false, 0))
+	c.ReleaseTickets(ExitInfo{Batch: 1})
+	c.AddTicketClock(tk(), ExitTimed)
+	assert.True(t, c.ExitNeedsClock(false, 0))
+}
