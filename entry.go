@@ -253,7 +253,7 @@ func (eng *Engine) noteRecent(now int64) {
 // instant (see window.Node.AddCompleteUntimed and docs/design/architecture.md).
 func (eng *Engine) exitNeedsClock(p *Pass, in *window.Node) bool {
 	return !eng.estimateExit ||
-		p.ctx.ExitNeedsClock(p.err != nil, max(p.ctx.Start, eng.recent.Load())) ||
+		p.ctx.ExitNeedsClock(p.err != nil, &eng.recent) ||
 		p.slots != nil ||
 		p.res.node.Read() ||
 		in != nil && (eng.system.ReadsRT() || eng.inboundRead.Load())

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -51,4 +53,17 @@ func BenchmarkEntryExitAllKinds(b *testing.B) {
 			}
 		})
 	})
+}
+
+// BenchmarkRateAllow is golang.org/x/time/rate's Allow on a limiter no
+// benchmark drains (as examples/benchcompare's RateAllow path), for
+// same-binary ratios of the pass path to it.
+func BenchmarkRateAllow(b *testing.B) {
+	l := rate.NewLimiter(1e9, 1e9)
+	b.ReportAllocs()
+	for b.Loop() {
+		if !l.Allow() {
+			b.Fatal("denied")
+		}
+	}
 }

@@ -6,6 +6,7 @@ package entry
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-go/sluice/core"
@@ -127,11 +128,12 @@ func (c *Context) AddTicketClock(t Ticket, need ExitClock) {
 }
 
 // ExitNeedsClock reports whether a ticket the entry holds needs the exit's
-// clock reading, for an entry ending with (failed) or without an error;
-// est is the estimate the tickets get otherwise. Engines call it; slots do
-// not.
-func (c *Context) ExitNeedsClock(failed bool, est int64) bool {
-	return c.timed || c.gate != nil && c.gate.ExitNeedsClock(failed, est)
+// clock reading, for an entry ending with (failed) or without an error.
+// recent is the engine's latest clock reading of an Entry: the tickets get
+// max(Start, recent) as the exit's instant otherwise (it is read only when
+// a ClockGate asks). Engines call it; slots do not.
+func (c *Context) ExitNeedsClock(failed bool, recent *atomic.Int64) bool {
+	return c.timed || c.gate != nil && c.gate.ExitNeedsClock(failed, max(c.Start, recent.Load()))
 }
 
 func (c *Context) addTicket(t Ticket) {

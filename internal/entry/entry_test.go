@@ -3,6 +3,7 @@ package entry
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -240,35 +241,41 @@ func (g *gateTicket) ExitNeedsClock(failed bool, est int64) bool {
 func TestExitNeedsClock(t *testing.T) {
 	var log []release
 	tk := func() *recordingTicket { return &recordingTicket{log: &log} }
-	var c Context
-	assert.False(t, c.ExitNeedsClock(true, 0), "no ticket")
+	var (
+		c      Context
+		recent atomic.Int64
+	)
+	c.Start = 40
+	assert.False(t, c.ExitNeedsClock(true, &recent), "no ticket")
 
 	c.AddTicketClock(tk(), ExitUntimed)
 	c.AddUndo(tk())
-	assert.False(t, c.ExitNeedsClock(true, 0), "untimed and undo-only tickets")
+	assert.False(t, c.ExitNeedsClock(true, &recent), "untimed and undo-only tickets")
 
 	g := &gateTicket{recordingTicket: *tk()}
 	c.AddTicketClock(g, ExitTimedIfGate)
-	assert.False(t, c.ExitNeedsClock(true, 42))
+	assert.False(t, c.ExitNeedsClock(true, &recent))
 	assert.True(t, g.failed)
-	assert.Equal(t, int64(42), g.est, "the gate is asked with the estimate")
+	assert.Equal(t, int64(40), g.est, "the gate is asked with the estimate: the start, later than recent")
+	recent.Store(42)
 	g.need = true
-	assert.True(t, c.ExitNeedsClock(false, 43), "the gate decides")
+	assert.True(t, c.ExitNeedsClock(false, &recent), "the gate decides")
+	assert.Equal(t, int64(42), g.est, "the estimate: recent, later than the start")
 
 	c.ReleaseTickets(ExitInfo{Batch: 1})
-	assert.False(t, c.ExitNeedsClock(true, 0), "a release forgets the gate")
+	assert.False(t, c.ExitNeedsClock(true, &recent), "a release forgets the gate")
 
 	// A second gate cannot be asked separately: the exit is timed.
 	c.AddTicketClock(&gateTicket{recordingTicket: *tk()}, ExitTimedIfGate)
 	c.AddTicketClock(&gateTicket{recordingTicket: *tk()}, ExitTimedIfGate)
-	assert.True(t, c.ExitNeedsClock(false, 0))
+	assert.True(t, c.ExitNeedsClock(false, &recent))
 	c.ReleaseRefused()
-	assert.False(t, c.ExitNeedsClock(false, 0), "a refusal forgets it too")
+	assert.False(t, c.ExitNeedsClock(false, &recent), "a refusal forgets it too")
 
 	// AddTicket and ExitTimed: always timed.
 	c.AddTicket(tk())
-	assert.True(t, c.ExitNeedsClock(false, 0))
+	assert.True(t, c.ExitNeedsClock(false, &recent))
 	c.ReleaseTickets(ExitInfo{Batch: 1})
 	c.AddTicketClock(tk(), ExitTimed)
-	assert.True(t, c.ExitNeedsClock(false, 0))
+	assert.True(t, c.ExitNeedsClock(false, &recent))
 }
