@@ -194,7 +194,7 @@ func (p *Pass) Exit() {
 		// latest reading of an Entry stands for the clock (never earlier
 		// than the entry's own start).
 		end := max(p.ctx.Start, eng.recent.Load())
-		if p.ctx.Tickets() != 0 {
+		if p.ctx.HoldsTickets() {
 			p.ctx.ReleaseTickets(entry.ExitInfo{Start: p.ctx.Start, End: end, Batch: p.ctx.Batch, Err: p.err})
 		}
 		statistic.ExitUntimed(end, p.ctx.Batch, p.err != nil, &p.res.node, in)

@@ -22,6 +22,12 @@ type Context struct {
 	Traffic core.TrafficType
 	// Priority is the entry's priority (sluice.WithPriority).
 	Priority core.Priority
+	// timed is set when a ticket needs the exit's clock reading
+	// (ExitTimed); gate is 1 + the index among the tickets of the one that
+	// decides at Exit (ExitTimedIfGate), 0 when there is none. They sit in
+	// the padding before Batch, so that they cost the entry no space.
+	timed bool
+	gate  uint8
 	// Batch is how many requests the entry stands for; at least 1.
 	Batch int64
 	// Start is the engine clock's reading when the entry began, in
@@ -38,11 +44,6 @@ type Context struct {
 	undo    [4]Ticket
 	nu      int
 	moreU   []Ticket
-	// timed is set when a ticket needs the exit's clock reading (ExitTimed);
-	// gate is the one ticket that decides at Exit (ExitTimedIfGate), nil
-	// when there is none.
-	timed bool
-	gate  ClockGate
 }
 
 // ExitClock is what a ticket's Release reads of its entry's exit: the
@@ -118,14 +119,18 @@ func (c *Context) AddTicketClock(t Ticket, need ExitClock) {
 	case ExitTimed:
 		c.timed = true
 	case ExitTimedIfGate:
-		if c.gate != nil {
+		if i := c.n + len(c.more); c.gate != 0 || i >= maxGate {
 			c.timed = true
 		} else {
-			c.gate = t.(ClockGate)
+			_ = t.(ClockGate) // (a misuse fails here, not at Exit)
+			c.gate = uint8(i + 1)
 		}
 	}
 	c.addTicket(t)
 }
+
+// maxGate bounds the index of a gate ticket that Context.gate can hold.
+const maxGate = 255
 
 // ExitNeedsClock reports whether a ticket the entry holds needs the exit's
 // clock reading, for an entry ending with (failed) or without an error.
@@ -133,7 +138,19 @@ func (c *Context) AddTicketClock(t Ticket, need ExitClock) {
 // max(Start, recent) as the exit's instant otherwise (it is read only when
 // a ClockGate asks). Engines call it; slots do not.
 func (c *Context) ExitNeedsClock(failed bool, recent *atomic.Int64) bool {
-	return c.timed || c.gate != nil && c.gate.ExitNeedsClock(failed, max(c.Start, recent.Load()))
+	return c.timed || c.gate != 0 && c.askGate(failed, recent)
+}
+
+// askGate asks the entry's gate ticket whether its release needs the clock.
+func (c *Context) askGate(failed bool, recent *atomic.Int64) bool {
+	i := int(c.gate) - 1
+	var t Ticket
+	if i < len(c.tickets) {
+		t = c.tickets[i]
+	} else {
+		t = c.more[i-len(c.tickets)]
+	}
+	return t.(ClockGate).ExitNeedsClock(failed, max(c.Start, recent.Load()))
 }
 
 func (c *Context) addTicket(t Ticket) {
@@ -192,7 +209,7 @@ func (c *Context) ReleaseTickets(x ExitInfo) {
 		c.tickets[i] = nil
 	}
 	c.n = 0
-	c.timed, c.gate = false, nil
+	c.timed, c.gate = false, 0
 }
 
 // ReleaseRefused releases every ticket, undo-only ones included, for an
@@ -202,6 +219,10 @@ func (c *Context) ReleaseTickets(x ExitInfo) {
 func (c *Context) ReleaseRefused() {
 	c.ReleaseTickets(ExitInfo{Start: c.Start, End: c.Start, Batch: c.Batch, Blocked: true})
 }
+
+// HoldsTickets reports whether the entry holds tickets to release at its
+// exit (undo-only ones aside): one load, for the exit path.
+func (c *Context) HoldsTickets() bool { return c.n != 0 }
 
 // Tickets returns how many tickets the entry holds, undo-only ones
 // included.

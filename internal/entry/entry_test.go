@@ -49,6 +49,7 @@ func TestEntryContextTickets(t *testing.T) {
 			for i := range tt.give {
 				c.AddTicket(&recordingTicket{id: i, log: &log})
 				require.Equal(t, i+1, c.Tickets())
+				require.True(t, c.HoldsTickets())
 			}
 			require.Equal(t, tt.give, c.Tickets())
 
@@ -59,6 +60,7 @@ func TestEntryContextTickets(t *testing.T) {
 			}
 			require.Equal(t, want, log, "one release per ticket, newest first, with the given ExitInfo")
 			require.Zero(t, c.Tickets())
+			require.False(t, c.HoldsTickets())
 
 			// Released tickets are forgotten: a second release does nothing.
 			c.ReleaseTickets(ExitInfo{Start: 99})
@@ -271,6 +273,17 @@ func TestExitNeedsClock(t *testing.T) {
 	assert.True(t, c.ExitNeedsClock(false, &recent))
 	c.ReleaseRefused()
 	assert.False(t, c.ExitNeedsClock(false, &recent), "a refusal forgets it too")
+
+	// A gate beyond the inline tickets.
+	for range 5 {
+		c.AddTicketClock(tk(), ExitUntimed)
+	}
+	g = &gateTicket{recordingTicket: *tk(), need: true}
+	c.AddTicketClock(g, ExitTimedIfGate)
+	assert.True(t, c.ExitNeedsClock(false, &recent))
+	g.need = false
+	assert.False(t, c.ExitNeedsClock(false, &recent))
+	c.ReleaseTickets(ExitInfo{Batch: 1})
 
 	// AddTicket and ExitTimed: always timed.
 	c.AddTicket(tk())
