@@ -499,3 +499,29 @@ func TestNoteRecentOnlyRaises(t *testing.T) {
 	g.noteRecent(12 * ms)
 	assert.Equal(t, 12*ms, g.recent.Load())
 }
+
+// TestAllocExitUntimedAllKinds: an entry on a resource with a rule of every
+// kind whose exit goes untimed, tickets released with the estimate,
+// allocates nothing.
+func TestAllocExitUntimedAllKinds(t *testing.T) {
+	g, clk := estimatingEngine(t)
+	require.NoError(t, g.LoadRules(rules.Set{
+		Flow: []rules.Flow{
+			{Resource: "all", Threshold: rules.MaxThreshold},
+			{Metric: rules.Concurrency, Resource: "all", Threshold: 1 << 20},
+		},
+		CircuitBreaker: []rules.CircuitBreaker{{Resource: "all", Strategy: rules.ErrorRatio, Threshold: 0.5, RetryTimeout: time.Second}},
+		Param:          []rules.Param{{Resource: "all", Index: 0, Threshold: rules.MaxThreshold}},
+		System:         []rules.System{{Metric: rules.InboundQPS, Threshold: rules.MaxThreshold}},
+	}))
+	clk.Advance(10 * time.Millisecond) // early in a bucket: no exit is timed
+	p, err := g.Entry("all", WithStringArg(0, "user-1"))
+	require.NoError(t, err)
+	require.False(t, g.exitNeedsClock(p, g.inbound))
+	p.Exit()
+	assert.Zero(t, testing.AllocsPerRun(200, func() {
+		p, _ := g.Entry("all", WithStringArg(0, "user-1"))
+		p.Exit()
+	}))
+	assert.Zero(t, g.reg.get("all").node.Concurrency())
+}
