@@ -235,7 +235,11 @@ func (r *passRecord) exit() {
 		// Nothing reads this exit's RT or instant beyond its bucket: the
 		// latest reading of an Entry stands for the clock (never earlier
 		// than the entry's own start).
-		statistic.ExitUntimed(max(r.ctx.Start, eng.recent.Load()), r.ctx.Batch, r.err != nil, &r.res.node, in)
+		end := max(r.ctx.Start, eng.recent.Load())
+		if r.ctx.HoldsTickets() {
+			r.ctx.ReleaseTickets(entry.ExitInfo{Start: r.ctx.Start, End: end, Batch: r.ctx.Batch, Err: r.err})
+		}
+		statistic.ExitUntimed(end, r.ctx.Batch, r.err != nil, &r.res.node, in)
 		return
 	}
 	now := eng.clock.Nanotime()
@@ -273,22 +277,28 @@ func (eng *Engine) noteRecent(now int64) {
 // is one more line:
 //
 //   - a clock other than the system clock (exactness on a manual clock);
-//   - tickets (circuit breakers, slow-call ones included, token buckets,
-//     concurrency and param rules get the exit's End);
+//   - a ticket that reads the exit's RT or exact instant (see
+//     entry.ExitClock): a slow-call breaker, a half-open probe, an
+//     error-ratio or error-count breaker on an error or while its window
+//     holds a failure, an adaptive rule; not a concurrency rule, a param
+//     rule, or an error breaker's success in a window without failures,
+//     which get the estimate;
 //   - custom slots (OnExit gets the End);
 //   - a reader of the resource's figures (Snapshot, History, Each, the
-//     exporters, watches and telemetry all make its minute window);
-//   - for inbound entries, system rules (BBR reads the inbound minimum RT)
-//     or a reader of the inbound figures (SystemMetrics).
+//     exporters, watches and telemetry all make its minute window; a
+//     tiered rule on the average RT reads it);
+//   - for inbound entries, a system rule that reads the inbound RT
+//     (InboundAvgRT, BBR's minimum RT) or a reader of the inbound figures
+//     (SystemMetrics).
 //
 // When none holds, Exit counts the exit as untimed at an estimate of its
 // instant (see window.Node.AddCompleteUntimed and docs/design/architecture.md).
 func (eng *Engine) exitNeedsClock(r *passRecord, in *window.Node) bool {
 	return !eng.estimateExit ||
-		r.ctx.Tickets() != 0 ||
+		r.ctx.ExitNeedsClock(r.err != nil, &eng.recent) ||
 		r.slots != nil ||
 		r.res.node.Read() ||
-		in != nil && (eng.system.Active() || eng.inboundRead.Load())
+		in != nil && (eng.system.ReadsRT() || eng.inboundRead.Load())
 }
 
 // Entry asks to enter resource. It returns a Pass when every rule lets the

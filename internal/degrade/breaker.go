@@ -19,11 +19,15 @@ type Breaker struct {
 	rule rules.CircuitBreaker
 	cfg  *params
 	st   *state
+	// closedClock is what the calls admitted while Closed need of their
+	// exit's clock: the RT for the slow-request-ratio strategy; for the
+	// error strategies, the closed ticket decides (closedTicket.ExitNeedsClock).
+	closedClock entry.ExitClock
 }
 
 var (
-	_ entry.Ticket = (*closedTicket)(nil)
-	_ entry.Ticket = (*probeTicket)(nil)
+	_ entry.ClockGate = (*closedTicket)(nil)
+	_ entry.Ticket    = (*probeTicket)(nil)
 )
 
 // metric is what a breaker's window counts.
@@ -49,6 +53,7 @@ type params struct {
 	interval  int64 // ns
 	probes    uint64
 	isFailure func(error) bool
+	slow      bool // the slow-request-ratio strategy
 }
 
 func newParams(r rules.CircuitBreaker, isFailure func(error) bool) *params {
@@ -61,6 +66,7 @@ func newParams(r rules.CircuitBreaker, isFailure func(error) bool) *params {
 		interval:  int64(cmp.Or(r.StatInterval, ruledef.StatInterval)),
 		probes:    uint64(cmp.Or(r.Probes, ruledef.Probes)),
 		isFailure: isFailure,
+		slow:      cmp.Or(r.Strategy, rules.SlowRequestRatio) == rules.SlowRequestRatio,
 	}
 }
 
@@ -71,7 +77,7 @@ func (c *params) failed(err error) bool {
 
 // bad reports whether a closed-state call counts against the threshold.
 func (c *params) bad(x *entry.ExitInfo) bool {
-	if cmp.Or(c.rule.Strategy, rules.SlowRequestRatio) == rules.SlowRequestRatio {
+	if c.slow {
 		return x.End-x.Start > c.maxRT
 	}
 	return c.failed(x.Err)
@@ -82,7 +88,7 @@ func (c *params) bad(x *entry.ExitInfo) bool {
 func (c *params) probeFailed(x *entry.ExitInfo) bool {
 	rt := x.End - x.Start
 	return c.failed(x.Err) || rt >= c.interval ||
-		(cmp.Or(c.rule.Strategy, rules.SlowRequestRatio) == rules.SlowRequestRatio && rt > c.maxRT)
+		(c.slow && rt > c.maxRT)
 }
 
 // trips returns the observed value of a window holding bad of total calls
@@ -223,7 +229,7 @@ func (b *Breaker) Check(ec *entry.Context) *core.BlockError {
 		p := st.cur.Load()
 		switch p.state {
 		case Closed:
-			ec.AddTicket(&p.closed)
+			ec.AddTicketClock(&p.closed, b.closedClock)
 			return nil
 		case Open:
 			if now < p.until {
@@ -345,6 +351,31 @@ func (st *state) swap(from *phase, next func(*params) *phase, snapshot float64, 
 	h.mu.Unlock()
 	h.drain()
 }
+
+// ExitNeedsClock tells the engine whether the release of a call of an
+// error strategy (ErrorRatio, ErrorCount) needs the exact instant of its
+// exit; est is the estimate it gets otherwise, no later than the exit. It
+// does for a call that ended with an error: the error counts in its own
+// bucket, and may open the breaker, at the instant the open phase is timed
+// from. It does for a success while the window holds a bad call in reach
+// of est (a success may then open the breaker, by bringing the window to
+// the minimum request amount). Otherwise a success only counts in the
+// bucket of est, which is at most the exit's own (one bucket earlier when
+// the two straddle a boundary), and no decision waits on it. The release
+// of a call whose phase has ended counts nothing and needs nothing.
+func (t *closedTicket) ExitNeedsClock(failed bool, est int64) bool {
+	p := t.p
+	if t.st.cur.Load() != p {
+		return false
+	}
+	w := p.win.BucketWidth()
+	return failed || est/w-p.lastBad.Load() < windowBuckets || est%w >= w-w/estimateSlack
+}
+
+// estimateSlack: an error breaker's success whose estimated exit falls in
+// the last 1/estimateSlack of a bucket is timed, lest the exit itself fall
+// in the next bucket.
+const estimateSlack = 10
 
 // Release feeds the outcome of a call admitted in closed phase t.p into its
 // window and opens the breaker when, with at least the minimum request

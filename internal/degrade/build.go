@@ -3,6 +3,7 @@ package degrade
 import (
 	"cmp"
 
+	"github.com/sluice-go/sluice/internal/entry"
 	"github.com/sluice-go/sluice/internal/ruledef"
 	"github.com/sluice-go/sluice/rules"
 )
@@ -42,7 +43,11 @@ func newBreaker(r rules.CircuitBreaker, hub *Hub, st *state) *Breaker {
 		st.cur.Store(closedPhase(st, 0, c))
 		st.cfg.Store(c)
 	}
-	return &Breaker{rule: r, cfg: c, st: st}
+	b := &Breaker{rule: r, cfg: c, st: st, closedClock: entry.ExitTimed}
+	if !c.slow {
+		b.closedClock = entry.ExitTimedIfGate
+	}
+	return b
 }
 
 // Build returns the breakers of rs grouped by resource, in rule order. The

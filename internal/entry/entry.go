@@ -6,6 +6,7 @@ package entry
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-go/sluice/core"
@@ -21,6 +22,12 @@ type Context struct {
 	Traffic core.TrafficType
 	// Priority is the entry's priority (sluice.WithPriority).
 	Priority core.Priority
+	// timed is set when a ticket needs the exit's clock reading
+	// (ExitTimed); gate is 1 + the index among the tickets of the one that
+	// decides at Exit (ExitTimedIfGate), 0 when there is none. They sit in
+	// the padding before Batch, so that they cost the entry no space.
+	timed bool
+	gate  uint8
 	// Batch is how many requests the entry stands for; at least 1.
 	Batch int64
 	// Start is the engine clock's reading when the entry began, in
@@ -37,6 +44,37 @@ type Context struct {
 	undo    [4]Ticket
 	nu      int
 	moreU   []Ticket
+}
+
+// ExitClock is what a ticket's Release reads of its entry's exit: the
+// engine reads the clock at Exit only when a ticket the entry holds needs
+// it, and otherwise gives the tickets an estimate as ExitInfo.End: a
+// reading no earlier than the entry's start and no later than its exit
+// (the latest clock reading of an Entry on the engine; see
+// docs/design/architecture.md, "The clock").
+type ExitClock uint8
+
+const (
+	// ExitTimed: the release reads the response time or the exact instant
+	// of the exit (a slow-call breaker, a half-open probe, an adaptive
+	// limit's sample). AddTicket adds tickets so.
+	ExitTimed ExitClock = iota
+	// ExitTimedIfGate: the ticket, a ClockGate, decides at Exit.
+	ExitTimedIfGate
+	// ExitUntimed: neither the response time nor the instant; the
+	// estimate will do (a concurrency slot given back).
+	ExitUntimed
+)
+
+// ClockGate is a ticket that decides at Exit whether its release needs the
+// exit's clock reading (ExitTimedIfGate).
+type ClockGate interface {
+	Ticket
+	// ExitNeedsClock reports whether the release of an entry ending with
+	// (failed) or without an error needs the exact instant or response
+	// time, given est, the estimate of the exit's instant (no later than
+	// the exit).
+	ExitNeedsClock(failed bool, est int64) bool
 }
 
 // Ticket is something a rule check holds for an entry that passed it: a
@@ -66,8 +104,56 @@ type ExitInfo struct {
 // RT returns the entry's response time in nanoseconds (End - Start).
 func (info ExitInfo) RT() int64 { return info.End - info.Start }
 
-// AddTicket records t to be released when the entry ends.
+// AddTicket records t to be released when the entry ends, with the exit's
+// clock read for it (ExitTimed).
 func (c *Context) AddTicket(t Ticket) {
+	c.timed = true
+	c.addTicket(t)
+}
+
+// AddTicketClock records t to be released when the entry ends, needing of
+// the exit's clock what need says. With ExitTimedIfGate, t must be a
+// ClockGate; an entry holds one gate, and a second is taken as ExitTimed.
+func (c *Context) AddTicketClock(t Ticket, need ExitClock) {
+	switch need {
+	case ExitTimed:
+		c.timed = true
+	case ExitTimedIfGate:
+		if i := c.n + len(c.more); c.gate != 0 || i >= maxGate {
+			c.timed = true
+		} else {
+			_ = t.(ClockGate) // (a misuse fails here, not at Exit)
+			c.gate = uint8(i + 1)
+		}
+	}
+	c.addTicket(t)
+}
+
+// maxGate bounds the index of a gate ticket that Context.gate can hold.
+const maxGate = 255
+
+// ExitNeedsClock reports whether a ticket the entry holds needs the exit's
+// clock reading, for an entry ending with (failed) or without an error.
+// recent is the engine's latest clock reading of an Entry: the tickets get
+// max(Start, recent) as the exit's instant otherwise (it is read only when
+// a ClockGate asks). Engines call it; slots do not.
+func (c *Context) ExitNeedsClock(failed bool, recent *atomic.Int64) bool {
+	return c.timed || c.gate != 0 && c.askGate(failed, recent)
+}
+
+// askGate asks the entry's gate ticket whether its release needs the clock.
+func (c *Context) askGate(failed bool, recent *atomic.Int64) bool {
+	i := int(c.gate) - 1
+	var t Ticket
+	if i < len(c.tickets) {
+		t = c.tickets[i]
+	} else {
+		t = c.more[i-len(c.tickets)]
+	}
+	return t.(ClockGate).ExitNeedsClock(failed, max(c.Start, recent.Load()))
+}
+
+func (c *Context) addTicket(t Ticket) {
 	if c.n < len(c.tickets) {
 		c.tickets[c.n] = t
 		c.n++
@@ -123,6 +209,7 @@ func (c *Context) ReleaseTickets(x ExitInfo) {
 		c.tickets[i] = nil
 	}
 	c.n = 0
+	c.timed, c.gate = false, 0
 }
 
 // ReleaseRefused releases every ticket, undo-only ones included, for an
@@ -132,6 +219,10 @@ func (c *Context) ReleaseTickets(x ExitInfo) {
 func (c *Context) ReleaseRefused() {
 	c.ReleaseTickets(ExitInfo{Start: c.Start, End: c.Start, Batch: c.Batch, Blocked: true})
 }
+
+// HoldsTickets reports whether the entry holds tickets to release at its
+// exit (undo-only ones aside): one load, for the exit path.
+func (c *Context) HoldsTickets() bool { return c.n != 0 }
 
 // Tickets returns how many tickets the entry holds, undo-only ones
 // included.

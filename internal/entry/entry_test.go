@@ -3,6 +3,7 @@ package entry
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,6 +49,7 @@ func TestEntryContextTickets(t *testing.T) {
 			for i := range tt.give {
 				c.AddTicket(&recordingTicket{id: i, log: &log})
 				require.Equal(t, i+1, c.Tickets())
+				require.True(t, c.HoldsTickets())
 			}
 			require.Equal(t, tt.give, c.Tickets())
 
@@ -58,6 +60,7 @@ func TestEntryContextTickets(t *testing.T) {
 			}
 			require.Equal(t, want, log, "one release per ticket, newest first, with the given ExitInfo")
 			require.Zero(t, c.Tickets())
+			require.False(t, c.HoldsTickets())
 
 			// Released tickets are forgotten: a second release does nothing.
 			c.ReleaseTickets(ExitInfo{Start: 99})
@@ -218,4 +221,74 @@ func TestContextSleep(t *testing.T) {
 		require.NoError(t, c.Sleep(nil, clk, -1), "a non-positive wait returns at once")
 		assert.Zero(t, testing.AllocsPerRun(100, func() { _ = c.Sleep(nil, clk, 0) }))
 	})
+}
+
+// gateTicket is a ClockGate that answers what it is told and records the
+// question.
+type gateTicket struct {
+	recordingTicket
+	need   bool
+	failed bool
+	est    int64
+}
+
+func (g *gateTicket) ExitNeedsClock(failed bool, est int64) bool {
+	g.failed, g.est = failed, est
+	return g.need
+}
+
+// TestExitNeedsClock: what the tickets an entry holds need of its exit's
+// clock, by the ExitClock they were added with, and that a release
+// forgets it.
+func TestExitNeedsClock(t *testing.T) {
+	var log []release
+	tk := func() *recordingTicket { return &recordingTicket{log: &log} }
+	var (
+		c      Context
+		recent atomic.Int64
+	)
+	c.Start = 40
+	assert.False(t, c.ExitNeedsClock(true, &recent), "no ticket")
+
+	c.AddTicketClock(tk(), ExitUntimed)
+	c.AddUndo(tk())
+	assert.False(t, c.ExitNeedsClock(true, &recent), "untimed and undo-only tickets")
+
+	g := &gateTicket{recordingTicket: *tk()}
+	c.AddTicketClock(g, ExitTimedIfGate)
+	assert.False(t, c.ExitNeedsClock(true, &recent))
+	assert.True(t, g.failed)
+	assert.Equal(t, int64(40), g.est, "the gate is asked with the estimate: the start, later than recent")
+	recent.Store(42)
+	g.need = true
+	assert.True(t, c.ExitNeedsClock(false, &recent), "the gate decides")
+	assert.Equal(t, int64(42), g.est, "the estimate: recent, later than the start")
+
+	c.ReleaseTickets(ExitInfo{Batch: 1})
+	assert.False(t, c.ExitNeedsClock(true, &recent), "a release forgets the gate")
+
+	// A second gate cannot be asked separately: the exit is timed.
+	c.AddTicketClock(&gateTicket{recordingTicket: *tk()}, ExitTimedIfGate)
+	c.AddTicketClock(&gateTicket{recordingTicket: *tk()}, ExitTimedIfGate)
+	assert.True(t, c.ExitNeedsClock(false, &recent))
+	c.ReleaseRefused()
+	assert.False(t, c.ExitNeedsClock(false, &recent), "a refusal forgets it too")
+
+	// A gate beyond the inline tickets.
+	for range 5 {
+		c.AddTicketClock(tk(), ExitUntimed)
+	}
+	g = &gateTicket{recordingTicket: *tk(), need: true}
+	c.AddTicketClock(g, ExitTimedIfGate)
+	assert.True(t, c.ExitNeedsClock(false, &recent))
+	g.need = false
+	assert.False(t, c.ExitNeedsClock(false, &recent))
+	c.ReleaseTickets(ExitInfo{Batch: 1})
+
+	// AddTicket and ExitTimed: always timed.
+	c.AddTicket(tk())
+	assert.True(t, c.ExitNeedsClock(false, &recent))
+	c.ReleaseTickets(ExitInfo{Batch: 1})
+	c.AddTicketClock(tk(), ExitTimed)
+	assert.True(t, c.ExitNeedsClock(false, &recent))
 }

@@ -196,7 +196,8 @@ func (c *Controller) checkLocal(ctx context.Context, ec *entry.Context, key stri
 		}
 		e.tokens += n
 		s.mu.Unlock()
-		ec.AddTicket(e)
+		// Giving the slot back reads neither the RT nor the instant.
+		ec.AddTicketClock(e, entry.ExitUntimed)
 		return nil
 	default:
 		return c.pace(ctx, ec, clk, s, &r, t)

@@ -61,6 +61,9 @@ type RuleSet struct {
 	load, cpu       *check // plain threshold
 	loadBBR, cpuBBR *check
 	window, sampled bool
+	// readsRT: a rule reads the inbound node's response times (average
+	// RT, BBR's minimum RT), so inbound exits must be timed.
+	readsRT bool
 	// shadow is the compiled form of the rules in shadow mode, checked
 	// after these when these pass; nil when there are none.
 	shadow *RuleSet
@@ -129,6 +132,16 @@ func New(cfg Config) *Slot {
 // Active reports whether any rule is in force; the engine skips Check when
 // it is false. It is one atomic load.
 func (s *Slot) Active() bool { return s.set.Load() != nil }
+
+// ReadsRT reports whether a rule in force (shadow ones included) reads the
+// response times of inbound entries: InboundAvgRT, and BBR (the minimum
+// RT). Rules on InboundQPS, InboundConcurrency and plain Load1 or CPUUsage
+// thresholds read counts only, which an exit whose RT was not measured
+// keeps exact. It is one atomic load and a field read.
+func (s *Slot) ReadsRT() bool {
+	rs := s.set.Load()
+	return rs != nil && rs.readsRT
+}
 
 // Check decides on one inbound entry (the engine never passes outbound ones)
 // at the instant ec.Start. It returns a *core.BlockError of type
@@ -276,6 +289,7 @@ func Compile(rs []rules.System) *RuleSet {
 	if len(shadow) > 0 {
 		set.shadow = compile(shadow)
 		set.sampled = set.sampled || set.shadow.sampled
+		set.readsRT = set.readsRT || set.shadow.readsRT
 	}
 	return set
 }
@@ -309,6 +323,10 @@ func compile(rs []rules.System) *RuleSet {
 		}
 		if r.Strategy == rules.BBR {
 			c.reason += " (bbr: concurrency over maxCompletedPerSecond × minRT)"
+			set.readsRT = true
+		}
+		if r.Metric == rules.InboundAvgRT {
+			set.readsRT = true
 		}
 		if *slot == nil || c.threshold < (*slot).threshold {
 			*slot = c
