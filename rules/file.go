@@ -13,9 +13,7 @@ func DecodeFile(path string) (Set, error) { return DecodeLimits{}.DecodeFile(pat
 // DecodeFile reads the file at path and decodes it with Decode, in the
 // format its extension names (see FormatOf). A file over MaxBytes is refused
 // by its size, unread. Errors about the content are *PathError values that
-// prefix the path. Only a regular file (or a symbolic link to one) is read:
-// a FIFO, device, socket or directory is refused unopened with a *PathError,
-// since reading one could block for ever or never end.
+// prefix the path; a path naming no regular file (a FIFO) is refused unopened.
 func (l DecodeLimits) DecodeFile(path string) (Set, error) {
 	f, err := FormatOf(path)
 	if err != nil {
@@ -44,31 +42,18 @@ func (e *PathError) Error() string { return e.Path + ": " + e.Err.Error() }
 // Unwrap returns Err.
 func (e *PathError) Unwrap() error { return e.Err }
 
-// errNotRegular is the error of a path that names no regular file.
-var errNotRegular = errors.New("not a regular file: only a regular file (or a symbolic link to one) is read as a rule file")
-
 // readFile reads the file at path, refusing it unread, as a *PathError,
-// when it is not a regular file or holds more than limit bytes. The type is
-// looked at before the file is opened, since opening a FIFO for reading
-// blocks until a writer comes, and again on the open file, in case the path
-// was replaced in between.
+// when it is no regular file (opening a FIFO waits) or holds over limit bytes.
 func readFile(path string, limit int) ([]byte, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, &PathError{Path: path, Err: errNotRegular}
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+		return nil, &PathError{Path: path, Err: errors.New("rules: not a regular file (only a regular file, or a symbolic link to one, is read)")}
 	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	if fi, err = f.Stat(); err == nil && !fi.Mode().IsRegular() {
-		return nil, &PathError{Path: path, Err: errNotRegular}
-	}
-	if err == nil && fi.Size() > int64(limit) {
+	if fi, err := f.Stat(); err == nil && fi.Size() > int64(limit) {
 		return nil, &PathError{Path: path, Err: tooLarge(fi.Size(), limit)}
 	}
 	data, err := io.ReadAll(io.LimitReader(f, int64(limit)+1)) // the file may have grown

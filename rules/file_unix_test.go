@@ -44,7 +44,7 @@ func TestDecodeFileRefusesFIFO(t *testing.T) {
 			t.Fatalf("DecodeFile(%s) blocked on a FIFO", path)
 		}
 		require.Error(t, err, path)
-		require.EqualError(t, err, path+": not a regular file: only a regular file (or a symbolic link to one) is read as a rule file")
+		require.EqualError(t, err, path+": rules: not a regular file (only a regular file, or a symbolic link to one, is read)")
 		var pe *PathError
 		require.True(t, errors.As(err, &pe), path)
 		require.Equal(t, path, pe.Path)
