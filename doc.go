@@ -24,8 +24,8 @@
 // statistics. A refusal is a *core.BlockError naming the rule, what it
 // observed and its threshold; errors.Is(err, core.ErrBlocked) tells refusals
 // from other
-// errors (ErrBadResource, ErrBadTraffic, ErrBadBatch for entries that make no
-// sense, ErrClosed after Close).
+// errors (ErrBadResource, ErrBadTraffic, ErrBadBatch, ErrTooManyAttachments,
+// ErrBadArgIndex for entries that make no sense, ErrClosed after Close).
 //
 // Rules are loaded as a rules.Set (Engine.LoadRules, or Engine.UpdateRules
 // to change some kinds and keep the others). A load is validated whole and

@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"context"
+	"math"
 	"errors"
 	"fmt"
 	"strings"
@@ -404,6 +405,10 @@ func TestEntryRefusesWhatItCannotMakeSenseOf(t *testing.T) {
 		{"traffic type 2", "r", []EntryOption{WithTraffic(core.Outbound + 1)}, ErrBadTraffic, ""},
 		{"zero batch", "r", []EntryOption{WithBatch(0)}, ErrBadBatch, ""},
 		{"batch over maxBatch", "r", []EntryOption{WithBatch(maxBatch + 1)}, ErrBadBatch, ""},
+		{"string arg index -1", "r", []EntryOption{WithStringArg(-1, "u")}, ErrBadArgIndex, "sluice: invalid argument index: -1 (want 0 to 255, the indexes a param rule can name)"},
+		{"string arg index 1000", "r", []EntryOption{WithStringArg(1000, "u")}, ErrBadArgIndex, "sluice: invalid argument index: 1000 (want 0 to 255, the indexes a param rule can name)"},
+		{"int arg index 256", "r", []EntryOption{WithIntArg(0, 1), WithIntArg(256, 7)}, ErrBadArgIndex, ""},
+		{"int arg index min int", "r", []EntryOption{WithIntArg(math.MinInt, 7)}, ErrBadArgIndex, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/chain"
 	"github.com/sluice-go/sluice/internal/entry"
+	"github.com/sluice-go/sluice/internal/ruledef"
 	"github.com/sluice-go/sluice/internal/statistic"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/slots"
@@ -31,6 +32,9 @@ var (
 	// arguments together (WithAttachment, WithStringAttachment,
 	// WithIntAttachment, WithStringArg, WithIntArg).
 	ErrTooManyAttachments = errors.New("sluice: too many attachments")
+	// ErrBadArgIndex: a typed positional argument (WithStringArg,
+	// WithIntArg) at an index no param rule can name, below 0 or above 255.
+	ErrBadArgIndex = errors.New("sluice: invalid argument index")
 )
 
 // maxBatch is the largest batch count one entry may carry.
@@ -86,15 +90,17 @@ func WithArgs(args ...any) EntryOption { return EntryOption{kind: optArgs, args:
 // with Index i), in place of the i-th value of WithArgs; a later typed
 // argument at the same index wins. It never allocates: it carries no
 // interface, and s is read during Entry and not kept. It counts towards
-// the eight attachments an entry may carry (see ErrTooManyAttachments). (An index no rule can name, below 0 or above
-// 255, is carried but never read.)
+// the eight attachments an entry may carry (see ErrTooManyAttachments). i
+// must be an index a param rule can name, 0 to 255 (rules.Param.Index):
+// Entry refuses any other with ErrBadArgIndex, since no rule could read it.
 func WithStringArg(i int, s string) EntryOption {
 	return EntryOption{kind: optArg, arg: entry.Arg{Index: i, Value: entry.Value{Str: s, Kind: entry.KindString}}}
 }
 
 // WithIntArg is WithStringArg for an integer, whose string form for param
 // rules (and their Exceptions) is its decimal form: WithIntArg(0, 42) and
-// WithStringArg(0, "42") are the same value.
+// WithStringArg(0, "42") are the same value. i must be in [0, 255], as for
+// WithStringArg.
 func WithIntArg(i int, n int64) EntryOption {
 	return EntryOption{kind: optArg, arg: entry.Arg{Index: i, Value: entry.Value{Int: n, Kind: entry.KindInt}}}
 }
@@ -304,7 +310,8 @@ func (eng *Engine) exitNeedsClock(r *passRecord, in *window.Node) bool {
 // Entry asks to enter resource. It returns a Pass when every rule lets the
 // call through, and otherwise the zero Pass and an error: a *BlockError
 // (matching ErrBlocked) when a rule refused it; ErrBadResource,
-// ErrBadTraffic, ErrBadBatch or ErrTooManyAttachments (wrapped) for an entry
+// ErrBadTraffic, ErrBadBatch, ErrTooManyAttachments or ErrBadArgIndex
+// (wrapped) for an entry
 // it cannot make sense of; or ErrClosed. A throttling rule may make it wait
 // for its turn (at most the rule's MaxQueueing, and never past Close).
 //
@@ -352,6 +359,9 @@ func (eng *Engine) enter(ctx context.Context, name string, opts []EntryOption) (
 		case optArg:
 			if nn == len(given) {
 				return Pass{}, fmt.Errorf("%w: more than %d", ErrTooManyAttachments, maxAttachments)
+			}
+			if !o.arg.Named && uint(o.arg.Index) > ruledef.MaxParamIndex {
+				return Pass{}, fmt.Errorf("%w: %d (want 0 to %d, the indexes a param rule can name)", ErrBadArgIndex, o.arg.Index, ruledef.MaxParamIndex)
 			}
 			given[nn] = &o.arg
 			nn++

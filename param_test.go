@@ -494,3 +494,20 @@ func TestParamReloadUnderLoadKeepsCounts(t *testing.T) {
 		assert.Equal(t, int64(0), c.InFlight(u), "in flight of %s after all exits", u)
 	}
 }
+
+// TestTypedArgIndexBounds: the ends of what rules.Param.Index takes, 0 and
+// 255, are read by typed arguments (the indexes past them are refused; see
+// TestEntryRefusesWhatItCannotMakeSenseOf).
+func TestTypedArgIndexBounds(t *testing.T) {
+	g, _ := newTestEngine(t, 0)
+	_, err := loadParams(g, []rules.Param{
+		{Resource: "r", Index: 255, Threshold: 1},
+		{Resource: "s", Index: 0, Threshold: 1},
+	})
+	require.NoError(t, err)
+	require.True(t, try(g, "r", WithStringArg(255, "u")))
+	require.False(t, try(g, "r", WithStringArg(255, "u")), "the rule at index 255 counted the first")
+	require.True(t, try(g, "r", WithStringArg(255, "v")))
+	require.True(t, try(g, "s", WithIntArg(0, 7)))
+	require.False(t, try(g, "s", WithIntArg(0, 7)), "the rule at index 0 counted the first")
+}
