@@ -2,9 +2,9 @@ package sluice
 
 import (
 	"context"
-	"math"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"testing"
