@@ -511,3 +511,22 @@ func TestTypedArgIndexBounds(t *testing.T) {
 	require.True(t, try(g, "s", WithIntArg(0, 7)))
 	require.False(t, try(g, "s", WithIntArg(0, 7)), "the rule at index 0 counted the first")
 }
+
+// TestParamConcurrencySentinelDuration: a concurrency param rule with
+// Duration 1s (sentinel-golang's default DurationInSec: 1) counts in flight
+// like one without, and a reload between the two keeps the count.
+func TestParamConcurrencySentinelDuration(t *testing.T) {
+	g, _ := newTestEngine(t, 0)
+	r := rules.Param{Resource: "r", Key: "tenant", Metric: rules.Concurrency, Threshold: 1, Duration: time.Second}
+	_, err := loadParams(g, []rules.Param{r})
+	require.NoError(t, err)
+	held, err := g.Entry("r", WithStringAttachment("tenant", "a"))
+	require.NoError(t, err)
+	require.False(t, try(g, "r", WithStringAttachment("tenant", "a")))
+	r.Duration = 0
+	_, err = loadParams(g, []rules.Param{r})
+	require.NoError(t, err)
+	require.False(t, try(g, "r", WithStringAttachment("tenant", "a")), "the reload kept the entry in flight")
+	held.Exit()
+	require.True(t, try(g, "r", WithStringAttachment("tenant", "a")))
+}

@@ -30,10 +30,10 @@ type Param struct {
 	// [1, MaxThreshold].
 	Threshold int64 `json:"threshold" yaml:"threshold"`
 	// Burst is, for QPS with Reject, how many requests beyond Threshold a
-	// quiet value may make at once, in [0, MaxThreshold].
+	// quiet value may make at once, in [0, MaxThreshold]; zero otherwise.
 	Burst int64 `json:"burst,omitempty" yaml:"burst,omitempty"`
 	// Duration is, for QPS, the period Threshold is counted over: a whole
-	// number of milliseconds up to 366 days; zero means one second.
+	// number of milliseconds up to 366 days; zero means one second, the only other value Concurrency takes.
 	Duration time.Duration `json:"duration,omitempty" yaml:"duration,omitempty"`
 	// Behavior is Reject (default) or Throttle, which needs QPS.
 	Behavior ControlBehavior `json:"behavior,omitempty" yaml:"behavior,omitempty"`
@@ -68,9 +68,9 @@ func (r *Param) validate() error {
 	c.fail(r.Key != "" && r.Index != 0, "Index", "must be 0 when Key names an attachment, got %d", r.Index)
 	c.fail(r.Threshold < 1 || r.Threshold > MaxThreshold, "Threshold", "must be in [1, %g], got %d", MaxThreshold, r.Threshold)
 	c.fail(r.Burst < 0 || r.Burst > MaxThreshold, "Burst", "must be in [0, %g], got %d", MaxThreshold, r.Burst)
-	c.fail(r.Burst != 0 && (cmp.Or(r.Metric, QPS) != QPS || cmp.Or(r.Behavior, Reject) != Reject), "Burst", "is only used with the qps metric and the reject behavior; leave it zero")
+	c.fail(r.Burst != 0 && (cmp.Or(r.Metric, QPS) != QPS || cmp.Or(r.Behavior, Reject) != Reject), "Burst", "is only used with the qps metric and the reject behavior; leave it zero (sentinel-golang ignores a BurstCount there: drop it when migrating)")
 	c.fail(r.Metric == Concurrency && r.Behavior == Throttle, "Behavior", "throttle needs the qps metric (requests cannot be paced by concurrency)")
-	c.fail(r.Metric == Concurrency && r.Duration != 0, "Duration", "has no meaning for the concurrency metric; leave it zero")
+	c.fail(r.Metric == Concurrency && r.Duration != 0 && r.Duration != ruledef.ParamDuration, "Duration", "has no meaning for the concurrency metric; leave it zero (or 1s, sentinel-golang's default DurationInSec: 1), got %v", r.Duration)
 	c.fail(r.Duration != 0 && (r.Duration < time.Millisecond || r.Duration > ruledef.MaxParamDuration || r.Duration%time.Millisecond != 0),
 		"Duration", "must be a whole number of milliseconds in [1ms, %v], got %v", ruledef.MaxParamDuration, r.Duration)
 	c.fail(r.MaxQueueing < 0 || r.MaxQueueing > time.Hour, "MaxQueueing", "must be in [0, 1h], got %v", r.MaxQueueing)

@@ -39,7 +39,9 @@ func TestParamValidate(t *testing.T) {
 		{"unknown metric", func(r *Param) { r.Metric = "rps" }, "Metric"},
 		{"unknown behavior", func(r *Param) { r.Behavior = "rps" }, "Behavior"},
 		{"concurrency throttle", func(r *Param) { r.Metric, r.Behavior = Concurrency, Throttle }, "Behavior"},
-		{"concurrency duration", func(r *Param) { r.Metric, r.Duration = Concurrency, time.Second }, "Duration"},
+		{"concurrency with sentinel-golang's DurationInSec: 1", func(r *Param) { r.Metric, r.Duration = Concurrency, time.Second }, ""},
+		{"concurrency duration", func(r *Param) { r.Metric, r.Duration = Concurrency, 2 * time.Second }, "Duration"},
+		{"concurrency duration 1ms", func(r *Param) { r.Metric, r.Duration = Concurrency, time.Millisecond }, "Duration"},
 		{"sub-millisecond duration", func(r *Param) { r.Duration = time.Microsecond }, "Duration"},
 		{"fractional-ms duration", func(r *Param) { r.Duration = 1500 * time.Microsecond }, "Duration"},
 		{"duration over a year", func(r *Param) { r.Duration = ruledef.MaxParamDuration + time.Millisecond }, "Duration"},
@@ -176,4 +178,21 @@ param:
 	assert.ErrorContains(t, err, "qps metric")
 	_, err = Decode([]byte("param:\n  - resource: a\n    threshold: 1\n    cluster: {lease: true}\n"), YAML)
 	assert.ErrorContains(t, err, "lease")
+}
+
+// TestParamSentinelMigration: a concurrency rule carried over from
+// sentinel-golang, which writes DurationInSec: 1 by default, loads (1s is
+// the default Duration, so it means what zero means); a BurstCount or another
+// duration, which sentinel-golang ignores for concurrency, is refused with a
+// note saying so.
+func TestParamSentinelMigration(t *testing.T) {
+	s, err := Decode([]byte("param:\n- {resource: r, key: tenant, metric: concurrency, threshold: 2, duration: 1s}\n"), YAML)
+	require.NoError(t, err)
+	require.Len(t, s.Param, 1)
+	assert.Equal(t, time.Second, s.Param[0].Duration)
+
+	_, err = Decode([]byte("param:\n- {resource: r, metric: concurrency, threshold: 2, duration: 1s, burst: 3}\n"), YAML)
+	require.EqualError(t, err, `rules: param rule 0 (resource "r"): Burst: is only used with the qps metric and the reject behavior; leave it zero (sentinel-golang ignores a BurstCount there: drop it when migrating)`)
+	_, err = Decode([]byte("param:\n- {resource: r, metric: concurrency, threshold: 2, duration: 10s}\n"), YAML)
+	require.EqualError(t, err, `rules: param rule 0 (resource "r"): Duration: has no meaning for the concurrency metric; leave it zero (or 1s, sentinel-golang's default DurationInSec: 1), got 10s`)
 }
