@@ -40,7 +40,7 @@ func TestParamValidate(t *testing.T) {
 		{"unknown behavior", func(r *Param) { r.Behavior = "rps" }, "Behavior"},
 		{"concurrency throttle", func(r *Param) { r.Metric, r.Behavior = Concurrency, Throttle }, "Behavior"},
 		{"concurrency with sentinel-golang's DurationInSec: 1", func(r *Param) { r.Metric, r.Duration = Concurrency, time.Second }, ""},
-		{"concurrency duration", func(r *Param) { r.Metric, r.Duration = Concurrency, 2 * time.Second }, "Duration"},
+		{"concurrency duration", func(r *Param) { r.Metric, r.Duration = Concurrency, 2*time.Second }, "Duration"},
 		{"concurrency duration 1ms", func(r *Param) { r.Metric, r.Duration = Concurrency, time.Millisecond }, "Duration"},
 		{"sub-millisecond duration", func(r *Param) { r.Duration = time.Microsecond }, "Duration"},
 		{"fractional-ms duration", func(r *Param) { r.Duration = 1500 * time.Microsecond }, "Duration"},
