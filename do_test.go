@@ -3,6 +3,7 @@ package sluice
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -88,7 +89,9 @@ func TestDoPackageLevel(t *testing.T) {
 		// The one slot is held: a nested call is refused.
 		return DoContext(context.Background(), "do-pkg", func() error { return inner })
 	})
-	require.ErrorIs(t, err, core.ErrBlocked)
+	var nb *NestedBlockError
+	require.ErrorAs(t, err, &nb, "the outer Do ran: the refusal is the nested one's")
+	require.ErrorIs(t, nb.Err, core.ErrBlocked)
 	require.NoError(t, Do("do-pkg", func() error { return nil }))
 }
 
@@ -145,4 +148,75 @@ func BenchmarkDo(b *testing.B) {
 			p.Exit()
 		}
 	})
+}
+
+// TestDoNestedRefusal: with the one slot of a concurrency-1 rule on inner
+// held, Do("outer", fn) where fn returns Do("inner", ...) returns a
+// *NestedBlockError that does not match ErrBlocked (outer's fn ran), from
+// which errors.As reads inner's refusal; the error-count breaker on outer,
+// which opens on one failure, stays closed and outer's error statistics stay
+// at zero. Three levels deep, the middle Do's NestedBlockError comes back
+// unchanged. A refusal of outer itself still matches ErrBlocked.
+func TestDoNestedRefusal(t *testing.T) {
+	cb := rules.CircuitBreaker{Resource: "outer", Strategy: rules.ErrorCount, Threshold: 1, MinRequestAmount: 1, RetryTimeout: time.Second}
+	g, _, log := cbEngine(t, []rules.CircuitBreaker{cb})
+	_, err := loadFlow(g, []rules.Flow{{Metric: rules.Concurrency, Resource: "inner", Threshold: 1}})
+	require.NoError(t, err)
+	held, err := g.Entry("inner")
+	require.NoError(t, err)
+	defer held.Exit()
+
+	ranOuter, ranInner := 0, 0
+	for i := 0; i < 5; i++ {
+		err := g.Do("outer", func() error {
+			ranOuter++
+			return g.Do("inner", func() error { ranInner++; return nil })
+		})
+		require.Error(t, err)
+		assert.NotErrorIs(t, err, core.ErrBlocked, "outer's fn ran: not outer's refusal")
+		var nb *NestedBlockError
+		require.ErrorAs(t, err, &nb)
+		assert.Equal(t, "outer", nb.Resource)
+		var be *core.BlockError
+		require.ErrorAs(t, nb.Err, &be)
+		assert.Equal(t, "inner", be.Resource)
+		assert.Equal(t, core.BlockFlow, be.Type)
+		assert.Equal(t, `sluice: "outer" ran and returned a refusal: `+be.Error(), err.Error())
+	}
+	assert.Equal(t, 5, ranOuter)
+	assert.Zero(t, ranInner)
+	assert.Equal(t, []stat.BreakerState{stat.BreakerClosed}, states(g), "an inner refusal is not outer's failure")
+	assert.Empty(t, log.ts)
+	s, _ := g.Snapshot("outer")
+	assert.Equal(t, uint64(5), s.TotalPass)
+	assert.Zero(t, s.TotalError)
+
+	// Three levels: "top" gets the NestedBlockError of "outer" as fn's
+	// (non-refusal) error, as it is.
+	err = g.Do("top", func() error {
+		return g.Do("outer", func() error { return g.Do("inner", func() error { return nil }) })
+	})
+	var nb *NestedBlockError
+	require.ErrorAs(t, err, &nb)
+	assert.Equal(t, "outer", nb.Resource)
+	assert.NotErrorIs(t, err, core.ErrBlocked)
+
+	// A wrapped refusal is a refusal too.
+	err = g.Do("outer", func() error {
+		_, err := g.Entry("inner")
+		return fmt.Errorf("reserving: %w", err)
+	})
+	require.ErrorAs(t, err, &nb)
+	assert.NotErrorIs(t, err, core.ErrBlocked)
+
+	// Outer's own refusal: a real failure opens its breaker; then Do is
+	// refused, fn does not run, and the error matches ErrBlocked.
+	errWork := errors.New("work failed")
+	require.Same(t, errWork, g.Do("outer", func() error { return errWork }))
+	assert.Equal(t, []stat.BreakerState{stat.BreakerOpen}, states(g))
+	ran := false
+	err = g.Do("outer", func() error { ran = true; return nil })
+	require.ErrorIs(t, err, core.ErrBlocked)
+	assert.False(t, ran)
+	assert.False(t, errors.As(err, &nb))
 }
