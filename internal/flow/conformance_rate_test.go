@@ -55,8 +55,13 @@ import (
 // schedule is: 1 - (F - now)/cost.
 func tokensAt(c *Controller, now int64) float64 {
 	if p, ok := c.c.(*throttle); ok {
-		free := math.Float64frombits(p.free.Load())
-		return math.Min(1, 1-(free-float64(now))/p.cost)
+		p.sched.mu.Lock()
+		free := p.sched.free.after(now)
+		if !p.sched.set {
+			free = math.Inf(-1)
+		}
+		p.sched.mu.Unlock()
+		return math.Min(1, 1-free/p.cost)
 	}
 	return bucketOf(c).tokensAt(now)
 }
