@@ -190,3 +190,15 @@ func (l *Limiter) isClosed() bool {
 	defer l.mu.Unlock()
 	return l.closed
 }
+
+// Charge charges budget b with n permits, partial (what it holds, if
+// less), in the Manager's next Take, without waiting, and spends the grant
+// (counted in Stats.Paid): how a caller that keeps its own books charges
+// the Store for what its fallback admitted. It reports false, sending
+// nothing, while the Manager is in Fallback or closed, or for n below 1.
+func (m *Manager) Charge(b cluster.Budget, n int64) bool {
+	if n < 1 || m.Mode() == Fallback {
+		return false
+	}
+	return m.submit(&call{req: cluster.Request{Budget: b, N: n, Partial: true}, paid: true, done: make(chan struct{})})
+}
