@@ -152,15 +152,18 @@ func (c *Controller) checkCluster(ctx context.Context, ec *entry.Context, key st
 	d := digestOf(key)
 	var r lease.Result
 	if cc.leases == nil {
+		// What the share admitted, charged in the same Take ahead of this
+		// entry's request: partial, so the store is left with what it
+		// held beyond this instance's local admissions, if anything.
+		var owe int64
 		if cc.owed != nil && cc.mgr.Mode() == lease.Remote {
-			// What the share admitted, charged ahead of this entry's
-			// request: partial, so the store is left with what it held
-			// beyond the fleet's local admissions, if anything.
-			if k := cc.owed.take(&d); k > 0 && !cc.mgr.Charge(cc.budget(&d, tm), min(k, int64(tm.burst))) {
-				cc.owed.add(&d, k)
-			}
+			owe = min(cc.owed.take(&d), int64(tm.burst))
 		}
-		r = cc.mgr.Ask(ctx, cc.budget(&d, tm), ec.Start, ec.Batch).Result
+		a := cc.mgr.ChargeAndAsk(ctx, cc.budget(&d, tm), ec.Start, ec.Batch, owe)
+		if owe > 0 && a.By == lease.ByFallback {
+			cc.owed.add(&d, owe) // not charged (nor, maybe, decided)
+		}
+		r = a.Result
 	} else {
 		r = cc.leases.acquire(ctx, cc, &d, tm, ec.Start, ec.Batch)
 	}
@@ -337,7 +340,8 @@ func (c *Controller) chargeShare(key string, sh shareOf, n, now int64) {
 // owed holds, per value, the requests a strict rule's local share admitted
 // (while the store failed, or after a late call) that the store has not
 // been charged for. The value's next remote decision charges them to the
-// store first (lease.Manager.Charge), partial, at most the bucket: so a
+// store first, in the same Take (lease.Manager.ChargeAndAsk), partial, at
+// most the bucket: so a
 // store that kept its buckets, refilled on its clock while the shares
 // admitted, is left with what it holds beyond the fleet's local
 // admissions, as if it had decided them (each instance charges its own,

@@ -592,8 +592,9 @@ func TestClusterShareBudgetPlusOne(t *testing.T) {
 			f := newFleet(t, tt.instances)
 			r := rules.Param{Key: "user", Threshold: tt.threshold, Burst: tt.burst, Duration: tt.duration, Cluster: &rules.Cluster{}}
 			cs := make([]*Controller, tt.instances)
+			olds := make([]map[string][]*Controller, tt.instances)
 			for i := range cs {
-				cs[i], _ = f.build(t, i, r, nil)
+				cs[i], olds[i] = f.build(t, i, r, nil)
 			}
 			step := tt.duration / 20
 			var (
@@ -605,6 +606,10 @@ func TestClusterShareBudgetPlusOne(t *testing.T) {
 				switch s {
 				case 30: // the store fails
 					f.st.setDown(true)
+				case 100: // an equal reload keeps the shares and their debts
+					for i := range cs {
+						cs[i], olds[i] = f.build(t, i, r, olds[i])
+					}
 				case 110: // and answers again
 					f.st.setDown(false)
 				case 170: // every third call answered too late
