@@ -513,3 +513,30 @@ func TestProcessFaultBusyHost(t *testing.T) {
 	r.busy(3, secs*time.Second)
 	r.check()
 }
+
+// TestProcessFaultUsers: three instances share a per-user rule, 1 per
+// 10 s for 200 users, at about 45 times its rate, while Redis stops
+// answering (CLIENT PAUSE 3000 ALL after 2 s: late calls, then every
+// instance on its local shares, then Redis's buckets again, refilled on
+// its clock meanwhile) and is killed after 8 s for the rest of the run.
+// Every user must get at most its token bucket's budget over the run + 1.
+// Before, every instance's local share of each user was a whole request
+// (1 / 3 rounded up) and started full whatever Redis had granted: three
+// per user at the pause, where the budget over the run is 2.
+func TestProcessFaultUsers(t *testing.T) {
+	needLong(t)
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	r := startFleet(t, 3, faultSpec{
+		Redis: srv.Addr(), Seconds: 12,
+		Users: 200, UserLimit: 1, UserWindow: 10 * time.Second, UserDemand: 300,
+	})
+	r.maxLogs = 10 // Redis stays dead for 4 s: a few dial failures each
+	r.at(2 * time.Second)
+	if err := admin.Do(context.Background(), "CLIENT", "PAUSE", "3000", "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	r.at(8 * time.Second)
+	srv.Kill()
+	r.check()
+}

@@ -94,6 +94,43 @@ func (m *Manager) Ask(ctx context.Context, b cluster.Budget, now, n int64) Answe
 	m.queue = append(m.queue, c)
 	m.wakeLocked()
 	m.mu.Unlock()
+	return m.await(ctx, c, n)
+}
+
+// ChargeAndAsk is Ask preceded, in the same Take, by a charge of charge
+// permits of b, partial, whose grant is spent (counted in Stats.Paid): how
+// a caller that keeps its own books charges the Store, once it answers
+// again, for what its fallback admitted, ahead of its next request. Both
+// go through the store goroutine's queue, never the lone lane, so the
+// charge is decided first; the answer is the request's, as Ask's. A
+// charge below 1 is Ask.
+func (m *Manager) ChargeAndAsk(ctx context.Context, b cluster.Budget, now, n, charge int64) Answer {
+	if charge < 1 {
+		return m.Ask(ctx, b, now, n)
+	}
+	if n < 1 {
+		n = 1
+	}
+	if m.Mode() == Fallback {
+		m.maybeProbe(now)
+		return Answer{Result: Result{By: ByFallback}, at: now}
+	}
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return Answer{Result: Result{By: ByFallback}, at: now}
+	}
+	pc := &call{req: cluster.Request{Budget: b, N: charge, Partial: true}, paid: true, done: make(chan struct{})}
+	c := &call{req: cluster.Request{Budget: b, N: n}, done: make(chan struct{})}
+	m.queue = append(m.queue, pc, c)
+	m.wakeLocked()
+	m.mu.Unlock()
+	return m.await(ctx, c, n)
+}
+
+// await waits for the queued strict call c for n permits, for ctx, or for
+// the Manager's Timeout, whichever is first, and returns its answer.
+func (m *Manager) await(ctx context.Context, c *call, n int64) Answer {
 	t := m.clock.NewTimer(m.timeout)
 	select {
 	case <-c.done:

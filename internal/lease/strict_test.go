@@ -164,6 +164,39 @@ func TestAsk(t *testing.T) {
 	}
 }
 
+// TestChargeAndAsk: the charge goes in the same Take as the request,
+// ahead of it, partial and spent; a charge larger than the bucket takes
+// what it holds and the request is refused; a failing store decides
+// neither.
+func TestChargeAndAsk(t *testing.T) {
+	e := newEnv(t, Config{ProbeInterval: time.Second})
+	b := cluster.Budget{Key: "user:1", Algorithm: cluster.TokenBucket, Limit: 5, Interval: time.Minute}
+	now := e.clk.Nanotime
+	if r := e.m.ChargeAndAsk(bg, b, now(), 1, 2); !r.Admitted || r.By != ByStore {
+		t.Fatalf("charge 2, ask 1 of 5: %+v", r)
+	}
+	if st := e.m.Stats(); st.Takes != 1 || st.Requests != 2 || st.Paid != 2 {
+		t.Fatalf("stats %+v, want one Take of two requests, 2 paid", st)
+	}
+	// 2 left: a charge of 10 takes them, and the request finds nothing.
+	if r := e.m.ChargeAndAsk(bg, b, now(), 1, 10); r.Admitted || r.By != ByStore {
+		t.Fatalf("charge 10, ask 1 of 2: %+v, want the store's refusal", r)
+	}
+	if st := e.m.Stats(); st.Paid != 4 {
+		t.Fatalf("paid %d, want 4", st.Paid)
+	}
+	if r := e.m.ChargeAndAsk(bg, b, now(), 1, 0); r.Admitted {
+		t.Fatalf("no charge is Ask: %+v", r)
+	}
+	e.st.set(fail)
+	if r := e.m.ChargeAndAsk(bg, b, now(), 1, 1); r.Admitted || r.By != ByFallback {
+		t.Fatalf("failing store: %+v, want ByFallback", r)
+	}
+	if st := e.m.Stats(); st.Paid != 4 {
+		t.Fatalf("paid %d after a failed Take, want 4", st.Paid)
+	}
+}
+
 // TestStrictAloneDirect: a strict caller that finds no Store call under way
 // sends its request itself, under its own context (the Store sees the
 // caller's values), one Take per call, with no store goroutine; the

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,6 +54,14 @@ type clusterCtl struct {
 	fallback    rules.ClusterFallback
 	localT      int64 // LocalThreshold
 	leases      *leaseCache
+	// fell is the clock reading of this rule's first decision by the
+	// fallback since its last decision by the store (0: none): a local
+	// share's credit beyond the share itself accrues only from then.
+	fell atomic.Int64
+	// owed is what the local share admitted that the store has not been
+	// charged for yet, per value (a strict token-bucket rule whose fallback
+	// is local; nil otherwise).
+	owed *owed
 }
 
 // digestLen is how many bytes of the value's SHA-256 name its budget: 128
@@ -88,6 +97,8 @@ func newClusterCtl(r *rules.Param, rm *Remote) *clusterCtl {
 	}
 	if r.Cluster.Leases {
 		cc.leases = newLeaseCache(cmp.Or(r.Capacity, ruledef.ParamCapacity))
+	} else if cc.alg == cluster.TokenBucket && cmp.Or(cc.fallback, rules.FallbackLocal) == rules.FallbackLocal {
+		cc.owed = &owed{m: make(map[digest]int64), cap: cmp.Or(r.Capacity, ruledef.ParamCapacity)}
 	}
 	return cc
 }
@@ -122,6 +133,12 @@ func (cc *clusterCtl) budget(d *digest, tm terms) cluster.Budget {
 // the store: the value's budget, or the rule's fallback while the store
 // fails or is late. An admission is a permit of the store's, spent even if
 // a later check refuses the entry.
+//
+// A strict token-bucket rule with a local fallback keeps the books of each
+// value's local share (docs/design/cluster.md, "Fallback"): every permit
+// the store grants this instance is charged to the share too, and what the
+// share admits is owed to the store, charged at the value's next remote
+// decision.
 func (c *Controller) checkCluster(ctx context.Context, ec *entry.Context, key string, t int64, clk core.Clock) *core.BlockError {
 	cc := c.cl
 	if ctx == nil {
@@ -135,22 +152,57 @@ func (c *Controller) checkCluster(ctx context.Context, ec *entry.Context, key st
 	d := digestOf(key)
 	var r lease.Result
 	if cc.leases == nil {
-		r = cc.mgr.Ask(ctx, cc.budget(&d, tm), ec.Start, ec.Batch).Result
+		// What the share admitted, charged in the same Take ahead of this
+		// entry's request: partial, so the store is left with what it
+		// held beyond this instance's local admissions, if anything.
+		var owe int64
+		if cc.owed != nil && cc.mgr.Mode() == lease.Remote {
+			owe = min(cc.owed.take(&d), int64(tm.burst))
+		}
+		a := cc.mgr.ChargeAndAsk(ctx, cc.budget(&d, tm), ec.Start, ec.Batch, owe)
+		if owe > 0 && a.By == lease.ByFallback {
+			cc.owed.add(&d, owe) // not charged (nor, maybe, decided)
+		}
+		r = a.Result
 	} else {
 		r = cc.leases.acquire(ctx, cc, &d, tm, ec.Start, ec.Batch)
+	}
+	if r.By == lease.ByStore && cc.fell.Load() != 0 {
+		cc.fell.Store(0)
 	}
 	switch {
 	case r.By == lease.ByFallback:
 		// The local share divides by the count the engine keeps for it:
-		// the fleet's size as configured until it has been counted.
+		// the fleet's size as configured until it has been counted. A late
+		// call (the engine still remote) is decided by the share as it
+		// stands; in fallback the share's credit accrues from the rule's
+		// first fallback decision on. What it admits is owed to the store.
 		n, _ := cc.mgr.Share()
-		return c.checkFallback(ctx, ec, key, t, n, clk)
+		since := ec.Start
+		if cc.mgr.Mode() == lease.Fallback {
+			cc.fell.CompareAndSwap(0, max(ec.Start, 1))
+			since = cc.fell.Load()
+		}
+		be := c.checkFallback(ctx, ec, key, t, n, since, clk)
+		if be == nil && cc.owed != nil {
+			cc.owed.add(&d, ec.Batch)
+		}
+		return be
 	case r.By == lease.ByContext:
 		be := c.clusterBlocked(ec, t, 0, "cancelled while waiting for the cluster store")
 		be.Cause = ctx.Err()
 		return be
 	case !r.Admitted:
+		if cc.owed != nil {
+			// The bucket ran short: so does the share.
+			n, _ := cc.mgr.Share()
+			c.chargeShare(key, c.share(key, t, n), 0, ec.Start)
+		}
 		return c.clusterBlocked(ec, t, r.RetryAfter, "cluster budget exhausted")
+	}
+	if cc.owed != nil {
+		n, _ := cc.mgr.Share()
+		c.chargeShare(key, c.share(key, t, n), ec.Batch, ec.Start)
 	}
 	if r.Wait > 0 {
 		if err := c.sleep(ctx, ec, clk, r.Wait); err != nil {
@@ -163,12 +215,10 @@ func (c *Controller) checkCluster(ctx context.Context, ec *entry.Context, key st
 }
 
 // checkFallback decides the entry by the rule's fallback: pass, block, or
-// the value's local share with a local bucket or schedule in the cache.
-// The share is LocalThreshold (for values not in Exceptions), else the
-// value's threshold divided by the live instances (whole requests, at
-// least 1), or the threshold itself for a per-instance rule; Burst is
-// shared in proportion.
-func (c *Controller) checkFallback(ctx context.Context, ec *entry.Context, key string, t int64, live int, clk core.Clock) *core.BlockError {
+// the value's local share (see share) with a local bucket or schedule in
+// the cache. since is when the share's credit may start to exceed the
+// share itself (see checkShare).
+func (c *Controller) checkFallback(ctx context.Context, ec *entry.Context, key string, t int64, live int, since int64, clk core.Clock) *core.BlockError {
 	cc := c.cl
 	switch cc.fallback {
 	case rules.FallbackPass:
@@ -176,38 +226,163 @@ func (c *Controller) checkFallback(ctx context.Context, ec *entry.Context, key s
 	case rules.FallbackBlock:
 		return c.clusterBlocked(ec, t, 0, "cluster fallback: block")
 	}
-	share, burst := c.share(key, t, live)
-	if ec.Batch > share+burst {
-		return c.clusterBlocked(ec, t, 0, "cluster fallback: batch larger than the local share")
+	sh := c.share(key, t, live)
+	var be *core.BlockError
+	if c.mode == modeReject {
+		be = c.checkShare(ec, key, sh, since)
+	} else {
+		// A schedule of whole requests: the share rounded down, at least 1.
+		share := max(sh.rate/sh.cost, 1)
+		if ec.Batch > share {
+			return c.clusterBlocked(ec, t, 0, "cluster fallback: batch larger than the local share")
+		}
+		be = c.checkLocal(ctx, ec, key, share, 0, clk)
 	}
-	be := c.checkLocal(ctx, ec, key, share, burst, clk)
 	if be != nil {
 		be.Type = core.BlockCluster
 		if be.Reason == "" {
 			be.Reason = "cluster fallback: local share exhausted"
-		} else {
+		} else if !strings.HasPrefix(be.Reason, "cluster fallback: ") {
 			be.Reason = "cluster fallback: " + be.Reason
 		}
 	}
 	return be
 }
 
-// share returns the local share of value key, whose threshold is t, and
-// its burst.
-func (c *Controller) share(key string, t int64, live int) (share, burst int64) {
+// shareOf is a value's local share, in credits of 1/cost of a request:
+// rate credits per Duration, at most rate+burst held (the share's own
+// bucket, which it starts with), a request costing cost credits. The
+// default share, the value's threshold t divided by the live instances n,
+// is t credits per Duration at n credits a request: t/n requests per
+// Duration, not rounded, so n instances together earn t per Duration,
+// whatever t and n (a share of 1 per minute over ten instances is a tenth
+// of a request a minute each, where rounding up gave each a whole one).
+type shareOf struct{ rate, burst, cost int64 }
+
+// share returns the local share of value key, whose threshold is t, with
+// live instances: LocalThreshold per instance (for values not in
+// Exceptions), else the value's threshold divided by the live instances,
+// or the threshold itself for a per-instance rule; Burst in proportion.
+func (c *Controller) share(key string, t int64, live int) shareOf {
 	cc := c.cl
 	switch {
 	case cc.perInstance:
-		return t, c.burst
+		return shareOf{t, c.burst, 1}
 	case cc.localT > 0 && (c.exc == nil || !hasKey(c.exc, key)):
-		share = cc.localT
-	default:
-		share = max(t/int64(max(live, 1)), 1)
+		return shareOf{cc.localT, c.burst * cc.localT / t, 1}
 	}
-	if c.burst > 0 {
-		burst = c.burst * share / t
+	return shareOf{t, c.burst, int64(max(live, 1))}
+}
+
+// checkShare decides n requests of value key by its local share sh (a
+// token-bucket rule): a bucket of credits in the value's cache slot, which
+// the store's grants to this instance are charged to as well (chargeShare),
+// so the share is what this instance has not used. A share below one
+// request (rate+burst < cost) could never admit one: its credit may grow
+// to one request, but only from since on (the rule's first decision in
+// this fallback; a late call's since is now, so there the share holds
+// only its own bucket). So the instances' shares admit together, from the
+// start of a fallback, at most the budget's terms over its span: its
+// bucket and the refills since, t + Burst + t × span / Duration, less what
+// the store granted them in the bucket's time. The share is spent even if
+// a later check refuses the entry, like the store's permits.
+func (c *Controller) checkShare(ec *entry.Context, key string, sh shareOf, since int64) *core.BlockError {
+	now, n := ec.Start, ec.Batch
+	size := sh.rate + sh.burst
+	top := max(size, sh.cost)
+	need := n * sh.cost
+	if need > top {
+		return c.blocked(ec, float64(n), float64(top/sh.cost), 0, "cluster fallback: batch larger than the local share")
 	}
-	return share, burst
+	s, r := c.cache.locate(key)
+	s.mu.Lock()
+	e := s.get(&r, size, now)
+	limit := top
+	if since >= now {
+		limit = size // a late call, or an entry that began before the fallback
+	}
+	if limit > size && e.last < since {
+		refill(e, since, sh.rate, sh.burst, c.window)
+	}
+	refill(e, now, sh.rate, limit-sh.rate, c.window)
+	if e.tokens >= need {
+		e.tokens -= need
+		s.mu.Unlock()
+		return nil
+	}
+	have, part, last := e.tokens, e.part, e.last
+	s.mu.Unlock()
+	retry := satAdd(c.wait(need-have, part, sh.rate), last-now)
+	return c.blocked(ec, float64(top-have)/float64(sh.cost), float64(top)/float64(sh.cost), retry, "")
+}
+
+// chargeShare charges n requests the store granted this instance at now to
+// value key's local share sh, or, for n = 0 (the store refused the value),
+// empties it: the store's bucket ran short, so the fleet has used it, and
+// the share holds only what it earns from now on. The share may go into
+// debt, at most its own size: an instance that served more of the value
+// than its share holds nothing while the store fails, until the debt is
+// refilled.
+func (c *Controller) chargeShare(key string, sh shareOf, n, now int64) {
+	size := sh.rate + sh.burst
+	s, r := c.cache.locate(key)
+	s.mu.Lock()
+	e := s.get(&r, size, now)
+	refill(e, now, sh.rate, sh.burst, c.window)
+	if n == 0 {
+		e.tokens = min(e.tokens, 0)
+	} else {
+		e.tokens = max(e.tokens-n*sh.cost, -size)
+	}
+	s.mu.Unlock()
+}
+
+// owed holds, per value, the requests a strict rule's local share admitted
+// (while the store failed, or after a late call) that the store has not
+// been charged for. The value's next remote decision charges them to the
+// store first, in the same Take (lease.Manager.ChargeAndAsk), partial, at
+// most the bucket: so a
+// store that kept its buckets, refilled on its clock while the shares
+// admitted, is left with what it holds beyond the fleet's local
+// admissions, as if it had decided them (each instance charges its own,
+// and the shares were charged with the store's grants). A late request
+// may have been charged by the store too: permits lost, never one too
+// many. At most cap values owe; beyond that, the admissions of a new value
+// go uncharged.
+type owed struct {
+	n   atomic.Int64 // len(m)
+	mu  sync.Mutex
+	m   map[digest]int64
+	cap int
+}
+
+func (o *owed) add(d *digest, k int64) {
+	o.mu.Lock()
+	if v, ok := o.m[*d]; ok || len(o.m) < o.cap {
+		if !ok {
+			o.n.Add(1)
+		}
+		o.m[*d] = min(v+k, maxOwed)
+	}
+	o.mu.Unlock()
+}
+
+// maxOwed bounds a value's debt, far beyond any bucket's refills.
+const maxOwed = 1 << 40
+
+// take returns what value d owes and forgets it.
+func (o *owed) take(d *digest) int64 {
+	if o.n.Load() == 0 {
+		return 0
+	}
+	o.mu.Lock()
+	k, ok := o.m[*d]
+	if ok {
+		delete(o.m, *d)
+		o.n.Add(-1)
+	}
+	o.mu.Unlock()
+	return k
 }
 
 func hasKey(m map[string]int64, k string) bool { _, ok := m[k]; return ok }

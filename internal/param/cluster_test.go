@@ -3,6 +3,7 @@ package param
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"sync"
@@ -29,6 +30,7 @@ type memStore struct {
 
 	mu      sync.Mutex
 	down    bool
+	late    int // every late-th Take is decided, then answered as late
 	tokens  map[string]float64
 	last    map[string]int64
 	tat     map[string]float64
@@ -97,6 +99,9 @@ func (s *memStore) Take(ctx context.Context, reqs []cluster.Request, grants []cl
 		}
 		s.granted[b.Key] += g.N
 		grants[i] = g
+	}
+	if s.late > 0 && s.takes%s.late == 0 {
+		return context.DeadlineExceeded // decided, but the answer came too late
 	}
 	return nil
 }
@@ -321,9 +326,10 @@ func TestClusterThrottle(t *testing.T) {
 }
 
 // TestClusterFallback: while the store fails every value is held to its
-// local share (Threshold over the live instances, or LocalThreshold), or
-// passes, or is refused, by the rule's fallback, from the first failed call
-// on; a probe brings the store back.
+// local share (Threshold over the live instances, or LocalThreshold) less
+// what this instance took from the store ("a" took one), or passes, or is
+// refused, by the rule's fallback, from the first failed call on; a probe
+// brings the store back.
 func TestClusterFallback(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -331,9 +337,9 @@ func TestClusterFallback(t *testing.T) {
 		want    map[string]int // admitted per value in fallback
 		reason  string
 	}{
-		{"share", rules.Cluster{}, map[string]int{"a": 3, "b": 3, "vip": 10}, "cluster fallback: local share exhausted"},
-		{"local threshold", rules.Cluster{LocalThreshold: 2}, map[string]int{"a": 2, "b": 2, "vip": 10}, "cluster fallback: local share exhausted"},
-		{"per-instance", rules.Cluster{Mode: rules.ClusterPerInstance}, map[string]int{"a": 10, "b": 10, "vip": 30}, "cluster fallback: local share exhausted"},
+		{"share", rules.Cluster{}, map[string]int{"a": 2, "b": 3, "vip": 10}, "cluster fallback: local share exhausted"},
+		{"local threshold", rules.Cluster{LocalThreshold: 2}, map[string]int{"a": 1, "b": 2, "vip": 10}, "cluster fallback: local share exhausted"},
+		{"per-instance", rules.Cluster{Mode: rules.ClusterPerInstance}, map[string]int{"a": 9, "b": 10, "vip": 30}, "cluster fallback: local share exhausted"},
 		{"pass", rules.Cluster{Fallback: rules.FallbackPass}, map[string]int{"a": 50, "b": 50, "vip": 50}, ""},
 		{"block", rules.Cluster{Fallback: rules.FallbackBlock}, map[string]int{"a": 0, "b": 0, "vip": 0}, "cluster fallback: block"},
 	}
@@ -548,5 +554,105 @@ func TestClusterLeasesFollowTerms(t *testing.T) {
 		f.clk.Advance(time.Millisecond)
 		moved += time.Millisecond
 		require.Less(t, moved, time.Hour)
+	}
+}
+
+// TestClusterShareBudgetPlusOne: every value of a strict rule gets at most
+// its budget + 1 over a run, whatever the store does: a fleet sharing the
+// value evenly (the load balancer's round robin) at twice ten times its
+// rate, through the store answering, then failing (every instance on its
+// local share; the store keeps its buckets and its clock runs on, as a
+// Redis that is stopped or unreachable), answering again (the shares'
+// admissions charged to it), and answering every third call too late (the
+// store charges the request; the instance decides by its share). Counted
+// per value on the test's clock over the run and in every aligned
+// Duration. Before, each instance's share of a budget of 1 rounded up to 1
+// (ten instances: 10 per value in the first second of the fallback), every
+// share started full whatever the store had granted, and the recovered
+// store admitted its refilled bucket on top of the shares' admissions.
+func TestClusterShareBudgetPlusOne(t *testing.T) {
+	tests := []struct {
+		name      string
+		instances int
+		threshold int64
+		burst     int64
+		duration  time.Duration
+	}{
+		{"1 per minute, 10 instances", 10, 1, 0, time.Minute},
+		{"5 per 10 s, 3 instances", 3, 5, 0, 10 * time.Second},
+		{"5+2 per 10 s, 4 instances", 4, 5, 2, 10 * time.Second},
+		{"7 per 10 s, 2 instances", 2, 7, 0, 10 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			const (
+				users = 40
+				steps = 240 // 12 Durations
+			)
+			f := newFleet(t, tt.instances)
+			r := rules.Param{Key: "user", Threshold: tt.threshold, Burst: tt.burst, Duration: tt.duration, Cluster: &rules.Cluster{}}
+			cs := make([]*Controller, tt.instances)
+			olds := make([]map[string][]*Controller, tt.instances)
+			for i := range cs {
+				cs[i], olds[i] = f.build(t, i, r, nil)
+			}
+			step := tt.duration / 20
+			var (
+				total  [users]int64
+				window [users][steps / 20]int64
+				fell   int
+			)
+			for s := 0; s < steps; s++ {
+				switch s {
+				case 30: // the store fails
+					f.st.setDown(true)
+				case 100: // an equal reload keeps the shares and their debts
+					for i := range cs {
+						cs[i], olds[i] = f.build(t, i, r, olds[i])
+					}
+				case 110: // and answers again
+					f.st.setDown(false)
+				case 170: // every third call answered too late
+					f.st.mu.Lock()
+					f.st.late = 3
+					f.st.mu.Unlock()
+				case 210:
+					f.st.mu.Lock()
+					f.st.late = 0
+					f.st.mu.Unlock()
+				}
+				for u := 0; u < users; u++ {
+					for k := 0; k < 2; k++ {
+						i := (s*2 + k + u) % tt.instances
+						be := f.enter(cs[i], fmt.Sprint("user-", u))
+						if be == nil {
+							total[u]++
+							window[u][s/20]++
+							continue
+						}
+						require.Equal(t, core.BlockCluster, be.Type, "%v", be)
+						if strings.HasPrefix(be.Reason, "cluster fallback") {
+							fell++
+						}
+					}
+				}
+				f.clk.Advance(step)
+			}
+			if fell == 0 {
+				t.Fatal("no entry decided by the fallback")
+			}
+			// A token bucket of t+b, refilled t per Duration, starting full:
+			// over the run at most t+b + t × run / Duration; in one Duration
+			// at most t+b + t.
+			size := tt.threshold + tt.burst
+			run := size + tt.threshold*int64(steps)/20
+			for u := 0; u < users; u++ {
+				assert.LessOrEqual(t, total[u], run+1, "user-%d over the run (budget %d)", u, run)
+				for w, n := range window[u] {
+					assert.LessOrEqual(t, n, size+tt.threshold+1, "user-%d in Duration %d", u, w)
+				}
+			}
+			t.Logf("budget over the run %d; user-0 admitted %d, per Duration %v; %d fallback refusals", run, total[0], window[0], fell)
+		})
 	}
 }

@@ -422,6 +422,9 @@ func Build(rs []rules.Param, old map[string][]*Controller, rm *Remote) (map[stri
 				c.cl.leases = prev[0].cl.leases
 				kept[c.cl.leases] = true
 			}
+			if c.cl != nil && c.cl.owed != nil && prev[0].cl.owed != nil {
+				c.cl.owed = prev[0].cl.owed // what the shares admitted stays owed
+			}
 			pool[k] = prev[1:]
 		} else {
 			c.cache = newCache(cmp.Or(rs[i].Capacity, ruledef.ParamCapacity), c.mode)
