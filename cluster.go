@@ -35,8 +35,12 @@ type ClusterConfig struct {
 	// rules' fallbacks (a local share less this instance's recent use of
 	// the store); the engine switches to fallback decisions after three
 	// late calls in a row, or at once when a call fails otherwise (a
-	// refused or broken connection, an error reply). Set the Redis
-	// client's read and write timeouts above Timeout.
+	// refused or broken connection, an error reply). A late call counts
+	// as a sample of its deadline, so a store that became slower is
+	// given more time from the third late call on. A probe of a failing
+	// store may take four times Timeout (no entry waits for it; a new
+	// connection costs several round trips). Set the Redis client's read
+	// and write timeouts above Timeout.
 	Timeout time.Duration
 	// ProbeInterval is the least time between two probes of a failing
 	// store; the first successful probe returns to remote decisions. Zero

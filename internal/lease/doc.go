@@ -116,8 +116,10 @@
 // Every Store call runs under a deadline that follows the Store's latency:
 // four times the second slowest of the last 32 successful calls, at least
 // max(MinTimeout, Timeout/4), at most Config.Timeout (default 250 ms), and
-// Timeout before any success. No caller waits longer than Timeout, whatever
-// the Store does. The Manager is a breaker with two modes:
+// Timeout before any success; a late call counts as a sample of the time
+// it was given, and a successful probe's latency replaces the samples (as
+// two). No caller waits longer than Timeout, whatever the Store does; a
+// probe, which no caller waits for, has four Timeouts. The Manager is a breaker with two modes:
 //
 //	Remote ──(a failed call, or TripAfter late calls in a row)──> Fallback
 //	Fallback ──(a probe's Take succeeds; OnRecover; paybacks queued)──> Remote

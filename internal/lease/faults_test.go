@@ -235,6 +235,76 @@ func TestDeadlineFollowsLatency(t *testing.T) {
 	}
 }
 
+// TestDeadlineLearnsSlowerStore: a Store that answered in 1 ms (deadline
+// Timeout/4) becomes slower than the deadline but answers within Timeout.
+// Late calls raise the deadline: after two the second slowest sample is
+// the deadline they passed and the next call has the whole Timeout, which
+// the Store answers in, so the Manager never trips. A probe has four
+// Timeouts (a Store that answers within Timeout may need several round
+// trips on a new connection), and its latency is then the one sample
+// the deadline follows. On the code before, late calls gave no sample:
+// every call stayed late, and a probe slower than Timeout never
+// succeeded.
+func TestDeadlineLearnsSlowerStore(t *testing.T) {
+	const timeout = DefaultTimeout
+	var trs transitions
+	e := newEnv(t, Config{OnTransition: trs.add, ProbeInterval: time.Second})
+	l := e.limiter(t, Spec{Budget: bucket("slower", 1000), Strict: true})
+	for i := 0; i < 5; i++ {
+		e.m.observeLatency(int64(time.Millisecond))
+	}
+	if d := e.m.deadline(); d != timeout/4 {
+		t.Fatalf("deadline %v after fast calls, want %v", d, timeout/4)
+	}
+	e.st.delay = 100 * time.Millisecond
+	e.st.set(slow)
+	call := func(advance time.Duration) Result {
+		t.Helper()
+		done := make(chan Result)
+		go func() { done <- l.acq(bg, 1) }()
+		e.blockUntil(t, 2) // the Take's deadline and the store's delay
+		e.clk.Advance(advance)
+		return <-done
+	}
+	for i, want := range []time.Duration{timeout / 4, timeout} {
+		if r := call(timeout / 4); !r.Fallback() {
+			t.Fatalf("late call %d: %+v, want the fallback's", i, r)
+		}
+		if d := e.m.deadline(); d != want {
+			t.Fatalf("after late call %d: deadline %v, want %v", i, d, want)
+		}
+	}
+	if r := call(100 * time.Millisecond); !r.Admitted || r.By != ByStore {
+		t.Fatalf("third call on a 100 ms Store with Timeout %v: %+v, want the store's grant", timeout, r)
+	}
+	if e.m.Mode() != Remote || trs.modes() != "" {
+		t.Fatalf("mode %v, transitions %q: want no trip", e.m.Mode(), trs.modes())
+	}
+
+	// A failure trips; the Store then answers in 300 ms, more than Timeout.
+	e.st.set(fail)
+	if r := l.acq(bg, 1); !r.Fallback() {
+		t.Fatalf("%+v", r)
+	}
+	e.m.waitIdle()
+	e.st.delay = 300 * time.Millisecond
+	e.st.set(slow)
+	e.clk.Advance(time.Second)
+	if r := l.acq(bg, 1); !r.Fallback() { // queues the probe
+		t.Fatalf("%+v", r)
+	}
+	e.blockUntil(t, 2) // the probe's deadline and the store's delay
+	e.st.set(answer)   // the paybacks after the probe
+	e.clk.Advance(300 * time.Millisecond)
+	e.m.waitIdle()
+	if e.m.Mode() != Remote || e.m.Stats().Probes != 1 {
+		t.Fatalf("mode %v after %d probes of a 300 ms Store, want remote after one", e.m.Mode(), e.m.Stats().Probes)
+	}
+	if d := e.m.deadline(); d != timeout {
+		t.Fatalf("deadline %v after a 300 ms probe, want Timeout %v", d, timeout)
+	}
+}
+
 // TestTripChargesLocalShare: when the Store stops answering, the local
 // share is what is left of it after this instance's own use of the
 // Store's grants in the last Interval, and nothing if the Store ran short

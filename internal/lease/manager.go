@@ -79,8 +79,9 @@ type Config struct {
 	// intervals. Nil means clock.System(). The Store's own clock, not
 	// this one, decides grants.
 	Clock core.Clock
-	// Timeout bounds every Store call (its context ends after Timeout on
-	// Clock at the latest) and every request's wait for one: no Acquire
+	// Timeout bounds every Store call but a probe (its context ends after
+	// Timeout on Clock at the latest; a probe's after probeFactor
+	// Timeouts) and every request's wait for one: no Acquire
 	// waits longer, whatever the Store does. Zero means DefaultTimeout.
 	// Each call's own deadline follows the Store's latency: latencyFactor
 	// times a recent high percentile of the successful calls (the second
@@ -139,6 +140,10 @@ type Manager struct {
 	probeEvery int64
 	probe      cluster.Budget
 	trs        notify.Hub[Transition] // OnTransition's queue
+	// probeCtx ends at Close, cutting a probe under way short (a probe
+	// may take longer than Timeout, see runProbe).
+	probeCtx  context.Context
+	probeStop context.CancelFunc
 
 	// tmu orders mode changes: epoch counts them, so a call that started
 	// before the last one does not switch the mode on its failure.
@@ -194,6 +199,9 @@ const (
 	latencySamples = 32
 	latencyFactor  = 4
 )
+
+// probeFactor is a probe's deadline in Timeouts (see runProbe).
+const probeFactor = 4
 
 // call is one request in a Take: a lease refill (lim set) or a strict
 // request.
@@ -261,6 +269,7 @@ func New(cfg Config) (*Manager, error) {
 	}
 	m.probe = cluster.Budget{Key: key, Algorithm: cluster.TokenBucket, Limit: 1 << 30, Interval: time.Second}
 	m.idle.L = &m.mu
+	m.probeCtx, m.probeStop = context.WithCancel(context.Background())
 	m.trs.Listen(cfg.OnTransition)
 	m.live.Store(1)
 	return m, nil
@@ -309,6 +318,11 @@ func (m *Manager) deadline() time.Duration { return time.Duration(m.dl.Load()) }
 // host does not trip the breaker, and a dead Store costs a call little.
 func (m *Manager) observeLatency(d int64) {
 	m.late.Store(0)
+	m.sample(d)
+}
+
+// sample adds d to the latency samples and sets the deadline from them.
+func (m *Manager) sample(d int64) {
 	m.latMu.Lock()
 	m.lat[m.latN%latencySamples] = max(d, 0)
 	m.latN++
@@ -328,6 +342,28 @@ func (m *Manager) observeLatency(d int64) {
 	m.dl.Store(clampInt(latencyFactor*b, int64(m.floor), int64(m.timeout)))
 }
 
+// observeLateness folds a call that passed its deadline after d into the
+// deadline as if it had succeeded in d: a Store that became slower than
+// the deadline gives no successful samples, so without this the deadline
+// would stay below its latency and every call would be late for as long
+// as it stays slow. Two late calls make d the second slowest sample, and
+// the next call's deadline is then latencyFactor times d (at most
+// Timeout). Unlike observeLatency it keeps the count of late calls.
+func (m *Manager) observeLateness(d int64) { m.sample(d) }
+
+// restartLatency forgets the samples from before the outage, which
+// describe a Store that may be slower now, and keeps d, the latency of
+// the probe that found the Store answering again, as two samples: the
+// deadline is latencyFactor times d (within [floor, Timeout]) until two
+// faster calls have succeeded.
+func (m *Manager) restartLatency(d int64) {
+	m.latMu.Lock()
+	m.latN = 0
+	m.latMu.Unlock()
+	m.sample(d)
+	m.sample(d)
+}
+
 // isLate reports whether a call under ctx failed by passing its deadline
 // (or a socket timeout of the client) rather than on a dead connection
 // or an error reply.
@@ -339,12 +375,14 @@ func isLate(ctx context.Context, err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// failed takes the failure err of a call that started in epoch and ran
-// under ctx: a late call switches to Fallback only as the TripAfter-th
+// failed takes the failure err of a call that started in epoch at start
+// and ran under ctx: a late call raises the deadline (observeLateness) and
+// switches to Fallback only as the TripAfter-th
 // late call in a row, any other failure at once.
-func (m *Manager) failed(ctx context.Context, now int64, epoch uint64, err error) {
+func (m *Manager) failed(ctx context.Context, start, now int64, epoch uint64, err error) {
 	if isLate(ctx, err) {
 		m.stats.late.Add(1)
+		m.observeLateness(now - start)
 		if m.late.Add(1) < m.tripAfter {
 			return
 		}
@@ -392,6 +430,7 @@ func (m *Manager) Close() error {
 	m.closed = true
 	ls := m.limiterList()
 	m.mu.Unlock()
+	m.probeStop()
 	for _, l := range ls {
 		l.Close()
 	}
@@ -563,7 +602,7 @@ func (m *Manager) take(batch []*call) {
 	if err != nil {
 		m.stats.takeErrs.Add(1)
 		err = fmt.Errorf("sluice: cluster store: take: %w", err)
-		m.failed(ctx, now, epoch, err)
+		m.failed(ctx, start, now, epoch, err)
 		cancel()
 		m.finish(batch, err, now)
 		m.trs.Drain()
@@ -615,7 +654,7 @@ func (m *Manager) give(g give) {
 	err := m.store.Give(ctx, g.b, g.n)
 	if err != nil {
 		m.stats.dropped.Add(g.n)
-		m.failed(ctx, m.clock.Nanotime(), epoch, fmt.Errorf("sluice: cluster store: give: %w", err))
+		m.failed(ctx, start, m.clock.Nanotime(), epoch, fmt.Errorf("sluice: cluster store: give: %w", err))
 		cancel()
 		m.trs.Drain()
 		return
@@ -634,12 +673,22 @@ func (m *Manager) runProbe() {
 	m.stats.probes.Add(1)
 	reqs := [1]cluster.Request{{Budget: m.probe, N: 1, Partial: true}}
 	var grants [1]cluster.Grant
-	ctx, cancel := callContext(context.Background(), m.clock, m.timeout)
+	// A probe has probeFactor times Timeout (not the deadline, which may
+	// have been learned from a faster Store): no entry waits for it, and a
+	// Store that answers within Timeout may need several round trips
+	// more on a new connection (go-redis sends HELLO and two CLIENT
+	// SETINFO before the first command), which a probe cut off at Timeout
+	// would never complete, the client dropping the half-made connection
+	// each time. Its latency is the first sample of the deadline after the
+	// outage.
+	start := m.clock.Nanotime()
+	ctx, cancel := callContext(m.probeCtx, m.clock, probeFactor*m.timeout)
 	err := m.store.Take(ctx, reqs[:], grants[:])
 	cancel()
 	if err != nil {
 		return
 	}
+	m.restartLatency(m.clock.Nanotime() - start)
 	m.late.Store(0)
 	if m.onRecover != nil {
 		ctx, cancel := callContext(context.Background(), m.clock, m.timeout)

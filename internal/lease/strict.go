@@ -191,7 +191,7 @@ func (m *Manager) askAlone(ctx context.Context, b cluster.Budget, n int64) Answe
 			return Answer{Result: Result{By: ByContext}}
 		}
 		m.stats.takeErrs.Add(1)
-		m.failed(tctx, now, epoch, fmt.Errorf("sluice: cluster store: take: %w", err))
+		m.failed(tctx, start, now, epoch, fmt.Errorf("sluice: cluster store: take: %w", err))
 		cancel()
 		m.trs.Drain()
 		if m.Mode() == Fallback {
