@@ -14,7 +14,6 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/cluster"
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/linediff"
@@ -114,20 +113,17 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request, c *call) {
 	// Every attempt counts per client address; then a name guessed from
 	// this address waits out its backoff; then attempts count per address
 	// and name, and per name (a ceiling much higher, so that an attacker
-	// does not lock the name's owner out). The limits are param rules of
-	// the dashboard's own engine; beyond them the password is not even
-	// checked.
-	limit := func(resource, key string) bool {
-		p, err := d.limiter.Entry(resource, sluice.WithStringArg(0, key))
-		if err != nil {
+	// does not lock the name's owner out), each within the last minute.
+	// Beyond the limits the password is not even checked.
+	limit := func(l *attemptLimit, key string) bool {
+		if !l.allow(key) {
 			d.refused.add(ip, name, true)
 			d.renderLogin(w, r, c, http.StatusTooManyRequests, "too many login attempts: wait a minute")
 			return false
 		}
-		p.Exit()
 		return true
 	}
-	if !limit(loginIPResource, ip) {
+	if !limit(d.perIP, ip) {
 		return
 	}
 	if wait := d.backoff.wait(pair); wait > 0 {
@@ -136,7 +132,7 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request, c *call) {
 			"too many wrong passwords for this name from your address: wait %v", wait.Round(time.Second)))
 		return
 	}
-	if !limit(loginPairResource, pair) || !limit(loginUserResource, clip(name)) {
+	if !limit(d.perPair, pair) || !limit(d.perName, clip(name)) {
 		return
 	}
 	u := d.accounts.current().byName[name]

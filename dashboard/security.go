@@ -3,6 +3,7 @@ package dashboard
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -94,6 +95,86 @@ func (d *Dashboard) sessionEnded(w http.ResponseWriter, r *http.Request, c *call
 		}
 	}
 	d.fail(w, r, c, http.StatusForbidden, msg+"Reload the page and make the change again.")
+}
+
+// attemptLimit admits at most limit attempts per key within any window
+// (a minute): an admitted attempt counts for exactly window, and the
+// attempt that would be the limit+1st within it is refused, however the
+// attempts are spread. (A token bucket, the param rules' way, refills as
+// the minute goes: 100 a minute let 197 of 200 attempts spread over 59 s
+// through.) Each key keeps the times of its
+// admitted attempts of the last window, at most limit; at most maxKeys
+// keys are kept. It is safe for concurrent use.
+type attemptLimit struct {
+	clock   core.Clock
+	limit   int
+	window  int64
+	maxKeys int
+
+	mu   sync.Mutex
+	keys map[string]*attemptTimes
+}
+
+// attemptTimes are a key's admitted attempts within the window, oldest
+// first.
+type attemptTimes struct{ at []int64 }
+
+// maxLimitKeys bounds the keys an attemptLimit keeps.
+const maxLimitKeys = 100000
+
+func newAttemptLimit(clock core.Clock, limit int64, window time.Duration) *attemptLimit {
+	return &attemptLimit{clock: clock, limit: int(limit), window: int64(window), maxKeys: maxLimitKeys,
+		keys: map[string]*attemptTimes{}}
+}
+
+// allow counts an attempt of key and reports whether it is admitted.
+func (l *attemptLimit) allow(key string) bool {
+	now := l.clock.Nanotime()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	a := l.keys[key]
+	if a == nil {
+		if len(l.keys) >= l.maxKeys {
+			l.pruneLocked(now)
+		}
+		a = &attemptTimes{at: make([]int64, 0, min(l.limit, 8))}
+		l.keys[key] = a
+	}
+	n := 0
+	for n < len(a.at) && now-a.at[n] >= l.window {
+		n++
+	}
+	if n > 0 {
+		a.at = append(a.at[:0], a.at[n:]...)
+	}
+	if len(a.at) >= l.limit {
+		return false
+	}
+	a.at = append(a.at, now)
+	return true
+}
+
+// pruneLocked drops the keys without an attempt within the window, or,
+// when every key has one, the key whose newest attempt is the oldest.
+func (l *attemptLimit) pruneLocked(now int64) {
+	var oldest string
+	var at int64
+	for k, a := range l.keys {
+		newest := int64(math.MinInt64)
+		if len(a.at) > 0 {
+			newest = a.at[len(a.at)-1]
+		}
+		if newest == math.MinInt64 || now-newest >= l.window {
+			delete(l.keys, k)
+			continue
+		}
+		if oldest == "" || newest < at {
+			oldest, at = k, newest
+		}
+	}
+	if len(l.keys) >= l.maxKeys {
+		delete(l.keys, oldest)
+	}
 }
 
 // loginBackoff slows the guessing of one name from one address: after

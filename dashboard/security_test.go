@@ -531,3 +531,63 @@ func TestProxySessionsConcurrent(t *testing.T) {
 	wg.Wait()
 	require.Equal(t, 4*16, f.dash.Sessions())
 }
+
+// TestLoginPerNameLimitOverAMinute: the per-name limit counts the
+// attempts of the last minute, however they are spread: 200 wrong
+// passwords for ed from 200 addresses, one every 295 ms (the last at
+// 58.7 s), are 100 checked and 100 refused (before: the limit refilled
+// as the minute went, and 117 of the first 200 were checked in 59 s).
+// An attempt counts for exactly a minute: the first frees its place at
+// 60 s, not a nanosecond before.
+func TestLoginPerNameLimitOverAMinute(t *testing.T) {
+	clk := sluicetest.NewManualClock(0)
+	f := newFleet(t, func(c *dashboard.Config) { c.Clock = clk })
+	h := f.dash
+	checked := 0
+	for i := 0; i < 200; i++ {
+		clk.Set(int64(i) * int64(295*time.Millisecond))
+		code := loginFrom(t, h, fmt.Sprintf("10.4.%d.%d", i/250, i%250), "ed", "guess")
+		require.Contains(t, []int{http.StatusUnauthorized, http.StatusTooManyRequests}, code)
+		if code == http.StatusUnauthorized {
+			checked++
+		}
+		require.Equal(t, i < 100, code == http.StatusUnauthorized, "attempt %d at %v: %d", i+1, time.Duration(clk.Nanotime()), code)
+	}
+	require.Equal(t, 100, checked, "attempts checked in 58.7 s")
+	clk.Set(int64(time.Minute) - 1)
+	require.Equal(t, http.StatusTooManyRequests, loginFrom(t, h, "10.5.0.1", "ed", password), "a nanosecond before the first attempt is a minute old")
+	clk.Set(int64(time.Minute))
+	require.Equal(t, http.StatusSeeOther, loginFrom(t, h, "10.5.0.1", "ed", password), "the first attempt is a minute old: one place")
+	require.Equal(t, http.StatusTooManyRequests, loginFrom(t, h, "10.5.0.2", "ed", password), "only one")
+}
+
+// TestLoginPerNameLimitConcurrent: 300 attempts for one name at once,
+// from 300 addresses, are 100 checked; 300 more half a minute later are
+// all refused (the first 100 are still within the minute).
+func TestLoginPerNameLimitConcurrent(t *testing.T) {
+	clk := sluicetest.NewManualClock(0)
+	f := newFleet(t, func(c *dashboard.Config) { c.Clock = clk })
+	burst := func(from int) (checked int) {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for i := 0; i < 300; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				code := loginFrom(t, f.dash, fmt.Sprintf("10.6.%d.%d", (from+i)/250, (from+i)%250), "ed", "guess")
+				if code == http.StatusUnauthorized {
+					mu.Lock()
+					checked++
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		return checked
+	}
+	require.Equal(t, 100, burst(0), "attempts checked of 300 at once")
+	clk.Advance(30 * time.Second)
+	require.Equal(t, 0, burst(300), "attempts checked of 300 more half a minute later")
+	clk.Advance(30 * time.Second)
+	require.Equal(t, 100, burst(600), "a minute after the first: 100 again")
+}
