@@ -66,6 +66,8 @@ type Dashboard struct {
 	ruleCache ruleCache // each application's rules in force, decoded
 	diffs     diffCache // the rule diffs of saved versions
 
+	reads readHealth // the app page's reads of the store, to date a loss
+
 	once sync.Once
 }
 
