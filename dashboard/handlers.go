@@ -1172,8 +1172,9 @@ func (d *Dashboard) auditPage(w http.ResponseWriter, r *http.Request, c *call) {
 	if c.app == "" {
 		// The whole audit log, for admins, with the refused logins.
 		ad.Logins = true
-		ad.Refused, ad.Dropped = d.refused.list()
-		ad.Interval, ad.MaxRows = refusedInterval, maxRefusedRows
+		ad.Summary = d.refused.summary()
+		ad.Refused, ad.Dropped = ad.Summary.Rows, ad.Summary.Dropped
+		ad.Interval, ad.MaxRows, ad.PerIP = refusedInterval, maxRefusedRows, maxRowsPerIP
 	}
 	v.Data = ad
 	d.render(w, http.StatusOK, "audit", v)
@@ -1203,6 +1204,10 @@ type auditData struct {
 	Dropped  int64
 	Interval time.Duration
 	MaxRows  int
+	// Summary: the totals and the top offenders; PerIP the rows one
+	// address may hold.
+	Summary refusedSummary
+	PerIP   int
 }
 
 // auditSave makes sure the audit log records a save. Stores record their
