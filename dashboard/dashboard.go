@@ -16,7 +16,6 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/cluster"
 	"github.com/sluice-go/sluice/cluster/filestore"
 	"github.com/sluice-go/sluice/dashboard/internal/memstore"
@@ -32,15 +31,6 @@ var webFS embed.FS
 const (
 	sessionCookie = "sluice_session"
 	loginCookie   = "sluice_login" // the login form's CSRF token (double submit)
-)
-
-// Resources of the dashboard's own engine, which limits login attempts:
-// per client address, per client address and user name, and per user name
-// (a ceiling perNameFactor times the per-address-and-name limit).
-const (
-	loginIPResource   = "dashboard-login-ip"
-	loginPairResource = "dashboard-login-ip-user"
-	loginUserResource = "dashboard-login-user"
 )
 
 // perNameFactor is how many times the per-address-and-name limit the
@@ -60,7 +50,9 @@ type Dashboard struct {
 	tel      cluster.Telemetry
 	accounts *usersStore
 	sessions *sessions
-	limiter  *sluice.Engine // login attempts
+	perIP    *attemptLimit  // login attempts per minute per client address,
+	perPair  *attemptLimit  // per address and name,
+	perName  *attemptLimit  // and per name
 	backoff  *loginBackoff  // per address and name, after repeated wrong passwords
 	refused  *refusedLogins // refused logins, apart from the change audit
 	pages    map[string]*template.Template
@@ -73,6 +65,8 @@ type Dashboard struct {
 
 	ruleCache ruleCache // each application's rules in force, decoded
 	diffs     diffCache // the rule diffs of saved versions
+
+	reads readHealth // the app page's reads of the store, to date a loss
 
 	once sync.Once
 }
@@ -165,17 +159,11 @@ func New(cfg Config) (*Dashboard, error) {
 		}
 	}
 
-	d.limiter = sluice.New(sluice.WithClock(cfg.Clock), sluice.WithLimits(sluice.Limits{Resources: 16}))
 	d.backoff = newLoginBackoff(cfg.Clock, int(cfg.LoginsPerUser))
 	d.refused = newRefusedLogins(cfg.Clock, cfg.Now)
-	if err := d.limiter.LoadRules(rules.Set{Param: []rules.Param{
-		{Resource: loginIPResource, Threshold: cfg.LoginsPerIP, Duration: time.Minute, Capacity: 100000},
-		{Resource: loginPairResource, Threshold: cfg.LoginsPerUser, Duration: time.Minute, Capacity: 100000},
-		{Resource: loginUserResource, Threshold: perNameFactor * cfg.LoginsPerUser, Duration: time.Minute, Capacity: 100000},
-	}}); err != nil {
-		d.Close()
-		return nil, fmt.Errorf("dashboard: login limits: %w", err)
-	}
+	d.perIP = newAttemptLimit(cfg.Clock, cfg.LoginsPerIP, time.Minute)
+	d.perPair = newAttemptLimit(cfg.Clock, cfg.LoginsPerUser, time.Minute)
+	d.perName = newAttemptLimit(cfg.Clock, perNameFactor*cfg.LoginsPerUser, time.Minute)
 
 	pages, err := parsePages()
 	if err != nil {
@@ -193,14 +181,13 @@ func New(cfg Config) (*Dashboard, error) {
 	return d, nil
 }
 
-// Close stops the Engine's frames and the login limiter. It is safe to
+// Close stops the Engine's frames. It is safe to
 // call more than once.
 func (d *Dashboard) Close() error {
 	d.once.Do(func() {
 		if d.frames != nil {
 			d.frames.Close()
 		}
-		d.limiter.Close()
 	})
 	return nil
 }

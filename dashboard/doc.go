@@ -28,9 +28,9 @@
 // Authorization is checked on the server for every request; sessions live
 // on the server, bounded (per user too) and expiring; every write, the
 // login included, is refused from a page of another origin and needs the
-// session's CSRF token; login attempts are limited by param rules on an
-// engine inside the dashboard, per address, per address and name (with a
-// backoff) and per name, so that an attacker does not lock the owner out;
+// session's CSRF token; login attempts are limited within the last
+// minute, per address, per address and name (with a backoff) and per
+// name, so that an attacker does not lock the owner out;
 // refused logins are counted apart from the audit log; pages carry a
 // Content-Security-Policy without inline script, and every value from
 // traffic is escaped.

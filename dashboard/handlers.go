@@ -10,11 +10,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/cluster"
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/linediff"
@@ -114,20 +114,17 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request, c *call) {
 	// Every attempt counts per client address; then a name guessed from
 	// this address waits out its backoff; then attempts count per address
 	// and name, and per name (a ceiling much higher, so that an attacker
-	// does not lock the name's owner out). The limits are param rules of
-	// the dashboard's own engine; beyond them the password is not even
-	// checked.
-	limit := func(resource, key string) bool {
-		p, err := d.limiter.Entry(resource, sluice.WithStringArg(0, key))
-		if err != nil {
+	// does not lock the name's owner out), each within the last minute.
+	// Beyond the limits the password is not even checked.
+	limit := func(l *attemptLimit, key string) bool {
+		if !l.allow(key) {
 			d.refused.add(ip, name, true)
 			d.renderLogin(w, r, c, http.StatusTooManyRequests, "too many login attempts: wait a minute")
 			return false
 		}
-		p.Exit()
 		return true
 	}
-	if !limit(loginIPResource, ip) {
+	if !limit(d.perIP, ip) {
 		return
 	}
 	if wait := d.backoff.wait(pair); wait > 0 {
@@ -136,7 +133,7 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request, c *call) {
 			"too many wrong passwords for this name from your address: wait %v", wait.Round(time.Second)))
 		return
 	}
-	if !limit(loginPairResource, pair) || !limit(loginUserResource, clip(name)) {
+	if !limit(d.perPair, pair) || !limit(d.perName, clip(name)) {
 		return
 	}
 	u := d.accounts.current().byName[name]
@@ -336,6 +333,57 @@ type live struct {
 	// Errors are the store's failures in this answer: the page shows a
 	// banner and keeps what it read last.
 	Errors []string `json:"errors,omitempty"`
+	// LostSince, with Errors, is when the first of the reads that failed
+	// since the last that did not began, and LastRead when that one began
+	// (Unix milliseconds, 0 when none since the dashboard started): the
+	// banner dates the loss from the reads, not from the answer, which
+	// comes after the store's timeouts.
+	LostSince int64 `json:"lostSince,omitempty"`
+	LastRead  int64 `json:"lastRead,omitempty"`
+}
+
+// readHealth dates the loss of the store from the app page's reads (its
+// poll and its resource table): the first read that failed after the
+// newest that did not. It is safe for
+// concurrent use.
+type readHealth struct {
+	mu     sync.Mutex
+	lastOK time.Time // the start of the newest read without errors
+	lost   time.Time // the start of the first read with errors after it; zero when none
+}
+
+// ok notes a read without errors begun at start.
+func (h *readHealth) ok(start time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if start.After(h.lastOK) {
+		h.lastOK = start
+	}
+	if !h.lost.IsZero() && start.After(h.lost) {
+		h.lost = time.Time{}
+	}
+}
+
+// failed notes a read with errors begun at start and returns when the
+// loss began and the start of the last read without errors (zero when
+// none).
+func (h *readHealth) failed(start time.Time) (since, lastOK time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if start.Before(h.lastOK) {
+		return start, h.lastOK // a read older than one that succeeded since
+	}
+	if h.lost.IsZero() || start.Before(h.lost) {
+		h.lost = start
+	}
+	return h.lost, h.lastOK
+}
+
+func unixMilli(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
 }
 
 // Health thresholds of an instance, by the age of what was last seen of
@@ -414,7 +462,8 @@ func (d *Dashboard) live(w http.ResponseWriter, r *http.Request, c *call) {
 // from (the whole window when from is before it, or 0), the series of the
 // chosen resources (the busiest when none).
 func (d *Dashboard) liveState(ctx context.Context, app string, from int64, chosen ...string) *live {
-	now := d.cfg.Now().Unix()
+	start := d.cfg.Now()
+	now := start.Unix()
 	win := int64(d.window / time.Second)
 	since := now - win
 	if from > since && from <= now {
@@ -606,6 +655,12 @@ func (d *Dashboard) liveState(ctx context.Context, app string, from int64, chose
 	for _, in := range byID {
 		in.Health = health(now, in.LastSeen)
 		l.Instances = append(l.Instances, *in)
+	}
+	if len(l.Errors) > 0 {
+		since, ok := d.reads.failed(start)
+		l.LostSince, l.LastRead = unixMilli(since), unixMilli(ok)
+	} else {
+		d.reads.ok(start)
 	}
 	sort.Slice(l.Instances, func(i, j int) bool { return l.Instances[i].ID < l.Instances[j].ID })
 	sort.Slice(l.Breakers, func(i, j int) bool {
@@ -1117,8 +1172,9 @@ func (d *Dashboard) auditPage(w http.ResponseWriter, r *http.Request, c *call) {
 	if c.app == "" {
 		// The whole audit log, for admins, with the refused logins.
 		ad.Logins = true
-		ad.Refused, ad.Dropped = d.refused.list()
-		ad.Interval, ad.MaxRows = refusedInterval, maxRefusedRows
+		ad.Summary = d.refused.summary()
+		ad.Refused, ad.Dropped = ad.Summary.Rows, ad.Summary.Dropped
+		ad.Interval, ad.MaxRows, ad.PerIP = refusedInterval, maxRefusedRows, maxRowsPerIP
 	}
 	v.Data = ad
 	d.render(w, http.StatusOK, "audit", v)
@@ -1148,6 +1204,10 @@ type auditData struct {
 	Dropped  int64
 	Interval time.Duration
 	MaxRows  int
+	// Summary: the totals and the top offenders; PerIP the rows one
+	// address may hold.
+	Summary refusedSummary
+	PerIP   int
 }
 
 // auditSave makes sure the audit log records a save. Stores record their

@@ -294,7 +294,15 @@ func (d *Dashboard) resources(w http.ResponseWriter, r *http.Request, c *call) {
 
 // resourceTable fills p's rows.
 func (d *Dashboard) resourceTable(ctx context.Context, app string, p *resourcePage) {
-	now := d.cfg.Now().Unix()
+	start := d.cfg.Now()
+	now := start.Unix()
+	defer func() {
+		if len(p.Errors) > 0 {
+			d.reads.failed(start)
+		} else {
+			d.reads.ok(start)
+		}
+	}()
 	win := int64(d.window / time.Second)
 	p.App, p.Now, p.Since = app, now, now-min(win, tableSeconds)
 	p.BlockTypes, p.BlockLabels, p.Rows = blockTypes, blockLabels, []resourceRow{}

@@ -3,6 +3,7 @@ package dashboard
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -94,6 +95,86 @@ func (d *Dashboard) sessionEnded(w http.ResponseWriter, r *http.Request, c *call
 		}
 	}
 	d.fail(w, r, c, http.StatusForbidden, msg+"Reload the page and make the change again.")
+}
+
+// attemptLimit admits at most limit attempts per key within any window
+// (a minute): an admitted attempt counts for exactly window, and the
+// attempt that would be the limit+1st within it is refused, however the
+// attempts are spread. (A token bucket, the param rules' way, refills as
+// the minute goes: 100 a minute let 197 of 200 attempts spread over 59 s
+// through.) Each key keeps the times of its
+// admitted attempts of the last window, at most limit; at most maxKeys
+// keys are kept. It is safe for concurrent use.
+type attemptLimit struct {
+	clock   core.Clock
+	limit   int
+	window  int64
+	maxKeys int
+
+	mu   sync.Mutex
+	keys map[string]*attemptTimes
+}
+
+// attemptTimes are a key's admitted attempts within the window, oldest
+// first.
+type attemptTimes struct{ at []int64 }
+
+// maxLimitKeys bounds the keys an attemptLimit keeps.
+const maxLimitKeys = 100000
+
+func newAttemptLimit(clock core.Clock, limit int64, window time.Duration) *attemptLimit {
+	return &attemptLimit{clock: clock, limit: int(limit), window: int64(window), maxKeys: maxLimitKeys,
+		keys: map[string]*attemptTimes{}}
+}
+
+// allow counts an attempt of key and reports whether it is admitted.
+func (l *attemptLimit) allow(key string) bool {
+	now := l.clock.Nanotime()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	a := l.keys[key]
+	if a == nil {
+		if len(l.keys) >= l.maxKeys {
+			l.pruneLocked(now)
+		}
+		a = &attemptTimes{at: make([]int64, 0, min(l.limit, 8))}
+		l.keys[key] = a
+	}
+	n := 0
+	for n < len(a.at) && now-a.at[n] >= l.window {
+		n++
+	}
+	if n > 0 {
+		a.at = append(a.at[:0], a.at[n:]...)
+	}
+	if len(a.at) >= l.limit {
+		return false
+	}
+	a.at = append(a.at, now)
+	return true
+}
+
+// pruneLocked drops the keys without an attempt within the window, or,
+// when every key has one, the key whose newest attempt is the oldest.
+func (l *attemptLimit) pruneLocked(now int64) {
+	var oldest string
+	var at int64
+	for k, a := range l.keys {
+		newest := int64(math.MinInt64)
+		if len(a.at) > 0 {
+			newest = a.at[len(a.at)-1]
+		}
+		if newest == math.MinInt64 || now-newest >= l.window {
+			delete(l.keys, k)
+			continue
+		}
+		if oldest == "" || newest < at {
+			oldest, at = k, newest
+		}
+	}
+	if len(l.keys) >= l.maxKeys {
+		delete(l.keys, oldest)
+	}
 }
 
 // loginBackoff slows the guessing of one name from one address: after
@@ -193,17 +274,32 @@ func (b *loginBackoff) succeeded(key string) {
 }
 
 // refusedLogins is the log of refused logins, kept apart from the audit
-// log of changes (which refused logins, however many, never push out): one
-// row per client address, name and refusedInterval, counting the
-// attempts; at most maxRefusedRows rows, the oldest dropped first. It is
-// in memory, and safe for concurrent use.
+// log of changes (which refused logins, however many, never push out). It
+// is in memory, bounded whatever clients send, and safe for concurrent
+// use. It keeps:
+//
+//   - totals since the start, never dropped;
+//   - per client address, for the maxOffenders addresses with the most
+//     refused logins (the top offenders), their counts; a new address,
+//     when they are full, takes the place of the one with the fewest, so
+//     that a flood from many addresses pushes out none of the busiest;
+//   - rows, one per address, name and refusedInterval: at most
+//     maxRefusedRows, of which one address holds at most maxRowsPerIP. An
+//     address beyond its share drops its own oldest row; when the rows
+//     are full, a new one takes the place of the oldest row of the
+//     address holding the most. One address cannot evict the rows of
+//     another, whatever it sends: the evidence of a brute force stays.
 type refusedLogins struct {
 	clock core.Clock
 	now   func() time.Time
 
-	mu      sync.Mutex
-	rows    map[refusedKey]*refusedRow
-	dropped int64 // attempts of rows dropped for room
+	mu        sync.Mutex
+	rows      map[refusedKey]*refusedRow
+	perIP     map[string]int // rows held by each address
+	offenders map[string]*offender
+	total     offender // every refused login since the start
+	others    offender // those of addresses no longer among the offenders
+	dropped   int64    // attempts of rows dropped for room
 }
 
 type refusedKey struct {
@@ -220,37 +316,65 @@ type refusedRow struct {
 	last        int64     // on clock
 }
 
+// offender is the refused logins of one address (or of all).
+type offender struct {
+	IP          string
+	First, Last time.Time // wall clock
+	Wrong       int64
+	Limited     int64
+	// Rows counts the rows (names and intervals) the address made.
+	Rows int64
+	last int64 // on clock
+}
+
+func (o *offender) count(wall time.Time, mono int64, limited bool) {
+	if o.First.IsZero() {
+		o.First = wall
+	}
+	o.Last, o.last = wall, mono
+	if limited {
+		o.Limited++
+	} else {
+		o.Wrong++
+	}
+}
+
+// Attempts counts the refused logins.
+func (o *offender) Attempts() int64 { return o.Wrong + o.Limited }
+
 const (
 	refusedInterval = 10 * time.Minute
 	maxRefusedRows  = 1000
+	maxRowsPerIP    = 50
+	maxOffenders    = 1000
 )
 
 func newRefusedLogins(clock core.Clock, now func() time.Time) *refusedLogins {
-	return &refusedLogins{clock: clock, now: now, rows: map[refusedKey]*refusedRow{}}
+	return &refusedLogins{clock: clock, now: now, rows: map[refusedKey]*refusedRow{},
+		perIP: map[string]int{}, offenders: map[string]*offender{}}
 }
 
 // add counts a refused login of name from ip; limited tells a refusal by
 // the limits from a wrong password.
 func (l *refusedLogins) add(ip, name string, limited bool) {
 	mono, wall := l.clock.Nanotime(), l.now()
+	ip = clip(ip)
 	k := refusedKey{ip: ip, name: clip(name), slot: mono / int64(refusedInterval)}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.total.count(wall, mono, limited)
 	row := l.rows[k]
-	if row == nil {
-		if len(l.rows) >= maxRefusedRows {
-			var oldest refusedKey
-			var at *refusedRow
-			for k, r := range l.rows {
-				if at == nil || r.last < at.last {
-					oldest, at = k, r
-				}
-			}
-			l.dropped += at.Wrong + at.Limited
-			delete(l.rows, oldest)
+	newRow := row == nil
+	if newRow {
+		switch {
+		case l.perIP[ip] >= maxRowsPerIP:
+			l.dropOldestLocked(ip)
+		case len(l.rows) >= maxRefusedRows:
+			l.dropOldestLocked(l.largestLocked())
 		}
 		row = &refusedRow{IP: ip, Name: k.name, First: wall}
 		l.rows[k] = row
+		l.perIP[ip]++
 	}
 	row.Last, row.last = wall, mono
 	if limited {
@@ -258,23 +382,116 @@ func (l *refusedLogins) add(ip, name string, limited bool) {
 	} else {
 		row.Wrong++
 	}
+	o := l.offenders[ip]
+	if o == nil {
+		if len(l.offenders) >= maxOffenders {
+			l.dropOffenderLocked()
+		}
+		o = &offender{IP: ip}
+		l.offenders[ip] = o
+	}
+	o.count(wall, mono, limited)
+	if newRow {
+		o.Rows++
+	}
 }
 
-// list returns the rows, the newest first, and the attempts of rows
-// dropped for room.
-func (l *refusedLogins) list() ([]refusedRow, int64) {
-	l.mu.Lock()
-	out := make([]refusedRow, 0, len(l.rows))
-	for _, r := range l.rows {
-		out = append(out, *r)
+// largestLocked returns the address holding the most rows; of those, the
+// one with the fewest refused logins counted (the least evidence), then
+// the smallest, for a stable choice.
+func (l *refusedLogins) largestLocked() string {
+	var ip string
+	n, att := 0, int64(0)
+	for a, m := range l.perIP {
+		var aa int64
+		if o := l.offenders[a]; o != nil {
+			aa = o.Attempts()
+		}
+		if m > n || m == n && (aa < att || aa == att && a < ip) {
+			ip, n, att = a, m, aa
+		}
 	}
-	dropped := l.dropped
+	return ip
+}
+
+// dropOldestLocked drops ip's oldest row, counting its attempts dropped.
+func (l *refusedLogins) dropOldestLocked(ip string) {
+	var oldest refusedKey
+	var at *refusedRow
+	for k, r := range l.rows {
+		if k.ip == ip && (at == nil || r.last < at.last) {
+			oldest, at = k, r
+		}
+	}
+	if at == nil {
+		return
+	}
+	l.dropped += at.Wrong + at.Limited
+	delete(l.rows, oldest)
+	if l.perIP[ip]--; l.perIP[ip] <= 0 {
+		delete(l.perIP, ip)
+	}
+}
+
+// dropOffenderLocked drops the offender with the fewest refused logins
+// (of those, the one seen longest ago), adding its counts to others.
+func (l *refusedLogins) dropOffenderLocked() {
+	var min *offender
+	for _, o := range l.offenders {
+		if min == nil || o.Attempts() < min.Attempts() || o.Attempts() == min.Attempts() && o.last < min.last {
+			min = o
+		}
+	}
+	l.others.Wrong += min.Wrong
+	l.others.Limited += min.Limited
+	l.others.Rows++ // an address
+	delete(l.offenders, min.IP)
+}
+
+// refusedSummary is what the audit page shows of the refused logins.
+type refusedSummary struct {
+	Rows    []refusedRow // the newest first
+	Dropped int64        // attempts of rows dropped for room
+	// Total counts every refused login since the start; Offenders are the
+	// addresses with the most, the most first (at most maxShownOffenders);
+	// Tracked how many addresses are counted, and Others the refused
+	// logins of addresses no longer counted (Others.Rows: how many).
+	Total     offender
+	Offenders []offender
+	Tracked   int
+	Others    offender
+}
+
+// maxShownOffenders is the most offenders the page lists.
+const maxShownOffenders = 20
+
+// summary returns the rows, the newest first, the totals and the top
+// offenders.
+func (l *refusedLogins) summary() refusedSummary {
+	l.mu.Lock()
+	out := refusedSummary{Rows: make([]refusedRow, 0, len(l.rows)), Dropped: l.dropped, Total: l.total,
+		Others: l.others, Tracked: len(l.offenders), Offenders: make([]offender, 0, len(l.offenders))}
+	for _, r := range l.rows {
+		out.Rows = append(out.Rows, *r)
+	}
+	for _, o := range l.offenders {
+		out.Offenders = append(out.Offenders, *o)
+	}
 	l.mu.Unlock()
-	slices.SortFunc(out, func(a, b refusedRow) int {
+	slices.SortFunc(out.Rows, func(a, b refusedRow) int {
 		if a.last != b.last {
 			return cmp.Compare(b.last, a.last)
 		}
 		return strings.Compare(a.IP+a.Name, b.IP+b.Name)
 	})
-	return out, dropped
+	slices.SortFunc(out.Offenders, func(a, b offender) int {
+		if c := cmp.Compare(b.Attempts(), a.Attempts()); c != 0 {
+			return c
+		}
+		return strings.Compare(a.IP, b.IP)
+	})
+	if len(out.Offenders) > maxShownOffenders {
+		out.Offenders = out.Offenders[:maxShownOffenders]
+	}
+	return out
 }

@@ -154,7 +154,7 @@ func TestRefusedLoginsDoNotFlushAudit(t *testing.T) {
 	// the rest refused by the limits.
 	_, body := ada.get("/audit")
 	require.Regexp(t, `<td>127\.0\.0\.1</td><td>ada</td><td>4</td><td>196</td>`, body)
-	require.Equal(t, 1, strings.Count(body, "<td>127.0.0.1</td>"))
+	require.Equal(t, 1, strings.Count(body[strings.Index(body, `id="refused"`):], "<td>127.0.0.1</td>"), "rows of the address")
 }
 
 // TestOwnerLogsInWhileAttackerFloods: an attacker guessing ed's password
@@ -530,4 +530,106 @@ func TestProxySessionsConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 	require.Equal(t, 4*16, f.dash.Sessions())
+}
+
+// TestLoginPerNameLimitOverAMinute: the per-name limit counts the
+// attempts of the last minute, however they are spread: 200 wrong
+// passwords for ed from 200 addresses, one every 295 ms (the last at
+// 58.7 s), are 100 checked and 100 refused (before: the limit refilled
+// as the minute went, and 117 of the first 200 were checked in 59 s).
+// An attempt counts for exactly a minute: the first frees its place at
+// 60 s, not a nanosecond before.
+func TestLoginPerNameLimitOverAMinute(t *testing.T) {
+	clk := sluicetest.NewManualClock(0)
+	f := newFleet(t, func(c *dashboard.Config) { c.Clock = clk })
+	h := f.dash
+	checked := 0
+	for i := 0; i < 200; i++ {
+		clk.Set(int64(i) * int64(295*time.Millisecond))
+		code := loginFrom(t, h, fmt.Sprintf("10.4.%d.%d", i/250, i%250), "ed", "guess")
+		require.Contains(t, []int{http.StatusUnauthorized, http.StatusTooManyRequests}, code)
+		if code == http.StatusUnauthorized {
+			checked++
+		}
+		require.Equal(t, i < 100, code == http.StatusUnauthorized, "attempt %d at %v: %d", i+1, time.Duration(clk.Nanotime()), code)
+	}
+	require.Equal(t, 100, checked, "attempts checked in 58.7 s")
+	clk.Set(int64(time.Minute) - 1)
+	require.Equal(t, http.StatusTooManyRequests, loginFrom(t, h, "10.5.0.1", "ed", password), "a nanosecond before the first attempt is a minute old")
+	clk.Set(int64(time.Minute))
+	require.Equal(t, http.StatusSeeOther, loginFrom(t, h, "10.5.0.1", "ed", password), "the first attempt is a minute old: one place")
+	require.Equal(t, http.StatusTooManyRequests, loginFrom(t, h, "10.5.0.2", "ed", password), "only one")
+}
+
+// TestLoginPerNameLimitConcurrent: 300 attempts for one name at once,
+// from 300 addresses, are 100 checked; 300 more half a minute later are
+// all refused (the first 100 are still within the minute).
+func TestLoginPerNameLimitConcurrent(t *testing.T) {
+	clk := sluicetest.NewManualClock(0)
+	f := newFleet(t, func(c *dashboard.Config) { c.Clock = clk })
+	burst := func(from int) (checked int) {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for i := 0; i < 300; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				code := loginFrom(t, f.dash, fmt.Sprintf("10.6.%d.%d", (from+i)/250, (from+i)%250), "ed", "guess")
+				if code == http.StatusUnauthorized {
+					mu.Lock()
+					checked++
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		return checked
+	}
+	require.Equal(t, 100, burst(0), "attempts checked of 300 at once")
+	clk.Advance(30 * time.Second)
+	require.Equal(t, 0, burst(300), "attempts checked of 300 more half a minute later")
+	clk.Advance(30 * time.Second)
+	require.Equal(t, 100, burst(600), "a minute after the first: 100 again")
+}
+
+// TestRefusedLoginsFloodKeepsEvidence: a brute force of ed from one
+// address (5 wrong passwords), then a flood of 5,000 refused logins with
+// 5,000 names from another address (which used to push every other row
+// out of the 1,000 in 2.1 s), then 3,000 addresses guessing ed once each.
+// The brute force's row stays (an address drops only its own rows beyond
+// its share of 50; when the rows are full, the address holding the most,
+// with the least evidence, drops its oldest), the totals count every
+// refused login, and the top offenders list the flooder and the brute
+// force, with exact counts. Memory stays bounded: at most 1,000 rows, 50
+// of one address.
+func TestRefusedLoginsFloodKeepsEvidence(t *testing.T) {
+	clk := sluicetest.NewManualClock(0)
+	f := newFleet(t, func(c *dashboard.Config) { c.Clock = clk })
+	h := f.dash
+	for i := 0; i < 5; i++ {
+		require.Equal(t, http.StatusUnauthorized, loginFrom(t, h, "10.9.0.1", "ed", "guess"))
+	}
+	for i := 0; i < 5000; i++ {
+		loginFrom(t, h, "10.66.6.6", fmt.Sprintf("u%d", i), "guess")
+	}
+	for i := 0; i < 3000; i++ {
+		loginFrom(t, h, fmt.Sprintf("10.7.%d.%d", i/250, i%250), "ed", "guess")
+	}
+	_, body := signIn(t, f.srv, "ada").get("/audit")
+	refused := body[strings.Index(body, `id="refused"`):]
+	require.True(t, strings.Contains(refused, `<td>10.9.0.1</td><td>ed</td><td>5</td><td>0</td>`), "the brute force's row was pushed out")
+	rows := strings.Count(refused, "<tr><td>")
+	require.LessOrEqual(t, rows, 1000, "rows kept")
+	require.LessOrEqual(t, strings.Count(refused, "<td>10.66.6.6</td>"), 50, "rows of the flooding address")
+	t.Logf("rows kept: %d, of the flooder: %d", rows, strings.Count(refused, "<td>10.66.6.6</td>"))
+
+	// Every refused login is counted: 5 + 10 wrong passwords (the
+	// flooder's address limit is 10 a minute), then the name's limit of
+	// 100 leaves 95 for the 3,000 addresses.
+	require.Contains(t, body, "Since the dashboard started: 110 wrong passwords and 7895 attempts refused by the limits")
+	offenders := body[strings.Index(body, `id="offenders"`):strings.Index(body, `id="refused"`)]
+	require.Regexp(t, `<tr><td>10\.66\.6\.6</td><td>[^<]+</td><td>[^<]+</td><td>10</td><td>4990</td><td>5000</td></tr>`, offenders)
+	require.Regexp(t, `<tr><td>10\.9\.0\.1</td><td>[^<]+</td><td>[^<]+</td><td>5</td><td>0</td><td>1</td></tr>`, offenders)
+	require.Less(t, strings.Index(offenders, "10.66.6.6"), strings.Index(offenders, "10.9.0.1"), "the most first")
+	require.Contains(t, body, "2002 addresses with fewer were let go", "3,002 addresses, 1,000 counted")
 }

@@ -136,13 +136,15 @@ return 0
 // publishSrc records a telemetry frame.
 //
 // KEYS[1]: the app's instance index (zset: instance, expiry ms); KEYS[2]:
-// the instance's frame list (newest first, "<second> <json>"). ARGV:
-// instance, frame, keep, ttl ms.
+// the instance's frame list (newest first, "<second> <json>"); KEYS[3]:
+// its newest frame, whole. ARGV: instance, frame (as listed), keep, ttl
+// ms, the frame whole.
 const publishSrc = luaClock + luaPrune + `
 local ttl = tonumber(ARGV[4])
 redis.call('LPUSH', KEYS[2], ARGV[2])
 redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[3]) - 1)
 redis.call('PEXPIRE', KEYS[2], ttl)
+redis.call('SET', KEYS[3], ARGV[5], 'PX', ttl)
 redis.call('ZADD', KEYS[1], now_ms + ttl, ARGV[1])
 prune(KEYS[1], nil)
 return 0
@@ -167,7 +169,21 @@ end
 return out
 `
 
+// latestSrc returns the newest whole frame of each of an app's live
+// instances. KEYS[1]: the app's instance index. ARGV: the stem of the
+// newest frames' keys.
+const latestSrc = luaClock + luaPrune + `
+prune(KEYS[1], nil)
+local out = {}
+for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  local f = redis.call('GET', ARGV[1] .. id)
+  if f then out[#out + 1] = f end
+end
+return out
+`
+
 var (
+	latestScript  = redis.NewScript(latestSrc)
 	currentScript = redis.NewScript(currentSrc)
 	historyScript = redis.NewScript(historySrc)
 	saveScript    = redis.NewScript(saveSrc)

@@ -77,7 +77,7 @@ func TestTelemetry(t *testing.T) {
 
 	// Bounded and expiring: every key has a TTL, lists keep their length.
 	keys, _ := raw.Keys(ctx, "sluice:tm:*").Result()
-	if len(keys) != 6 { // shop idx, a, b; blog idx, a; the index of applications
+	if len(keys) != 9 { // shop idx, a, b (list and newest); blog idx, a (list and newest); the index of applications
 		t.Fatalf("keys = %v", keys)
 	}
 	for _, k := range keys {
@@ -174,8 +174,8 @@ func TestTelemetryHostileNames(t *testing.T) {
 		}
 	}
 	keys, _ := srv.Client(t).Keys(ctx, "*").Result()
-	if len(keys) != 3 {
-		t.Fatalf("keys %q, want the indexes of instances and applications and i1's list", keys)
+	if len(keys) != 4 {
+		t.Fatalf("keys %q, want the indexes of instances and applications, i1's list and its newest frame", keys)
 	}
 }
 
@@ -222,5 +222,64 @@ func TestResourcesCarryAdaptiveTierShadow(t *testing.T) {
 		if _, err := parseResources(give); err == nil {
 			t.Errorf("parseResources(%q) accepted", give)
 		}
+	}
+}
+
+// TestTelemetrySeriesAndLatest: the list keeps each frame's
+// SeriesResources busiest resources, the newest frame of each instance
+// is kept whole (MaxResources), and Latest reads it; the stored bytes of
+// a kept second follow SeriesResources, not MaxResources.
+func TestTelemetrySeriesAndLatest(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := srv.Client(t)
+	tm := NewTelemetry(srv.Client(t), TelemetryConfig{MaxResources: 1000, SeriesResources: 10})
+	ctx := ctxT(t)
+	for sec := int64(100); sec < 110; sec++ {
+		for _, inst := range []string{"b", "a"} {
+			if err := tm.Publish(ctx, frame("shop", inst, sec, 1000), 20, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	got, err := tm.Frames(ctx, "shop", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 20 {
+		t.Fatalf("Frames: %d frames, want 20", len(got))
+	}
+	for _, f := range got {
+		if len(f.Resources) != 10 || f.Resources[0].Resource != "r999" {
+			t.Fatalf("Frames: %s %d has %d resources (first %q), want the 10 busiest", f.Instance, f.Second, len(f.Resources), f.Resources[0].Resource)
+		}
+	}
+	latest, err := tm.Latest(ctx, "shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(latest) != 2 || latest[0].Instance != "a" || latest[1].Instance != "b" {
+		t.Fatalf("Latest: %+v", latest)
+	}
+	for _, f := range latest {
+		if f.Second != 109 || len(f.Resources) != 1000 || f.RuleVersion != 7 || !f.Shedding {
+			t.Fatalf("Latest: %s second %d with %d resources, want 109 whole", f.Instance, f.Second, len(f.Resources))
+		}
+	}
+	list, err := raw.MemoryUsage(ctx, "sluice:tm:{shop}:f:a").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, err := raw.MemoryUsage(ctx, "sluice:tm:{shop}:l:a").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("10 seconds of 10 resources: %d bytes; the newest frame of 1,000: %d bytes", list, whole)
+	if list > whole/5 {
+		t.Fatalf("10 kept seconds take %d bytes, the whole newest frame %d: the list is not trimmed", list, whole)
+	}
+	// Defaults: SeriesResources follows MaxResources down.
+	small := NewTelemetry(srv.Client(t), TelemetryConfig{MaxResources: 3, SeriesResources: 10})
+	if small.seriesRes != 3 {
+		t.Fatalf("SeriesResources above MaxResources: %d, want 3", small.seriesRes)
 	}
 }

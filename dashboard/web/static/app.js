@@ -327,10 +327,13 @@
       status.textContent = text;
       status.hidden = !text;
     }
-    function lost(what, detail) {
-      if (!lostSince) lostSince = Date.now();
+    // lost dates the loss at the first read that failed (at, in ms; the
+    // answer may come seconds later, after the store's timeouts), as of
+    // now (ms).
+    function lost(what, detail, at, now) {
+      if (!lostSince || at < lostSince) lostSince = at;
       recoveredAt = 0;
-      const s = Math.round((Date.now() - lostSince) / 1000);
+      const s = Math.max(0, Math.round((now - lostSince) / 1000));
       show("error", what + " since " + hms(new Date(lostSince)) + " (" + s + " s). " +
         "What is below is what was read last; instances age from when they were last seen. " + detail);
     }
@@ -345,17 +348,18 @@
       try {
         const full = last === 0 || ticks++ % 60 === 0;
         let res;
+        const asked = Date.now();
         try {
           res = await fetch(url(full),
             { credentials: "same-origin", headers: { Accept: "application/json" } });
         } catch (e) {
-          lost("The dashboard does not answer", "(" + e.message + ")");
+          lost("The dashboard does not answer", "(" + e.message + ")", asked, Date.now());
           aged();
           return;
         }
         if (res.status === 401) { window.location.assign("/login"); return; }
         if (!res.ok) {
-          lost("The dashboard answers with errors", "(HTTP " + res.status + ")");
+          lost("The dashboard answers with errors", "(HTTP " + res.status + ")", asked, Date.now());
           aged();
           return;
         }
@@ -369,7 +373,10 @@
           "The busiest resources, until you choose others in the table.";
         renderCharts(chartsEl, data);
         if (data.errors && data.errors.length) {
-          lost("The dashboard has lost the store", "Errors: " + data.errors.join("; ") + ".");
+          // The server dates the loss: its first read that failed, and
+          // its last that did not.
+          lost("The dashboard has lost the store", (data.lastRead ? "Last read in full at " + hms(new Date(data.lastRead)) + ". " : "") +
+            "Errors: " + data.errors.join("; ") + ".", data.lostSince || asked, data.now * 1000);
           // The instances read last, aged, unless some were read now.
           if (data.instances.length || !lastGood) {
             lastGood = data; lastAt = Date.now();
@@ -379,8 +386,8 @@
           renderInstances(document.querySelector("#instances tbody"), lastGood, data.now);
         } else {
           if (lostSince) {
-            const s = Math.round((Date.now() - lostSince) / 1000);
-            show("notice", "The store is read again since " + hms(new Date()) + ", after " + s + " s lost (from " +
+            const s = Math.max(0, Math.round((data.now * 1000 - lostSince) / 1000));
+            show("notice", "The store is read again since " + hms(new Date(data.now * 1000)) + ", after " + s + " s lost (from " +
               hms(new Date(lostSince)) + ").");
             lostSince = 0; recoveredAt = Date.now();
           } else if (recoveredAt && Date.now() - recoveredAt > 60000) {
