@@ -654,6 +654,9 @@ type rulesData struct {
 	ErrRule   string               // the rule the error names, "flow rule 2 (resource x)"
 	ErrField  string
 	ErrReason string
+	// RefusedHead is the beginning of a refused document too large to
+	// show again (maxShownDoc), of RefusedSize.
+	RefusedHead, RefusedSize string
 }
 
 var kindKeys = []string{"flow", "system", "circuitBreaker", "param"}
@@ -780,9 +783,9 @@ func describe(err error, rd *rulesData) string {
 		if re.Resource != "" {
 			rule += " (resource " + strconv.Quote(re.Resource) + ")"
 		}
-		rd.ErrRule, rd.ErrField, rd.ErrReason = rule, re.Field, re.Reason
+		rd.ErrRule, rd.ErrField, rd.ErrReason = rule, fieldLabel(re.Kind, re.Field), plainReason(re.Kind, re.Field, re.Reason)
 	}
-	return err.Error()
+	return plainLimits(err.Error())
 }
 
 // save writes doc as the version after base, recording it in the audit log
@@ -793,6 +796,7 @@ func (d *Dashboard) save(w http.ResponseWriter, r *http.Request, c *call, base i
 	// The store validates too; checking here first tells a refused
 	// document from a failing store whatever the store wraps errors in.
 	_, verr := rules.Decode(doc, rules.YAML)
+	big := tooLargeDoc(doc)
 	if verr == nil && r.PostForm.Get("preview") == "1" {
 		d.confirm(w, r, c, base, doc, comment)
 		return
@@ -818,9 +822,16 @@ func (d *Dashboard) save(w http.ResponseWriter, r *http.Request, c *call, base i
 	}
 	v := d.view(c, c.app+": rules")
 	rd := &rulesData{Version: prev, Base: base, Doc: string(doc), Rules: rowsOf(prev.Doc), Kinds: kindKeys, Comment: comment}
+	if len(doc) > maxShownDoc {
+		// Not echoed back whole: its first lines, and the editor holds
+		// the version in force.
+		rd.Doc, rd.RefusedHead, rd.RefusedSize = string(prev.Doc), headOf(doc), size(len(doc))
+	}
 	v.Data = rd
 	status := http.StatusUnprocessableEntity
 	switch {
+	case big != "":
+		v.Error = big
 	case errors.Is(err, cluster.ErrConflict):
 		status = http.StatusConflict
 		rd.Conflict = &prev
