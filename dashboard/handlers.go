@@ -638,6 +638,7 @@ type ruleRow struct {
 	Resource string
 	Text     string // the rule as a rule file writes it (rules.Encode, YAML)
 	Values   string // its fields as the kind's form holds them (formValues)
+	Form     string // the form that edits it when not the kind's: "concurrency"
 }
 
 type rulesData struct {
@@ -693,6 +694,7 @@ func rowsOf(doc []byte) map[string][]ruleRow {
 func listRules(set rules.Set, q string, offset int) *ruleList {
 	l := &ruleList{Rows: map[string][]ruleRow{}, Total: map[string]int{}, Query: q, Offset: max(offset, 0), Max: maxRuleRows}
 	lq := strings.ToLower(q)
+	form := ""
 	add := func(kind string, i int, res string, one func() rules.Set) {
 		if lq != "" && !strings.Contains(strings.ToLower(res), lq) {
 			return
@@ -703,11 +705,15 @@ func listRules(set rules.Set, q string, offset int) *ruleList {
 			return
 		}
 		s := one()
-		l.Rows[kind] = append(l.Rows[kind], ruleRow{Kind: kind, Index: i, Resource: res, Text: ruleText(s), Values: oneValues(s)})
+		l.Rows[kind] = append(l.Rows[kind], ruleRow{Kind: kind, Index: i, Resource: res, Text: ruleText(s), Values: oneValues(s), Form: form})
 	}
 	for i, r := range set.Flow {
+		if form = ""; r.Metric == rules.Concurrency {
+			form = "concurrency"
+		}
 		add("flow", i, r.Resource, func() rules.Set { return rules.Set{Flow: []rules.Flow{r}} })
 	}
+	form = ""
 	for i, r := range set.System {
 		add("system", i, "", func() rules.Set { return rules.Set{System: []rules.System{r}} })
 	}

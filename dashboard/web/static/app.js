@@ -137,6 +137,19 @@
     return c;
   }
 
+  // reasonLabel names block type i in a legend: a flow rule's refusals
+  // are named by the resource's flow rules ("concurrency limit" when
+  // they all count requests in flight).
+  function reasonLabel(data, i, rules) {
+    const names = data.blockTypes || [], labels = data.blockLabels || names;
+    const l = labels[i] || names[i] || "other";
+    if (names[i] !== "flow") return l;
+    const flow = (rules || []).filter((u) => u.kind === "flow");
+    if (!flow.length) return l;
+    const conc = flow.filter((u) => u.plot === "inflight").length;
+    return conc === flow.length ? "concurrency limit" : conc ? "flow (rate or concurrency)" : l;
+  }
+
   function renderCharts(container, data) {
     // The x axis spans the window, or less while the data are young.
     let first = data.now;
@@ -158,7 +171,7 @@
       ];
       for (const i of reasons) {
         const key = colors[names[i]] ? names[i] : "other";
-        req.push({ key, label: "blocked by " + (labels[i] || names[i] || "other"), points: pts.map((p) => [p.t, (p.blocked || [])[i] || 0]) });
+        req.push({ key, label: "blocked by " + reasonLabel(data, i, r.rules), points: pts.map((p) => [p.t, (p.blocked || [])[i] || 0]) });
       }
       for (const l of req) l.color = colors[l.key];
       // The totals over the reasons, blocked dashed: with one reason the two
@@ -190,7 +203,7 @@
       if (last) {
         let s = hms(new Date(last.t * 1000)) + ": passed " + last.pass + ", blocked " + last.block;
         const parts = [];
-        (last.blocked || []).forEach((n, i) => { if (n > 0) parts.push((labels[i] || names[i] || "other") + " " + n); });
+        (last.blocked || []).forEach((n, i) => { if (n > 0) parts.push(reasonLabel(data, i, r.rules) + " " + n); });
         if (parts.length) s += " (" + parts.join(", ") + ")";
         s += ", response time " + last.rt.toFixed(2) + " ms, in flight " + last.inflight;
         c.summary.textContent = s;
@@ -415,9 +428,9 @@
     const prev = document.getElementById("res-prev"), next = document.getElementById("res-next");
     let seq = 0, page = null;
 
-    function reasons(blocked, labels) {
+    function reasons(blocked, d, rules) {
       const parts = [];
-      (blocked || []).forEach((n, i) => { if (n > 0) parts.push((labels[i] || "other") + " " + n); });
+      (blocked || []).forEach((n, i) => { if (n > 0) parts.push(reasonLabel(d, i, rules) + " " + n); });
       return parts.join(", ");
     }
 
@@ -439,7 +452,7 @@
           for (const i of d.instances) {
             const row = el("tr");
             row.dataset.instance = i.instance;
-            for (const v of [i.instance, i.pass, i.block, reasons(i.blocked, d.blockLabels), i.rt.toFixed(2), i.inflight, i.adaptive || "", tiered || i.tier ? i.tier : "", i.shadow || "", hms(new Date(i.last * 1000))]) row.appendChild(el("td", null, v));
+            for (const v of [i.instance, i.pass, i.block, reasons(i.blocked, d, d.rules), i.rt.toFixed(2), i.inflight, i.adaptive || "", tiered || i.tier ? i.tier : "", i.shadow || "", hms(new Date(i.last * 1000))]) row.appendChild(el("td", null, v));
             t.appendChild(row);
           }
           if (!d.instances.length) { const row = el("tr"); const c = el("td", null, "No instance published it in the last seconds."); c.colSpan = 10; row.appendChild(c); t.appendChild(row); }
@@ -457,7 +470,7 @@
         tr.appendChild(el("td", "resource", r.resource));
         tr.appendChild(el("td", "num", r.pass));
         tr.appendChild(el("td", "num", r.block));
-        tr.appendChild(el("td", "reasons", reasons(r.blocked, p.blockLabels)));
+        tr.appendChild(el("td", "reasons", reasons(r.blocked, p, r.rules)));
         tr.appendChild(el("td", "num", r.rt.toFixed(2)));
         tr.appendChild(el("td", "num", r.inflight));
         // Blank where the resource has no such rule: an adaptive limit is
@@ -636,9 +649,11 @@
   // saved: the text is then reviewed and saved as any edit.
   const kindSel = document.getElementById("form-kind");
   const forms = document.querySelectorAll("form.ruleform");
+  // showKind shows the form named kind: a kind's key, or "concurrency"
+  // (a flow rule of the concurrency metric).
   function showKind(kind) {
     kindSel.value = kind;
-    for (const f of forms) f.hidden = f.dataset.kind !== kind;
+    for (const f of forms) f.hidden = (f.dataset.form || f.dataset.kind) !== kind;
   }
   function syncSections(f) {
     for (const box of f.querySelectorAll('input[data-type="section"]')) {
@@ -646,10 +661,17 @@
     }
   }
   const isNumber = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/, isInteger = /^[+-]?\d+$/;
+  // label is an input's label as the form shows it ("threshold (most in
+  // flight)"), without the mark of a required field.
+  function label(e) {
+    const l = e.closest("label"), sp = l && l.querySelector("span");
+    return sp ? sp.textContent.replace(/ \*$/, "") : e.name;
+  }
   // formYAML is the rule of form f as a list item, or throws an Error
   // naming the field that cannot be written.
   function formYAML(f) {
     const top = [], sections = new Map();
+    const ad = f.elements.namedItem("adaptive"), adaptive = !!(ad && ad.checked);
     for (const e of f.querySelectorAll("[data-type]")) {
       const type = e.dataset.type, name = e.name;
       if (type === "section") { if (e.checked) { sections.set(name, []); top.push({ section: name }); } continue; }
@@ -659,9 +681,15 @@
       let v;
       if (type === "bool") { if (!e.checked) continue; v = "true"; } else {
         const raw = e.value.trim();
+        // The concurrency form's threshold: needed, unless the adaptive
+        // section sets the limit.
+        if (raw === "" && e.dataset.min && !adaptive) throw new Error(label(e) + ": set it (or the adaptive section)");
         if (raw === "") continue;
         if (type === "number" || type === "integer") {
-          if (!(type === "number" ? isNumber : isInteger).test(raw)) throw new Error(name + ": " + JSON.stringify(raw) + " is not " + (type === "number" ? "a number" : "a whole number"));
+          if (!(type === "number" ? isNumber : isInteger).test(raw)) throw new Error(label(e) + ": " + JSON.stringify(raw) + " is not " + (type === "number" ? "a number" : "a whole number"));
+          if (e.dataset.min && Number(raw) < Number(e.dataset.min) && !adaptive) {
+            throw new Error(label(e) + ": must be at least " + e.dataset.min + ", got " + raw);
+          }
           v = raw;
         } else if (type === "map") {
           let m;
@@ -710,7 +738,7 @@
         msg.hidden = true;
         addText(f.dataset.kind, item);
         const what = document.getElementById("form-what");
-        what.textContent = "A " + f.dataset.kind + " rule was added to the text: review and save it.";
+        what.textContent = "A " + (f.dataset.form === "concurrency" ? "concurrency flow" : f.dataset.kind) + " rule was added to the text: review and save it.";
         what.dataset.added = String(Number(what.dataset.added || 0) + 1);
       });
     }
@@ -718,9 +746,10 @@
     // fields (given by the server, as the form holds them).
     for (const b of document.querySelectorAll("button.edit")) {
       b.addEventListener("click", () => {
-        const f = document.getElementById("form-" + b.dataset.kind);
+        const form = b.dataset.form || b.dataset.kind;
+        const f = document.getElementById("form-" + form);
         if (!f) return;
-        showKind(b.dataset.kind);
+        showKind(form);
         f.reset();
         const vals = JSON.parse(b.dataset.values || "{}");
         for (const [k, v] of Object.entries(vals)) {
