@@ -184,6 +184,9 @@ type appRow struct {
 	Fleet bool
 	// CanRetire: the user is an admin and the application has rules.
 	CanRetire bool
+	// Health is its instances, stores and traffic; nil beyond
+	// maxAppHealth rows.
+	Health *appHealth
 }
 
 // apps returns the applications c's user may see.
@@ -240,6 +243,9 @@ func (d *Dashboard) fillApps(ctx context.Context, c *call, v *view) {
 	}
 	if len(errs) > 0 && v.Error == "" {
 		v.Error = strings.Join(errs, "; ")
+	}
+	for i := range rows[:min(len(rows), maxAppHealth)] {
+		rows[i].Health = d.healthOf(ctx, rows[i].Name)
 	}
 	v.Data = rows
 }
