@@ -72,6 +72,7 @@ type Dashboard struct {
 	window   time.Duration
 
 	ruleCache ruleCache // each application's rules in force, decoded
+	stepCache stepCache // the rules of versions saved in the charts' window, decoded
 	diffs     diffCache // the rule diffs of saved versions
 
 	once sync.Once

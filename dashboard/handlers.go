@@ -297,6 +297,11 @@ type series struct {
 	Instances int `json:"instances"`
 	// Rules are the rules on the resource; the charts draw their limits.
 	Rules []appliedRule `json:"rules"`
+	// LimitSteps are the rules on the resource in each version in force
+	// over the window, oldest first, on an answer for the whole window
+	// when versions were saved in it: the charts draw each limit as it
+	// was at each second.
+	LimitSteps []limitStep `json:"limitSteps,omitempty"`
 }
 
 // versionMark is a rule version saved within the window: the charts mark
@@ -435,6 +440,8 @@ func (d *Dashboard) liveState(ctx context.Context, app string, from int64, chose
 	}
 	l.Version = cur.Version
 	ix := d.rulesOf(app, cur)
+	var stepFroms []int64
+	var stepRules []*ruleIndex
 	if since == now-win {
 		// The whole window: the versions saved in it, for the charts to
 		// mark.
@@ -447,6 +454,9 @@ func (d *Dashboard) liveState(ctx context.Context, app string, from int64, chose
 			if at := v.At.Unix(); at >= since && at <= now {
 				l.Versions = append(l.Versions, versionMark{Version: v.Version, At: at, Author: v.Author, Comment: v.Comment})
 			}
+		}
+		if err == nil {
+			stepFroms, stepRules = d.limitSteps(ctx, app, since, now, vs)
 		}
 	}
 	byID := map[string]*instance{}
@@ -577,7 +587,7 @@ func (d *Dashboard) liveState(ctx context.Context, app string, from int64, chose
 		}
 	}
 	for _, n := range names {
-		s := series{Resource: n, Points: []point{}, Instances: len(publishing[n]), Rules: ix.byRes[n]}
+		s := series{Resource: n, Points: []point{}, Instances: len(publishing[n]), Rules: ix.byRes[n], LimitSteps: stepsOf(n, stepFroms, stepRules)}
 		if s.Rules == nil {
 			s.Rules = []appliedRule{}
 		}
@@ -631,7 +641,10 @@ func blockName(bt int) string {
 
 func (d *Dashboard) appPage(w http.ResponseWriter, r *http.Request, c *call) {
 	v := d.view(c, c.app)
-	v.Data = d.liveState(r.Context(), c.app, 0)
+	// The charts of the resources the address chooses (?chart=, as the
+	// page keeps them), or else the busiest.
+	chosen := r.URL.Query()["chart"]
+	v.Data = d.liveState(r.Context(), c.app, 0, chosen[:min(len(chosen), maxSeries)]...)
 	d.render(w, http.StatusOK, "app", v)
 }
 

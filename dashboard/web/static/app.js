@@ -33,9 +33,29 @@
     limit: "#b45309", mark: "#0e7490",
   };
 
+  // ticks are the times the time axis names over [t0, t1]: multiples of
+  // a round step (UTC), at most one per 70 pixels of width w.
+  function ticks(t0, t1, w) {
+    const steps = [5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400];
+    const room = Math.max(1, Math.floor(w / 70));
+    const step = steps.find((s) => (t1 - t0) / s <= room) || steps[steps.length - 1];
+    const out = [];
+    for (let t = Math.ceil(t0 / step) * step; t <= t1; t += step) out.push(t);
+    return { step, at: out };
+  }
+
+  // tickLabel names a tick in UTC: "16:34:30", or "16:34" for steps of
+  // whole minutes.
+  function tickLabel(t, step) {
+    const s = hms(new Date(t * 1000)).replace(" UTC", "");
+    return step % 60 === 0 ? s.slice(0, 5) : s;
+  }
+
   // draw plots lines of [t, v] points over [t0, t1] on canvas, with
-  // horizontal limits ({value, label}: a rule's threshold) and vertical
-  // marks ({t, label}: a rule version saved).
+  // limits ({value, label, segs}: a rule's threshold, drawn as a step line
+  // over segs, [from, to, value] each: the limit as it was at each
+  // second) and vertical marks ({t, label}: a rule version saved), and
+  // names the times under the plot (in UTC).
   function draw(canvas, lines, t0, t1, unit, limits, marks) {
     const dpr = window.devicePixelRatio || 1;
     const w = canvas.clientWidth || 300, h = canvas.clientHeight || 90;
@@ -48,11 +68,14 @@
     // A limit widens the scale up to four times the data's highest point;
     // one above that is named at the top instead of drawn.
     const above = [];
+    const dataMax = max;
     for (const m of limits || []) {
-      if (max <= 0 || m.value <= 4 * max) { if (m.value > max) max = m.value; } else above.push(m);
+      if (dataMax > 0 && m.value > 4 * dataMax) { above.push(m); continue; }
+      // Every step of the line within four times the data widens the scale.
+      for (const sg of m.segs || [[t0, t1, m.value]]) if ((dataMax <= 0 || sg[2] <= 4 * dataMax) && sg[2] > max) max = sg[2];
     }
     if (max <= 0) max = 1;
-    const top = 14, bottom = h - 4, left = 2, right = w - 2;
+    const top = 14, bottom = h - 16, left = 2, right = w - 2;
     g.strokeStyle = "#ddd"; g.lineWidth = 1;
     g.setLineDash([]); g.beginPath(); g.moveTo(left, bottom + 0.5); g.lineTo(right, bottom + 0.5); g.stroke();
     g.fillStyle = "#555"; g.font = "11px sans-serif";
@@ -60,6 +83,17 @@
       (above.length ? " \u00b7 " + above.map((m) => m.label).join(", ") + " above" : ""), left + 2, 11);
     const x = (t) => left + (right - left) * (t - t0) / Math.max(1, t1 - t0);
     const y = (v) => bottom - (bottom - top) * v / max;
+    // The time axis: a tick and its time under the plot.
+    const tk = ticks(t0, t1, w), drawn = [];
+    g.fillStyle = "#555"; g.strokeStyle = "#bbb"; g.setLineDash([]);
+    for (const t of tk.at) {
+      const tx = Math.round(x(t)) + 0.5, label = tickLabel(t, tk.step);
+      const lw = g.measureText(label).width;
+      g.beginPath(); g.moveTo(tx, bottom); g.lineTo(tx, bottom + 3); g.stroke();
+      g.fillText(label, Math.min(Math.max(left, tx - lw / 2), right - lw), h - 3);
+      drawn.push(label);
+    }
+    canvas.dataset.ticks = JSON.stringify(drawn);
     for (const m of marks || []) {
       if (m.t < t0 || m.t > t1) continue;
       const mx = Math.round(x(m.t)) + 0.5;
@@ -71,7 +105,19 @@
       if (above.includes(m)) continue;
       const my = Math.round(y(m.value)) + 0.5;
       g.strokeStyle = colors.limit; g.lineWidth = 1; g.setLineDash([6, 3]);
-      g.beginPath(); g.moveTo(left, my); g.lineTo(right, my); g.stroke();
+      // A step line: each segment at the limit of its time, joined where
+      // one follows another.
+      g.beginPath();
+      let prev = null;
+      for (const [from, to, v] of m.segs || [[t0, t1, m.value]]) {
+        const a = Math.max(from, t0), b = Math.min(to, t1);
+        if (b < a) { prev = null; continue; }
+        const sy = Math.round(y(v)) + 0.5, xa = from <= t0 ? left : x(a), xb = to >= t1 ? right : x(b);
+        if (prev && prev[0] === from) g.lineTo(xa, sy); else g.moveTo(xa, sy);
+        g.lineTo(xb, sy);
+        prev = [to, sy];
+      }
+      g.stroke();
       // The label at the left end (where a young window has no line and
       // version marks are rare), above the line, or below it near the
       // top (under the scale).
@@ -178,13 +224,34 @@
       // lines coincide and both stay visible.
       // The rules' limits: per instance times the instances that publish
       // the resource, or the fleet's budget.
-      const limitsOf = (plot) => (r.rules || []).filter((u) => u.plot === plot && u.limit > 0).map((u) => {
-        const n = u.shared ? 1 : Math.max(1, r.instances || 1);
-        return { value: u.limit * n, label: u.summary + (n > 1 ? " \u00d7 " + n : "") };
-      });
+      // Each limit as it was at each second: the steps of the versions in
+      // force over the window (limitSteps), or the rules in force now.
+      const n = Math.max(1, r.instances || 1);
+      const one = (u) => { const k = u.shared ? 1 : n; return { value: u.limit * k, label: u.summary + (k > 1 ? " \u00d7 " + k : "") }; };
+      const limitsOf = (plot) => {
+        const steps = r.limitSteps && r.limitSteps.length ? r.limitSteps : [{ from: t0, rules: r.rules }];
+        const slots = [];
+        steps.forEach((st, i) => {
+          const to = i + 1 < steps.length ? steps[i + 1].from : t1;
+          (st.rules || []).filter((u) => u.plot === plot && u.limit > 0).forEach((u, j) => {
+            const m = one(u);
+            if (!slots[j]) slots[j] = { segs: [] };
+            Object.assign(slots[j], m); // the label and value of the latest
+            slots[j].segs.push([st.from, to, m.value]);
+          });
+        });
+        // A slot without a rule in the newest step is a limit no longer
+        // in force: its label says until when.
+        const last = steps[steps.length - 1];
+        const live = (last.rules || []).filter((u) => u.plot === plot && u.limit > 0).length;
+        slots.forEach((m, j) => { if (j >= live) m.label += " until " + tickLabel(m.segs[m.segs.length - 1][1], 1); });
+        return slots.filter(Boolean);
+      };
       const marks = (data.versions || []).map((v) => ({ t: v.at, label: "v" + v.version }));
       const reqLimits = limitsOf("requests"), flightLimits = limitsOf("inflight");
       c.section.dataset.limits = JSON.stringify(reqLimits.concat(flightLimits).map((m) => m.label));
+      // The step lines drawn, for tests: [label, [[from, to, value]...]].
+      c.section.dataset.limitSteps = JSON.stringify(reqLimits.concat(flightLimits).map((m) => [m.label, m.segs]));
       c.section.dataset.marks = JSON.stringify(marks.filter((m) => m.t >= t0).map((m) => m.label));
       draw(c.canvases.requests, req.slice(2).concat(req.slice(0, 2)), t0, t1, "/s", reqLimits, marks);
       const keys = req.map((l) => { const k = el("span", "k " + l.key, l.label); k.dataset.line = l.key; return k; });
@@ -211,6 +278,11 @@
     }
     for (const [name, c] of charts) {
       if (!seen.has(name)) { c.section.remove(); charts.delete(name); }
+    }
+    // The sections the server rendered for resources this answer does not
+    // chart (the busiest, when the address chose others) go too.
+    for (const s of container.querySelectorAll("section.chart")) {
+      if (!s.dataset.ready && !seen.has(s.dataset.resource)) s.remove();
     }
   }
 
@@ -285,17 +357,19 @@
   const known = new Map(); // resource -> Map(t -> point)
 
   let versions = []; // the rule versions saved in the window, from the last full answer
+  const steps = new Map(); // resource -> its limit steps, from the last full answer
 
   function merge(data) {
     const full = data.since <= data.now - data.window;
-    if (full) { known.clear(); versions = data.versions || []; }
+    if (full) { known.clear(); steps.clear(); versions = data.versions || []; }
     const from = data.now - data.window, out = [];
     for (const r of data.resources) {
       let m = known.get(r.resource);
       if (!m) { m = new Map(); known.set(r.resource, m); }
       for (const p of r.points || []) m.set(p.t, p);
       for (const t of m.keys()) if (t < from) m.delete(t);
-      out.push(Object.assign({}, r, { points: [...m.values()].sort((a, b) => a.t - b.t) }));
+      if (full) steps.set(r.resource, r.limitSteps || null);
+      out.push(Object.assign({}, r, { points: [...m.values()].sort((a, b) => a.t - b.t), limitSteps: steps.get(r.resource) || null }));
     }
     for (const name of known.keys()) if (!data.resources.some((r) => r.resource === name)) known.delete(name);
     return Object.assign({}, data, { resources: out, versions });
