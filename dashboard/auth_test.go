@@ -40,7 +40,7 @@ func writeEndpoints() []writeEndpoint {
 			form: url.Values{"name": {"viv"}, "role": {"editor"}, "apps": {"shop, billing"}}},
 		{pattern: "/users/password", path: "/users/password", admin: true,
 			form: url.Values{"name": {"viv"}, "password": {"another long one"}}},
-		{pattern: "/users/delete", path: "/users/delete", admin: true, form: url.Values{"name": {"eve"}}},
+		{pattern: "/users/delete", path: "/users/delete", admin: true, form: url.Values{"confirm": {"yes"}, "name": {"eve"}}},
 		{pattern: "/apps/{app}/retire", path: "/apps/shop/retire", admin: true, form: url.Values{"confirm": {"yes"}}},
 	}
 }

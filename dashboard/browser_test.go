@@ -365,7 +365,7 @@ func TestBrowser(t *testing.T) {
 		chromedp.Text("#fielderror", &text, chromedp.ByID),
 	))
 	require.Contains(t, text, `flow rule 0 (resource "GET /api")`)
-	require.Contains(t, text, "Field: Threshold")
+	require.Contains(t, text, "Field: threshold")
 	shot(t, ctx, "rule-error")
 	require.Equal(t, int64(1), version(t, rs, "shop"), "nothing written")
 

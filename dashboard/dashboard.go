@@ -64,6 +64,7 @@ type Dashboard struct {
 	window   time.Duration
 
 	ruleCache ruleCache // each application's rules in force, decoded
+	stepCache stepCache // the rules of versions saved in the charts' window, decoded
 	diffs     diffCache // the rule diffs of saved versions
 
 	reads readHealth // the app page's reads of the store, to date a loss

@@ -161,8 +161,8 @@ func TestInvalidRuleRefusedNamingField(t *testing.T) {
 		wantRule  string
 		wantField string
 	}{
-		{"flow:\n  - resource: GET /api\n    threshold: -5\n", `flow rule 0 (resource &#34;GET /api&#34;)`, "Threshold"},
-		{"flow:\n  - resource: a\n    threshold: 1\n  - resource: b\n    threshold: 1\n    strategy: warm-up\n", "flow rule 1", "WarmUpPeriod"},
+		{"flow:\n  - resource: GET /api\n    threshold: -5\n", `flow rule 0 (resource &#34;GET /api&#34;)`, "threshold"},
+		{"flow:\n  - resource: a\n    threshold: 1\n  - resource: b\n    threshold: 1\n    strategy: warm-up\n", "flow rule 1", "warmUpPeriod"},
 		{"flow:\n  - resource: a\n    treshold: 1\n", "flow rule 0", "treshold"},
 		{"flow:\n  - resource: a\n    threshold: [1\n", "", ""}, // not YAML
 	}

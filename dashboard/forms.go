@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,12 +25,46 @@ type ruleField struct {
 	Options  []string // an enum's values, as the rule files spell them
 	Required bool     // written even when zero (no omitempty)
 	Section  string   // the optional section the field belongs to ("cluster"), or ""
+	Min      string   // the least value the form takes, or ""
 }
 
-// ruleForm is the form of one kind.
+// ruleForm is the form of one kind, or of a use of it.
 type ruleForm struct {
-	Kind   string
+	ID     string // the form's name: the kind's key, or "concurrency"
+	Title  string // what the form chooser says
+	Kind   string // the kind's key, under which the rule is written
 	Fields []ruleField
+	// Fixed are fields the form always writes, as hidden inputs: the
+	// concurrency form's metric.
+	Fixed []formField
+}
+
+// concurrencyFields are the fields of a flow rule of the concurrency
+// metric: the others count requests per interval (rules.Flow.validate
+// refuses them with this metric) or need a QPS rule (tiers, exact,
+// priorityWait).
+var concurrencyFields = []string{"id", "resource", "threshold", "refResource", "cluster", "shadow", "adaptive"}
+
+// concurrencyForm is the form of a flow rule of the concurrency metric
+// (requests in flight, as Sentinel's thread-count rules and isolation
+// rules): the flow form's fields that apply, the threshold a whole
+// number.
+func concurrencyForm(flow ruleForm) ruleForm {
+	f := ruleForm{ID: "concurrency", Title: "concurrency (requests in flight)", Kind: flow.Kind,
+		Fixed: []formField{{Name: "metric", Value: string(rules.Concurrency)}}}
+	for _, ff := range flow.Fields {
+		top, _, _ := strings.Cut(ff.Name, ".")
+		if !slices.Contains(concurrencyFields, top) {
+			continue
+		}
+		if ff.Name == "threshold" {
+			// Not required by the browser: the adaptive section may set
+			// the limit instead (the script checks it).
+			ff.Label, ff.Type, ff.Min, ff.Required = "threshold (most in flight)", "integer", "1", false
+		}
+		f.Fields = append(f.Fields, ff)
+	}
+	return f
 }
 
 // enumOptions are the values of each enumeration of the rule types, as the
@@ -67,7 +102,10 @@ func makeForms() []ruleForm {
 		if kind == "" || kind == "-" || f.Type.Kind() != reflect.Slice {
 			continue
 		}
-		out = append(out, ruleForm{Kind: kind, Fields: formFields(f.Type.Elem(), "", "")})
+		out = append(out, ruleForm{ID: kind, Title: kind, Kind: kind, Fields: formFields(f.Type.Elem(), "", "")})
+		if kind == "flow" {
+			out = append(out, concurrencyForm(out[len(out)-1]))
+		}
 	}
 	return out
 }

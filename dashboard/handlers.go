@@ -181,6 +181,9 @@ type appRow struct {
 	Fleet bool
 	// CanRetire: the user is an admin and the application has rules.
 	CanRetire bool
+	// Health is its instances, stores and traffic; nil beyond
+	// maxAppHealth rows.
+	Health *appHealth
 }
 
 // apps returns the applications c's user may see.
@@ -238,6 +241,9 @@ func (d *Dashboard) fillApps(ctx context.Context, c *call, v *view) {
 	if len(errs) > 0 && v.Error == "" {
 		v.Error = strings.Join(errs, "; ")
 	}
+	for i := range rows[:min(len(rows), maxAppHealth)] {
+		rows[i].Health = d.healthOf(ctx, rows[i].Name)
+	}
 	v.Data = rows
 }
 
@@ -288,6 +294,11 @@ type series struct {
 	Instances int `json:"instances"`
 	// Rules are the rules on the resource; the charts draw their limits.
 	Rules []appliedRule `json:"rules"`
+	// LimitSteps are the rules on the resource in each version in force
+	// over the window, oldest first, on an answer for the whole window
+	// when versions were saved in it: the charts draw each limit as it
+	// was at each second.
+	LimitSteps []limitStep `json:"limitSteps,omitempty"`
 }
 
 // versionMark is a rule version saved within the window: the charts mark
@@ -478,6 +489,8 @@ func (d *Dashboard) liveState(ctx context.Context, app string, from int64, chose
 	}
 	l.Version = cur.Version
 	ix := d.rulesOf(app, cur)
+	var stepFroms []int64
+	var stepRules []*ruleIndex
 	if since == now-win {
 		// The whole window: the versions saved in it, for the charts to
 		// mark.
@@ -490,6 +503,9 @@ func (d *Dashboard) liveState(ctx context.Context, app string, from int64, chose
 			if at := v.At.Unix(); at >= since && at <= now {
 				l.Versions = append(l.Versions, versionMark{Version: v.Version, At: at, Author: v.Author, Comment: v.Comment})
 			}
+		}
+		if err == nil {
+			stepFroms, stepRules = d.limitSteps(ctx, app, since, now, vs)
 		}
 	}
 	byID := map[string]*instance{}
@@ -620,7 +636,7 @@ func (d *Dashboard) liveState(ctx context.Context, app string, from int64, chose
 		}
 	}
 	for _, n := range names {
-		s := series{Resource: n, Points: []point{}, Instances: len(publishing[n]), Rules: ix.byRes[n]}
+		s := series{Resource: n, Points: []point{}, Instances: len(publishing[n]), Rules: ix.byRes[n], LimitSteps: stepsOf(n, stepFroms, stepRules)}
 		if s.Rules == nil {
 			s.Rules = []appliedRule{}
 		}
@@ -680,7 +696,10 @@ func blockName(bt int) string {
 
 func (d *Dashboard) appPage(w http.ResponseWriter, r *http.Request, c *call) {
 	v := d.view(c, c.app)
-	v.Data = d.liveState(r.Context(), c.app, 0)
+	// The charts of the resources the address chooses (?chart=, as the
+	// page keeps them), or else the busiest.
+	chosen := r.URL.Query()["chart"]
+	v.Data = d.liveState(r.Context(), c.app, 0, chosen[:min(len(chosen), maxSeries)]...)
 	d.render(w, http.StatusOK, "app", v)
 }
 
@@ -693,6 +712,7 @@ type ruleRow struct {
 	Resource string
 	Text     string // the rule as a rule file writes it (rules.Encode, YAML)
 	Values   string // its fields as the kind's form holds them (formValues)
+	Form     string // the form that edits it when not the kind's: "concurrency"
 }
 
 type rulesData struct {
@@ -709,6 +729,9 @@ type rulesData struct {
 	ErrRule   string               // the rule the error names, "flow rule 2 (resource x)"
 	ErrField  string
 	ErrReason string
+	// RefusedHead is the beginning of a refused document too large to
+	// show again (maxShownDoc), of RefusedSize.
+	RefusedHead, RefusedSize string
 }
 
 var kindKeys = []string{"flow", "system", "circuitBreaker", "param"}
@@ -745,6 +768,7 @@ func rowsOf(doc []byte) map[string][]ruleRow {
 func listRules(set rules.Set, q string, offset int) *ruleList {
 	l := &ruleList{Rows: map[string][]ruleRow{}, Total: map[string]int{}, Query: q, Offset: max(offset, 0), Max: maxRuleRows}
 	lq := strings.ToLower(q)
+	form := ""
 	add := func(kind string, i int, res string, one func() rules.Set) {
 		if lq != "" && !strings.Contains(strings.ToLower(res), lq) {
 			return
@@ -755,11 +779,15 @@ func listRules(set rules.Set, q string, offset int) *ruleList {
 			return
 		}
 		s := one()
-		l.Rows[kind] = append(l.Rows[kind], ruleRow{Kind: kind, Index: i, Resource: res, Text: ruleText(s), Values: oneValues(s)})
+		l.Rows[kind] = append(l.Rows[kind], ruleRow{Kind: kind, Index: i, Resource: res, Text: ruleText(s), Values: oneValues(s), Form: form})
 	}
 	for i, r := range set.Flow {
+		if form = ""; r.Metric == rules.Concurrency {
+			form = "concurrency"
+		}
 		add("flow", i, r.Resource, func() rules.Set { return rules.Set{Flow: []rules.Flow{r}} })
 	}
+	form = ""
 	for i, r := range set.System {
 		add("system", i, "", func() rules.Set { return rules.Set{System: []rules.System{r}} })
 	}
@@ -835,9 +863,9 @@ func describe(err error, rd *rulesData) string {
 		if re.Resource != "" {
 			rule += " (resource " + strconv.Quote(re.Resource) + ")"
 		}
-		rd.ErrRule, rd.ErrField, rd.ErrReason = rule, re.Field, re.Reason
+		rd.ErrRule, rd.ErrField, rd.ErrReason = rule, fieldLabel(re.Kind, re.Field), plainReason(re.Kind, re.Field, re.Reason)
 	}
-	return err.Error()
+	return plainLimits(err.Error())
 }
 
 // save writes doc as the version after base, recording it in the audit log
@@ -848,6 +876,7 @@ func (d *Dashboard) save(w http.ResponseWriter, r *http.Request, c *call, base i
 	// The store validates too; checking here first tells a refused
 	// document from a failing store whatever the store wraps errors in.
 	_, verr := rules.Decode(doc, rules.YAML)
+	big := tooLargeDoc(doc)
 	if verr == nil && r.PostForm.Get("preview") == "1" {
 		d.confirm(w, r, c, base, doc, comment)
 		return
@@ -873,9 +902,16 @@ func (d *Dashboard) save(w http.ResponseWriter, r *http.Request, c *call, base i
 	}
 	v := d.view(c, c.app+": rules")
 	rd := &rulesData{Version: prev, Base: base, Doc: string(doc), Rules: rowsOf(prev.Doc), Kinds: kindKeys, Comment: comment}
+	if len(doc) > maxShownDoc {
+		// Not echoed back whole: its first lines, and the editor holds
+		// the version in force.
+		rd.Doc, rd.RefusedHead, rd.RefusedSize = string(prev.Doc), headOf(doc), size(len(doc))
+	}
 	v.Data = rd
 	status := http.StatusUnprocessableEntity
 	switch {
+	case big != "":
+		v.Error = big
 	case errors.Is(err, cluster.ErrConflict):
 		status = http.StatusConflict
 		rd.Conflict = &prev

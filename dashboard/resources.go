@@ -30,7 +30,7 @@ const (
 type appliedRule struct {
 	Kind    string `json:"kind"`
 	Index   int    `json:"index"`
-	Summary string `json:"summary"` // "flow 50/s", "isolation 8 in flight"
+	Summary string `json:"summary"` // "flow 50/s", "concurrency 8 in flight"
 	// Limit is the line a chart draws for the rule: a rate per second on
 	// the requests/s plot (Plot "requests") or a number in flight (Plot
 	// "inflight"); 0 when the rule draws none.
@@ -97,9 +97,9 @@ func indexRules(cur cluster.RuleVersion) *ruleIndex {
 	for i, r := range set.Flow {
 		a := appliedRule{Kind: "flow", Index: i}
 		if r.Metric == rules.Concurrency && r.Adaptive != nil {
-			a.Summary, a.Plot = "flow adaptive in flight", "inflight" // its limit moves: no line to plot
+			a.Summary, a.Plot = "concurrency adaptive", "inflight" // its limit moves: no line to plot
 		} else if r.Metric == rules.Concurrency {
-			a.Summary, a.Limit, a.Plot = "flow "+num(r.Threshold)+" in flight", r.Threshold, "inflight"
+			a.Summary, a.Limit, a.Plot = "concurrency "+num(r.Threshold)+" in flight", r.Threshold, "inflight"
 		} else {
 			per := 1.0
 			if r.StatInterval > 0 {

@@ -77,7 +77,7 @@ func TestResourceTableAdaptiveTierShadow(t *testing.T) {
 	}
 	// Newest frames (now-1): a 9, b 11.
 	require.Equal(t, int64(20), by["ad"].Adaptive, "the newest limits added up")
-	require.Equal(t, "flow adaptive in flight", by["ad"].Rules[0].Summary)
+	require.Equal(t, "concurrency adaptive", by["ad"].Rules[0].Summary)
 	require.Equal(t, 2, by["tier"].Tier, "the highest tier of the newest frames")
 	require.True(t, by["tier"].Rules[0].Tiered)
 	require.Equal(t, "flow 100/s in 3 tiers", by["tier"].Rules[0].Summary)

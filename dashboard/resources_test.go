@@ -137,7 +137,7 @@ func TestResourceTable(t *testing.T) {
 	require.Equal(t, "flow 50/s", r7.Rules[0].Summary)
 	require.Equal(t, 50.0, r7.Rules[0].Limit)
 	require.Equal(t, "requests", r7.Rules[0].Plot)
-	require.Equal(t, "flow 8 in flight", r7.Rules[1].Summary)
+	require.Equal(t, "concurrency 8 in flight", r7.Rules[1].Summary)
 	require.Equal(t, "inflight", r7.Rules[1].Plot)
 
 	p = getTable(t, viv, url.Values{"q": {"quiet"}})

@@ -1,6 +1,8 @@
 package dashboard_test
 
 import (
+	"net/http"
+	"net/url"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -44,4 +46,46 @@ func TestBrowserUsers(t *testing.T) {
 	))
 	require.Contains(t, text, "nia")
 	require.Contains(t, text, "viewer")
+}
+
+// TestBrowserDeleteUserConfirmed: deleting a user takes a confirmation.
+// In Chromium, "Delete" alone sends nothing (the form's "sure" box is
+// required) and the user stays; checked, the user is deleted. A request
+// without the confirmation (a script, a browser ignoring the form's
+// rules) deletes nothing either: 400.
+func TestBrowserDeleteUserConfirmed(t *testing.T) {
+	ctx := newBrowser(t)
+	f, path := newUsersFleet(t, nil)
+	base := f.srv.URL
+
+	ada := signIn(t, f.srv, "ada")
+	code, body := change(ada, f, "/users/delete", url.Values{"name": {"eve"}})
+	require.Equal(t, http.StatusBadRequest, code, body)
+	require.Contains(t, body, "Not deleted")
+	require.NotNil(t, userNamed(t, path, "eve"), "not deleted without the confirmation")
+
+	browserLogin(t, ctx, base, "ada")
+	row := `tr[data-user="eve"]`
+	var valid bool
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Navigate(base+"/users"),
+		chromedp.WaitVisible(row, chromedp.ByQuery),
+		chromedp.Click(row+` form[action="/users/delete"] button.danger`, chromedp.ByQuery),
+		// The browser refused to send the form: the page is still this one,
+		// its confirmation box invalid.
+		chromedp.Evaluate(`document.querySelector('`+row+` form[action="/users/delete"]').checkValidity()`, &valid),
+		chromedp.WaitVisible(row, chromedp.ByQuery),
+	))
+	require.False(t, valid)
+	require.NotNil(t, userNamed(t, path, "eve"), "one click deletes nothing")
+
+	var text string
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Click(row+` input[name="confirm"]`, chromedp.ByQuery),
+		chromedp.Click(row+` form[action="/users/delete"] button.danger`, chromedp.ByQuery),
+		chromedp.WaitNotPresent(row, chromedp.ByQuery),
+		chromedp.Text("main", &text, chromedp.ByQuery),
+	))
+	require.Nil(t, userNamed(t, path, "eve"), "deleted once confirmed")
+	require.Contains(t, text, "eve")
 }

@@ -298,6 +298,13 @@ func (d *Dashboard) resetPassword(w http.ResponseWriter, r *http.Request, c *cal
 }
 
 func (d *Dashboard) deleteUser(w http.ResponseWriter, r *http.Request, c *call) {
+	// The form's checkbox confirms it (the browser asks for it before
+	// sending; a request without it deletes nothing).
+	if r.PostForm.Get("confirm") != "yes" {
+		d.usersRefused(w, r, c, http.StatusBadRequest, "Not deleted: check \"sure\" beside Delete to confirm the deletion of "+
+			clip(r.PostForm.Get("name"))+".", true)
+		return
+	}
 	d.changeUsers(w, r, c, "delete", []string{"name"}, func(f userForm, us []User) ([]User, string, error) {
 		i := indexOfUser(us, f.name)
 		if i < 0 {

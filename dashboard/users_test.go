@@ -217,7 +217,7 @@ func TestUsersHandEditPickedUp(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 
 	// A change on the page loaded before the hand edit is refused.
-	code, _ = ada.post("/users/delete", url.Values{"version": {stale}, "name": {"hank"}})
+	code, _ = ada.post("/users/delete", url.Values{"confirm": {"yes"}, "version": {stale}, "name": {"hank"}})
 	require.Equal(t, http.StatusConflict, code)
 	require.NotNil(t, userNamed(t, path, "hank"))
 
@@ -233,7 +233,7 @@ func TestUsersHandEditPickedUp(t *testing.T) {
 	code, _ = hank.get("/apps/billing")
 	require.Equal(t, http.StatusOK, code)
 	// Nor can a change be written over the broken file.
-	code, _ = change(ada, f, "/users/delete", url.Values{"name": {"hank"}})
+	code, _ = change(ada, f, "/users/delete", url.Values{"confirm": {"yes"}, "name": {"hank"}})
 	require.Equal(t, http.StatusConflict, code)
 	require.Contains(t, readFile(t, path), "hash: plain")
 }
@@ -266,7 +266,7 @@ func TestUsersLastAdmin(t *testing.T) {
 		path string
 		form url.Values
 	}{
-		{"/users/delete", url.Values{"name": {"ada"}}},
+		{"/users/delete", url.Values{"confirm": {"yes"}, "name": {"ada"}}},
 		{"/users/update", url.Values{"name": {"ada"}, "role": {"editor"}, "apps": {"*"}}},
 		{"/users/update", url.Values{"name": {"ada"}, "role": {"viewer"}}},
 	} {
@@ -284,7 +284,7 @@ func TestUsersLastAdmin(t *testing.T) {
 	code, _ = ada.get("/users")
 	require.Equal(t, http.StatusForbidden, code, "ada is a viewer from her next request")
 	ed := signIn(t, f.srv, "ed")
-	code, body := change(ed, f, "/users/delete", url.Values{"name": {"ed"}})
+	code, body := change(ed, f, "/users/delete", url.Values{"confirm": {"yes"}, "name": {"ed"}})
 	require.Equal(t, http.StatusUnprocessableEntity, code)
 	require.Contains(t, body, "ed is the last admin")
 }
@@ -310,7 +310,7 @@ func TestUsersChangesApplyToSessions(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, code)
 
 	// A user deleted: the session is refused at the next request.
-	code, _ = change(ada, f, "/users/delete", url.Values{"name": {"viv"}})
+	code, _ = change(ada, f, "/users/delete", url.Values{"confirm": {"yes"}, "name": {"viv"}})
 	require.Equal(t, http.StatusSeeOther, code)
 	code, _ = viv.get("/apps/shop")
 	require.Equal(t, http.StatusSeeOther, code)
@@ -336,7 +336,7 @@ func TestUsersAudit(t *testing.T) {
 		{"/users/add", url.Values{"name": {"nia"}, "role": {"editor"}, "apps": {"shop"}, "password": {secret}}},
 		{"/users/update", url.Values{"name": {"nia"}, "role": {"viewer"}, "apps": {"shop, billing"}}},
 		{"/users/password", url.Values{"name": {"nia"}, "password": {secret2}}},
-		{"/users/delete", url.Values{"name": {"nia"}}},
+		{"/users/delete", url.Values{"confirm": {"yes"}, "name": {"nia"}}},
 	} {
 		code, _ := change(ada, f, tt.path, tt.form)
 		require.Equal(t, http.StatusSeeOther, code, tt.path)
@@ -382,7 +382,7 @@ func TestUsersBadInput(t *testing.T) {
 		{"/users/add", url.Values{"name": {"viv"}, "role": {"viewer"}, "password": {"twelve chars!"}}, "name: viv exists already"},
 		{"/users/update", url.Values{"name": {"nobody"}, "role": {"viewer"}}, "name: no user nobody"},
 		{"/users/password", url.Values{"name": {"viv"}, "password": {"short"}}, "password: at least 12"},
-		{"/users/delete", url.Values{"name": {"nobody"}}, "name: no user nobody"},
+		{"/users/delete", url.Values{"confirm": {"yes"}, "name": {"nobody"}}, "name: no user nobody"},
 	}
 	for _, tt := range tests {
 		code, body := change(ada, f, tt.path, tt.form)
@@ -419,7 +419,7 @@ func TestUsersReadOnly(t *testing.T) {
 		require.Contains(t, body, `id="users-managed"`)
 		require.Contains(t, body, "given in the dashboard's configuration")
 		require.NotContains(t, body, `action="/users/add"`)
-		code, body := ada.post("/users/delete", url.Values{"name": {"viv"}, "version": {""}})
+		code, body := ada.post("/users/delete", url.Values{"confirm": {"yes"}, "name": {"viv"}, "version": {""}})
 		require.Equal(t, http.StatusConflict, code)
 		require.Contains(t, body, "cannot be changed here")
 		code, _ = signIn(t, f.srv, "viv").get("/")

@@ -33,9 +33,29 @@
     limit: "#b45309", mark: "#0e7490",
   };
 
+  // ticks are the times the time axis names over [t0, t1]: multiples of
+  // a round step (UTC), at most one per 70 pixels of width w.
+  function ticks(t0, t1, w) {
+    const steps = [5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400];
+    const room = Math.max(1, Math.floor(w / 70));
+    const step = steps.find((s) => (t1 - t0) / s <= room) || steps[steps.length - 1];
+    const out = [];
+    for (let t = Math.ceil(t0 / step) * step; t <= t1; t += step) out.push(t);
+    return { step, at: out };
+  }
+
+  // tickLabel names a tick in UTC: "16:34:30", or "16:34" for steps of
+  // whole minutes.
+  function tickLabel(t, step) {
+    const s = hms(new Date(t * 1000)).replace(" UTC", "");
+    return step % 60 === 0 ? s.slice(0, 5) : s;
+  }
+
   // draw plots lines of [t, v] points over [t0, t1] on canvas, with
-  // horizontal limits ({value, label}: a rule's threshold) and vertical
-  // marks ({t, label}: a rule version saved).
+  // limits ({value, label, segs}: a rule's threshold, drawn as a step line
+  // over segs, [from, to, value] each: the limit as it was at each
+  // second) and vertical marks ({t, label}: a rule version saved), and
+  // names the times under the plot (in UTC).
   function draw(canvas, lines, t0, t1, unit, limits, marks) {
     const dpr = window.devicePixelRatio || 1;
     const w = canvas.clientWidth || 300, h = canvas.clientHeight || 90;
@@ -48,11 +68,14 @@
     // A limit widens the scale up to four times the data's highest point;
     // one above that is named at the top instead of drawn.
     const above = [];
+    const dataMax = max;
     for (const m of limits || []) {
-      if (max <= 0 || m.value <= 4 * max) { if (m.value > max) max = m.value; } else above.push(m);
+      if (dataMax > 0 && m.value > 4 * dataMax) { above.push(m); continue; }
+      // Every step of the line within four times the data widens the scale.
+      for (const sg of m.segs || [[t0, t1, m.value]]) if ((dataMax <= 0 || sg[2] <= 4 * dataMax) && sg[2] > max) max = sg[2];
     }
     if (max <= 0) max = 1;
-    const top = 14, bottom = h - 4, left = 2, right = w - 2;
+    const top = 14, bottom = h - 16, left = 2, right = w - 2;
     g.strokeStyle = "#ddd"; g.lineWidth = 1;
     g.setLineDash([]); g.beginPath(); g.moveTo(left, bottom + 0.5); g.lineTo(right, bottom + 0.5); g.stroke();
     g.fillStyle = "#555"; g.font = "11px sans-serif";
@@ -60,6 +83,17 @@
       (above.length ? " \u00b7 " + above.map((m) => m.label).join(", ") + " above" : ""), left + 2, 11);
     const x = (t) => left + (right - left) * (t - t0) / Math.max(1, t1 - t0);
     const y = (v) => bottom - (bottom - top) * v / max;
+    // The time axis: a tick and its time under the plot.
+    const tk = ticks(t0, t1, w), drawn = [];
+    g.fillStyle = "#555"; g.strokeStyle = "#bbb"; g.setLineDash([]);
+    for (const t of tk.at) {
+      const tx = Math.round(x(t)) + 0.5, label = tickLabel(t, tk.step);
+      const lw = g.measureText(label).width;
+      g.beginPath(); g.moveTo(tx, bottom); g.lineTo(tx, bottom + 3); g.stroke();
+      g.fillText(label, Math.min(Math.max(left, tx - lw / 2), right - lw), h - 3);
+      drawn.push(label);
+    }
+    canvas.dataset.ticks = JSON.stringify(drawn);
     for (const m of marks || []) {
       if (m.t < t0 || m.t > t1) continue;
       const mx = Math.round(x(m.t)) + 0.5;
@@ -71,7 +105,19 @@
       if (above.includes(m)) continue;
       const my = Math.round(y(m.value)) + 0.5;
       g.strokeStyle = colors.limit; g.lineWidth = 1; g.setLineDash([6, 3]);
-      g.beginPath(); g.moveTo(left, my); g.lineTo(right, my); g.stroke();
+      // A step line: each segment at the limit of its time, joined where
+      // one follows another.
+      g.beginPath();
+      let prev = null;
+      for (const [from, to, v] of m.segs || [[t0, t1, m.value]]) {
+        const a = Math.max(from, t0), b = Math.min(to, t1);
+        if (b < a) { prev = null; continue; }
+        const sy = Math.round(y(v)) + 0.5, xa = from <= t0 ? left : x(a), xb = to >= t1 ? right : x(b);
+        if (prev && prev[0] === from) g.lineTo(xa, sy); else g.moveTo(xa, sy);
+        g.lineTo(xb, sy);
+        prev = [to, sy];
+      }
+      g.stroke();
       // The label at the left end (where a young window has no line and
       // version marks are rare), above the line, or below it near the
       // top (under the scale).
@@ -137,6 +183,19 @@
     return c;
   }
 
+  // reasonLabel names block type i in a legend: a flow rule's refusals
+  // are named by the resource's flow rules ("concurrency limit" when
+  // they all count requests in flight).
+  function reasonLabel(data, i, rules) {
+    const names = data.blockTypes || [], labels = data.blockLabels || names;
+    const l = labels[i] || names[i] || "other";
+    if (names[i] !== "flow") return l;
+    const flow = (rules || []).filter((u) => u.kind === "flow");
+    if (!flow.length) return l;
+    const conc = flow.filter((u) => u.plot === "inflight").length;
+    return conc === flow.length ? "concurrency limit" : conc ? "flow (rate or concurrency)" : l;
+  }
+
   function renderCharts(container, data) {
     // The x axis spans the window, or less while the data are young.
     let first = data.now;
@@ -158,20 +217,41 @@
       ];
       for (const i of reasons) {
         const key = colors[names[i]] ? names[i] : "other";
-        req.push({ key, label: "blocked by " + (labels[i] || names[i] || "other"), points: pts.map((p) => [p.t, (p.blocked || [])[i] || 0]) });
+        req.push({ key, label: "blocked by " + reasonLabel(data, i, r.rules), points: pts.map((p) => [p.t, (p.blocked || [])[i] || 0]) });
       }
       for (const l of req) l.color = colors[l.key];
       // The totals over the reasons, blocked dashed: with one reason the two
       // lines coincide and both stay visible.
       // The rules' limits: per instance times the instances that publish
       // the resource, or the fleet's budget.
-      const limitsOf = (plot) => (r.rules || []).filter((u) => u.plot === plot && u.limit > 0).map((u) => {
-        const n = u.shared ? 1 : Math.max(1, r.instances || 1);
-        return { value: u.limit * n, label: u.summary + (n > 1 ? " \u00d7 " + n : "") };
-      });
+      // Each limit as it was at each second: the steps of the versions in
+      // force over the window (limitSteps), or the rules in force now.
+      const n = Math.max(1, r.instances || 1);
+      const one = (u) => { const k = u.shared ? 1 : n; return { value: u.limit * k, label: u.summary + (k > 1 ? " \u00d7 " + k : "") }; };
+      const limitsOf = (plot) => {
+        const steps = r.limitSteps && r.limitSteps.length ? r.limitSteps : [{ from: t0, rules: r.rules }];
+        const slots = [];
+        steps.forEach((st, i) => {
+          const to = i + 1 < steps.length ? steps[i + 1].from : t1;
+          (st.rules || []).filter((u) => u.plot === plot && u.limit > 0).forEach((u, j) => {
+            const m = one(u);
+            if (!slots[j]) slots[j] = { segs: [] };
+            Object.assign(slots[j], m); // the label and value of the latest
+            slots[j].segs.push([st.from, to, m.value]);
+          });
+        });
+        // A slot without a rule in the newest step is a limit no longer
+        // in force: its label says until when.
+        const last = steps[steps.length - 1];
+        const live = (last.rules || []).filter((u) => u.plot === plot && u.limit > 0).length;
+        slots.forEach((m, j) => { if (j >= live) m.label += " until " + tickLabel(m.segs[m.segs.length - 1][1], 1); });
+        return slots.filter(Boolean);
+      };
       const marks = (data.versions || []).map((v) => ({ t: v.at, label: "v" + v.version }));
       const reqLimits = limitsOf("requests"), flightLimits = limitsOf("inflight");
       c.section.dataset.limits = JSON.stringify(reqLimits.concat(flightLimits).map((m) => m.label));
+      // The step lines drawn, for tests: [label, [[from, to, value]...]].
+      c.section.dataset.limitSteps = JSON.stringify(reqLimits.concat(flightLimits).map((m) => [m.label, m.segs]));
       c.section.dataset.marks = JSON.stringify(marks.filter((m) => m.t >= t0).map((m) => m.label));
       draw(c.canvases.requests, req.slice(2).concat(req.slice(0, 2)), t0, t1, "/s", reqLimits, marks);
       const keys = req.map((l) => { const k = el("span", "k " + l.key, l.label); k.dataset.line = l.key; return k; });
@@ -190,7 +270,7 @@
       if (last) {
         let s = hms(new Date(last.t * 1000)) + ": passed " + last.pass + ", blocked " + last.block;
         const parts = [];
-        (last.blocked || []).forEach((n, i) => { if (n > 0) parts.push((labels[i] || names[i] || "other") + " " + n); });
+        (last.blocked || []).forEach((n, i) => { if (n > 0) parts.push(reasonLabel(data, i, r.rules) + " " + n); });
         if (parts.length) s += " (" + parts.join(", ") + ")";
         s += ", response time " + last.rt.toFixed(2) + " ms, in flight " + last.inflight;
         c.summary.textContent = s;
@@ -198,6 +278,11 @@
     }
     for (const [name, c] of charts) {
       if (!seen.has(name)) { c.section.remove(); charts.delete(name); }
+    }
+    // The sections the server rendered for resources this answer does not
+    // chart (the busiest, when the address chose others) go too.
+    for (const s of container.querySelectorAll("section.chart")) {
+      if (!s.dataset.ready && !seen.has(s.dataset.resource)) s.remove();
     }
   }
 
@@ -272,17 +357,19 @@
   const known = new Map(); // resource -> Map(t -> point)
 
   let versions = []; // the rule versions saved in the window, from the last full answer
+  const steps = new Map(); // resource -> its limit steps, from the last full answer
 
   function merge(data) {
     const full = data.since <= data.now - data.window;
-    if (full) { known.clear(); versions = data.versions || []; }
+    if (full) { known.clear(); steps.clear(); versions = data.versions || []; }
     const from = data.now - data.window, out = [];
     for (const r of data.resources) {
       let m = known.get(r.resource);
       if (!m) { m = new Map(); known.set(r.resource, m); }
       for (const p of r.points || []) m.set(p.t, p);
       for (const t of m.keys()) if (t < from) m.delete(t);
-      out.push(Object.assign({}, r, { points: [...m.values()].sort((a, b) => a.t - b.t) }));
+      if (full) steps.set(r.resource, r.limitSteps || null);
+      out.push(Object.assign({}, r, { points: [...m.values()].sort((a, b) => a.t - b.t), limitSteps: steps.get(r.resource) || null }));
     }
     for (const name of known.keys()) if (!data.resources.some((r) => r.resource === name)) known.delete(name);
     return Object.assign({}, data, { resources: out, versions });
@@ -422,9 +509,9 @@
     const prev = document.getElementById("res-prev"), next = document.getElementById("res-next");
     let seq = 0, page = null;
 
-    function reasons(blocked, labels) {
+    function reasons(blocked, d, rules) {
       const parts = [];
-      (blocked || []).forEach((n, i) => { if (n > 0) parts.push((labels[i] || "other") + " " + n); });
+      (blocked || []).forEach((n, i) => { if (n > 0) parts.push(reasonLabel(d, i, rules) + " " + n); });
       return parts.join(", ");
     }
 
@@ -446,7 +533,7 @@
           for (const i of d.instances) {
             const row = el("tr");
             row.dataset.instance = i.instance;
-            for (const v of [i.instance, i.pass, i.block, reasons(i.blocked, d.blockLabels), i.rt.toFixed(2), i.inflight, i.adaptive || "", tiered || i.tier ? i.tier : "", i.shadow || "", hms(new Date(i.last * 1000))]) row.appendChild(el("td", null, v));
+            for (const v of [i.instance, i.pass, i.block, reasons(i.blocked, d, d.rules), i.rt.toFixed(2), i.inflight, i.adaptive || "", tiered || i.tier ? i.tier : "", i.shadow || "", hms(new Date(i.last * 1000))]) row.appendChild(el("td", null, v));
             t.appendChild(row);
           }
           if (!d.instances.length) { const row = el("tr"); const c = el("td", null, "No instance published it in the last seconds."); c.colSpan = 10; row.appendChild(c); t.appendChild(row); }
@@ -464,7 +551,7 @@
         tr.appendChild(el("td", "resource", r.resource));
         tr.appendChild(el("td", "num", r.pass));
         tr.appendChild(el("td", "num", r.block));
-        tr.appendChild(el("td", "reasons", reasons(r.blocked, p.blockLabels)));
+        tr.appendChild(el("td", "reasons", reasons(r.blocked, p, r.rules)));
         tr.appendChild(el("td", "num", r.rt.toFixed(2)));
         tr.appendChild(el("td", "num", r.inflight));
         // Blank where the resource has no such rule: an adaptive limit is
@@ -643,9 +730,11 @@
   // saved: the text is then reviewed and saved as any edit.
   const kindSel = document.getElementById("form-kind");
   const forms = document.querySelectorAll("form.ruleform");
+  // showKind shows the form named kind: a kind's key, or "concurrency"
+  // (a flow rule of the concurrency metric).
   function showKind(kind) {
     kindSel.value = kind;
-    for (const f of forms) f.hidden = f.dataset.kind !== kind;
+    for (const f of forms) f.hidden = (f.dataset.form || f.dataset.kind) !== kind;
   }
   function syncSections(f) {
     for (const box of f.querySelectorAll('input[data-type="section"]')) {
@@ -653,10 +742,17 @@
     }
   }
   const isNumber = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/, isInteger = /^[+-]?\d+$/;
+  // label is an input's label as the form shows it ("threshold (most in
+  // flight)"), without the mark of a required field.
+  function label(e) {
+    const l = e.closest("label"), sp = l && l.querySelector("span");
+    return sp ? sp.textContent.replace(/ \*$/, "") : e.name;
+  }
   // formYAML is the rule of form f as a list item, or throws an Error
   // naming the field that cannot be written.
   function formYAML(f) {
     const top = [], sections = new Map();
+    const ad = f.elements.namedItem("adaptive"), adaptive = !!(ad && ad.checked);
     for (const e of f.querySelectorAll("[data-type]")) {
       const type = e.dataset.type, name = e.name;
       if (type === "section") { if (e.checked) { sections.set(name, []); top.push({ section: name }); } continue; }
@@ -666,9 +762,15 @@
       let v;
       if (type === "bool") { if (!e.checked) continue; v = "true"; } else {
         const raw = e.value.trim();
+        // The concurrency form's threshold: needed, unless the adaptive
+        // section sets the limit.
+        if (raw === "" && e.dataset.min && !adaptive) throw new Error(label(e) + ": set it (or the adaptive section)");
         if (raw === "") continue;
         if (type === "number" || type === "integer") {
-          if (!(type === "number" ? isNumber : isInteger).test(raw)) throw new Error(name + ": " + JSON.stringify(raw) + " is not " + (type === "number" ? "a number" : "a whole number"));
+          if (!(type === "number" ? isNumber : isInteger).test(raw)) throw new Error(label(e) + ": " + JSON.stringify(raw) + " is not " + (type === "number" ? "a number" : "a whole number"));
+          if (e.dataset.min && Number(raw) < Number(e.dataset.min) && !adaptive) {
+            throw new Error(label(e) + ": must be at least " + e.dataset.min + ", got " + raw);
+          }
           v = raw;
         } else if (type === "map") {
           let m;
@@ -717,7 +819,7 @@
         msg.hidden = true;
         addText(f.dataset.kind, item);
         const what = document.getElementById("form-what");
-        what.textContent = "A " + f.dataset.kind + " rule was added to the text: review and save it.";
+        what.textContent = "A " + (f.dataset.form === "concurrency" ? "concurrency flow" : f.dataset.kind) + " rule was added to the text: review and save it.";
         what.dataset.added = String(Number(what.dataset.added || 0) + 1);
       });
     }
@@ -725,9 +827,10 @@
     // fields (given by the server, as the form holds them).
     for (const b of document.querySelectorAll("button.edit")) {
       b.addEventListener("click", () => {
-        const f = document.getElementById("form-" + b.dataset.kind);
+        const form = b.dataset.form || b.dataset.kind;
+        const f = document.getElementById("form-" + form);
         if (!f) return;
-        showKind(b.dataset.kind);
+        showKind(form);
         f.reset();
         const vals = JSON.parse(b.dataset.values || "{}");
         for (const [k, v] of Object.entries(vals)) {
