@@ -15,7 +15,7 @@ else
 RACE :=
 endif
 
-.PHONY: test fmt tidy workspace vet race allocs standalone consumer release release-tags bench bench-compare bench-cluster demo fuzz fuzz-ci conformance
+.PHONY: test fmt shared tidy workspace vet race allocs standalone consumer release release-tags bench bench-compare bench-cluster demo fuzz fuzz-ci conformance
 
 # Rounds of make bench-compare.
 BENCH_COUNT ?= 5
@@ -26,7 +26,7 @@ BENCH_COUNT ?= 5
 ## (GOWORK=off), as a program that depends on it builds it, a module
 ## outside the repository that requires the published ones (consumer), and a
 ## short fuzzing pass over every fuzz target (fuzz-ci).
-test: fmt tidy workspace vet race allocs standalone consumer fuzz-ci
+test: fmt shared tidy workspace vet race allocs standalone consumer fuzz-ci
 
 fmt:
 	@out=$$(gofmt -l $(MODULES) 2>/dev/null | grep -v '/testdata/' || true); \
@@ -36,6 +36,14 @@ fmt:
 # go.mod files require, from a file-based module proxy in a temporary folder
 # (docs/releasing.md).
 MODULES_CMD := GO=$(GO) $(GO) run ./internal/cmd/modules
+
+## shared: no module imports another module's internal package, and the
+## generated copies of the root module's internal files in other modules
+## equal their source (docs/design/architecture.md, "Code shared between
+## modules"; go run ./internal/cmd/modules copies -w rewrites them).
+shared:
+	@$(MODULES_CMD) internal
+	@$(MODULES_CMD) copies
 
 ## tidy: every module's go.mod and go.sum are what `go mod tidy` makes them
 ## (go.sum less the lines of the repository's own modules, whose checksums

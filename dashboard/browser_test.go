@@ -24,7 +24,6 @@ import (
 	"github.com/sluice-go/sluice/cluster/redis/redistest"
 	"github.com/sluice-go/sluice/dashboard"
 	sluicefleet "github.com/sluice-go/sluice/fleet"
-	"github.com/sluice-go/sluice/internal/clock"
 	"github.com/sluice-go/sluice/stat"
 )
 
@@ -220,7 +219,7 @@ func waitThreshold(t *testing.T, ins []*instanceLoad, want float64) {
 		}
 	}
 	for _, in := range ins {
-		from := clock.System().Nanotime() // the rule is in force from here
+		from := in.eng.Clock().Nanotime() // the rule is in force from here
 		var sec stat.Second
 		require.Eventually(t, func() bool {
 			for _, s := range in.eng.History("GET /api", 3*time.Second) {

@@ -18,9 +18,9 @@ import (
 
 	"github.com/sluice-go/sluice/cluster"
 	"github.com/sluice-go/sluice/cluster/filestore"
+	"github.com/sluice-go/sluice/dashboard/internal/clock"
 	"github.com/sluice-go/sluice/dashboard/internal/memstore"
 	"github.com/sluice-go/sluice/fleet"
-	"github.com/sluice-go/sluice/internal/clock"
 	"github.com/sluice-go/sluice/rules"
 )
 

@@ -17,7 +17,7 @@ import (
 
 	"github.com/sluice-go/sluice/cluster"
 	"github.com/sluice-go/sluice/core"
-	"github.com/sluice-go/sluice/internal/linediff"
+	"github.com/sluice-go/sluice/dashboard/internal/linediff"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/stat"
 )

@@ -8,9 +8,9 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/adapters/gin/internal/refusal"
 	sluicehttp "github.com/sluice-go/sluice/adapters/http"
 	"github.com/sluice-go/sluice/core"
-	"github.com/sluice-go/sluice/internal/refusal"
 )
 
 // NoRoute is the resource of every request no route serves: gin runs global
@@ -18,7 +18,7 @@ import (
 // HandleMethodNotAllowed). It is the net/http adapter's name for such requests, so one rule limits such
 // traffic through either adapter, and a scan of random paths or methods
 // makes one resource, not one per path.
-const NoRoute = refusal.NoRoute
+const NoRoute = sluicehttp.NoRoute
 
 // ArgFunc extracts one argument for param rules from a request. A nil result
 // means the request has no value for it.
@@ -86,7 +86,7 @@ func DefaultBlockHandler(c *gin.Context, err error) {
 // refuse aborts c with p's response to the refusal err: its status and
 // Retry-After, and the status text as the body.
 func refuse(c *gin.Context, p sluicehttp.RefusalPolicy, err error) {
-	status, wait := refusal.Response(p.Status, p.OverloadRetryAfter, err)
+	status, wait := p.Response(err)
 	if wait > 0 {
 		c.Header("Retry-After", strconv.FormatInt(wait, 10))
 	}

@@ -14,7 +14,6 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluice-go/sluice/core"
-	"github.com/sluice-go/sluice/internal/refusal"
 )
 
 // DefaultCode is the status code of a refusal under the default policy:
@@ -68,6 +67,11 @@ type RefusalPolicy struct {
 	Details bool
 }
 
+// defaultOverloadRetryAfter is the wait of an overload refusal when the
+// policy's OverloadRetryAfter is zero: one second, as the HTTP adapters'
+// default policy advertises.
+const defaultOverloadRetryAfter = time.Second
+
 // Status returns the status of a refused call whose Entry returned err. An
 // err that is not a *core.BlockError gets codes.ResourceExhausted and the
 // message "sluice: blocked", without details.
@@ -86,7 +90,7 @@ func (p RefusalPolicy) Status(err error) *status.Status {
 	if wait <= 0 && be.Overloaded() {
 		wait = p.OverloadRetryAfter
 		if wait == 0 {
-			wait = refusal.DefaultOverloadRetryAfter
+			wait = defaultOverloadRetryAfter
 		}
 	}
 	st := status.New(code, message(be))

@@ -9,6 +9,14 @@ import (
 	"github.com/sluice-go/sluice/internal/refusal"
 )
 
+// NoRoute is the resource of every request no route pattern names: a path
+// no route matches (404), a method the matching route does not serve
+// (405), a redirect the mux makes itself, and any request through a
+// handler that is neither a ServeMux nor routed by one. A rule on NoRoute
+// limits such traffic as a whole; the gin adapter names such requests the
+// same (sluicegin.NoRoute).
+const NoRoute = refusal.NoRoute
+
 // RefusalPolicy decides the status and the Retry-After header of refused
 // requests. The zero value is the default policy: the default status (503 for overload, core.BlockError.Overloaded, 429 otherwise), the block
 // error's RetryAfter when it is positive, and one second for
@@ -25,9 +33,11 @@ type RefusalPolicy struct {
 	OverloadRetryAfter time.Duration
 }
 
-// response is the status and Retry-After (whole seconds, 0 for none) the
-// policy gives a refusal (internal/refusal.Response).
-func (p RefusalPolicy) response(err error) (status int, retryAfter int64) {
+// Response returns the status and Retry-After (in whole seconds, rounded
+// up; 0 for none) the policy gives a refusal whose Entry returned err. An
+// err that is not a *core.BlockError gets 429 and no Retry-After. The gin
+// adapter answers with it too, so both HTTP adapters refuse alike.
+func (p RefusalPolicy) Response(err error) (status int, retryAfter int64) {
 	return refusal.Response(p.Status, p.OverloadRetryAfter, err)
 }
 
@@ -36,7 +46,7 @@ func (p RefusalPolicy) response(err error) (status int, retryAfter int64) {
 // nor its numbers, which are the service's business, and is the same for
 // every refusal of one status, so that clients and logs can group them.
 func (p RefusalPolicy) write(w http.ResponseWriter, err error) {
-	status, wait := p.response(err)
+	status, wait := p.Response(err)
 	if wait > 0 {
 		w.Header().Set("Retry-After", strconv.FormatInt(wait, 10))
 	}

@@ -59,8 +59,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/adapters/otel/internal/export"
 	"github.com/sluice-go/sluice/core"
-	"github.com/sluice-go/sluice/internal/export"
 	"github.com/sluice-go/sluice/stat"
 )
 

@@ -54,8 +54,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/adapters/prometheus/internal/export"
 	"github.com/sluice-go/sluice/core"
-	"github.com/sluice-go/sluice/internal/export"
 	"github.com/sluice-go/sluice/stat"
 )
 

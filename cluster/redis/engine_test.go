@@ -12,7 +12,6 @@ import (
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/cluster/redis/redistest"
 	"github.com/sluice-go/sluice/core"
-	"github.com/sluice-go/sluice/internal/rulewalk"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 	"github.com/sluice-go/sluice/stat"
@@ -318,12 +317,12 @@ func TestEngineRemovedRuleGivesBack(t *testing.T) {
 		}
 	}
 	// An unchanged rule keeps its lease.
-	loadFlow(t, g, rules.Flow{Resource: "other", Threshold: 1}, rulewalk.Clone(rule))
+	loadFlow(t, g, rules.Flow{Resource: "other", Threshold: 1}, equalCopy(rule))
 	if n := windowCount(t, store, key); n != leased {
 		t.Errorf("after an equal reload Redis counts %d, want %d", n, leased)
 	}
 	// A changed one gives it back.
-	changed := rulewalk.Clone(rule)
+	changed := equalCopy(rule)
 	changed.Threshold = 5000
 	loadFlow(t, g, changed)
 	waitCount(3)

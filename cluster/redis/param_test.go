@@ -15,8 +15,6 @@ import (
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/cluster/redis/redistest"
 	"github.com/sluice-go/sluice/core"
-	"github.com/sluice-go/sluice/internal/ruledef"
-	"github.com/sluice-go/sluice/internal/rulewalk"
 	"github.com/sluice-go/sluice/rules"
 	"go.uber.org/goleak"
 )
@@ -261,7 +259,7 @@ func TestParamLeasesGiveBack(t *testing.T) {
 	// A year's duration: Redis refills 0.03 tokens a second, nothing the
 	// test can see.
 	const threshold = 1_000_000
-	dur := ruledef.MaxParamDuration
+	dur := maxParamDuration
 	rule := rules.Param{Resource: "api", Key: "user", Threshold: threshold, Duration: dur, Cluster: &rules.Cluster{Leases: true}}
 	loadParam(t, g, rule)
 	const admitted = 200
@@ -277,7 +275,7 @@ func TestParamLeasesGiveBack(t *testing.T) {
 	if held < 1 {
 		t.Fatalf("nothing leased ahead: %.1f", held)
 	}
-	if err := g.LoadRules(rules.Set{Param: []rules.Param{rulewalk.Clone(rule)}}); err != nil {
+	if err := g.LoadRules(rules.Set{Param: []rules.Param{equalCopy(rule)}}); err != nil {
 		t.Fatal(err)
 	}
 	if st, _ := g.ClusterStatus(); st.Given != 0 {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluice-go/sluice/cluster"
-	"github.com/sluice-go/sluice/internal/linediff"
+	"github.com/sluice-go/sluice/cluster/redis/internal/linediff"
 	"github.com/sluice-go/sluice/rules"
 )
 

@@ -23,6 +23,10 @@
 //	tags [-create] VERSION
 //	                    print (or create) the release tags, dependencies first
 //	proxy DIR           write the proxy to DIR and print the environment
+//	copies [-w]         the generated copies of the root module's internal
+//	                    files in other modules equal their source (-w: write
+//	                    them)
+//	internal            no module imports another module's internal package
 package main
 
 import (
@@ -55,7 +59,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: go run ./internal/cmd/modules version|tidy [-w]|standalone [DIR...]|consumer|release VERSION|tags [-create] VERSION|proxy DIR")
+	fmt.Fprintln(os.Stderr, "usage: go run ./internal/cmd/modules version|tidy [-w]|standalone [DIR...]|consumer|release VERSION|tags [-create] VERSION|proxy DIR|copies [-w]|internal")
 	os.Exit(2)
 }
 
@@ -65,7 +69,7 @@ func run(root, cmd string, args []string) error {
 		return err
 	}
 	fl := flag.NewFlagSet(cmd, flag.ExitOnError)
-	write := fl.Bool("w", false, "write go.mod and go.sum")
+	write := fl.Bool("w", false, "write go.mod and go.sum (tidy), or the copies (copies)")
 	create := fl.Bool("create", false, "create the tags")
 	if err := fl.Parse(args); err != nil {
 		return err
@@ -94,6 +98,10 @@ func run(root, cmd string, args []string) error {
 			usage()
 		}
 		return tags(root, mods, args[0], *create)
+	case "copies":
+		return syncCopies(root, *write)
+	case "internal":
+		return checkInternal(root, mods)
 	case "proxy":
 		if len(args) != 1 {
 			usage()

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
+	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -75,3 +79,63 @@ func TestVersion(t *testing.T) {
 		}
 	}
 }
+
+// TestInternalImports: an import of another module's internal package is
+// found (in a test file too), one of the module's own internal packages or
+// of another module's public package is not, and nested modules' files
+// count as theirs.
+func TestInternalImports(t *testing.T) {
+	root := t.TempDir()
+	files := map[string]string{
+		"a.go":                        `package m; import _ "m/internal/x"`,
+		"internal/x/x.go":             `package x; import _ "m/sub/internal/y"`,
+		"sub/s.go":                    `package sub; import _ "m/sub/internal/y"; import _ "m/pub"`,
+		"sub/s_test.go":               `package sub; import _ "m/internal/x"`,
+		"sub/internal/y/y.go":         `package y`,
+		"sub/testdata/t.go":           `package t; import _ "m/internal/x"`,
+		"other/internal/z/z.go":       `package z; import _ "m/internal/x"`,
+		"other/internal/z/z_wrong.go": `package z; import _ "m/sub/internal/y/deeper"`,
+		"other/go.mod":                "module m/other\n",
+		"pub/p.go":                    `package pub`,
+	}
+	for name, body := range files {
+		p := filepath.Join(root, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mods := []module{{Dir: ".", Path: "m"}, {Dir: "sub", Path: "m/sub"}, {Dir: "other", Path: "m/other"}}
+	got, err := internalImports(root, mods)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"internal/x/x.go: imports m/sub/internal/y, internal to module m/sub",
+		"other/internal/z/z.go: imports m/internal/x, internal to module m",
+		"other/internal/z/z_wrong.go: imports m/sub/internal/y/deeper, internal to module m/sub",
+		"sub/s_test.go: imports m/internal/x, internal to module m",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("internalImports =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestCopies: every copy is its source under the generated-code header
+// (what make test checks with copies), and the header is one Go tools
+// read as generated.
+func TestCopies(t *testing.T) {
+	root := filepath.Join("..", "..", "..")
+	if err := syncCopies(root, false); err != nil {
+		t.Fatal(err)
+	}
+	if !generated.MatchString(copyHeader) {
+		t.Fatalf("header %q is not a generated-code comment", copyHeader)
+	}
+}
+
+// generated is the comment by which Go tools know generated files
+// (go help generate).
+var generated = regexp.MustCompile(`(?m)^// Code generated .* DO NOT EDIT\.$`)
