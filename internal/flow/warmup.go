@@ -284,15 +284,17 @@ func (c *warmUp) inherit(old checker) {
 	}
 }
 
-// schedule is the queue of a warm-up throttle rule: the instant (ns) at
-// which the requests scheduled so far have used up their slots, as in
-// throttle. It outlives reloads of the rule, whatever changes.
+// schedule is the queue of a warm-up throttle rule: the instant at which
+// the requests scheduled so far have used up their slots, as in throttle
+// (whole nanoseconds and a fraction, so it stays exact at any clock
+// reading). It outlives reloads of the rule, whatever changes.
 type schedule struct {
 	mu   sync.Mutex // held before the tokens' mu
-	free float64
+	set  bool       // false until the first entry: free is -inf
+	free instant
 	// lastStart and lastEnd are the slots of the latest entry scheduled
 	// without a wait (entries that wait keep theirs in an undo ticket).
-	lastStart, lastEnd float64
+	lastStart, lastEnd instant
 }
 
 // warmUpThrottle enforces a QPS warm-up rule that paces requests at the
@@ -305,14 +307,14 @@ type warmUpThrottle struct {
 }
 
 func newWarmUpThrottle(b base) *warmUpThrottle {
-	return &warmUpThrottle{tokens: newTokens(&b), sched: &schedule{free: math.Inf(-1)}, maxQueue: int64(b.rule.MaxQueueing), base: b}
+	return &warmUpThrottle{tokens: newTokens(&b), sched: &schedule{}, maxQueue: int64(b.rule.MaxQueueing), base: b}
 }
 
 func (c *warmUpThrottle) check(ctx context.Context, ec *entry.Context, clk core.Clock) *core.BlockError {
 	if be := c.tooLargeToPace(ec, c.rule.Threshold); be != nil {
 		return be
 	}
-	now, n := float64(ec.Start), float64(ec.Batch)
+	now, n := ec.Start, float64(ec.Batch)
 	tk, s := c.tokens, c.sched
 	s.mu.Lock()
 	tk.mu.Lock()
@@ -322,28 +324,32 @@ func (c *warmUpThrottle) check(ctx context.Context, ec *entry.Context, clk core.
 	// allowance. A batch above the allowance is no exception: it takes its
 	// slots, and the next caller waits for them (Guava's acquire(n)).
 	cost := float64(tk.interval) / lim * n
-	start := math.Max(s.free, now)
-	wait := math.Round(start) - now
+	start := instant{ns: now}
+	if s.set && s.free.after(now) > 0 {
+		start = s.free
+	}
+	wait := start.round(now)
 	if wait > float64(c.maxQueue) {
 		tk.mu.Unlock()
 		s.mu.Unlock()
 		return c.queueRefusal(ec, wait, c.maxQueue)
 	}
-	s.free = start + cost
+	end := start.plus(cost)
+	s.set, s.free = true, end
 	if wait <= 0 {
-		s.lastStart, s.lastEnd = start, s.free
+		s.lastStart, s.lastEnd = start, end
 	}
 	tk.take(n)
 	tk.mu.Unlock()
 	s.mu.Unlock()
 	if d := time.Duration(wait); d > 0 {
 		if err := c.sleep(ctx, ec, clk, d); err != nil {
-			c.giveBack(ec.Start, n, start, start+cost)
+			c.giveBack(ec.Start, n, start, end, true)
 			return c.cancelled(ec, wait, c.maxQueue, err)
 		}
 		// An entry that waited already allocated (its timer): its undo
 		// ticket keeps its slots.
-		ec.AddUndo(&waitedWarmUpSlots{c: c, start: start, end: start + cost})
+		ec.AddUndo(&waitedWarmUpSlots{c: c, start: start, end: end})
 		return nil
 	}
 	ec.AddUndo(c)
@@ -356,12 +362,12 @@ func (c *warmUpThrottle) check(ctx context.Context, ec *entry.Context, clk core.
 // end). When later entries are scheduled it keeps the slots, as throttle
 // does: moving the schedule back would put the next caller in a slot one of
 // them holds.
-func (c *warmUpThrottle) giveBack(arrival int64, n, start, end float64) {
+func (c *warmUpThrottle) giveBack(arrival int64, n float64, start, end instant, slots bool) {
 	tk, s := c.tokens, c.sched
 	s.mu.Lock()
 	tk.mu.Lock()
 	tk.give(arrival, n)
-	if s.free == end {
+	if slots && s.set && s.free == end {
 		s.free = start
 	}
 	tk.mu.Unlock()
@@ -379,22 +385,20 @@ func (c *warmUpThrottle) Release(x entry.ExitInfo) {
 	s.mu.Lock()
 	start, end := s.lastStart, s.lastEnd
 	s.mu.Unlock()
-	if math.Round(start) != float64(x.Start) {
-		start, end = math.NaN(), math.NaN() // not the latest: keep the slots
-	}
-	c.giveBack(x.Start, float64(x.Batch), start, end)
+	// Not the latest entry scheduled without a wait: keep the slots.
+	c.giveBack(x.Start, float64(x.Batch), start, end, start.round(x.Start) == 0)
 }
 
 // waitedWarmUpSlots is the undo ticket of a warm-up throttle entry that
 // waited for its slots [start, end).
 type waitedWarmUpSlots struct {
 	c          *warmUpThrottle
-	start, end float64
+	start, end instant
 }
 
 func (w *waitedWarmUpSlots) Release(x entry.ExitInfo) {
 	if x.Blocked {
-		w.c.giveBack(x.Start, float64(x.Batch), w.start, w.end)
+		w.c.giveBack(x.Start, float64(x.Batch), w.start, w.end, true)
 	}
 }
 
