@@ -595,30 +595,67 @@ func TestFlowBatchLargerThanThresholdIsRefusedClearly(t *testing.T) {
 }
 
 // A warm-up rule admits less than its threshold while cold: a batch above
-// the cold allowance but within the threshold is refused without a
-// RetryAfter (waiting alone does not warm the resource), and passes once
-// traffic has warmed it.
+// the cold allowance but within the threshold passes alone and is paid for
+// in time, as Guava's acquire(n) is: the next batch still above the
+// allowance may come n/allowance intervals later, and one at once is
+// refused with that RetryAfter (throttle: the batch's slots end then).
+// (With a 20 s warm-up the 15 tokens taken leave the allowance at 10.3.)
 func TestFlowWarmUpBatchAboveTheColdAllowance(t *testing.T) {
-	const T = 30 // cold allowance 10
+	const T = 30 // cold allowance 10 per second
 	for _, behavior := range []rules.ControlBehavior{rules.Reject, rules.Throttle} {
 		t.Run(string(behavior), func(t *testing.T) {
 			g, clk := newTestEngine(t, 0)
-			mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: T, Strategy: rules.WarmUp, Behavior: behavior, WarmUpPeriod: 2 * time.Second})
+			mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: T, Strategy: rules.WarmUp, Behavior: behavior, WarmUpPeriod: 20 * time.Second})
+			require.True(t, try(g, "r", WithBatch(15)), "an idle resource admits the batch")
 			be := refusal(t, g, "r", WithBatch(15))
-			assert.Equal(t, "batch larger than warm-up allowance", be.Reason)
-			assert.Equal(t, float64(15), be.Observed)
-			assert.InDelta(t, 10, be.Threshold, 1e-9, "the cold allowance")
-			assert.Zero(t, be.RetryAfter)
-			// Saturated for longer than the warm-up period, it is warm.
-			for now := int64(0); now < 3500*ms; now += ms {
-				clk.Set(now)
-				try(g, "r")
-			}
-			// The window and the schedule are free, and the interval
-			// before was busy enough to keep the resource warm.
-			clk.Set(4450 * ms)
+			assert.Equal(t, 1500*time.Millisecond, be.RetryAfter, "15 at 10 per second")
+			clk.Set(1500*ms - 1)
+			be = refusal(t, g, "r", WithBatch(15))
+			assert.Equal(t, time.Duration(1), be.RetryAfter)
+			clk.Set(1500 * ms)
 			require.True(t, try(g, "r", WithBatch(15)))
+			// A batch above the threshold never passes.
+			be = refusal(t, g, "r", WithBatch(T+1))
+			assert.Equal(t, "batch larger than threshold", be.Reason)
 		})
+	}
+}
+
+// A warm-up rule whose traffic is all batches above the cold allowance
+// warms up: 4/s with batches of 2, and 20/s with batches of 10 (cold
+// allowance 4/3 and 20/3 per second, ColdFactor 3, WarmUpPeriod 10 s),
+// tried every 10 ms for 60 s. Both pass at 0, 1.5, 2.9, 4.2 s, ... (each
+// batch paid for at the allowance it found: 2/(4/3) = 1.5 s, then 2/(4/2.8)
+// = 1.4 s, as the tokens it took warmed the resource), then at the
+// threshold: two batches a second (reject, in the window of one second) or
+// one every 500 ms (throttle). Before, not one of the 6,000 tries passed.
+func TestFlowWarmUpTrafficOfBatchesAboveTheColdAllowance(t *testing.T) {
+	for _, tc := range []struct {
+		threshold float64
+		batch     int
+	}{{4, 2}, {20, 10}} {
+		for _, behavior := range []rules.ControlBehavior{rules.Reject, rules.Throttle} {
+			t.Run(fmt.Sprintf("%v-per-s/batch-%d/%s", tc.threshold, tc.batch, behavior), func(t *testing.T) {
+				g, clk := newTestEngine(t, 0)
+				mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: tc.threshold, Strategy: rules.WarmUp, Behavior: behavior, WarmUpPeriod: 10 * time.Second})
+				var at []int64 // ms
+				for now := int64(0); now < 60*int64(time.Second); now += 10 * ms {
+					clk.Set(now)
+					if try(g, "r", WithBatch(tc.batch)) {
+						at = append(at, now/ms)
+					}
+				}
+				require.Len(t, at, 103)
+				assert.Equal(t, []int64{0, 1500, 2900, 4200, 5600, 6900, 8100, 9400, 10600}, at[:9], "cold: paid for at the allowance")
+				if behavior == rules.Reject {
+					assert.Equal(t, []int64{57600, 57610, 58600, 58610, 59600, 59610}, at[len(at)-6:], "warm: two batches a second")
+				} else {
+					assert.Equal(t, []int64{57700, 58200, 58700, 59200, 59700}, at[len(at)-5:], "warm: one batch every 500 ms")
+				}
+				s, _ := g.Snapshot("r")
+				assert.Equal(t, uint64(103*tc.batch), s.TotalPass)
+			})
+		}
 	}
 }
 
@@ -984,4 +1021,29 @@ func TestFlowExactAcrossReloadsAndLaterRefusals(t *testing.T) {
 		require.Equal(t, core.BlockCustom, be.Type)
 	}
 	require.Equal(t, 5, admitted(g, "r"), "the refused batches were given back")
+}
+
+// Concurrent batches above the cold allowance at one instant: exactly one
+// passes (it is alone in the window, and the others find it paid for
+// later), with reject and with throttle.
+func TestFlowWarmUpConcurrentBatchesAboveTheAllowance(t *testing.T) {
+	for _, behavior := range []rules.ControlBehavior{rules.Reject, rules.Throttle} {
+		t.Run(string(behavior), func(t *testing.T) {
+			g, _ := newTestEngine(t, int64(time.Hour))
+			mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 4, Strategy: rules.WarmUp, Behavior: behavior, WarmUpPeriod: 10 * time.Second})
+			var passed atomic.Int64
+			var wg sync.WaitGroup
+			for i := 0; i < 16; i++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if try(g, "r", WithBatch(2)) {
+						passed.Add(1)
+					}
+				}()
+			}
+			wg.Wait()
+			assert.Equal(t, int64(1), passed.Load())
+		})
+	}
 }

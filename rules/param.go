@@ -33,7 +33,7 @@ type Param struct {
 	// quiet value may make at once, in [0, MaxThreshold]; zero otherwise.
 	Burst int64 `json:"burst,omitempty" yaml:"burst,omitempty"`
 	// Duration is, for QPS, the period Threshold is counted over: a whole
-	// number of milliseconds up to 366 days; zero means one second, the only other value Concurrency takes.
+	// number of milliseconds up to 366 days; zero means 1s. Concurrency takes only 0 or 1s (sentinel-golang's default).
 	Duration time.Duration `json:"duration,omitempty" yaml:"duration,omitempty"`
 	// Behavior is Reject (default) or Throttle, which needs QPS.
 	Behavior ControlBehavior `json:"behavior,omitempty" yaml:"behavior,omitempty"`

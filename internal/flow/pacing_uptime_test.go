@@ -79,3 +79,42 @@ func TestPacingExactAtLargeClockReadings(t *testing.T) {
 		}
 	}
 }
+
+// TestWarmUpPacingExactAtLargeClockReadings queues 200,000 entries at once
+// behind a warm-up throttle rule at 7,000/s on a clock at 30 days and a
+// year of uptime: once the queue has warmed it (10,000 entries in), every
+// turn is k/7000 s after entry 10,000's, within the nanosecond of rounding
+// (a float64 schedule drifted by hundreds of nanoseconds).
+func TestWarmUpPacingExactAtLargeClockReadings(t *testing.T) {
+	const entries, warm, rate = 200_000, 10_000, 7000
+	day := int64(24 * time.Hour)
+	for _, t0 := range []int64{30 * day, 365 * day} {
+		t.Run(fmt.Sprint(t0), func(t *testing.T) {
+			c, err := NewController(rules.Flow{Resource: "r", Threshold: rate, Strategy: rules.WarmUp, WarmUpPeriod: time.Second,
+				Behavior: rules.Throttle, MaxQueueing: time.Hour}, nodes(nil))
+			require.NoError(t, err)
+			clk := &zeroClock{}
+			var base int64
+			for k := int64(0); k < entries; k++ {
+				n := len(clk.waits)
+				require.Nil(t, c.Check(context.Background(), newEntry(t0, 1), clk), "entry %d", k)
+				var turn int64
+				if len(clk.waits) > n {
+					turn = int64(clk.last())
+				}
+				if k == warm {
+					base = turn
+				}
+				if k <= warm {
+					continue
+				}
+				// k·10⁹/7000 ns after base, within the rounding of both.
+				d := (k - warm) * int64(time.Second)
+				want := base + d/rate
+				if got := turn - want; got < 0 || got > 1 {
+					t.Fatalf("entry %d: turn at t0%+d ns, want t0%+d ns (+0 or 1 ns)", k, turn, want)
+				}
+			}
+		})
+	}
+}

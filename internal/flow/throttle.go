@@ -66,6 +66,17 @@ func (t instant) norm() instant {
 	return t
 }
 
+// plus returns t + d nanoseconds.
+func (t instant) plus(d float64) instant {
+	if w := math.Floor(d); w > -(1<<62) && w < 1<<62 {
+		if i := int64(w); i >= 0 && t.ns <= math.MaxInt64-i || i < 0 && t.ns >= math.MinInt64-i {
+			t.ns, d = t.ns+i, d-w // d - w is exact
+		}
+	}
+	t.frac += d
+	return t.norm()
+}
+
 // after returns t - now in nanoseconds (exactly, when it fits in a
 // float64's 53 bits).
 func (t instant) after(now int64) float64 { return float64(t.ns-now) + t.frac }

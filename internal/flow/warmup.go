@@ -49,11 +49,12 @@ type tokens struct {
 	primed     bool
 
 	// next is, for a rule that refuses at once, the instant (ns) from which
-	// a lone request may pass while the allowance is below one request per
-	// interval; nextAt is the start of the admission that set it and
-	// prevNext its value before (see loneCheck).
+	// a batch above the allowance (a lone request while the allowance is
+	// below one request per interval) may pass; nextAt and nextN are the
+	// start and the batch of the admission that set it, and prevNext its
+	// value before (see paceCheck).
 	next, prevNext float64
-	nextAt         int64
+	nextAt, nextN  int64
 }
 
 func newTokens(b *base) *tokens {
@@ -191,8 +192,9 @@ func sameCurve(a, b *rules.Flow) bool {
 
 // warmUp enforces a QPS warm-up rule that refuses at once: at most the
 // current allowance (see tokens) in the window of the last ten buckets.
-// While the allowance is below one request per interval, it admits lone
-// requests spaced by it instead (see loneCheck).
+// A batch above the allowance (a lone request, while the allowance is
+// below one request per interval) passes alone, paid for in time, as Guava
+// does (see paceCheck).
 type warmUp struct {
 	counted
 	tokens *tokens
@@ -203,12 +205,6 @@ func newWarmUp(b base) *warmUp {
 	return &warmUp{counted: counted{width: bucketWidth(&b.rule)}, tokens: newTokens(&b), base: b}
 }
 
-// reasonAboveAllowance is the reason of a warm-up rule's refusal of a batch
-// within the threshold but above what the resource admits while it is not
-// yet warm. Waiting alone does not help (only traffic warms a resource), so
-// it comes without a RetryAfter.
-const reasonAboveAllowance = "batch larger than warm-up allowance"
-
 func (c *warmUp) check(_ context.Context, ec *entry.Context, _ core.Clock) *core.BlockError {
 	if be := c.tooLargeToPace(ec, c.rule.Threshold); be != nil {
 		return be
@@ -218,12 +214,8 @@ func (c *warmUp) check(_ context.Context, ec *entry.Context, _ core.Clock) *core
 	tk.mu.Lock()
 	tk.sync(now)
 	lim := tk.limit()
-	if float64(n) > lim && (n > 1 || lim >= 1) {
-		tk.mu.Unlock()
-		return c.refuse(ec, float64(n), lim, 0, reasonAboveAllowance)
-	}
-	if lim < 1 {
-		be := c.loneCheck(ec, lim)
+	if float64(n) > lim {
+		be := c.paceCheck(ec, lim)
 		tk.mu.Unlock()
 		if be == nil {
 			ec.AddUndo(c)
@@ -245,24 +237,27 @@ func (c *warmUp) check(_ context.Context, ec *entry.Context, _ core.Clock) *core
 	return nil
 }
 
-// loneCheck decides on a single request while the allowance lim is below
-// one request per interval, where a window of one interval could admit
-// nothing: the request passes when the previous lone admission is at least
-// interval/lim ago (Guava's pacing at the cold rate, without a queue), and
-// the window, which it also counts in, has room for one. Must hold
-// tokens.mu.
-func (c *warmUp) loneCheck(ec *entry.Context, lim float64) *core.BlockError {
+// paceCheck decides on a batch of n above the allowance lim, which the
+// window of one interval cannot hold: a lone request while lim is below one
+// request per interval, or a batch of more than lim. It passes when the
+// window holds nothing else (it counts there too) and the previous such
+// admission has been paid for: it then takes n tokens, and the next one may
+// come n·interval/lim later. This is Guava's pacing at the allowance without
+// a queue, where a request larger than the rate passes and the next caller
+// pays for it; without it a resource whose traffic is all such batches
+// would never pass one, and so never warm. Must hold tokens.mu.
+func (c *warmUp) paceCheck(ec *entry.Context, lim float64) *core.BlockError {
 	tk := c.tokens
-	now := float64(ec.Start)
+	now, n := float64(ec.Start), float64(ec.Batch)
 	if wait := math.Ceil(tk.next - now); wait > 0 {
 		return c.refuse(ec, 0, lim, saturated(wait), "warming up")
 	}
-	if ok, seen := admit(ec, c.win, c.width, 1); !ok {
-		return c.refuse(ec, float64(seen), lim, c.retryAfter(ec, 1), "warming up")
+	if ok, seen := admit(ec, c.win, c.width, n); !ok {
+		return c.refuse(ec, float64(seen), lim, c.retryAfter(ec, n), "warming up")
 	}
-	tk.prevNext, tk.nextAt = tk.next, ec.Start
-	tk.next = now + float64(tk.interval)/lim
-	tk.take(1)
+	tk.prevNext, tk.nextAt, tk.nextN = tk.next, ec.Start, ec.Batch
+	tk.next = now + float64(tk.interval)/lim*n
+	tk.take(n)
 	return nil
 }
 
@@ -272,9 +267,9 @@ func (c *warmUp) Release(x entry.ExitInfo) {
 		tk := c.tokens
 		tk.mu.Lock()
 		tk.give(x.Start, float64(x.Batch))
-		if x.Batch == 1 && tk.nextAt == x.Start && tk.next > float64(x.Start) {
-			// The latest lone admission: its successor may pass when it
-			// could have without it. (An older one's slot stays taken.)
+		if x.Batch == tk.nextN && tk.nextAt == x.Start && tk.next > float64(x.Start) {
+			// The latest paced admission: its successor may pass when it
+			// could have without it. (An older one's time stays taken.)
 			tk.next, tk.nextAt = tk.prevNext, math.MinInt64
 		}
 		tk.mu.Unlock()
@@ -289,15 +284,17 @@ func (c *warmUp) inherit(old checker) {
 	}
 }
 
-// schedule is the queue of a warm-up throttle rule: the instant (ns) at
-// which the requests scheduled so far have used up their slots, as in
-// throttle. It outlives reloads of the rule, whatever changes.
+// schedule is the queue of a warm-up throttle rule: the instant at which
+// the requests scheduled so far have used up their slots, as in throttle
+// (whole nanoseconds and a fraction, so it stays exact at any clock
+// reading). It outlives reloads of the rule, whatever changes.
 type schedule struct {
 	mu   sync.Mutex // held before the tokens' mu
-	free float64
+	set  bool       // false until the first entry: free is -inf
+	free instant
 	// lastStart and lastEnd are the slots of the latest entry scheduled
 	// without a wait (entries that wait keep theirs in an undo ticket).
-	lastStart, lastEnd float64
+	lastStart, lastEnd instant
 }
 
 // warmUpThrottle enforces a QPS warm-up rule that paces requests at the
@@ -310,49 +307,49 @@ type warmUpThrottle struct {
 }
 
 func newWarmUpThrottle(b base) *warmUpThrottle {
-	return &warmUpThrottle{tokens: newTokens(&b), sched: &schedule{free: math.Inf(-1)}, maxQueue: int64(b.rule.MaxQueueing), base: b}
+	return &warmUpThrottle{tokens: newTokens(&b), sched: &schedule{}, maxQueue: int64(b.rule.MaxQueueing), base: b}
 }
 
 func (c *warmUpThrottle) check(ctx context.Context, ec *entry.Context, clk core.Clock) *core.BlockError {
 	if be := c.tooLargeToPace(ec, c.rule.Threshold); be != nil {
 		return be
 	}
-	now, n := float64(ec.Start), float64(ec.Batch)
+	now, n := ec.Start, float64(ec.Batch)
 	tk, s := c.tokens, c.sched
 	s.mu.Lock()
 	tk.mu.Lock()
 	tk.sync(ec.Start)
 	lim := tk.limit()
-	if n > 1 && n > lim {
-		tk.mu.Unlock()
-		s.mu.Unlock()
-		return c.refuse(ec, n, lim, 0, reasonAboveAllowance)
-	}
 	// The schedule of throttle, with the slot length of the current
-	// allowance.
+	// allowance. A batch above the allowance is no exception: it takes its
+	// slots, and the next caller waits for them (Guava's acquire(n)).
 	cost := float64(tk.interval) / lim * n
-	start := math.Max(s.free, now)
-	wait := math.Round(start) - now
+	start := instant{ns: now}
+	if s.set && s.free.after(now) > 0 {
+		start = s.free
+	}
+	wait := start.round(now)
 	if wait > float64(c.maxQueue) {
 		tk.mu.Unlock()
 		s.mu.Unlock()
 		return c.queueRefusal(ec, wait, c.maxQueue)
 	}
-	s.free = start + cost
+	end := start.plus(cost)
+	s.set, s.free = true, end
 	if wait <= 0 {
-		s.lastStart, s.lastEnd = start, s.free
+		s.lastStart, s.lastEnd = start, end
 	}
 	tk.take(n)
 	tk.mu.Unlock()
 	s.mu.Unlock()
 	if d := time.Duration(wait); d > 0 {
 		if err := c.sleep(ctx, ec, clk, d); err != nil {
-			c.giveBack(ec.Start, n, start, start+cost)
+			c.giveBack(ec.Start, n, start, end, true)
 			return c.cancelled(ec, wait, c.maxQueue, err)
 		}
 		// An entry that waited already allocated (its timer): its undo
 		// ticket keeps its slots.
-		ec.AddUndo(&waitedWarmUpSlots{c: c, start: start, end: start + cost})
+		ec.AddUndo(&waitedWarmUpSlots{c: c, start: start, end: end})
 		return nil
 	}
 	ec.AddUndo(c)
@@ -365,12 +362,12 @@ func (c *warmUpThrottle) check(ctx context.Context, ec *entry.Context, clk core.
 // end). When later entries are scheduled it keeps the slots, as throttle
 // does: moving the schedule back would put the next caller in a slot one of
 // them holds.
-func (c *warmUpThrottle) giveBack(arrival int64, n, start, end float64) {
+func (c *warmUpThrottle) giveBack(arrival int64, n float64, start, end instant, slots bool) {
 	tk, s := c.tokens, c.sched
 	s.mu.Lock()
 	tk.mu.Lock()
 	tk.give(arrival, n)
-	if s.free == end {
+	if slots && s.set && s.free == end {
 		s.free = start
 	}
 	tk.mu.Unlock()
@@ -388,22 +385,20 @@ func (c *warmUpThrottle) Release(x entry.ExitInfo) {
 	s.mu.Lock()
 	start, end := s.lastStart, s.lastEnd
 	s.mu.Unlock()
-	if math.Round(start) != float64(x.Start) {
-		start, end = math.NaN(), math.NaN() // not the latest: keep the slots
-	}
-	c.giveBack(x.Start, float64(x.Batch), start, end)
+	// Not the latest entry scheduled without a wait: keep the slots.
+	c.giveBack(x.Start, float64(x.Batch), start, end, start.round(x.Start) == 0)
 }
 
 // waitedWarmUpSlots is the undo ticket of a warm-up throttle entry that
 // waited for its slots [start, end).
 type waitedWarmUpSlots struct {
 	c          *warmUpThrottle
-	start, end float64
+	start, end instant
 }
 
 func (w *waitedWarmUpSlots) Release(x entry.ExitInfo) {
 	if x.Blocked {
-		w.c.giveBack(x.Start, float64(x.Batch), w.start, w.end)
+		w.c.giveBack(x.Start, float64(x.Batch), w.start, w.end, true)
 	}
 }
 

@@ -33,14 +33,16 @@ import (
 //   - Allowance per interval: T at or below the warning level; above it
 //     T/(1 + (cf-1)·f), f the fraction of the way from warningToken to
 //     maxToken (Guava's linear slot length, from 1/T to cf/T).
-//   - Reject: a batch above the allowance is refused, unless it is a lone
-//     request and the allowance is below one; then one request passes when
-//     the previous lone one is interval/allowance ago and the window holds
-//     none. Otherwise the batch passes when the admissions in the ten
-//     buckets up to now's, plus the batch, are within the allowance.
-//   - Throttle (GCRA): a batch of n starts at max(free, now), rounded to
-//     the nanosecond, passes when that is within MaxQueueing, and moves free
-//     to its start plus n slots of interval/allowance.
+//   - Reject: a batch of n above the allowance (a lone request when the
+//     allowance is below one) passes when the window holds none and the
+//     previous such admission, of m, is m·interval/allowance ago (its
+//     allowance then). Otherwise the batch passes when the admissions in
+//     the ten buckets up to now's, plus the batch, are within the
+//     allowance.
+//   - Throttle (GCRA): a batch of n, above the allowance or not, starts at
+//     max(free, now), rounded to the nanosecond, passes when that is within
+//     MaxQueueing, and moves free to its start plus n slots of
+//     interval/allowance.
 //   - A reload of the same curve keeps everything; of another curve, fresh
 //     tokens (and lone pacing), the same window and the same queue.
 //   - An admission given back (a later check refused it) no longer counts
@@ -161,9 +163,6 @@ func (m *model) decide(now, n int64) (bool, int64) {
 		m.sync(now)
 	}
 	lim := m.allowance()
-	if n > 1 && f > lim {
-		return false, 0
-	}
 	if m.pacing {
 		start := math.Max(m.free, float64(now))
 		wait := math.Round(start) - float64(now)
@@ -175,13 +174,13 @@ func (m *model) decide(now, n int64) (bool, int64) {
 		return true, int64(wait)
 	}
 	m.lastWasOne = false
-	if lim < 1 {
-		if float64(now) < m.next || m.inWindow(now)+1 > 1 {
+	if f > lim {
+		if float64(now) < m.next || m.inWindow(now) > 0 {
 			return false, 0
 		}
 		m.prevNext, m.nextAt, m.lastWasOne = m.next, now, true
-		m.next = float64(now) + float64(m.iv)/lim
-		m.take(now, 1)
+		m.next = float64(now) + float64(m.iv)/lim*f
+		m.take(now, n)
 		return true, 0
 	}
 	if m.inWindow(now)+f > lim {
