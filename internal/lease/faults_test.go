@@ -1,6 +1,8 @@
 package lease
 
 import (
+	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -78,6 +80,77 @@ func TestHeartbeatHoldsAfterRestart(t *testing.T) {
 	bs.next(2, 2, SourceCounted)
 	if l := bs.h.Live(); l != 2 {
 		t.Fatalf("Live() %d", l)
+	}
+}
+
+// epochStore is a memStore that is a cluster.Leaver: its live set's epoch
+// is set by the test, and Leave records who left.
+type epochStore struct {
+	*memStore
+	epoch atomic.Pointer[string]
+	left  chan string
+}
+
+func (s *epochStore) BeatEpoch(ctx context.Context, m cluster.Member, ttl time.Duration) (int, string, error) {
+	n, err := s.Beat(ctx, m, ttl)
+	return n, *s.epoch.Load(), err
+}
+
+func (s *epochStore) Leave(_ context.Context, m cluster.Member) error {
+	s.left <- m.ID
+	return nil
+}
+
+// TestHeartbeatBelievesDepartures: with a Store that tells its live set's
+// epoch, a lower count under the same epoch (members that left or
+// expired) is believed at the beat that sees it; a lower count under a
+// new epoch (the set was lost: a restart) is held for two TTLs as before.
+// Close leaves the live set. On the code before, every lower count was
+// held for two TTLs (six beats) and a closed member counted until its TTL
+// ended, so a rolling restart of a per-instance rule ran on a count that
+// was too high for about nine seconds.
+func TestHeartbeatBelievesDepartures(t *testing.T) {
+	clk := sluicetest.NewManualClock(0)
+	st := &epochStore{memStore: newMemStore(clk), left: make(chan string, 1)}
+	e1, e2 := "e1", "e2"
+	st.epoch.Store(&e1)
+	st.live = 3
+	st.set(answer)
+	bs := &beats{t: t, e: &env{clk: clk}, st: st.memStore, lives: make(chan [3]int, 1)}
+	var last int
+	h, err := StartHeartbeat(HeartbeatConfig{
+		Store: st, Clock: clk, Member: cluster.Member{ID: "i1", App: "shop"},
+		OnLive:  func(n int) { last = n },
+		OnShare: func(n int, src Source) { bs.lives <- [3]int{last, n, int(src)} },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs.h = h
+	t.Cleanup(func() { st.release(); h.Close() })
+	bs.next(3, 3, SourceCounted)
+	bs.tick()
+	bs.next(3, 3, SourceCounted)
+	st.mu.Lock()
+	st.live = 2 // one member left (or expired)
+	st.mu.Unlock()
+	bs.tick()
+	bs.next(2, 2, SourceCounted)
+	st.mu.Lock()
+	st.live = 1 // a restart: a new epoch, this member alone has beaten since
+	st.mu.Unlock()
+	st.epoch.Store(&e2)
+	bs.tick()
+	bs.next(2, 2, SourceHeld)
+	for i := 0; i < 4; i++ { // t=4..7s: the same epoch again, but the 2 of t=2s is within the hold
+		bs.tick()
+		bs.next(2, 2, SourceHeld)
+	}
+	bs.tick() // t=8s: the 2 of t=2s is two TTLs old
+	bs.next(1, 1, SourceCounted)
+	h.Close()
+	if id := <-st.left; id != "i1" {
+		t.Fatalf("Leave(%q), want i1", id)
 	}
 }
 
