@@ -2,6 +2,10 @@ package lease
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -522,5 +526,43 @@ func TestLateCallChargedWithRecentUse(t *testing.T) {
 	e.clk.Advance(e.m.deadline())
 	if r := <-done; r.Admitted || !r.Fallback() || e.m.Mode() != Remote {
 		t.Fatalf("%+v in mode %v, want refused by the fallback, still remote", r, e.m.Mode())
+	}
+}
+
+// replyErr is an error reply as go-redis returns it (it has RedisError).
+type replyErr string
+
+func (e replyErr) Error() string { return string(e) }
+func (replyErr) RedisError()     {}
+
+// TestFailureKind: two failures of one kind (a refused dial to two
+// addresses, two EOFs, two WRONGPASS replies) compare equal, whatever
+// their wrapping; failures of different kinds do not.
+func TestFailureKind(t *testing.T) {
+	refused := func(addr string) error {
+		return fmt.Errorf("sluice: cluster store: take: %w", &net.OpError{Op: "dial", Net: "tcp",
+			Addr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: len(addr)}, Err: errors.New("connect: connection refused")})
+	}
+	wrap := func(err error) error { return fmt.Errorf("sluice: cluster store: probe: sluiceredis: take: %w", err) }
+	same := [][2]error{
+		{refused("a"), refused("bb")},
+		{wrap(io.EOF), fmt.Errorf("x: %w", io.EOF)},
+		{wrap(replyErr("WRONGPASS invalid username-password pair")), replyErr("WRONGPASS other text")},
+		{wrap(context.DeadlineExceeded), context.DeadlineExceeded},
+	}
+	for _, p := range same {
+		if a, b := failureKind(p[0]), failureKind(p[1]); a != b {
+			t.Errorf("%v and %v: kinds %q and %q, want equal", p[0], p[1], a, b)
+		}
+	}
+	kinds := []error{refused("a"), wrap(io.EOF), wrap(replyErr("WRONGPASS x")), wrap(replyErr("NOAUTH x")),
+		wrap(context.DeadlineExceeded), errors.New("something else")}
+	seen := map[string]error{}
+	for _, err := range kinds {
+		k := failureKind(err)
+		if prev, ok := seen[k]; ok {
+			t.Errorf("%v and %v share kind %q", prev, err, k)
+		}
+		seen[k] = err
 	}
 }
