@@ -73,6 +73,12 @@ type ClusterStatus struct {
 	// on the event stream (stat.EventClusterFallback and
 	// stat.EventClusterRecovered, see Engine.Subscribe).
 	Fallback bool
+	// Err is, while Fallback, the store's failure that keeps the engine
+	// there: that of the call that switched it, or of the last probe if
+	// it failed otherwise since (a Redis that restarted, EOF, and now
+	// refuses the password, WRONGPASS); nil otherwise. Each change of its
+	// kind is on the event stream too (stat.EventClusterFallback).
+	Err error
 	// Live is the number of live instances of the App that local
 	// fallback shares divide by, this one included, and LiveSource where
 	// it comes from: "counted" (the heartbeats' count), "held" (the last
@@ -242,7 +248,7 @@ func (eng *Engine) ClusterStatus() (ClusterStatus, bool) {
 	st := cs.mgr.Stats()
 	n, src := cs.mgr.Share()
 	return ClusterStatus{
-		Fallback: cs.mgr.Mode() == lease.Fallback, Live: n, LiveSource: src.String(),
+		Fallback: cs.mgr.Mode() == lease.Fallback, Err: cs.mgr.Err(), Live: n, LiveSource: src.String(),
 		Takes: st.Takes, TakeErrors: st.TakeErrors, Requests: st.Requests,
 		Given: st.Given, Dropped: st.Dropped, Probes: st.Probes, Late: st.Late, Paid: st.Paid,
 		HeartbeatFailures: cs.hb.Failures(),

@@ -126,3 +126,20 @@ type Store interface {
 	// Members returns the live members of app.
 	Members(ctx context.Context, app string) ([]Member, error)
 }
+
+// Leaver is implemented by a Store whose members can leave the live set
+// at once, and whose live count tells members that left from records it
+// lost. The engine's heartbeat uses it when its Store has it (the Redis
+// Store does): an instance that closes leaves at once, and the others
+// count it out at their next beat instead of after its TTL and a hold.
+type Leaver interface {
+	// Leave removes m from the live members of m.App.
+	Leave(ctx context.Context, m Member) error
+	// BeatEpoch is Beat that also returns the epoch of m.App's live set:
+	// an identifier that stays the same while the Store keeps the set, and
+	// changes when the set was lost (a restart without its data, every
+	// member expired). Under one epoch a lower count is members that left
+	// or expired, which the heartbeat believes at once; across a change
+	// it holds the higher count, as it does for a Store without Leaver.
+	BeatEpoch(ctx context.Context, m Member, ttl time.Duration) (live int, epoch string, err error)
+}

@@ -154,7 +154,10 @@ const (
 	// shared across instances are now decided by their fallback; Err is the
 	// store's error. Resource is empty: the store serves every cluster rule.
 	// Value is the instance count local shares divide by (ClusterStatus
-	// says where it comes from).
+	// says where it comes from). It comes again, without a recovery
+	// between, when a probe of the failing store fails otherwise than the
+	// last call (a Redis that restarted, EOF, now refuses the password):
+	// Err is then the new cause.
 	EventClusterFallback EventKind = "cluster-fallback"
 	// EventClusterRecovered: the cluster store answers again and decides
 	// the shared limits. Resource is empty.

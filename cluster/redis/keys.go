@@ -13,6 +13,7 @@ const (
 	appInfix     = ":app:" // heartbeats: <prefix>:app:{<app>}...
 	sufMembers   = ":members"
 	sufMember    = ":m:"
+	sufEpoch     = ":epoch" // string: the index's epoch (see beatSrc)
 )
 
 // escapeTag makes s safe inside a Redis Cluster hash tag: '%', '{' and '}'

@@ -21,15 +21,28 @@ import (
 // longest-lived member, so a crashed instance leaves nothing behind.
 //
 // The count is the index's: a record deleted by hand counts until the next
-// Members call notices it, or until its ttl would have ended.
+// Members call notices it, or until its ttl would have ended. A member
+// that closes leaves the index at once (Leave).
 func (s *Store) Beat(ctx context.Context, m cluster.Member, ttl time.Duration) (int, error) {
+	n, _, err := s.BeatEpoch(ctx, m, ttl)
+	return n, err
+}
+
+var _ cluster.Leaver = (*Store)(nil)
+
+// BeatEpoch is Beat that also returns the epoch of m.App's live set (see
+// cluster.Leaver): a string made from Redis's clock when the set's index
+// is created, which lives as long as the index. It changes when Redis lost
+// the index (a restart without its data, or every member expired), never
+// when members leave or expire while others beat.
+func (s *Store) BeatEpoch(ctx context.Context, m cluster.Member, ttl time.Duration) (int, string, error) {
 	switch {
 	case m.App == "":
-		return 0, errors.New("sluiceredis: beat: empty app")
+		return 0, "", errors.New("sluiceredis: beat: empty app")
 	case m.ID == "":
-		return 0, errors.New("sluiceredis: beat: empty member id")
+		return 0, "", errors.New("sluiceredis: beat: empty member id")
 	case ttl <= 0:
-		return 0, fmt.Errorf("sluiceredis: beat: ttl %v not positive", ttl)
+		return 0, "", fmt.Errorf("sluiceredis: beat: ttl %v not positive", ttl)
 	}
 	ms := (ttl + time.Millisecond - 1) / time.Millisecond
 	started := ""
@@ -37,23 +50,52 @@ func (s *Store) Beat(ctx context.Context, m cluster.Member, ttl time.Duration) (
 		started = strconv.FormatInt(m.Started.UnixNano(), 10)
 	}
 	base := s.appBase(m.App)
-	keys := []string{base + sufMembers, base + sufMember + m.ID}
+	keys := []string{base + sufMembers, base + sufMember + m.ID, base + sufEpoch}
 	var n int
+	var epoch string
 	err := s.bounded(ctx, "beat", func() error {
-		var err error
-		n, err = beatScript.Run(ctx, s.c, keys, m.ID, int64(ms), m.Host, started, m.RuleVersion).Int()
+		res, err := beatScript.Run(ctx, s.c, keys, m.ID, int64(ms), m.Host, started, m.RuleVersion).Slice()
 		if err != nil {
 			return fmt.Errorf("sluiceredis: beat: %w", err)
+		}
+		if len(res) != 2 {
+			return fmt.Errorf("sluiceredis: beat: malformed reply %v", res)
+		}
+		c, ok1 := res[0].(int64)
+		e, ok2 := res[1].(string)
+		if !ok1 || !ok2 {
+			return fmt.Errorf("sluiceredis: beat: malformed reply %v", res)
 		}
 		if err := noteApp(ctx, s.c, s.appsKey(), m.App, ttl); err != nil {
 			return fmt.Errorf("sluiceredis: beat: %w", err)
 		}
+		n, epoch = int(c), e
 		return nil
 	})
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
-	return n, nil
+	return n, epoch, nil
+}
+
+// Leave removes m from the live members of m.App at once, in one round
+// trip: its record is deleted and its ID leaves the index, so every
+// member's next Beat counts it out. The engine calls it when it closes.
+func (s *Store) Leave(ctx context.Context, m cluster.Member) error {
+	switch {
+	case m.App == "":
+		return errors.New("sluiceredis: leave: empty app")
+	case m.ID == "":
+		return errors.New("sluiceredis: leave: empty member id")
+	}
+	base := s.appBase(m.App)
+	keys := []string{base + sufMembers, base + sufMember + m.ID}
+	return s.bounded(ctx, "leave", func() error {
+		if err := leaveScript.Run(ctx, s.c, keys, m.ID).Err(); err != nil {
+			return fmt.Errorf("sluiceredis: leave: %w", err)
+		}
+		return nil
+	})
 }
 
 // Members returns the live members of app, ordered by ID, in one round

@@ -107,10 +107,12 @@ func TestTTLOnEveryKey(t *testing.T) {
 	base := s.appBase("app")
 	// Expected TTLs: an empty bucket refills in 1 interval, plus 1; a
 	// window's keys live 2 intervals; a TAT 5 permits ahead (5s) plus 1
-	// interval; heartbeat records, and the index of applications, their ttl.
+	// interval; heartbeat records, the index's epoch, and the index of
+	// applications, their ttl.
 	want := map[string]time.Duration{
 		tbKey: 2 * ivl, swKey: 2 * ivl, swLog: 2 * ivl, pcKey: 5*time.Second + ivl,
 		base + sufMembers: 15 * time.Second, base + sufMember + "i1": 15 * time.Second, s.appsKey(): 15 * time.Second,
+		base + sufEpoch: 15 * time.Second,
 	}
 	keys, err := rc.Keys(ctxT(t), "ttl*").Result()
 	if err != nil {

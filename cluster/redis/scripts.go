@@ -358,9 +358,12 @@ return 0
 // beatSrc records a heartbeat.
 //
 // KEYS[1]: the app's index zset (member id, score expiry ms);
-// KEYS[2]: the member's hash.
+// KEYS[2]: the member's hash; KEYS[3]: the index's epoch (a string).
 // ARGV: id, ttl ms, host, started (Unix ns, "" if unknown), rule version.
-// Reply: the number of live members.
+// Reply: the number of live members and the epoch. The epoch is made
+// (from Redis's clock) when the key is missing and lives as long as the
+// index, so it changes exactly when the index was lost: a restart without
+// its data, or every member expired.
 const beatSrc = `
 if redis.replicate_commands then redis.replicate_commands() end
 local clock = redis.call('TIME')
@@ -370,9 +373,27 @@ redis.call('HSET', KEYS[2], 'id', ARGV[1], 'host', ARGV[3], 'started', ARGV[4], 
 redis.call('PEXPIRE', KEYS[2], ttl)
 redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
--- The index lives as long as its longest-lived member.
+-- The index, and its epoch, live as long as its longest-lived member.
 local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-redis.call('PEXPIRE', KEYS[1], math.max(1, tonumber(last[2]) - now))
+local left = math.max(1, tonumber(last[2]) - now)
+redis.call('PEXPIRE', KEYS[1], left)
+local epoch = redis.call('GET', KEYS[3])
+if not epoch then
+  epoch = clock[1] .. string.format('%06d', tonumber(clock[2]))
+  redis.call('SET', KEYS[3], epoch)
+end
+redis.call('PEXPIRE', KEYS[3], left)
+return {redis.call('ZCARD', KEYS[1]), epoch}
+`
+
+// leaveSrc removes a member from an app's live set.
+//
+// KEYS[1]: the app's index zset; KEYS[2]: the member's hash. ARGV[1]: id.
+// Reply: the number of live members left.
+const leaveSrc = `
+if redis.replicate_commands then redis.replicate_commands() end
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('DEL', KEYS[2])
 return redis.call('ZCARD', KEYS[1])
 `
 
@@ -407,5 +428,6 @@ var (
 	giveScript    = redis.NewScript(giveSrc)
 	beatScript    = redis.NewScript(beatSrc)
 	membersScript = redis.NewScript(membersSrc)
-	allScripts    = []*redis.Script{takeScript, takeOneScript, giveScript, beatScript, membersScript}
+	leaveScript   = redis.NewScript(leaveSrc)
+	allScripts    = []*redis.Script{takeScript, takeOneScript, giveScript, beatScript, membersScript, leaveScript}
 )

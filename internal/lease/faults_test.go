@@ -1,6 +1,12 @@
 package lease
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -78,6 +84,77 @@ func TestHeartbeatHoldsAfterRestart(t *testing.T) {
 	bs.next(2, 2, SourceCounted)
 	if l := bs.h.Live(); l != 2 {
 		t.Fatalf("Live() %d", l)
+	}
+}
+
+// epochStore is a memStore that is a cluster.Leaver: its live set's epoch
+// is set by the test, and Leave records who left.
+type epochStore struct {
+	*memStore
+	epoch atomic.Pointer[string]
+	left  chan string
+}
+
+func (s *epochStore) BeatEpoch(ctx context.Context, m cluster.Member, ttl time.Duration) (int, string, error) {
+	n, err := s.Beat(ctx, m, ttl)
+	return n, *s.epoch.Load(), err
+}
+
+func (s *epochStore) Leave(_ context.Context, m cluster.Member) error {
+	s.left <- m.ID
+	return nil
+}
+
+// TestHeartbeatBelievesDepartures: with a Store that tells its live set's
+// epoch, a lower count under the same epoch (members that left or
+// expired) is believed at the beat that sees it; a lower count under a
+// new epoch (the set was lost: a restart) is held for two TTLs as before.
+// Close leaves the live set. On the code before, every lower count was
+// held for two TTLs (six beats) and a closed member counted until its TTL
+// ended, so a rolling restart of a per-instance rule ran on a count that
+// was too high for about nine seconds.
+func TestHeartbeatBelievesDepartures(t *testing.T) {
+	clk := sluicetest.NewManualClock(0)
+	st := &epochStore{memStore: newMemStore(clk), left: make(chan string, 1)}
+	e1, e2 := "e1", "e2"
+	st.epoch.Store(&e1)
+	st.live = 3
+	st.set(answer)
+	bs := &beats{t: t, e: &env{clk: clk}, st: st.memStore, lives: make(chan [3]int, 1)}
+	var last int
+	h, err := StartHeartbeat(HeartbeatConfig{
+		Store: st, Clock: clk, Member: cluster.Member{ID: "i1", App: "shop"},
+		OnLive:  func(n int) { last = n },
+		OnShare: func(n int, src Source) { bs.lives <- [3]int{last, n, int(src)} },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs.h = h
+	t.Cleanup(func() { st.release(); h.Close() })
+	bs.next(3, 3, SourceCounted)
+	bs.tick()
+	bs.next(3, 3, SourceCounted)
+	st.mu.Lock()
+	st.live = 2 // one member left (or expired)
+	st.mu.Unlock()
+	bs.tick()
+	bs.next(2, 2, SourceCounted)
+	st.mu.Lock()
+	st.live = 1 // a restart: a new epoch, this member alone has beaten since
+	st.mu.Unlock()
+	st.epoch.Store(&e2)
+	bs.tick()
+	bs.next(2, 2, SourceHeld)
+	for i := 0; i < 4; i++ { // t=4..7s: the same epoch again, but the 2 of t=2s is within the hold
+		bs.tick()
+		bs.next(2, 2, SourceHeld)
+	}
+	bs.tick() // t=8s: the 2 of t=2s is two TTLs old
+	bs.next(1, 1, SourceCounted)
+	h.Close()
+	if id := <-st.left; id != "i1" {
+		t.Fatalf("Leave(%q), want i1", id)
 	}
 }
 
@@ -449,5 +526,43 @@ func TestLateCallChargedWithRecentUse(t *testing.T) {
 	e.clk.Advance(e.m.deadline())
 	if r := <-done; r.Admitted || !r.Fallback() || e.m.Mode() != Remote {
 		t.Fatalf("%+v in mode %v, want refused by the fallback, still remote", r, e.m.Mode())
+	}
+}
+
+// replyErr is an error reply as go-redis returns it (it has RedisError).
+type replyErr string
+
+func (e replyErr) Error() string { return string(e) }
+func (replyErr) RedisError()     {}
+
+// TestFailureKind: two failures of one kind (a refused dial to two
+// addresses, two EOFs, two WRONGPASS replies) compare equal, whatever
+// their wrapping; failures of different kinds do not.
+func TestFailureKind(t *testing.T) {
+	refused := func(addr string) error {
+		return fmt.Errorf("sluice: cluster store: take: %w", &net.OpError{Op: "dial", Net: "tcp",
+			Addr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: len(addr)}, Err: errors.New("connect: connection refused")})
+	}
+	wrap := func(err error) error { return fmt.Errorf("sluice: cluster store: probe: sluiceredis: take: %w", err) }
+	same := [][2]error{
+		{refused("a"), refused("bb")},
+		{wrap(io.EOF), fmt.Errorf("x: %w", io.EOF)},
+		{wrap(replyErr("WRONGPASS invalid username-password pair")), replyErr("WRONGPASS other text")},
+		{wrap(context.DeadlineExceeded), context.DeadlineExceeded},
+	}
+	for _, p := range same {
+		if a, b := failureKind(p[0]), failureKind(p[1]); a != b {
+			t.Errorf("%v and %v: kinds %q and %q, want equal", p[0], p[1], a, b)
+		}
+	}
+	kinds := []error{refused("a"), wrap(io.EOF), wrap(replyErr("WRONGPASS x")), wrap(replyErr("NOAUTH x")),
+		wrap(context.DeadlineExceeded), errors.New("something else")}
+	seen := map[string]error{}
+	for _, err := range kinds {
+		k := failureKind(err)
+		if prev, ok := seen[k]; ok {
+			t.Errorf("%v and %v share kind %q", prev, err, k)
+		}
+		seen[k] = err
 	}
 }

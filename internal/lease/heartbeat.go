@@ -111,6 +111,8 @@ type Heartbeat struct {
 	hasCount  bool     // a beat succeeded
 	coldStart bool     // a beat failed before the first success
 	failing   bool     // the last beat failed
+	epoch     string   // the live set's epoch at the last successful beat (Leaver)
+	gen       int64    // counts the epochs seen; samples carry theirs
 
 	live     atomic.Int64
 	share    atomic.Int64
@@ -124,8 +126,9 @@ type Heartbeat struct {
 	once   sync.Once
 }
 
-// sample is one successful beat: the Store's count n at clock ns at.
-type sample struct{ at, n int64 }
+// sample is one successful beat: the Store's count n at clock ns at,
+// under the live set's epoch gen (see Heartbeat.gen).
+type sample struct{ at, n, gen int64 }
 
 // holdTTLs is the hold in TTLs: a count lower than one seen within the
 // hold is not believed. After a restart of the Store, or an outage longer
@@ -214,10 +217,20 @@ func (h *Heartbeat) Err() error {
 }
 
 // Close stops the heartbeat, cutting a beat under way short, and waits for
-// its goroutine. The member's record expires after its TTL. Close is
-// idempotent.
+// its goroutine. With a Store that is a cluster.Leaver the member then
+// leaves the live set, in one call bounded by Timeout, so that the others
+// count it out at their next beat; otherwise (or if that call fails) its
+// record expires after its TTL. Close is idempotent.
 func (h *Heartbeat) Close() {
-	h.once.Do(h.cancel)
+	h.once.Do(func() {
+		h.cancel()
+		<-h.exited
+		if lv, ok := h.store.(cluster.Leaver); ok {
+			ctx, cancel := callContext(context.Background(), h.clock, h.timeout)
+			_ = lv.Leave(ctx, h.Member())
+			cancel()
+		}
+	})
 	<-h.exited
 }
 
@@ -267,7 +280,15 @@ func (h *Heartbeat) beat() { h.beatCtx(h.ctx) }
 
 func (h *Heartbeat) beatCtx(parent context.Context) {
 	ctx, cancel := callContext(parent, h.clock, h.timeout)
-	n, err := h.store.Beat(ctx, h.Member(), h.ttl)
+	var n int
+	var epoch string
+	var err error
+	lv, hasEpoch := h.store.(cluster.Leaver)
+	if hasEpoch {
+		n, epoch, err = lv.BeatEpoch(ctx, h.Member(), h.ttl)
+	} else {
+		n, err = h.store.Beat(ctx, h.Member(), h.ttl)
+	}
 	cancel()
 	if h.ctx.Err() != nil || parent.Err() != nil {
 		return
@@ -284,6 +305,25 @@ func (h *Heartbeat) beatCtx(parent context.Context) {
 		}
 	} else {
 		h.lastErr.Store(nil)
+		if hasEpoch {
+			if !h.hasCount || epoch != h.epoch {
+				h.gen++
+				h.epoch = epoch
+			} else {
+				// The Store kept the live set since the last beat: a
+				// lower count under this epoch is members that left or
+				// expired, not a loss, and replaces the epoch's samples.
+				// Samples of an earlier epoch (before the set was lost)
+				// are held as before.
+				keep := h.seen[:0]
+				for _, s := range h.seen {
+					if s.gen != h.gen {
+						keep = append(keep, s)
+					}
+				}
+				h.seen = keep
+			}
+		}
 		h.counts(now, int64(max(n, 1)))
 	}
 	live, share, src := int(h.live.Load()), int(h.share.Load()), Source(h.source.Load())
@@ -318,7 +358,7 @@ func (h *Heartbeat) counts(now, n int64) {
 			keep = append(keep, s)
 		}
 	}
-	h.seen = append(keep, sample{now, n})
+	h.seen = append(keep, sample{now, n, h.gen})
 	live := int64(0)
 	for _, s := range h.seen {
 		live = max(live, s.n)

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"net"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,7 +63,10 @@ func (m Mode) String() string {
 	return "unknown"
 }
 
-// Transition is a change of a Manager's Mode, as its listener sees it.
+// Transition is a change of a Manager's Mode, as its listener sees it,
+// or, with From and To both Fallback, a change of the failure that keeps
+// it in Fallback (a probe failed otherwise than the last call: a Redis
+// that restarted, EOF, now refuses the password).
 type Transition struct {
 	// From and To are the modes before and after.
 	From, To Mode
@@ -158,6 +164,10 @@ type Manager struct {
 	dl      atomic.Int64 // ns: the deadline of the next call
 	share   atomic.Int64 // the count local shares divide by; 0: live
 	source  atomic.Uint32
+
+	// cause is, in Fallback, the failure of the call that tripped or of
+	// the last probe (see probeFailed).
+	cause atomic.Pointer[error]
 
 	latMu sync.Mutex
 	lat   [latencySamples]int64 // ns of recent successful calls, a ring
@@ -686,6 +696,7 @@ func (m *Manager) runProbe() {
 	err := m.store.Take(ctx, reqs[:], grants[:])
 	cancel()
 	if err != nil {
+		m.probeFailed(fmt.Errorf("sluice: cluster store: probe: %w", err))
 		return
 	}
 	m.restartLatency(m.clock.Nanotime() - start)
@@ -707,6 +718,7 @@ func (m *Manager) runProbe() {
 	}
 	m.tmu.Lock()
 	if m.mode.CompareAndSwap(uint32(Fallback), uint32(Remote)) {
+		m.cause.Store(nil)
 		m.epoch.Add(1)
 		m.trs.Enqueue(Transition{From: Fallback, To: Remote, At: m.clock.Nanotime()})
 	}
@@ -728,6 +740,7 @@ func (m *Manager) trip(now int64, epoch uint64, err error) {
 		return
 	}
 	m.epoch.Add(1)
+	m.cause.Store(&err)
 	m.late.Store(0)
 	m.probeAt.Store(now + m.probeEvery)
 	m.mu.Lock()
@@ -737,6 +750,77 @@ func (m *Manager) trip(now int64, epoch uint64, err error) {
 		l.dropLeases(now)
 	}
 	m.trs.Enqueue(Transition{From: Remote, To: Fallback, At: now, Err: err})
+}
+
+// probeFailed takes the failure err of a probe: when it is of another
+// kind than the failure that keeps the Manager in Fallback (see
+// failureKind), it becomes the cause and a Fallback to Fallback
+// transition tells it, so that a Redis that came back refusing the
+// password is reported, not the EOF of its restart.
+func (m *Manager) probeFailed(err error) {
+	m.tmu.Lock()
+	if m.Mode() != Fallback {
+		m.tmu.Unlock()
+		return
+	}
+	if p := m.cause.Load(); p != nil && failureKind(*p) == failureKind(err) {
+		m.cause.Store(&err) // the latest of its kind, for Err
+		m.tmu.Unlock()
+		return
+	}
+	m.cause.Store(&err)
+	m.trs.Enqueue(Transition{From: Fallback, To: Fallback, At: m.clock.Nanotime(), Err: err})
+	m.tmu.Unlock()
+	m.trs.Drain()
+}
+
+// Err returns, in Fallback, the failure that keeps the Manager there: that
+// of the call that tripped it, or of the last probe if that failed
+// otherwise since; nil in Remote.
+func (m *Manager) Err() error {
+	if m.Mode() != Fallback {
+		return nil
+	}
+	if p := m.cause.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// failureKind names the kind of a Store failure, leaving out what differs
+// between two failures of one kind (addresses, ports, message details):
+// the first word of an error reply from the server (WRONGPASS, NOAUTH,
+// LOADING...), a deadline, EOF, the operation and system error of a
+// network failure (dial: connect: connection refused), or else the
+// innermost error's text.
+func failureKind(err error) string {
+	var reply interface{ RedisError() }
+	if errors.As(err, &reply) {
+		msg := reply.(error).Error()
+		if i := strings.IndexByte(msg, ' '); i > 0 {
+			msg = msg[:i]
+		}
+		return "reply " + msg
+	}
+	var ne *net.OpError
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "deadline"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "EOF"
+	case errors.As(err, &ne):
+		if ne.Err != nil {
+			return ne.Op + ": " + ne.Err.Error()
+		}
+		return ne.Op
+	}
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err.Error()
+		}
+		err = next
+	}
 }
 
 // observeRTT folds the duration d of a successful Take into the moving

@@ -160,7 +160,8 @@ func (s *Server) waitReady() error {
 	}
 }
 
-// ping sends one PING in RESP and expects +PONG.
+// ping sends one PING in RESP and expects +PONG (or -NOAUTH from a server
+// that requires a password).
 func ping(addr string) error {
 	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 	if err != nil {
@@ -175,7 +176,8 @@ func ping(addr string) error {
 	if err != nil {
 		return err
 	}
-	if !strings.HasPrefix(line, "+PONG") {
+	// A server with a password answers NOAUTH: it is up.
+	if !strings.HasPrefix(line, "+PONG") && !strings.HasPrefix(line, "-NOAUTH") {
 		return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
 	}
 	return nil
@@ -205,6 +207,18 @@ func (s *Server) Kill() {
 func (s *Server) Restart() {
 	s.t.Helper()
 	s.Kill()
+	if err := s.start(); err != nil {
+		s.t.Fatalf("redistest: restart redis-server on port %d: %v", s.port, err)
+	}
+}
+
+// RestartWith starts a killed server again on the same port, empty, with
+// extra as its extra arguments instead of those it had (for example
+// "--requirepass", "other").
+func (s *Server) RestartWith(extra ...string) {
+	s.t.Helper()
+	s.Kill()
+	s.args = extra
 	if err := s.start(); err != nil {
 		s.t.Fatalf("redistest: restart redis-server on port %d: %v", s.port, err)
 	}
