@@ -739,7 +739,9 @@
   // flight)"), without the mark of a required field.
   function label(e) {
     const l = e.closest("label"), sp = l && l.querySelector("span");
-    return sp ? sp.textContent.replace(/ \*$/, "") : e.name;
+    if (!sp) return e.name;
+    const dot = e.name.indexOf("."), text = sp.textContent.replace(/ \*$/, "");
+    return dot > 0 ? e.name.slice(0, dot + 1) + text : text; // "cluster.localThreshold", as the server's errors
   }
   // formYAML is the rule of form f as a list item, or throws an Error
   // naming the field that cannot be written.
