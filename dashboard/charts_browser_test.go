@@ -40,7 +40,7 @@ func TestBrowserChartHistory(t *testing.T) {
 	tel := memstore.New(time.Now)
 	for s := now - 150; s <= now+60; s++ {
 		f := cluster.Frame{App: "shop", Instance: "shop-1", Second: s, RuleVersion: 2}
-		f.Resources = []cluster.ResourceSecond{{Resource: "GET /api", Second: stat.Second{Pass: 15}}}
+		f.Resources = []cluster.ResourceSecond{{Resource: "GET /api", Second: stat.Second{Pass: 40}}}
 		for i := range 4 {
 			f.Resources = append(f.Resources, cluster.ResourceSecond{Resource: fmt.Sprint("busy-", i), Second: stat.Second{Pass: 100}})
 		}

@@ -112,17 +112,21 @@
       for (const [from, to, v] of m.segs || [[t0, t1, m.value]]) {
         const a = Math.max(from, t0), b = Math.min(to, t1);
         if (b < a) { prev = null; continue; }
-        const sy = Math.round(y(v)) + 0.5, xa = from <= t0 ? left : x(a), xb = to >= t1 ? right : x(b);
+        // A step above the scale runs along the top edge.
+        const sy = Math.max(Math.round(y(v)), 1) + 0.5, xa = from <= t0 ? left : x(a), xb = to >= t1 ? right : x(b);
         if (prev && prev[0] === from) g.lineTo(xa, sy); else g.moveTo(xa, sy);
         g.lineTo(xb, sy);
         prev = [to, sy];
       }
       g.stroke();
-      // The label at the left end (where a young window has no line and
-      // version marks are rare), above the line, or below it near the
-      // top (under the scale).
+      // The label at the left end of its last step (the whole window's
+      // left end, where a young window has no line and version marks are
+      // rare, when one limit held it), above the line, or below it near
+      // the top (under the scale).
       g.fillStyle = colors.limit;
-      g.fillText(m.label, left + 2, my - 2 < top + 12 ? my + 11 : my - 2);
+      const segs = m.segs || [], lastFrom = segs.length ? segs[segs.length - 1][0] : t0;
+      const lx = lastFrom <= t0 ? left + 2 : Math.min(x(lastFrom) + 2, right - g.measureText(m.label).width - 2);
+      g.fillText(m.label, lx, my - 2 < top + 12 ? my + 11 : my - 2);
     }
     for (const l of lines) {
       g.strokeStyle = l.color; g.lineWidth = 1.5; g.setLineDash(l.dash || []); g.beginPath();
@@ -746,7 +750,9 @@
   // flight)"), without the mark of a required field.
   function label(e) {
     const l = e.closest("label"), sp = l && l.querySelector("span");
-    return sp ? sp.textContent.replace(/ \*$/, "") : e.name;
+    if (!sp) return e.name;
+    const dot = e.name.indexOf("."), text = sp.textContent.replace(/ \*$/, "");
+    return dot > 0 ? e.name.slice(0, dot + 1) + text : text; // "cluster.localThreshold", as the server's errors
   }
   // formYAML is the rule of form f as a list item, or throws an Error
   // naming the field that cannot be written.
