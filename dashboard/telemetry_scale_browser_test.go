@@ -60,6 +60,9 @@ func TestBrowserResourceTable10x10k(t *testing.T) {
 		list := pub.MemoryUsage(bg, fmt.Sprintf("scale:tm:{shop}:f:shop-%d", i)).Val()
 		whole := pub.MemoryUsage(bg, fmt.Sprintf("scale:tm:{shop}:l:shop-%d", i)).Val()
 		total += list + whole
+		if i == 0 {
+			t.Logf("instance 0: %d seconds kept %d bytes, its newest frame whole %d bytes", seconds, list, whole)
+		}
 		require.LessOrEqual(t, list, whole, "instance %d: %d seconds listed take %d bytes, more than its whole newest frame (%d)", i, seconds, list, whole)
 	}
 	t.Logf("telemetry in Redis: %.1f MB for %d instances x %d seconds x %d resources", float64(total)/1e6, instances, seconds, resources)
