@@ -199,6 +199,8 @@ type figures struct {
 	// highest step of a tiered rule, in each instance's newest frame.
 	adaptive int64
 	tier     int
+	// newest: only the instances' newest frames had the resource.
+	newest bool
 }
 
 func (f *figures) add(rs *cluster.ResourceSecond) {
@@ -243,6 +245,32 @@ type resourceRow struct {
 	Adaptive int64  `json:"adaptive"`
 	Tier     int    `json:"tier"`
 	Shadow   uint64 `json:"shadow"`
+	// Newest: the figures are of the newest second only: no frame kept of
+	// the window had the resource among its busiest (the telemetry store
+	// keeps the seconds with the busiest, and each instance's newest frame
+	// whole).
+	Newest bool `json:"newest,omitempty"`
+}
+
+// latestFrames is a telemetry store that keeps each instance's newest
+// frame whole, and the frames of the seconds before with only their
+// busiest resources (sluiceredis.Telemetry).
+type latestFrames interface {
+	Latest(ctx context.Context, app string) ([]cluster.Frame, error)
+}
+
+// latest returns the newest frame of each of app's instances, whole, and
+// whether the telemetry store keeps them (false: its frames are whole).
+func (d *Dashboard) latest(ctx context.Context, app string, errs *[]string) ([]cluster.Frame, bool) {
+	lt, ok := d.tel.(latestFrames)
+	if !ok {
+		return nil, false
+	}
+	fs, err := lt.Latest(ctx, app)
+	if err != nil {
+		*errs = append(*errs, "telemetry: "+err.Error())
+	}
+	return fs, true
 }
 
 // resourcePage is a page of the resource table.
@@ -320,6 +348,7 @@ func (d *Dashboard) resourceTable(ctx context.Context, app string, p *resourcePa
 		}
 	}
 	frames = byInstanceSecond(frames)
+	latest, haveLatest := d.latest(ctx, app, &p.Errors)
 	all := map[string]*figures{}
 	get := func(name string) *figures {
 		f := all[name]
@@ -352,11 +381,34 @@ func (d *Dashboard) resourceTable(ctx context.Context, app string, p *resourcePa
 			}
 			fg.add(rs)
 			fg.last = max(fg.last, f.Second)
-			if f.Second == newest[f.Instance] {
+			if !haveLatest && f.Second == newest[f.Instance] {
 				fg.inflight += rs.Concurrency
 				fg.adaptive += rs.AdaptiveLimit
 				fg.tier = max(fg.tier, rs.Tier)
 			}
+		}
+	}
+	// The newest frame of each instance, whole: the figures in flight of
+	// every resource, and the newest second of those no listed frame of
+	// the window holds (outside the busiest of each second).
+	for i := range latest {
+		f := &latest[i]
+		if f.Second < p.Since || f.Second > now {
+			continue
+		}
+		for j := range f.Resources {
+			rs := &f.Resources[j]
+			fg := get(rs.Resource)
+			if fg == nil {
+				continue
+			}
+			if fg.last == 0 || fg.newest {
+				fg.add(rs)
+				fg.last, fg.newest = max(fg.last, f.Second), true
+			}
+			fg.inflight += rs.Concurrency
+			fg.adaptive += rs.AdaptiveLimit
+			fg.tier = max(fg.tier, rs.Tier)
 		}
 	}
 	p.All = len(all)
@@ -407,7 +459,7 @@ func (d *Dashboard) resourceTable(ctx context.Context, app string, p *resourcePa
 	for _, n := range names[p.Offset:min(len(names), p.Offset+p.Limit)] {
 		f := all[n]
 		row := resourceRow{Resource: n, Pass: f.pass, Block: f.block, Blocked: f.blockedSlice(), RT: f.rt(), InFlight: f.inflight,
-			Rules: ix.byRes[n], Adaptive: f.adaptive, Tier: f.tier, Shadow: f.shadow}
+			Rules: ix.byRes[n], Adaptive: f.adaptive, Tier: f.tier, Shadow: f.shadow, Newest: f.newest}
 		if row.Rules == nil {
 			row.Rules = []appliedRule{}
 		}
@@ -453,10 +505,11 @@ type instanceFigures struct {
 	Blocked  []uint64 `json:"blocked,omitempty"`
 	RT       float64  `json:"rt"`
 	InFlight int64    `json:"inflight"`
-	Last     int64    `json:"last"`     // the newest second with the resource
-	Adaptive int64    `json:"adaptive"` // the adaptive limit in the newest frame
-	Tier     int      `json:"tier"`     // the tiered rule's step in the newest frame
-	Shadow   uint64   `json:"shadow"`   // would-be refusals of rules in shadow mode
+	Last     int64    `json:"last"`             // the newest second with the resource
+	Adaptive int64    `json:"adaptive"`         // the adaptive limit in the newest frame
+	Tier     int      `json:"tier"`             // the tiered rule's step in the newest frame
+	Shadow   uint64   `json:"shadow"`           // would-be refusals of rules in shadow mode
+	Newest   bool     `json:"newest,omitempty"` // the figures are of the newest second only
 }
 
 // resourceDetail is one resource per instance, for the table's row opened.
@@ -496,6 +549,7 @@ func (d *Dashboard) resource(w http.ResponseWriter, r *http.Request, c *call) {
 		}
 	}
 	frames = byInstanceSecond(frames)
+	latest, _ := d.latest(ctx, c.app, &rd.Errors)
 	by := map[string]*figures{}
 	var ids []string
 	for i := range frames {
@@ -520,10 +574,34 @@ func (d *Dashboard) resource(w http.ResponseWriter, r *http.Request, c *call) {
 			fg.adaptive, fg.tier = rs.AdaptiveLimit, rs.Tier
 		}
 	}
+	// Each instance's newest frame, whole: its figures in flight, and its
+	// second when no listed frame had the resource.
+	for i := range latest {
+		f := &latest[i]
+		if f.Second < rd.Since || f.Second > now {
+			continue
+		}
+		for j := range f.Resources {
+			rs := &f.Resources[j]
+			if rs.Resource != name {
+				continue
+			}
+			fg := by[f.Instance]
+			if fg == nil {
+				fg = &figures{newest: true}
+				by[f.Instance] = fg
+				ids = append(ids, f.Instance)
+				fg.add(rs)
+				fg.last = f.Second
+			}
+			fg.inflight = rs.Concurrency
+			fg.adaptive, fg.tier = rs.AdaptiveLimit, rs.Tier
+		}
+	}
 	for _, id := range ids {
 		f := by[id]
 		rd.Instances = append(rd.Instances, instanceFigures{Instance: id, Pass: f.pass, Block: f.block, Blocked: f.blockedSlice(),
-			RT: f.rt(), InFlight: f.inflight, Last: f.last, Adaptive: f.adaptive, Tier: f.tier, Shadow: f.shadow})
+			RT: f.rt(), InFlight: f.inflight, Last: f.last, Adaptive: f.adaptive, Tier: f.tier, Shadow: f.shadow, Newest: f.newest})
 	}
 	w.Header().Set("Content-Type", "application/json")
 	newJSON(w).Encode(rd)

@@ -40,9 +40,9 @@ type TelemetryConfig struct {
 	// instance's list of frames (Frames), the busiest; only the newest
 	// frame of each instance keeps MaxResources (Latest). Zero or less
 	// means DefaultFrameResources, and it is at most MaxResources. With
-	// MaxResources at 10,000, a kept second costs about 6 KB instead of
-	// 600 KB, and Frames over a minute of 10 instances reads 4 MB
-	// instead of 370 MB.
+	// MaxResources at 10,000, a kept second takes about 4 KB of Redis
+	// instead of 790 KB, and Frames over a minute of 10 instances reads
+	// about 2 MB instead of 470 MB.
 	SeriesResources int
 }
 

@@ -552,6 +552,8 @@
       for (const r of p.rows) {
         const tr = el("tr");
         tr.dataset.resource = r.resource;
+        // Outside the busiest of each second kept: the newest second only.
+        if (r.newest) { tr.classList.add("newest"); tr.title = "The figures of the newest second only: the seconds kept hold the busiest resources of each."; }
         tr.appendChild(el("td", "resource", r.resource));
         tr.appendChild(el("td", "num", r.pass));
         tr.appendChild(el("td", "num", r.block));
