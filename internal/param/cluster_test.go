@@ -758,3 +758,71 @@ func TestClusterThrottleShareBudgetPlusOne(t *testing.T) {
 		})
 	}
 }
+
+// TestClusterShareLongFallback: a store down for 20 Durations after two of
+// service, both behaviors. From the fallback's start the shares admit
+// together at most the bucket and its refills since, t + b + t × span /
+// Duration (+ 1), over every span from there; in one Duration at most
+// t + max(t + b, N), each instance holding at most max(t + b, N) credits
+// (one request when its share is below one). With t + b < N that is N in
+// one Duration: the shares are not coordinated, and every instance's first
+// request comes (N − t − b) / t Durations into the fallback, as
+// docs/design/cluster.md says under "What the bound does not cover".
+func TestClusterShareLongFallback(t *testing.T) {
+	tests := []struct {
+		name      string
+		behavior  rules.ControlBehavior
+		instances int
+		threshold int64
+		burst     int64
+		duration  time.Duration
+	}{
+		{"reject 1 per minute, 10 instances", rules.Reject, 10, 1, 0, time.Minute},
+		{"reject 5+2 per 10 s, 4 instances", rules.Reject, 4, 5, 2, 10 * time.Second},
+		{"throttle 1 per minute, 10 instances", rules.Throttle, 10, 1, 0, time.Minute},
+		{"throttle 2 per 10 s, 3 instances", rules.Throttle, 3, 2, 0, 10 * time.Second},
+		{"throttle 7 per 10 s, 2 instances", rules.Throttle, 2, 7, 0, 10 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			const steps = 440 // 22 Durations of 20 steps
+			f := newFleet(t, tt.instances)
+			r := rules.Param{Key: "user", Threshold: tt.threshold, Burst: tt.burst, Behavior: tt.behavior,
+				Duration: tt.duration, Cluster: &rules.Cluster{}}
+			cs := make([]*Controller, tt.instances)
+			for i := range cs {
+				cs[i], _ = f.build(t, i, r, nil)
+			}
+			var (
+				window [steps / 20]int64
+				fellAt = 40 // the store fails after two Durations
+				since  int64
+			)
+			size := tt.threshold + tt.burst
+			for s := 0; s < steps; s++ {
+				if s == fellAt {
+					f.st.setDown(true)
+				}
+				for i, c := range cs {
+					if f.enter(c, "u") != nil {
+						continue
+					}
+					window[s/20]++
+					if s >= fellAt {
+						since++
+						// Every span from the fallback's start: the bucket
+						// and its refills, t per Duration (20 steps).
+						budget := size + tt.threshold*int64(s-fellAt)/20
+						require.LessOrEqual(t, since, budget+1, "instance %d, step %d", i, s)
+					}
+				}
+				f.clk.Advance(tt.duration / 20)
+			}
+			for w, n := range window {
+				assert.LessOrEqual(t, n, tt.threshold+max(size, int64(tt.instances)), "Duration %d", w)
+			}
+			t.Logf("per Duration %v; %d in the fallback's %d Durations (budget %d)", window, since, (steps-fellAt)/20,
+				size+tt.threshold*int64(steps-fellAt)/20)
+		})
+	}
+}
