@@ -826,3 +826,55 @@ func TestClusterShareLongFallback(t *testing.T) {
 		})
 	}
 }
+
+// TestClusterThrottleShareConcurrent: with the store down, goroutines on
+// every instance enter the same values at once (the clock moves between
+// rounds): the throttle shares, schedules under the cache's locks, admit
+// at most the bucket and its refills since the fallback began + 1 per
+// value, however the entries interleave (run with -race).
+func TestClusterThrottleShareConcurrent(t *testing.T) {
+	const (
+		instances = 3
+		workers   = 4
+		rounds    = 200 // 10 Durations
+		threshold = 2
+	)
+	f := newFleet(t, instances)
+	r := rules.Param{Key: "user", Threshold: threshold, Behavior: rules.Throttle, Duration: 10 * time.Second, Cluster: &rules.Cluster{}}
+	cs := make([]*Controller, instances)
+	for i := range cs {
+		cs[i], _ = f.build(t, i, r, nil)
+	}
+	f.st.setDown(true)
+	values := []string{"a", "b", "c"}
+	var (
+		mu       sync.Mutex
+		admitted = map[string]int64{}
+	)
+	for round := 0; round < rounds; round++ {
+		var wg sync.WaitGroup
+		for _, c := range cs {
+			for w := 0; w < workers; w++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for _, v := range values {
+						if f.enter(c, v) == nil {
+							mu.Lock()
+							admitted[v]++
+							mu.Unlock()
+						}
+					}
+				}()
+			}
+		}
+		wg.Wait()
+		f.clk.Advance(500 * time.Millisecond)
+	}
+	budget := int64(threshold + threshold*rounds/20)
+	for _, v := range values {
+		assert.LessOrEqual(t, admitted[v], budget+1, "value %q", v)
+		assert.Greater(t, admitted[v], int64(0), "value %q", v)
+	}
+	t.Logf("admitted %v of a budget of %d each", admitted, budget)
+}
