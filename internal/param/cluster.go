@@ -5,6 +5,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"math"
+	"math/bits"
 	"strconv"
 	"strings"
 	"sync"
@@ -58,9 +60,13 @@ type clusterCtl struct {
 	// fallback since its last decision by the store (0: none): a local
 	// share's credit beyond the share itself accrues only from then.
 	fell atomic.Int64
+	// books: the rule keeps the books of each value's local share (a
+	// strict rule whose fallback is local): the store's grants to this
+	// instance are charged to the share, its refusals empty it.
+	books bool
 	// owed is what the local share admitted that the store has not been
-	// charged for yet, per value (a strict token-bucket rule whose fallback
-	// is local; nil otherwise).
+	// charged for yet, per value (a strict token-bucket rule whose
+	// fallback is local; nil otherwise).
 	owed *owed
 }
 
@@ -97,8 +103,11 @@ func newClusterCtl(r *rules.Param, rm *Remote) *clusterCtl {
 	}
 	if r.Cluster.Leases {
 		cc.leases = newLeaseCache(cmp.Or(r.Capacity, ruledef.ParamCapacity))
-	} else if cc.alg == cluster.TokenBucket && cmp.Or(cc.fallback, rules.FallbackLocal) == rules.FallbackLocal {
-		cc.owed = &owed{m: make(map[digest]int64), cap: cmp.Or(r.Capacity, ruledef.ParamCapacity)}
+	} else if cmp.Or(cc.fallback, rules.FallbackLocal) == rules.FallbackLocal {
+		cc.books = true
+		if cc.alg == cluster.TokenBucket {
+			cc.owed = &owed{m: make(map[digest]int64), cap: cmp.Or(r.Capacity, ruledef.ParamCapacity)}
+		}
 	}
 	return cc
 }
@@ -134,11 +143,11 @@ func (cc *clusterCtl) budget(d *digest, tm terms) cluster.Budget {
 // fails or is late. An admission is a permit of the store's, spent even if
 // a later check refuses the entry.
 //
-// A strict token-bucket rule with a local fallback keeps the books of each
-// value's local share (docs/design/cluster.md, "Fallback"): every permit
-// the store grants this instance is charged to the share too, and what the
-// share admits is owed to the store, charged at the value's next remote
-// decision.
+// A strict rule with a local fallback keeps the books of each value's
+// local share (docs/design/cluster.md, "Fallback"): every permit the store
+// grants this instance is charged to the share too, and, with the reject
+// behavior, what the share admits is owed to the store, charged at the
+// value's next remote decision.
 func (c *Controller) checkCluster(ctx context.Context, ec *entry.Context, key string, t int64, clk core.Clock) *core.BlockError {
 	cc := c.cl
 	if ctx == nil {
@@ -193,14 +202,14 @@ func (c *Controller) checkCluster(ctx context.Context, ec *entry.Context, key st
 		be.Cause = ctx.Err()
 		return be
 	case !r.Admitted:
-		if cc.owed != nil {
-			// The bucket ran short: so does the share.
+		if cc.books {
+			// The bucket ran short (the schedule ran ahead): so does the share.
 			n, _ := cc.mgr.Share()
 			c.chargeShare(key, c.share(key, t, n), 0, ec.Start)
 		}
 		return c.clusterBlocked(ec, t, r.RetryAfter, "cluster budget exhausted")
 	}
-	if cc.owed != nil {
+	if cc.books {
 		n, _ := cc.mgr.Share()
 		c.chargeShare(key, c.share(key, t, n), ec.Batch, ec.Start)
 	}
@@ -231,12 +240,7 @@ func (c *Controller) checkFallback(ctx context.Context, ec *entry.Context, key s
 	if c.mode == modeReject {
 		be = c.checkShare(ec, key, sh, since)
 	} else {
-		// A schedule of whole requests: the share rounded down, at least 1.
-		share := max(sh.rate/sh.cost, 1)
-		if ec.Batch > share {
-			return c.clusterBlocked(ec, t, 0, "cluster fallback: batch larger than the local share")
-		}
-		be = c.checkLocal(ctx, ec, key, share, 0, clk)
+		be = c.paceShare(ctx, ec, key, sh, since, clk)
 	}
 	if be != nil {
 		be.Type = core.BlockCluster
@@ -322,8 +326,12 @@ func (c *Controller) checkShare(ec *entry.Context, key string, sh shareOf, since
 // the share holds only what it earns from now on. The share may go into
 // debt, at most its own size: an instance that served more of the value
 // than its share holds nothing while the store fails, until the debt is
-// refilled.
+// refilled. A throttle rule's share is a schedule: see chargePace.
 func (c *Controller) chargeShare(key string, sh shareOf, n, now int64) {
+	if c.mode != modeReject {
+		c.chargePace(key, sh, n, now)
+		return
+	}
 	size := sh.rate + sh.burst
 	s, r := c.cache.locate(key)
 	s.mu.Lock()
@@ -335,6 +343,80 @@ func (c *Controller) chargeShare(key string, sh shareOf, n, now int64) {
 		e.tokens = max(e.tokens-n*sh.cost, -size)
 	}
 	s.mu.Unlock()
+}
+
+// paceShare decides the entry by value key's local share sh, a throttle
+// rule's: a schedule in the value's cache slot whose slots are
+// Duration × cost / rate long (Duration × N / t for the default share: t/N
+// requests per Duration, not rounded, so n instances together pace t per
+// Duration whatever t and n; rounded down to at least 1 as it was until
+// 2026-12-02, ten instances sharing 1 per minute paced ten). An idle
+// schedule admits at once only a share of at least one request per
+// Duration: a smaller share holds rate/cost of a request, as a
+// token-bucket share does, and its credit grows to one request only from
+// since on (the rule's first decision in this fallback; a late call's
+// since is now, so there it holds only that fraction). Its first slot is
+// then since + Duration × (cost - rate) / rate at the earliest. A batch
+// larger than the share rounded down (at least 1) is refused.
+func (c *Controller) paceShare(ctx context.Context, ec *entry.Context, key string, sh shareOf, since int64, clk core.Clock) *core.BlockError {
+	now, n := ec.Start, ec.Batch
+	if top := max(sh.rate/sh.cost, 1); n > top {
+		return c.blocked(ec, float64(n), float64(top), 0, "cluster fallback: batch larger than the local share")
+	}
+	w := c.shareWindow(sh)
+	floor := now
+	if sh.cost > sh.rate {
+		lead := int64((w+uint64(sh.rate)-1)/uint64(sh.rate) - c.window) // one slot less a Duration
+		floor = max(now, min(since, now)+lead)
+	}
+	s, r := c.cache.locate(key)
+	return c.pace(ctx, ec, clk, s, &r, sh.rate, w, floor)
+}
+
+// shareWindow is the numerator of a throttle share's slot, Duration × cost
+// ns (a slot is that over rate), at most 2^62 (292 years × cost/rate).
+func (c *Controller) shareWindow(sh shareOf) uint64 {
+	hi, lo := bits.Mul64(c.window, uint64(sh.cost))
+	if hi != 0 || lo > 1<<62 {
+		return 1 << 62
+	}
+	return lo
+}
+
+// chargePace charges n requests the store granted this instance at now to
+// value key's throttle share sh: n slots of the share's schedule, from its
+// end or from now if it is idle; or, for n = 0 (the store refused the
+// value: its schedule is beyond MaxQueueing), empties it: its next slot is
+// a slot away. The schedule runs at most a slot and a Duration ahead of
+// now (the debt of a token-bucket share, its size).
+func (c *Controller) chargePace(key string, sh shareOf, n, now int64) {
+	w := c.shareWindow(sh)
+	slot := int64((w + uint64(sh.rate) - 1) / uint64(sh.rate))
+	s, r := c.cache.locate(key)
+	s.mu.Lock()
+	e := s.get(&r, 0, math.MinInt64/2)
+	end := e.last
+	if e.part > 0 {
+		end++ // rounded up to the next whole nanosecond
+	}
+	end = max(end, now)
+	if n == 0 {
+		end = max(end, satAdd(now, slot))
+	} else {
+		end = satAdd(end, satMul(n, slot))
+	}
+	e.last, e.part = min(end, satAdd(satAdd(now, slot), int64(c.window))), 0
+	s.mu.Unlock()
+}
+
+// satMul returns a×b for non-negative a and b, or math.MaxInt64 when that
+// overflows.
+func satMul(a, b int64) int64 {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	if hi != 0 || lo > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(lo)
 }
 
 // owed holds, per value, the requests a strict rule's local share admitted

@@ -656,3 +656,225 @@ func TestClusterShareBudgetPlusOne(t *testing.T) {
 		})
 	}
 }
+
+// TestClusterThrottleShareBudgetPlusOne: a strict throttle rule (MaxQueueing
+// 0) through the faults of TestClusterShareBudgetPlusOne: the store paces,
+// fails for four Durations (an equal reload in the middle), paces again,
+// then answers every third call too late. Every value gets over the run at
+// most what a token bucket of Threshold (refilled Threshold per Duration,
+// starting full) admits + 1: the shares pace at Threshold / N per
+// Duration, not rounded, a share below one request per Duration admitting
+// its first no sooner than its credit allows, charged with the store's
+// grants and emptied by its refusals. In one aligned Duration: at most
+// Threshold + max(Threshold, N) + 1 (each instance's schedule holds one
+// request at most; with t >= N that is the bucket's 2t + 1). Before, each
+// instance's share was Threshold / N rounded down, at least 1, and every
+// schedule was idle when the fallback began: with t < N the fleet paced N
+// per Duration (1 per minute over ten instances: 75 for a budget of 13).
+func TestClusterThrottleShareBudgetPlusOne(t *testing.T) {
+	tests := []struct {
+		name      string
+		instances int
+		threshold int64
+		duration  time.Duration
+	}{
+		{"1 per minute, 10 instances", 10, 1, time.Minute},
+		{"2 per 10 s, 3 instances", 3, 2, 10 * time.Second},
+		{"5 per 10 s, 3 instances", 3, 5, 10 * time.Second},
+		{"7 per 10 s, 2 instances", 2, 7, 10 * time.Second},
+		{"3 per 10 s, 4 instances", 4, 3, 10 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			const (
+				users = 40
+				steps = 240 // 12 Durations
+			)
+			f := newFleet(t, tt.instances)
+			r := rules.Param{Key: "user", Threshold: tt.threshold, Behavior: rules.Throttle, Duration: tt.duration, Cluster: &rules.Cluster{}}
+			cs := make([]*Controller, tt.instances)
+			olds := make([]map[string][]*Controller, tt.instances)
+			for i := range cs {
+				cs[i], olds[i] = f.build(t, i, r, nil)
+			}
+			step := tt.duration / 20
+			var (
+				total  [users]int64
+				window [users][steps / 20]int64
+				fell   int
+				inFall int64
+			)
+			for s := 0; s < steps; s++ {
+				switch s {
+				case 30:
+					f.st.setDown(true)
+				case 100:
+					for i := range cs {
+						cs[i], olds[i] = f.build(t, i, r, olds[i])
+					}
+				case 110:
+					f.st.setDown(false)
+				case 170:
+					f.st.mu.Lock()
+					f.st.late = 3
+					f.st.mu.Unlock()
+				case 210:
+					f.st.mu.Lock()
+					f.st.late = 0
+					f.st.mu.Unlock()
+				}
+				for u := 0; u < users; u++ {
+					for k := 0; k < 2; k++ {
+						i := (s*2 + k + u) % tt.instances
+						be := f.enter(cs[i], fmt.Sprint("user-", u))
+						if be == nil {
+							total[u]++
+							window[u][s/20]++
+							if s >= 30 && s < 110 {
+								inFall++
+							}
+							continue
+						}
+						require.Equal(t, core.BlockCluster, be.Type, "%v", be)
+						if strings.HasPrefix(be.Reason, "cluster fallback") {
+							fell++
+						}
+					}
+				}
+				f.clk.Advance(step)
+			}
+			if fell == 0 {
+				t.Fatal("no entry decided by the fallback")
+			}
+			run := tt.threshold + tt.threshold*int64(steps)/20
+			for u := 0; u < users; u++ {
+				assert.LessOrEqual(t, total[u], run+1, "user-%d over the run (budget %d)", u, run)
+				for w, n := range window[u] {
+					assert.LessOrEqual(t, n, tt.threshold+max(tt.threshold, int64(tt.instances))+1, "user-%d in Duration %d", u, w)
+				}
+			}
+			t.Logf("budget over the run %d; user-0 admitted %d, per Duration %v; all users %d while the store was down; %d fallback refusals",
+				run, total[0], window[0], inFall, fell)
+		})
+	}
+}
+
+// TestClusterShareLongFallback: a store down for 20 Durations after two of
+// service, both behaviors. From the fallback's start the shares admit
+// together at most the bucket and its refills since, t + b + t × span /
+// Duration (+ 1), over every span from there; in one Duration at most
+// t + max(t + b, N), each instance holding at most max(t + b, N) credits
+// (one request when its share is below one). With t + b < N that is N in
+// one Duration: the shares are not coordinated, and every instance's first
+// request comes (N − t − b) / t Durations into the fallback, as
+// docs/design/cluster.md says under "What the bound does not cover".
+func TestClusterShareLongFallback(t *testing.T) {
+	tests := []struct {
+		name      string
+		behavior  rules.ControlBehavior
+		instances int
+		threshold int64
+		burst     int64
+		duration  time.Duration
+	}{
+		{"reject 1 per minute, 10 instances", rules.Reject, 10, 1, 0, time.Minute},
+		{"reject 5+2 per 10 s, 4 instances", rules.Reject, 4, 5, 2, 10 * time.Second},
+		{"throttle 1 per minute, 10 instances", rules.Throttle, 10, 1, 0, time.Minute},
+		{"throttle 2 per 10 s, 3 instances", rules.Throttle, 3, 2, 0, 10 * time.Second},
+		{"throttle 7 per 10 s, 2 instances", rules.Throttle, 2, 7, 0, 10 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			const steps = 440 // 22 Durations of 20 steps
+			f := newFleet(t, tt.instances)
+			r := rules.Param{Key: "user", Threshold: tt.threshold, Burst: tt.burst, Behavior: tt.behavior,
+				Duration: tt.duration, Cluster: &rules.Cluster{}}
+			cs := make([]*Controller, tt.instances)
+			for i := range cs {
+				cs[i], _ = f.build(t, i, r, nil)
+			}
+			var (
+				window [steps / 20]int64
+				fellAt = 40 // the store fails after two Durations
+				since  int64
+			)
+			size := tt.threshold + tt.burst
+			for s := 0; s < steps; s++ {
+				if s == fellAt {
+					f.st.setDown(true)
+				}
+				for i, c := range cs {
+					if f.enter(c, "u") != nil {
+						continue
+					}
+					window[s/20]++
+					if s >= fellAt {
+						since++
+						// Every span from the fallback's start: the bucket
+						// and its refills, t per Duration (20 steps).
+						budget := size + tt.threshold*int64(s-fellAt)/20
+						require.LessOrEqual(t, since, budget+1, "instance %d, step %d", i, s)
+					}
+				}
+				f.clk.Advance(tt.duration / 20)
+			}
+			for w, n := range window {
+				assert.LessOrEqual(t, n, tt.threshold+max(size, int64(tt.instances)), "Duration %d", w)
+			}
+			t.Logf("per Duration %v; %d in the fallback's %d Durations (budget %d)", window, since, (steps-fellAt)/20,
+				size+tt.threshold*int64(steps-fellAt)/20)
+		})
+	}
+}
+
+// TestClusterThrottleShareConcurrent: with the store down, goroutines on
+// every instance enter the same values at once (the clock moves between
+// rounds): the throttle shares, schedules under the cache's locks, admit
+// at most the bucket and its refills since the fallback began + 1 per
+// value, however the entries interleave (run with -race).
+func TestClusterThrottleShareConcurrent(t *testing.T) {
+	const (
+		instances = 3
+		workers   = 4
+		rounds    = 200 // 10 Durations
+		threshold = 2
+	)
+	f := newFleet(t, instances)
+	r := rules.Param{Key: "user", Threshold: threshold, Behavior: rules.Throttle, Duration: 10 * time.Second, Cluster: &rules.Cluster{}}
+	cs := make([]*Controller, instances)
+	for i := range cs {
+		cs[i], _ = f.build(t, i, r, nil)
+	}
+	f.st.setDown(true)
+	values := []string{"a", "b", "c"}
+	var (
+		mu       sync.Mutex
+		admitted = map[string]int64{}
+	)
+	for round := 0; round < rounds; round++ {
+		var wg sync.WaitGroup
+		for _, c := range cs {
+			for w := 0; w < workers; w++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for _, v := range values {
+						if f.enter(c, v) == nil {
+							mu.Lock()
+							admitted[v]++
+							mu.Unlock()
+						}
+					}
+				}()
+			}
+		}
+		wg.Wait()
+		f.clk.Advance(500 * time.Millisecond)
+	}
+	budget := int64(threshold + threshold*rounds/20)
+	for _, v := range values {
+		assert.LessOrEqual(t, admitted[v], budget+1, "value %q", v)
+		assert.Greater(t, admitted[v], int64(0), "value %q", v)
+	}
+	t.Logf("admitted %v of a budget of %d each", admitted, budget)
+}

@@ -200,7 +200,7 @@ func (c *Controller) checkLocal(ctx context.Context, ec *entry.Context, key stri
 		ec.AddTicketClock(e, entry.ExitUntimed)
 		return nil
 	default:
-		return c.pace(ctx, ec, clk, s, &r, t)
+		return c.pace(ctx, ec, clk, s, &r, t, c.window, now)
 	}
 }
 
@@ -274,14 +274,17 @@ func (c *Controller) wait(need int64, part uint64, t int64) int64 {
 // window/t nanoseconds long, and waits for the first of them. The schedule
 // is the instant its last slot ends, last + part/t (part < t): exact, the
 // fraction of a nanosecond carried. An idle schedule (ended at or before
-// now) starts afresh at now, so an entry never waits behind slots nobody
-// used, and a batch of n holds n slots whether the schedule was idle or not.
+// floor, which is at or after now: now for a local rule) starts afresh at
+// floor, so an entry never waits behind slots nobody used, and a batch of
+// n holds n slots whether the schedule was idle or not. window is the
+// rule's Duration for a local rule; a cluster rule's local share passes
+// Duration × N (see paceShare).
 // The entry passes at the first whole nanosecond at or after its first
 // slot, never before. A wait longer than MaxQueueing is refused at once
 // (RetryAfter: the wait beyond MaxQueueing); a cancelled wait gives its
 // slots back when no later entry of the value has been scheduled behind
-// it. n must be at most t.
-func (c *Controller) pace(ctx context.Context, ec *entry.Context, clk core.Clock, s *shard, r *ref, t int64) *core.BlockError {
+// it. n must be at most t, and window at most 2^62.
+func (c *Controller) pace(ctx context.Context, ec *entry.Context, clk core.Clock, s *shard, r *ref, t int64, window uint64, floor int64) *core.BlockError {
 	now, n := ec.Start, ec.Batch
 	s.mu.Lock()
 	e := s.get(r, 0, math.MinInt64/2)
@@ -295,8 +298,8 @@ func (c *Controller) pace(ctx context.Context, ec *entry.Context, clk core.Clock
 	if part > 0 {
 		begin++
 	}
-	if begin <= now {
-		begin, last, part = now, now, 0
+	if begin <= floor {
+		begin, last, part = floor, floor, 0
 	}
 	wait := begin - now
 	if wait > c.maxQueue {
@@ -305,7 +308,7 @@ func (c *Controller) pace(ctx context.Context, ec *entry.Context, clk core.Clock
 	}
 	// n slots: window×n/t ns. With n <= t the quotient is at most window,
 	// so hi < t and Div64 cannot overflow.
-	hi, lo := bits.Mul64(c.window, uint64(n))
+	hi, lo := bits.Mul64(window, uint64(n))
 	var carry uint64
 	lo, carry = bits.Add64(lo, part, 0)
 	hi += carry
