@@ -296,7 +296,7 @@ func (d *Dashboard) guard(rt route) http.Handler {
 		}
 		if !reading {
 			if err := r.ParseForm(); err != nil {
-				d.fail(w, r, c, http.StatusRequestEntityTooLarge, "request too large")
+				d.fail(w, r, c, http.StatusRequestEntityTooLarge, formTooLarge(err))
 				return
 			}
 			tok := r.PostForm.Get("csrf")

@@ -1,7 +1,9 @@
 package dashboard
 
 import (
+	"errors"
 	"fmt"
+	"net/http"
 	"reflect"
 	"regexp"
 	"strings"
@@ -140,4 +142,15 @@ func headOf(doc []byte) string {
 		h = h[:i+1]
 	}
 	return strings.ToValidUTF8(string(h), "")
+}
+
+// formTooLarge says why a request's form could not be read: in plain
+// words when it is over maxForm.
+func formTooLarge(err error) string {
+	var mb *http.MaxBytesError
+	if errors.As(err, &mb) {
+		return "Nothing was changed: the request is larger than the limit of " + size(maxForm) +
+			" (a rule document may have " + size(rules.DefaultMaxBytes) + ")."
+	}
+	return "Nothing was changed: the request cannot be read: " + err.Error()
 }

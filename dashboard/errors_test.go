@@ -62,6 +62,12 @@ func TestRefusedDocumentNotEchoed(t *testing.T) {
 	require.Contains(t, body, "resource: a, threshold: 1", "its beginning is quoted")
 	require.Contains(t, body, "GET /api", "the editor holds the version in force")
 
+	// A request over the form's limit: refused before it is read whole.
+	code, body = ed.post("/apps/shop/rules", url.Values{"base": {"1"}, "doc": {strings.Repeat("a", rules.DefaultMaxBytes+128<<10)}})
+	require.Equal(t, http.StatusRequestEntityTooLarge, code)
+	require.Contains(t, body, "a rule document may have 4 MiB")
+	require.Less(t, len(body), 64<<10)
+
 	// 1 MiB within the limit, with an invalid rule at its end.
 	bad := "flow:\n  - {resource: a, threshold: 1}\n" + strings.Repeat(line, 1<<20/len(line)) + "  - {resource: b, threshold: -1}\n"
 	code, body = ed.post("/apps/shop/rules", url.Values{"base": {"1"}, "doc": {bad}})
