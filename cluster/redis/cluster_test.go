@@ -150,8 +150,10 @@ func TestCluster(t *testing.T) {
 // ClusterClient), under five times each rule's demand for three seconds.
 // The rules' budgets sit in slots of different primaries, so each lease
 // refill carrying several of them is a pipeline of one script per slot.
-// Every rule admits at most 200 in each aligned second, and at least 190
-// after the first.
+// Every rule admits at most 200 in each aligned second (plus one entry
+// per engine, and more once a loaded host kept the test from making its
+// demand: see secondBound), and at least 190 after the first while each
+// engine made twice its share of entries in every second (keptUp).
 func TestClusterEngineFleet(t *testing.T) {
 	const (
 		engines = 3
@@ -211,41 +213,82 @@ func TestClusterEngineFleet(t *testing.T) {
 			t.Fatal("the heartbeats did not count the fleet")
 		}
 	}
-	counts, fell := runFleet(t, gs, resources, 5*limit/engines, seconds)
+	counts, tried, fell := runFleet(t, gs, resources, 5*limit/engines, seconds)
 	if fell > 0 {
 		t.Errorf("%d decisions by the fallback: the store failed or was late", fell)
 	}
 	for r, res := range resources {
+		aligned := true
 		for sec := 0; sec < seconds; sec++ {
+			aligned = aligned && keptUp(tried[sec], 2*limit/engines)
 			sum := int64(0)
 			per := make([]string, engines)
 			for e := range per {
 				sum += counts[sec][r][e]
 				per[e] = fmt.Sprint(counts[sec][r][e])
 			}
-			t.Logf("%s second %d: admitted %d (%s)", res, sec, sum, strings.Join(per, " + "))
-			if sum > limit {
-				t.Errorf("%s second %d: admitted %d > %d", res, sec, sum, limit)
+			t.Logf("%s second %d: admitted %d (%s), tried %v", res, sec, sum, strings.Join(per, " + "), tried[sec])
+			if b := secondBound(limit, engines, aligned); sum > b {
+				t.Errorf("%s second %d: admitted %d > %d (windows aligned on the seconds: %v)", res, sec, sum, b, aligned)
 			}
-			if sec > 0 && sum < limit*95/100 {
+			if sec > 0 && sum < limit*95/100 && aligned {
 				t.Errorf("%s second %d: admitted %d < 95%% of %d", res, sec, sum, limit)
 			}
 		}
 	}
 }
 
+// secondBound is the most a leased reject rule of limit may admit in an
+// aligned second, counted as the tests count (an entry in the second it
+// ended). While every engine made its demand since the start, Redis's
+// window stays on the seconds (it starts empty on a boundary and, kept
+// saturated, admits again as its oldest grants leave, one second later):
+// the limit, plus one entry per engine whose permit came from the second
+// before. Once the demand fell short (a loaded host starves the test's
+// goroutines) the window is off the seconds, and the bound is the
+// design's (docs/design/cluster.md, Accuracy): the limit plus the permits
+// held in leases at the second's start, at most three quarters of it.
+func secondBound(limit, engines int, aligned bool) int64 {
+	if aligned {
+		return int64(limit + engines)
+	}
+	return int64(limit + limit*3/4)
+}
+
+// keptUp reports whether every engine tried at least least entries in a
+// second. The lower bound of a shared limit holds only under a demand
+// above each engine's share in that second and every one before: on a
+// loaded host the test's own goroutines may make a small part of their
+// demand (one run under a load of 25 made 2 entries in second 0 and 206
+// in second 1 where 600 were due, then caught up with 1,551 in second 2),
+// a window that was not saturated from the start is off the seconds (the
+// 200 admitted late in second 1 leave it late in second 2, which then
+// admits 23, as a sliding window must), and leases held by an engine that
+// makes few entries are permits the others cannot have.
+func keptUp(tried []int64, least int) bool {
+	for _, n := range tried {
+		if n < int64(least) {
+			return false
+		}
+	}
+	return true
+}
+
 // runFleet has every engine of gs make demand entries per second on every
 // resource, from the next aligned wall-clock second for seconds, and
-// returns the admissions by second, resource and engine, and the number of
-// decisions by the fallback.
-func runFleet(t *testing.T, gs []*sluice.Engine, resources []string, demand, seconds int) ([][][]int64, int64) {
+// returns the admissions by second, resource and engine, the entries each
+// engine tried on each resource by second (by the second they began in),
+// and the number of decisions by the fallback.
+func runFleet(t *testing.T, gs []*sluice.Engine, resources []string, demand, seconds int) ([][][]int64, [][]int64, int64) {
 	t.Helper()
 	counts := make([][][]int64, seconds)
+	tried := make([][]int64, seconds)
 	for s := range counts {
 		counts[s] = make([][]int64, len(resources))
 		for r := range counts[s] {
 			counts[s][r] = make([]int64, len(gs))
 		}
+		tried[s] = make([]int64, len(gs))
 	}
 	var (
 		fell atomic.Int64
@@ -262,6 +305,7 @@ func runFleet(t *testing.T, gs []*sluice.Engine, resources []string, demand, sec
 			for s := range mine {
 				mine[s] = make([]int64, len(resources))
 			}
+			myTries := make([]int64, seconds)
 			sent := 0
 			for {
 				el := time.Since(start)
@@ -269,6 +313,9 @@ func runFleet(t *testing.T, gs []*sluice.Engine, resources []string, demand, sec
 					break
 				}
 				for due := int(el.Seconds() * float64(demand)); sent < due; sent++ {
+					if sec := int(time.Since(start) / time.Second); sec < seconds {
+						myTries[sec]++
+					}
 					for r, res := range resources {
 						be := enter(t, g, res)
 						if be == nil {
@@ -287,10 +334,11 @@ func runFleet(t *testing.T, gs []*sluice.Engine, resources []string, demand, sec
 				for r := range mine[s] {
 					counts[s][r][e] = mine[s][r]
 				}
+				tried[s][e] = myTries[s]
 			}
 			mu.Unlock()
 		}()
 	}
 	wg.Wait()
-	return counts, fell.Load()
+	return counts, tried, fell.Load()
 }

@@ -535,6 +535,12 @@ type replyErr string
 func (e replyErr) Error() string { return string(e) }
 func (replyErr) RedisError()     {}
 
+// timeoutErr is a socket's timeout (as os.ErrDeadlineExceeded is).
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string { return "i/o timeout" }
+func (timeoutErr) Timeout() bool { return true }
+
 // TestFailureKind: two failures of one kind (a refused dial to two
 // addresses, two EOFs, two WRONGPASS replies) compare equal, whatever
 // their wrapping; failures of different kinds do not.
@@ -549,6 +555,8 @@ func TestFailureKind(t *testing.T) {
 		{wrap(io.EOF), fmt.Errorf("x: %w", io.EOF)},
 		{wrap(replyErr("WRONGPASS invalid username-password pair")), replyErr("WRONGPASS other text")},
 		{wrap(context.DeadlineExceeded), context.DeadlineExceeded},
+		// A socket timeout is late as the context's deadline is.
+		{wrap(&net.OpError{Op: "read", Net: "tcp", Err: timeoutErr{}}), wrap(context.DeadlineExceeded)},
 	}
 	for _, p := range same {
 		if a, b := failureKind(p[0]), failureKind(p[1]); a != b {

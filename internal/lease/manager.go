@@ -790,7 +790,7 @@ func (m *Manager) Err() error {
 // failureKind names the kind of a Store failure, leaving out what differs
 // between two failures of one kind (addresses, ports, message details):
 // the first word of an error reply from the server (WRONGPASS, NOAUTH,
-// LOADING...), a deadline, EOF, the operation and system error of a
+// LOADING...), a deadline (the context's or a socket timeout), EOF, the operation and system error of a
 // network failure (dial: connect: connection refused), or else the
 // innermost error's text.
 func failureKind(err error) string {
@@ -803,9 +803,10 @@ func failureKind(err error) string {
 		return "reply " + msg
 	}
 	var ne *net.OpError
+	var te interface{ Timeout() bool }
 	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		return "deadline"
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &te) && te.Timeout():
+		return "deadline" // the context's or a socket's: late either way
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return "EOF"
 	case errors.As(err, &ne):
