@@ -605,8 +605,13 @@
       }
     }
 
+    // pending: the newest request has not been answered. The refresh
+    // waits for it: a table slower to read than the refresh interval
+    // would otherwise have every answer dropped for a newer request.
+    let pending = false;
     async function load() {
       const my = ++seq;
+      pending = true;
       const q = new URLSearchParams({ q: st.q, sort: st.sort, desc: st.desc ? "1" : "0", offset: String(st.offset), limit: String(st.limit) });
       try {
         const res = await fetch(api + "/resources?" + q, { credentials: "same-origin", headers: { Accept: "application/json" } });
@@ -623,6 +628,8 @@
         render(p);
       } catch (e) {
         if (my === seq) count.textContent = "Could not read the resources: " + e.message;
+      } finally {
+        if (my === seq) pending = false;
       }
     }
 
@@ -642,7 +649,7 @@
     prev.addEventListener("click", () => { st.offset = Math.max(0, st.offset - st.limit); load(); });
     next.addEventListener("click", () => { st.offset += st.limit; load(); });
     load();
-    setInterval(() => { if (!document.hidden && !resTable.querySelector("tr.instances-of")) load(); }, 5000);
+    setInterval(() => { if (!pending && !document.hidden && !resTable.querySelector("tr.instances-of")) load(); }, 5000);
   }
 
   // ---- rollout of a version just saved ----
