@@ -15,7 +15,7 @@ else
 RACE :=
 endif
 
-.PHONY: test fmt shared tidy workspace vet race allocs standalone consumer release release-tags bench bench-compare bench-cluster demo fuzz fuzz-ci conformance
+.PHONY: test fmt shared tidy workspace vet lint race allocs standalone consumer release release-tags bench bench-compare bench-cluster demo fuzz fuzz-ci conformance
 
 # Rounds of make bench-compare.
 BENCH_COUNT ?= 5
@@ -26,7 +26,7 @@ BENCH_COUNT ?= 5
 ## (GOWORK=off), as a program that depends on it builds it, a module
 ## outside the repository that requires the published ones (consumer), and a
 ## short fuzzing pass over every fuzz target (fuzz-ci).
-test: fmt shared tidy workspace vet race allocs standalone consumer fuzz-ci
+test: fmt shared tidy workspace vet lint race allocs standalone consumer fuzz-ci
 
 fmt:
 	@out=$$(gofmt -l $(MODULES) 2>/dev/null | grep -v '/testdata/' || true); \
@@ -62,6 +62,14 @@ workspace:
 	if cmp -s go.work.sum go.work.sum.orig; then rm -f go.work.sum.orig; else \
 		diff go.work.sum.orig go.work.sum || true; mv go.work.sum.orig go.work.sum; \
 		echo "go.work.sum is incomplete; run: $(GO) list -m all, and commit go.work.sum"; exit 1; fi
+
+## lint: staticcheck (pinned) on every module, and no library function
+## above complexity 15 (gocyclo's measure) without a "// complexity:
+## <reason>" line in its doc comment (internal/cmd/complexity).
+STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
+lint:
+	@set -e; for m in $(MODULES); do echo "== staticcheck $$m"; (cd $$m && $(STATICCHECK) ./...); done
+	@echo "== complexity"; $(GO) run ./internal/cmd/complexity .
 
 vet:
 	@set -e; for m in $(MODULES); do echo "== vet $$m"; (cd $$m && $(GO) vet ./...); done
