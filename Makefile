@@ -15,18 +15,46 @@ else
 RACE :=
 endif
 
-.PHONY: test fmt shared tidy workspace vet lint race allocs standalone consumer release release-tags bench bench-compare bench-cluster demo fuzz fuzz-ci conformance
+.PHONY: test check short complexity standalone-compile fmt shared tidy workspace vet lint race allocs standalone consumer release release-tags bench bench-compare bench-cluster demo fuzz fuzz-ci conformance
 
 # Rounds of make bench-compare.
 BENCH_COUNT ?= 5
 
-## test: gofmt check, tidy modules, go vet, race-enabled tests of every module
-## in the workspace, the allocation tests without the race detector (which
-## changes inlining), and every module built and tested on its own
-## (GOWORK=off), as a program that depends on it builds it, a module
-## outside the repository that requires the published ones (consumer), and a
-## short fuzzing pass over every fuzz target (fuzz-ci).
-test: fmt shared tidy workspace vet lint race allocs standalone consumer fuzz-ci
+## test: every check, stage by stage, each stage's time printed, then the
+## total: gofmt, the module boundaries (shared), tidy modules, the
+## workspace, go vet and staticcheck and the complexity check of every
+## module, race-enabled tests of every module (TEST_P packages at a time), the
+## allocation tests without the race detector (which changes inlining),
+## every module built with its tests on its own (GOWORK=off, the tests
+## compiled, not run: make standalone runs them), a module outside the
+## repository that requires the published ones (consumer), and a short
+## fuzzing pass over every fuzz target (fuzz-ci). The conformance tests run
+## at their default steps; make conformance runs them 20 times longer.
+TEST_STAGES := fmt shared tidy workspace vet lint race allocs standalone-compile consumer fuzz-ci
+# Every module's packages, for one go command over the workspace: it loads
+# what the modules share once, and runs the packages of all modules
+# together, TEST_P at a time (builds and test binaries): more than the two
+# cores, as tests spend much of their time waiting on servers, browsers
+# and timers.
+PKGS := $(addsuffix /...,$(MODULES))
+TEST_P ?= 4
+test:
+	@t0=$$(date +%s); for s in $(TEST_STAGES); do t=$$(date +%s); \
+		if ! $(MAKE) --no-print-directory $$s; then echo "== stage $$s FAILED after $$(( $$(date +%s) - t ))s"; exit 1; fi; \
+		echo "== stage $$s: $$(( $$(date +%s) - t ))s"; done; \
+	echo "== make test: $$(( $$(date +%s) - t0 ))s"
+
+## check: the everyday loop (under 2 minutes): gofmt, the module
+## boundaries, go vet of every module, the complexity check, and the root
+## module's tests in -short mode (no race detector, no other module).
+check:
+	@t0=$$(date +%s); for s in fmt shared vet complexity short; do t=$$(date +%s); \
+		if ! $(MAKE) --no-print-directory $$s; then echo "== stage $$s FAILED"; exit 1; fi; \
+		echo "== stage $$s: $$(( $$(date +%s) - t ))s"; done; \
+	echo "== make check: $$(( $$(date +%s) - t0 ))s"
+
+short:
+	@$(GO) test -short -count=1 ./...
 
 fmt:
 	@out=$$(gofmt -l $(MODULES) 2>/dev/null | grep -v '/testdata/' || true); \
@@ -67,16 +95,17 @@ workspace:
 ## above complexity 15 (gocyclo's measure) without a "// complexity:
 ## <reason>" line in its doc comment (internal/cmd/complexity).
 STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
-lint:
-	@set -e; for m in $(MODULES); do echo "== staticcheck $$m"; (cd $$m && $(STATICCHECK) ./...); done
-	@echo "== complexity"; $(GO) run ./internal/cmd/complexity .
+lint: complexity
+	@$(STATICCHECK) $(PKGS)
+complexity:
+	@$(GO) run ./internal/cmd/complexity .
 
 vet:
-	@set -e; for m in $(MODULES); do echo "== vet $$m"; (cd $$m && $(GO) vet ./...); done
+	@$(GO) vet $(PKGS)
 
 race:
 	@if [ -z "$(RACE)" ]; then echo "WARNING: no C compiler for the race detector; running tests without -race (install gcc to enable it)"; fi
-	@set -e; for m in $(MODULES); do echo "== test $(RACE) $$m"; (cd $$m && $(GO) test $(RACE) -count=1 -timeout 20m ./...); done
+	@$(GO) test $(RACE) -p $(TEST_P) -count=1 -timeout 20m $(PKGS)
 
 allocs:
 	@echo "== allocation tests (no -race)"
@@ -87,6 +116,8 @@ allocs:
 ## local proxy).
 standalone:
 	@$(MODULES_CMD) standalone
+standalone-compile:
+	@$(MODULES_CMD) standalone -compile
 
 ## consumer: a module in a temporary folder outside the repository gets every
 ## published module through the local proxy (go get), as a user would, and
