@@ -15,7 +15,7 @@ else
 RACE :=
 endif
 
-.PHONY: test check short complexity standalone-compile fmt shared tidy workspace vet lint race allocs standalone consumer release release-tags bench bench-compare bench-cluster demo fuzz fuzz-ci conformance
+.PHONY: test check short complexity simulations standalone-compile fmt shared tidy workspace vet lint race allocs standalone consumer release release-tags bench bench-compare bench-cluster demo fuzz fuzz-ci conformance
 
 # Rounds of make bench-compare.
 BENCH_COUNT ?= 5
@@ -23,14 +23,15 @@ BENCH_COUNT ?= 5
 ## test: every check, stage by stage, each stage's time printed, then the
 ## total: gofmt, the module boundaries (shared), tidy modules, the
 ## workspace, go vet and staticcheck and the complexity check of every
-## module, race-enabled tests of every module (TEST_P packages at a time), the
+## module, race-enabled tests of every module (TEST_P packages at a time;
+## the single-goroutine simulations of the adaptive limiter without it), the
 ## allocation tests without the race detector (which changes inlining),
 ## every module built with its tests on its own (GOWORK=off, the tests
 ## compiled, not run: make standalone runs them), a module outside the
 ## repository that requires the published ones (consumer), and a short
 ## fuzzing pass over every fuzz target (fuzz-ci). The conformance tests run
 ## at their default steps; make conformance runs them 20 times longer.
-TEST_STAGES := fmt shared tidy workspace vet lint race allocs standalone-compile consumer fuzz-ci
+TEST_STAGES := fmt shared tidy workspace vet lint race simulations allocs standalone-compile consumer fuzz-ci
 # Every module's packages, for one go command over the workspace: it loads
 # what the modules share once, and runs the packages of all modules
 # together, TEST_P at a time (builds and test binaries): more than the two
@@ -105,7 +106,17 @@ vet:
 
 race:
 	@if [ -z "$(RACE)" ]; then echo "WARNING: no C compiler for the race detector; running tests without -race (install gcc to enable it)"; fi
-	@$(GO) test $(RACE) -p $(TEST_P) -count=1 -timeout 20m $(PKGS)
+	@pkgs=$$($(GO) list $(PKGS) | grep -v -x -F $(addprefix -e ,$(SIMULATIONS))) && \
+	$(GO) test $(RACE) -p $(TEST_P) -count=1 -timeout 20m $$pkgs
+
+# The adaptive limiter's tests and its example run one goroutine on a
+# simulated clock: the race detector has nothing to find in them and makes
+# them several times slower (its conformance simulations took 349, 182 and
+# 146 s and the example 295 s of one loaded -race run), so they run without
+# it, in a stage of their own.
+SIMULATIONS := github.com/sluice-go/sluice/internal/adaptive github.com/sluice-go/sluice/examples/adaptive
+simulations:
+	@$(GO) test -count=1 $(SIMULATIONS)
 
 allocs:
 	@echo "== allocation tests (no -race)"
