@@ -47,15 +47,18 @@ test:
 
 ## check: the everyday loop (under 2 minutes): gofmt, the module
 ## boundaries, go vet of every module, the complexity check, and the root
-## module's tests in -short mode (no race detector, no other module).
+## module's tests in -short mode (no race detector, no other module, no
+## doccheck).
 check:
 	@t0=$$(date +%s); for s in fmt shared vet complexity short; do t=$$(date +%s); \
 		if ! $(MAKE) --no-print-directory $$s; then echo "== stage $$s FAILED"; exit 1; fi; \
 		echo "== stage $$s: $$(( $$(date +%s) - t ))s"; done; \
 	echo "== make check: $$(( $$(date +%s) - t0 ))s"
 
+# internal/doccheck, which builds every code block of the docs (about 3
+# minutes of a loaded run), is left to make test.
 short:
-	@$(GO) test -short -count=1 ./...
+	@$(GO) test -short -count=1 $$($(GO) list ./... | grep -v -x -F -e github.com/sluice-go/sluice/internal/doccheck)
 
 fmt:
 	@out=$$(gofmt -l $(MODULES) 2>/dev/null | grep -v '/testdata/' || true); \
