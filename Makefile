@@ -15,18 +15,50 @@ else
 RACE :=
 endif
 
-.PHONY: test fmt shared tidy workspace vet race allocs standalone consumer release release-tags bench bench-compare bench-cluster demo fuzz fuzz-ci conformance
+.PHONY: test check short complexity simulations standalone-compile fmt shared tidy workspace vet lint race allocs standalone consumer release release-tags bench bench-compare bench-cluster demo fuzz fuzz-ci conformance
 
 # Rounds of make bench-compare.
 BENCH_COUNT ?= 5
 
-## test: gofmt check, tidy modules, go vet, race-enabled tests of every module
-## in the workspace, the allocation tests without the race detector (which
-## changes inlining), and every module built and tested on its own
-## (GOWORK=off), as a program that depends on it builds it, a module
-## outside the repository that requires the published ones (consumer), and a
-## short fuzzing pass over every fuzz target (fuzz-ci).
-test: fmt shared tidy workspace vet race allocs standalone consumer fuzz-ci
+## test: every check, stage by stage, each stage's time printed, then the
+## total: gofmt, the module boundaries (shared), tidy modules, the
+## workspace, go vet and staticcheck and the complexity check of every
+## module, race-enabled tests of every module (TEST_P packages at a time;
+## the single-goroutine simulations of the adaptive limiter without it), the
+## allocation tests without the race detector (which changes inlining),
+## every module built with its tests on its own (GOWORK=off, the tests
+## compiled, not run: make standalone runs them), a module outside the
+## repository that requires the published ones (consumer), and a short
+## fuzzing pass over every fuzz target (fuzz-ci). The conformance tests run
+## at their default steps; make conformance runs them 20 times longer.
+TEST_STAGES := fmt shared tidy workspace vet lint race simulations allocs standalone-compile consumer fuzz-ci
+# Every module's packages, for one go command over the workspace: it loads
+# what the modules share once, and runs the packages of all modules
+# together, TEST_P at a time (builds and test binaries): more than the two
+# cores, as tests spend much of their time waiting on servers, browsers
+# and timers.
+PKGS := $(addsuffix /...,$(MODULES))
+TEST_P ?= 4
+test:
+	@t0=$$(date +%s); for s in $(TEST_STAGES); do t=$$(date +%s); \
+		if ! $(MAKE) --no-print-directory $$s; then echo "== stage $$s FAILED after $$(( $$(date +%s) - t ))s"; exit 1; fi; \
+		echo "== stage $$s: $$(( $$(date +%s) - t ))s"; done; \
+	echo "== make test: $$(( $$(date +%s) - t0 ))s"
+
+## check: the everyday loop (under 2 minutes): gofmt, the module
+## boundaries, go vet of every module, the complexity check, and the root
+## module's tests in -short mode (no race detector, no other module, no
+## doccheck).
+check:
+	@t0=$$(date +%s); for s in fmt shared vet complexity short; do t=$$(date +%s); \
+		if ! $(MAKE) --no-print-directory $$s; then echo "== stage $$s FAILED"; exit 1; fi; \
+		echo "== stage $$s: $$(( $$(date +%s) - t ))s"; done; \
+	echo "== make check: $$(( $$(date +%s) - t0 ))s"
+
+# internal/doccheck, which builds every code block of the docs (about 3
+# minutes of a loaded run), is left to make test.
+short:
+	@$(GO) test -short -count=1 $$($(GO) list ./... | grep -v -x -F -e github.com/sluice-go/sluice/internal/doccheck)
 
 fmt:
 	@out=$$(gofmt -l $(MODULES) 2>/dev/null | grep -v '/testdata/' || true); \
@@ -63,12 +95,31 @@ workspace:
 		diff go.work.sum.orig go.work.sum || true; mv go.work.sum.orig go.work.sum; \
 		echo "go.work.sum is incomplete; run: $(GO) list -m all, and commit go.work.sum"; exit 1; fi
 
+## lint: staticcheck (pinned) on every module, and no library function
+## above complexity 15 (gocyclo's measure) without a "// complexity:
+## <reason>" line in its doc comment (internal/cmd/complexity).
+STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
+lint: complexity
+	@$(STATICCHECK) $(PKGS)
+complexity:
+	@$(GO) run ./internal/cmd/complexity .
+
 vet:
-	@set -e; for m in $(MODULES); do echo "== vet $$m"; (cd $$m && $(GO) vet ./...); done
+	@$(GO) vet $(PKGS)
 
 race:
 	@if [ -z "$(RACE)" ]; then echo "WARNING: no C compiler for the race detector; running tests without -race (install gcc to enable it)"; fi
-	@set -e; for m in $(MODULES); do echo "== test $(RACE) $$m"; (cd $$m && $(GO) test $(RACE) -count=1 -timeout 20m ./...); done
+	@pkgs=$$($(GO) list $(PKGS) | grep -v -x -F $(addprefix -e ,$(SIMULATIONS))) && \
+	$(GO) test $(RACE) -p $(TEST_P) -count=1 -timeout 20m $$pkgs
+
+# The adaptive limiter's tests and its example run one goroutine on a
+# simulated clock: the race detector has nothing to find in them and makes
+# them several times slower (its conformance simulations took 349, 182 and
+# 146 s and the example 295 s of one loaded -race run), so they run without
+# it, in a stage of their own.
+SIMULATIONS := github.com/sluice-go/sluice/internal/adaptive github.com/sluice-go/sluice/examples/adaptive
+simulations:
+	@$(GO) test -count=1 $(SIMULATIONS)
 
 allocs:
 	@echo "== allocation tests (no -race)"
@@ -79,6 +130,8 @@ allocs:
 ## local proxy).
 standalone:
 	@$(MODULES_CMD) standalone
+standalone-compile:
+	@$(MODULES_CMD) standalone -compile
 
 ## consumer: a module in a temporary folder outside the repository gets every
 ## published module through the local proxy (go get), as a user would, and

@@ -117,6 +117,8 @@ func (b *blockLog) rollLocked(now int64) func() {
 
 // takeLocked empties the counts and returns the function that logs them.
 // Must hold b.mu.
+//
+// complexity: empties the per-rule counts and builds the one log line for them, under the lock
 func (b *blockLog) takeLocked() func() {
 	if len(b.counts) == 0 && b.other == 0 {
 		return func() {}

@@ -32,7 +32,7 @@ func defaultEngine() *Engine { return defaultPtr.Load() }
 
 // Entry asks the default engine to enter resource (see Engine.Entry).
 func Entry(resource string, opts ...EntryOption) (Pass, error) {
-	return defaultPtr.Load().enter(nil, resource, opts)
+	return defaultPtr.Load().enter(context.Background(), resource, opts)
 }
 
 // EntryContext is Entry with a context that bounds any wait (see

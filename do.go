@@ -53,7 +53,7 @@ func (e *NestedBlockError) Error() string {
 // fn is called on the caller's goroutine; Do adds no allocation to Entry and
 // Exit (a closure that does not escape costs none either).
 func (eng *Engine) Do(resource string, fn func() error, opts ...EntryOption) error {
-	return eng.do(nil, resource, fn, opts)
+	return eng.do(context.Background(), resource, fn, opts)
 }
 
 // DoContext is Do with a context that bounds any wait for the entry, as
@@ -66,7 +66,7 @@ func (eng *Engine) DoContext(ctx context.Context, resource string, fn func() err
 // Do runs fn as one entry into resource on the default engine (see
 // Engine.Do).
 func Do(resource string, fn func() error, opts ...EntryOption) error {
-	return defaultPtr.Load().do(nil, resource, fn, opts)
+	return defaultPtr.Load().do(context.Background(), resource, fn, opts)
 }
 
 // DoContext runs fn as one entry into resource on the default engine, with

@@ -36,16 +36,6 @@ var ErrClosed = entry.ErrClosed
 // when Limits.Resources is not given.
 const defaultMaxResources = 10000
 
-// idleResourceTimeout is how long a resource that no rule needs must go
-// without new entries (and with none in flight) before the engine may
-// forget it, statistics included; a later entry of its name starts afresh.
-// The engine looks for such resources at rule loads, and when a new
-// resource needs room in a full engine (at most once per
-// idleResourceTimeout/4 of its clock); it looks at each resource once per
-// idleResourceTimeout, so one is forgotten between one and two timeouts
-// after its last entry, given sweeps. It starts no goroutine for this.
-const idleResourceTimeout = reclaimAfter
-
 // overflowResource is the name under which entries of resources beyond the
 // engine's resource limit are counted (such an entry takes no lock and
 // allocates nothing). Resources named by rules are always tracked, whatever
@@ -344,21 +334,8 @@ func newRuleSet(fl []*flow.Controller, o otherRules) *ruleSet {
 	return rs
 }
 
-// resource returns the named resource, creating it if the limit allows, or
-// the overflow resource, and starts loading the counters a call at now will
-// use (window.Node.Prefetch). An entry of a name the full registry has no
-// room for takes neither a lock nor memory, except when it is time to try
-// to make room (registry.nextSweep).
-func (eng *Engine) resource(name string, now int64) *resource {
-	t := eng.reg.read.Load()
-	if r := t.get(name, now); r != nil {
-		return r
-	}
-	return eng.missedResource(t, name, now)
-}
-
-// missedResource is resource for a name read table t lacks. When t is of a
-// full registry, that is the overflow resource until it is time to sweep;
+// missedResource returns the resource for a name read table t lacks (the
+// entry path reads t first, with no lock). When t is of a full registry, that is the overflow resource until it is time to sweep;
 // otherwise it finds or makes the resource under the registry's lock,
 // sweeping for room first when the registry is full, unless a rule load
 // (which sweeps itself) holds the engine.

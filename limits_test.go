@@ -97,7 +97,7 @@ func heapInUse() uint64 {
 // rule needs any more and that never counted an entry are forgotten at the
 // load that removes the rules, and their memory is released; those that
 // counted entries keep their statistics until they are idle
-// (idleResourceTimeout).
+// (reclaimAfter).
 func TestRemovedRulesGiveTheirMemoryBack(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector's shadow memory blurs heap figures")

@@ -47,7 +47,15 @@ type registry struct {
 }
 
 // How long a resource must stay idle before a sweep forgets it, and how
-// often, at most, entries that find the registry full try to make room.
+// often, at most, entries that find the registry full try to make room. A
+// resource that no rule needs must go reclaimAfter without new entries
+// (and with none in flight) before the engine may forget it, statistics
+// included; a later entry of its name starts afresh. The engine looks for
+// such resources at rule loads, and when a new resource needs room in a
+// full engine (at most once per sweepEvery of its clock); it looks at each
+// resource once per reclaimAfter, so one is forgotten between one and two
+// timeouts after its last entry, given sweeps. It starts no goroutine for
+// this.
 const (
 	reclaimAfter = 2 * time.Minute
 	sweepEvery   = reclaimAfter / 4

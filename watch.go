@@ -282,6 +282,8 @@ func (eng *Engine) evaluate(stop <-chan struct{}, done chan<- struct{}) {
 // evaluateAt moves every watch of list on by the seconds that ended before
 // now, second by second (so events come in the order of the seconds they
 // report), and delivers the events.
+//
+// complexity: steps each watch second by second, with its condition, hold and resolution, so events keep the order of their seconds
 func (eng *Engine) evaluateAt(now int64, list []*watchState) {
 	cur := now / int64(time.Second) // seconds before cur have ended
 	keep := eng.historyLen()

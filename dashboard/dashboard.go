@@ -80,6 +80,8 @@ var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("sluice-dashboard-dummy"),
 // of the Engine's rules in force in the store into the Engine (or seeds the
 // store with the Engine's rules as version 1), and, without Telemetry,
 // publishes the Engine's frames (fleet.Join) until Close.
+//
+// complexity: checks and defaults of every Config field, then the engine's first load; a line or two each
 func New(cfg Config) (*Dashboard, error) {
 	switch {
 	case cfg.Rules != nil && cfg.RulesDir != "":
@@ -263,6 +265,8 @@ func (d *Dashboard) routeTable() []route {
 
 // guard checks who calls, their CSRF token on writes, and their right to
 // the route and its application, before the handler runs.
+//
+// complexity: who calls, CSRF on writes, the route's role and the application's, each a refusal of its own
 func (d *Dashboard) guard(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, maxForm)

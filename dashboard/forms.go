@@ -112,6 +112,7 @@ func makeForms() []ruleForm {
 
 var durationType = reflect.TypeFor[time.Duration]()
 
+// complexity: a case per field type the rule forms show (string, number, bool, duration, pointer, slice, struct)
 func formFields(t reflect.Type, prefix, section string) []ruleField {
 	var out []ruleField
 	for i := range t.NumField() {
@@ -170,6 +171,7 @@ func formValues(rule any) string {
 	return string(b)
 }
 
+// complexity: a case per field type, the inverse of formFields
 func collectValues(v reflect.Value, prefix string, m map[string]string) {
 	t := v.Type()
 	for i := range t.NumField() {

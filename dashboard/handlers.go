@@ -472,6 +472,8 @@ func (d *Dashboard) live(w http.ResponseWriter, r *http.Request, c *call) {
 // liveState returns app's state, with the figures of the seconds from
 // from (the whole window when from is before it, or 0), the series of the
 // chosen resources (the busiest when none).
+//
+// complexity: one pass over the window's frames gathering every figure the live page shows; split, each figure walks the frames again
 func (d *Dashboard) liveState(ctx context.Context, app string, from int64, chosen ...string) *live {
 	start := d.cfg.Now()
 	now := start.Unix()
@@ -1154,6 +1156,7 @@ const (
 	auditPageSize = 50
 )
 
+// complexity: the audit page's filters (user, action, date), paging and the scan bound, each a condition on one entry
 func (d *Dashboard) auditPage(w http.ResponseWriter, r *http.Request, c *call) {
 	title := "Audit log"
 	if c.app != "" {

@@ -82,6 +82,7 @@ func (d *Dashboard) rulesOf(app string, cur cluster.RuleVersion) *ruleIndex {
 
 func num(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
+// complexity: indexes each rule kind of a version by resource, one loop per kind
 func indexRules(cur cluster.RuleVersion) *ruleIndex {
 	ix := &ruleIndex{version: cur.Version, byRes: map[string][]appliedRule{}}
 	if len(strings.TrimSpace(string(cur.Doc))) == 0 {
@@ -321,6 +322,8 @@ func (d *Dashboard) resources(w http.ResponseWriter, r *http.Request, c *call) {
 }
 
 // resourceTable fills p's rows.
+//
+// complexity: one row per resource with its rules, statistics, sort and filter; a switch of sort keys
 func (d *Dashboard) resourceTable(ctx context.Context, app string, p *resourcePage) {
 	start := d.cfg.Now()
 	now := start.Unix()

@@ -148,6 +148,8 @@ type Member struct {
 // Join returns an error for an invalid cfg (naming the field), and
 // sluice.ErrClosed for a closed engine. Close the Member before the
 // engine: a Member of a closed engine loads and publishes nothing more.
+//
+// complexity: checks and defaults of every Config field before the member starts
 func Join(eng *sluice.Engine, cfg Config) (*Member, error) {
 	bad := func(format string, args ...any) (*Member, error) {
 		return nil, fmt.Errorf("fleet: Join: "+format, args...)

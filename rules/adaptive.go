@@ -29,6 +29,7 @@ type Adaptive struct {
 }
 
 // validateAdaptive checks the adaptive section, when set, and PriorityWait.
+// complexity: one bounds check per adaptive field (&& and || of the checks count)
 func (r *Flow) validateAdaptive(c *check) {
 	if a := r.Adaptive; a != nil {
 		d := *a

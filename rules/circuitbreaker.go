@@ -50,6 +50,7 @@ type CircuitBreaker struct {
 const maxMinRequests = 1e9
 
 // validate reports the first problem with the rule as an *Error, or nil.
+// complexity: one bounds check per field, a line each (&& and || of the checks count)
 func (r *CircuitBreaker) validate() error {
 	c := &check{kind: "circuit breaker", resource: r.Resource}
 	c.fail(r.Resource == "", "Resource", "must not be empty")

@@ -360,6 +360,7 @@ func (d *decoder) long(s string, line int) *decodeErr {
 
 // value stores n into v (addressable), refusing what the document did not
 // mean as a value of v's type, such as a number for a string.
+// complexity: a case per kind of YAML value and Go type the decoder accepts, each refusing what the document did not mean
 func (d *decoder) value(n *yaml.Node, v reflect.Value) *decodeErr {
 	if err := d.count(n); err != nil {
 		return err
@@ -458,6 +459,7 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value) *decodeErr {
 
 // fields decodes mapping n into struct v by the yaml tags. A merge key
 // (<<: *defaults) sets what n does not (of a list of maps, the first wins).
+// complexity: struct decoding by yaml tags with merge keys, unknown fields and duplicates refused
 func (d *decoder) fields(n *yaml.Node, v reflect.Value) *decodeErr {
 	t, what := v.Type(), "field"
 	if t == reflect.TypeFor[document]() {

@@ -484,8 +484,6 @@ func TestDecodeLimits(t *testing.T) {
 	})
 }
 
-func itoa(i int) string { return string(rune('0'+i/10)) + string(rune('0'+i%10)) }
-
 func TestEncodeRoundTrip(t *testing.T) {
 	sets := map[string]Set{
 		"empty":  {},

@@ -52,6 +52,7 @@ var plain = regexp.MustCompile(`^[A-Za-z_/]([A-Za-z0-9_./{} -]{0,254}[A-Za-z0-9_
 
 // toNode turns v into the node tree Encode writes; the error names the
 // fields and keys on the way to a value no document can hold.
+// complexity: a case per reflect.Kind the encoder writes, each naming the field of a value no document can hold
 func toNode(v reflect.Value) (*yaml.Node, error) {
 	n := &yaml.Node{Kind: yaml.ScalarNode}
 	switch k := v.Kind(); {

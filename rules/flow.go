@@ -83,6 +83,7 @@ const MaxThreshold = 1e12
 func (r *Flow) interval() time.Duration { return cmp.Or(r.StatInterval, ruledef.StatInterval) }
 
 // validate reports the first problem with the rule as an *Error, or nil.
+// complexity: one bounds check per field, a line each (&& and || of the checks count); splitting scatters the rule's checks
 func (r *Flow) validate() error {
 	c := &check{kind: "flow", resource: r.Resource}
 	c.fail(r.Resource == "", "Resource", "must not be empty")

@@ -59,6 +59,7 @@ type Param struct {
 func (r *Param) window() time.Duration { return cmp.Or(r.Duration, ruledef.ParamDuration) }
 
 // validate reports the first problem with the rule as an *Error, or nil.
+// complexity: one bounds check per field, a line each (&& and || of the checks count)
 func (r *Param) validate() error {
 	c := &check{kind: "param", resource: r.Resource}
 	c.fail(r.Resource == "", "Resource", "must not be empty")

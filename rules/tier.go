@@ -27,6 +27,7 @@ type Tier struct {
 }
 
 // validateTiers checks Tiers and TierMetric.
+// complexity: one bounds check per tier field and the order of the tiers (&& and || of the checks count)
 func (r *Flow) validateTiers(c *check) {
 	enum(c, "TierMetric", r.TierMetric, true, TierAvgRT, TierErrorRatio, TierCPU)
 	c.fail(len(r.Tiers) == 0 && r.TierMetric != "", "TierMetric", "is only used with Tiers; leave it empty")

@@ -50,12 +50,12 @@ func TestCircuitBreakerOpensAndRecovers(t *testing.T) {
 		want       response
 		wantServed int64
 	}{
-		{"failure", "/orders/1", 0, true, response{status: 200, body: "partial"}, 1},
-		{"second failure opens", "/orders/2", 0, true, response{status: 200, body: "partial"}, 2},
-		{"open: another id is the same resource", "/orders/3", 0, false, response{status: 503, body: "Service Unavailable", retryAfter: "10"}, 2},
-		{"open: time left rounds up", "/orders/4", 9500 * time.Millisecond, false, response{status: 503, body: "Service Unavailable", retryAfter: "1"}, 2},
-		{"half-open: probe succeeds", "/orders/5", 500 * time.Millisecond, false, response{status: 200, body: "order 5"}, 3},
-		{"closed again", "/orders/6", 0, false, response{status: 200, body: "order 6"}, 4},
+		{"failure", "/orders/1", 0, true, response{Status: 200, Body: "partial"}, 1},
+		{"second failure opens", "/orders/2", 0, true, response{Status: 200, Body: "partial"}, 2},
+		{"open: another id is the same resource", "/orders/3", 0, false, response{Status: 503, Body: "Service Unavailable", RetryAfter: "10"}, 2},
+		{"open: time left rounds up", "/orders/4", 9500 * time.Millisecond, false, response{Status: 503, Body: "Service Unavailable", RetryAfter: "1"}, 2},
+		{"half-open: probe succeeds", "/orders/5", 500 * time.Millisecond, false, response{Status: 200, Body: "order 5"}, 3},
+		{"closed again", "/orders/6", 0, false, response{Status: 200, Body: "order 6"}, 4},
 	}
 	for _, tt := range tests {
 		clk.Advance(tt.advance)
@@ -82,6 +82,6 @@ func TestParamRuleOnPathParam(t *testing.T) {
 		{"/users/3", 200},
 	}
 	for _, tt := range tests {
-		assert.Equal(t, tt.wantStatus, do(t, c, "GET", srv.URL+tt.path).status, "GET %s", tt.path)
+		assert.Equal(t, tt.wantStatus, do(t, c, "GET", srv.URL+tt.path).Status, "GET %s", tt.path)
 	}
 }

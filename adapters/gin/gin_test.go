@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 
 	"github.com/sluice-go/sluice"
 	sluicegin "github.com/sluice-go/sluice/adapters/gin"
+	"github.com/sluice-go/sluice/adapters/gin/internal/adaptertest"
 	sluicehttp "github.com/sluice-go/sluice/adapters/http"
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
@@ -51,42 +51,14 @@ func newRouter(g *sluice.Engine, opts ...sluicegin.Option) *gin.Engine {
 	return r
 }
 
-// serve runs h behind a real net/http server on 127.0.0.1.
-func serve(t *testing.T, h http.Handler) (*httptest.Server, *http.Client) {
-	t.Helper()
-	srv := httptest.NewServer(h)
-	tr := &http.Transport{DisableKeepAlives: true}
-	t.Cleanup(func() {
-		tr.CloseIdleConnections()
-		srv.Close()
-	})
-	return srv, &http.Client{Transport: tr, Timeout: 10 * time.Second}
-}
+// The helpers both HTTP adapters' tests share (adaptertest).
+var (
+	serve    = adaptertest.Serve
+	do       = adaptertest.Get
+	snapshot = adaptertest.Snapshot
+)
 
-type response struct {
-	status     int
-	body       string
-	retryAfter string
-}
-
-func do(t *testing.T, c *http.Client, method, url string) response {
-	t.Helper()
-	req, err := http.NewRequest(method, url, nil)
-	require.NoError(t, err)
-	resp, err := c.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return response{status: resp.StatusCode, body: strings.TrimSpace(string(b)), retryAfter: resp.Header.Get("Retry-After")}
-}
-
-func snapshot(t *testing.T, g *sluice.Engine, resource string) (pass, block, errs uint64, conc int64) {
-	t.Helper()
-	s, ok := g.Snapshot(resource)
-	require.True(t, ok, "Snapshot(%q) not tracked", resource)
-	return s.TotalPass, s.TotalBlock, s.TotalError, s.Concurrency
-}
+type response = adaptertest.Response
 
 func TestFlowRuleOnRoute(t *testing.T) {
 	g, _ := newEngine(t)
@@ -97,12 +69,12 @@ func TestFlowRuleOnRoute(t *testing.T) {
 		method, path string
 		want         response
 	}{
-		{"GET", "/users/1", response{status: 200, body: "user 1"}},
-		{"GET", "/users/2", response{status: 200, body: "user 2"}},
-		{"GET", "/users/3", response{status: 429, body: "Too Many Requests", retryAfter: "1"}},
-		{"GET", "/users/4", response{status: 429, body: "Too Many Requests", retryAfter: "1"}},
-		{"POST", "/users/5", response{status: 201, body: "created 5"}}, // another resource
-		{"GET", "/health", response{status: 200, body: "ok"}},
+		{"GET", "/users/1", response{Status: 200, Body: "user 1"}},
+		{"GET", "/users/2", response{Status: 200, Body: "user 2"}},
+		{"GET", "/users/3", response{Status: 429, Body: "Too Many Requests", RetryAfter: "1"}},
+		{"GET", "/users/4", response{Status: 429, Body: "Too Many Requests", RetryAfter: "1"}},
+		{"POST", "/users/5", response{Status: 201, Body: "created 5"}}, // another resource
+		{"GET", "/health", response{Status: 200, Body: "ok"}},
 	}
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, do(t, c, tt.method, srv.URL+tt.path), "%s %s", tt.method, tt.path)
@@ -201,9 +173,9 @@ func TestResourceNameOption(t *testing.T) {
 		return "api"
 	}
 	srv, c := serve(t, newRouter(g, sluicegin.WithResourceName(name)))
-	assert.Equal(t, 200, do(t, c, "GET", srv.URL+"/users/1").status)
-	assert.Equal(t, 201, do(t, c, "POST", srv.URL+"/users/1").status)
-	assert.Equal(t, 200, do(t, c, "GET", srv.URL+"/health").status)
+	assert.Equal(t, 200, do(t, c, "GET", srv.URL+"/users/1").Status)
+	assert.Equal(t, 201, do(t, c, "POST", srv.URL+"/users/1").Status)
+	assert.Equal(t, 200, do(t, c, "GET", srv.URL+"/health").Status)
 	pass, _, _, _ := snapshot(t, g, "api")
 	assert.Equal(t, uint64(2), pass)
 	assert.Equal(t, 1, resources(g))
@@ -243,7 +215,7 @@ func TestHandlerFailuresAreRecorded(t *testing.T) {
 			r.Use(sluicegin.Middleware(g, tt.opts...))
 			r.GET("/x", tt.handler)
 			srv, c := serve(t, r)
-			assert.Equal(t, tt.status, do(t, c, "GET", srv.URL+"/x").status)
+			assert.Equal(t, tt.status, do(t, c, "GET", srv.URL+"/x").Status)
 			pass, _, errs, conc := snapshot(t, g, "GET /x")
 			assert.Equal(t, uint64(1), pass)
 			assert.Equal(t, map[bool]uint64{false: 0, true: 1}[tt.wantErr], errs)
@@ -257,8 +229,8 @@ func TestPanicWithRecoveryExitsEntry(t *testing.T) {
 	r := newRouter(g)
 	r.GET("/boom", func(c *gin.Context) { panic("boom") })
 	srv, c := serve(t, r)
-	assert.Equal(t, 500, do(t, c, "GET", srv.URL+"/boom").status)
-	assert.Equal(t, 500, do(t, c, "GET", srv.URL+"/boom").status)
+	assert.Equal(t, 500, do(t, c, "GET", srv.URL+"/boom").Status)
+	assert.Equal(t, 500, do(t, c, "GET", srv.URL+"/boom").Status)
 	pass, _, errs, conc := snapshot(t, g, "GET /boom")
 	assert.Equal(t, uint64(2), pass)
 	assert.Equal(t, uint64(2), errs, "a panic is recorded as an error")
@@ -291,7 +263,7 @@ func TestConcurrencyHeldWhileInFlight(t *testing.T) {
 	_, _, _, conc := snapshot(t, g, "GET /slow")
 	assert.Equal(t, int64(1), conc)
 	// A full concurrency limit is overload: 503, and the default wait.
-	assert.Equal(t, response{status: 503, body: "Service Unavailable", retryAfter: "1"}, do(t, c, "GET", srv.URL+"/slow"))
+	assert.Equal(t, response{Status: 503, Body: "Service Unavailable", RetryAfter: "1"}, do(t, c, "GET", srv.URL+"/slow"))
 	close(release)
 	assert.Equal(t, 200, <-first)
 	_, _, _, conc = snapshot(t, g, "GET /slow")
@@ -308,8 +280,8 @@ func TestBlockHandlerOption(t *testing.T) {
 		c.JSON(503, gin.H{"error": "shed"}) // no Abort: the middleware aborts
 	}
 	srv, c := serve(t, newRouter(g, sluicegin.WithBlockHandler(block)))
-	assert.Equal(t, response{status: 200, body: "ok"}, do(t, c, "GET", srv.URL+"/health"))
-	assert.Equal(t, response{status: 503, body: `{"error":"shed"}`}, do(t, c, "GET", srv.URL+"/health"))
+	assert.Equal(t, response{Status: 200, Body: "ok"}, do(t, c, "GET", srv.URL+"/health"))
+	assert.Equal(t, response{Status: 503, Body: `{"error":"shed"}`}, do(t, c, "GET", srv.URL+"/health"))
 	require.NotNil(t, seen)
 	assert.Equal(t, "GET /health", seen.Resource)
 }

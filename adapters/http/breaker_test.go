@@ -47,12 +47,12 @@ func TestCircuitBreakerOpensAndRecovers(t *testing.T) {
 		want       response
 		wantServed int64
 	}{
-		{"first failure", 0, true, response{status: 503, body: "down"}, 1},
-		{"second failure opens", 0, true, response{status: 503, body: "down"}, 2},
-		{"open: refused with the time left", 0, false, response{status: 503, body: "Service Unavailable", retryAfter: "5"}, 2},
-		{"open: still refused", 3 * time.Second, false, response{status: 503, body: "Service Unavailable", retryAfter: "2"}, 2},
-		{"half-open: probe succeeds", 2 * time.Second, false, response{status: 200, body: "up"}, 3},
-		{"closed again", 0, false, response{status: 200, body: "up"}, 4},
+		{"first failure", 0, true, response{Status: 503, Body: "down"}, 1},
+		{"second failure opens", 0, true, response{Status: 503, Body: "down"}, 2},
+		{"open: refused with the time left", 0, false, response{Status: 503, Body: "Service Unavailable", RetryAfter: "5"}, 2},
+		{"open: still refused", 3 * time.Second, false, response{Status: 503, Body: "Service Unavailable", RetryAfter: "2"}, 2},
+		{"half-open: probe succeeds", 2 * time.Second, false, response{Status: 200, Body: "up"}, 3},
+		{"closed again", 0, false, response{Status: 200, Body: "up"}, 4},
 	}
 	for _, tt := range tests {
 		clk.Advance(tt.advance)
@@ -85,6 +85,6 @@ func TestParamRuleOnPathValue(t *testing.T) {
 		{"/users/3", 200},
 	}
 	for _, tt := range tests {
-		assert.Equal(t, tt.wantStatus, get(t, c, "GET", srv.URL+tt.path).status, "GET %s", tt.path)
+		assert.Equal(t, tt.wantStatus, get(t, c, "GET", srv.URL+tt.path).Status, "GET %s", tt.path)
 	}
 }

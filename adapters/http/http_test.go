@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/sluice-go/sluice"
 	sluicehttp "github.com/sluice-go/sluice/adapters/http"
+	"github.com/sluice-go/sluice/adapters/http/internal/adaptertest"
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/refusal"
 	"github.com/sluice-go/sluice/rules"
@@ -37,43 +37,14 @@ func newEngine(t *testing.T) (*sluice.Engine, *sluicetest.ManualClock) {
 
 // serve starts a real server on 127.0.0.1 and returns it with a client that
 // does not keep idle connections (so goleak sees none after the test).
-func serve(t *testing.T, h http.Handler) (*httptest.Server, *http.Client) {
-	t.Helper()
-	srv := httptest.NewUnstartedServer(h)
-	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // panics are expected in some tests
-	srv.Start()
-	tr := &http.Transport{DisableKeepAlives: true}
-	t.Cleanup(func() {
-		tr.CloseIdleConnections()
-		srv.Close()
-	})
-	return srv, &http.Client{Transport: tr, Timeout: 10 * time.Second}
-}
+// The helpers both HTTP adapters' tests share (adaptertest).
+var (
+	serve    = adaptertest.Serve
+	get      = adaptertest.Get
+	snapshot = adaptertest.Snapshot
+)
 
-type response struct {
-	status     int
-	body       string
-	retryAfter string
-}
-
-func get(t *testing.T, c *http.Client, method, url string) response {
-	t.Helper()
-	req, err := http.NewRequest(method, url, nil)
-	require.NoError(t, err)
-	resp, err := c.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return response{status: resp.StatusCode, body: strings.TrimSpace(string(b)), retryAfter: resp.Header.Get("Retry-After")}
-}
-
-func snapshot(t *testing.T, g *sluice.Engine, resource string) (pass, block, errs uint64, conc int64) {
-	t.Helper()
-	s, ok := g.Snapshot(resource)
-	require.True(t, ok, "Snapshot(%q) not tracked", resource)
-	return s.TotalPass, s.TotalBlock, s.TotalError, s.Concurrency
-}
+type response = adaptertest.Response
 
 func userHandler(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.WriteString(w, "user "+r.PathValue("id"))
@@ -117,11 +88,11 @@ func TestFlowRuleOnRoute(t *testing.T) {
 				path string
 				want response
 			}{
-				{"/users/1", response{status: 200, body: "user 1"}},
-				{"/users/2", response{status: 200, body: "user 2"}},
-				{"/users/3", response{status: 429, body: "Too Many Requests", retryAfter: "1"}},
-				{"/users/4", response{status: 429, body: "Too Many Requests", retryAfter: "1"}},
-				{"/health", response{status: 200, body: "ok"}},
+				{"/users/1", response{Status: 200, Body: "user 1"}},
+				{"/users/2", response{Status: 200, Body: "user 2"}},
+				{"/users/3", response{Status: 429, Body: "Too Many Requests", RetryAfter: "1"}},
+				{"/users/4", response{Status: 429, Body: "Too Many Requests", RetryAfter: "1"}},
+				{"/health", response{Status: 200, Body: "ok"}},
 			}
 			for _, tt := range tests {
 				assert.Equal(t, tt.want, get(t, c, "GET", srv.URL+tt.path), "GET %s", tt.path)
@@ -218,7 +189,7 @@ func TestHeadCountsAgainstGetRoute(t *testing.T) {
 				{"GET", "/files/c", 429},
 			}
 			for _, tt := range tests {
-				assert.Equal(t, tt.want, get(t, c, tt.method, srv.URL+tt.path).status, "%s %s", tt.method, tt.path)
+				assert.Equal(t, tt.want, get(t, c, tt.method, srv.URL+tt.path).Status, "%s %s", tt.method, tt.path)
 			}
 			pass, block, _, _ := snapshot(t, g, "GET /users/{id}")
 			assert.Equal(t, [2]uint64{2, 2}, [2]uint64{pass, block}, "GET /users/{id}: pass, block")
@@ -293,9 +264,9 @@ func TestResourceNameOption(t *testing.T) {
 		return "api"
 	}
 	srv, c := serve(t, routes(g, true, sluicehttp.WithResourceName(name)))
-	assert.Equal(t, 200, get(t, c, "GET", srv.URL+"/users/1").status)
-	assert.Equal(t, 200, get(t, c, "POST", srv.URL+"/users/1").status)
-	assert.Equal(t, 200, get(t, c, "GET", srv.URL+"/health").status)
+	assert.Equal(t, 200, get(t, c, "GET", srv.URL+"/users/1").Status)
+	assert.Equal(t, 200, get(t, c, "POST", srv.URL+"/users/1").Status)
+	assert.Equal(t, 200, get(t, c, "GET", srv.URL+"/health").Status)
 	pass, _, _, _ := snapshot(t, g, "api")
 	assert.Equal(t, uint64(2), pass)
 	assert.Equal(t, 1, resources(g))
@@ -325,7 +296,7 @@ func TestHandlerFailuresAreRecorded(t *testing.T) {
 			mux := http.NewServeMux()
 			mux.Handle("GET /x", h)
 			srv, c := serve(t, mux)
-			assert.Equal(t, tt.status, get(t, c, "GET", srv.URL+"/x").status)
+			assert.Equal(t, tt.status, get(t, c, "GET", srv.URL+"/x").Status)
 			pass, _, errs, conc := snapshot(t, g, "GET /x")
 			assert.Equal(t, uint64(1), pass)
 			assert.Equal(t, tt.wantErrs, errs)
@@ -412,7 +383,7 @@ func TestConcurrencyHeldWhileInFlight(t *testing.T) {
 	assert.Equal(t, int64(1), conc)
 	// A full concurrency limit is overload: 503, and the default wait, as
 	// the isolation rule cannot tell when a slot frees.
-	assert.Equal(t, response{status: 503, body: "Service Unavailable", retryAfter: "1"}, get(t, c, "GET", srv.URL+"/slow"))
+	assert.Equal(t, response{Status: 503, Body: "Service Unavailable", RetryAfter: "1"}, get(t, c, "GET", srv.URL+"/slow"))
 	close(release)
 	assert.Equal(t, result{status: 200}, <-first)
 	_, _, _, conc = snapshot(t, g, "GET /slow")
@@ -431,8 +402,8 @@ func TestBlockHandlerOption(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /x", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "x") })
 	srv, c := serve(t, sluicehttp.Middleware(g, sluicehttp.WithBlockHandler(block))(mux))
-	assert.Equal(t, response{status: 200, body: "x"}, get(t, c, "GET", srv.URL+"/x"))
-	assert.Equal(t, response{status: 503, body: "shed"}, get(t, c, "GET", srv.URL+"/x"))
+	assert.Equal(t, response{Status: 200, Body: "x"}, get(t, c, "GET", srv.URL+"/x"))
+	assert.Equal(t, response{Status: 503, Body: "shed"}, get(t, c, "GET", srv.URL+"/x"))
 	require.NotNil(t, seen)
 	assert.Equal(t, core.BlockFlow, seen.Type)
 	assert.Equal(t, "GET /x", seen.Resource)
@@ -444,7 +415,7 @@ func TestClosedEngineFailsOpen(t *testing.T) {
 	mux.HandleFunc("GET /x", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "x") })
 	srv, c := serve(t, sluicehttp.Middleware(g)(mux))
 	require.NoError(t, g.Close())
-	assert.Equal(t, response{status: 200, body: "x"}, get(t, c, "GET", srv.URL+"/x"))
+	assert.Equal(t, response{Status: 200, Body: "x"}, get(t, c, "GET", srv.URL+"/x"))
 }
 
 func TestNilEngineUsesDefault(t *testing.T) {
@@ -454,8 +425,8 @@ func TestNilEngineUsesDefault(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /x", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "x") })
 	srv, c := serve(t, sluicehttp.Middleware(nil)(mux))
-	assert.Equal(t, 200, get(t, c, "GET", srv.URL+"/x").status)
-	assert.Equal(t, 429, get(t, c, "GET", srv.URL+"/x").status)
+	assert.Equal(t, 200, get(t, c, "GET", srv.URL+"/x").Status)
+	assert.Equal(t, 429, get(t, c, "GET", srv.URL+"/x").Status)
 }
 
 func TestWriterKeepsFlushAndHijack(t *testing.T) {
@@ -491,10 +462,10 @@ func TestWriterKeepsFlushAndHijack(t *testing.T) {
 			close(rawDone)
 		}
 	}))
-	assert.Equal(t, response{status: 200, body: "ab"}, get(t, c, "GET", srv.URL+"/stream"))
-	assert.Equal(t, response{status: 503, body: "raw"}, get(t, c, "GET", srv.URL+"/raw"))
+	assert.Equal(t, response{Status: 200, Body: "ab"}, get(t, c, "GET", srv.URL+"/stream"))
+	assert.Equal(t, response{Status: 503, Body: "raw"}, get(t, c, "GET", srv.URL+"/raw"))
 	<-rawDone
-	assert.Equal(t, response{status: 200, body: "copied"}, get(t, c, "GET", srv.URL+"/copy"))
+	assert.Equal(t, response{Status: 200, Body: "copied"}, get(t, c, "GET", srv.URL+"/copy"))
 	for _, res := range []string{"GET /stream", "GET /raw", "GET /copy"} {
 		pass, _, errs, conc := snapshot(t, g, res)
 		assert.Equal(t, uint64(1), pass, res)

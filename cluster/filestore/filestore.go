@@ -342,6 +342,8 @@ func (s *Store) History(ctx context.Context, app string, limit int) ([]cluster.R
 // the history and appends a "save" (or "rollback") audit entry with the
 // line diff. It returns cluster.ErrConflict, writing nothing, when base is
 // not the version in force. Notification is by polling: see Watch.
+//
+// complexity: the save's steps (conflict check, version file, rules.yaml, history trim, audit entry), each failing on its own
 func (s *Store) Save(ctx context.Context, app string, base int64, v cluster.RuleVersion) (cluster.RuleVersion, error) {
 	if err := checkApp(app); err != nil {
 		return cluster.RuleVersion{}, err

@@ -244,6 +244,8 @@ func parseVersion(f []string) (cluster.RuleVersion, error) {
 //
 // Author is required; Author and app are at most 256 bytes, Comment at most
 // 4 KiB.
+//
+// complexity: checks each field's length, then the transaction's outcomes (conflict, retry, saved), each reported on its own
 func (s *RuleStore) Save(ctx context.Context, app string, base int64, v cluster.RuleVersion) (cluster.RuleVersion, error) {
 	if err := checkName("app", app); err != nil {
 		return cluster.RuleVersion{}, err

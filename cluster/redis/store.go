@@ -355,6 +355,8 @@ func (s *Store) encode(b *batch, reqs []cluster.Request, idx []int) ([]string, s
 }
 
 // decode reads a take reply into grants[idx[k]].
+//
+// complexity: parses the script's reply grant by grant, each malformed field an error of its own
 func (s *Store) decode(res string, idx []int, grants []cluster.Grant) error {
 	bad := func() error { return fmt.Errorf("sluiceredis: take: malformed reply %q", res) }
 	field := func() (string, bool) {

@@ -310,6 +310,8 @@ func appendResources(b []byte, rs []cluster.ResourceSecond) []byte {
 }
 
 // parseResources reads what appendResources wrote.
+//
+// complexity: parses the compact resource encoding field by field, each field's error named
 func parseResources(s string) ([]cluster.ResourceSecond, error) {
 	if s == "" {
 		return nil, nil

@@ -110,9 +110,6 @@ var paths = []path{
 // manyResources is how many resources sluiceManyResources visits.
 const manyResources = 10000
 
-// reference is the path the program's ratio column divides by.
-var reference = rateAllow
-
 func setupSluiceOneRule() (func() func() error, func(), error) {
 	g := sluice.New()
 	if err := g.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: resource, Threshold: rules.MaxThreshold}}}); err != nil {

@@ -666,6 +666,7 @@ func repoRoot(t *testing.T) string {
 // goCommand is the go command that runs this test, or the one on PATH.
 func goCommand(t *testing.T) string {
 	t.Helper()
+	//lint:ignore SA1019 a test binary runs where go test built it, so its GOROOT is the go command that runs it
 	if goroot := runtime.GOROOT(); goroot != "" {
 		p := filepath.Join(goroot, "bin", "go")
 		if _, err := os.Stat(p); err == nil {

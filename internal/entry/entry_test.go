@@ -214,12 +214,12 @@ func TestContextSleep(t *testing.T) {
 	t.Run("no wait, no engine", func(t *testing.T) {
 		clk := sluicetest.NewManualClock(0)
 		c := &Context{}
-		require.NoError(t, c.Sleep(nil, clk, 0))
+		require.NoError(t, c.Sleep(context.Background(), clk, 0))
 		life, closeEngine := context.WithCancel(context.Background())
 		closeEngine()
 		c.Life = life
-		require.NoError(t, c.Sleep(nil, clk, -1), "a non-positive wait returns at once")
-		assert.Zero(t, testing.AllocsPerRun(100, func() { _ = c.Sleep(nil, clk, 0) }))
+		require.NoError(t, c.Sleep(context.Background(), clk, -1), "a non-positive wait returns at once")
+		assert.Zero(t, testing.AllocsPerRun(100, func() { _ = c.Sleep(context.Background(), clk, 0) }))
 	})
 }
 

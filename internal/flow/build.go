@@ -26,6 +26,8 @@ import (
 //
 // The error names the offending rule's index, resource and field (an
 // *rules.Error).
+//
+// complexity: validates each rule, builds its controller and carries state over from the old one, per rule kind
 func Build(rs []rules.Flow, old map[string][]*Controller, nodes NodeFunc, cl *Leases) (map[string][]*Controller, error) {
 	for i := range rs {
 		if err := (&rules.Set{Flow: rs[i : i+1]}).Validate(); err != nil {

@@ -188,7 +188,7 @@ func (c *clusterRule) check(ctx context.Context, ec *entry.Context, clk core.Clo
 		be.Type = core.BlockCluster
 		return be
 	}
-	if ctx == nil {
+	if ctx == nil || ctx == context.Background() { // an entry without a context: the engine's life bounds the call
 		ctx = ec.Life
 		if ctx == nil {
 			ctx = context.Background()

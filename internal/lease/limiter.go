@@ -229,6 +229,7 @@ func (m *Manager) NewLimiter(spec Spec) (*Limiter, error) {
 	return l, nil
 }
 
+// complexity: one check per Spec field, a case per algorithm
 func validate(s *Spec) error {
 	b := &s.Budget
 	bad := func(format string, args ...any) error {

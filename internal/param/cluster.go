@@ -150,7 +150,7 @@ func (cc *clusterCtl) budget(d *digest, tm terms) cluster.Budget {
 // value's next remote decision.
 func (c *Controller) checkCluster(ctx context.Context, ec *entry.Context, key string, t int64, clk core.Clock) *core.BlockError {
 	cc := c.cl
-	if ctx == nil {
+	if ctx == nil || ctx == context.Background() { // an entry without a context: the engine's life bounds the call
 		ctx = ec.Life
 		if ctx == nil {
 			ctx = context.Background()

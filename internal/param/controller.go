@@ -394,6 +394,8 @@ func (c *Controller) stateKey() stateKey {
 //
 // The error names the offending rule's index, resource and field (an
 // *rules.Error).
+//
+// complexity: validates each rule, builds its controller and carries state over from the old one
 func Build(rs []rules.Param, old map[string][]*Controller, rm *Remote) (map[string][]*Controller, error) {
 	for i := range rs {
 		if err := (&rules.Set{Param: rs[i : i+1]}).Validate(); err != nil {

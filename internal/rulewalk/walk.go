@@ -13,6 +13,7 @@ func Strings(v reflect.Value, f func(field, s string, key bool) error) error {
 	return walk(v, "", f)
 }
 
+// complexity: a case per reflect.Kind a rule's fields have (struct, pointer, slice, map, string)
 func walk(v reflect.Value, field string, f func(field, s string, key bool) error) error {
 	switch v.Kind() {
 	case reflect.String:

@@ -63,7 +63,9 @@ func TestExportedIdentifiers(t *testing.T) {
 const maxRulesLines = 1600
 
 // TestRulesPackageLines counts the lines of the rules package's non-test
-// files and fails past maxRulesLines.
+// files and fails past maxRulesLines. The "// complexity: <reason>" lines
+// the complexity check reads (internal/cmd/complexity) are annotations for
+// the linter, not the package's code, and are not counted.
 func TestRulesPackageLines(t *testing.T) {
 	files, err := filepath.Glob("../../rules/*.go")
 	if err != nil || len(files) == 0 {
@@ -78,7 +80,7 @@ func TestRulesPackageLines(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		total += bytes.Count(b, []byte("\n"))
+		total += bytes.Count(b, []byte("\n")) - bytes.Count(b, []byte("\n// complexity: "))
 	}
 	t.Logf("rules: %d non-test lines (bar %d)", total, maxRulesLines)
 	if total > maxRulesLines {

@@ -178,6 +178,8 @@ func (s *Slot) Check(ec *entry.Context) *core.BlockError {
 }
 
 // check is Check against the rules of rs, not its shadow ones.
+//
+// complexity: one comparison per system metric a rule may name, in the rule's order; the entry path, kept in one frame
 func (s *Slot) check(rs *RuleSet, ec *entry.Context) *core.BlockError {
 	now := ec.Start
 	if c := rs.conc; c != nil {

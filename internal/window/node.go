@@ -772,6 +772,8 @@ func (n *Node) HistoryLen() int { return int(n.keep) }
 // of the second left (kept by AddPass) and the concurrency at the second's
 // start, which is not kept but follows from the counts: the concurrency now,
 // less the passes since, plus the exits since.
+//
+// complexity: reads the ring of seconds in one pass and rebuilds each second's concurrency from the counts; the hot counters stay in one place
 func (n *Node) History(now int64, since time.Duration) []stat.Second {
 	k := int64(since / time.Second)
 	if k > n.keep {

@@ -27,6 +27,8 @@
 //	                    files in other modules equal their source (-w: write
 //	                    them)
 //	internal            no module imports another module's internal package
+//	standalone -compile [DIR...]
+//	                    the same, the tests built but not run
 package main
 
 import (
@@ -59,7 +61,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: go run ./internal/cmd/modules version|tidy [-w]|standalone [DIR...]|consumer|release VERSION|tags [-create] VERSION|proxy DIR|copies [-w]|internal")
+	fmt.Fprintln(os.Stderr, "usage: go run ./internal/cmd/modules version|tidy [-w]|standalone [DIR...]|consumer|release VERSION|tags [-create] VERSION|proxy DIR|copies [-w]|internal|standalone -compile")
 	os.Exit(2)
 }
 
@@ -71,6 +73,7 @@ func run(root, cmd string, args []string) error {
 	fl := flag.NewFlagSet(cmd, flag.ExitOnError)
 	write := fl.Bool("w", false, "write go.mod and go.sum (tidy), or the copies (copies)")
 	create := fl.Bool("create", false, "create the tags")
+	compile := fl.Bool("compile", false, "build the tests without running them (standalone)")
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
@@ -85,7 +88,7 @@ func run(root, cmd string, args []string) error {
 	case "tidy":
 		return withProxy(root, mods, func(p *proxy) error { return tidy(p, *write) })
 	case "standalone":
-		return withProxy(root, mods, func(p *proxy) error { return standalone(p, args) })
+		return withProxy(root, mods, func(p *proxy) error { return standalone(p, args, *compile) })
 	case "consumer":
 		return withProxy(root, mods, consumer)
 	case "release":

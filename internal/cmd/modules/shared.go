@@ -22,6 +22,7 @@ var copies = []struct {
 	src  string   // file of the root module, slash-separated
 	dsts []string // its copies, in other modules
 }{
+	{"adapters/http/internal/adaptertest/adaptertest.go", []string{"adapters/gin/internal/adaptertest/adaptertest.go"}},
 	{"internal/clock/system.go", []string{"dashboard/internal/clock/system.go"}},
 	{"internal/export/export.go", []string{"adapters/otel/internal/export/export.go", "adapters/prometheus/internal/export/export.go"}},
 	{"internal/linediff/linediff.go", []string{"cluster/redis/internal/linediff/linediff.go", "dashboard/internal/linediff/linediff.go"}},

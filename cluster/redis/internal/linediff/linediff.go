@@ -20,6 +20,8 @@ const maxDiffLines = 2000
 // "" when the documents have the same lines. Rule stores use it for the Detail of a
 // save's cluster.AuditEntry. Documents of more than 2,000 lines are not
 // compared; the diff then says how many lines each has.
+//
+// complexity: the longest-common-subsequence diff: trimming, the table and its walk, in one function as the algorithm reads
 func Lines(old, new []byte) string {
 	a, b := splitLines(old), splitLines(new)
 	// Common head and tail need no table.
