@@ -553,11 +553,25 @@ func (d *Dashboard) resource(w http.ResponseWriter, r *http.Request, c *call) {
 	}
 	frames = byInstanceSecond(frames)
 	latest, _ := d.latest(ctx, c.app, &rd.Errors)
-	by := map[string]*figures{}
-	var ids []string
+	by, ids := instanceFiguresOf(frames, latest, name, rd.Since, now)
+	for _, id := range ids {
+		f := by[id]
+		rd.Instances = append(rd.Instances, instanceFigures{Instance: id, Pass: f.pass, Block: f.block, Blocked: f.blockedSlice(),
+			RT: f.rt(), InFlight: f.inflight, Last: f.last, Adaptive: f.adaptive, Tier: f.tier, Shadow: f.shadow, Newest: f.newest})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	newJSON(w).Encode(rd)
+}
+
+// instanceFiguresOf adds up resource name's figures per instance over the
+// frames of seconds since..now, and takes each instance's newest frame,
+// whole, for its figures in flight (and its second, when no listed frame
+// had the resource). ids are the instances in the order first seen.
+func instanceFiguresOf(frames, latest []cluster.Frame, name string, since, now int64) (by map[string]*figures, ids []string) {
+	by = map[string]*figures{}
 	for i := range frames {
 		f := &frames[i]
-		if f.Second < rd.Since || f.Second > now {
+		if f.Second < since || f.Second > now {
 			continue
 		}
 		for j := range f.Resources {
@@ -581,7 +595,7 @@ func (d *Dashboard) resource(w http.ResponseWriter, r *http.Request, c *call) {
 	// second when no listed frame had the resource.
 	for i := range latest {
 		f := &latest[i]
-		if f.Second < rd.Since || f.Second > now {
+		if f.Second < since || f.Second > now {
 			continue
 		}
 		for j := range f.Resources {
@@ -601,11 +615,5 @@ func (d *Dashboard) resource(w http.ResponseWriter, r *http.Request, c *call) {
 			fg.adaptive, fg.tier = rs.AdaptiveLimit, rs.Tier
 		}
 	}
-	for _, id := range ids {
-		f := by[id]
-		rd.Instances = append(rd.Instances, instanceFigures{Instance: id, Pass: f.pass, Block: f.block, Blocked: f.blockedSlice(),
-			RT: f.rt(), InFlight: f.inflight, Last: f.last, Adaptive: f.adaptive, Tier: f.tier, Shadow: f.shadow, Newest: f.newest})
-	}
-	w.Header().Set("Content-Type", "application/json")
-	newJSON(w).Encode(rd)
+	return by, ids
 }

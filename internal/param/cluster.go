@@ -148,6 +148,8 @@ func (cc *clusterCtl) budget(d *digest, tm terms) cluster.Budget {
 // grants this instance is charged to the share too, and, with the reject
 // behavior, what the share admits is owed to the store, charged at the
 // value's next remote decision.
+//
+// complexity: the store's answer by kind (fallback, cancelled, refused, admitted, a wait), each keeping the share's books
 func (c *Controller) checkCluster(ctx context.Context, ec *entry.Context, key string, t int64, clk core.Clock) *core.BlockError {
 	cc := c.cl
 	if ctx == nil || ctx == context.Background() { // an entry without a context: the engine's life bounds the call
