@@ -112,9 +112,17 @@ func TestBrowserOutageDatedAtFirstFailedRead(t *testing.T) {
 	store.down = true
 	store.mu.Unlock()
 	var banner, class string
+	// Text and class in one evaluation: read apart, the page may show the
+	// banner between the two (class "error" beside the empty text before).
 	read := func() bool {
-		return chromedp.Run(ctx, chromedp.Evaluate(`document.getElementById("store-status").textContent`, &banner),
-			chromedp.Evaluate(`document.getElementById("store-status").className`, &class)) == nil
+		var got []string
+		err := chromedp.Run(ctx, chromedp.Evaluate(
+			`(() => { const e = document.getElementById("store-status"); return [e.textContent, e.className]; })()`, &got))
+		if err != nil || len(got) != 2 {
+			return false
+		}
+		banner, class = got[0], got[1]
+		return true
 	}
 	require.Eventually(t, func() bool { return read() && class == "error" && store.firstFailSet() },
 		15*time.Second, 100*time.Millisecond, "no banner: %q", &banner)
