@@ -343,6 +343,7 @@ func (eng *Engine) enter(ctx context.Context, name string, opts []EntryOption) (
 		args  entry.Args
 		given [maxAttachments]*entry.Arg
 		nn    int
+		out   *core.Budget // WithBudget
 	)
 	for i := range opts {
 		o := &opts[i]
@@ -358,6 +359,8 @@ func (eng *Engine) enter(ctx context.Context, name string, opts []EntryOption) (
 			args.Positional = o.args
 		case optPriority:
 			priority = core.Priority(o.n)
+		case optBudget:
+			out = budgetOut(o)
 		case optArg:
 			if nn == len(given) {
 				return Pass{}, fmt.Errorf("%w: more than %d", ErrTooManyAttachments, maxAttachments)
@@ -388,6 +391,9 @@ func (eng *Engine) enter(ctx context.Context, name string, opts []EntryOption) (
 	p.eng, p.err, p.custom, p.slots = eng, nil, nil, nil
 	c := &p.ctx
 	c.Resource, c.Traffic, c.Batch, c.Priority = name, traffic, batch, priority
+	if c.WantBudget = out != nil; out != nil {
+		c.Budget = core.Budget{}
+	}
 	// The resource is looked up before the clock is read, with the latest
 	// Entry's reading standing in for the clock to pick the bucket slot
 	// its node prefetches, so that the clock read overlaps the misses of a
@@ -410,9 +416,13 @@ func (eng *Engine) enter(ctx context.Context, name string, opts []EntryOption) (
 		in = eng.inbound
 	}
 	if snap := eng.chain.Snapshot(); snap != nil {
-		return eng.enterCustom(ctx, p, args, r, in, snap)
+		return eng.enterCustom(ctx, p, args, r, in, snap, out)
 	}
-	if be := eng.check(ctx, c, args, r); be != nil {
+	be := eng.check(ctx, c, args, r)
+	if out != nil {
+		*out = c.Budget
+	}
+	if be != nil {
 		err := eng.refuse(c, r, in, be)
 		passRecords.Put(p)
 		return Pass{}, err
@@ -428,7 +438,7 @@ func (eng *Engine) enter(ctx context.Context, name string, opts []EntryOption) (
 // counted neither as passed nor as blocked, and the panic goes on up to the
 // caller of Entry unchanged. (Observers that saw OnPass before the one that
 // panicked see no OnExit: the entry never passed.)
-func (eng *Engine) enterCustom(ctx context.Context, p *passRecord, args entry.Args, r *resource, in *window.Node, snap *chain.Snapshot) (Pass, error) {
+func (eng *Engine) enterCustom(ctx context.Context, p *passRecord, args entry.Args, r *resource, in *window.Node, snap *chain.Snapshot, out *core.Budget) (Pass, error) {
 	c := &p.ctx
 	p.custom = customCopy(c)
 	p.slots = snap
@@ -444,6 +454,9 @@ func (eng *Engine) enterCustom(ctx context.Context, p *passRecord, args entry.Ar
 	be := eng.check(ctx, c, args, r)
 	if be == nil {
 		be = customCheck(c, p.custom, snap)
+	}
+	if out != nil {
+		*out = c.Budget
 	}
 	if be != nil {
 		settled = true

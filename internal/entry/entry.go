@@ -28,6 +28,10 @@ type Context struct {
 	// the padding before Batch, so that they cost the entry no space.
 	timed bool
 	gate  uint8
+	// WantBudget is set when the entry asked for its remaining budget
+	// (sluice.WithBudget): rate rules then note theirs in Budget. (In the
+	// same padding as timed and gate.)
+	WantBudget bool
 	// Batch is how many requests the entry stands for; at least 1.
 	Batch int64
 	// Start is the engine clock's reading when the entry began, in
@@ -37,6 +41,10 @@ type Context struct {
 	// when the engine closes, and a check waiting for the entry (Sleep)
 	// stops waiting then. Nil means no engine to wait for.
 	Life context.Context
+
+	// Budget is the tightest budget noted so far (NoteBudget), or the
+	// refusing rule's; meaningful only with WantBudget.
+	Budget core.Budget
 
 	tickets [4]Ticket
 	n       int

@@ -251,6 +251,9 @@ func (c *tokenBucket) check(_ context.Context, ec *entry.Context, _ core.Clock) 
 	}
 	n := float64(ec.Batch)
 	wait, stored, ok := c.bucket.reserve(ec.Start, n, c.rate, c.burst, 0)
+	if ec.WantBudget {
+		c.bucketBudget(ec, ok, 0)
+	}
 	if !ok {
 		return c.refuse(ec, stored, n, saturated(wait), reasonBucketShort)
 	}
@@ -290,6 +293,9 @@ func (c *tokenBucketThrottle) check(ctx context.Context, ec *entry.Context, clk 
 	// reserves nothing (rate.Limiter.WaitN).
 	maxWait, short := waitBound(ctx, c.maxQueue)
 	wait, _, ok := c.bucket.reserve(ec.Start, n, c.rate, c.burst, maxWait)
+	if ec.WantBudget {
+		c.bucketBudget(ec, ok, c.maxQueue)
+	}
 	if !ok {
 		if short && wait <= float64(c.maxQueue) {
 			return c.pastDeadline(ec, wait, maxWait)
@@ -337,4 +343,47 @@ func (w *waitedTokens) Release(x entry.ExitInfo) {
 
 func (c *tokenBucketThrottle) inherit(old checker) {
 	c.bucket = old.(*tokenBucketThrottle).bucket
+}
+
+// level returns how many requests of one token the bucket would admit one
+// after another at now, each waiting at most maxWait ns, and the
+// nanoseconds until it is full: full - now, with full = at + owed×cost
+// (exact for a whole number of tokens owed, as a wait is). It takes
+// nothing. The k-th request passes when reserve would admit it: when
+// (owed + k - burst)×cost, rounded as reserve rounds it, is under
+// since + maxWait + 1 ns.
+func (b *bucket) level(now, maxWait int64) (admits int64, untilFull float64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	since, owed := float64(max(now-b.at, 0)), b.owed
+	if b.rate.ns(owed) <= since { // full at now: what sync would make it
+		since, owed = 0, 0
+	} else {
+		untilFull = b.rate.ns(owed) - since
+	}
+	bound := since + float64(maxWait) + 1
+	passes := func(k int64) bool { return b.rate.ns(owed+float64(k)-b.burst) < bound }
+	// The estimate from the tokens, then its rounding settled by reserve's
+	// own test.
+	k := floorCount(math.Ceil(b.burst-owed+b.rate.tokens(bound)) - 1)
+	for k > 0 && !passes(k) {
+		k--
+	}
+	for k < 1<<62 && passes(k+1) {
+		k++
+	}
+	return k, untilFull
+}
+
+// bucketBudget notes (ok: the entry took its tokens) or records the
+// budget of the rule's bucket at ec.Start, for requests that may wait up
+// to maxQueue ns for their tokens.
+func (c *bucketRule) bucketBudget(ec *entry.Context, ok bool, maxQueue int64) {
+	admits, untilFull := c.bucket.level(ec.Start, maxQueue)
+	bg := bucketBudget(c.rate, c.burst, admits, untilFull, maxQueue)
+	if ok {
+		c.noteBudget(ec, bg)
+	} else {
+		c.refusedBudget(ec, bg)
+	}
 }

@@ -194,7 +194,11 @@ func (c *clusterRule) check(ctx context.Context, ec *entry.Context, clk core.Clo
 			ctx = context.Background()
 		}
 	}
-	r := c.lim.p.Load().Acquire(ctx, ec.Start, ec.Batch)
+	lim := c.lim.p.Load()
+	r := lim.Acquire(ctx, ec.Start, ec.Batch)
+	if ec.WantBudget {
+		c.clusterBudget(ec, r, lim)
+	}
 	if !r.Admitted {
 		return c.clusterRefusal(ec, r, ctx)
 	}
@@ -239,4 +243,24 @@ func (c *clusterRule) close() {
 	if c.lim != nil {
 		c.lim.close()
 	}
+}
+
+// clusterBudget notes (r admitted the entry) or records the budget of a
+// cluster rule as this instance knows it: Limit and Window are the fleet's
+// (Threshold per StatInterval), Remaining the permits this instance holds
+// in its leases (the fleet may have more left in the store, or less once
+// other instances spend theirs), and Reset the refusal's RetryAfter, or
+// on a pass the interval (every count of a window leaves it within one
+// interval; this instance cannot see when the fleet's do).
+func (c *clusterRule) clusterBudget(ec *entry.Context, r lease.Result, lim *lease.Limiter) {
+	ival := cmp.Or(c.rule.StatInterval, ruledef.StatInterval)
+	bg := core.Budget{Limit: c.limit, Window: ival}
+	if !r.Admitted {
+		bg.Reset = r.RetryAfter
+		c.refusedBudget(ec, bg)
+		return
+	}
+	bg.Remaining = min(lim.Held(), floorCount(c.limit))
+	bg.Reset = ival
+	c.noteBudget(ec, bg)
 }

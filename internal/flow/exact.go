@@ -32,9 +32,15 @@ func newExact(b base) *exact {
 
 func (c *exact) check(_ context.Context, ec *entry.Context, _ core.Clock) *core.BlockError {
 	if be := c.tooLarge(ec, float64(c.limit)); be != nil {
+		if ec.WantBudget {
+			c.refusedBudget(ec, c.budget(ec))
+		}
 		return be
 	}
 	ok, seen, free := c.log.admit(ec.Start, int(ec.Batch), c.limit, c.interval)
+	if ec.WantBudget {
+		c.exactBudget(ec, ok)
+	}
 	if !ok {
 		return c.refuse(ec, float64(seen), float64(c.limit), time.Duration(free-ec.Start), "")
 	}
@@ -228,4 +234,39 @@ func (l *admissionLog) reserve(capacity int) {
 		times[i] = l.at(i)
 	}
 	l.times, l.head = times, 0
+}
+
+// budget is the rule's budget at ec.Start: Limit is its threshold per
+// interval, Remaining the limit less the requests logged in the interval
+// that ends now, and Reset the time until the newest of them is an
+// interval old.
+func (c *exact) budget(ec *entry.Context) core.Budget {
+	n, last := c.log.inInterval(ec.Start, c.interval)
+	bg := core.Budget{Limit: float64(c.limit), Remaining: int64(max(c.limit-n, 0)), Window: time.Duration(c.interval)}
+	if n > 0 {
+		bg.Reset = time.Duration(max(last+c.interval-ec.Start, 0))
+	}
+	return bg
+}
+
+// exactBudget notes (ok: the entry passed) or records the rule's budget.
+func (c *exact) exactBudget(ec *entry.Context, ok bool) {
+	if ok {
+		c.noteBudget(ec, c.budget(ec))
+	} else {
+		c.refusedBudget(ec, c.budget(ec))
+	}
+}
+
+// inInterval returns the number of requests logged in the interval of
+// interval ns that ends at now (or at the newest entry, when a later
+// caller logged it), and the newest entry's time.
+func (l *admissionLog) inInterval(now, interval int64) (int, int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.count == 0 {
+		return 0, 0
+	}
+	now = max(now, l.last)
+	return l.count - l.firstAfter(now-interval), l.last
 }

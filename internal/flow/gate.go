@@ -66,6 +66,11 @@ func (g *Gate) Check(ec *entry.Context, n *window.Node) (be *core.BlockError, de
 	if !ok {
 		return g.refusal(ec, limit, seen)
 	}
+	if ec.WantBudget {
+		if r := g.rule.Load(); r != nil {
+			r.noteWindow(ec, n.OwnWindow(), secondWidth, math.Float64frombits(limit), seen)
+		}
+	}
 	ec.AddUndo((*gateTicket)(n))
 	return nil, true
 }

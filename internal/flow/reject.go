@@ -105,12 +105,18 @@ func (c *reject) check(ctx context.Context, ec *entry.Context, clk core.Clock) *
 		}
 		return c.refusal(ec, seen)
 	}
+	if ec.WantBudget {
+		c.noteWindow(ec, c.win, c.width, c.limit, seen)
+	}
 	ec.AddUndo(c)
 	return nil
 }
 
 // refusal is the rule's refusal of ec, whose check found seen admitted.
 func (c *reject) refusal(ec *entry.Context, seen uint64) *core.BlockError {
+	if ec.WantBudget {
+		c.refusedWindow(ec, c.win, c.width, c.limit, seen)
+	}
 	if be := c.tooLarge(ec, c.limit); be != nil {
 		return be
 	}

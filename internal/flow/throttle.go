@@ -133,6 +133,9 @@ func (c *throttle) check(ctx context.Context, ec *entry.Context, clk core.Clock)
 	wait := start.round(now)
 	if wait > float64(maxWait) {
 		s.mu.Unlock()
+		if ec.WantBudget {
+			c.refusedBudget(ec, queueBudget(c.cost, c.maxQueue, wait))
+		}
 		if short && wait <= float64(c.maxQueue) {
 			return c.pastDeadline(ec, wait, maxWait)
 		}
@@ -141,6 +144,10 @@ func (c *throttle) check(ctx context.Context, ec *entry.Context, clk core.Clock)
 	end := c.slots(start, ec.Batch)
 	s.set, s.free = true, end
 	s.mu.Unlock()
+	if ec.WantBudget {
+		// Busy until end: the next request's turn, rounded as its wait.
+		c.noteBudget(ec, queueBudget(c.cost, c.maxQueue, end.round(now)))
+	}
 	if d := time.Duration(wait); d > 0 {
 		if err := c.sleep(ctx, ec, clk, d); err != nil {
 			c.unschedule(start, end)

@@ -86,6 +86,9 @@ func (c *tiered) check(_ context.Context, ec *entry.Context, _ core.Clock) *core
 	}
 	limit := math.Float64frombits(st.limit.Load())
 	ok, seen := admit(ec, c.win, c.width, limit)
+	if ec.WantBudget {
+		c.tieredBudget(ec, ok, limit, seen)
+	}
 	if !ok {
 		if be := c.tooLarge(ec, limit); be != nil {
 			return be
@@ -199,4 +202,14 @@ func Tier(cs []Controller) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// tieredBudget notes (ok: the entry passed) or records the window budget
+// at the current tier's limit.
+func (c *tiered) tieredBudget(ec *entry.Context, ok bool, limit float64, seen uint64) {
+	if ok {
+		c.noteWindow(ec, c.win, c.width, limit, seen)
+	} else {
+		c.refusedWindow(ec, c.win, c.width, limit, seen)
+	}
 }

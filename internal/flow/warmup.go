@@ -217,6 +217,9 @@ func (c *warmUp) check(_ context.Context, ec *entry.Context, _ core.Clock) *core
 	if float64(n) > lim {
 		be := c.paceCheck(ec, lim)
 		tk.mu.Unlock()
+		if ec.WantBudget {
+			c.warmBudget(ec, be == nil, lim, c.win.Sum(ec.Start/c.width))
+		}
 		if be == nil {
 			ec.AddUndo(c)
 		}
@@ -227,6 +230,12 @@ func (c *warmUp) check(_ context.Context, ec *entry.Context, _ core.Clock) *core
 		tk.take(float64(n))
 	}
 	tk.mu.Unlock()
+	if ec.WantBudget {
+		if ok {
+			seen += uint64(n)
+		}
+		c.warmBudget(ec, ok, lim, seen)
+	}
 	if !ok {
 		// When the window will have room at this allowance, which may
 		// change meanwhile: warm-up moves it as tokens are taken and
@@ -332,6 +341,9 @@ func (c *warmUpThrottle) check(ctx context.Context, ec *entry.Context, clk core.
 	if wait > float64(c.maxQueue) {
 		tk.mu.Unlock()
 		s.mu.Unlock()
+		if ec.WantBudget {
+			c.refusedBudget(ec, queueBudget(float64(tk.interval)/lim, c.maxQueue, wait))
+		}
 		return c.queueRefusal(ec, wait, c.maxQueue)
 	}
 	end := start.plus(cost)
@@ -342,6 +354,10 @@ func (c *warmUpThrottle) check(ctx context.Context, ec *entry.Context, clk core.
 	tk.take(n)
 	tk.mu.Unlock()
 	s.mu.Unlock()
+	if ec.WantBudget {
+		// The allowance at the decision, before this entry's tokens.
+		c.noteBudget(ec, queueBudget(float64(tk.interval)/lim, c.maxQueue, end.round(now)))
+	}
 	if d := time.Duration(wait); d > 0 {
 		if err := c.sleep(ctx, ec, clk, d); err != nil {
 			c.giveBack(ec.Start, n, start, end, true)
@@ -409,5 +425,17 @@ func (c *warmUpThrottle) inherit(old checker) {
 	c.sched = o.sched
 	if sameCurve(&c.rule, &o.rule) {
 		c.tokens = o.tokens
+	}
+}
+
+// warmBudget notes (ok: the entry passed) or records the budget of a
+// warm-up rule that refuses at once: a window's, at the allowance lim
+// (which moves as the rule warms up), total counted in the window.
+func (c *warmUp) warmBudget(ec *entry.Context, ok bool, lim float64, total uint64) {
+	bg := windowBudget(ec, c.win, c.width, lim, total)
+	if ok {
+		c.noteBudget(ec, bg)
+	} else {
+		c.refusedBudget(ec, bg)
 	}
 }

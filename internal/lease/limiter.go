@@ -814,8 +814,14 @@ func (l *Limiter) fallback(n, now int64) Result {
 	return r
 }
 
+// Held returns the permits the Limiter holds unclaimed in its leases (the
+// current one and a parked one): what this instance can admit without
+// asking the Store, which tells nothing of what the rest of the fleet
+// holds or the Store has left.
+func (l *Limiter) Held() int64 { return l.held() }
+
 // held returns the permits the Limiter holds unclaimed in its leases (the
-// current one and a parked one). For tests.
+// current one and a parked one).
 func (l *Limiter) held() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()

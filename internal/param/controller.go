@@ -174,6 +174,9 @@ func (c *Controller) checkLocal(ctx context.Context, ec *entry.Context, key stri
 		refill(e, now, t, burst, c.window)
 		if e.tokens >= n {
 			e.tokens -= n
+			if ec.WantBudget && c.cl == nil {
+				c.bucketBudget(ec, true, e.tokens, e.part, t, burst)
+			}
 			s.mu.Unlock()
 			// The tokens come back only if a later check refuses the entry:
 			// an exit that passed touches nothing of the value.
@@ -181,6 +184,9 @@ func (c *Controller) checkLocal(ctx context.Context, ec *entry.Context, key stri
 			return nil
 		}
 		have, part, last := e.tokens, e.part, e.last
+		if ec.WantBudget && c.cl == nil {
+			c.bucketBudget(ec, false, have, part, t, burst)
+		}
 		s.mu.Unlock()
 		// The bucket holds have+part/window tokens at last, which is after
 		// now when an entry that started later took the lock first.
@@ -304,6 +310,9 @@ func (c *Controller) pace(ctx context.Context, ec *entry.Context, clk core.Clock
 	wait := begin - now
 	if wait > c.maxQueue {
 		s.mu.Unlock()
+		if ec.WantBudget && c.cl == nil {
+			c.paceBudget(ec, false, wait, t, window)
+		}
 		return c.blocked(ec, float64(wait)/1e6, float64(c.maxQueue)/1e6, wait-c.maxQueue, "wait exceeds max queueing")
 	}
 	// n slots: window×n/t ns. With n <= t the quotient is at most window,
@@ -317,6 +326,13 @@ func (c *Controller) pace(ctx context.Context, ec *entry.Context, clk core.Clock
 	endLast, endPart := last+int64(q), rem
 	e.last, e.part = endLast, endPart
 	s.mu.Unlock()
+	if ec.WantBudget && c.cl == nil {
+		busy := endLast - now
+		if endPart > 0 {
+			busy++
+		}
+		c.paceBudget(ec, true, busy, t, window)
+	}
 	if wait > 0 {
 		if ctx == nil {
 			ctx = context.Background()

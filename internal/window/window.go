@@ -138,3 +138,17 @@ func (w *Window) FreeAt(epoch int64, n uint64, limit float64) (int64, bool) {
 	}
 	return epoch + 1, true // it fits already (a racing Sub freed room)
 }
+
+// LastCounted returns the newest bucket of the window that ends with
+// bucket epoch (the bucket after it included, as TryAdd counts it) that
+// holds a count, and false when none does. A counted request leaves the
+// window at the start of bucket LastCounted+WindowBuckets at the latest.
+func (w *Window) LastCounted(epoch int64) (int64, bool) {
+	const mask = windowRing - 1
+	for ep := epoch + 1; ep > epoch-WindowBuckets; ep-- {
+		if count(w.words[ep&mask].Load(), ep) > 0 {
+			return ep, true
+		}
+	}
+	return 0, false
+}
