@@ -86,6 +86,8 @@ type config struct {
 	block   func(w http.ResponseWriter, r *http.Request, err error) // nil: policy's
 	policy  RefusalPolicy
 	isError func(status int) bool
+	// rateLimit and xRateLimit: WithRateLimitHeaders.
+	rateLimit, xRateLimit bool
 }
 
 // WithRefusalPolicy answers refused requests with p's status and
@@ -178,16 +180,21 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.next.ServeHTTP(w, r)
 		return
 	}
-	opts := [2]sluice.EntryOption{sluice.WithTraffic(core.Inbound)}
+	opts := [3]sluice.EntryOption{sluice.WithTraffic(core.Inbound)}
 	n := 1
+	var budget core.Budget
+	if h.cf.rateLimit {
+		opts[n] = sluice.WithBudget(&budget)
+		n++
+	}
 	if len(h.cf.args) > 0 {
 		var buf [maxStackArgs]any
 		args := buf[:0]
 		for _, f := range h.cf.args {
 			args = append(args, f(r))
 		}
-		opts[1] = sluice.WithArgs(args...)
-		n = 2
+		opts[n] = sluice.WithArgs(args...)
+		n++
 	}
 	var (
 		p   sluice.Pass
@@ -197,6 +204,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p, err = sluice.EntryContext(r.Context(), name, opts[:n]...)
 	} else {
 		p, err = h.eng.EntryContext(r.Context(), name, opts[:n]...)
+	}
+	if h.cf.rateLimit {
+		setRateLimitHeaders(w.Header(), &budget, h.cf.xRateLimit)
 	}
 	if err != nil {
 		if errors.Is(err, core.ErrBlocked) {

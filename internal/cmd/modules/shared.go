@@ -27,6 +27,8 @@ var copies = []struct {
 	{"internal/export/export.go", []string{"adapters/otel/internal/export/export.go", "adapters/prometheus/internal/export/export.go"}},
 	{"internal/linediff/linediff.go", []string{"cluster/redis/internal/linediff/linediff.go", "dashboard/internal/linediff/linediff.go"}},
 	{"internal/refusal/names.go", []string{"adapters/gin/internal/refusal/names.go"}},
+	{"internal/refusal/ratelimit.go", []string{"adapters/gin/internal/refusal/ratelimit.go", "adapters/grpc/internal/refusal/ratelimit.go"}},
+	{"adapters/http/internal/adaptertest/ratelimit.go", []string{"adapters/gin/internal/adaptertest/ratelimit.go"}},
 }
 
 // copyHeader is the first line of every copy; gofmt, vet and the
