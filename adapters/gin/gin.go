@@ -119,6 +119,8 @@ type config struct {
 	block  BlockHandler // nil: policy's
 	policy sluicehttp.RefusalPolicy
 	errf   func(*gin.Context) error
+	// rateLimit and xRateLimit: WithRateLimitHeaders.
+	rateLimit, xRateLimit bool
 }
 
 // WithResourceName names each request's resource with f instead of the
@@ -187,16 +189,21 @@ func Middleware(g *sluice.Engine, opts ...Option) gin.HandlerFunc {
 		} else {
 			name = NoRoute
 		}
-		opts := [2]sluice.EntryOption{sluice.WithTraffic(core.Inbound)}
+		opts := [3]sluice.EntryOption{sluice.WithTraffic(core.Inbound)}
 		n := 1
+		var budget core.Budget
+		if cf.rateLimit {
+			opts[n] = sluice.WithBudget(&budget)
+			n++
+		}
 		if len(cf.args) > 0 {
 			var buf [maxStackArgs]any
 			args := buf[:0]
 			for _, f := range cf.args {
 				args = append(args, f(c))
 			}
-			opts[1] = sluice.WithArgs(args...)
-			n = 2
+			opts[n] = sluice.WithArgs(args...)
+			n++
 		}
 		var (
 			p   sluice.Pass
@@ -206,6 +213,9 @@ func Middleware(g *sluice.Engine, opts ...Option) gin.HandlerFunc {
 			p, err = sluice.EntryContext(c.Request.Context(), name, opts[:n]...)
 		} else {
 			p, err = g.EntryContext(c.Request.Context(), name, opts[:n]...)
+		}
+		if cf.rateLimit {
+			setRateLimitHeaders(c.Writer.Header(), &budget, cf.xRateLimit)
 		}
 		if err != nil {
 			if errors.Is(err, core.ErrBlocked) {

@@ -1,0 +1,38 @@
+package sluicegin
+
+import (
+	"net/http"
+
+	"github.com/sluice-go/sluice/adapters/gin/internal/refusal"
+	"github.com/sluice-go/sluice/core"
+)
+
+// WithRateLimitHeaders makes the middleware tell every client its
+// remaining budget, as the net/http adapter's option of the same name does
+// (sluicehttp.WithRateLimitHeaders): every response, passed or refused,
+// carries the RateLimit-Policy and RateLimit header fields of the
+// tightest rate rule that decided the request, and with xRateLimit the
+// X-RateLimit-Limit, -Remaining and -Reset fields too. Off by default.
+func WithRateLimitHeaders(xRateLimit bool) Option {
+	return func(cf *config) {
+		cf.rateLimit = true
+		cf.xRateLimit = xRateLimit
+	}
+}
+
+// setRateLimitHeaders writes b's header fields to h; nothing when no rate
+// rule decided the entry.
+func setRateLimitHeaders(h http.Header, b *core.Budget, x bool) {
+	if b.Limit <= 0 {
+		return
+	}
+	policy, state := refusal.RateLimitFields(*b)
+	h[refusal.PolicyField] = []string{policy}
+	h[refusal.RateLimitField] = []string{state}
+	if x {
+		l, r, t := refusal.XRateLimitFields(*b)
+		h[refusal.XLimitField] = []string{l}
+		h[refusal.XRemainField] = []string{r}
+		h[refusal.XResetField] = []string{t}
+	}
+}
