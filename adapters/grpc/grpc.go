@@ -75,6 +75,8 @@ type config struct {
 	block   BlockFunc // nil: policy's
 	policy  RefusalPolicy
 	codes   uint32 // bit c set: code c is recorded as an error
+	// rateLimit and xRateLimit: WithRateLimitMetadata.
+	rateLimit, xRateLimit bool
 }
 
 // WithResourceName names each call's resource with f instead of its full
@@ -165,21 +167,31 @@ func (cf *config) guard(g *sluice.Engine, ctx context.Context, method string, re
 		return call()
 	}
 	var (
-		ob  [2]sluice.EntryOption
-		buf [maxStackArgs]any
-		p   sluice.Pass
-		eer error
+		ob     [3]sluice.EntryOption
+		buf    [maxStackArgs]any
+		p      sluice.Pass
+		eer    error
+		budget core.Budget
 	)
 	ob[0] = sluice.WithTraffic(cf.traffic)
-	eo := ob[:1]
-	if args := cf.argsInto(&buf, ctx, method, req); args != nil {
-		ob[1] = sluice.WithArgs(args...)
-		eo = ob[:2]
+	n := 1
+	tell := cf.rateLimit && cf.traffic == core.Inbound
+	if tell {
+		ob[n] = sluice.WithBudget(&budget)
+		n++
 	}
+	if args := cf.argsInto(&buf, ctx, method, req); args != nil {
+		ob[n] = sluice.WithArgs(args...)
+		n++
+	}
+	eo := ob[:n]
 	if g == nil {
 		p, eer = sluice.EntryContext(ctx, name, eo...)
 	} else {
 		p, eer = g.EntryContext(ctx, name, eo...)
+	}
+	if tell {
+		cf.sendBudget(ctx, &budget, eer != nil)
 	}
 	if eer != nil {
 		if errors.Is(eer, core.ErrBlocked) {
