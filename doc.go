@@ -27,6 +27,11 @@
 // errors (ErrBadResource, ErrBadTraffic, ErrBadBatch, ErrTooManyAttachments,
 // ErrBadArgIndex for entries that make no sense, ErrClosed after Close).
 //
+// An entry that asks with WithBudget learns, passed or refused, the limit,
+// the remaining budget and the time to reset of the tightest rate rule that
+// decided it (a core.Budget), at no allocation; the HTTP and gRPC adapters
+// can send it to clients as the IETF RateLimit header fields.
+//
 // Rules are loaded as a rules.Set (Engine.LoadRules, or Engine.UpdateRules
 // to change some kinds and keep the others). A load is validated whole and
 // is all-or-nothing; it can replace rules under live traffic, and rules that

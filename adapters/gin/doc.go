@@ -28,7 +28,9 @@
 // for overload (sluicehttp.Overload), with a Retry-After header (whole
 // seconds, rounded up) carrying the rule's wait, or 1 s for overload
 // without one, and the status text as the body. Any other Entry error (a
-// closed engine) lets the request through unguarded.
+// closed engine) lets the request through unguarded. With
+// WithRateLimitHeaders every response under a rate rule, passed or
+// refused, carries the RateLimit header fields (see the net/http adapter).
 //
 // When the handlers are done, the entry records as its error the last error
 // they added with gin.Context.Error (other than binding errors, which are

@@ -55,7 +55,10 @@
 // wait when it knows one, or 1 s for overload without one; a
 // google.rpc.ErrorInfo with the resource, the measurement and the limit is
 // added only with RefusalPolicy.Details. Any other Entry error (a closed
-// engine) lets the call through unguarded.
+// engine) lets the call through unguarded. With WithRateLimitMetadata
+// the server interceptors send the caller its remaining budget as the
+// RateLimit keys in response metadata: the header of an admitted call, the
+// trailer of a refused one.
 //
 // A call that ends with an error whose status code is one of the error
 // codes (by default those meaning the server failed: Unknown,

@@ -59,6 +59,11 @@
 // Any other Entry error (a closed engine) lets the request through
 // unguarded: flow control failing must not take the service down.
 //
+// With WithRateLimitHeaders every response under a rate rule, passed or
+// refused, tells the client its remaining budget in the RateLimit-Policy
+// and RateLimit header fields (and X-RateLimit-* on request); off by
+// default.
+//
 // A response with a 5xx status is recorded on the entry as an error, so
 // circuit breakers see it (see WithErrorStatus). A handler that panics still
 // exits its entry, with an error recorded, and the panic goes on to the
