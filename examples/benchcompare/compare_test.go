@@ -36,6 +36,7 @@ func BenchmarkRateAllow(b *testing.B)               { both(b, rateAllow) }
 func BenchmarkRatelimitTake(b *testing.B)           { both(b, ratelimitTake) }
 func BenchmarkSluiceAdaptive(b *testing.B)          { both(b, sluiceAdaptive) }
 func BenchmarkFailsafeAdaptive(b *testing.B)        { both(b, failsafeAdaptive) }
+func BenchmarkSluiceBudget(b *testing.B)            { both(b, sluiceBudget) }
 
 func both(b *testing.B, p path) {
 	b.Run("serial", func(b *testing.B) { p.run(b, false) })

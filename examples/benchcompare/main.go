@@ -58,6 +58,8 @@ var ratios = []ratio{
 	{label: "sentinel-golang Entry+Exit / sluice Entry+Exit", num: sentinelOneRule, den: sluiceOneRule},
 	{label: "adaptive rule over one rule, ns added (goal <= +60)", num: sluiceAdaptive, den: sluiceOneRule, diff: true},
 	{label: "failsafe-go adaptive limiter / sluice adaptive rule", num: failsafeAdaptive, den: sluiceAdaptive},
+	{label: "Entry+Exit with WithBudget / x/time/rate Allow", num: sluiceBudget, den: rateAllow},
+	{label: "WithBudget over one rule, ns added", num: sluiceBudget, den: sluiceOneRule, diff: true},
 }
 
 func main() {

@@ -105,6 +105,7 @@ var paths = []path{
 	sluiceParamNone, sluiceParam1M,
 	sentinelOneRule, rateInfAllow, rateAllow, ratelimitTake,
 	sluiceAdaptive, failsafeAdaptive,
+	sluiceBudget,
 }
 
 // manyResources is how many resources sluiceManyResources visits.
