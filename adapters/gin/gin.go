@@ -164,6 +164,8 @@ const maxStackArgs = 4
 // Middleware returns a gin middleware that runs each request through an
 // inbound entry of g (nil means the default engine, looked up on each
 // request). It is safe for concurrent use.
+//
+// complexity: the request path (name, options, entry, refusal, RateLimit fields, exit) in one closure, so that the options, arguments and budget stay on the stack
 func Middleware(g *sluice.Engine, opts ...Option) gin.HandlerFunc {
 	cf := config{errf: DefaultErrorFunc}
 	for _, o := range opts {

@@ -159,6 +159,9 @@ type handler struct {
 // maxStackArgs is how many extracted arguments live on the stack.
 const maxStackArgs = 4
 
+// ServeHTTP runs the request through its entry.
+//
+// complexity: the request path (name, options, entry, refusal, RateLimit fields, exit) in one frame, so that the options, arguments and budget stay on the stack
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var name string
 	if h.cf.name != nil {

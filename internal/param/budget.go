@@ -14,6 +14,10 @@ import (
 // entry carries, computed only when the entry asked (WantBudget) and only
 // for a local rule: a cluster rule's budget per value is the store's.
 
+// wantBudget reports whether the rule tells ec its budget: ec asked, and
+// the rule is local.
+func (c *Controller) wantBudget(ec *entry.Context) bool { return ec.WantBudget && c.cl == nil }
+
 // note records bg for ec: the tightest when the entry passed, the rule's
 // own when it refused it. A rule in shadow mode tells nothing.
 func (c *Controller) note(ec *entry.Context, passed bool, bg core.Budget) {

@@ -174,7 +174,7 @@ func (c *Controller) checkLocal(ctx context.Context, ec *entry.Context, key stri
 		refill(e, now, t, burst, c.window)
 		if e.tokens >= n {
 			e.tokens -= n
-			if ec.WantBudget && c.cl == nil {
+			if c.wantBudget(ec) {
 				c.bucketBudget(ec, true, e.tokens, e.part, t, burst)
 			}
 			s.mu.Unlock()
@@ -184,7 +184,7 @@ func (c *Controller) checkLocal(ctx context.Context, ec *entry.Context, key stri
 			return nil
 		}
 		have, part, last := e.tokens, e.part, e.last
-		if ec.WantBudget && c.cl == nil {
+		if c.wantBudget(ec) {
 			c.bucketBudget(ec, false, have, part, t, burst)
 		}
 		s.mu.Unlock()
@@ -310,7 +310,7 @@ func (c *Controller) pace(ctx context.Context, ec *entry.Context, clk core.Clock
 	wait := begin - now
 	if wait > c.maxQueue {
 		s.mu.Unlock()
-		if ec.WantBudget && c.cl == nil {
+		if c.wantBudget(ec) {
 			c.paceBudget(ec, false, wait, t, window)
 		}
 		return c.blocked(ec, float64(wait)/1e6, float64(c.maxQueue)/1e6, wait-c.maxQueue, "wait exceeds max queueing")
@@ -326,7 +326,7 @@ func (c *Controller) pace(ctx context.Context, ec *entry.Context, clk core.Clock
 	endLast, endPart := last+int64(q), rem
 	e.last, e.part = endLast, endPart
 	s.mu.Unlock()
-	if ec.WantBudget && c.cl == nil {
+	if c.wantBudget(ec) {
 		busy := endLast - now
 		if endPart > 0 {
 			busy++
