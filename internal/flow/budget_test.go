@@ -331,3 +331,86 @@ func TestBudgetIsOperational(t *testing.T) {
 		})
 	}
 }
+
+// TestBudgetWarmUpAgreesWithModel: a warm-up rule's budget, refusing at
+// once and pacing, against the warm-up reference model
+// (warmup_model_test.go) at adversarial instants with batches, across a
+// reload to another curve: Limit is
+// the model's allowance at the decision (for pacing, the requests its
+// queue holds at that allowance), Remaining and Reset follow from the
+// model's window or schedule as core.Budget defines them.
+func TestBudgetWarmUpAgreesWithModel(t *testing.T) {
+	for _, r := range []rules.Flow{
+		{Resource: "r", Threshold: 40, Strategy: rules.WarmUp, WarmUpPeriod: 2 * time.Second},
+		{Resource: "r", Threshold: 40, Strategy: rules.WarmUp, Behavior: rules.Throttle, WarmUpPeriod: 2 * time.Second, MaxQueueing: 200 * time.Millisecond},
+	} {
+		t.Run(string(cmpBehavior(r.Behavior)), func(t *testing.T) {
+			for seed := int64(1); seed <= 10; seed++ {
+				rng := rand.New(rand.NewSource(seed))
+				cs, err := Build([]rules.Flow{r}, nil, nodes(nil), nil)
+				require.NoError(t, err)
+				c := cs["r"][0]
+				m := newModel(r)
+				now := int64(9_000_000_013)
+				rule := r
+				for step := 0; step < 300; step++ {
+					if step == 150 { // another curve: fresh tokens, the same window and queue
+						rule.Threshold = 60
+						cs, err = Build([]rules.Flow{rule}, cs, nodes(nil), nil)
+						require.NoError(t, err)
+						c = cs["r"][0]
+						m.reload(rule)
+					}
+					now += adversarialGap(rng, now, int64(25*time.Millisecond))
+					n := 1 + rng.Int63n(2)
+					m.sync(now)
+					lim := m.allowance()
+					// A refused entry's wait: the schedule's start, as decide finds it.
+					wait := int64(math.Round(math.Max(m.free, float64(now))) - float64(now))
+					ok, _ := m.decide(now, n)
+					be, got := budgetCheck(c, now, n)
+					where := fmt.Sprintf("seed %d step %d at %d batch %d allowance %g", seed, step, now, n, lim)
+					require.Equal(t, ok, be == nil, "%s: %v", where, be)
+					got.Rule = core.RuleRef{}
+					require.Equal(t, warmUpBudget(m, rule, now, lim, ok, wait), got, where)
+				}
+			}
+		})
+	}
+}
+
+// cmpBehavior names a behavior, reject when empty.
+func cmpBehavior(b rules.ControlBehavior) rules.ControlBehavior {
+	if b == "" {
+		return rules.Reject
+	}
+	return b
+}
+
+// warmUpBudget is the budget core.Budget defines for warm-up model m after
+// its decision at now (ok: admitted) at allowance lim; wait is the wait a
+// pacing rule's entry had, or would have had when refused.
+func warmUpBudget(m *model, r rules.Flow, now int64, lim float64, ok bool, wait int64) core.Budget {
+	if r.Behavior == rules.Throttle {
+		cost := float64(m.iv) / lim
+		busy := float64(wait)
+		if ok {
+			busy = math.Round(m.free) - float64(now)
+		}
+		limit := math.Floor(float64(r.MaxQueueing)/cost) + 1
+		b := core.Budget{Limit: limit, Reset: time.Duration(math.Ceil(math.Max(busy, 0))), Window: time.Duration(limit * cost)}
+		for j := 0.0; j < limit && math.Max(busy, 0)+j*cost <= float64(r.MaxQueueing); j++ {
+			b.Remaining++
+		}
+		return b
+	}
+	b := core.Budget{Limit: lim, Remaining: int64(math.Max(math.Floor(lim-m.inWindow(now)), 0)), Window: time.Duration(m.iv)}
+	e := now / m.width
+	for i := len(m.adm) - 1; i >= 0; i-- {
+		if k := m.adm[i].at / m.width; k > e-10 {
+			b.Reset = time.Duration((k+10)*m.width - now)
+			break
+		}
+	}
+	return b
+}
