@@ -1,0 +1,164 @@
+package rls
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sluice-go/sluice/cluster"
+	sluiceredis "github.com/sluice-go/sluice/cluster/redis"
+)
+
+// RedisOptions configures counters shared by the replicas through Redis.
+type RedisOptions struct {
+	// Prefix starts every key the service writes; empty means "sluice-rls:".
+	Prefix string
+	// Timeout bounds each request's wait for Redis; a request Redis has not
+	// answered in time is decided by the local fallback. Zero means 250 ms
+	// (sluice's cluster default).
+	Timeout time.Duration
+	// ProbeInterval is the least time between two tries of a failing Redis;
+	// meanwhile every decision is local. Zero means one second.
+	ProbeInterval time.Duration
+	// ExpectedInstances is the replica count the fallback divides limits
+	// by until a heartbeat has counted the replicas. Zero means 10, as in
+	// sluice's ClusterConfig.
+	ExpectedInstances int
+	// App and Instance name this replica in the heartbeats that count the
+	// replicas; empty App means "sluice-rls", empty Instance a random one.
+	App, Instance string
+}
+
+// redisCounters counts each fixed window in Redis, one INCRBY and EXPIREAT
+// per descriptor, pipelined per request (envoyproxy/ratelimit's scheme, so
+// the fleet's counts are exact while Redis answers). When Redis fails or is
+// late, the request is decided by sluice's local fallback: each replica
+// counts on its own and admits its share of the limit, the limit divided by
+// the replicas its heartbeats counted (sluice's cluster/redis Store keeps the
+// live set), so that the fleet admits about one limit per window while Redis
+// is away.
+type redisCounters struct {
+	client    redis.UniversalClient
+	opts      RedisOptions
+	local     *localCounters
+	metrics   *metrics
+	failing   atomic.Bool
+	nextProbe atomic.Int64 // UnixNano
+	instances atomic.Int64
+
+	store  *sluiceredis.Store
+	member cluster.Member
+	stop   chan struct{}
+	wg     sync.WaitGroup
+}
+
+func newRedisCounters(client redis.UniversalClient, o RedisOptions, m *metrics, maxKeys int) *redisCounters {
+	if o.Prefix == "" {
+		o.Prefix = "sluice-rls:"
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 250 * time.Millisecond
+	}
+	if o.ProbeInterval <= 0 {
+		o.ProbeInterval = time.Second
+	}
+	if o.ExpectedInstances <= 0 {
+		o.ExpectedInstances = 10
+	}
+	if o.App == "" {
+		o.App = "sluice-rls"
+	}
+	if o.Instance == "" {
+		o.Instance = randomID()
+	}
+	r := &redisCounters{
+		client: client, opts: o, local: newLocalCounters(maxKeys), metrics: m,
+		store:  sluiceredis.New(client, sluiceredis.WithPrefix(o.Prefix+"fleet")),
+		member: cluster.Member{ID: o.Instance, App: o.App},
+		stop:   make(chan struct{}),
+	}
+	r.instances.Store(int64(o.ExpectedInstances))
+	m.remote.Store(1)
+	r.wg.Add(1)
+	go r.heartbeats()
+	return r
+}
+
+// heartbeats records this replica as alive and counts the live ones every
+// second, until close.
+func (r *redisCounters) heartbeats() {
+	defer r.wg.Done()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 4*r.opts.Timeout)
+		live, _, err := r.store.BeatEpoch(ctx, r.member, 3*time.Second)
+		cancel()
+		if err == nil && live > 0 {
+			r.instances.Store(int64(live))
+		}
+		select {
+		case <-r.stop:
+			ctx, cancel := context.WithTimeout(context.Background(), r.opts.Timeout)
+			_ = r.store.Leave(ctx, r.member)
+			cancel()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (r *redisCounters) close() {
+	close(r.stop)
+	r.wg.Wait()
+}
+
+func (r *redisCounters) Add(ctx context.Context, now int64, hits []hit, after []uint64) error {
+	wall := time.Now().UnixNano()
+	if r.failing.Load() && wall < r.nextProbe.Load() {
+		return r.fallback(ctx, now, hits, after)
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
+	defer cancel()
+	pipe := r.client.Pipeline()
+	cmds := make([]*redis.IntCmd, len(hits))
+	for i, h := range hits {
+		key := r.opts.Prefix + h.Key
+		cmds[i] = pipe.IncrBy(ctx, key, int64(min(h.Addend, 1<<62)))
+		pipe.ExpireAt(ctx, key, time.Unix(h.Expires+1, 0))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		r.failing.Store(true)
+		r.nextProbe.Store(time.Now().Add(r.opts.ProbeInterval).UnixNano())
+		r.metrics.remote.Store(0)
+		return r.fallback(context.Background(), now, hits, after)
+	}
+	if r.failing.Swap(false) {
+		r.metrics.remote.Store(1)
+	}
+	for i, c := range cmds {
+		after[i] = uint64(c.Val())
+	}
+	return nil
+}
+
+// fallback counts on this replica alone and scales the count by the
+// replicas, so that the service, comparing it with the limit, admits this
+// replica's share: limit/n per window.
+func (r *redisCounters) fallback(ctx context.Context, now int64, hits []hit, after []uint64) error {
+	if err := r.local.Add(ctx, now, hits, after); err != nil {
+		return err
+	}
+	n := uint64(max(1, r.instances.Load()))
+	for i := range after {
+		r.metrics.fallback.Add(1)
+		if after[i] > (1<<63)/n {
+			after[i] = 1 << 63
+		} else {
+			after[i] *= n
+		}
+	}
+	return nil
+}
