@@ -195,7 +195,7 @@ conformance:
 ## as plain tests): the rule decoder, the Encode/Decode round trip, Validate,
 ## and the net/http adapter's argument extraction. fuzz-ci, part of make
 ## test, is the same for FUZZTIME_CI each.
-FUZZ_TARGETS := ./rules:FuzzDecode ./rules:FuzzRoundTrip ./rules:FuzzValidate ./adapters/http:FuzzArgs
+FUZZ_TARGETS := ./rules:FuzzDecode ./rules:FuzzRoundTrip ./rules:FuzzValidate ./adapters/http:FuzzArgs ./rls/config:FuzzParse
 FUZZTIME ?= 60s
 FUZZTIME_CI ?= 5s
 ## (.ci/fuzz runs one, and runs it again when go1.26's fuzz coordinator

@@ -103,3 +103,19 @@ func (s *localShard) sweep(now int64, maxKeys int) {
 	}
 	s.nextSweep = min(max(1024, 2*len(s.m)), maxKeys)
 }
+
+// Raise sets each hit's counter to at least floor[i] (in the hit's window),
+// without counting: the Redis counters seed the fallback with the fleet's
+// use so far.
+func (c *localCounters) Raise(now int64, hits []hit, floor []uint64) {
+	for i, h := range hits {
+		s := &c.shards[maphash.String(c.seed, h.Key)%localShards]
+		s.mu.Lock()
+		if n := s.add(now, hit{Key: h.Key, Expires: h.Expires}, c.maxKeys); n < floor[i] {
+			if cnt := s.m[h.Key]; cnt != nil {
+				cnt.n = floor[i]
+			}
+		}
+		s.mu.Unlock()
+	}
+}

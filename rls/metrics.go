@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/sluice-go/sluice/rls/config"
 )
 
 // maxSeries bounds the per-limit series of the metrics (detailed_metric
@@ -64,7 +66,7 @@ func (m *metrics) series(key string) *limitStats {
 	return st
 }
 
-func (m *metrics) limit(l *Limit, d *descriptor) {
+func (m *metrics) limit(l *config.Limit, d *descriptor) {
 	key := l.Key
 	if d.metricKey != "" {
 		key = d.metricKey

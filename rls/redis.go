@@ -31,14 +31,15 @@ type RedisOptions struct {
 	App, Instance string
 }
 
-// redisCounters counts each fixed window in Redis, one INCRBY and EXPIREAT
+// redisCounters counts each fixed window in Redis, one INCRBY and EXPIRE
 // per descriptor, pipelined per request (envoyproxy/ratelimit's scheme, so
 // the fleet's counts are exact while Redis answers). When Redis fails or is
 // late, the request is decided by sluice's local fallback: each replica
 // counts on its own and admits its share of the limit, the limit divided by
 // the replicas its heartbeats counted (sluice's cluster/redis Store keeps the
 // live set), so that the fleet admits about one limit per window while Redis
-// is away.
+// is away (each replica's fallback counters start from its share of the
+// fleet's counts, see seed).
 type redisCounters struct {
 	client    redis.UniversalClient
 	opts      RedisOptions
@@ -127,7 +128,11 @@ func (r *redisCounters) Add(ctx context.Context, now int64, hits []hit, after []
 	for i, h := range hits {
 		key := r.opts.Prefix + h.Key
 		cmds[i] = pipe.IncrBy(ctx, key, int64(min(h.Addend, 1<<62)))
-		pipe.ExpireAt(ctx, key, time.Unix(h.Expires+1, 0))
+		// A TTL relative to this replica's clock (to the end of the
+		// window, and a second), as envoyproxy/ratelimit's EXPIRE: a
+		// replica whose clock is off does not make keys live forever or
+		// expire at once.
+		pipe.Expire(ctx, key, time.Duration(h.Expires-now+1)*time.Second)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		r.failing.Store(true)
@@ -141,7 +146,20 @@ func (r *redisCounters) Add(ctx context.Context, now int64, hits []hit, after []
 	for i, c := range cmds {
 		after[i] = uint64(c.Val())
 	}
+	r.seed(now, hits, after)
 	return nil
+}
+
+// seed raises this replica's fallback counters to its share of the fleet's
+// counts, ceil(count/n), so that if Redis is lost in this window the
+// replicas together admit what is left of the limit, not a whole limit more.
+func (r *redisCounters) seed(now int64, hits []hit, after []uint64) {
+	n := uint64(max(1, r.instances.Load()))
+	floor := make([]uint64, len(after))
+	for i, a := range after {
+		floor[i] = (a + n - 1) / n
+	}
+	r.local.Raise(now, hits, floor)
 }
 
 // fallback counts on this replica alone and scales the count by the

@@ -25,13 +25,15 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
+
+	"github.com/sluice-go/sluice/rls/config"
 )
 
 // ServerOptions configures Run.
 type ServerOptions struct {
 	// Addr is the gRPC listen address; empty means 127.0.0.1:8081.
 	Addr string
-	// Config is a config file or folder (LoadConfig). Required.
+	// Config is a config file or folder (config.Load). Required.
 	Config string
 	// ReloadInterval is how often the config's files are checked for a
 	// change; zero means one second, negative never.
@@ -75,7 +77,7 @@ func Run(ctx context.Context, o ServerOptions) error {
 	if o.Config == "" {
 		return errors.New("rls: no config (-config PATH)")
 	}
-	cfg, err := LoadConfig(o.Config)
+	cfg, err := config.Load(o.Config)
 	if err != nil {
 		return err
 	}
@@ -153,7 +155,7 @@ func Run(ctx context.Context, o ServerOptions) error {
 	return nil
 }
 
-func newServerService(cfg *Config, o ServerOptions) (*Service, func(), error) {
+func newServerService(cfg *config.Config, o ServerOptions) (*Service, func(), error) {
 	if o.Redis == "" {
 		return NewService(cfg, o.Service), func() {}, nil
 	}
@@ -222,7 +224,7 @@ func watchConfig(ctx context.Context, o ServerOptions, svc *Service) {
 			continue
 		}
 		last = d
-		cfg, err := LoadConfig(o.Config)
+		cfg, err := config.Load(o.Config)
 		if err != nil {
 			svc.metrics.configErrors.Add(1)
 			o.Log.Error("config refused, the config in force stays", "err", err)
@@ -230,26 +232,22 @@ func watchConfig(ctx context.Context, o ServerOptions, svc *Service) {
 		}
 		svc.SetConfig(cfg)
 		svc.metrics.configLoads.Add(1)
-		o.Log.Info("config loaded", "path", o.Config, "domains", len(cfg.domains), "descriptors", cfg.count)
+		o.Log.Info("config loaded", "path", o.Config, "domains", len(cfg.Domains()), "descriptors", cfg.Descriptors())
 	}
 }
 
 // configDigest digests the config's files (names and contents, bounded as
 // LoadConfig bounds them); "" when they cannot be read.
 func configDigest(path string) string {
-	files := []string{path}
-	if st, err := os.Stat(path); err != nil {
+	files, err := config.Files(path)
+	if err != nil {
 		return "error: " + err.Error()
-	} else if st.IsDir() {
-		if files, err = configFiles(path); err != nil {
-			return "error: " + err.Error()
-		}
 	}
 	h := sha256.New()
 	for _, f := range files {
 		fmt.Fprintf(h, "%s\x00", filepath.Base(f))
 		if r, err := os.Open(f); err == nil {
-			_, _ = io.Copy(h, io.LimitReader(r, MaxConfigBytes+1))
+			_, _ = io.Copy(h, io.LimitReader(r, config.MaxBytes+1))
 			r.Close()
 		}
 		h.Write([]byte{0})

@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sluice-go/sluice/rls/config"
 )
 
 // MaxDescriptors bounds the descriptors of one request the service looks
@@ -47,7 +49,7 @@ type Options struct {
 // whole decision logic of sluice-rls, usable in a program's own gRPC server.
 type Service struct {
 	pb.UnimplementedRateLimitServiceServer
-	cfg      atomic.Pointer[Config]
+	cfg      atomic.Pointer[config.Config]
 	counters counters
 	opts     Options
 	now      func() time.Time
@@ -56,11 +58,11 @@ type Service struct {
 
 // NewService returns a service deciding with cfg on counters kept in this
 // process (each replica has its own).
-func NewService(cfg *Config, opts Options) *Service {
+func NewService(cfg *config.Config, opts Options) *Service {
 	return newService(cfg, opts, newLocalCounters(opts.MaxKeys))
 }
 
-func newService(cfg *Config, opts Options, c counters) *Service {
+func newService(cfg *config.Config, opts Options, c counters) *Service {
 	s := &Service{counters: c, opts: opts, now: opts.Now, metrics: newMetrics()}
 	if s.now == nil {
 		s.now = time.Now
@@ -71,14 +73,14 @@ func newService(cfg *Config, opts Options, c counters) *Service {
 
 // SetConfig replaces the config in force; counters carry over by key, so
 // an unchanged limit keeps its counts.
-func (s *Service) SetConfig(cfg *Config) { s.cfg.Store(cfg) }
+func (s *Service) SetConfig(cfg *config.Config) { s.cfg.Store(cfg) }
 
 // Config returns the config in force.
-func (s *Service) Config() *Config { return s.cfg.Load() }
+func (s *Service) Config() *config.Config { return s.cfg.Load() }
 
 // descriptor is the service's view of one request descriptor.
 type descriptor struct {
-	limit     *Limit
+	limit     *config.Limit
 	shares    []string
 	metricKey string // with detailed_metric: the limit's key with the request's values
 	unlimited bool
@@ -123,13 +125,16 @@ func (s *Service) limits(req *pb.RateLimitRequest) []descriptor {
 		if ov := d.GetLimit(); ov != nil {
 			// A limit set in Envoy's route config overrides the config's
 			// and is never in shadow mode (as in envoyproxy/ratelimit).
-			u := Unit(ov.GetUnit())
+			u := config.Unit(ov.GetUnit())
 			if u.Seconds() > 0 {
-				ds[i].limit = &Limit{Key: overrideKey(req.Domain, d), RequestsPerUnit: ov.GetRequestsPerUnit(), Unit: u}
+				ds[i].limit = &config.Limit{Key: overrideKey(req.Domain, d), RequestsPerUnit: ov.GetRequestsPerUnit(), Unit: u}
 			}
 			continue
 		}
-		lim, shares := cfg.match(req.Domain, d.GetEntries())
+		lim, shares := cfg.Match(req.Domain, len(d.GetEntries()), func(i int) (string, string) {
+			e := d.GetEntries()[i]
+			return e.GetKey(), e.GetValue()
+		})
 		if lim == nil {
 			continue
 		}

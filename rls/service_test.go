@@ -12,6 +12,9 @@ import (
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluice-go/sluice/rls/config"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -43,18 +46,18 @@ func request(domain string, ds ...*rlv3.RateLimitDescriptor) *pb.RateLimitReques
 	return &pb.RateLimitRequest{Domain: domain, Descriptors: ds}
 }
 
-func mustLoad(t testing.TB, path string) *Config {
+func mustLoad(t testing.TB, path string) *config.Config {
 	t.Helper()
-	c, err := LoadConfig(path)
+	c, err := config.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c
 }
 
-func mustParse(t testing.TB, yaml string) *Config {
+func mustParse(t testing.TB, yaml string) *config.Config {
 	t.Helper()
-	c, err := ParseConfig("test.yaml", []byte(yaml))
+	c, err := config.Parse("test.yaml", []byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +84,7 @@ func summary(r *pb.RateLimitResponse) string {
 	for _, st := range r.Statuses {
 		lim := "-"
 		if st.CurrentLimit != nil {
-			lim = fmt.Sprintf("%d/%s", st.CurrentLimit.RequestsPerUnit, Unit(st.CurrentLimit.Unit))
+			lim = fmt.Sprintf("%d/%s", st.CurrentLimit.RequestsPerUnit, config.Unit(st.CurrentLimit.Unit))
 		}
 		s += fmt.Sprintf(" [%s %s rem=%d]", st.Code, lim, st.LimitRemaining)
 	}
@@ -502,4 +505,30 @@ func TestLocalCountersBounded(t *testing.T) {
 	if r := call(t, s, request("another", desc("key2", "fresh"))); r.Statuses[0].LimitRemaining != 19 {
 		t.Fatalf("fresh key after sweep: %s", summary(r))
 	}
+}
+
+// FuzzShouldRateLimit: any request that decodes is answered (a response or
+// an error), never a panic, and a response has one status per descriptor.
+func FuzzShouldRateLimit(f *testing.F) {
+	for _, r := range []*pb.RateLimitRequest{
+		request("another", desc("key2", "v"), desc("key3", "w")),
+		request("example11", desc("files", "files/a")),
+		request("example7", desc("key_1", "value_1", "user", "bkthomps"), desc("key_2", "value_2", "user", "bkthomps")),
+	} {
+		b, _ := proto.Marshal(r)
+		f.Add(b)
+	}
+	cfg := mustLoad(f, "testdata/readme.yaml")
+	clk := newClock(base)
+	s := NewService(cfg, Options{Now: clk.Now, ResponseHeaders: true, StopIncrementWhenOverLimit: true, MaxKeys: 4096})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var r pb.RateLimitRequest
+		if proto.Unmarshal(data, &r) != nil {
+			return
+		}
+		resp, err := s.ShouldRateLimit(context.Background(), &r)
+		if err == nil && len(resp.Statuses) != len(r.Descriptors) {
+			t.Fatalf("%d statuses for %d descriptors", len(resp.Statuses), len(r.Descriptors))
+		}
+	})
 }

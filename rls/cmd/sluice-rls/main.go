@@ -14,6 +14,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -25,13 +26,13 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "sluice-rls:", err)
 		os.Exit(1)
 	}
 }
 
-func run(args []string) error {
+func run(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("sluice-rls", flag.ContinueOnError)
 	var o rls.ServerOptions
 	fs.StringVar(&o.Addr, "addr", "127.0.0.1:8081", "gRPC listen `HOST:PORT`")
@@ -57,7 +58,7 @@ func run(args []string) error {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	o.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
-	o.Ready = func(a net.Addr) { fmt.Printf("listening on %s\n", a) }
+	o.Ready = func(a net.Addr) { fmt.Fprintf(stdout, "listening on %s\n", a) }
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	return rls.Run(ctx, o)

@@ -1,4 +1,8 @@
-package rls
+// Package config reads rate-limit configs in envoyproxy/ratelimit's format
+// (domains of nested descriptors with rate_limit entries), for sluice-rls:
+// a file or a folder of files, bounded and checked whole, with errors that
+// name the file, the line and the descriptor.
+package config
 
 import (
 	"errors"
@@ -95,10 +99,10 @@ type Limit struct {
 // Bounds of a config, so that a hostile or mistaken file cannot make the
 // service use unbounded memory or time.
 const (
-	// MaxConfigBytes is the most bytes read from one config file.
-	MaxConfigBytes = 4 << 20
-	// MaxConfigFiles is the most files read from a config folder.
-	MaxConfigFiles = 1000
+	// MaxBytes is the most bytes read from one config file.
+	MaxBytes = 4 << 20
+	// MaxFiles is the most files read from a config folder.
+	MaxFiles = 1000
 	// MaxDepth is the deepest nesting of descriptors.
 	MaxDepth = 32
 	// MaxDescriptors is the most descriptors of all files together.
@@ -141,35 +145,28 @@ type node struct {
 	pattern   string // the wildcard value, with share
 }
 
-// ConfigError is a config refused with the file, line and reason. The
+// Error is a config refused with the file, line and reason. The
 // config in force stays.
-type ConfigError struct {
+type Error struct {
 	File string
 	Line int
 	Msg  string
 }
 
-func (e *ConfigError) Error() string {
+func (e *Error) Error() string {
 	if e.Line > 0 {
 		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
 	}
 	return e.File + ": " + e.Msg
 }
 
-// LoadConfig reads a config file, or every .yaml and .yml file of a folder
+// Load reads a config file, or every .yaml and .yml file of a folder
 // (not its subfolders, in name order), in envoyproxy/ratelimit's format.
 // A domain may appear in one file only. Any error refuses the whole config.
-func LoadConfig(path string) (*Config, error) {
-	st, err := os.Stat(path)
+func Load(path string) (*Config, error) {
+	files, err := Files(path)
 	if err != nil {
 		return nil, err
-	}
-	files := []string{path}
-	if st.IsDir() {
-		files, err = configFiles(path)
-		if err != nil {
-			return nil, err
-		}
 	}
 	b := newBuilder()
 	for _, f := range files {
@@ -185,6 +182,19 @@ func LoadConfig(path string) (*Config, error) {
 	return b.cfg, nil
 }
 
+// Files returns the config files LoadConfig reads for path: path itself,
+// or a folder's .yaml and .yml files in name order.
+func Files(path string) ([]string, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !st.IsDir() {
+		return []string{path}, nil
+	}
+	return configFiles(path)
+}
+
 func configFiles(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -198,8 +208,8 @@ func configFiles(dir string) ([]string, error) {
 		}
 		files = append(files, filepath.Join(dir, e.Name()))
 	}
-	if len(files) > MaxConfigFiles {
-		return nil, fmt.Errorf("%s: %d config files, at most %d", dir, len(files), MaxConfigFiles)
+	if len(files) > MaxFiles {
+		return nil, fmt.Errorf("%s: %d config files, at most %d", dir, len(files), MaxFiles)
 	}
 	sort.Strings(files)
 	return files, nil
@@ -211,22 +221,22 @@ func readBounded(path string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxConfigBytes+1))
+	data, err := io.ReadAll(io.LimitReader(f, MaxBytes+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(data) > MaxConfigBytes {
-		return nil, &ConfigError{File: path, Msg: fmt.Sprintf("larger than %d bytes", MaxConfigBytes)}
+	if len(data) > MaxBytes {
+		return nil, &Error{File: path, Msg: fmt.Sprintf("larger than %d bytes", MaxBytes)}
 	}
 	return data, nil
 }
 
-// ParseConfig reads one document set (one file's content) in
+// Parse reads one document set (one file's content) in
 // envoyproxy/ratelimit's format; name labels errors. A file may hold several
 // YAML documents, one domain each.
-func ParseConfig(name string, data []byte) (*Config, error) {
-	if len(data) > MaxConfigBytes {
-		return nil, &ConfigError{File: name, Msg: fmt.Sprintf("larger than %d bytes", MaxConfigBytes)}
+func Parse(name string, data []byte) (*Config, error) {
+	if len(data) > MaxBytes {
+		return nil, &Error{File: name, Msg: fmt.Sprintf("larger than %d bytes", MaxBytes)}
 	}
 	b := newBuilder()
 	if err := b.add(name, data); err != nil {
@@ -251,7 +261,7 @@ func (b *builder) errf(n *yaml.Node, format string, args ...any) error {
 	if n != nil {
 		line = n.Line
 	}
-	return &ConfigError{File: b.file, Line: line, Msg: fmt.Sprintf(format, args...)}
+	return &Error{File: b.file, Line: line, Msg: fmt.Sprintf(format, args...)}
 }
 
 func (b *builder) add(file string, data []byte) error {
@@ -265,7 +275,7 @@ func (b *builder) add(file string, data []byte) error {
 			break
 		}
 		if err != nil {
-			return &ConfigError{File: file, Msg: "invalid YAML: " + err.Error()}
+			return &Error{File: file, Msg: "invalid YAML: " + err.Error()}
 		}
 		docs++
 		if len(doc.Content) == 0 {
@@ -276,7 +286,7 @@ func (b *builder) add(file string, data []byte) error {
 		}
 	}
 	if docs == 0 {
-		return &ConfigError{File: file, Msg: "empty config file"}
+		return &Error{File: file, Msg: "empty config file"}
 	}
 	return nil
 }
@@ -517,3 +527,80 @@ func (b *builder) rateLimit(n *yaml.Node, path string) (*Limit, error) {
 }
 
 func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.Tag == "!!null" }
+
+// Match finds the limit of one request descriptor of n entries (entry returns the i-th) the way
+// envoyproxy/ratelimit's GetLimit does (src/config/config_impl.go): walk the
+// domain's tree entry by entry, trying "key_value", then the level's
+// wildcard entries in file order, then the key-only entry; the limit
+// applies only when the request's last entry lands on a descriptor with a
+// rate_limit (a request with more or fewer entries than the config's path
+// gets none). shares holds, for each entry matched through a
+// share_threshold wildcard, the pattern that replaces its value in the
+// counter's key ("" for the others); nil when there is none.
+func (c *Config) Match(domain string, n int, entry func(i int) (key, value string)) (lim *Limit, shares []string) {
+	nd := c.domains[domain]
+	if nd == nil {
+		return nil, nil
+	}
+	for i := range n {
+		key, value := entry(i)
+		full := key + "_" + value
+		next := nd.children[full]
+		if next == nil {
+			for _, w := range nd.wildcards {
+				if wildcardMatch(w.parts, full) {
+					next = nd.children[w.key]
+					break
+				}
+			}
+		}
+		if next == nil {
+			next = nd.children[key]
+		}
+		if next == nil {
+			return nil, nil
+		}
+		if next.share {
+			if shares == nil {
+				shares = make([]string, n)
+			}
+			shares[i] = next.pattern
+		}
+		if i == n-1 {
+			return next.limit, shares
+		}
+		if len(next.children) == 0 {
+			return nil, nil
+		}
+		nd = next
+	}
+	return nil, nil
+}
+
+// wildcardMatch reports whether value matches a pattern split on "*", each
+// "*" matching any run of bytes (as envoyproxy/ratelimit matches them).
+func wildcardMatch(parts []string, value string) bool {
+	if len(parts) == 1 {
+		return parts[0] == value
+	}
+	first, last := parts[0], parts[len(parts)-1]
+	if !strings.HasPrefix(value, first) || !strings.HasSuffix(value, last) {
+		return false
+	}
+	fixed := 0
+	for _, p := range parts {
+		fixed += len(p)
+	}
+	if len(value) < fixed {
+		return false
+	}
+	rest := value[len(first) : len(value)-len(last)]
+	for _, p := range parts[1 : len(parts)-1] {
+		i := strings.Index(rest, p)
+		if i < 0 {
+			return false
+		}
+		rest = rest[i+len(p):]
+	}
+	return true
+}
