@@ -65,15 +65,7 @@ type ServerOptions struct {
 // health turns NOT_SERVING, calls in progress finish (within
 // ShutdownGrace), and Run returns nil.
 func Run(ctx context.Context, o ServerOptions) error {
-	if o.Log == nil {
-		o.Log = slog.Default()
-	}
-	if o.Addr == "" {
-		o.Addr = "127.0.0.1:8081"
-	}
-	if o.ShutdownGrace <= 0 {
-		o.ShutdownGrace = 10 * time.Second
-	}
+	o.defaults()
 	if o.Config == "" {
 		return errors.New("rls: no config (-config PATH)")
 	}
@@ -88,21 +80,9 @@ func Run(ctx context.Context, o ServerOptions) error {
 	defer closeCounters()
 	svc.metrics.configLoads.Add(1)
 
-	var sopts []grpc.ServerOption
-	if o.TLSCert != "" || o.TLSKey != "" {
-		tc, err := serverTLS(o)
-		if err != nil {
-			return err
-		}
-		sopts = append(sopts, grpc.Creds(credentials.NewTLS(tc)))
-	}
-	srv := grpc.NewServer(sopts...)
-	pb.RegisterRateLimitServiceServer(srv, svc)
-	hs := health.NewServer()
-	healthpb.RegisterHealthServer(srv, hs)
-	hs.SetServingStatus(pb.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
-	if o.Reflection {
-		reflection.Register(srv)
+	srv, hs, err := newGRPCServer(o, svc)
+	if err != nil {
+		return err
 	}
 
 	lis, err := net.Listen("tcp", o.Addr)
@@ -115,17 +95,10 @@ func Run(ctx context.Context, o ServerOptions) error {
 	defer cancel()
 
 	if o.Metrics != "" {
-		mlis, err := net.Listen("tcp", o.Metrics)
-		if err != nil {
+		if err := serveMetrics(ctx, &wg, o.Metrics, svc.metrics); err != nil {
 			lis.Close()
 			return err
 		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", svc.metrics)
-		hsrv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		wg.Add(2)
-		go func() { defer wg.Done(); _ = hsrv.Serve(mlis) }()
-		go func() { defer wg.Done(); <-ctx.Done(); _ = hsrv.Close() }()
 	}
 	if o.ReloadInterval >= 0 {
 		wg.Add(1)
@@ -144,14 +117,68 @@ func Run(ctx context.Context, o ServerOptions) error {
 	case <-ctx.Done():
 	}
 	hs.Shutdown()
+	gracefulStop(srv, o.ShutdownGrace)
+	return nil
+}
+
+func (o *ServerOptions) defaults() {
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.Addr == "" {
+		o.Addr = "127.0.0.1:8081"
+	}
+	if o.ShutdownGrace <= 0 {
+		o.ShutdownGrace = 10 * time.Second
+	}
+}
+
+// gracefulStop lets the calls in progress finish, for at most grace, then
+// closes their connections.
+func gracefulStop(srv *grpc.Server, grace time.Duration) {
 	done := make(chan struct{})
 	go func() { srv.GracefulStop(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(o.ShutdownGrace):
+	case <-time.After(grace):
 		srv.Stop()
 		<-done
 	}
+}
+
+func newGRPCServer(o ServerOptions, svc *Service) (*grpc.Server, *health.Server, error) {
+	var sopts []grpc.ServerOption
+	if o.TLSCert != "" || o.TLSKey != "" {
+		tc, err := serverTLS(o)
+		if err != nil {
+			return nil, nil, err
+		}
+		sopts = append(sopts, grpc.Creds(credentials.NewTLS(tc)))
+	}
+	srv := grpc.NewServer(sopts...)
+	pb.RegisterRateLimitServiceServer(srv, svc)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(srv, hs)
+	hs.SetServingStatus(pb.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	if o.Reflection {
+		reflection.Register(srv)
+	}
+	return srv, hs, nil
+}
+
+// serveMetrics serves m at http://addr/metrics until ctx ends, on
+// goroutines wg waits for.
+func serveMetrics(ctx context.Context, wg *sync.WaitGroup, addr string, m *metrics) error {
+	mlis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", m)
+	hsrv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = hsrv.Serve(mlis) }()
+	go func() { defer wg.Done(); <-ctx.Done(); _ = hsrv.Close() }()
 	return nil
 }
 

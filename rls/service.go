@@ -247,12 +247,33 @@ func (s *Service) count(ctx context.Context, now int64, req *pb.RateLimitRequest
 // respond builds the answer from the counted descriptors.
 func (s *Service) respond(now int64, ds []descriptor) *pb.RateLimitResponse {
 	resp := &pb.RateLimitResponse{Statuses: make([]*pb.RateLimitResponse_DescriptorStatus, len(ds))}
-	var minimum *pb.RateLimitResponse_DescriptorStatus
+	for i := range ds {
+		resp.Statuses[i] = s.status(now, &ds[i])
+	}
+	over, minimum := verdict(ds, resp.Statuses)
+	resp.OverallCode = pb.RateLimitResponse_OK
+	if over {
+		resp.OverallCode = pb.RateLimitResponse_OVER_LIMIT
+	}
+	if s.opts.ResponseHeaders && minimum != nil {
+		resp.ResponseHeadersToAdd = headers(minimum)
+	}
+	if resp.OverallCode == pb.RateLimitResponse_OVER_LIMIT && s.opts.ShadowMode {
+		resp.OverallCode = pb.RateLimitResponse_OK
+		s.metrics.globalShadow.Add(1)
+	}
+	s.metrics.request(resp.OverallCode == pb.RateLimitResponse_OVER_LIMIT)
+	return resp
+}
+
+// verdict tells whether a request is over its limits (any descriptor not
+// in quota mode over, or every quota descriptor over), and which status the
+// response headers describe: the first over-limit one, else the one with
+// the least remaining (envoyproxy/ratelimit's choice).
+func verdict(ds []descriptor, sts []*pb.RateLimitResponse_DescriptorStatus) (over bool, minimum *pb.RateLimitResponse_DescriptorStatus) {
 	minRemaining := uint32(math.MaxUint32)
 	failed, quotas, quotasFailed := 0, 0, 0
-	for i := range ds {
-		st := s.status(now, &ds[i])
-		resp.Statuses[i] = st
+	for i, st := range sts {
 		if ds[i].unlimited {
 			continue
 		}
@@ -263,32 +284,26 @@ func (s *Service) respond(now int64, ds []descriptor) *pb.RateLimitResponse {
 		if quota {
 			quotas++
 		}
-		if st.Code == pb.RateLimitResponse_OVER_LIMIT {
-			if quota {
-				quotasFailed++
-			} else {
-				failed++
-				minimum, minRemaining = st, 0
-			}
+		switch {
+		case st.Code != pb.RateLimitResponse_OVER_LIMIT:
+		case quota:
+			quotasFailed++
+		default:
+			failed++
+			minimum, minRemaining = st, 0
 		}
 	}
-	resp.OverallCode = pb.RateLimitResponse_OK
-	if failed > 0 || quotas > 0 && quotas == quotasFailed {
-		resp.OverallCode = pb.RateLimitResponse_OVER_LIMIT
+	return failed > 0 || quotas > 0 && quotas == quotasFailed, minimum
+}
+
+// headers are envoyproxy/ratelimit's response headers for the descriptor
+// nearest its limit.
+func headers(st *pb.RateLimitResponse_DescriptorStatus) []*corev3.HeaderValue {
+	return []*corev3.HeaderValue{
+		{Key: "RateLimit-Limit", Value: strconv.FormatUint(uint64(st.CurrentLimit.RequestsPerUnit), 10)},
+		{Key: "RateLimit-Remaining", Value: strconv.FormatUint(uint64(st.LimitRemaining), 10)},
+		{Key: "RateLimit-Reset", Value: strconv.FormatInt(st.DurationUntilReset.GetSeconds(), 10)},
 	}
-	if s.opts.ResponseHeaders && minimum != nil {
-		resp.ResponseHeadersToAdd = []*corev3.HeaderValue{
-			{Key: "RateLimit-Limit", Value: strconv.FormatUint(uint64(minimum.CurrentLimit.RequestsPerUnit), 10)},
-			{Key: "RateLimit-Remaining", Value: strconv.FormatUint(uint64(minimum.LimitRemaining), 10)},
-			{Key: "RateLimit-Reset", Value: strconv.FormatInt(minimum.DurationUntilReset.GetSeconds(), 10)},
-		}
-	}
-	if resp.OverallCode == pb.RateLimitResponse_OVER_LIMIT && s.opts.ShadowMode {
-		resp.OverallCode = pb.RateLimitResponse_OK
-		s.metrics.globalShadow.Add(1)
-	}
-	s.metrics.request(resp.OverallCode == pb.RateLimitResponse_OVER_LIMIT)
-	return resp
 }
 
 // status is one descriptor's answer, with its metrics counted.

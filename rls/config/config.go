@@ -409,34 +409,55 @@ func (b *builder) descriptor(parent *node, item *yaml.Node, prefix, domain strin
 	if err != nil {
 		return err
 	}
-	key, err := b.str(f["key"], "key")
+	final, value, err := b.identity(item, f, prefix)
 	if err != nil {
 		return err
-	}
-	if key == "" {
-		return b.errf(item, "descriptor under %q has empty key", strings.TrimSuffix(prefix, "."))
-	}
-	value, err := b.str(f["value"], "value")
-	if err != nil {
-		return err
-	}
-	final := key
-	if value != "" {
-		final += "_" + value
 	}
 	path := prefix + final
 	if _, dup := parent.children[final]; dup {
 		return b.errf(item, "duplicate descriptor composite key %q", path)
 	}
 	nd := &node{children: map[string]*node{}}
-	flags := [4]bool{}
-	for i, k := range [...]string{"shadow_mode", "quota_mode", "detailed_metric", "share_threshold"} {
+	if err := b.settings(nd, item, f, path, final, value); err != nil {
+		return err
+	}
+	if strings.Contains(final, "*") {
+		parent.wildcards = append(parent.wildcards, wildcard{key: final, parts: strings.Split(final, "*")})
+	}
+	if err := b.descriptors(nd, f["descriptors"], path+".", domain, depth+1); err != nil {
+		return err
+	}
+	parent.children[final] = nd
+	return nil
+}
+
+// identity returns a descriptor's "key_value" (or "key") and its value.
+func (b *builder) identity(item *yaml.Node, f map[string]*yaml.Node, prefix string) (final, value string, err error) {
+	key, err := b.str(f["key"], "key")
+	if err != nil {
+		return "", "", err
+	}
+	if key == "" {
+		return "", "", b.errf(item, "descriptor under %q has empty key", strings.TrimSuffix(prefix, "."))
+	}
+	if value, err = b.str(f["value"], "value"); err != nil {
+		return "", "", err
+	}
+	final = key
+	if value != "" {
+		final += "_" + value
+	}
+	return final, value, nil
+}
+
+// settings reads a descriptor's rate_limit and flags into nd.
+func (b *builder) settings(nd *node, item *yaml.Node, f map[string]*yaml.Node, path, final, value string) error {
+	var flags [5]bool
+	var err error
+	for i, k := range [...]string{"shadow_mode", "quota_mode", "detailed_metric", "share_threshold", "value_to_metric"} {
 		if flags[i], err = b.boolean(f[k], path+": "+k); err != nil {
 			return err
 		}
-	}
-	if _, err := b.boolean(f["value_to_metric"], path+": value_to_metric"); err != nil {
-		return err
 	}
 	if m := f["metadata"]; m != nil && b.deref(m).Kind != yaml.MappingNode {
 		return b.errf(m, "%s: metadata: a mapping expected", path)
@@ -453,13 +474,6 @@ func (b *builder) descriptor(parent *node, item *yaml.Node, prefix, domain strin
 		}
 		nd.share, nd.pattern = true, value
 	}
-	if strings.Contains(final, "*") {
-		parent.wildcards = append(parent.wildcards, wildcard{key: final, parts: strings.Split(final, "*")})
-	}
-	if err := b.descriptors(nd, f["descriptors"], path+".", domain, depth+1); err != nil {
-		return err
-	}
-	parent.children[final] = nd
 	return nil
 }
 
@@ -500,30 +514,39 @@ func (b *builder) rateLimit(n *yaml.Node, path string) (*Limit, error) {
 	if l.Name, err = b.str(f["name"], path+": name"); err != nil {
 		return nil, err
 	}
-	if rep := f["replaces"]; rep != nil {
-		rep = b.deref(rep)
-		if rep.Kind != yaml.SequenceNode {
-			return nil, b.errf(rep, "%s: replaces: a list expected", path)
-		}
-		for _, r := range rep.Content {
-			rf, err := b.fields(r, path+": replaces", map[string]bool{"name": true})
-			if err != nil {
-				return nil, err
-			}
-			name, err := b.str(rf["name"], path+": replaces: name")
-			if err != nil {
-				return nil, err
-			}
-			if name == "" {
-				return nil, b.errf(r, "%s: should not have an empty replaces entry", path)
-			}
-			if name == l.Name {
-				return nil, b.errf(r, "%s: replaces should not contain name of same descriptor", path)
-			}
-			l.Replaces = append(l.Replaces, name)
-		}
+	if l.Replaces, err = b.replaces(f["replaces"], path, l.Name); err != nil {
+		return nil, err
 	}
 	return l, nil
+}
+
+func (b *builder) replaces(rep *yaml.Node, path, own string) ([]string, error) {
+	if rep == nil {
+		return nil, nil
+	}
+	rep = b.deref(rep)
+	if rep.Kind != yaml.SequenceNode {
+		return nil, b.errf(rep, "%s: replaces: a list expected", path)
+	}
+	var out []string
+	for _, r := range rep.Content {
+		rf, err := b.fields(r, path+": replaces", map[string]bool{"name": true})
+		if err != nil {
+			return nil, err
+		}
+		name, err := b.str(rf["name"], path+": replaces: name")
+		if err != nil {
+			return nil, err
+		}
+		if name == "" {
+			return nil, b.errf(r, "%s: should not have an empty replaces entry", path)
+		}
+		if name == own {
+			return nil, b.errf(r, "%s: replaces should not contain name of same descriptor", path)
+		}
+		out = append(out, name)
+	}
+	return out, nil
 }
 
 func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.Tag == "!!null" }
