@@ -76,11 +76,15 @@ func TestDifferential(t *testing.T) {
 	}
 	t.Logf("%d answers compared, %d sequences cut at a window boundary", compared, straddled)
 
+	local := startServer(t, ServerOptions{Config: cfgDir, ReloadInterval: -1})
 	t.Logf("%-22s %10s %8s %8s %14s", "service", "decisions/s", "p50", "p99", "Redis CPU/decision")
 	for _, c := range []struct {
 		name   string
 		client pb.RateLimitServiceClient
-	}{{"sluice-rls -redis", sluice}, {"envoyproxy/ratelimit", envoy}} {
+	}{
+		{"sluice-rls -redis", sluice}, {"envoyproxy/ratelimit", envoy},
+		{"sluice-rls (local)", pb.NewRateLimitServiceClient(dial(t, local.addr))},
+	} {
 		rate, p50, p99, cpu := load(t, c.client, red, run+c.name)
 		t.Logf("%-22s %10.0f %8v %8v %12.1fµs", c.name, rate, p50, p99, cpu)
 	}
