@@ -32,7 +32,8 @@ type RedisOptions struct {
 }
 
 // redisCounters counts each fixed window in Redis, one INCRBY and EXPIRE
-// per descriptor, pipelined per request (envoyproxy/ratelimit's scheme, so
+// per descriptor, the requests that arrive together pipelined in one round
+// trip (envoyproxy/ratelimit's scheme, so
 // the fleet's counts are exact while Redis answers). When Redis fails or is
 // late, the request is decided by sluice's local fallback: each replica
 // counts on its own and admits its share of the limit, the limit divided by
@@ -48,6 +49,8 @@ type redisCounters struct {
 	failing   atomic.Bool
 	nextProbe atomic.Int64 // UnixNano
 	instances atomic.Int64
+
+	queue chan *pending // requests waiting for the flushers
 
 	store  *sluiceredis.Store
 	member cluster.Member
@@ -79,11 +82,15 @@ func newRedisCounters(client redis.UniversalClient, o RedisOptions, m *metrics, 
 		store:  sluiceredis.New(client, sluiceredis.WithPrefix(o.Prefix+"fleet")),
 		member: cluster.Member{ID: o.Instance, App: o.App},
 		stop:   make(chan struct{}),
+		queue:  make(chan *pending, 4096),
 	}
 	r.instances.Store(int64(o.ExpectedInstances))
 	m.remote.Store(1)
-	r.wg.Add(1)
+	r.wg.Add(1 + flushers)
 	go r.heartbeats()
+	for range flushers {
+		go r.flush()
+	}
 	return r
 }
 
@@ -123,31 +130,103 @@ func (r *redisCounters) Add(ctx context.Context, now int64, hits []hit, after []
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
 	defer cancel()
-	pipe := r.client.Pipeline()
-	cmds := make([]*redis.IntCmd, len(hits))
-	for i, h := range hits {
-		key := r.opts.Prefix + h.Key
-		cmds[i] = pipe.IncrBy(ctx, key, int64(min(h.Addend, 1<<62)))
-		// A TTL relative to this replica's clock (to the end of the
-		// window, and a second), as envoyproxy/ratelimit's EXPIRE: a
-		// replica whose clock is off does not make keys live forever or
-		// expire at once.
-		pipe.Expire(ctx, key, time.Duration(h.Expires-now+1)*time.Second)
+	it := &pending{hits: hits, now: now, after: make([]uint64, len(hits)), done: make(chan struct{})}
+	select {
+	case r.queue <- it:
+	case <-ctx.Done():
+		return r.fallback(context.Background(), now, hits, after)
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	select {
+	case <-it.done:
+	case <-ctx.Done():
+		// Late: decided locally. The hits will still be counted in Redis
+		// when the batch runs, which can only refuse more, never admit more.
+		return r.fallback(context.Background(), now, hits, after)
+	}
+	if it.err != nil {
+		return r.fallback(context.Background(), now, hits, after)
+	}
+	copy(after, it.after)
+	r.seed(now, hits, after)
+	return nil
+}
+
+// pending is one request's hits waiting for a batch.
+type pending struct {
+	hits  []hit
+	now   int64
+	after []uint64 // the counts, written by the flusher before done is closed
+	err   error
+	done  chan struct{}
+}
+
+// flushers is how many batches may be in flight at once.
+const flushers = 4
+
+// maxBatch bounds the requests of one pipeline.
+const maxBatch = 256
+
+// flush sends the queued requests to Redis, all those waiting in one
+// pipeline (one round trip, and one read and one write for Redis, however
+// many requests arrived together), until close.
+func (r *redisCounters) flush() {
+	defer r.wg.Done()
+	batch := make([]*pending, 0, maxBatch)
+	for {
+		select {
+		case <-r.stop:
+			return
+		case it := <-r.queue:
+			batch = append(batch[:0], it)
+		}
+	drain:
+		for len(batch) < maxBatch {
+			select {
+			case it := <-r.queue:
+				batch = append(batch, it)
+			default:
+				break drain
+			}
+		}
+		r.exec(batch)
+	}
+}
+
+// exec runs one batch in one pipeline: an INCRBY and an EXPIRE per hit.
+func (r *redisCounters) exec(batch []*pending) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.opts.Timeout)
+	defer cancel()
+	pipe := r.client.Pipeline()
+	cmds := make([][]*redis.IntCmd, len(batch))
+	for b, it := range batch {
+		cmds[b] = make([]*redis.IntCmd, len(it.hits))
+		for i, h := range it.hits {
+			key := r.opts.Prefix + h.Key
+			cmds[b][i] = pipe.IncrBy(ctx, key, int64(min(h.Addend, 1<<62)))
+			// A TTL relative to this replica's clock (to the end of the
+			// window, and a second), as envoyproxy/ratelimit's EXPIRE:
+			// a replica whose clock is off does not make keys live
+			// forever or expire at once.
+			pipe.Expire(ctx, key, time.Duration(h.Expires-it.now+1)*time.Second)
+		}
+	}
+	_, err := pipe.Exec(ctx)
+	if err != nil {
 		r.failing.Store(true)
 		r.nextProbe.Store(time.Now().Add(r.opts.ProbeInterval).UnixNano())
 		r.metrics.remote.Store(0)
-		return r.fallback(context.Background(), now, hits, after)
-	}
-	if r.failing.Swap(false) {
+	} else if r.failing.Swap(false) {
 		r.metrics.remote.Store(1)
 	}
-	for i, c := range cmds {
-		after[i] = uint64(c.Val())
+	for b, it := range batch {
+		it.err = err
+		if err == nil {
+			for i, c := range cmds[b] {
+				it.after[i] = uint64(c.Val())
+			}
+		}
+		close(it.done)
 	}
-	r.seed(now, hits, after)
-	return nil
 }
 
 // seed raises this replica's fallback counters to its share of the fleet's
