@@ -2,6 +2,7 @@ package rls
 
 import (
 	"context"
+	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -115,5 +116,62 @@ func TestRedisIntegrationSequence(t *testing.T) {
 	ttl, err := srv.Client(t).TTL(context.Background(), "sluice-rls:another_key2_v1_"+strconv.FormatInt(base.Unix()/60*60, 10)).Result()
 	if err != nil || ttl <= 0 || ttl > 51*time.Second {
 		t.Fatalf("TTL %v %v", ttl, err)
+	}
+}
+
+// A Redis that accepts connections and never answers (a partition, a
+// stalled server): every answer still comes within the timeout, decided
+// by the fallback.
+func TestRedisSilentAnswersWithinTimeout(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns sync.WaitGroup
+	held := make(chan net.Conn, 64)
+	conns.Add(1)
+	go func() {
+		defer conns.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			select {
+			case held <- c: // held open, never answered
+			default:
+				c.Close()
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		conns.Wait()
+		close(held)
+		for c := range held {
+			c.Close()
+		}
+	})
+	client := redis.NewClient(&redis.Options{Addr: l.Addr().String(), MaxRetries: -1, DialTimeout: 100 * time.Millisecond,
+		ReadTimeout: time.Second, WriteTimeout: time.Second, ContextTimeoutEnabled: true})
+	m := newMetrics()
+	rc := newRedisCounters(client, RedisOptions{Timeout: 100 * time.Millisecond, ExpectedInstances: 2}, m, 0)
+	s := newService(mustLoad(t, "testdata/integration"), Options{Now: newClock(base).Now}, rc)
+	s.metrics = m
+	t.Cleanup(func() { rc.close(); client.Close() })
+
+	r := request("another", desc("key3", "silent")) // 10 an hour: 5 for each of 2 replicas
+	ok := 0
+	for range 8 {
+		t0 := time.Now()
+		if call(t, s, r).OverallCode == pb.RateLimitResponse_OK {
+			ok++
+		}
+		if d := time.Since(t0); d > 2*time.Second {
+			t.Fatalf("an answer took %v with a silent Redis (timeout 100 ms)", d)
+		}
+	}
+	if ok != 5 || m.remote.Load() != 0 {
+		t.Fatalf("%d admitted (want this replica's share, 5), redis_up %d", ok, m.remote.Load())
 	}
 }
