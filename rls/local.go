@@ -78,7 +78,7 @@ func (s *localShard) add(now int64, h hit, maxKeys int) uint64 {
 			if s.overflow.expires <= now {
 				s.overflow = localCount{expires: h.Expires}
 			}
-			s.overflow.n += h.Addend
+			s.overflow.n = satAdd(s.overflow.n, h.Addend)
 			return s.overflow.n
 		}
 		if cnt == nil {
@@ -87,8 +87,16 @@ func (s *localShard) add(now int64, h hit, maxKeys int) uint64 {
 		}
 		*cnt = localCount{expires: h.Expires}
 	}
-	cnt.n += h.Addend
+	cnt.n = satAdd(cnt.n, h.Addend)
 	return cnt.n
+}
+
+// satAdd is a+b, or the largest uint64 when that overflows.
+func satAdd(a, b uint64) uint64 {
+	if a+b < a {
+		return ^uint64(0)
+	}
+	return a + b
 }
 
 // sweep forgets counters whose window has ended; the next sweep comes when

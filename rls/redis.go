@@ -202,7 +202,7 @@ func (r *redisCounters) exec(batch []*pending) {
 		cmds[b] = make([]*redis.IntCmd, len(it.hits))
 		for i, h := range it.hits {
 			key := r.opts.Prefix + h.Key
-			cmds[b][i] = pipe.IncrBy(ctx, key, int64(min(h.Addend, 1<<62)))
+			cmds[b][i] = pipe.IncrBy(ctx, key, int64(h.Addend))
 			// A TTL relative to this replica's clock (to the end of the
 			// window, and a second), as envoyproxy/ratelimit's EXPIRE:
 			// a replica whose clock is off does not make keys live

@@ -2,6 +2,7 @@ package rls
 
 import (
 	"context"
+	"math"
 	"net"
 	"strconv"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/sluice-go/sluice/cluster/redis/redistest"
 	"github.com/sluice-go/sluice/rls/config"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 // replica is a Service counting in the Redis of srv, as sluice-rls -redis
@@ -112,6 +114,15 @@ func TestRedisIntegrationSequence(t *testing.T) {
 	clk := newClock(base)
 	s, _ := replica(t, srv, mustLoad(t, "testdata/integration"), clk, "a")
 	replayBasicSequence(t, s)
+	// Huge hits_addend values do not overflow Redis's count (which would
+	// fail every later request of the key over to the fallback).
+	d := desc("key2", "huge")
+	d.HitsAddend = wrapperspb.UInt64(math.MaxUint64)
+	for range 3 {
+		if got := summary(call(t, s, request("another", d))); got != "OVER_LIMIT [OVER_LIMIT 20/minute rem=0]" || s.metrics.remote.Load() != 1 {
+			t.Fatalf("huge addend: %s, redis_up %d", got, s.metrics.remote.Load())
+		}
+	}
 	// A window's key expires with the window.
 	ttl, err := srv.Client(t).TTL(context.Background(), "sluice-rls:another_key2_v1_"+strconv.FormatInt(base.Unix()/60*60, 10)).Result()
 	if err != nil || ttl <= 0 || ttl > 51*time.Second {

@@ -161,11 +161,16 @@ func (s *Service) limits(req *pb.RateLimitRequest) []descriptor {
 	return ds
 }
 
+// maxAddend caps a request's hits on one descriptor: above the largest
+// limit (2^32-1) every value decides alike, and counts stay far from
+// overflowing (Redis refuses an INCRBY past 2^63-1).
+const maxAddend = 1 << 32
+
 func hitsAddend(req *pb.RateLimitRequest, d *rlv3.RateLimitDescriptor) uint64 {
 	if h := d.GetHitsAddend(); h != nil {
-		return h.GetValue()
+		return min(h.GetValue(), maxAddend)
 	}
-	return max(1, uint64(req.GetHitsAddend()))
+	return min(max(1, uint64(req.GetHitsAddend())), maxAddend)
 }
 
 // overrideKey names a limit Envoy sent with the descriptor, as

@@ -375,6 +375,23 @@ func TestHitsAddend(t *testing.T) {
 	}
 }
 
+// Huge hits_addend values neither wrap a count around nor break Redis:
+// they are capped, and the descriptor is over.
+func TestHugeHitsAddend(t *testing.T) {
+	clk := newClock(base)
+	s := NewService(mustLoad(t, "testdata/integration"), Options{Now: clk.Now})
+	d := desc("key2", "huge")
+	d.HitsAddend = wrapperspb.UInt64(math.MaxUint64)
+	for range 3 {
+		if got := summary(call(t, s, request("another", d))); got != "OVER_LIMIT [OVER_LIMIT 20/minute rem=0]" {
+			t.Fatal(got)
+		}
+	}
+	if satAdd(math.MaxUint64-1, 5) != math.MaxUint64 {
+		t.Fatal("satAdd wrapped")
+	}
+}
+
 // A limit sent by Envoy with the descriptor overrides the config's.
 func TestDescriptorLimitOverride(t *testing.T) {
 	clk := newClock(base)
