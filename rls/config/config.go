@@ -111,6 +111,9 @@ const (
 	maxNodes = 2_000_000
 )
 
+// descriptorBudget is MaxDescriptors, lowered by tests that reach it.
+var descriptorBudget = MaxDescriptors
+
 // Config is a loaded set of domains. It is immutable once loaded and safe
 // for concurrent use.
 type Config struct {
@@ -402,8 +405,8 @@ func (b *builder) descriptors(parent *node, list *yaml.Node, prefix, domain stri
 func (b *builder) descriptor(parent *node, item *yaml.Node, prefix, domain string, depth int) error {
 	b.nodes++
 	b.cfg.count++
-	if b.cfg.count > MaxDescriptors || b.nodes > maxNodes {
-		return b.errf(item, "more than %d descriptors", MaxDescriptors)
+	if b.cfg.count > descriptorBudget || b.nodes > maxNodes {
+		return b.errf(item, "more than %d descriptors", descriptorBudget)
 	}
 	f, err := b.fields(item, "descriptor under "+strings.TrimSuffix(prefix, "."), descriptorKeys)
 	if err != nil {
