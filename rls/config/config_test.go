@@ -144,4 +144,3 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
-
