@@ -15,7 +15,7 @@ else
 RACE :=
 endif
 
-.PHONY: test check short complexity simulations standalone-compile fmt shared tidy workspace vet lint race allocs standalone consumer release release-tags bench bench-compare bench-cluster demo fuzz fuzz-ci conformance
+.PHONY: test check short complexity simulations standalone-compile fmt shared tidy workspace vet lint race allocs standalone consumer release release-tags bench bench-compare bench-cluster demo fuzz fuzz-ci conformance rls-differential
 
 # Rounds of make bench-compare.
 BENCH_COUNT ?= 5
@@ -195,7 +195,7 @@ conformance:
 ## as plain tests): the rule decoder, the Encode/Decode round trip, Validate,
 ## and the net/http adapter's argument extraction. fuzz-ci, part of make
 ## test, is the same for FUZZTIME_CI each.
-FUZZ_TARGETS := ./rules:FuzzDecode ./rules:FuzzRoundTrip ./rules:FuzzValidate ./adapters/http:FuzzArgs
+FUZZ_TARGETS := ./rules:FuzzDecode ./rules:FuzzRoundTrip ./rules:FuzzValidate ./adapters/http:FuzzArgs ./rls/config:FuzzParse
 FUZZTIME ?= 60s
 FUZZTIME_CI ?= 5s
 ## (.ci/fuzz runs one, and runs it again when go1.26's fuzz coordinator
@@ -204,6 +204,13 @@ fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do GO=$(GO) bash .ci/fuzz $${t%%:*} $${t#*:} $(FUZZTIME); done
 fuzz-ci:
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_CI)
+
+## rls-differential: sluice-rls against envoyproxy/ratelimit itself, built
+## from the module proxy (minutes), on one redis-server: the same request
+## sequences must get the same answers, then the same load goes to each
+## (docs/rls.md). Needs redis-server.
+rls-differential:
+	SLUICE_RLS_DIFFERENTIAL=1 $(GO) test -count=1 -timeout 30m -v -run 'TestDifferential' ./rls
 
 ## demo: the quickstart example.
 demo:

@@ -10,7 +10,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"time"
 
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -27,6 +30,8 @@ import (
 	"github.com/sluice-go/sluice/cluster"
 	sluiceredis "github.com/sluice-go/sluice/cluster/redis"
 	"github.com/sluice-go/sluice/dashboard"
+	"github.com/sluice-go/sluice/rls"
+	rlsconfig "github.com/sluice-go/sluice/rls/config"
 )
 
 func main() {
@@ -111,7 +116,30 @@ func run() error {
 		return fmt.Errorf("dashboard.New accepted an empty Config")
 	}
 
+	if err := rateLimitService(); err != nil {
+		return err
+	}
+
 	s, _ := engine.Snapshot("GET /x")
 	fmt.Printf("consumer: GET /x passed %d times\n", s.TotalPass)
+	return nil
+}
+
+// rateLimitService decides an envoyproxy/ratelimit config with sluice-rls's
+// service, in process: one request a minute, the second refused.
+func rateLimitService() error {
+	cfg, err := rlsconfig.Parse("consumer.yaml", []byte("domain: d\ndescriptors: [{key: k, rate_limit: {unit: minute, requests_per_unit: 1}}]\n"))
+	if err != nil {
+		return err
+	}
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	svc := rls.NewService(cfg, rls.Options{Now: func() time.Time { return at }})
+	req := &rlspb.RateLimitRequest{Domain: "d", Descriptors: []*rlv3.RateLimitDescriptor{{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "k", Value: "v"}}}}}
+	for i, want := range []rlspb.RateLimitResponse_Code{rlspb.RateLimitResponse_OK, rlspb.RateLimitResponse_OVER_LIMIT} {
+		got, err := svc.ShouldRateLimit(context.Background(), req)
+		if err != nil || got.OverallCode != want {
+			return fmt.Errorf("rls #%d: %v, %v", i, got, err)
+		}
+	}
 	return nil
 }
