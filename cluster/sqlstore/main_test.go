@@ -2,11 +2,14 @@ package sqlstore
 
 import (
 	"context"
+	"io"
+	"log"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/sluice-go/sluice/cluster/sqlstore/sqltest"
 	"go.uber.org/goleak"
 )
@@ -14,6 +17,8 @@ import (
 // TestMain starts each kind of server once for the package (the first test
 // that needs it), and stops them after the tests.
 func TestMain(m *testing.M) {
+	// The driver logs the connections the fault tests cut.
+	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
 	code := m.Run()
 	sqltest.StopAll()
 	if code == 0 {

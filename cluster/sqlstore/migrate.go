@@ -18,7 +18,10 @@ import (
 // Config.AllowDestructive.
 //
 //go:embed migrations
-var migrationFiles embed.FS
+var embedded embed.FS
+
+// migrationFiles is embedded, or a test's migrations.
+var migrationFiles fs.FS = embedded
 
 type migration struct {
 	version     int
@@ -54,6 +57,9 @@ func migrations(d string) ([]migration, error) {
 // reads: the number of its last migration.
 const SchemaVersion = 1
 
+// schemaVersionWanted is SchemaVersion, or a test's.
+var schemaVersionWanted = SchemaVersion
+
 // migrate brings the database's schema to SchemaVersion, one migration at
 // a time, each recorded in sluice_schema with its name and time, under a
 // lock (two stores opened at once migrate once). It refuses a schema newer
@@ -74,11 +80,11 @@ func migrate(ctx context.Context, db *sql.DB, d *dialect, allowDestructive bool)
 	if err != nil {
 		return fmt.Errorf("sqlstore: reading the schema version: %w", ctxErr(ctx, err))
 	}
-	if have == SchemaVersion {
+	if have == schemaVersionWanted {
 		return nil // the everyday case: no lock, no DDL (a read-only user opens the store)
 	}
-	if have > SchemaVersion {
-		return fmt.Errorf("sqlstore: the database's schema is version %d, newer than this version of sqlstore knows (%d): upgrade sqlstore", have, SchemaVersion)
+	if have > schemaVersionWanted {
+		return fmt.Errorf("sqlstore: the database's schema is version %d, newer than this version of sqlstore knows (%d): upgrade sqlstore", have, schemaVersionWanted)
 	}
 	if _, err := conn.ExecContext(ctx, d.lock); err != nil {
 		return fmt.Errorf("sqlstore: migration lock: %w", ctxErr(ctx, err))

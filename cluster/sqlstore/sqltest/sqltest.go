@@ -227,7 +227,7 @@ func start(kind string) (*Server, error) {
 			return fail(fmt.Errorf("initdb: %v\n%s", err, out))
 		}
 		s.args = []string{"-D", data, "-p", strconv.Itoa(port), "-k", dir, "-c", "listen_addresses=127.0.0.1",
-			"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off", "-c", "shared_buffers=16MB", "-c", "max_connections=200"}
+			"-c", "fsync=off", "-c", "full_page_writes=off", "-c", "shared_buffers=16MB", "-c", "max_connections=200"}
 	} else {
 		args := []string{"--no-defaults", "--datadir=" + data, "--auth-root-authentication-method=normal", "--skip-test-db"}
 		if os.Geteuid() == 0 {
@@ -372,6 +372,7 @@ func (s *Server) Kill() {
 	if s.cmd == nil {
 		return
 	}
+	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL) // the process group: a server and its workers
 	_ = s.cmd.Process.Kill()
 	<-s.done
 	s.cmd = nil
