@@ -86,7 +86,12 @@ func (d *dialect) q(query string) string {
 func open(rawURL string, timeout time.Duration) (*sql.DB, dialect, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, dialect{}, fmt.Errorf("sqlstore: malformed database URL: %w", redactErr(err, rawURL))
+		// url.Error quotes the URL, password and all: only its cause.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, dialect{}, fmt.Errorf("sqlstore: malformed database URL: %w", err)
 	}
 	switch u.Scheme {
 	case "postgres", "postgresql":
