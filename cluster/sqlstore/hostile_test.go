@@ -158,7 +158,7 @@ func TestMigrations(t *testing.T) {
 		old, oldWant := migrationFiles, schemaVersionWanted
 		t.Cleanup(func() { migrationFiles, schemaVersionWanted = old, oldWant })
 		migrationFiles = fstest.MapFS{
-			"migrations/" + s.Dialect() + "/0001_init.sql":    {Data: body},
+			"migrations/" + s.Dialect() + "/0001_init.sql":     {Data: body},
 			"migrations/" + s.Dialect() + "/0002_drop_old.sql": {Data: []byte("-- destructive\nDELETE FROM sluice_audit")},
 		}
 		schemaVersionWanted = 2
