@@ -71,7 +71,7 @@ func TestSaveCutByConnectionKill(t *testing.T) {
 		s.testAfterVersion = func(ctx context.Context, tx *sql.Tx) {
 			id := backendID(ctx, t, s, tx)
 			if s.Dialect() == "postgres" {
-				srv.Exec(t, "", fmt.Sprintf("SELECT pg_terminate_backend(%d)", id))
+				srv.Exec(t, "", fmt.Sprintf("SELECT pg_terminate_backend(%d, 5000)", id)) // returns once it ended
 			} else {
 				srv.Exec(t, "", fmt.Sprintf("KILL %d", id))
 			}
