@@ -4,7 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"fmt"
+	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -206,10 +206,10 @@ func (s *Store) Info(ctx context.Context, app string) (AppInfo, error) {
 	err := s.db.QueryRowContext(ctx, s.d.q("SELECT version, created_by, created_us, updated_by, updated_us FROM sluice_rule_apps WHERE app = ?"), app).
 		Scan(&i.Version, &i.CreatedBy, &cus, &i.UpdatedBy, &uus)
 	switch {
-	case err == sql.ErrNoRows:
+	case errors.Is(err, sql.ErrNoRows):
 		return i, nil
 	case err != nil:
-		return AppInfo{}, wrap(ctx, "info of", app, fmt.Errorf("%w", err))
+		return AppInfo{}, wrap(ctx, "info of", app, err)
 	}
 	i.CreatedAt, i.UpdatedAt = time.UnixMicro(cus), time.UnixMicro(uus)
 	return i, nil
