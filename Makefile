@@ -110,7 +110,7 @@ vet:
 # The packages whose tests take longest (browser and Redis tests: 283, 187
 # and 149 s of a 406 s race stage on 2026-12-02), listed first so that go
 # test starts them first instead of after the packages sorted before them.
-SLOWEST := github.com/sluice-go/sluice/dashboard github.com/sluice-go/sluice/cluster/redis github.com/sluice-go/sluice/examples/benchcompare
+SLOWEST := github.com/sluice-go/sluice/dashboard github.com/sluice-go/sluice/cluster/redis github.com/sluice-go/sluice/cluster/sqlstore github.com/sluice-go/sluice/examples/benchcompare
 race:
 	@if [ -z "$(RACE)" ]; then echo "WARNING: no C compiler for the race detector; running tests without -race (install gcc to enable it)"; fi
 	@pkgs=$$(printf '%s\n' $(SLOWEST); $(GO) list $(PKGS) | grep -v -x -F $(addprefix -e ,$(SIMULATIONS) $(SLOWEST))) && \

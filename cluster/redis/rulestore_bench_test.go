@@ -57,6 +57,7 @@ func BenchmarkRuleStore(b *testing.B) {
 			base = nv.Version
 		}
 	})
+	benchSaveWatch(b, s, NewRuleStore(srv.Client(b), RuleStoreConfig{}), doc, &base)
 	tm := NewTelemetry(srv.Client(b), TelemetryConfig{})
 	f := frame("shop", "i0", 0, 50)
 	b.Run("publish", func(b *testing.B) {
@@ -83,6 +84,42 @@ func BenchmarkRuleStore(b *testing.B) {
 			got, err := tm.Frames(ctx, "shop", 1000)
 			if err != nil || len(got) != 900 {
 				b.Fatalf("%d frames, %v", len(got), err)
+			}
+		}
+	})
+}
+
+// benchSaveWatch measures save+watch: a Save by one client until another
+// client's Watch reports the version, as cluster/sqlstore's benchmark of the
+// same name does.
+func benchSaveWatch(b *testing.B, s, watcher *RuleStore, doc string, base *int64) {
+	ctx := context.Background()
+	wctx, cancel := context.WithCancel(ctx)
+	got := make(chan int64, 1024)
+	done := make(chan error, 1)
+	go func() { done <- watcher.Watch(wctx, "shop", func(v int64) { got <- v }) }()
+	defer func() { cancel(); <-done }()
+	save := func() {
+		nv, err := s.Save(ctx, "shop", *base, cluster.RuleVersion{Doc: []byte(doc), Author: "bench"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		*base = nv.Version
+	}
+	// The watch reports the saves made after it subscribed: save until it
+	// does.
+	for ready := false; !ready; {
+		save()
+		select {
+		case <-got:
+			ready = true
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	b.Run("save+watch", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			save()
+			for v := <-got; v < *base; v = <-got {
 			}
 		}
 	})

@@ -4,7 +4,14 @@
 //
 //	sluice-dashboard -redis 127.0.0.1:6379 -users users.yaml
 //
-// listens on 127.0.0.1:8089 by default. Behind an authenticating proxy,
+// listens on 127.0.0.1:8089 by default. With -rules (or $SLUICE_RULES_URL),
+// the rules, their history, the instances' reports and the audit log are
+// in PostgreSQL or MySQL (github.com/sluice-go/sluice/cluster/sqlstore),
+// and Redis carries only the telemetry and heartbeats (-redis "" for none):
+//
+//	SLUICE_RULES_URL=postgres://sluice:pw@db:5432/ops sluice-dashboard -users users.yaml
+//
+// Behind an authenticating proxy,
 // -proxy-from names the proxy's addresses and the users file is optional:
 //
 //	sluice-dashboard -proxy-from 10.0.0.5/32 -secure-cookies
@@ -41,6 +48,7 @@ import (
 	"golang.org/x/term"
 
 	sluiceredis "github.com/sluice-go/sluice/cluster/redis"
+	"github.com/sluice-go/sluice/cluster/sqlstore"
 	"github.com/sluice-go/sluice/dashboard"
 )
 
@@ -55,7 +63,8 @@ func main() {
 // ready, when not nil, receives the address listened on.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer, ready chan<- string) error {
 	fs := flag.NewFlagSet("sluice-dashboard", flag.ContinueOnError)
-	addr := fs.String("redis", "127.0.0.1:6379", "Redis address (host:port)")
+	addr := fs.String("redis", "127.0.0.1:6379", "Redis address (host:port); empty, with -rules, for no Redis (no telemetry nor heartbeats)")
+	rulesURL := fs.String("rules", os.Getenv("SLUICE_RULES_URL"), "rule store URL, postgres://… or mysql://… (default $SLUICE_RULES_URL); empty: the rules are in Redis")
 	redisUser := fs.String("redis-user", "", "Redis ACL user (password from $SLUICE_REDIS_PASSWORD)")
 	prefix := fs.String("prefix", sluiceredis.DefaultPrefix, "prefix of the Redis keys, as the instances use")
 	usersFile := fs.String("users", "", "users file (YAML: name, hash, role, apps); admins change it from the users page")
@@ -101,18 +110,36 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer, 
 		}
 	}
 
-	rdb := redis.NewClient(&redis.Options{Addr: *addr, Username: *redisUser, Password: os.Getenv("SLUICE_REDIS_PASSWORD"),
-		DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second, ContextTimeoutEnabled: true})
-	defer rdb.Close()
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	err := rdb.Ping(pctx).Err()
-	cancel()
-	if err != nil {
-		return fmt.Errorf("redis at %s: %w", *addr, err)
+	where := "Redis " + *addr
+	if *rulesURL != "" {
+		rs, err := openSQLRules(ctx, *rulesURL)
+		if err != nil {
+			return err
+		}
+		defer rs.Close()
+		cfg.Rules, where = rs, "rules "+sqlstore.Redact(*rulesURL)
+		if *addr != "" {
+			where += ", telemetry Redis " + *addr
+		}
+	} else if *addr == "" {
+		return errors.New("-redis is empty and -rules is not set: the dashboard has no rule store")
 	}
-	cfg.Rules = sluiceredis.NewRuleStore(rdb, sluiceredis.RuleStoreConfig{Prefix: *prefix})
-	cfg.Telemetry = sluiceredis.NewTelemetry(rdb, sluiceredis.TelemetryConfig{Prefix: *prefix})
-	cfg.Members = sluiceredis.New(rdb, sluiceredis.WithPrefix(*prefix))
+	if *addr != "" {
+		rdb := redis.NewClient(&redis.Options{Addr: *addr, Username: *redisUser, Password: os.Getenv("SLUICE_REDIS_PASSWORD"),
+			DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second, ContextTimeoutEnabled: true})
+		defer rdb.Close()
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := rdb.Ping(pctx).Err()
+		cancel()
+		if err != nil {
+			return fmt.Errorf("redis at %s: %w", *addr, err)
+		}
+		if cfg.Rules == nil {
+			cfg.Rules = sluiceredis.NewRuleStore(rdb, sluiceredis.RuleStoreConfig{Prefix: *prefix})
+		}
+		cfg.Telemetry = sluiceredis.NewTelemetry(rdb, sluiceredis.TelemetryConfig{Prefix: *prefix})
+		cfg.Members = sluiceredis.New(rdb, sluiceredis.WithPrefix(*prefix))
+	}
 	d, err := dashboard.New(cfg)
 	if err != nil {
 		return err
@@ -129,7 +156,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer, 
 	if *certFile != "" {
 		scheme = "https"
 	}
-	fmt.Fprintf(stdout, "sluice dashboard on %s://%s (Redis %s, prefix %q)\n", scheme, ln.Addr(), *addr, *prefix)
+	fmt.Fprintf(stdout, "sluice dashboard on %s://%s (%s, prefix %q)\n", scheme, ln.Addr(), where, *prefix)
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}

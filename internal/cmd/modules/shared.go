@@ -25,7 +25,7 @@ var copies = []struct {
 	{"adapters/http/internal/adaptertest/adaptertest.go", []string{"adapters/gin/internal/adaptertest/adaptertest.go"}},
 	{"internal/clock/system.go", []string{"dashboard/internal/clock/system.go"}},
 	{"internal/export/export.go", []string{"adapters/otel/internal/export/export.go", "adapters/prometheus/internal/export/export.go"}},
-	{"internal/linediff/linediff.go", []string{"cluster/redis/internal/linediff/linediff.go", "dashboard/internal/linediff/linediff.go"}},
+	{"internal/linediff/linediff.go", []string{"cluster/redis/internal/linediff/linediff.go", "cluster/sqlstore/internal/linediff/linediff.go", "dashboard/internal/linediff/linediff.go"}},
 	{"internal/refusal/names.go", []string{"adapters/gin/internal/refusal/names.go"}},
 	{"internal/refusal/ratelimit.go", []string{"adapters/gin/internal/refusal/ratelimit.go", "adapters/grpc/internal/refusal/ratelimit.go"}},
 	{"adapters/http/internal/adaptertest/ratelimit.go", []string{"adapters/gin/internal/adaptertest/ratelimit.go"}},
