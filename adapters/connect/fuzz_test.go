@@ -5,6 +5,7 @@ import (
 	"context"
 	"net"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -63,7 +64,8 @@ func FuzzArgs(f *testing.F) {
 			return connect.NewResponse(req.Msg), nil
 		}, connect.WithInterceptors(sluiceconnect.NewInterceptor(g, sluiceconnect.WithArgs(
 			extract(0, sluiceconnect.Header("x-user")), extract(1, sluiceconnect.PeerIP()), extract(2, message)))))
-		body, err := proto.Marshal(wrapperspb.String(value))
+		// A protobuf string is UTF-8: Marshal refuses anything else.
+		body, err := proto.Marshal(wrapperspb.String(strings.ToValidUTF8(value, "\uFFFD")))
 		require.NoError(t, err)
 		req := httptest.NewRequest("POST", proc, bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/proto")
