@@ -193,9 +193,10 @@ conformance:
 
 ## fuzz: every fuzz target, FUZZTIME each (go test runs their seed corpora
 ## as plain tests): the rule decoder, the Encode/Decode round trip, Validate,
-## and the net/http adapter's argument extraction. fuzz-ci, part of make
+## and the argument extraction of the adapters. fuzz-ci, part of make
 ## test, is the same for FUZZTIME_CI each.
 FUZZ_TARGETS := ./rules:FuzzDecode ./rules:FuzzRoundTrip ./rules:FuzzValidate ./adapters/http:FuzzArgs ./rls/config:FuzzParse
+FUZZ_TARGETS += ./adapters/chi:FuzzArgs ./adapters/echo:FuzzArgs ./adapters/fiber:FuzzArgs ./adapters/connect:FuzzArgs
 FUZZTIME ?= 60s
 FUZZTIME_CI ?= 5s
 ## (.ci/fuzz runs one, and runs it again when go1.26's fuzz coordinator

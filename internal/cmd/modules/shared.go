@@ -22,13 +22,24 @@ var copies = []struct {
 	src  string   // file of the root module, slash-separated
 	dsts []string // its copies, in other modules
 }{
-	{"adapters/http/internal/adaptertest/adaptertest.go", []string{"adapters/gin/internal/adaptertest/adaptertest.go"}},
+	{"adapters/http/internal/adaptertest/adaptertest.go", adaptertestCopies("adaptertest.go")},
+	{"adapters/http/internal/adaptertest/suite.go", adaptertestCopies("suite.go")},
 	{"internal/clock/system.go", []string{"dashboard/internal/clock/system.go"}},
 	{"internal/export/export.go", []string{"adapters/otel/internal/export/export.go", "adapters/prometheus/internal/export/export.go"}},
 	{"internal/linediff/linediff.go", []string{"cluster/redis/internal/linediff/linediff.go", "cluster/sqlstore/internal/linediff/linediff.go", "dashboard/internal/linediff/linediff.go"}},
-	{"internal/refusal/names.go", []string{"adapters/gin/internal/refusal/names.go"}},
+	{"internal/refusal/names.go", []string{"adapters/chi/internal/refusal/names.go", "adapters/echo/internal/refusal/names.go", "adapters/fiber/internal/refusal/names.go", "adapters/gin/internal/refusal/names.go"}},
 	{"internal/refusal/ratelimit.go", []string{"adapters/gin/internal/refusal/ratelimit.go", "adapters/grpc/internal/refusal/ratelimit.go"}},
 	{"adapters/http/internal/adaptertest/ratelimit.go", []string{"adapters/gin/internal/adaptertest/ratelimit.go"}},
+}
+
+// adaptertestCopies are the copies of a file of the adapters' shared test
+// code (the conformance suite): one in every adapter module.
+func adaptertestCopies(name string) []string {
+	var dsts []string
+	for _, m := range []string{"chi", "connect", "echo", "fiber", "gin", "grpc"} {
+		dsts = append(dsts, "adapters/"+m+"/internal/adaptertest/"+name)
+	}
+	return dsts
 }
 
 // copyHeader is the first line of every copy; gofmt, vet and the

@@ -12,9 +12,13 @@ import (
 	"strings"
 	"time"
 
+	"connectrpc.com/connect"
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/gin-gonic/gin"
+	"github.com/go-chi/chi/v5"
+	"github.com/gofiber/fiber/v2"
+	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -22,6 +26,10 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sluice-go/sluice"
+	sluicechi "github.com/sluice-go/sluice/adapters/chi"
+	sluiceconnect "github.com/sluice-go/sluice/adapters/connect"
+	sluiceecho "github.com/sluice-go/sluice/adapters/echo"
+	sluicefiber "github.com/sluice-go/sluice/adapters/fiber"
 	sluicegin "github.com/sluice-go/sluice/adapters/gin"
 	sluicegrpc "github.com/sluice-go/sluice/adapters/grpc"
 	sluicehttp "github.com/sluice-go/sluice/adapters/http"
@@ -71,6 +79,31 @@ func run() error {
 	if err := serve("sluicegin", r); err != nil {
 		return err
 	}
+
+	cr := chi.NewRouter()
+	cr.Use(sluicechi.Middleware(engine))
+	cr.Get("/x", ok)
+	if err := serve("sluicechi", cr); err != nil {
+		return err
+	}
+
+	e := echo.New()
+	e.Use(sluiceecho.Middleware(engine))
+	e.GET("/x", func(c echo.Context) error { return c.NoContent(http.StatusNoContent) })
+	if err := serve("sluiceecho", e); err != nil {
+		return err
+	}
+
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app.Use(sluicefiber.Middleware(engine))
+	app.Get("/x", func(c *fiber.Ctx) error { return c.SendStatus(http.StatusNoContent) })
+	fresp, err := app.Test(httptest.NewRequest(http.MethodGet, "/x", nil), -1)
+	if err != nil || fresp.StatusCode != http.StatusNoContent {
+		return fmt.Errorf("sluicefiber: %v, %v", fresp, err)
+	}
+	fresp.Body.Close()
+
+	var _ connect.Interceptor = sluiceconnect.NewInterceptor(engine)
 
 	var unary grpc.UnaryServerInterceptor = sluicegrpc.UnaryServerInterceptor(engine)
 	resp, err := unary(context.Background(), "req", &grpc.UnaryServerInfo{FullMethod: "/pkg.Svc/Do"},
