@@ -101,9 +101,9 @@ func TestCalendarBoundaries(t *testing.T) {
 	}
 }
 
-// TestCalendarCoversTime walks 2026 hour by hour in zones with every kind
+// TestCalendarCoversTime walks 2026 period by period in zones with every kind
 // of transition: the periods tile the timeline (each starts where the
-// previous ended) and hold the instant asked about.
+// previous ended), and every instant of a period is given that period.
 func TestCalendarCoversTime(t *testing.T) {
 	for _, zone := range []string{"UTC", "Europe/Berlin", "America/Santiago", "Australia/Lord_Howe", "Asia/Kathmandu", "Pacific/Apia"} {
 		for _, p := range []rules.QuotaPeriod{rules.QuotaHour, rules.QuotaDay, rules.QuotaWeek, rules.QuotaMonth} {
@@ -111,17 +111,19 @@ func TestCalendarCoversTime(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			from := at(t, "2026-01-01T00:00:00Z")
-			_, prevEnd := cal.Bounds(from)
-			for u := from; u < at(t, "2027-01-01T00:00:00Z"); u += int64(97 * time.Minute) {
-				s, e := cal.Bounds(u)
-				if s > u || u >= e {
-					t.Fatalf("%s: %v not in [%v, %v)", cal.Spec(), time.Unix(0, u).UTC(), time.Unix(0, s).UTC(), time.Unix(0, e).UTC())
+			s, e := cal.Bounds(at(t, "2026-01-01T00:00:00Z"))
+			for s < at(t, "2027-01-01T00:00:00Z") {
+				for _, u := range []int64{s, s + (e-s)/3, s + (e-s)/2, e - 1} {
+					if s2, e2 := cal.Bounds(u); s2 != s || e2 != e {
+						t.Fatalf("%s: %v is in [%v, %v), not in [%v, %v)", cal.Spec(), time.Unix(0, u).UTC(),
+							time.Unix(0, s2).UTC(), time.Unix(0, e2).UTC(), time.Unix(0, s).UTC(), time.Unix(0, e).UTC())
+					}
 				}
-				if e != prevEnd && s != prevEnd {
-					t.Fatalf("%s: period [%v, %v) does not start where the last ended (%v)", cal.Spec(), time.Unix(0, s).UTC(), time.Unix(0, e).UTC(), time.Unix(0, prevEnd).UTC())
+				ns, ne := cal.Bounds(e)
+				if ns != e || ne <= ns {
+					t.Fatalf("%s: the period after [%v, %v) is [%v, %v)", cal.Spec(), time.Unix(0, s).UTC(), time.Unix(0, e).UTC(), time.Unix(0, ns).UTC(), time.Unix(0, ne).UTC())
 				}
-				prevEnd = e
+				s, e = ns, ne
 			}
 		}
 	}
