@@ -9,6 +9,7 @@ import (
 	_ "time/tzdata" // the tests' zones, whatever the host has
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/cluster"
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
@@ -250,5 +251,32 @@ func TestQuotaClusterParamPerUser(t *testing.T) {
 		per, n, example, (used()-before)/users)
 	if per > 200 {
 		t.Errorf("a quota key takes %d bytes, more than the 200 the docs state", per)
+	}
+}
+
+// TestCalendarBudgetTakeGive: the store's calendar budget grants within
+// its limit (all or nothing, or partial), gives back without going below
+// zero, and keeps the key's expiry through both.
+func TestCalendarBudgetTakeGive(t *testing.T) {
+	store, rdb, _ := standalone(t)
+	b := cluster.Budget{Key: "q", Algorithm: cluster.Calendar, Limit: 5, Interval: time.Hour}
+	if g := take1(t, store, cluster.Request{Budget: b, N: 3}); g.N != 3 {
+		t.Fatalf("granted %d of 3", g.N)
+	}
+	if g := take1(t, store, cluster.Request{Budget: b, N: 3}); g.N != 0 {
+		t.Fatalf("granted %d of 3 with 2 left, all or nothing", g.N)
+	}
+	if g := take1(t, store, cluster.Request{Budget: b, N: 3, Partial: true}); g.N != 2 {
+		t.Fatalf("granted %d of 3 partial with 2 left", g.N)
+	}
+	k, _ := store.budgetKeys("q", algCalendar)
+	if err := store.Give(ctxT(t), b, 7); err != nil {
+		t.Fatal(err)
+	}
+	if n := rdb.Get(ctxT(t), k).Val(); n != "0" {
+		t.Fatalf("after giving back more than granted the key holds %q, want 0", n)
+	}
+	if ttl := rdb.PTTL(ctxT(t), k).Val(); ttl <= 59*time.Minute || ttl > time.Hour {
+		t.Fatalf("the key expires in %v, want the hour set by its first grant", ttl)
 	}
 }
