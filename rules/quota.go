@@ -21,7 +21,7 @@ import (
 // survives restarts; a local quota's count is lost with its process.
 type Quota struct {
 	// Period is the calendar period the count runs over. Required.
-	Period QuotaPeriod `json:"period" yaml:"period"`
+	Period QuotaPeriod `json:"period,omitempty" yaml:"period,omitempty"`
 	// Zone is the IANA time zone whose calendar draws the boundaries
 	// ("Europe/Berlin"); "" means UTC. It must be known to the process
 	// (the host's zone database, or a program that imports time/tzdata).
