@@ -29,7 +29,7 @@ func enterUser(t testing.TB, g *Engine, user string, n int) *core.BlockError {
 // exception gets its own quota; at the 1st everyone starts again.
 func TestParamQuotaPerUser(t *testing.T) {
 	g, clk := newTestEngine(t, unixAt(t, "2026-01-31T23:59:59Z"))
-	mustLoadParam(t, g, rules.Param{Resource: "api", Threshold: 3, Exceptions: map[string]int64{"vip": 5}, Quota: &rules.Quota{Period: rules.QuotaMonth}})
+	mustLoadParam(t, g, rules.Param{Resource: "api", Threshold: 3, Exceptions: map[string]int64{"vip": 5}, Quota: &rules.Quota{Period: "month"}})
 	require.Nil(t, enterUser(t, g, "ann", 3))
 	be := enterUser(t, g, "ann", 1)
 	require.NotNil(t, be)
@@ -48,7 +48,7 @@ func TestParamQuotaPerUser(t *testing.T) {
 // so, the counted users go on, and the next period starts empty.
 func TestParamQuotaCapacity(t *testing.T) {
 	g, clk := newTestEngine(t, unixAt(t, "2026-03-10T10:00:00Z"))
-	mustLoadParam(t, g, rules.Param{Resource: "api", Threshold: 2, Capacity: 100, Quota: &rules.Quota{Period: rules.QuotaDay}})
+	mustLoadParam(t, g, rules.Param{Resource: "api", Threshold: 2, Capacity: 100, Quota: &rules.Quota{Period: "day"}})
 	for i := 0; i < 100; i++ {
 		require.Nil(t, enterUser(t, g, "u"+strconv.Itoa(i), 1))
 	}
@@ -66,14 +66,14 @@ func TestParamQuotaCapacity(t *testing.T) {
 // a reload that changes the threshold; another period starts afresh.
 func TestParamQuotaReload(t *testing.T) {
 	g, _ := newTestEngine(t, unixAt(t, "2026-03-10T10:00:00Z"))
-	r := rules.Param{Resource: "api", Threshold: 2, Quota: &rules.Quota{Period: rules.QuotaWeek}}
+	r := rules.Param{Resource: "api", Threshold: 2, Quota: &rules.Quota{Period: "week"}}
 	mustLoadParam(t, g, r)
 	require.Nil(t, enterUser(t, g, "ann", 2))
 	r.Threshold = 3
 	mustLoadParam(t, g, r)
 	require.Nil(t, enterUser(t, g, "ann", 1))
 	require.NotNil(t, enterUser(t, g, "ann", 1))
-	r.Quota = &rules.Quota{Period: rules.QuotaMonth}
+	r.Quota = &rules.Quota{Period: "month"}
 	mustLoadParam(t, g, r)
 	require.Nil(t, enterUser(t, g, "ann", 3))
 }
@@ -83,8 +83,8 @@ func TestParamQuotaReload(t *testing.T) {
 func TestParamQuotaGivesBackWhenRefusedLater(t *testing.T) {
 	g, _ := newTestEngine(t, unixAt(t, "2026-03-10T10:00:00Z"))
 	mustLoadParam(t, g,
-		rules.Param{Resource: "api", Threshold: 2, Quota: &rules.Quota{Period: rules.QuotaDay}},
-		rules.Param{Resource: "api", Index: 1, Threshold: 1, Quota: &rules.Quota{Period: rules.QuotaDay}})
+		rules.Param{Resource: "api", Threshold: 2, Quota: &rules.Quota{Period: "day"}},
+		rules.Param{Resource: "api", Index: 1, Threshold: 1, Quota: &rules.Quota{Period: "day"}})
 	enter := func(user, team string) error {
 		p, err := g.Entry("api", WithArgs(user, team))
 		if err == nil {

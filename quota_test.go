@@ -40,7 +40,7 @@ func enterQuota(t testing.TB, g *Engine, res string, n int) *core.BlockError {
 // 2026-02-01 00:00:00 a call passes.
 func TestQuotaMonthBoundary(t *testing.T) {
 	g, clk := newTestEngine(t, unixAt(t, "2026-01-15T10:00:00Z"))
-	mustLoadFlow(t, g, rules.Flow{Resource: "api", Threshold: 3, Quota: &rules.Quota{Period: rules.QuotaMonth}})
+	mustLoadFlow(t, g, rules.Flow{Resource: "api", Threshold: 3, Quota: &rules.Quota{Period: "month"}})
 	for i := 0; i < 3; i++ {
 		require.Nil(t, enterQuota(t, g, "api", 1), "call %d", i+1)
 	}
@@ -67,20 +67,20 @@ func TestQuotaBoundaries(t *testing.T) {
 		start string // the period's first instant
 		next  string // the next period's first instant
 	}{
-		{"January, 31 days", rules.Quota{Period: rules.QuotaMonth}, "2026-01-01T00:00:00Z", "2026-02-01T00:00:00Z"},
-		{"February, 28 days", rules.Quota{Period: rules.QuotaMonth}, "2026-02-01T00:00:00Z", "2026-03-01T00:00:00Z"},
-		{"February of a leap year, 29 days", rules.Quota{Period: rules.QuotaMonth}, "2028-02-01T00:00:00Z", "2028-03-01T00:00:00Z"},
-		{"29 February", rules.Quota{Period: rules.QuotaDay}, "2028-02-29T00:00:00Z", "2028-03-01T00:00:00Z"},
-		{"April, 30 days", rules.Quota{Period: rules.QuotaMonth}, "2026-04-01T00:00:00Z", "2026-05-01T00:00:00Z"},
-		{"year boundary", rules.Quota{Period: rules.QuotaYear}, "2026-01-01T00:00:00Z", "2027-01-01T00:00:00Z"},
-		{"year boundary in Berlin", rules.Quota{Period: rules.QuotaYear, Zone: "Europe/Berlin"}, "2025-12-31T23:00:00Z", "2026-12-31T23:00:00Z"},
-		{"23-hour day in Berlin", rules.Quota{Period: rules.QuotaDay, Zone: "Europe/Berlin"}, "2026-03-28T23:00:00Z", "2026-03-29T22:00:00Z"},
-		{"25-hour day in Berlin", rules.Quota{Period: rules.QuotaDay, Zone: "Europe/Berlin"}, "2026-10-24T22:00:00Z", "2026-10-25T23:00:00Z"},
-		{"25-hour day in New York", rules.Quota{Period: rules.QuotaDay, Zone: "America/New_York"}, "2026-11-01T04:00:00Z", "2026-11-02T05:00:00Z"},
-		{"day without a midnight, Santiago", rules.Quota{Period: rules.QuotaDay, Zone: "America/Santiago"}, "2026-09-06T04:00:00Z", "2026-09-07T03:00:00Z"},
-		{"day before Samoa skipped a day", rules.Quota{Period: rules.QuotaDay, Zone: "Pacific/Apia"}, "2011-12-29T10:00:00Z", "2011-12-30T10:00:00Z"},
-		{"half hour at Lord Howe's change", rules.Quota{Period: rules.QuotaHour, Zone: "Australia/Lord_Howe"}, "2026-04-04T15:00:00Z", "2026-04-04T15:30:00Z"},
-		{"week from Sunday", rules.Quota{Period: rules.QuotaWeek, WeekStart: "sunday"}, "2026-01-04T00:00:00Z", "2026-01-11T00:00:00Z"},
+		{"January, 31 days", rules.Quota{Period: "month"}, "2026-01-01T00:00:00Z", "2026-02-01T00:00:00Z"},
+		{"February, 28 days", rules.Quota{Period: "month"}, "2026-02-01T00:00:00Z", "2026-03-01T00:00:00Z"},
+		{"February of a leap year, 29 days", rules.Quota{Period: "month"}, "2028-02-01T00:00:00Z", "2028-03-01T00:00:00Z"},
+		{"29 February", rules.Quota{Period: "day"}, "2028-02-29T00:00:00Z", "2028-03-01T00:00:00Z"},
+		{"April, 30 days", rules.Quota{Period: "month"}, "2026-04-01T00:00:00Z", "2026-05-01T00:00:00Z"},
+		{"year boundary", rules.Quota{Period: "year"}, "2026-01-01T00:00:00Z", "2027-01-01T00:00:00Z"},
+		{"year boundary in Berlin", rules.Quota{Period: "year", Zone: "Europe/Berlin"}, "2025-12-31T23:00:00Z", "2026-12-31T23:00:00Z"},
+		{"23-hour day in Berlin", rules.Quota{Period: "day", Zone: "Europe/Berlin"}, "2026-03-28T23:00:00Z", "2026-03-29T22:00:00Z"},
+		{"25-hour day in Berlin", rules.Quota{Period: "day", Zone: "Europe/Berlin"}, "2026-10-24T22:00:00Z", "2026-10-25T23:00:00Z"},
+		{"25-hour day in New York", rules.Quota{Period: "day", Zone: "America/New_York"}, "2026-11-01T04:00:00Z", "2026-11-02T05:00:00Z"},
+		{"day without a midnight, Santiago", rules.Quota{Period: "day", Zone: "America/Santiago"}, "2026-09-06T04:00:00Z", "2026-09-07T03:00:00Z"},
+		{"day before Samoa skipped a day", rules.Quota{Period: "day", Zone: "Pacific/Apia"}, "2011-12-29T10:00:00Z", "2011-12-30T10:00:00Z"},
+		{"half hour at Lord Howe's change", rules.Quota{Period: "hour", Zone: "Australia/Lord_Howe"}, "2026-04-04T15:00:00Z", "2026-04-04T15:30:00Z"},
+		{"week from Sunday", rules.Quota{Period: "week", WeekStart: "sunday"}, "2026-01-04T00:00:00Z", "2026-01-11T00:00:00Z"},
 	}
 	const limit = 5
 	for _, c := range cases {
@@ -110,7 +110,7 @@ func TestQuotaBoundaries(t *testing.T) {
 // than the quota is refused without a RetryAfter.
 func TestQuotaBatch(t *testing.T) {
 	g, _ := newTestEngine(t, unixAt(t, "2026-06-10T08:00:00Z"))
-	mustLoadFlow(t, g, rules.Flow{Resource: "api", Threshold: 10, Quota: &rules.Quota{Period: rules.QuotaDay}})
+	mustLoadFlow(t, g, rules.Flow{Resource: "api", Threshold: 10, Quota: &rules.Quota{Period: "day"}})
 	require.Nil(t, enterQuota(t, g, "api", 7))
 	be := enterQuota(t, g, "api", 4)
 	require.NotNil(t, be)
@@ -126,7 +126,7 @@ func TestQuotaBatch(t *testing.T) {
 // boundary; each day admits exactly its quota.
 func TestQuotaExactUnderConcurrency(t *testing.T) {
 	g, clk := newTestEngine(t, unixAt(t, "2026-03-28T23:59:59Z"))
-	mustLoadFlow(t, g, rules.Flow{Resource: "api", Threshold: 700, Quota: &rules.Quota{Period: rules.QuotaDay}})
+	mustLoadFlow(t, g, rules.Flow{Resource: "api", Threshold: 700, Quota: &rules.Quota{Period: "day"}})
 	for _, day := range []string{"2026-03-28T23:59:59Z", "2026-03-29T00:00:00Z"} {
 		clk.Set(unixAt(t, day))
 		var admitted atomic.Int64
@@ -157,7 +157,7 @@ func TestQuotaExactUnderConcurrency(t *testing.T) {
 // count, and so does a rule removed and put back.
 func TestQuotaReload(t *testing.T) {
 	g, _ := newTestEngine(t, unixAt(t, "2026-05-20T12:00:00Z"))
-	r := rules.Flow{Resource: "api", Threshold: 5, Quota: &rules.Quota{Period: rules.QuotaMonth}}
+	r := rules.Flow{Resource: "api", Threshold: 5, Quota: &rules.Quota{Period: "month"}}
 	mustLoadFlow(t, g, r)
 	require.Nil(t, enterQuota(t, g, "api", 4))
 
@@ -166,7 +166,7 @@ func TestQuotaReload(t *testing.T) {
 	require.Nil(t, enterQuota(t, g, "api", 2))
 	require.NotNil(t, enterQuota(t, g, "api", 1))
 
-	r.Quota = &rules.Quota{Period: rules.QuotaMonth, Zone: "Europe/Berlin"} // another zone: a new count
+	r.Quota = &rules.Quota{Period: "month", Zone: "Europe/Berlin"} // another zone: a new count
 	mustLoadFlow(t, g, r)
 	require.Nil(t, enterQuota(t, g, "api", 6))
 	require.NotNil(t, enterQuota(t, g, "api", 1))
@@ -180,7 +180,7 @@ func TestQuotaReload(t *testing.T) {
 // field, and the rules in force stay.
 func TestQuotaRefusedRules(t *testing.T) {
 	g, _ := newTestEngine(t, unixAt(t, "2026-05-20T12:00:00Z"))
-	good := rules.Flow{Resource: "api", Threshold: 2, Quota: &rules.Quota{Period: rules.QuotaDay}}
+	good := rules.Flow{Resource: "api", Threshold: 2, Quota: &rules.Quota{Period: "day"}}
 	mustLoadFlow(t, g, good)
 	require.Nil(t, enterQuota(t, g, "api", 1))
 	for _, c := range []struct {
@@ -190,13 +190,13 @@ func TestQuotaRefusedRules(t *testing.T) {
 	}{
 		{rules.Flow{Resource: "api", Threshold: 2, Quota: &rules.Quota{Period: "fortnight"}}, "Quota.Period", `unknown value "fortnight"`},
 		{rules.Flow{Resource: "api", Threshold: 2, Quota: &rules.Quota{}}, "Quota.Period", "must be set"},
-		{rules.Flow{Resource: "api", Threshold: 2, Quota: &rules.Quota{Period: rules.QuotaDay, Zone: "Mars/Olympus_Mons"}}, "Quota.Zone", `unknown time zone "Mars/Olympus_Mons"`},
-		{rules.Flow{Resource: "api", Threshold: 2, Quota: &rules.Quota{Period: rules.QuotaDay, WeekStart: "monday"}}, "Quota.WeekStart", "only used with period week"},
-		{rules.Flow{Resource: "api", Threshold: 2, Quota: &rules.Quota{Period: rules.QuotaWeek, WeekStart: "funday"}}, "Quota.WeekStart", `unknown day "funday"`},
-		{rules.Flow{Resource: "api", Threshold: 2.5, Quota: &rules.Quota{Period: rules.QuotaDay}}, "Threshold", "whole number"},
-		{rules.Flow{Resource: "api", Threshold: 2, StatInterval: time.Hour, Quota: &rules.Quota{Period: rules.QuotaDay}}, "StatInterval", "no meaning with a quota"},
-		{rules.Flow{Resource: "api", Threshold: 2, Metric: rules.Concurrency, Quota: &rules.Quota{Period: rules.QuotaDay}}, "Quota", "qps metric"},
-		{rules.Flow{Resource: "api", Threshold: 2, Behavior: rules.Throttle, Quota: &rules.Quota{Period: rules.QuotaDay}}, "Quota", "reject behavior"},
+		{rules.Flow{Resource: "api", Threshold: 2, Quota: &rules.Quota{Period: "day", Zone: "Mars/Olympus_Mons"}}, "Quota.Zone", `unknown time zone "Mars/Olympus_Mons"`},
+		{rules.Flow{Resource: "api", Threshold: 2, Quota: &rules.Quota{Period: "day", WeekStart: "monday"}}, "Quota.WeekStart", "only used with period week"},
+		{rules.Flow{Resource: "api", Threshold: 2, Quota: &rules.Quota{Period: "week", WeekStart: "funday"}}, "Quota.WeekStart", `unknown day "funday"`},
+		{rules.Flow{Resource: "api", Threshold: 2.5, Quota: &rules.Quota{Period: "day"}}, "Threshold", "whole number"},
+		{rules.Flow{Resource: "api", Threshold: 2, StatInterval: time.Hour, Quota: &rules.Quota{Period: "day"}}, "StatInterval", "no meaning with a quota"},
+		{rules.Flow{Resource: "api", Threshold: 2, Metric: rules.Concurrency, Quota: &rules.Quota{Period: "day"}}, "Quota", "qps metric"},
+		{rules.Flow{Resource: "api", Threshold: 2, Behavior: rules.Throttle, Quota: &rules.Quota{Period: "day"}}, "Quota", "reject behavior"},
 	} {
 		err := g.UpdateRules(func(s *rules.Set) { s.Flow = []rules.Flow{good, c.r} })
 		var re *rules.Error

@@ -80,7 +80,6 @@ var enumOptions = map[reflect.Type][]string{
 	reflect.TypeFor[rules.ClusterMode]():     {string(rules.ClusterTotal), string(rules.ClusterPerInstance)},
 	reflect.TypeFor[rules.ClusterFallback](): {string(rules.FallbackLocal), string(rules.FallbackPass), string(rules.FallbackBlock)},
 	reflect.TypeFor[rules.TierMetric]():      {string(rules.TierAvgRT), string(rules.TierErrorRatio), string(rules.TierCPU)},
-	reflect.TypeFor[rules.QuotaPeriod]():     {string(rules.QuotaHour), string(rules.QuotaDay), string(rules.QuotaWeek), string(rules.QuotaMonth), string(rules.QuotaYear)},
 }
 
 // ruleForms are the forms of the kinds, in the rule file's order; made

@@ -4,8 +4,8 @@ import (
 	"cmp"
 	"math"
 	"strings"
-	"sync"
-	"time"
+
+	"github.com/sluice-go/sluice/internal/ruledef"
 )
 
 // Quota makes a flow or param rule a calendar quota: at most Threshold
@@ -20,8 +20,11 @@ import (
 // store (one key per period, and per value for a param rule), where it
 // survives restarts; a local quota's count is lost with its process.
 type Quota struct {
-	// Period is the calendar period the count runs over. Required.
-	Period QuotaPeriod `json:"period,omitempty" yaml:"period,omitempty"`
+	// Period is the calendar period the count runs over: "hour", "day"
+	// (from midnight to midnight, 23 or 25 hours at a daylight-saving
+	// change), "week" (from midnight of WeekStart), "month" (from midnight
+	// of the 1st) or "year" (from midnight of 1 January). Required.
+	Period string `json:"period,omitempty" yaml:"period,omitempty"`
 	// Zone is the IANA time zone whose calendar draws the boundaries
 	// ("Europe/Berlin"); "" means UTC. It must be known to the process
 	// (the host's zone database, or a program that imports time/tzdata).
@@ -31,56 +34,27 @@ type Quota struct {
 	WeekStart string `json:"weekStart,omitempty" yaml:"weekStart,omitempty"`
 }
 
-// QuotaPeriod is the calendar period of a Quota.
-type QuotaPeriod string
-
-const (
-	QuotaHour  QuotaPeriod = "hour"  // from each hour of the zone's clock to the next
-	QuotaDay   QuotaPeriod = "day"   // from midnight to midnight (23 or 25 hours at a daylight-saving change)
-	QuotaWeek  QuotaPeriod = "week"  // from midnight of WeekStart to the next
-	QuotaMonth QuotaPeriod = "month" // from midnight of the 1st to the next 1st
-	QuotaYear  QuotaPeriod = "year"  // from midnight of 1 January to the next
-)
+// periods are the values of Quota.Period.
+var periods = [...]string{"hour", "day", "week", "month", "year"}
 
 // weekdays are the values of Quota.WeekStart, in time.Weekday order.
 var weekdays = [...]string{"sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday"}
 
-// zones caches time.LoadLocation, which reads the zone database at every
-// call: validating a rule set names a zone many times.
-var zones sync.Map // name -> *time.Location
-
-// loadZone returns the location named name ("" is UTC), or the error of
-// time.LoadLocation.
-func loadZone(name string) (*time.Location, error) {
-	if name == "" {
-		return time.UTC, nil
-	}
-	if l, ok := zones.Load(name); ok {
-		return l.(*time.Location), nil
-	}
-	l, err := time.LoadLocation(name)
-	if err != nil {
-		return nil, err
-	}
-	zones.Store(name, l)
-	return l, nil
-}
-
 // validate checks the quota section of a rule whose threshold is t.
 func (q *Quota) validate(c *check, t float64) {
-	enum(c, "Quota.Period", q.Period, false, QuotaHour, QuotaDay, QuotaWeek, QuotaMonth, QuotaYear)
+	enum(c, "Quota.Period", q.Period, false, periods[:]...)
 	c.fail(len(q.Zone) > 128, "Quota.Zone", "must be an IANA time zone name (such as Europe/Berlin), got %q", clip(q.Zone, 40))
 	if c.err == nil && q.Zone != "" {
-		_, err := loadZone(q.Zone)
+		_, err := ruledef.LoadZone(q.Zone)
 		c.fail(err != nil, "Quota.Zone", "unknown time zone %q (want an IANA name such as Europe/Berlin, or empty for UTC; a host without a zone database needs a program that imports time/tzdata)", q.Zone)
 	}
 	known := false
 	for _, d := range weekdays {
 		known = known || q.WeekStart == d
 	}
-	c.fail(q.WeekStart != "" && q.Period != QuotaWeek, "Quota.WeekStart", "is only used with period week; leave it empty")
+	c.fail(q.WeekStart != "" && q.Period != "week", "Quota.WeekStart", "is only used with period week; leave it empty")
 	c.fail(q.WeekStart != "" && !known, "Quota.WeekStart", "unknown day %q (want one of %s)", clip(q.WeekStart, 40), strings.Join(weekdays[:], ", "))
-	c.fail(t != math.Trunc(t), "Threshold", "must be a whole number of units per %s for a quota, got %v", string(q.Period), t)
+	c.fail(t != math.Trunc(t), "Threshold", "must be a whole number of units per %s for a quota, got %v", q.Period, t)
 }
 
 // validateQuota checks a flow rule's quota section, if it has one: the
@@ -126,7 +100,7 @@ func quotaKey(q *Quota) Quota {
 		return Quota{}
 	}
 	k := *q
-	if k.Period == QuotaWeek {
+	if k.Period == "week" {
 		k.WeekStart = cmp.Or(k.WeekStart, "monday")
 	}
 	return k

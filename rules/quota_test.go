@@ -26,8 +26,8 @@ param:
 `
 	s, err := Decode([]byte(yml), YAML)
 	require.NoError(t, err)
-	require.Equal(t, &Quota{Period: QuotaMonth, Zone: "Europe/Berlin"}, s.Flow[0].Quota)
-	require.Equal(t, &Quota{Period: QuotaWeek, WeekStart: "sunday"}, s.Param[0].Quota)
+	require.Equal(t, &Quota{Period: "month", Zone: "Europe/Berlin"}, s.Flow[0].Quota)
+	require.Equal(t, &Quota{Period: "week", WeekStart: "sunday"}, s.Param[0].Quota)
 	for _, f := range []Format{JSON, YAML} {
 		b, err := Encode(s, f)
 		require.NoError(t, err)
@@ -38,7 +38,7 @@ param:
 	js := `{"flow": [{"resource": "api", "threshold": 3, "quota": {"period": "day"}}]}`
 	s, err = Decode([]byte(js), JSON)
 	require.NoError(t, err)
-	require.Equal(t, QuotaDay, s.Flow[0].Quota.Period)
+	require.Equal(t, "day", s.Flow[0].Quota.Period)
 }
 
 // TestQuotaDecodeRefuses: hostile or mistaken sections are refused with
@@ -74,12 +74,12 @@ func TestQuotaDecodeRefuses(t *testing.T) {
 // are two rules ("100 a day and 2,000 a month"); the same period twice is a
 // duplicate, the default week start written out or not.
 func TestQuotaDuplicates(t *testing.T) {
-	day := Flow{Resource: "api", Threshold: 100, Quota: &Quota{Period: QuotaDay}}
-	month := Flow{Resource: "api", Threshold: 2000, Quota: &Quota{Period: QuotaMonth}}
+	day := Flow{Resource: "api", Threshold: 100, Quota: &Quota{Period: "day"}}
+	month := Flow{Resource: "api", Threshold: 2000, Quota: &Quota{Period: "month"}}
 	plain := Flow{Resource: "api", Threshold: 10}
 	require.NoError(t, (&Set{Flow: []Flow{day, month, plain}}).Validate())
-	w1 := Flow{Resource: "api", Threshold: 1, Quota: &Quota{Period: QuotaWeek}}
-	w2 := Flow{Resource: "api", Threshold: 2, Quota: &Quota{Period: QuotaWeek, WeekStart: "monday"}}
+	w1 := Flow{Resource: "api", Threshold: 1, Quota: &Quota{Period: "week"}}
+	w2 := Flow{Resource: "api", Threshold: 2, Quota: &Quota{Period: "week", WeekStart: "monday"}}
 	err := (&Set{Flow: []Flow{w1, w2}}).Validate()
 	require.ErrorContains(t, err, "duplicates rule 0")
 }

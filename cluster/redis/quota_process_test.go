@@ -58,7 +58,7 @@ func quotaChild() int {
 	defer rdb.Close()
 	g := sluice.New(sluice.WithCluster(New(rdb), sluice.ClusterConfig{App: "plan", InstanceID: "p" + os.Getenv(envQuotaChild), Timeout: 2 * time.Second}))
 	defer g.Close()
-	rule := rules.Flow{Resource: "api", Threshold: float64(sp.Limit), Quota: &rules.Quota{Period: rules.QuotaMonth, Zone: sp.Zone}, Cluster: &rules.Cluster{Fallback: rules.FallbackBlock}}
+	rule := rules.Flow{Resource: "api", Threshold: float64(sp.Limit), Quota: &rules.Quota{Period: "month", Zone: sp.Zone}, Cluster: &rules.Cluster{Fallback: rules.FallbackBlock}}
 	if err := g.LoadRules(rules.Set{Flow: []rules.Flow{rule}}); err != nil {
 		_ = enc.Encode(quotaLine{Err: err.Error()})
 		return 1

@@ -46,7 +46,7 @@ func quotaKey(s *Store, app, res, spec, label string) string {
 	return k
 }
 
-var monthly = rules.Flow{Resource: "api", Threshold: 3, Quota: &rules.Quota{Period: rules.QuotaMonth}, Cluster: &rules.Cluster{}}
+var monthly = rules.Flow{Resource: "api", Threshold: 3, Quota: &rules.Quota{Period: "month"}, Cluster: &rules.Cluster{}}
 
 // TestQuotaClusterMonthBoundary: the plan's example on a cluster quota: 3
 // per month; at 2026-01-31 23:59:59 the 4th call is refused with
@@ -93,11 +93,11 @@ func TestQuotaClusterBoundaries(t *testing.T) {
 		q           rules.Quota
 		start, next string
 	}{
-		{rules.Quota{Period: rules.QuotaMonth}, "2028-02-01T00:00:00Z", "2028-03-01T00:00:00Z"},
-		{rules.Quota{Period: rules.QuotaDay, Zone: "Europe/Berlin"}, "2026-03-28T23:00:00Z", "2026-03-29T22:00:00Z"},
-		{rules.Quota{Period: rules.QuotaDay, Zone: "Europe/Berlin"}, "2026-10-24T22:00:00Z", "2026-10-25T23:00:00Z"},
-		{rules.Quota{Period: rules.QuotaYear, Zone: "Asia/Tokyo"}, "2025-12-31T15:00:00Z", "2026-12-31T15:00:00Z"},
-		{rules.Quota{Period: rules.QuotaDay, Zone: "Pacific/Apia"}, "2011-12-29T10:00:00Z", "2011-12-30T10:00:00Z"},
+		{rules.Quota{Period: "month"}, "2028-02-01T00:00:00Z", "2028-03-01T00:00:00Z"},
+		{rules.Quota{Period: "day", Zone: "Europe/Berlin"}, "2026-03-28T23:00:00Z", "2026-03-29T22:00:00Z"},
+		{rules.Quota{Period: "day", Zone: "Europe/Berlin"}, "2026-10-24T22:00:00Z", "2026-10-25T23:00:00Z"},
+		{rules.Quota{Period: "year", Zone: "Asia/Tokyo"}, "2025-12-31T15:00:00Z", "2026-12-31T15:00:00Z"},
+		{rules.Quota{Period: "day", Zone: "Pacific/Apia"}, "2011-12-29T10:00:00Z", "2011-12-30T10:00:00Z"},
 	} {
 		t.Run(c.q.Zone+"/"+c.start, func(t *testing.T) {
 			start, next := unixAt(t, c.start), unixAt(t, c.next)
@@ -160,7 +160,7 @@ func TestQuotaClusterFallbackBound(t *testing.T) {
 	store, _, srv := standalone(t)
 	const quota, engines = 100, 2
 	now := unixAt(t, "2026-07-14T09:00:00Z")
-	rule := rules.Flow{Resource: "api", Threshold: quota, Quota: &rules.Quota{Period: rules.QuotaMonth}, Cluster: &rules.Cluster{LocalThreshold: quota / engines}}
+	rule := rules.Flow{Resource: "api", Threshold: quota, Quota: &rules.Quota{Period: "month"}, Cluster: &rules.Cluster{LocalThreshold: quota / engines}}
 	gs := make([]*sluice.Engine, engines)
 	for i := range gs {
 		gs[i] = clusterEngine(t, store, sluice.ClusterConfig{Timeout: 200 * time.Millisecond, ProbeInterval: time.Hour, ExpectedInstances: engines},
@@ -209,7 +209,7 @@ func TestQuotaClusterParamPerUser(t *testing.T) {
 	store, rdb, _ := standalone(t)
 	clk := sluicetest.NewManualClock(unixAt(t, "2026-07-14T09:00:00Z"))
 	g := clusterEngine(t, store, sluice.ClusterConfig{Timeout: time.Hour}, sluice.WithClock(clk))
-	if err := g.LoadRules(rules.Set{Param: []rules.Param{{Resource: "api", Threshold: 2, Quota: &rules.Quota{Period: rules.QuotaMonth}, Cluster: &rules.Cluster{}}}}); err != nil {
+	if err := g.LoadRules(rules.Set{Param: []rules.Param{{Resource: "api", Threshold: 2, Quota: &rules.Quota{Period: "month"}, Cluster: &rules.Cluster{}}}}); err != nil {
 		t.Fatal(err)
 	}
 	const users = 2000

@@ -10,49 +10,32 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
+	"github.com/sluice-go/sluice/internal/ruledef"
 	"github.com/sluice-go/sluice/rules"
 )
 
 // Calendar draws the periods of one quota: [start, end) in Unix ns.
 type Calendar struct {
-	period rules.QuotaPeriod
+	period string
 	loc    *time.Location
 	week   time.Weekday
 	spec   string // "month@UTC", "week-sunday@America/New_York": part of store keys
-}
-
-var zones sync.Map // name -> *time.Location (time.LoadLocation reads a file each call)
-
-func loadZone(name string) (*time.Location, error) {
-	if name == "" {
-		return time.UTC, nil
-	}
-	if l, ok := zones.Load(name); ok {
-		return l.(*time.Location), nil
-	}
-	l, err := time.LoadLocation(name)
-	if err != nil {
-		return nil, err
-	}
-	zones.Store(name, l)
-	return l, nil
 }
 
 var weekdays = [...]string{"sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday"}
 
 // New returns the calendar of quota q, which rules validated.
 func New(q *rules.Quota) (*Calendar, error) {
-	loc, err := loadZone(q.Zone)
+	loc, err := ruledef.LoadZone(q.Zone)
 	if err != nil {
 		return nil, err
 	}
 	c := &Calendar{period: q.Period, loc: loc, week: time.Monday}
 	switch q.Period {
-	case rules.QuotaHour, rules.QuotaDay, rules.QuotaMonth, rules.QuotaYear:
-	case rules.QuotaWeek:
+	case "hour", "day", "month", "year":
+	case "week":
 		if q.WeekStart != "" {
 			c.week = -1
 			for d, n := range weekdays {
@@ -65,14 +48,14 @@ func New(q *rules.Quota) (*Calendar, error) {
 			}
 		}
 	default:
-		return nil, errors.New("unknown quota period " + strconv.Quote(string(q.Period)))
+		return nil, errors.New("unknown quota period " + strconv.Quote(q.Period))
 	}
 	zone := q.Zone
 	if zone == "" {
 		zone = "UTC"
 	}
 	c.spec = string(q.Period)
-	if q.Period == rules.QuotaWeek {
+	if q.Period == "week" {
 		c.spec += "-" + weekdays[c.week]
 	}
 	c.spec += "@" + zone
@@ -118,18 +101,18 @@ func (c *Calendar) cross(lo, hi, w int64) int64 {
 // Bounds returns the period holding instant t: start <= t < end.
 func (c *Calendar) Bounds(t int64) (start, end int64) {
 	lt := time.Unix(0, t).In(c.loc)
-	if c.period == rules.QuotaHour {
+	if c.period == "hour" {
 		return c.hour(t, lt)
 	}
 	y, m, d := lt.Date()
 	var s, e time.Time // the period's first and next day, as UTC midnights
 	switch c.period {
-	case rules.QuotaDay:
+	case "day":
 		s, e = date(y, m, d), date(y, m, d+1)
-	case rules.QuotaWeek:
+	case "week":
 		back := (int(lt.Weekday()) - int(c.week) + 7) % 7
 		s, e = date(y, m, d-back), date(y, m, d-back+7)
-	case rules.QuotaMonth:
+	case "month":
 		s, e = date(y, m, 1), date(y, m+1, 1)
 	default:
 		s, e = date(y, 1, 1), date(y+1, 1, 1)

@@ -32,46 +32,46 @@ func TestCalendarBoundaries(t *testing.T) {
 		start, end string
 		hours      float64 // the period's length, 0: not checked
 	}{
-		{"last second of January", rules.Quota{Period: rules.QuotaMonth}, "2026-01-31T23:59:59Z", "2026-01-01T00:00:00Z", "2026-02-01T00:00:00Z", 31 * 24},
-		{"first instant of February", rules.Quota{Period: rules.QuotaMonth}, "2026-02-01T00:00:00Z", "2026-02-01T00:00:00Z", "2026-03-01T00:00:00Z", 28 * 24},
-		{"February of a leap year", rules.Quota{Period: rules.QuotaMonth}, "2028-02-29T23:59:59.999999999Z", "2028-02-01T00:00:00Z", "2028-03-01T00:00:00Z", 29 * 24},
-		{"29 February as a day", rules.Quota{Period: rules.QuotaDay}, "2028-02-29T12:00:00Z", "2028-02-29T00:00:00Z", "2028-03-01T00:00:00Z", 24},
-		{"2100 is no leap year", rules.Quota{Period: rules.QuotaMonth}, "2100-02-28T23:00:00Z", "2100-02-01T00:00:00Z", "2100-03-01T00:00:00Z", 28 * 24},
-		{"a month of 30 days", rules.Quota{Period: rules.QuotaMonth}, "2026-04-30T23:59:59Z", "2026-04-01T00:00:00Z", "2026-05-01T00:00:00Z", 30 * 24},
-		{"year boundary UTC", rules.Quota{Period: rules.QuotaYear}, "2026-12-31T23:59:59.999999999Z", "2026-01-01T00:00:00Z", "2027-01-01T00:00:00Z", 365 * 24},
-		{"leap year", rules.Quota{Period: rules.QuotaYear}, "2028-07-01T00:00:00Z", "2028-01-01T00:00:00Z", "2029-01-01T00:00:00Z", 366 * 24},
-		{"year boundary in Berlin", rules.Quota{Period: rules.QuotaYear, Zone: "Europe/Berlin"}, "2026-12-31T22:59:59Z", "2025-12-31T23:00:00Z", "2026-12-31T23:00:00Z", 365 * 24},
-		{"new year in Berlin, still 2026 in UTC", rules.Quota{Period: rules.QuotaYear, Zone: "Europe/Berlin"}, "2026-12-31T23:00:00Z", "2026-12-31T23:00:00Z", "2027-12-31T23:00:00Z", 365 * 24},
-		{"month in Tokyo", rules.Quota{Period: rules.QuotaMonth, Zone: "Asia/Tokyo"}, "2026-01-31T15:00:00Z", "2026-01-31T15:00:00Z", "2026-02-28T15:00:00Z", 28 * 24},
-		{"23-hour day, Berlin spring", rules.Quota{Period: rules.QuotaDay, Zone: "Europe/Berlin"}, "2026-03-29T12:00:00Z", "2026-03-28T23:00:00Z", "2026-03-29T22:00:00Z", 23},
-		{"25-hour day, Berlin autumn", rules.Quota{Period: rules.QuotaDay, Zone: "Europe/Berlin"}, "2026-10-25T12:00:00Z", "2026-10-24T22:00:00Z", "2026-10-25T23:00:00Z", 25},
-		{"23-hour day, New York", rules.Quota{Period: rules.QuotaDay, Zone: "America/New_York"}, "2026-03-08T06:59:59Z", "2026-03-08T05:00:00Z", "2026-03-09T04:00:00Z", 23},
-		{"25-hour day, New York", rules.Quota{Period: rules.QuotaDay, Zone: "America/New_York"}, "2026-11-01T05:30:00Z", "2026-11-01T04:00:00Z", "2026-11-02T05:00:00Z", 25},
-		{"month holding the spring change", rules.Quota{Period: rules.QuotaMonth, Zone: "Europe/Berlin"}, "2026-03-31T21:59:59Z", "2026-02-28T23:00:00Z", "2026-03-31T22:00:00Z", 31*24 - 1},
-		{"hour before the Berlin gap", rules.Quota{Period: rules.QuotaHour, Zone: "Europe/Berlin"}, "2026-03-29T00:59:59Z", "2026-03-29T00:00:00Z", "2026-03-29T01:00:00Z", 1},
-		{"hour after the Berlin gap", rules.Quota{Period: rules.QuotaHour, Zone: "Europe/Berlin"}, "2026-03-29T01:00:00Z", "2026-03-29T01:00:00Z", "2026-03-29T02:00:00Z", 1},
-		{"first 02:00 hour of the Berlin autumn", rules.Quota{Period: rules.QuotaHour, Zone: "Europe/Berlin"}, "2026-10-25T00:30:00Z", "2026-10-25T00:00:00Z", "2026-10-25T01:00:00Z", 1},
-		{"second 02:00 hour of the Berlin autumn", rules.Quota{Period: rules.QuotaHour, Zone: "Europe/Berlin"}, "2026-10-25T01:30:00Z", "2026-10-25T01:00:00Z", "2026-10-25T02:00:00Z", 1},
-		{"hour of a half-hour zone", rules.Quota{Period: rules.QuotaHour, Zone: "Asia/Kolkata"}, "2026-06-01T10:29:59Z", "2026-06-01T09:30:00Z", "2026-06-01T10:30:00Z", 1},
-		{"hour of a quarter-hour zone", rules.Quota{Period: rules.QuotaHour, Zone: "Asia/Kathmandu"}, "2026-06-01T10:15:00Z", "2026-06-01T10:15:00Z", "2026-06-01T11:15:00Z", 1},
+		{"last second of January", rules.Quota{Period: "month"}, "2026-01-31T23:59:59Z", "2026-01-01T00:00:00Z", "2026-02-01T00:00:00Z", 31 * 24},
+		{"first instant of February", rules.Quota{Period: "month"}, "2026-02-01T00:00:00Z", "2026-02-01T00:00:00Z", "2026-03-01T00:00:00Z", 28 * 24},
+		{"February of a leap year", rules.Quota{Period: "month"}, "2028-02-29T23:59:59.999999999Z", "2028-02-01T00:00:00Z", "2028-03-01T00:00:00Z", 29 * 24},
+		{"29 February as a day", rules.Quota{Period: "day"}, "2028-02-29T12:00:00Z", "2028-02-29T00:00:00Z", "2028-03-01T00:00:00Z", 24},
+		{"2100 is no leap year", rules.Quota{Period: "month"}, "2100-02-28T23:00:00Z", "2100-02-01T00:00:00Z", "2100-03-01T00:00:00Z", 28 * 24},
+		{"a month of 30 days", rules.Quota{Period: "month"}, "2026-04-30T23:59:59Z", "2026-04-01T00:00:00Z", "2026-05-01T00:00:00Z", 30 * 24},
+		{"year boundary UTC", rules.Quota{Period: "year"}, "2026-12-31T23:59:59.999999999Z", "2026-01-01T00:00:00Z", "2027-01-01T00:00:00Z", 365 * 24},
+		{"leap year", rules.Quota{Period: "year"}, "2028-07-01T00:00:00Z", "2028-01-01T00:00:00Z", "2029-01-01T00:00:00Z", 366 * 24},
+		{"year boundary in Berlin", rules.Quota{Period: "year", Zone: "Europe/Berlin"}, "2026-12-31T22:59:59Z", "2025-12-31T23:00:00Z", "2026-12-31T23:00:00Z", 365 * 24},
+		{"new year in Berlin, still 2026 in UTC", rules.Quota{Period: "year", Zone: "Europe/Berlin"}, "2026-12-31T23:00:00Z", "2026-12-31T23:00:00Z", "2027-12-31T23:00:00Z", 365 * 24},
+		{"month in Tokyo", rules.Quota{Period: "month", Zone: "Asia/Tokyo"}, "2026-01-31T15:00:00Z", "2026-01-31T15:00:00Z", "2026-02-28T15:00:00Z", 28 * 24},
+		{"23-hour day, Berlin spring", rules.Quota{Period: "day", Zone: "Europe/Berlin"}, "2026-03-29T12:00:00Z", "2026-03-28T23:00:00Z", "2026-03-29T22:00:00Z", 23},
+		{"25-hour day, Berlin autumn", rules.Quota{Period: "day", Zone: "Europe/Berlin"}, "2026-10-25T12:00:00Z", "2026-10-24T22:00:00Z", "2026-10-25T23:00:00Z", 25},
+		{"23-hour day, New York", rules.Quota{Period: "day", Zone: "America/New_York"}, "2026-03-08T06:59:59Z", "2026-03-08T05:00:00Z", "2026-03-09T04:00:00Z", 23},
+		{"25-hour day, New York", rules.Quota{Period: "day", Zone: "America/New_York"}, "2026-11-01T05:30:00Z", "2026-11-01T04:00:00Z", "2026-11-02T05:00:00Z", 25},
+		{"month holding the spring change", rules.Quota{Period: "month", Zone: "Europe/Berlin"}, "2026-03-31T21:59:59Z", "2026-02-28T23:00:00Z", "2026-03-31T22:00:00Z", 31*24 - 1},
+		{"hour before the Berlin gap", rules.Quota{Period: "hour", Zone: "Europe/Berlin"}, "2026-03-29T00:59:59Z", "2026-03-29T00:00:00Z", "2026-03-29T01:00:00Z", 1},
+		{"hour after the Berlin gap", rules.Quota{Period: "hour", Zone: "Europe/Berlin"}, "2026-03-29T01:00:00Z", "2026-03-29T01:00:00Z", "2026-03-29T02:00:00Z", 1},
+		{"first 02:00 hour of the Berlin autumn", rules.Quota{Period: "hour", Zone: "Europe/Berlin"}, "2026-10-25T00:30:00Z", "2026-10-25T00:00:00Z", "2026-10-25T01:00:00Z", 1},
+		{"second 02:00 hour of the Berlin autumn", rules.Quota{Period: "hour", Zone: "Europe/Berlin"}, "2026-10-25T01:30:00Z", "2026-10-25T01:00:00Z", "2026-10-25T02:00:00Z", 1},
+		{"hour of a half-hour zone", rules.Quota{Period: "hour", Zone: "Asia/Kolkata"}, "2026-06-01T10:29:59Z", "2026-06-01T09:30:00Z", "2026-06-01T10:30:00Z", 1},
+		{"hour of a quarter-hour zone", rules.Quota{Period: "hour", Zone: "Asia/Kathmandu"}, "2026-06-01T10:15:00Z", "2026-06-01T10:15:00Z", "2026-06-01T11:15:00Z", 1},
 		// Lord Howe moves by half an hour: 2026-04-05 02:00 +11 becomes 01:30 +10:30
 		// (15:00 UTC on the 4th). Its 01:00 hour at +10:30 would start at
 		// 14:30 UTC, before the change: it starts there, half an hour long.
-		{"half hour at Lord Howe's change", rules.Quota{Period: rules.QuotaHour, Zone: "Australia/Lord_Howe"}, "2026-04-04T15:10:00Z", "2026-04-04T15:00:00Z", "2026-04-04T15:30:00Z", 0.5},
-		{"hour before Lord Howe's change", rules.Quota{Period: rules.QuotaHour, Zone: "Australia/Lord_Howe"}, "2026-04-04T14:59:59Z", "2026-04-04T14:00:00Z", "2026-04-04T15:00:00Z", 1},
-		{"day of Lord Howe's change", rules.Quota{Period: rules.QuotaDay, Zone: "Australia/Lord_Howe"}, "2026-04-04T15:10:00Z", "2026-04-04T13:00:00Z", "2026-04-05T13:30:00Z", 24.5},
+		{"half hour at Lord Howe's change", rules.Quota{Period: "hour", Zone: "Australia/Lord_Howe"}, "2026-04-04T15:10:00Z", "2026-04-04T15:00:00Z", "2026-04-04T15:30:00Z", 0.5},
+		{"hour before Lord Howe's change", rules.Quota{Period: "hour", Zone: "Australia/Lord_Howe"}, "2026-04-04T14:59:59Z", "2026-04-04T14:00:00Z", "2026-04-04T15:00:00Z", 1},
+		{"day of Lord Howe's change", rules.Quota{Period: "day", Zone: "Australia/Lord_Howe"}, "2026-04-04T15:10:00Z", "2026-04-04T13:00:00Z", "2026-04-05T13:30:00Z", 24.5},
 		// Santiago springs forward at midnight: 2026-09-06 00:00 -04 is
 		// 01:00 -03 (04:00 UTC). The 6th has no midnight; it starts at 01:00.
-		{"day without a midnight", rules.Quota{Period: rules.QuotaDay, Zone: "America/Santiago"}, "2026-09-06T12:00:00Z", "2026-09-06T04:00:00Z", "2026-09-07T03:00:00Z", 23},
-		{"day before it", rules.Quota{Period: rules.QuotaDay, Zone: "America/Santiago"}, "2026-09-06T03:59:59Z", "2026-09-05T04:00:00Z", "2026-09-06T04:00:00Z", 24},
+		{"day without a midnight", rules.Quota{Period: "day", Zone: "America/Santiago"}, "2026-09-06T12:00:00Z", "2026-09-06T04:00:00Z", "2026-09-07T03:00:00Z", 23},
+		{"day before it", rules.Quota{Period: "day", Zone: "America/Santiago"}, "2026-09-06T03:59:59Z", "2026-09-05T04:00:00Z", "2026-09-06T04:00:00Z", 24},
 		// Samoa crossed the date line: 2011-12-29 24:00 -10 was 2011-12-31
 		// 00:00 +14 (10:00 UTC on the 30th); the 30th never happened.
-		{"day before a skipped day", rules.Quota{Period: rules.QuotaDay, Zone: "Pacific/Apia"}, "2011-12-30T09:59:59Z", "2011-12-29T10:00:00Z", "2011-12-30T10:00:00Z", 24},
-		{"day after a skipped day", rules.Quota{Period: rules.QuotaDay, Zone: "Pacific/Apia"}, "2011-12-30T10:00:00Z", "2011-12-30T10:00:00Z", "2011-12-31T10:00:00Z", 24},
-		{"month with a skipped day", rules.Quota{Period: rules.QuotaMonth, Zone: "Pacific/Apia"}, "2011-12-15T00:00:00Z", "2011-12-01T10:00:00Z", "2011-12-31T10:00:00Z", 30 * 24},
-		{"week from Monday", rules.Quota{Period: rules.QuotaWeek}, "2026-01-04T12:00:00Z", "2025-12-29T00:00:00Z", "2026-01-05T00:00:00Z", 7 * 24},
-		{"week from Sunday", rules.Quota{Period: rules.QuotaWeek, WeekStart: "sunday"}, "2026-01-04T12:00:00Z", "2026-01-04T00:00:00Z", "2026-01-11T00:00:00Z", 7 * 24},
-		{"week across the New York spring change", rules.Quota{Period: rules.QuotaWeek, Zone: "America/New_York", WeekStart: "sunday"}, "2026-03-10T00:00:00Z", "2026-03-08T05:00:00Z", "2026-03-15T04:00:00Z", 7*24 - 1},
+		{"day before a skipped day", rules.Quota{Period: "day", Zone: "Pacific/Apia"}, "2011-12-30T09:59:59Z", "2011-12-29T10:00:00Z", "2011-12-30T10:00:00Z", 24},
+		{"day after a skipped day", rules.Quota{Period: "day", Zone: "Pacific/Apia"}, "2011-12-30T10:00:00Z", "2011-12-30T10:00:00Z", "2011-12-31T10:00:00Z", 24},
+		{"month with a skipped day", rules.Quota{Period: "month", Zone: "Pacific/Apia"}, "2011-12-15T00:00:00Z", "2011-12-01T10:00:00Z", "2011-12-31T10:00:00Z", 30 * 24},
+		{"week from Monday", rules.Quota{Period: "week"}, "2026-01-04T12:00:00Z", "2025-12-29T00:00:00Z", "2026-01-05T00:00:00Z", 7 * 24},
+		{"week from Sunday", rules.Quota{Period: "week", WeekStart: "sunday"}, "2026-01-04T12:00:00Z", "2026-01-04T00:00:00Z", "2026-01-11T00:00:00Z", 7 * 24},
+		{"week across the New York spring change", rules.Quota{Period: "week", Zone: "America/New_York", WeekStart: "sunday"}, "2026-03-10T00:00:00Z", "2026-03-08T05:00:00Z", "2026-03-15T04:00:00Z", 7*24 - 1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -106,7 +106,7 @@ func TestCalendarBoundaries(t *testing.T) {
 // previous ended), and every instant of a period is given that period.
 func TestCalendarCoversTime(t *testing.T) {
 	for _, zone := range []string{"UTC", "Europe/Berlin", "America/Santiago", "Australia/Lord_Howe", "Asia/Kathmandu", "Pacific/Apia"} {
-		for _, p := range []rules.QuotaPeriod{rules.QuotaHour, rules.QuotaDay, rules.QuotaWeek, rules.QuotaMonth} {
+		for _, p := range []string{"hour", "day", "week", "month"} {
 			cal, err := New(&rules.Quota{Period: p, Zone: zone})
 			if err != nil {
 				t.Fatal(err)
@@ -132,7 +132,7 @@ func TestCalendarCoversTime(t *testing.T) {
 // TestCountExactUnderConcurrency: goroutines take from one count across a
 // boundary; each period admits exactly its limit.
 func TestCountExactUnderConcurrency(t *testing.T) {
-	cal, _ := New(&rules.Quota{Period: rules.QuotaMonth})
+	cal, _ := New(&rules.Quota{Period: "month"})
 	var k Count
 	jan, feb := at(t, "2026-01-31T23:59:59Z"), at(t, "2026-02-01T00:00:00Z")
 	for _, instant := range []int64{jan, feb} {
@@ -162,7 +162,7 @@ func TestCountExactUnderConcurrency(t *testing.T) {
 // TestTableBounded: a table past its capacity refuses new values, and a
 // new period empties it.
 func TestTableBounded(t *testing.T) {
-	cal, _ := New(&rules.Quota{Period: rules.QuotaDay})
+	cal, _ := New(&rules.Quota{Period: "day"})
 	tb := NewTable(3)
 	now := at(t, "2026-01-01T12:00:00Z")
 	for _, v := range []string{"a", "b", "c"} {
