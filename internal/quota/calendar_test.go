@@ -2,9 +2,11 @@ package quota
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/sluice-go/sluice/rules"
 )
@@ -181,5 +183,50 @@ func TestTableBounded(t *testing.T) {
 	}
 	if o, _, _ := tb.Take(cal, "d", at(t, "2026-01-02T00:00:00Z"), 1, 2); o != Taken || tb.Len() != 1 {
 		t.Fatalf("next day: %v, %d values", o, tb.Len())
+	}
+}
+
+// TestTableMemoryPerValue measures what a local per-value quota holds per
+// value counted in a period (go test -v -run TestTableMemoryPerValue
+// ./internal/quota/ logs it): the figure docs/rules.md states for sizing
+// Capacity.
+func TestTableMemoryPerValue(t *testing.T) {
+	cal, _ := New(&rules.Quota{Period: "month"})
+	const n = 200000
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	tb := NewTable(n)
+	now := at(t, "2026-07-01T00:00:00Z")
+	buf := []byte("user-0000000") // 12 bytes, reused as the engine's key buffer is
+	for i := 0; i < n; i++ {
+		copy(buf[5:], fmt.Sprintf("%07d", i))
+		tb.Take(cal, string(buf), now, 1, 10)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	per := int64(after.HeapAlloc-before.HeapAlloc) / n
+	t.Logf("%d bytes a value counted (map entry, count and a copy of the value's 12-byte string)", per)
+	if per > 200 {
+		t.Errorf("%d bytes a value, more than the 200 docs/rules.md states", per)
+	}
+	runtime.KeepAlive(tb)
+}
+
+// TestTableCopiesKey: the table keeps its own copy of a new value's key,
+// whose bytes the caller may reuse (the engine's key buffer).
+func TestTableCopiesKey(t *testing.T) {
+	cal, _ := New(&rules.Quota{Period: "day"})
+	tb := NewTable(10)
+	now := at(t, "2026-07-01T00:00:00Z")
+	buf := []byte("ann")
+	key := unsafe.String(&buf[0], len(buf))
+	tb.Take(cal, key, now, 2, 2)
+	copy(buf, "bob")
+	if o, _, _ := tb.Take(cal, "ann", now, 1, 2); o != Over {
+		t.Fatalf("ann after the caller's buffer changed: %v, want Over (2 of 2 used)", o)
+	}
+	if o, _, _ := tb.Take(cal, "bob", now, 1, 2); o != Taken {
+		t.Fatalf("bob: %v, want Taken", o)
 	}
 }

@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"strings"
 	"sync"
 	"time"
 
@@ -106,6 +107,9 @@ func (tb *Table) Take(cal *Calendar, key string, t, n, limit int64) (Outcome, in
 		return Over, used, tb.end
 	case !ok && len(tb.used) >= tb.capacity:
 		return Full, 0, tb.end
+	}
+	if !ok {
+		key = strings.Clone(key) // the caller's key may live in a buffer it reuses
 	}
 	tb.used[key] = used + n
 	return Taken, used, tb.end
