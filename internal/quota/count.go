@@ -76,12 +76,12 @@ func (k *Count) Used(t int64) int64 {
 type Table struct {
 	mu         sync.Mutex
 	start, end int64
-	used       map[string]int64
+	used       map[string]*int64 // a pointer: updating a count stores no key
 	capacity   int
 }
 
 // NewTable returns an empty table of at most capacity values a period.
-func NewTable(capacity int) *Table { return &Table{capacity: capacity, used: map[string]int64{}} }
+func NewTable(capacity int) *Table { return &Table{capacity: capacity, used: map[string]*int64{}} }
 
 // Outcome is a Table's decision.
 type Outcome uint8
@@ -94,24 +94,30 @@ const (
 
 // Take adds n units for value key at instant t if its count stays within
 // limit. It returns the outcome, the count it found and the period's end.
+// key is not kept: a new value's key is copied (the caller's may live in a
+// buffer it reuses, and stays on its stack).
 func (tb *Table) Take(cal *Calendar, key string, t, n, limit int64) (Outcome, int64, int64) {
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
 	if tb.end == 0 || t >= tb.end {
 		tb.start, tb.end = cal.Bounds(t)
-		tb.used = map[string]int64{} // the old map goes at once, not entry by entry
+		tb.used = map[string]*int64{} // the old map goes at once, not entry by entry
 	}
-	used, ok := tb.used[key]
+	p := tb.used[key]
+	var used int64
+	if p != nil {
+		used = *p
+	}
 	switch {
 	case used+n > limit || n > limit:
 		return Over, used, tb.end
-	case !ok && len(tb.used) >= tb.capacity:
+	case p == nil && len(tb.used) >= tb.capacity:
 		return Full, 0, tb.end
+	case p == nil:
+		p = new(int64)
+		tb.used[strings.Clone(key)] = p
 	}
-	if !ok {
-		key = strings.Clone(key) // the caller's key may live in a buffer it reuses
-	}
-	tb.used[key] = used + n
+	*p = used + n
 	return Taken, used, tb.end
 }
 
@@ -120,8 +126,8 @@ func (tb *Table) Take(cal *Calendar, key string, t, n, limit int64) (Outcome, in
 func (tb *Table) Give(key string, t, n int64) {
 	tb.mu.Lock()
 	if tb.start <= t && t < tb.end {
-		if u, ok := tb.used[key]; ok {
-			tb.used[key] = max(u-n, 0)
+		if p := tb.used[key]; p != nil {
+			*p = max(*p-n, 0)
 		}
 	}
 	tb.mu.Unlock()
@@ -134,7 +140,10 @@ func (tb *Table) Used(key string, t int64) int64 {
 	if t >= tb.end || t < tb.start {
 		return 0
 	}
-	return tb.used[key]
+	if p := tb.used[key]; p != nil {
+		return *p
+	}
+	return 0
 }
 
 // Len returns the number of values counted in the current period.
