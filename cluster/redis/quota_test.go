@@ -280,3 +280,35 @@ func TestCalendarBudgetTakeGive(t *testing.T) {
 		t.Fatalf("the key expires in %v, want the hour set by its first grant", ttl)
 	}
 }
+
+// TestQuotaClusterParamFallback: with Redis killed, a per-user cluster
+// quota admits each user's local share a period (LocalThreshold), a new
+// user included, and refuses the rest with a message saying so.
+func TestQuotaClusterParamFallback(t *testing.T) {
+	store, _, srv := standalone(t)
+	clk := sluicetest.NewManualClock(unixAt(t, "2026-07-14T09:00:00Z"))
+	g := clusterEngine(t, store, sluice.ClusterConfig{Timeout: 200 * time.Millisecond, ProbeInterval: time.Hour}, sluice.WithClock(clk))
+	if err := g.LoadRules(rules.Set{Param: []rules.Param{{Resource: "api", Threshold: 10, Quota: &rules.Quota{Period: "day"},
+		Cluster: &rules.Cluster{LocalThreshold: 2}}}}); err != nil {
+		t.Fatal(err)
+	}
+	ann := sluice.WithStringArg(0, "ann")
+	for i := 0; i < 5; i++ {
+		if be := enterN(t, g, "api", 1, ann); be != nil {
+			t.Fatalf("ann's call %d with Redis up: %v", i+1, be)
+		}
+	}
+	srv.Kill()
+	for _, user := range []string{"ann", "bob"} {
+		arg := sluice.WithStringArg(0, user)
+		for i := 0; i < 2; i++ {
+			if be := enterN(t, g, "api", 1, arg); be != nil {
+				t.Fatalf("%s's local call %d: %v", user, i+1, be)
+			}
+		}
+		be := enterN(t, g, "api", 1, arg)
+		if be == nil || !strings.Contains(be.Reason, "cluster fallback: local share of the quota (2 per day@UTC) used") {
+			t.Fatalf("%s's 3rd local call: %+v", user, be)
+		}
+	}
+}
