@@ -29,15 +29,22 @@ const (
 	// Pacing spaces permits Interval/Limit apart (GCRA). A grant may ask the
 	// caller to wait up to MaxQueue before using its first permit.
 	Pacing
+	// Calendar admits at most Limit permits in the budget's key, whatever
+	// the time: a count that never goes down. A calendar quota names one
+	// budget per period (the period is part of Key), and the Store lets
+	// its key expire Interval after its first grant, the period's length.
+	Calendar
 )
 
-// String returns "token-bucket", "sliding-window" or "pacing".
+// String returns "token-bucket", "sliding-window", "pacing" or "calendar".
 func (a Algorithm) String() string {
 	switch a {
 	case TokenBucket:
 		return "token-bucket"
 	case SlidingWindow:
 		return "sliding-window"
+	case Calendar:
+		return "calendar"
 	case Pacing:
 		return "pacing"
 	}

@@ -74,6 +74,9 @@ type Flow struct {
 	// wait for the window's next bucket, counted against that bucket. Zero
 	// means critical entries are refused like the others.
 	PriorityWait time.Duration `json:"priorityWait,omitempty" yaml:"priorityWait,omitempty"`
+	// Quota, when set, makes Threshold a calendar quota: units per hour,
+	// day, week, month or year of a time zone (see Quota). Nil means none.
+	Quota *Quota `json:"quota,omitempty" yaml:"quota,omitempty"`
 }
 
 // MaxThreshold bounds every threshold; larger values are refused as absurd.
@@ -89,6 +92,7 @@ func (r *Flow) validate() error {
 	c.fail(r.Resource == "", "Resource", "must not be empty")
 	r.validateTiers(c)
 	r.validateAdaptive(c)
+	r.validateQuota(c)
 	enum(c, "Metric", r.Metric, true, QPS, Concurrency)
 	enum(c, "Strategy", r.Strategy, true, Direct, WarmUp, TokenBucket)
 	enum(c, "Behavior", r.Behavior, true, Reject, Throttle)

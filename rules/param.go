@@ -53,6 +53,10 @@ type Param struct {
 	Cluster *Cluster `json:"cluster,omitempty" yaml:"cluster,omitempty"`
 	// Shadow puts the rule in shadow mode (see Flow.Shadow).
 	Shadow bool `json:"shadow,omitempty" yaml:"shadow,omitempty"`
+	// Quota, when set, makes Threshold each value's calendar quota (see
+	// Quota); Capacity then bounds the values counted in one period, and a
+	// new value past it is refused. Nil means none.
+	Quota *Quota `json:"quota,omitempty" yaml:"quota,omitempty"`
 }
 
 // window returns Duration, or its default when it is zero.
@@ -63,6 +67,7 @@ func (r *Param) window() time.Duration { return cmp.Or(r.Duration, ruledef.Param
 func (r *Param) validate() error {
 	c := &check{kind: "param", resource: r.Resource}
 	c.fail(r.Resource == "", "Resource", "must not be empty")
+	r.validateQuota(c)
 	enum(c, "Metric", r.Metric, true, QPS, Concurrency)
 	enum(c, "Behavior", r.Behavior, true, Reject, Throttle)
 	c.fail(r.Index < 0 || r.Index > ruledef.MaxParamIndex, "Index", "must be in [0, %d], got %d", ruledef.MaxParamIndex, r.Index)

@@ -32,6 +32,7 @@ func (s *Set) Validate() error {
 		strategy      TokenStrategy
 		behavior      ControlBehavior
 		interval      time.Duration
+		quota         Quota
 	}
 	type breakerKey struct {
 		resource string
@@ -42,10 +43,11 @@ func (s *Set) Validate() error {
 		index                int
 		metric               FlowMetric
 		window               time.Duration
+		quota                Quota
 	}
 	return cmp.Or(
 		validateList("flow", s.Flow, (*Flow).validate, func(r *Flow) flowKey {
-			return flowKey{r.Resource, r.RefResource, cmp.Or(r.Metric, QPS), cmp.Or(r.Strategy, Direct), cmp.Or(r.Behavior, Reject), r.interval()}
+			return flowKey{r.Resource, r.RefResource, cmp.Or(r.Metric, QPS), cmp.Or(r.Strategy, Direct), cmp.Or(r.Behavior, Reject), r.interval(), quotaKey(r.Quota)}
 		}, "resource, metric, strategy, behavior, statInterval and refResource"),
 		validateList("system", s.System, (*System).validate, func(r *System) SystemMetric { return r.Metric },
 			"metric (the process takes one system rule per metric)"),
@@ -53,7 +55,7 @@ func (s *Set) Validate() error {
 			return breakerKey{r.Resource, cmp.Or(r.Strategy, SlowRequestRatio)}
 		}, "resource and strategy (a resource takes one breaker per strategy)"),
 		validateList("param", s.Param, (*Param).validate, func(r *Param) paramKey {
-			return paramKey{r.Resource, r.Key, r.Index, cmp.Or(r.Metric, QPS), r.window()}
+			return paramKey{r.Resource, r.Key, r.Index, cmp.Or(r.Metric, QPS), r.window(), quotaKey(r.Quota)}
 		}, "resource, argument (key or index), metric and duration"),
 	)
 }

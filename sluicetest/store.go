@@ -124,6 +124,8 @@ func (s *memStore) Take(ctx context.Context, reqs []cluster.Request, grants []cl
 			g, retry = st.takeBucket(now, float64(r.N), r.Partial, b)
 		case cluster.SlidingWindow:
 			g, retry = st.takeWindow(now, float64(r.N), r.Partial, b)
+		case cluster.Calendar:
+			g = st.takeCount(now, float64(r.N), r.Partial, b)
 		default:
 			g, wait, retry = st.takePacing(now, float64(r.N), b)
 		}
@@ -154,12 +156,34 @@ func (s *memStore) Give(ctx context.Context, b cluster.Budget, n int64) error {
 		st.giveBucket(now, float64(min(n, maxN)), &b)
 	case cluster.SlidingWindow:
 		st.giveWindow(now, float64(min(n, maxN)), &b)
+	case cluster.Calendar:
+		if now < st.expires {
+			st.used = max(st.used-float64(n), 0)
+		}
 	default:
 		if T := float64(b.Interval) / b.Limit; st.tat > now {
 			st.tat = max(st.tat-float64(n)*T, now) // the n latest permits, never into the past
 		}
 	}
 	return nil
+}
+
+// takeCount decides a Calendar budget: at most Limit permits in the key,
+// which expires Interval after its first grant, as the Redis store's.
+func (st *budget) takeCount(now, n float64, partial bool, b *cluster.Budget) (g float64) {
+	if st.expires == 0 || now >= st.expires {
+		st.used, st.expires = 0, 0
+	}
+	if avail := b.Limit - st.used; n <= avail {
+		g = n
+	} else if partial && avail >= 1 {
+		g = math.Floor(avail)
+	}
+	if g > 0 && st.expires == 0 {
+		st.expires = now + float64(b.Interval)
+	}
+	st.used += g
+	return g
 }
 
 func (st *budget) takeBucket(now, n float64, partial bool, b *cluster.Budget) (g, retry float64) {
@@ -359,7 +383,7 @@ func checkBudget(b *cluster.Budget) error {
 	switch {
 	case b.Key == "":
 		return errors.New("sluicetest: empty budget key")
-	case b.Algorithm != cluster.TokenBucket && b.Algorithm != cluster.SlidingWindow && b.Algorithm != cluster.Pacing:
+	case b.Algorithm < cluster.TokenBucket || b.Algorithm > cluster.Calendar:
 		return fmt.Errorf("sluicetest: budget %q: unknown algorithm %d", b.Key, b.Algorithm)
 	case !(b.Limit > 0) || math.IsInf(b.Limit, 0):
 		return fmt.Errorf("sluicetest: budget %q: limit %v not positive and finite", b.Key, b.Limit)

@@ -10,6 +10,7 @@ const (
 	sufWindow    = ":sw"   // sliding window: hash {n: permits in log, seq}
 	sufWindowLog = ":log"  // sliding window: zset of grants (after :sw), score µs
 	sufPacing    = ":gcra" // pacing: string, theoretical arrival time µs
+	sufCalendar  = ":q"    // calendar quota: string, permits granted
 	appInfix     = ":app:" // heartbeats: <prefix>:app:{<app>}...
 	sufMembers   = ":members"
 	sufMember    = ":m:"
@@ -51,6 +52,8 @@ func (s *Store) budgetKeys(tag string, alg byte) (string, string) {
 	case algWindow:
 		base := s.prefix + ":{" + tag + "}" + sufWindow
 		return base, base + sufWindowLog
+	case algCalendar:
+		return s.prefix + ":{" + tag + "}" + sufCalendar, ""
 	default:
 		return s.prefix + ":{" + tag + "}" + sufPacing, ""
 	}

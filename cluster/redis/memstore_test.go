@@ -25,7 +25,7 @@ func TestInMemoryStoreDecidesAsTheScripts(t *testing.T) {
 		for k := 0; k < 6; k++ {
 			budgets = append(budgets, cluster.Budget{
 				Key:       fmt.Sprintf("r%d-k%d", round, k),
-				Algorithm: []cluster.Algorithm{cluster.TokenBucket, cluster.SlidingWindow, cluster.Pacing}[k%3],
+				Algorithm: []cluster.Algorithm{cluster.TokenBucket, cluster.SlidingWindow, cluster.Pacing, cluster.Calendar}[k%4],
 				Limit:     []float64{4, 5, 10}[rng.IntN(3)],
 				Interval:  time.Second,
 				Burst:     []float64{0, 2, 7}[rng.IntN(3)],

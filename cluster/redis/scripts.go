@@ -113,7 +113,7 @@ end
 // KEYS: for each request in order, one key (token bucket, pacing) or two
 // (sliding window: summary hash, log zset).
 // ARGV[1]: for each request seven space-separated tokens:
-// algorithm (1 bucket, 2 window, 3 pacing), n, partial (0/1), limit,
+// algorithm (1 bucket, 2 window, 3 pacing, 4 calendar), n, partial (0/1), limit,
 // interval µs, burst, max queue µs.
 // Reply: one string "now g wait retry g wait retry ...", µs.
 //
@@ -127,6 +127,7 @@ const takeSrc = luaLimitClock + luaBucket + luaWindow + `
 local tb, tbk = {}, {} -- token buckets: key -> {tokens, rate, burst, ivl}; keys in order
 local sw, swk = {}, {} -- windows: summary key -> {zkey, used, seq, changed, pend, ivl}
 local gc, gck = {}, {} -- pacing: key -> {tat, px}
+local qc, qck = {}, {} -- calendar counts: key -> {used, px, fresh}
 
 local function bucket(key, n, partial, limit, ivl, burst)
   if burst <= 0 then burst = limit end
@@ -227,6 +228,25 @@ local function pace(key, n, limit, ivl, maxq)
   return n, wait, 0
 end
 
+-- count decides a calendar budget: at most limit permits in the key, which
+-- expires ivl after its first grant (a period's length).
+local function count_take(key, n, partial, limit, ivl)
+  local st = qc[key]
+  if st == nil then
+    local used = tonumber(redis.call('GET', key))
+    st = {used = used or 0, fresh = used == nil, px = ms(ivl), add = 0}
+    qc[key] = st
+    qck[#qck + 1] = key
+  end
+  local avail = limit - st.used
+  local g = 0
+  if n <= avail then g = n
+  elseif partial and avail >= 1 then g = math.floor(avail) end
+  st.used = st.used + g
+  st.add = st.add + g
+  return g, 0, 0
+end
+
 local out = {fmt(now)}
 local k = 1
 local a = {}
@@ -242,6 +262,9 @@ for tok in string.gmatch(ARGV[1], '%S+') do
     elseif alg == '2' then
       g, w, r = window(KEYS[k], KEYS[k + 1], n, partial, limit, ivl)
       k = k + 2
+    elseif alg == '4' then
+      g, w, r = count_take(KEYS[k], n, partial, limit, ivl)
+      k = k + 1
     else
       g, w, r = pace(KEYS[k], n, limit, ivl, maxq)
       k = k + 1
@@ -260,6 +283,15 @@ for _, hkey in ipairs(swk) do window_save(hkey, sw[hkey]) end
 for _, key in ipairs(gck) do
   local st = gc[key]
   redis.call('SET', key, fmt(st.tat), 'PX', st.px)
+end
+for _, key in ipairs(qck) do
+  local st = qc[key]
+  -- INCRBY keeps the key's expiry (SET would drop it; KEEPTTL needs Redis 6).
+  if st.fresh then
+    if st.used > 0 then redis.call('SET', key, fmt(st.used), 'PX', st.px) end
+  elseif st.add > 0 then
+    redis.call('INCRBY', key, st.add)
+  end
 end
 return table.concat(out, ' ')
 `
@@ -343,6 +375,11 @@ elseif alg == '2' then
   end
   if used < 0 then used = 0 end
   if changed then window_store(hkey, zkey, used, seq, ivl) end
+elseif alg == '4' then
+  local used = tonumber(redis.call('GET', KEYS[1]))
+  if used == nil then return 0 end -- expired: nothing to give back
+  if n > used then n = used end
+  if n > 0 then redis.call('DECRBY', KEYS[1], n) end -- keeps the expiry
 else
   local T = ivl / limit
   local tat = tonumber(redis.call('GET', KEYS[1]))

@@ -18,9 +18,10 @@ import (
 
 // Algorithm codes on the wire (the scripts' first token of a request).
 const (
-	algBucket byte = '1'
-	algWindow byte = '2'
-	algPacing byte = '3'
+	algBucket   byte = '1'
+	algWindow   byte = '2'
+	algPacing   byte = '3'
+	algCalendar byte = '4'
 )
 
 // maxN is the largest permit count a request or Give may carry: Lua numbers
@@ -222,7 +223,7 @@ func (s *Store) take(ctx context.Context, reqs []cluster.Request, grants []clust
 	if ngroups == 1 {
 		keys, argv := s.encode(b, reqs, b.order)
 		script := takeScript
-		if len(reqs) == 1 && reqs[0].Budget.Algorithm != cluster.SlidingWindow {
+		if len(reqs) == 1 && reqs[0].Budget.Algorithm != cluster.SlidingWindow && reqs[0].Budget.Algorithm != cluster.Calendar {
 			script = takeOneScript
 		}
 		res, err := script.Run(ctx, s.c, keys, argv).Text()
@@ -447,6 +448,8 @@ func wireAlg(a cluster.Algorithm) byte {
 		return algBucket
 	case cluster.SlidingWindow:
 		return algWindow
+	case cluster.Calendar:
+		return algCalendar
 	}
 	return algPacing
 }
@@ -465,7 +468,7 @@ func checkBudget(b *cluster.Budget) error {
 	switch {
 	case b.Key == "":
 		return errors.New("sluiceredis: empty budget key")
-	case b.Algorithm != cluster.TokenBucket && b.Algorithm != cluster.SlidingWindow && b.Algorithm != cluster.Pacing:
+	case b.Algorithm < cluster.TokenBucket || b.Algorithm > cluster.Calendar:
 		return fmt.Errorf("sluiceredis: budget %q: unknown algorithm %d", b.Key, b.Algorithm)
 	case !(b.Limit > 0) || math.IsInf(b.Limit, 0):
 		return fmt.Errorf("sluiceredis: budget %q: limit %v not positive and finite", b.Key, b.Limit)

@@ -70,6 +70,7 @@ func Build(rs []rules.Flow, old map[string][]*Controller, nodes NodeFunc, cl *Le
 	if err := attachLimiters(built, cl); err != nil {
 		return nil, err
 	}
+	attachQuotas(built, cl)
 	// The old controllers nobody inherited are dropped: a resource's own
 	// window one of them held goes to the first new controller that needs
 	// a window, fresh, as a window of its own would be.

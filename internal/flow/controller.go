@@ -75,6 +75,8 @@ func newController(r rules.Flow, nodes NodeFunc) *Controller {
 	b := base{rule: rulewalk.Clone(r)} // shares no cluster section with the caller
 	var c checker
 	switch {
+	case r.Quota != nil:
+		c = newQuotaRule(b)
 	case r.Cluster != nil:
 		c = newClusterRule(b)
 	case r.RefResource != "":
@@ -132,6 +134,8 @@ func (c *Controller) Check(ctx context.Context, ec *entry.Context, clk core.Cloc
 		return k.check(ctx, ec, clk)
 	case *tiered:
 		return k.check(ctx, ec, clk)
+	case *quotaRule:
+		return k.check(ctx, ec, clk)
 	}
 	panic("sluice: flow controller without a checker")
 }
@@ -152,6 +156,7 @@ type stateKey struct {
 	adaptive      bool
 	interval      time.Duration
 	cluster       clusterTerms // zero for a local rule
+	quota         quotaTerms   // zero without a quota
 }
 
 func (c *Controller) key() stateKey {
@@ -159,7 +164,7 @@ func (c *Controller) key() stateKey {
 	return stateKey{
 		resource: r.Resource, ref: r.RefResource,
 		metric: cmp.Or(r.Metric, rules.QPS), strategy: cmp.Or(r.Strategy, rules.Direct), behavior: cmp.Or(r.Behavior, rules.Reject), exact: r.Exact, adaptive: r.Adaptive != nil,
-		interval: cmp.Or(r.StatInterval, ruledef.StatInterval), cluster: termsOf(r),
+		interval: cmp.Or(r.StatInterval, ruledef.StatInterval), cluster: termsOf(r), quota: quotaTermsOf(r),
 	}
 }
 

@@ -33,6 +33,7 @@ type Controller struct {
 	exc      map[string]int64 // own copy of Exceptions; nil when empty
 	cache    *cache
 	cl       *clusterCtl // nil for a local rule
+	q        *quotaCtl   // nil without a quota
 }
 
 // NewController builds the controller of local rule r, tracking no value
@@ -46,6 +47,9 @@ func NewController(r rules.Param) (*Controller, error) {
 	}
 	c := newController(r)
 	c.cache = newCache(cmp.Or(r.Capacity, ruledef.ParamCapacity), c.mode)
+	if r.Quota != nil {
+		c.q = newQuotaCtl(&c.rule, nil)
+	}
 	return c, nil
 }
 
@@ -153,6 +157,9 @@ func (c *Controller) CheckKey(ctx context.Context, ec *entry.Context, key string
 	// in-flight limit. Retrying cannot help a larger one.
 	if limit := t + c.burst; ec.Batch > limit {
 		return c.blocked(ec, float64(ec.Batch), float64(limit), 0, "batch larger than threshold")
+	}
+	if c.q != nil {
+		return c.checkQuota(ctx, ec, key, t, clk)
 	}
 	if c.cl != nil {
 		return c.checkCluster(ctx, ec, key, t, clk)
@@ -385,11 +392,12 @@ type stateKey struct {
 	window        uint64
 	capacity      int
 	cluster       bool
+	quota         string // the quota's calendar, "" for none
 }
 
 func (c *Controller) stateKey() stateKey {
 	return stateKey{resource: c.rule.Resource, key: c.rule.Key, index: c.rule.Index, mode: c.mode,
-		window: c.window, capacity: cmp.Or(c.rule.Capacity, ruledef.ParamCapacity), cluster: c.rule.Cluster != nil}
+		window: c.window, capacity: cmp.Or(c.rule.Capacity, ruledef.ParamCapacity), cluster: c.rule.Cluster != nil, quota: quotaSpec(&c.rule)}
 }
 
 // Build validates every rule first and, only if all are valid, returns the
@@ -433,12 +441,17 @@ func Build(rs []rules.Param, old map[string][]*Controller, rm *Remote) (map[stri
 	out := make(map[string][]*Controller, len(rs))
 	for i := range rs {
 		c := newController(rs[i])
-		if rs[i].Cluster != nil {
+		if rs[i].Quota != nil {
+			c.q = newQuotaCtl(&c.rule, rm)
+		} else if rs[i].Cluster != nil {
 			c.cl = newClusterCtl(&c.rule, rm)
 		}
 		k := c.stateKey()
 		if prev := pool[k]; len(prev) > 0 {
 			c.cache = prev[0].cache
+			if c.q != nil && prev[0].q != nil {
+				c.q.table = prev[0].q.table
+			}
 			if c.cl != nil && c.cl.leases != nil && prev[0].cl.leases != nil {
 				c.cl.leases = prev[0].cl.leases
 				kept[c.cl.leases] = true
