@@ -12,7 +12,7 @@ import (
 
 // TestWarmUpReloadKeeps pins what a reloaded warm-up rule keeps, as
 // Engine.LoadRules documents it: a rule that counts the same way (same
-// resource, strategy, behavior and StatInterval) keeps the window (reject)
+// resource, sections and StatInterval) keeps the window (reject)
 // or the queue schedule (throttle) whatever else changed, and its warm-up
 // tokens when the curve is the same: Threshold, ColdFactor (0 is 3),
 // WarmUpPeriod. ID, MaxQueueing and Shadow do not touch the curve.
