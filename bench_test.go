@@ -95,7 +95,7 @@ func BenchmarkEntryExitTokenBucket(b *testing.B) {
 		rule rules.Flow
 	}{
 		{"reject", rules.Flow{Resource: "r", Threshold: 1e12}},
-		{"token-bucket", rules.Flow{Resource: "r", Threshold: 1e12, Strategy: rules.TokenBucket}},
+		{"token-bucket", rules.Flow{Resource: "r", Threshold: 1e12, Bucket: &rules.Bucket{}}},
 	} {
 		engine := func(b *testing.B) *Engine {
 			g := New()

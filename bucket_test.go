@@ -20,7 +20,7 @@ import (
 // good, and a reload that keeps the stored tokens.
 func TestFlowTokenBucketThroughEngine(t *testing.T) {
 	g, clk := newTestEngine(t, int64(time.Hour))
-	rule := rules.Flow{Resource: "r", Threshold: 10, Strategy: rules.TokenBucket, Burst: 5}
+	rule := rules.Flow{Resource: "r", Threshold: 10, Bucket: &rules.Bucket{Burst: 5}}
 	mustLoadFlow(t, g, rule)
 	for i := 0; i < 5; i++ {
 		require.True(t, try(g, "r"), "request %d of the burst", i)
@@ -40,7 +40,7 @@ func TestFlowTokenBucketThroughEngine(t *testing.T) {
 	// A second later: 5 stored (10 refilled, capped at 5). A reload to
 	// 100/s with burst 3 keeps 3 of them, then refills one per 10 ms.
 	clk.Advance(time.Second)
-	rule.Threshold, rule.Burst = 100, 3
+	rule.Threshold, rule.Bucket = 100, &rules.Bucket{Burst: 3}
 	mustLoadFlow(t, g, rule)
 	for i := 0; i < 3; i++ {
 		require.True(t, try(g, "r"), "request %d after the reload", i)
@@ -54,7 +54,7 @@ func TestFlowTokenBucketThroughEngine(t *testing.T) {
 func TestFlowTokenBucketGivesBackOnLaterRefusal(t *testing.T) {
 	g, _ := newTestEngine(t, int64(time.Hour))
 	mustLoadFlow(t, g,
-		rules.Flow{Resource: "r", Threshold: 10, Strategy: rules.TokenBucket, Burst: 2},
+		rules.Flow{Resource: "r", Threshold: 10, Bucket: &rules.Bucket{Burst: 2}},
 		rules.Flow{Resource: "r", Threshold: 1, StatInterval: time.Minute},
 	)
 	require.True(t, try(g, "r"))
@@ -64,7 +64,7 @@ func TestFlowTokenBucketGivesBackOnLaterRefusal(t *testing.T) {
 	}
 	// Two tokens had been taken at most at once; the refused entries gave
 	// theirs back, so one is still stored.
-	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 10, Strategy: rules.TokenBucket, Burst: 2})
+	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 10, Bucket: &rules.Bucket{Burst: 2}})
 	require.True(t, try(g, "r"))
 	require.False(t, try(g, "r"))
 }
@@ -75,7 +75,7 @@ func TestFlowTokenBucketReloadUnderConcurrency(t *testing.T) {
 	const burst, workers, perWorker = 40, 8, 30
 	g, clk := newTestEngine(t, int64(time.Hour))
 	load := func(threshold float64) {
-		mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: threshold, Strategy: rules.TokenBucket, Burst: burst})
+		mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: threshold, Bucket: &rules.Bucket{Burst: burst}})
 	}
 	load(1)
 	for round := 0; round < 4; round++ {
@@ -107,8 +107,7 @@ func TestFlowTokenBucketReloadUnderConcurrency(t *testing.T) {
 // once.
 func TestFlowTokenBucketThrottleWaitsForTokens(t *testing.T) {
 	g, clk := newTestEngine(t, 0)
-	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 10, Strategy: rules.TokenBucket, Burst: 3,
-		Behavior: rules.Throttle, MaxQueueing: 300 * time.Millisecond})
+	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 10, Bucket: &rules.Bucket{Burst: 3}, Throttle: &rules.Throttle{MaxQueueing: 300 * time.Millisecond}})
 	type result struct {
 		at  int64 // clock when Entry returned
 		err error

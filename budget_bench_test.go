@@ -18,7 +18,7 @@ func BenchmarkEntryExitBudget(b *testing.B) {
 		rules []rules.Flow
 	}{
 		{"one-rule", []rules.Flow{{Resource: "r", Threshold: 1e12}}},
-		{"reject+bucket", []rules.Flow{{Resource: "r", Threshold: 1e12}, {Resource: "r", Threshold: 1e12, Strategy: rules.TokenBucket}}},
+		{"reject+bucket", []rules.Flow{{Resource: "r", Threshold: 1e12}, {Resource: "r", Threshold: 1e12, Bucket: &rules.Bucket{}}}},
 	} {
 		for _, on := range []bool{false, true} {
 			name := tt.name + "/off"

@@ -57,7 +57,7 @@ func TestBudgetTightestRule(t *testing.T) {
 	g, _ := newTestEngine(t, 0)
 	mustLoadFlow(t, g,
 		rules.Flow{ID: "wide", Resource: "r", Threshold: 100},
-		rules.Flow{ID: "bucket", Resource: "r", Threshold: 10, Burst: 3, Strategy: rules.TokenBucket},
+		rules.Flow{ID: "bucket", Resource: "r", Threshold: 10, Bucket: &rules.Bucket{Burst: 3}},
 		rules.Flow{ID: "shadow", Resource: "r", Threshold: 1, StatInterval: 2 * time.Second, Shadow: true},
 		rules.Flow{ID: "inflight", Resource: "r", Threshold: 100, Metric: rules.Concurrency},
 	)
@@ -103,7 +103,7 @@ func TestBudgetWithCustomSlots(t *testing.T) {
 	g, _ := newTestEngine(t, 0)
 	slot := &refusingSlot{}
 	require.NoError(t, g.RegisterSlot(slot, 0))
-	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 10, Strategy: rules.TokenBucket})
+	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 10, Bucket: &rules.Bucket{}})
 	var b core.Budget
 	require.NoError(t, g.Do("r", func() error { return nil }, WithBudget(&b)))
 	assert.Equal(t, int64(9), b.Remaining)
@@ -122,7 +122,7 @@ func TestAllocBudget(t *testing.T) {
 	g, _ := newTestEngine(t, 0)
 	mustLoadFlow(t, g, rules.Flow{Resource: "gate", Threshold: 1e12})
 	mustLoadFlow(t, g, rules.Flow{Resource: "gate", Threshold: 1e12},
-		rules.Flow{Resource: "set", Threshold: 1e12}, rules.Flow{Resource: "set", Threshold: 1e12, Strategy: rules.TokenBucket})
+		rules.Flow{Resource: "set", Threshold: 1e12}, rules.Flow{Resource: "set", Threshold: 1e12, Bucket: &rules.Bucket{}})
 	var b core.Budget
 	for _, res := range []string{"gate", "set"} {
 		assert.Zero(t, testing.AllocsPerRun(200, func() {

@@ -321,7 +321,7 @@ func TestClusterFallbackAndRecovery(t *testing.T) {
 
 func TestClusterThrottlePaces(t *testing.T) {
 	g, _, clk := clusterEngine(t, ClusterConfig{})
-	mustLoadFlow(t, g, rules.Flow{Resource: "api", Threshold: 10, Behavior: rules.Throttle, Cluster: &rules.Cluster{}})
+	mustLoadFlow(t, g, rules.Flow{Resource: "api", Threshold: 10, Throttle: &rules.Throttle{}, Cluster: &rules.Cluster{}})
 	require.Nil(t, blockOf(t, g, "api"))
 	be := blockOf(t, g, "api")
 	require.NotNil(t, be, "the next slot is 100 ms away and nothing may queue")

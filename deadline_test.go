@@ -36,11 +36,11 @@ func TestEntryContextFailsAtOnceWhenTheDeadlineIsTooShort(t *testing.T) {
 		name string
 		rule rules.Flow
 	}{
-		{"pacing", rules.Flow{Threshold: 1, Behavior: rules.Throttle}},
-		{"token bucket", rules.Flow{Threshold: 1, Strategy: rules.TokenBucket, Burst: 1, Behavior: rules.Throttle}},
+		{"pacing", rules.Flow{Threshold: 1, Throttle: &rules.Throttle{}}},
+		{"token bucket", rules.Flow{Threshold: 1, Bucket: &rules.Bucket{Burst: 1}, Throttle: &rules.Throttle{}}},
 		// Warm-up throttle reserves before it learns the wait and gives
 		// the turn back when the wait fails at once.
-		{"warm-up", rules.Flow{Threshold: 3, Strategy: rules.WarmUp, WarmUpPeriod: time.Hour, Behavior: rules.Throttle}},
+		{"warm-up", rules.Flow{Threshold: 3, WarmUp: &rules.WarmUp{Period: time.Hour}, Throttle: &rules.Throttle{}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -48,7 +48,7 @@ func TestEntryContextFailsAtOnceWhenTheDeadlineIsTooShort(t *testing.T) {
 			g := New(WithClock(clk))
 			t.Cleanup(func() { _ = g.Close() })
 			r := tt.rule
-			r.Resource, r.StatInterval, r.MaxQueueing = "r", time.Hour, time.Hour
+			r.Resource, r.StatInterval, r.Throttle = "r", time.Hour, &rules.Throttle{MaxQueueing: time.Hour}
 			mustLoadFlow(t, g, r) // one request per hour (warm-up: its cold rate, 3/ColdFactor 3)
 			require.True(t, try(g, "r"))
 
@@ -95,8 +95,7 @@ func TestParamPacingPastTheDeadlineFailsAtOnce(t *testing.T) {
 	clk := &timerCountingClock{ManualClock: sluicetest.NewManualClock(0)}
 	g := New(WithClock(clk))
 	t.Cleanup(func() { _ = g.Close() })
-	mustLoadParam(t, g, rules.Param{Resource: "r", Threshold: 1, Duration: time.Hour,
-		Behavior: rules.Throttle, MaxQueueing: time.Hour})
+	mustLoadParam(t, g, rules.Param{Resource: "r", Threshold: 1, Duration: time.Hour, Throttle: &rules.Throttle{MaxQueueing: time.Hour}})
 	require.True(t, try(g, "r", WithArgs("u")))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

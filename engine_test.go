@@ -35,11 +35,11 @@ func TestFlowRulesRefusedWholeKeepOld(t *testing.T) {
 	}{
 		{"negative threshold", []rules.Flow{{Resource: "a", Threshold: 10}, {Resource: "b", Threshold: -1}}, 1, "Threshold", "b"},
 		{"empty resource", []rules.Flow{{Threshold: 1}}, 0, "Resource", ""},
-		{"queueing without throttle", []rules.Flow{{Resource: "c", Threshold: 1, MaxQueueing: time.Second}}, 0, "MaxQueueing", "c"},
-		{"warm-up without period", []rules.Flow{{Resource: "a", Threshold: 1}, {Resource: "a", Threshold: 1, StatInterval: time.Minute}, {Resource: "d", Threshold: 1, Strategy: rules.WarmUp}}, 2, "WarmUpPeriod", "d"},
+		{"queueing too long", []rules.Flow{{Resource: "c", Threshold: 1, Throttle: &rules.Throttle{MaxQueueing: 2 * time.Hour}}}, 0, "Throttle.MaxQueueing", "c"},
+		{"warm-up without period", []rules.Flow{{Resource: "a", Threshold: 1}, {Resource: "a", Threshold: 1, StatInterval: time.Minute}, {Resource: "d", Threshold: 1, WarmUp: &rules.WarmUp{}}}, 2, "WarmUp.Period", "d"},
 		{"duplicate", []rules.Flow{{Resource: "a", Threshold: 5}, {Resource: "b", Threshold: 1}, {Resource: "a", Threshold: 3}}, 2, "", "a"},
 		{"bad interval", []rules.Flow{{Resource: "e", Threshold: 1, StatInterval: 1500 * time.Microsecond}}, 0, "StatInterval", "e"},
-		{"throttle on concurrency", []rules.Flow{{Resource: "f", Threshold: 1, Metric: rules.Concurrency, Behavior: rules.Throttle}}, 0, "Behavior", "f"},
+		{"throttle on concurrency", []rules.Flow{{Resource: "f", Threshold: 1, Metric: rules.Concurrency, Throttle: &rules.Throttle{}}}, 0, "Throttle", "f"},
 		{"associated self", []rules.Flow{{Resource: "g", RefResource: "g", Threshold: 1}}, 0, "RefResource", "g"},
 		{"absurd threshold", []rules.Flow{{Resource: "h", Threshold: 1e13}}, 0, "Threshold", "h"},
 	}
@@ -436,9 +436,9 @@ func TestEntryRefusesWhatItCannotMakeSenseOf(t *testing.T) {
 // throttling rule and closes the engine: the entry returns ErrClosed at
 // once, without the clock moving, and its timer is gone.
 func TestCloseReleasesQueuedEntries(t *testing.T) {
-	flowThrottle := rules.Flow{Resource: "r", Threshold: 1, Behavior: rules.Throttle, MaxQueueing: 5 * time.Second}
-	warmThrottle := rules.Flow{Resource: "r", Threshold: 10, Strategy: rules.WarmUp, WarmUpPeriod: 10 * time.Second, Behavior: rules.Throttle, MaxQueueing: 5 * time.Second}
-	paramThrottle := rules.Param{Resource: "r", Index: 0, Threshold: 1, Behavior: rules.Throttle, MaxQueueing: 5 * time.Second}
+	flowThrottle := rules.Flow{Resource: "r", Threshold: 1, Throttle: &rules.Throttle{MaxQueueing: 5 * time.Second}}
+	warmThrottle := rules.Flow{Resource: "r", Threshold: 10, WarmUp: &rules.WarmUp{Period: 10 * time.Second}, Throttle: &rules.Throttle{MaxQueueing: 5 * time.Second}}
+	paramThrottle := rules.Param{Resource: "r", Index: 0, Threshold: 1, Throttle: &rules.Throttle{MaxQueueing: 5 * time.Second}}
 	entry := func(g *Engine) (Pass, error) { return g.Entry("r", WithArgs("user-1")) }
 	withContext := func(g *Engine) (Pass, error) {
 		ctx, cancel := context.WithCancel(context.Background())

@@ -58,10 +58,10 @@ func TestGateOnlyForASingleOneSecondRejectRule(t *testing.T) {
 		rules []rules.Flow
 	}{
 		{"two rules", []rules.Flow{plain, {Resource: "a", Threshold: 100, StatInterval: time.Minute}}},
-		{"throttle", []rules.Flow{{Resource: "a", Threshold: 10, Behavior: rules.Throttle}}},
+		{"throttle", []rules.Flow{{Resource: "a", Threshold: 10, Throttle: &rules.Throttle{}}}},
 		{"concurrency", []rules.Flow{{Resource: "a", Threshold: 10, Metric: rules.Concurrency}}},
 		{"associated", []rules.Flow{{Resource: "a", Threshold: 10, RefResource: "b"}}},
-		{"warm-up", []rules.Flow{{Resource: "a", Threshold: 10, Strategy: rules.WarmUp, WarmUpPeriod: time.Second}}},
+		{"warm-up", []rules.Flow{{Resource: "a", Threshold: 10, WarmUp: &rules.WarmUp{Period: time.Second}}}},
 		{"other interval", []rules.Flow{{Resource: "a", Threshold: 10, StatInterval: 2 * time.Second}}},
 		{"none", nil},
 	} {
@@ -91,7 +91,7 @@ func TestReleasedWindowStartsEmpty(t *testing.T) {
 	defer g.Close()
 	// A cold warm-up rule admits a third of its threshold, in the
 	// resource's window, with the one-second rule's buckets.
-	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 12, Strategy: rules.WarmUp, WarmUpPeriod: time.Minute})
+	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 12, WarmUp: &rules.WarmUp{Period: time.Minute}})
 	admitted := 0
 	for try(g, "r") {
 		admitted++

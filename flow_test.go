@@ -104,7 +104,7 @@ func TestFlowRejectCustomStatInterval(t *testing.T) {
 // Behaviour 3: throttle, 10/s with MaxQueueing 500 ms, 20 callers together.
 func TestFlowThrottlePacesAndBoundsTheQueue(t *testing.T) {
 	g, clk := newTestEngine(t, 0)
-	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 10, Behavior: rules.Throttle, MaxQueueing: 500 * time.Millisecond})
+	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 10, Throttle: &rules.Throttle{MaxQueueing: 500 * time.Millisecond}})
 
 	type result struct {
 		passed bool
@@ -163,7 +163,7 @@ func TestFlowThrottlePacesAndBoundsTheQueue(t *testing.T) {
 
 func TestFlowThrottleCancelledWaitGivesSlotBack(t *testing.T) {
 	g, clk := newTestEngine(t, 0)
-	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 10, Behavior: rules.Throttle, MaxQueueing: time.Second})
+	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 10, Throttle: &rules.Throttle{MaxQueueing: time.Second}})
 	require.True(t, try(g, "r")) // passes at 0, next slot at 100 ms
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -206,7 +206,7 @@ func TestFlowThrottleIsExactAboveOneThousandPerSecond(t *testing.T) {
 	for _, tt := range tests {
 		t.Run("", func(t *testing.T) {
 			g, clk := newTestEngine(t, 0)
-			mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: float64(tt.rate), Behavior: rules.Throttle, MaxQueueing: time.Second})
+			mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: float64(tt.rate), Throttle: &rules.Throttle{MaxQueueing: time.Second}})
 			const extra = 25
 			var passed atomic.Int64
 			var last atomic.Int64
@@ -253,7 +253,7 @@ func TestFlowThrottleIsExactAboveOneThousandPerSecond(t *testing.T) {
 
 func TestFlowThrottleWithoutQueueSpacesPasses(t *testing.T) {
 	g, clk := newTestEngine(t, 0)
-	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 4000, Behavior: rules.Throttle})
+	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 4000, Throttle: &rules.Throttle{}})
 	// 250 µs spacing: a caller every 50 µs sees exactly every fifth pass.
 	var passes []int64
 	for now := int64(0); now < 10*int64(time.Millisecond); now += 50 * int64(time.Microsecond) {
@@ -272,7 +272,7 @@ func TestFlowThrottleWithoutQueueSpacesPasses(t *testing.T) {
 func TestFlowWarmUpCurve(t *testing.T) {
 	const T = 300
 	g, clk := newTestEngine(t, 0)
-	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: T, Strategy: rules.WarmUp, WarmUpPeriod: 10 * time.Second})
+	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: T, WarmUp: &rules.WarmUp{Period: 10 * time.Second}})
 
 	run := func(from int64, seconds int) []int {
 		per := make([]int, seconds)
@@ -333,7 +333,7 @@ func warmUpCurve(T, cf, P float64, seconds int) []float64 {
 func TestFlowWarmUpThrottlePacesAtTheWarmRate(t *testing.T) {
 	const T = 100
 	g, clk := newTestEngine(t, 0)
-	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: T, Strategy: rules.WarmUp, Behavior: rules.Throttle, WarmUpPeriod: 10 * time.Second})
+	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: T, WarmUp: &rules.WarmUp{Period: 10 * time.Second}, Throttle: &rules.Throttle{}})
 	count := func(from int64) int {
 		n := 0
 		for now := from; now < from+int64(time.Second); now += ms {
@@ -538,10 +538,10 @@ func TestFlowThrottleBatchOccupiesItsSlots(t *testing.T) {
 		batch int
 		free  int64 // when the schedule is free again after the batch at 0
 	}{
-		{"throttle, 10/s", rules.Flow{Resource: "r", Threshold: 10, Behavior: rules.Throttle}, 5, 500 * ms},
-		{"throttle, whole threshold", rules.Flow{Resource: "r", Threshold: 10, Behavior: rules.Throttle}, 10, 1000 * ms},
+		{"throttle, 10/s", rules.Flow{Resource: "r", Threshold: 10, Throttle: &rules.Throttle{}}, 5, 500 * ms},
+		{"throttle, whole threshold", rules.Flow{Resource: "r", Threshold: 10, Throttle: &rules.Throttle{}}, 10, 1000 * ms},
 		// Cold: a third of 10/s, 300 ms per request.
-		{"warm-up throttle, cold", rules.Flow{Resource: "r", Threshold: 10, Behavior: rules.Throttle, Strategy: rules.WarmUp, WarmUpPeriod: 10 * time.Second}, 3, 900 * ms},
+		{"warm-up throttle, cold", rules.Flow{Resource: "r", Threshold: 10, WarmUp: &rules.WarmUp{Period: 10 * time.Second}, Throttle: &rules.Throttle{}}, 3, 900 * ms},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -570,10 +570,10 @@ func TestFlowBatchLargerThanThresholdIsRefusedClearly(t *testing.T) {
 		{"reject, one minute", rules.Flow{Resource: "r", Threshold: 10, StatInterval: time.Minute}},
 		{"exact", rules.Flow{Resource: "r", Threshold: 10, Exact: true}},
 		{"concurrency", rules.Flow{Resource: "r", Threshold: 10, Metric: rules.Concurrency}},
-		{"throttle", rules.Flow{Resource: "r", Threshold: 10, Behavior: rules.Throttle}},
-		{"throttle with a queue", rules.Flow{Resource: "r", Threshold: 10, Behavior: rules.Throttle, MaxQueueing: 500 * time.Millisecond}},
-		{"warm-up", rules.Flow{Resource: "r", Threshold: 10, Strategy: rules.WarmUp, WarmUpPeriod: time.Second}},
-		{"warm-up throttle", rules.Flow{Resource: "r", Threshold: 10, Strategy: rules.WarmUp, Behavior: rules.Throttle, WarmUpPeriod: time.Second, MaxQueueing: time.Second}},
+		{"throttle", rules.Flow{Resource: "r", Threshold: 10, Throttle: &rules.Throttle{}}},
+		{"throttle with a queue", rules.Flow{Resource: "r", Threshold: 10, Throttle: &rules.Throttle{MaxQueueing: 500 * time.Millisecond}}},
+		{"warm-up", rules.Flow{Resource: "r", Threshold: 10, WarmUp: &rules.WarmUp{Period: time.Second}}},
+		{"warm-up throttle", rules.Flow{Resource: "r", Threshold: 10, WarmUp: &rules.WarmUp{Period: time.Second}, Throttle: &rules.Throttle{MaxQueueing: time.Second}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -602,10 +602,10 @@ func TestFlowBatchLargerThanThresholdIsRefusedClearly(t *testing.T) {
 // (With a 20 s warm-up the 15 tokens taken leave the allowance at 10.3.)
 func TestFlowWarmUpBatchAboveTheColdAllowance(t *testing.T) {
 	const T = 30 // cold allowance 10 per second
-	for _, behavior := range []rules.ControlBehavior{rules.Reject, rules.Throttle} {
-		t.Run(string(behavior), func(t *testing.T) {
+	for _, throttle := range []*rules.Throttle{nil, {}} {
+		t.Run(behaviorName(throttle), func(t *testing.T) {
 			g, clk := newTestEngine(t, 0)
-			mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: T, Strategy: rules.WarmUp, Behavior: behavior, WarmUpPeriod: 20 * time.Second})
+			mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: T, WarmUp: &rules.WarmUp{Period: 20 * time.Second}, Throttle: throttle})
 			require.True(t, try(g, "r", WithBatch(15)), "an idle resource admits the batch")
 			be := refusal(t, g, "r", WithBatch(15))
 			assert.Equal(t, 1500*time.Millisecond, be.RetryAfter, "15 at 10 per second")
@@ -634,10 +634,10 @@ func TestFlowWarmUpTrafficOfBatchesAboveTheColdAllowance(t *testing.T) {
 		threshold float64
 		batch     int
 	}{{4, 2}, {20, 10}} {
-		for _, behavior := range []rules.ControlBehavior{rules.Reject, rules.Throttle} {
-			t.Run(fmt.Sprintf("%v-per-s/batch-%d/%s", tc.threshold, tc.batch, behavior), func(t *testing.T) {
+		for _, throttle := range []*rules.Throttle{nil, {}} {
+			t.Run(fmt.Sprintf("%v-per-s/batch-%d/%s", tc.threshold, tc.batch, behaviorName(throttle)), func(t *testing.T) {
 				g, clk := newTestEngine(t, 0)
-				mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: tc.threshold, Strategy: rules.WarmUp, Behavior: behavior, WarmUpPeriod: 10 * time.Second})
+				mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: tc.threshold, WarmUp: &rules.WarmUp{Period: 10 * time.Second}, Throttle: throttle})
 				var at []int64 // ms
 				for now := int64(0); now < 60*int64(time.Second); now += 10 * ms {
 					clk.Set(now)
@@ -647,7 +647,7 @@ func TestFlowWarmUpTrafficOfBatchesAboveTheColdAllowance(t *testing.T) {
 				}
 				require.Len(t, at, 103)
 				assert.Equal(t, []int64{0, 1500, 2900, 4200, 5600, 6900, 8100, 9400, 10600}, at[:9], "cold: paid for at the allowance")
-				if behavior == rules.Reject {
+				if throttle == nil {
 					assert.Equal(t, []int64{57600, 57610, 58600, 58610, 59600, 59610}, at[len(at)-6:], "warm: two batches a second")
 				} else {
 					assert.Equal(t, []int64{57700, 58200, 58700, 59200, 59700}, at[len(at)-5:], "warm: one batch every 500 ms")
@@ -664,7 +664,7 @@ func TestFlowWarmUpTrafficOfBatchesAboveTheColdAllowance(t *testing.T) {
 // message.
 func TestFlowQueueRefusalsSayTheirUnits(t *testing.T) {
 	g, clk := newTestEngine(t, 0)
-	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 10, Behavior: rules.Throttle, MaxQueueing: 50 * time.Millisecond})
+	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 10, Throttle: &rules.Throttle{MaxQueueing: 50 * time.Millisecond}})
 	require.True(t, try(g, "r")) // the next slot is at 100 ms
 	clk.Set(44123)
 	be := refusal(t, g, "r")
@@ -695,11 +695,11 @@ func TestFlowTinyThresholdsAndHugeBatchesSaturate(t *testing.T) {
 		return be
 	}
 	for _, rule := range []rules.Flow{
-		{Resource: "r", Threshold: 1e-12, Behavior: rules.Throttle},
-		{Resource: "r", Threshold: 1e-12, Behavior: rules.Throttle, MaxQueueing: time.Hour},
-		{Resource: "r", Threshold: 1e-12, Behavior: rules.Throttle, StatInterval: time.Hour},
-		{Resource: "r", Threshold: 1e-12, Behavior: rules.Throttle, Strategy: rules.WarmUp, WarmUpPeriod: time.Second},
-		{Resource: "r", Threshold: 1e-12, Behavior: rules.Throttle, Strategy: rules.TokenBucket, Burst: 1, MaxQueueing: time.Hour},
+		{Resource: "r", Threshold: 1e-12, Throttle: &rules.Throttle{}},
+		{Resource: "r", Threshold: 1e-12, Throttle: &rules.Throttle{MaxQueueing: time.Hour}},
+		{Resource: "r", Threshold: 1e-12, Throttle: &rules.Throttle{}, StatInterval: time.Hour},
+		{Resource: "r", Threshold: 1e-12, WarmUp: &rules.WarmUp{Period: time.Second}, Throttle: &rules.Throttle{}},
+		{Resource: "r", Threshold: 1e-12, Bucket: &rules.Bucket{Burst: 1}, Throttle: &rules.Throttle{MaxQueueing: time.Hour}},
 	} {
 		t.Run(fmt.Sprintf("%+v", rule), func(t *testing.T) {
 			g, clk := newTestEngine(t, 0)
@@ -716,7 +716,7 @@ func TestFlowTinyThresholdsAndHugeBatchesSaturate(t *testing.T) {
 	}
 	// 2^30 requests at 1e12 per hour take 3.87 s of schedule.
 	g, _ := newTestEngine(t, 0)
-	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 1e12, StatInterval: time.Hour, Behavior: rules.Throttle, MaxQueueing: time.Second})
+	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 1e12, StatInterval: time.Hour, Throttle: &rules.Throttle{MaxQueueing: time.Second}})
 	require.True(t, try(g, "r", WithBatch(maxBatch)))
 	be := refused(t, g)
 	assert.Equal(t, time.Duration(math.Round(float64(maxBatch)*3.6))-time.Second, be.RetryAfter)
@@ -815,7 +815,7 @@ func TestFlowRetryAfterUnderRandomArrivals(t *testing.T) {
 func TestFlowRetryAfterOfWarmUpAndAssociatedRules(t *testing.T) {
 	t.Run("warm-up", func(t *testing.T) {
 		g, clk := newTestEngine(t, 0)
-		mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 30, Strategy: rules.WarmUp, WarmUpPeriod: 10 * time.Second})
+		mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 30, WarmUp: &rules.WarmUp{Period: 10 * time.Second}})
 		for _, at := range []int64{0, 250, 500} { // cold: 10 per second
 			clk.Set(at * ms)
 			require.True(t, try(g, "r", WithBatch(3)))
@@ -1027,10 +1027,10 @@ func TestFlowExactAcrossReloadsAndLaterRefusals(t *testing.T) {
 // passes (it is alone in the window, and the others find it paid for
 // later), with reject and with throttle.
 func TestFlowWarmUpConcurrentBatchesAboveTheAllowance(t *testing.T) {
-	for _, behavior := range []rules.ControlBehavior{rules.Reject, rules.Throttle} {
-		t.Run(string(behavior), func(t *testing.T) {
+	for _, throttle := range []*rules.Throttle{nil, {}} {
+		t.Run(behaviorName(throttle), func(t *testing.T) {
 			g, _ := newTestEngine(t, int64(time.Hour))
-			mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 4, Strategy: rules.WarmUp, Behavior: behavior, WarmUpPeriod: 10 * time.Second})
+			mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 4, WarmUp: &rules.WarmUp{Period: 10 * time.Second}, Throttle: throttle})
 			var passed atomic.Int64
 			var wg sync.WaitGroup
 			for i := 0; i < 16; i++ {

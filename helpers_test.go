@@ -67,3 +67,12 @@ func try(g *Engine, res string, opts ...EntryOption) bool {
 	p.Exit()
 	return true
 }
+
+// behaviorName names a rule's behavior, by its throttle section, in a
+// subtest's name.
+func behaviorName(th *rules.Throttle) string {
+	if th != nil {
+		return "throttle"
+	}
+	return "reject"
+}

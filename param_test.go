@@ -80,7 +80,7 @@ func TestParamRulesRefusedWholeKeepOld(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, changed, "an equal set (maps compared by content) changes nothing")
 
-	_, err = loadParams(g, []rules.Param{{Resource: "r", Threshold: 9}, {Resource: "r", Threshold: 1, Burst: 1, Behavior: rules.Throttle}})
+	_, err = loadParams(g, []rules.Param{{Resource: "r", Threshold: 9}, {Resource: "r", Threshold: 1, Burst: 1, Throttle: &rules.Throttle{}}})
 	var re *rules.Error
 	require.ErrorAs(t, err, &re)
 	assert.Equal(t, 1, re.Index)

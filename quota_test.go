@@ -196,7 +196,7 @@ func TestQuotaRefusedRules(t *testing.T) {
 		{rules.Flow{Resource: "api", Threshold: 2.5, Quota: &rules.Quota{Period: "day"}}, "Threshold", "whole number"},
 		{rules.Flow{Resource: "api", Threshold: 2, StatInterval: time.Hour, Quota: &rules.Quota{Period: "day"}}, "StatInterval", "no meaning with a quota"},
 		{rules.Flow{Resource: "api", Threshold: 2, Metric: rules.Concurrency, Quota: &rules.Quota{Period: "day"}}, "Quota", "qps metric"},
-		{rules.Flow{Resource: "api", Threshold: 2, Behavior: rules.Throttle, Quota: &rules.Quota{Period: "day"}}, "Quota", "reject behavior"},
+		{rules.Flow{Resource: "api", Threshold: 2, Throttle: &rules.Throttle{}, Quota: &rules.Quota{Period: "day"}}, "Quota", "takes no Throttle"},
 	} {
 		err := g.UpdateRules(func(s *rules.Set) { s.Flow = []rules.Flow{good, c.r} })
 		var re *rules.Error

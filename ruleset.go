@@ -20,12 +20,12 @@ import (
 // system rules, which are not a resource's, switch just before.
 //
 // A flow rule that counts the same way as one in force (same resource,
-// metric, strategy, behavior, interval and associated resource) keeps that
-// rule's counters and pacing schedule whatever else changed, so reloading
-// under traffic admits no extra burst. A warm-up rule also keeps its warm-up
-// tokens (how warm it is) when its curve is unchanged: the same Threshold,
-// ColdFactor (0 and 3 are the same) and WarmUpPeriod; a change of ID,
-// MaxQueueing or Shadow alone leaves it as warm as it was, as a Guava limiter
+// metric, sections (warm-up, bucket, throttle), interval and associated
+// resource) keeps that rule's counters and pacing schedule whatever else
+// changed, so reloading under traffic admits no extra burst. A warm-up rule
+// also keeps its warm-up tokens (how warm it is) when its curve is
+// unchanged: the same Threshold and WarmUp section (ColdFactor 0 and 3 are
+// the same); a change of ID, MaxQueueing or Shadow alone leaves it as warm as it was, as a Guava limiter
 // stays warm whatever its callers' timeouts. Another curve starts it cold,
 // with its queue kept. What circuit-breaker and
 // param rules keep is said in docs/design/limits.md and on CircuitBreakerStates.

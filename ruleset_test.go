@@ -18,7 +18,7 @@ func fullRuleSet() rules.Set {
 	return rules.Set{
 		Flow: []rules.Flow{
 			{Resource: "GET /orders", Threshold: 5},
-			{Resource: "POST /orders", Threshold: 20, Behavior: rules.Throttle, MaxQueueing: 500 * time.Millisecond},
+			{Resource: "POST /orders", Threshold: 20, Throttle: &rules.Throttle{MaxQueueing: 500 * time.Millisecond}},
 			{Metric: rules.Concurrency, Resource: "db", Threshold: 4},
 		},
 		Param:          []rules.Param{{Resource: "GET /orders", Key: "user", Threshold: 2, Exceptions: map[string]int64{"vip": 10}}},

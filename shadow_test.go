@@ -195,8 +195,8 @@ func TestConformanceShadowDifferential(t *testing.T) {
 		{name: "qps reject", set: flow(rules.Flow{Threshold: 100}), rate: 500, hold: short},
 		{name: "qps reject 250ms interval", set: flow(rules.Flow{Threshold: 30, StatInterval: 250 * time.Millisecond}), rate: 600, hold: short},
 		{name: "qps exact window", set: flow(rules.Flow{Threshold: 100, Exact: true}), rate: 500, hold: short},
-		{name: "token bucket", set: flow(rules.Flow{Threshold: 100, Strategy: rules.TokenBucket, Burst: 40}), rate: 500, hold: short},
-		{name: "warm-up", set: flow(rules.Flow{Threshold: 100, Strategy: rules.WarmUp, WarmUpPeriod: 2 * time.Second}), rate: 500, hold: short},
+		{name: "token bucket", set: flow(rules.Flow{Threshold: 100, Bucket: &rules.Bucket{Burst: 40}}), rate: 500, hold: short},
+		{name: "warm-up", set: flow(rules.Flow{Threshold: 100, WarmUp: &rules.WarmUp{Period: 2 * time.Second}}), rate: 500, hold: short},
 		{name: "concurrency", set: flow(rules.Flow{Metric: rules.Concurrency, Threshold: 10}), rate: 500, hold: long},
 		// A tiered rule on a metric the traffic does not move (CPU read
 		// from a source): on the resource's own RT or errors, the shadow
@@ -336,10 +336,10 @@ func TestShadowFlipKeepsState(t *testing.T) {
 // refusal.
 func TestShadowPacingNeverWaits(t *testing.T) {
 	for _, f := range []rules.Flow{
-		{Resource: "t", Threshold: 10, Behavior: rules.Throttle, MaxQueueing: 250 * time.Millisecond},
-		{Resource: "t", Threshold: 10, Strategy: rules.TokenBucket, Burst: 1, Behavior: rules.Throttle, MaxQueueing: 250 * time.Millisecond},
+		{Resource: "t", Threshold: 10, Throttle: &rules.Throttle{MaxQueueing: 250 * time.Millisecond}},
+		{Resource: "t", Threshold: 10, Bucket: &rules.Bucket{Burst: 1}, Throttle: &rules.Throttle{MaxQueueing: 250 * time.Millisecond}},
 	} {
-		t.Run(fmt.Sprint(f.Strategy), func(t *testing.T) {
+		t.Run(fmt.Sprint(f.Bucket != nil), func(t *testing.T) {
 			g, _ := newTestEngine(t, int64(time.Hour))
 			f.Shadow = true
 			require.NoError(t, g.LoadRules(rules.Set{Flow: []rules.Flow{f}}))
@@ -354,7 +354,7 @@ func TestShadowPacingNeverWaits(t *testing.T) {
 	}
 	t.Run("param", func(t *testing.T) {
 		g, _ := newTestEngine(t, int64(time.Hour))
-		require.NoError(t, g.LoadRules(rules.Set{Param: []rules.Param{{Resource: "t", Threshold: 10, Behavior: rules.Throttle, MaxQueueing: 250 * time.Millisecond, Shadow: true}}}))
+		require.NoError(t, g.LoadRules(rules.Set{Param: []rules.Param{{Resource: "t", Threshold: 10, Throttle: &rules.Throttle{MaxQueueing: 250 * time.Millisecond}, Shadow: true}}}))
 		for i := 0; i < 10; i++ {
 			require.True(t, try(g, "t", WithStringArg(0, "v")))
 		}

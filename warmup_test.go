@@ -42,7 +42,7 @@ func TestFlowWarmUpCoolsDownAtLowColdRates(t *testing.T) {
 	} {
 		t.Run(fmt.Sprint(tt.threshold), func(t *testing.T) {
 			g, clk := newTestEngine(t, 0)
-			mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: tt.threshold, Strategy: rules.WarmUp, Behavior: rules.Throttle, WarmUpPeriod: tt.period})
+			mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: tt.threshold, WarmUp: &rules.WarmUp{Period: tt.period}, Throttle: &rules.Throttle{}})
 			cold := int64(float64(time.Second) * 3 / tt.threshold)
 			warm := int64(float64(time.Second) / tt.threshold)
 			at := offer(g, clk, ms, 3*int64(tt.period))
@@ -66,7 +66,7 @@ func TestFlowWarmUpCoolsDownAtLowColdRates(t *testing.T) {
 func TestFlowWarmUpRejectAdmitsBelowOnePerInterval(t *testing.T) {
 	t.Run("2/s, cold factor 3", func(t *testing.T) {
 		g, clk := newTestEngine(t, 0)
-		mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 2, Strategy: rules.WarmUp, WarmUpPeriod: 4 * time.Second})
+		mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 2, WarmUp: &rules.WarmUp{Period: 4 * time.Second}})
 		at := offer(g, clk, 5*ms, 8*int64(time.Second))
 		t.Logf("admitted at %v", at)
 		require.GreaterOrEqual(t, len(at), 3)
@@ -86,7 +86,7 @@ func TestFlowWarmUpRejectAdmitsBelowOnePerInterval(t *testing.T) {
 	})
 	t.Run("0.5/s", func(t *testing.T) {
 		g, clk := newTestEngine(t, 0)
-		mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 0.5, Strategy: rules.WarmUp, WarmUpPeriod: 4 * time.Second})
+		mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 0.5, WarmUp: &rules.WarmUp{Period: 4 * time.Second}})
 		require.True(t, try(g, "r"))
 		clk.Set(6*int64(time.Second) - ms)
 		be := refusal(t, g, "r")
@@ -96,7 +96,7 @@ func TestFlowWarmUpRejectAdmitsBelowOnePerInterval(t *testing.T) {
 	})
 	t.Run("1e-300/s", func(t *testing.T) {
 		g, clk := newTestEngine(t, 0)
-		mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 1e-300, Strategy: rules.WarmUp, WarmUpPeriod: time.Second})
+		mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 1e-300, WarmUp: &rules.WarmUp{Period: time.Second}})
 		require.True(t, try(g, "r"), "the first request of a cold resource")
 		clk.Advance(1000 * time.Hour)
 		be := refusal(t, g, "r")
@@ -109,13 +109,13 @@ func TestFlowWarmUpRejectAdmitsBelowOnePerInterval(t *testing.T) {
 // changed) its warm-up tokens too.
 func TestFlowWarmUpThrottleReloadKeepsTheSchedule(t *testing.T) {
 	const T = 10 // cold slot 300 ms, warm slot 100 ms
-	base := rules.Flow{Resource: "r", Threshold: T, Strategy: rules.WarmUp, Behavior: rules.Throttle, WarmUpPeriod: 10 * time.Second}
+	base := rules.Flow{Resource: "r", Threshold: T, WarmUp: &rules.WarmUp{Period: 10 * time.Second}, Throttle: &rules.Throttle{}}
 	for _, tt := range []struct {
 		name     string
 		change   func(r *rules.Flow)
 		wantNext int64 // the next slot after the reload
 	}{
-		{"MaxQueueing", func(r *rules.Flow) { r.MaxQueueing = 100 * time.Millisecond }, 300 * ms},
+		{"MaxQueueing", func(r *rules.Flow) { r.Throttle = &rules.Throttle{MaxQueueing: 100 * time.Millisecond} }, 300 * ms},
 		{"ID", func(r *rules.Flow) { r.ID = "x" }, 300 * ms},
 		{"Threshold", func(r *rules.Flow) { r.Threshold = 20 }, 300 * ms},
 	} {
@@ -128,7 +128,7 @@ func TestFlowWarmUpThrottleReloadKeepsTheSchedule(t *testing.T) {
 			mustLoadFlow(t, g, r)
 			clk.Set(ms)
 			be := refusal(t, g, "r")
-			assert.Equal(t, time.Duration(tt.wantNext-ms)-r.MaxQueueing, be.RetryAfter, "the slot of the request before the reload is taken")
+			assert.Equal(t, time.Duration(tt.wantNext-ms)-r.Throttle.MaxQueueing, be.RetryAfter, "the slot of the request before the reload is taken")
 			clk.Set(tt.wantNext)
 			require.True(t, try(g, "r"))
 		})
@@ -141,7 +141,7 @@ func TestFlowWarmUpThrottleReloadKeepsTheSchedule(t *testing.T) {
 // apart, so the eleventh passes at 5.25 s and every slot after is 250 ms.
 func TestFlowWarmUpFirstRequestTakesItsToken(t *testing.T) {
 	g, clk := newTestEngine(t, 0)
-	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 4, Strategy: rules.WarmUp, Behavior: rules.Throttle, WarmUpPeriod: 5 * time.Second})
+	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 4, WarmUp: &rules.WarmUp{Period: 5 * time.Second}, Throttle: &rules.Throttle{}})
 	at := offer(g, clk, ms, 6*int64(time.Second))
 	want := []int64{0}
 	for k := 0; k < 14; k++ {

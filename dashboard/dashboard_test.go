@@ -162,7 +162,7 @@ func TestInvalidRuleRefusedNamingField(t *testing.T) {
 		wantField string
 	}{
 		{"flow:\n  - resource: GET /api\n    threshold: -5\n", `flow rule 0 (resource &#34;GET /api&#34;)`, "threshold"},
-		{"flow:\n  - resource: a\n    threshold: 1\n  - resource: b\n    threshold: 1\n    strategy: warm-up\n", "flow rule 1", "warmUpPeriod"},
+		{"flow:\n  - resource: a\n    threshold: 1\n  - resource: b\n    threshold: 1\n    strategy: warm-up\n", "flow rule 1", "warmUp.period"},
 		{"flow:\n  - resource: a\n    treshold: 1\n", "flow rule 0", "treshold"},
 		{"flow:\n  - resource: a\n    threshold: [1\n", "", ""}, // not YAML
 	}
@@ -565,7 +565,7 @@ func TestRulesInFileFormat(t *testing.T) {
 		got = append(got, m[1])
 	}
 	require.Equal(t, []string{
-		"resource: GET /api\nthreshold: 50\nbehavior: throttle\nmaxQueueing: 500ms",
+		"resource: GET /api\nthreshold: 50\nthrottle:\n  maxQueueing: 500ms",
 		"metric: load1\nthreshold: 8",
 		"resource: GET /api\nstrategy: error-count\nthreshold: 1000\nretryTimeout: 10s",
 		"resource: &#34;POST /orders: a&#34;\nkey: user\nthreshold: 10\nduration: 1m0s\nexceptions:\n  bot: 1\n  vip: 100",

@@ -24,7 +24,7 @@ func TestRuleDiff(t *testing.T) {
 			[]string{"flow rule x removed", "param rule POST /orders added: resource POST /orders, threshold 5, duration 1m0s"}},
 		{"field new and removed", "flow:\n  - resource: a\n    threshold: 5\n    behavior: throttle\n    maxQueueing: 1s\n",
 			"flow:\n  - resource: a\n    threshold: 5\n    statInterval: 2s\n",
-			[]string{"flow rule a: statInterval 2s (new); behavior throttle (removed); maxQueueing 1s (removed)"}},
+			[]string{"flow rule a: statInterval 2s (new); throttle maxQueueing: 1s (removed)"}},
 		{"second of a name", "flow:\n  - resource: a\n    threshold: 5\n  - resource: a\n    threshold: 1\n    metric: concurrency\n",
 			"flow:\n  - resource: a\n    threshold: 5\n  - resource: a\n    threshold: 2\n    metric: concurrency\n",
 			[]string{"flow rule a: threshold 1 → 2"}},

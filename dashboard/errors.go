@@ -62,10 +62,23 @@ var goFields = func() map[string]map[string]string {
 			}
 		}
 		walk(t, "", "")
+		for name, label := range flatFields[t] {
+			m[name] = label
+		}
 		out[kind] = m
 	}
 	return out
 }()
+
+// flatFields are the flat fields of rule files written before the strategy
+// sections, which the rules package still reads (and names in its errors)
+// besides each type's own: flow's strategy and behavior fields, param's
+// behavior.
+var flatFields = map[reflect.Type]map[string]string{
+	reflect.TypeFor[rules.Flow](): {"Strategy": "strategy", "Behavior": "behavior", "MaxQueueing": "maxQueueing",
+		"WarmUpPeriod": "warmUpPeriod", "ColdFactor": "coldFactor", "Burst": "burst"},
+	reflect.TypeFor[rules.Param](): {"Behavior": "behavior", "MaxQueueing": "maxQueueing"},
+}
 
 // fieldLabel is the form's label of kind's field as rules.Error names it;
 // a name it does not know (a key as written) is returned as it is.

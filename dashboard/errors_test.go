@@ -21,7 +21,9 @@ func TestErrorsNameFormLabels(t *testing.T) {
 		give, wantField, wantReason string
 	}{
 		{"flow:\n  - resource: a\n    threshold: 10\n    metric: concurrency\n    tiers: [{above: 100, below: 80, threshold: 5}]\n", "tiers", ""},
-		{"flow:\n  - resource: a\n    threshold: 10\n    maxQueueing: 1s\n", "maxQueueing", "set behavior throttle"},
+		{"flow:\n  - resource: a\n    threshold: 10\n    maxQueueing: 1s\n", "maxQueueing", "write throttle: {maxQueueing: 1s}"},
+		{"flow:\n  - resource: a\n    threshold: 10\n    throttle: {maxQueueing: 2h}\n", "throttle.maxQueueing", "must be in [0, 1h]"},
+		{"flow:\n  - resource: a\n    threshold: 10\n    bucket: {}\n    warmUp: {period: 1m}\n", "warmUp", "contradicts bucket"},
 		{"flow:\n  - resource: a\n    threshold: 10\n    cluster: {localThreshold: 0.5}\n", "cluster.localThreshold", ""},
 		{"flow:\n  - resource: a\n    metric: concurrency\n    threshold: 4\n    adaptive: {min: 5, max: 2}\n", "adaptive.max", "must be at least min"},
 	}
@@ -32,7 +34,7 @@ func TestErrorsNameFormLabels(t *testing.T) {
 		if tt.wantReason != "" {
 			require.Contains(t, body, tt.wantReason, tt.give)
 		}
-		for _, goName := range []string{"Tiers", "MaxQueueing", "LocalThreshold", "Adaptive.Max", "Behavior", "Min ("} {
+		for _, goName := range []string{"Tiers", "MaxQueueing", "LocalThreshold", "Adaptive.Max", "Behavior", "Min (", "Bucket", "WarmUp"} {
 			require.NotContains(t, body, goName, tt.give)
 		}
 	}

@@ -72,8 +72,6 @@ func concurrencyForm(flow ruleForm) ruleForm {
 // error, which lists the values it accepts.
 var enumOptions = map[reflect.Type][]string{
 	reflect.TypeFor[rules.FlowMetric]():      {string(rules.QPS), string(rules.Concurrency)},
-	reflect.TypeFor[rules.TokenStrategy]():   {string(rules.Direct), string(rules.WarmUp), string(rules.TokenBucket)},
-	reflect.TypeFor[rules.ControlBehavior](): {string(rules.Reject), string(rules.Throttle)},
 	reflect.TypeFor[rules.BreakerStrategy](): {string(rules.SlowRequestRatio), string(rules.ErrorRatio), string(rules.ErrorCount)},
 	reflect.TypeFor[rules.SystemMetric]():    {string(rules.InboundQPS), string(rules.InboundConcurrency), string(rules.InboundAvgRT), string(rules.Load1), string(rules.CPUUsage)},
 	reflect.TypeFor[rules.SystemStrategy]():  {string(rules.PlainThreshold), string(rules.BBR)},

@@ -94,8 +94,8 @@ func TestBrowserRuleForms(t *testing.T) {
 	require.Equal(t, docText, after, "the text is left as it was")
 
 	flow := map[string]string{
-		"id": "f-1", "resource": hostileResource, "metric": "qps", "threshold": "12.5", "strategy": "token-bucket",
-		"burst": "30", "statInterval": "2s", "behavior": "reject",
+		"id": "f-1", "resource": hostileResource, "metric": "qps", "threshold": "12.5", "bucket": "on",
+		"bucket.burst": "30", "statInterval": "2s",
 		"cluster": "on", "cluster.mode": "per-instance", "cluster.fallback": "local", "cluster.localThreshold": "5", "cluster.strict": "on",
 	}
 	fill("flow", flow)
@@ -106,8 +106,7 @@ func TestBrowserRuleForms(t *testing.T) {
 	shotFull(t, ctx, "rules")
 	set := saveAndCheck("2")
 	require.Equal(t, []rules.Flow{{
-		ID: "f-1", Resource: hostileResource, Metric: rules.QPS, Threshold: 12.5, Strategy: rules.TokenBucket,
-		Burst: 30, StatInterval: 2 * time.Second, Behavior: rules.Reject,
+		ID: "f-1", Resource: hostileResource, Metric: rules.QPS, Threshold: 12.5, Bucket: &rules.Bucket{Burst: 30}, StatInterval: 2 * time.Second,
 		Cluster: &rules.Cluster{Mode: rules.ClusterPerInstance, Fallback: rules.FallbackLocal, LocalThreshold: 5, Strict: true},
 	}, {Resource: "seed", Threshold: 1}}, set.Flow)
 

@@ -113,7 +113,8 @@ func TestEditValues(t *testing.T) {
 		vals = append(vals, html.UnescapeString(m[1]))
 	}
 	require.Equal(t, []string{
-		`{"behavior":"throttle","cluster":"on","cluster.fallback":"pass","cluster.leases":"on","id":"f1","maxQueueing":"250ms","metric":"qps","resource":"a\"\u003cb\u003e","statInterval":"2s","strategy":"direct","threshold":"7.5"}`,
+		`{"cluster":"on","cluster.fallback":"pass","cluster.leases":"on","id":"f1","metric":"qps","resource":"a\"\u003cb\u003e",` +
+			`"statInterval":"2s","threshold":"7.5","throttle":"on","throttle.maxQueueing":"250ms"}`,
 		`{"capacity":"100","duration":"1m0s","exceptions":"{\"a b\": 0, \"vip\": 50}","index":"2","resource":"p","threshold":"5"}`,
 	}, vals)
 }

@@ -110,8 +110,8 @@ func indexRules(cur cluster.RuleVersion) *ruleIndex {
 			if r.StatInterval > 0 && r.StatInterval != time.Second {
 				a.Summary = "flow " + num(r.Threshold) + " per " + r.StatInterval.String()
 			}
-			if r.Behavior != "" && r.Behavior != rules.Reject {
-				a.Summary += " (" + string(r.Behavior) + ")"
+			if r.Throttle != nil {
+				a.Summary += " (throttle)"
 			}
 		}
 		if r.Cluster != nil {

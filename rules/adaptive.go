@@ -1,7 +1,6 @@
 package rules
 
 import (
-	"math"
 	"time"
 
 	"github.com/sluice-go/sluice/internal/ruledef"
@@ -28,25 +27,25 @@ type Adaptive struct {
 	ProbeInterval time.Duration `json:"probeInterval,omitempty" yaml:"probeInterval,omitempty"`
 }
 
-// validateAdaptive checks the adaptive section, when set, and PriorityWait.
-// complexity: one bounds check per adaptive field (&& and || of the checks count)
-func (r *Flow) validateAdaptive(c *check) {
-	if a := r.Adaptive; a != nil {
-		d := *a
-		d.Min, d.Max, d.Initial, d.Window, d.Tolerance, d.ProbeInterval = ruledef.AdaptiveDefaults(a.Min, a.Max, a.Initial, a.Window, a.Tolerance, a.ProbeInterval)
-		c.fail(r.Metric != Concurrency, "Adaptive", "needs the concurrency metric")
-		c.fail(r.RefResource != "", "Adaptive", "applies to the rule's own resource only (RefResource is set)")
-		c.fail(r.Cluster != nil, "Adaptive", "is a local limit; it cannot be shared through a cluster section")
-		c.fail(a.Min < 0 || a.Min > MaxThreshold, "Adaptive.Min", "must be in [1, %g] (or 0 for 1), got %d", MaxThreshold, a.Min)
-		c.fail(a.Max < 0 || a.Max > MaxThreshold, "Adaptive.Max", "must be in [1, %g] (or 0 for 1000), got %d", MaxThreshold, a.Max)
-		c.fail(a.Max != 0 && d.Max < d.Min, "Adaptive.Max", "must be at least Min (%d), got %d", d.Min, a.Max)
-		c.fail(d.Initial < d.Min || d.Initial > d.Max, "Adaptive.Initial", "must be in [Min, Max] = [%d, %d] (or 0 for Min), got %d", d.Min, d.Max, a.Initial)
-		c.fail(d.Window < time.Millisecond || d.Window > time.Minute, "Adaptive.Window", "must be in [1ms, 1m] (or 0 for 100ms), got %v", a.Window)
-		c.fail(math.IsNaN(d.Tolerance) || d.Tolerance < 0.01 || d.Tolerance > 10, "Adaptive.Tolerance", "must be in [0.01, 10] (or 0 for 0.2), got %v", a.Tolerance)
-		c.fail(d.ProbeInterval < time.Second || d.ProbeInterval > 24*time.Hour, "Adaptive.ProbeInterval", "must be in [1s, 24h] (or 0 for 30s), got %v", a.ProbeInterval)
+// validate checks the adaptive section of r, when set.
+func (a *Adaptive) validate(c *check, r *Flow) {
+	if a == nil {
+		return
 	}
-	w := r.PriorityWait
-	c.fail(w < 0 || w > time.Hour, "PriorityWait", "must be in [0, 1h], got %v", w)
-	c.fail(w != 0 && (r.Metric == Concurrency || r.Strategy != "" && r.Strategy != Direct || r.Behavior == Throttle || r.Exact || r.RefResource != "" || r.Cluster != nil),
-		"PriorityWait", "needs a local QPS rule of the direct strategy and the reject behavior, without Exact or RefResource")
+	d := *a
+	d.Min, d.Max, d.Initial, d.Window, d.Tolerance, d.ProbeInterval =
+		ruledef.AdaptiveDefaults(a.Min, a.Max, a.Initial, a.Window, a.Tolerance, a.ProbeInterval)
+	c.fail(r.Metric != Concurrency, "Adaptive", "needs the concurrency metric")
+	c.fail(r.RefResource != "", "Adaptive", "applies to the rule's own resource only (RefResource is set)")
+	c.fail(r.Cluster != nil, "Adaptive", "is a local limit; it cannot be shared through a cluster section")
+	c.fail(!in(a.Min, 0, MaxThreshold), "Adaptive.Min", "must be in [1, %g] (or 0 for 1), got %d", MaxThreshold, a.Min)
+	c.fail(!in(a.Max, 0, MaxThreshold), "Adaptive.Max", "must be in [1, %g] (or 0 for 1000), got %d", MaxThreshold, a.Max)
+	c.fail(a.Max != 0 && d.Max < d.Min, "Adaptive.Max", "must be at least Min (%d), got %d", d.Min, a.Max)
+	c.fail(!in(d.Initial, d.Min, d.Max), "Adaptive.Initial",
+		"must be in [Min, Max] = [%d, %d] (or 0 for Min), got %d", d.Min, d.Max, a.Initial)
+	c.fail(!in(d.Window, time.Millisecond, time.Minute), "Adaptive.Window",
+		"must be in [1ms, 1m] (or 0 for 100ms), got %v", a.Window)
+	c.fail(!in(d.Tolerance, 0.01, 10), "Adaptive.Tolerance", "must be in [0.01, 10] (or 0 for 0.2), got %v", a.Tolerance)
+	c.fail(!in(d.ProbeInterval, time.Second, 24*time.Hour), "Adaptive.ProbeInterval",
+		"must be in [1s, 24h] (or 0 for 30s), got %v", a.ProbeInterval)
 }

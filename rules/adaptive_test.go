@@ -68,7 +68,7 @@ func TestAdaptiveValidate(t *testing.T) {
 		{"probe too often", conc(Adaptive{ProbeInterval: time.Millisecond}), "Adaptive.ProbeInterval"},
 		{"bad threshold beside it", Flow{Resource: "r", Metric: Concurrency, Threshold: -1, Adaptive: &Adaptive{}}, "Threshold"},
 		{"priority wait on concurrency", Flow{Resource: "r", Metric: Concurrency, Threshold: 1, PriorityWait: time.Millisecond}, "PriorityWait"},
-		{"priority wait on throttle", Flow{Resource: "r", Threshold: 1, Behavior: Throttle, PriorityWait: time.Millisecond}, "PriorityWait"},
+		{"priority wait on throttle", Flow{Resource: "r", Threshold: 1, Throttle: &Throttle{}, PriorityWait: time.Millisecond}, "PriorityWait"},
 		{"priority wait exact", Flow{Resource: "r", Threshold: 1, Exact: true, PriorityWait: time.Millisecond}, "PriorityWait"},
 		{"priority wait negative", Flow{Resource: "r", Threshold: 1, PriorityWait: -1}, "PriorityWait"},
 	}

@@ -17,7 +17,7 @@ func TestFlowClusterValidate(t *testing.T) {
 		wantField string // empty: valid
 	}{
 		{"zero section", func(r *Flow) {}, ""},
-		{"throttle", func(r *Flow) { r.Behavior = Throttle; r.MaxQueueing = time.Second }, ""},
+		{"throttle", func(r *Flow) { r.Throttle = &Throttle{MaxQueueing: time.Second} }, ""},
 		{"strict", func(r *Flow) { r.Cluster.Strict = true; r.StatInterval = time.Hour }, ""},
 		{"pass", func(r *Flow) { r.Cluster.Fallback = FallbackPass }, ""},
 		{"block", func(r *Flow) { r.Cluster.Fallback = FallbackBlock }, ""},
@@ -30,8 +30,8 @@ func TestFlowClusterValidate(t *testing.T) {
 		{"absurd local threshold", func(r *Flow) { r.Cluster.LocalThreshold = 2 * MaxThreshold }, "Cluster.LocalThreshold"},
 		{"local threshold with pass", func(r *Flow) { r.Cluster.Fallback = FallbackPass; r.Cluster.LocalThreshold = 5 }, "Cluster.LocalThreshold"},
 		{"concurrency", func(r *Flow) { r.Metric = Concurrency }, "Cluster"},
-		{"warm-up", func(r *Flow) { r.Strategy = WarmUp; r.WarmUpPeriod = time.Minute }, "Cluster"},
-		{"exact", func(r *Flow) { r.Exact = true }, "Cluster"},
+		{"warm-up", func(r *Flow) { r.WarmUp = &WarmUp{Period: time.Minute} }, "WarmUp"},
+		{"exact", func(r *Flow) { r.Exact = true }, "Exact"},
 		{"associated", func(r *Flow) { r.RefResource = "other" }, "Cluster"},
 		{"rule errors first", func(r *Flow) { r.Threshold = 0 }, "Threshold"},
 	}

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -340,7 +341,10 @@ var durationType = reflect.TypeFor[time.Duration]()
 // decoder decodes a node tree into a document, within the limits. It
 // counts every value it visits (keys, and each use of a YAML alias,
 // included), so that a "billion laughs" stops after maxValues.
-type decoder struct{ values, maxValues, maxRules, maxName, merges int }
+type decoder struct {
+	values, maxValues, maxRules, maxName, merges int
+	flat                                         reflect.Value // the flat fields of the rule being decoded (legacy.go)
+}
 
 // count counts value n, or refuses the document when it holds too many.
 func (d *decoder) count(n *yaml.Node) *decodeErr {
@@ -388,6 +392,8 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value) *decodeErr {
 	case k == reflect.Pointer:
 		v.Set(reflect.New(t.Elem()))
 		return d.value(n, v.Elem())
+	case k == reflect.Struct && flatTypes[t] != nil:
+		return d.rule(n, v)
 	case k == reflect.Struct:
 		return d.fields(n, v)
 	case k == reflect.Slice: // of rules, or a flow rule's tiers
@@ -485,22 +491,23 @@ func (d *decoder) fields(n *yaml.Node, v reflect.Value) *decodeErr {
 			d.merges--
 		}
 	}
-	seen := make([]int, t.NumField())
+	fs := docFields(t)
+	seen := make([]int, len(fs))
 	for i := 0; i < len(n.Content); i += 2 {
 		key, f := deref(n.Content[i]), 0
 		if err := d.count(key); err != nil {
 			return err
 		}
-		for f < t.NumField() && fieldName(t.Field(f)) != key.Value {
+		for f < len(fs) && fieldName(fs[f]) != key.Value {
 			f++
 		}
 		switch {
 		case key.ShortTag() == "!!merge":
 			continue
-		case f == t.NumField():
+		case f == len(fs):
 			var names []string
-			for f := range t.NumField() {
-				names = append(names, fieldName(t.Field(f)))
+			for _, f := range fs {
+				names = append(names, fieldName(f))
 			}
 			hint := suggest(key.Value, names)
 			if what == "rule kind" {
@@ -508,11 +515,11 @@ func (d *decoder) fields(n *yaml.Node, v reflect.Value) *decodeErr {
 			}
 			return &decodeErr{msg: fmt.Sprintf("unknown %s %q", what, clip(key.Value, 40)), line: key.Line, hint: hint, unknown: key.Value}
 		case seen[f] > 0:
-			return (&decodeErr{msg: fmt.Sprintf("given twice, at lines %d and %d", seen[f], key.Line)}).in(t.Field(f).Name)
+			return (&decodeErr{msg: fmt.Sprintf("given twice, at lines %d and %d", seen[f], key.Line)}).in(fs[f].Name)
 		}
 		seen[f] = max(key.Line, 1)
-		if err := d.value(n.Content[i+1], v.Field(f)); err != nil {
-			return err.in(t.Field(f).Name)
+		if err := d.value(n.Content[i+1], d.field(v, f)); err != nil {
+			return err.in(fs[f].Name)
 		}
 	}
 	return nil
@@ -529,6 +536,23 @@ func parseFloat(s string) (float64, error) {
 		return float64(i), nil
 	}
 	return strconv.ParseFloat(s, 64)
+}
+
+// docFieldCache holds docFields' answers by type.
+var docFieldCache sync.Map
+
+// docFields returns the fields of struct type t a document may write: t's,
+// then, for a rule type, those of earlier releases it maps (legacy.go).
+func docFields(t reflect.Type) []reflect.StructField {
+	if fs, ok := docFieldCache.Load(t); ok {
+		return fs.([]reflect.StructField)
+	}
+	fs := reflect.VisibleFields(t)
+	if ft := flatTypes[t]; ft != nil {
+		fs = append(fs, reflect.VisibleFields(ft)...)
+	}
+	docFieldCache.Store(t, fs)
+	return fs
 }
 
 // fieldName is the key of struct field f in a document: its yaml tag.

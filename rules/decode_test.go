@@ -50,8 +50,8 @@ func sampleSet() Set {
 	return Set{
 		Flow: []Flow{
 			{Resource: "GET /orders", Threshold: 500},
-			{ID: "paced", Resource: "POST /orders", Threshold: 20, Behavior: Throttle, MaxQueueing: 500 * time.Millisecond},
-			{Resource: "GET /search", Threshold: 100, Strategy: WarmUp, WarmUpPeriod: 90 * time.Second, ColdFactor: 4, StatInterval: 2 * time.Second},
+			{ID: "paced", Resource: "POST /orders", Threshold: 20, Throttle: &Throttle{MaxQueueing: 500 * time.Millisecond}},
+			{Resource: "GET /search", Threshold: 100, WarmUp: &WarmUp{Period: 90 * time.Second, ColdFactor: 4}, StatInterval: 2 * time.Second},
 			{Resource: "db", Metric: Concurrency, Threshold: 16}, // isolation
 		},
 	}
@@ -76,9 +76,9 @@ func TestDecode(t *testing.T) {
 		{"whole float for an integer", `{"isolation":[{"resource":"a","threshold":4.0}]}`, JSON,
 			Set{Flow: []Flow{{Resource: "a", Metric: Concurrency, Threshold: 4}}}},
 		{"token bucket yaml", "flow:\n- {resource: a, threshold: 10, strategy: token-bucket, burst: 2.5}\n", YAML,
-			Set{Flow: []Flow{{Resource: "a", Threshold: 10, Strategy: TokenBucket, Burst: 2.5}}}},
+			Set{Flow: []Flow{{Resource: "a", Threshold: 10, Bucket: &Bucket{Burst: 2.5}}}}},
 		{"token bucket json", `{"flow":[{"resource":"a","threshold":10,"strategy":"token-bucket","burst":40}]}`, JSON,
-			Set{Flow: []Flow{{Resource: "a", Threshold: 10, Strategy: TokenBucket, Burst: 40}}}},
+			Set{Flow: []Flow{{Resource: "a", Threshold: 10, Bucket: &Bucket{Burst: 40}}}}},
 		{"yaml hex integer", "isolation:\n- {resource: a, threshold: 0x10}\n", YAML,
 			Set{Flow: []Flow{{Resource: "a", Metric: Concurrency, Threshold: 16}}}},
 		{"yaml anchors and merge keys", `
@@ -88,8 +88,8 @@ flow:
     resource: b
     threshold: 20
 `, YAML, Set{Flow: []Flow{
-			{Resource: "a", Threshold: 10, Behavior: Throttle, MaxQueueing: time.Second},
-			{Resource: "b", Threshold: 20, Behavior: Throttle, MaxQueueing: time.Second},
+			{Resource: "a", Threshold: 10, Throttle: &Throttle{MaxQueueing: time.Second}},
+			{Resource: "b", Threshold: 20, Throttle: &Throttle{MaxQueueing: time.Second}},
 		}}},
 	}
 	for _, tt := range tests {
@@ -508,15 +508,15 @@ func TestEncodeRoundTrip(t *testing.T) {
 }
 
 func TestEncode(t *testing.T) {
-	s := Set{Flow: []Flow{{ID: "paced", Resource: "POST /orders", Threshold: 20, Behavior: Throttle, MaxQueueing: 1500 * time.Millisecond}}}
+	s := Set{Flow: []Flow{{ID: "paced", Resource: "POST /orders", Threshold: 20, Throttle: &Throttle{MaxQueueing: 1500 * time.Millisecond}}}}
 	gotYAML, err := Encode(s, YAML)
 	require.NoError(t, err)
 	assert.Equal(t, `flow:
   - id: paced
     resource: POST /orders
     threshold: 20
-    behavior: throttle
-    maxQueueing: 1.5s
+    throttle:
+      maxQueueing: 1.5s
 `, string(gotYAML))
 	gotJSON, err := Encode(s, JSON)
 	require.NoError(t, err)
@@ -526,8 +526,9 @@ func TestEncode(t *testing.T) {
       "id": "paced",
       "resource": "POST /orders",
       "threshold": 20,
-      "behavior": "throttle",
-      "maxQueueing": "1.5s"
+      "throttle": {
+        "maxQueueing": "1.5s"
+      }
     }
   ]
 }

@@ -18,25 +18,6 @@ const (
 	Concurrency FlowMetric = "concurrency" // requests in flight
 )
 
-// TokenStrategy is how a flow rule computes the number of requests allowed.
-// "" means Direct.
-type TokenStrategy string
-
-const (
-	Direct      TokenStrategy = "direct"       // Threshold per interval from the start
-	WarmUp      TokenStrategy = "warm-up"      // from Threshold/ColdFactor to Threshold over WarmUpPeriod
-	TokenBucket TokenStrategy = "token-bucket" // Threshold tokens per StatInterval, at most Burst stored
-)
-
-// ControlBehavior is what a flow or param rule does with a request over the
-// limit. "" means Reject.
-type ControlBehavior string
-
-const (
-	Reject   ControlBehavior = "reject"   // refuse at once
-	Throttle ControlBehavior = "throttle" // pace evenly, waiting at most MaxQueueing
-)
-
 // BreakerStrategy is what a circuit breaker counts as a bad outcome. ""
 // means SlowRequestRatio.
 type BreakerStrategy string

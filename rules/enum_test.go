@@ -20,17 +20,8 @@ func TestEnumValidation(t *testing.T) {
 		{"flow metric", "Metric", "qps, concurrency", func(s string) interface{ validate() error } {
 			return &Flow{Resource: "r", Threshold: 1, Metric: FlowMetric(s)}
 		}},
-		{"flow strategy", "Strategy", "direct, warm-up, token-bucket", func(s string) interface{ validate() error } {
-			return &Flow{Resource: "r", Threshold: 1, Strategy: TokenStrategy(s)}
-		}},
-		{"flow behavior", "Behavior", "reject, throttle", func(s string) interface{ validate() error } {
-			return &Flow{Resource: "r", Threshold: 1, Behavior: ControlBehavior(s)}
-		}},
 		{"param metric", "Metric", "qps, concurrency", func(s string) interface{ validate() error } {
 			return &Param{Resource: "r", Threshold: 1, Metric: FlowMetric(s)}
-		}},
-		{"param behavior", "Behavior", "reject, throttle", func(s string) interface{ validate() error } {
-			return &Param{Resource: "r", Threshold: 1, Behavior: ControlBehavior(s)}
 		}},
 		{"breaker strategy", "Strategy", "slow-request-ratio, error-ratio, error-count", func(s string) interface{ validate() error } {
 			r := &CircuitBreaker{Resource: "r", RetryTimeout: time.Second, Strategy: BreakerStrategy(s)}
@@ -94,7 +85,7 @@ func splitNames(s string) []string {
 func TestEnumDefaultsAreNotDuplicates(t *testing.T) {
 	err := (&Set{Flow: []Flow{
 		{Resource: "r", Threshold: 5},
-		{Resource: "r", Threshold: 3, Metric: QPS, Strategy: Direct, Behavior: Reject},
+		{Resource: "r", Threshold: 3, Metric: QPS},
 	}}).Validate()
 	require.ErrorContains(t, err, "duplicates rule 0")
 }

@@ -10,8 +10,8 @@ import (
 
 // Param limits one resource per value of one of its arguments ("10 requests
 // per second per user"), each value identified by its string form. With QPS
-// and Reject every value owns a token bucket of Threshold+Burst tokens that
-// earns Threshold per Duration. An entry without the argument passes. A zero
+// and no Throttle every value owns a token bucket of Threshold+Burst tokens
+// that earns Threshold per Duration. An entry without the argument passes. A zero
 // optional field means its default.
 type Param struct {
 	// ID is an optional label, shown in block errors and logs.
@@ -29,17 +29,15 @@ type Param struct {
 	// Threshold is the limit of each value not listed in Exceptions, in
 	// [1, MaxThreshold].
 	Threshold int64 `json:"threshold" yaml:"threshold"`
-	// Burst is, for QPS with Reject, how many requests beyond Threshold a
+	// Burst is, for QPS without Throttle, how many requests beyond Threshold a
 	// quiet value may make at once, in [0, MaxThreshold]; zero otherwise.
 	Burst int64 `json:"burst,omitempty" yaml:"burst,omitempty"`
 	// Duration is, for QPS, the period Threshold is counted over: a whole
 	// number of milliseconds up to 366 days; zero means 1s. Concurrency takes only 0 or 1s (sentinel-golang's default).
 	Duration time.Duration `json:"duration,omitempty" yaml:"duration,omitempty"`
-	// Behavior is Reject (default) or Throttle, which needs QPS.
-	Behavior ControlBehavior `json:"behavior,omitempty" yaml:"behavior,omitempty"`
-	// MaxQueueing is, with Throttle, the longest a request may wait for its
-	// value's turn, in [0, 1h]; zero means requests never wait.
-	MaxQueueing time.Duration `json:"maxQueueing,omitempty" yaml:"maxQueueing,omitempty"`
+	// Throttle, when set (QPS only), paces each value's requests evenly,
+	// one every Duration/Threshold, instead of refusing those over the limit.
+	Throttle *Throttle `json:"throttle,omitempty" yaml:"throttle,omitempty"`
 	// Exceptions gives listed values their own threshold in [0,
 	// MaxThreshold] (0 refuses the value), keyed by the value's string form:
 	// {"vip-1": 100, "42": 5}. At most 65,536 entries.
@@ -63,29 +61,32 @@ type Param struct {
 func (r *Param) window() time.Duration { return cmp.Or(r.Duration, ruledef.ParamDuration) }
 
 // validate reports the first problem with the rule as an *Error, or nil.
-// complexity: one bounds check per field, a line each (&& and || of the checks count)
 func (r *Param) validate() error {
 	c := &check{kind: "param", resource: r.Resource}
 	c.fail(r.Resource == "", "Resource", "must not be empty")
 	r.validateQuota(c)
 	enum(c, "Metric", r.Metric, true, QPS, Concurrency)
-	enum(c, "Behavior", r.Behavior, true, Reject, Throttle)
-	c.fail(r.Index < 0 || r.Index > ruledef.MaxParamIndex, "Index", "must be in [0, %d], got %d", ruledef.MaxParamIndex, r.Index)
+	c.fail(!in(r.Index, 0, ruledef.MaxParamIndex), "Index", "must be in [0, %d], got %d", ruledef.MaxParamIndex, r.Index)
 	c.fail(r.Key != "" && r.Index != 0, "Index", "must be 0 when Key names an attachment, got %d", r.Index)
-	c.fail(r.Threshold < 1 || r.Threshold > MaxThreshold, "Threshold", "must be in [1, %g], got %d", MaxThreshold, r.Threshold)
-	c.fail(r.Burst < 0 || r.Burst > MaxThreshold, "Burst", "must be in [0, %g], got %d", MaxThreshold, r.Burst)
-	c.fail(r.Burst != 0 && (cmp.Or(r.Metric, QPS) != QPS || cmp.Or(r.Behavior, Reject) != Reject), "Burst", "is only used with the qps metric and the reject behavior; leave it zero (sentinel-golang ignores a BurstCount there: drop it when migrating)")
-	c.fail(r.Metric == Concurrency && r.Behavior == Throttle, "Behavior", "throttle needs the qps metric (requests cannot be paced by concurrency)")
-	c.fail(r.Metric == Concurrency && r.Duration != 0 && r.Duration != ruledef.ParamDuration, "Duration", "has no meaning for the concurrency metric; leave it zero (or 1s, sentinel-golang's default DurationInSec: 1), got %v", r.Duration)
-	c.fail(r.Duration != 0 && (r.Duration < time.Millisecond || r.Duration > ruledef.MaxParamDuration || r.Duration%time.Millisecond != 0),
+	c.fail(!in(r.Threshold, 1, MaxThreshold), "Threshold", "must be in [1, %g], got %d", MaxThreshold, r.Threshold)
+	c.fail(!in(r.Burst, 0, MaxThreshold), "Burst", "must be in [0, %g], got %d", MaxThreshold, r.Burst)
+	c.fail(r.Burst != 0 && (cmp.Or(r.Metric, QPS) != QPS || r.Throttle != nil), "Burst",
+		"is only used with the qps metric without Throttle; leave it zero "+
+			"(sentinel-golang ignores a BurstCount there: drop it when migrating)")
+	r.Throttle.validate(c, r.Metric, false)
+	c.fail(r.Metric == Concurrency && r.window() != ruledef.ParamDuration, "Duration",
+		"has no meaning for the concurrency metric; leave it zero (or 1s, sentinel-golang's default DurationInSec: 1), got %v",
+		r.Duration)
+	d := r.Duration
+	c.fail(d != 0 && (!in(d, time.Millisecond, ruledef.MaxParamDuration) || d%time.Millisecond != 0),
 		"Duration", "must be a whole number of milliseconds in [1ms, %v], got %v", ruledef.MaxParamDuration, r.Duration)
-	c.fail(r.MaxQueueing < 0 || r.MaxQueueing > time.Hour, "MaxQueueing", "must be in [0, 1h], got %v", r.MaxQueueing)
-	c.fail(r.MaxQueueing != 0 && r.Behavior != Throttle, "MaxQueueing", "is only used with the throttle behavior; leave it zero or set Behavior throttle")
-	c.fail(r.Capacity < 0 || r.Capacity > ruledef.MaxParamCapacity, "Capacity", "must be in [0, %d] (0 for %d), got %d", ruledef.MaxParamCapacity, ruledef.ParamCapacity, r.Capacity)
-	c.fail(len(r.Exceptions) > ruledef.MaxParamExceptions, "Exceptions", "must have at most %d entries, got %d", ruledef.MaxParamExceptions, len(r.Exceptions))
+	c.fail(!in(r.Capacity, 0, ruledef.MaxParamCapacity), "Capacity", "must be in [0, %d] (0 for %d), got %d",
+		ruledef.MaxParamCapacity, ruledef.ParamCapacity, r.Capacity)
+	c.fail(len(r.Exceptions) > ruledef.MaxParamExceptions, "Exceptions",
+		"must have at most %d entries, got %d", ruledef.MaxParamExceptions, len(r.Exceptions))
 	bad, found := "", false
 	for v, t := range r.Exceptions {
-		if (t < 0 || t > MaxThreshold) && (!found || v < bad) {
+		if !in(t, 0, MaxThreshold) && (!found || v < bad) {
 			bad, found = v, true // report the first in sorted order, not map order
 		}
 	}
@@ -93,7 +94,8 @@ func (r *Param) validate() error {
 	if cl := r.Cluster; cl != nil {
 		cl.validate(c, r.Metric)
 		c.fail(cmp.Or(cl.Fallback, FallbackLocal) == FallbackLocal && cl.LocalThreshold != math.Trunc(cl.LocalThreshold),
-			"Cluster.LocalThreshold", "must be a whole number for a param rule (each value's local bucket counts whole requests), got %v", cl.LocalThreshold)
+			"Cluster.LocalThreshold",
+			"must be a whole number for a param rule (each value's local bucket counts whole requests), got %v", cl.LocalThreshold)
 	}
 	return c.err
 }

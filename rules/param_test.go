@@ -25,7 +25,7 @@ func TestParamValidate(t *testing.T) {
 			r.Duration, r.Burst, r.Exceptions = 24*time.Hour, 5, map[string]int64{"vip": 100, "banned": 0}
 		}, ""},
 		{"attachment key", func(r *Param) { r.Key = "ip" }, ""},
-		{"throttle", func(r *Param) { r.Behavior, r.MaxQueueing = Throttle, time.Second }, ""},
+		{"throttle", func(r *Param) { r.Throttle = &Throttle{MaxQueueing: time.Second} }, ""},
 		{"concurrency", func(r *Param) { r.Metric = Concurrency }, ""},
 		{"no resource", func(r *Param) { r.Resource = "" }, "Resource"},
 		{"zero threshold", func(r *Param) { r.Threshold = 0 }, "Threshold"},
@@ -34,19 +34,17 @@ func TestParamValidate(t *testing.T) {
 		{"index too large", func(r *Param) { r.Index = ruledef.MaxParamIndex + 1 }, "Index"},
 		{"index with key", func(r *Param) { r.Key, r.Index = "ip", 1 }, "Index"},
 		{"negative burst", func(r *Param) { r.Burst = -1 }, "Burst"},
-		{"burst with throttle", func(r *Param) { r.Burst, r.Behavior = 1, Throttle }, "Burst"},
+		{"burst with throttle", func(r *Param) { r.Burst, r.Throttle = 1, &Throttle{} }, "Burst"},
 		{"burst with concurrency", func(r *Param) { r.Burst, r.Metric = 1, Concurrency }, "Burst"},
 		{"unknown metric", func(r *Param) { r.Metric = "rps" }, "Metric"},
-		{"unknown behavior", func(r *Param) { r.Behavior = "rps" }, "Behavior"},
-		{"concurrency throttle", func(r *Param) { r.Metric, r.Behavior = Concurrency, Throttle }, "Behavior"},
+		{"concurrency throttle", func(r *Param) { r.Metric, r.Throttle = Concurrency, &Throttle{} }, "Throttle"},
 		{"concurrency with sentinel-golang's DurationInSec: 1", func(r *Param) { r.Metric, r.Duration = Concurrency, time.Second }, ""},
 		{"concurrency duration", func(r *Param) { r.Metric, r.Duration = Concurrency, 2*time.Second }, "Duration"},
 		{"concurrency duration 1ms", func(r *Param) { r.Metric, r.Duration = Concurrency, time.Millisecond }, "Duration"},
 		{"sub-millisecond duration", func(r *Param) { r.Duration = time.Microsecond }, "Duration"},
 		{"fractional-ms duration", func(r *Param) { r.Duration = 1500 * time.Microsecond }, "Duration"},
 		{"duration over a year", func(r *Param) { r.Duration = ruledef.MaxParamDuration + time.Millisecond }, "Duration"},
-		{"queueing without throttle", func(r *Param) { r.MaxQueueing = time.Second }, "MaxQueueing"},
-		{"queueing too long", func(r *Param) { r.Behavior, r.MaxQueueing = Throttle, 2*time.Hour }, "MaxQueueing"},
+		{"queueing too long", func(r *Param) { r.Throttle = &Throttle{MaxQueueing: 2 * time.Hour} }, "Throttle.MaxQueueing"},
 		{"negative capacity", func(r *Param) { r.Capacity = -1 }, "Capacity"},
 		{"capacity too large", func(r *Param) { r.Capacity = ruledef.MaxParamCapacity + 1 }, "Capacity"},
 		{"negative exception", func(r *Param) { r.Exceptions = map[string]int64{"b": -1, "a": -2} }, "Exceptions"},
@@ -97,7 +95,7 @@ func TestParamClusterValidate(t *testing.T) {
 		{"zero section", func(r *Param) {}, ""},
 		{"per minute", func(r *Param) { r.Duration = time.Minute }, ""},
 		{"burst and exceptions", func(r *Param) { r.Burst = 5; r.Exceptions = map[string]int64{"vip": 50, "bad": 0} }, ""},
-		{"throttle", func(r *Param) { r.Behavior = Throttle; r.MaxQueueing = time.Second }, ""},
+		{"throttle", func(r *Param) { r.Throttle = &Throttle{MaxQueueing: time.Second} }, ""},
 		{"leases", func(r *Param) { r.Cluster.Leases = true }, ""},
 		{"strict", func(r *Param) { r.Cluster.Strict = true }, ""},
 		{"per-instance", func(r *Param) { r.Cluster.Mode = ClusterPerInstance }, ""},
@@ -192,7 +190,7 @@ func TestParamSentinelMigration(t *testing.T) {
 	assert.Equal(t, time.Second, s.Param[0].Duration)
 
 	_, err = Decode([]byte("param:\n- {resource: r, metric: concurrency, threshold: 2, duration: 1s, burst: 3}\n"), YAML)
-	require.EqualError(t, err, `rules: param rule 0 (resource "r"): Burst: is only used with the qps metric and the reject behavior; leave it zero (sentinel-golang ignores a BurstCount there: drop it when migrating)`)
+	require.EqualError(t, err, `rules: param rule 0 (resource "r"): Burst: is only used with the qps metric without Throttle; leave it zero (sentinel-golang ignores a BurstCount there: drop it when migrating)`)
 	_, err = Decode([]byte("param:\n- {resource: r, metric: concurrency, threshold: 2, duration: 10s}\n"), YAML)
 	require.EqualError(t, err, `rules: param rule 0 (resource "r"): Duration: has no meaning for the concurrency metric; leave it zero (or 1s, sentinel-golang's default DurationInSec: 1), got 10s`)
 }

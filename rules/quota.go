@@ -66,8 +66,8 @@ func (r *Flow) validateQuota(c *check) {
 	}
 	q.validate(c, r.Threshold)
 	c.fail(cmp.Or(r.Metric, QPS) != QPS, "Quota", "needs the qps metric (a quota counts admissions, not requests in flight)")
-	c.fail(cmp.Or(r.Strategy, Direct) != Direct, "Quota", "needs the direct strategy (a quota counts units per calendar period)")
-	c.fail(cmp.Or(r.Behavior, Reject) != Reject, "Quota", "needs the reject behavior (a request cannot wait for the next period)")
+	c.fail(r.WarmUp != nil || r.Bucket != nil, "Quota", "takes neither WarmUp nor Bucket (a quota counts units per calendar period)")
+	c.fail(r.Throttle != nil, "Quota", "takes no Throttle (a request cannot wait for the next period)")
 	c.fail(r.StatInterval != 0, "StatInterval", "has no meaning with a quota (Quota.Period is the interval); leave it zero")
 	c.fail(r.Exact, "Exact", "has no meaning with a quota (a quota's count is exact); leave it false")
 	c.fail(r.RefResource != "", "RefResource", "a quota counts the rule's own resource only")
@@ -86,7 +86,7 @@ func (r *Param) validateQuota(c *check) {
 	}
 	q.validate(c, float64(r.Threshold))
 	c.fail(cmp.Or(r.Metric, QPS) != QPS, "Quota", "needs the qps metric (a quota counts admissions, not requests in flight)")
-	c.fail(cmp.Or(r.Behavior, Reject) != Reject, "Quota", "needs the reject behavior (a request cannot wait for the next period)")
+	c.fail(r.Throttle != nil, "Quota", "takes no Throttle (a request cannot wait for the next period)")
 	c.fail(r.Duration != 0, "Duration", "has no meaning with a quota (Quota.Period is the interval); leave it zero")
 	c.fail(r.Burst != 0, "Burst", "has no meaning with a quota (Threshold is the whole period's budget); leave it zero")
 	c.fail(r.Cluster != nil && r.Cluster.Mode == ClusterPerInstance, "Cluster.Mode", "must be total for a quota (the store keeps the fleet's count)")

@@ -27,12 +27,11 @@ type Set struct {
 // later rule with Field empty.
 func (s *Set) Validate() error {
 	type flowKey struct {
-		resource, ref string
-		metric        FlowMetric
-		strategy      TokenStrategy
-		behavior      ControlBehavior
-		interval      time.Duration
-		quota         Quota
+		resource, ref            string
+		metric                   FlowMetric
+		warmUp, bucket, throttle bool
+		interval                 time.Duration
+		quota                    Quota
 	}
 	type breakerKey struct {
 		resource string
@@ -47,8 +46,8 @@ func (s *Set) Validate() error {
 	}
 	return cmp.Or(
 		validateList("flow", s.Flow, (*Flow).validate, func(r *Flow) flowKey {
-			return flowKey{r.Resource, r.RefResource, cmp.Or(r.Metric, QPS), cmp.Or(r.Strategy, Direct), cmp.Or(r.Behavior, Reject), r.interval(), quotaKey(r.Quota)}
-		}, "resource, metric, strategy, behavior, statInterval and refResource"),
+			return flowKey{r.Resource, r.RefResource, cmp.Or(r.Metric, QPS), r.WarmUp != nil, r.Bucket != nil, r.Throttle != nil, r.interval(), quotaKey(r.Quota)}
+		}, "resource, metric, sections (warmUp, bucket, throttle), statInterval, refResource and quota"),
 		validateList("system", s.System, (*System).validate, func(r *System) SystemMetric { return r.Metric },
 			"metric (the process takes one system rule per metric)"),
 		validateList("circuit breaker", s.CircuitBreaker, (*CircuitBreaker).validate, func(r *CircuitBreaker) breakerKey {

@@ -24,13 +24,13 @@ func TestSetValidateRefusesDuplicates(t *testing.T) {
 		{
 			name:      "flow 5/s beside 3/s",
 			give:      Set{Flow: []Flow{qps("a", 5), qps("b", 1), qps("a", 3)}},
-			want:      `rules: flow rule 2 (resource "a"): duplicates rule 0: both have the same resource, metric, strategy, behavior, statInterval and refResource; keep one`,
+			want:      `rules: flow rule 2 (resource "a"): duplicates rule 0: both have the same resource, metric, sections (warmUp, bucket, throttle), statInterval and refResource; keep one`,
 			wantIndex: 2, wantResource: "a",
 		},
 		{
 			name:      "flow zero interval is one second",
 			give:      Set{Flow: []Flow{{Resource: "a", Threshold: 5, StatInterval: time.Second}, {ID: "other id", Resource: "a", Threshold: 5}}},
-			want:      `rules: flow rule 1 (resource "a"): duplicates rule 0: both have the same resource, metric, strategy, behavior, statInterval and refResource; keep one`,
+			want:      `rules: flow rule 1 (resource "a"): duplicates rule 0: both have the same resource, metric, sections (warmUp, bucket, throttle), statInterval and refResource; keep one`,
 			wantIndex: 1, wantResource: "a",
 		},
 		{
@@ -39,16 +39,16 @@ func TestSetValidateRefusesDuplicates(t *testing.T) {
 				{Resource: "a", Metric: Concurrency, Threshold: 2, RefResource: "b"},
 				{Resource: "a", Metric: Concurrency, Threshold: 3, RefResource: "b"},
 			}},
-			want:      `rules: flow rule 1 (resource "a"): duplicates rule 0: both have the same resource, metric, strategy, behavior, statInterval and refResource; keep one`,
+			want:      `rules: flow rule 1 (resource "a"): duplicates rule 0: both have the same resource, metric, sections (warmUp, bucket, throttle), statInterval and refResource; keep one`,
 			wantIndex: 1, wantResource: "a",
 		},
 		{
 			name: "token buckets that differ only in burst",
 			give: Set{Flow: []Flow{
-				{Resource: "a", Threshold: 5, Strategy: TokenBucket, Burst: 2},
-				{Resource: "a", Threshold: 5, Strategy: TokenBucket, Burst: 20},
+				{Resource: "a", Threshold: 5, Bucket: &Bucket{Burst: 2}},
+				{Resource: "a", Threshold: 5, Bucket: &Bucket{Burst: 20}},
 			}},
-			want:      `rules: flow rule 1 (resource "a"): duplicates rule 0: both have the same resource, metric, strategy, behavior, statInterval and refResource; keep one`,
+			want:      `rules: flow rule 1 (resource "a"): duplicates rule 0: both have the same resource, metric, sections (warmUp, bucket, throttle), statInterval and refResource; keep one`,
 			wantIndex: 1, wantResource: "a",
 		},
 		{
@@ -57,10 +57,10 @@ func TestSetValidateRefusesDuplicates(t *testing.T) {
 				qps("a", 5),
 				{Resource: "a", Threshold: 100, StatInterval: time.Minute},
 				{Resource: "a", Threshold: 2, Metric: Concurrency},
-				{Resource: "a", Threshold: 5, Behavior: Throttle},
-				{Resource: "a", Threshold: 5, Strategy: WarmUp, WarmUpPeriod: time.Minute},
-				{Resource: "a", Threshold: 5, Strategy: TokenBucket, Burst: 2},
-				{Resource: "a", Threshold: 300, StatInterval: time.Minute, Strategy: TokenBucket, Burst: 60},
+				{Resource: "a", Threshold: 5, Throttle: &Throttle{}},
+				{Resource: "a", Threshold: 5, WarmUp: &WarmUp{Period: time.Minute}},
+				{Resource: "a", Threshold: 5, Bucket: &Bucket{Burst: 2}},
+				{Resource: "a", Threshold: 300, StatInterval: time.Minute, Bucket: &Bucket{Burst: 60}},
 				{Resource: "a", Threshold: 5, RefResource: "b"},
 				{Resource: "a", Threshold: 5, RefResource: "c"},
 				qps("b", 5),
@@ -69,7 +69,7 @@ func TestSetValidateRefusesDuplicates(t *testing.T) {
 		{
 			name:      "isolation on one resource",
 			give:      Set{Flow: []Flow{{Resource: "db", Metric: Concurrency, Threshold: 4}, {Resource: "cache", Metric: Concurrency, Threshold: 4}, {Resource: "db", Metric: Concurrency, Threshold: 8}}},
-			want:      `rules: flow rule 2 (resource "db"): duplicates rule 0: both have the same resource, metric, strategy, behavior, statInterval and refResource; keep one`,
+			want:      `rules: flow rule 2 (resource "db"): duplicates rule 0: both have the same resource, metric, sections (warmUp, bucket, throttle), statInterval and refResource; keep one`,
 			wantIndex: 2, wantResource: "db",
 		},
 		{

@@ -27,7 +27,6 @@ type Tier struct {
 }
 
 // validateTiers checks Tiers and TierMetric.
-// complexity: one bounds check per tier field and the order of the tiers (&& and || of the checks count)
 func (r *Flow) validateTiers(c *check) {
 	enum(c, "TierMetric", r.TierMetric, true, TierAvgRT, TierErrorRatio, TierCPU)
 	c.fail(len(r.Tiers) == 0 && r.TierMetric != "", "TierMetric", "is only used with Tiers; leave it empty")
@@ -35,25 +34,36 @@ func (r *Flow) validateTiers(c *check) {
 		return
 	}
 	c.fail(len(r.Tiers) > maxTiers, "Tiers", "must have at most %d steps, got %d", maxTiers, len(r.Tiers))
-	c.fail(cmp.Or(r.Metric, QPS) != QPS || cmp.Or(r.Strategy, Direct) != Direct || cmp.Or(r.Behavior, Reject) != Reject, "Tiers", "need the qps metric, the direct strategy and the reject behavior")
-	c.fail(r.Exact || r.RefResource != "" || r.Cluster != nil, "Tiers", "apply to a local rule of the resource's own window (no Exact, RefResource or Cluster)")
-	c.fail(r.Threshold != 0 && (math.IsNaN(r.Threshold) || r.Threshold < 1 || r.Threshold > MaxThreshold), "Threshold", "must be 0 (no limit below the first tier) or in [1, %g] with Tiers, got %v", MaxThreshold, r.Threshold)
-	prevThr, unit, metric := cmp.Or(r.Threshold, math.Inf(1)), 1.0, cmp.Or(r.TierMetric, TierAvgRT)
+	c.fail(!r.plain() || r.Exact || r.Cluster != nil, "Tiers",
+		"need a local qps rule of its own resource without WarmUp, Bucket, Throttle or Exact")
+	c.fail(r.Threshold != 0 && !in(r.Threshold, 1, MaxThreshold), "Threshold",
+		"must be 0 (no limit below the first tier) or in [1, %g] with Tiers, got %v", MaxThreshold, r.Threshold)
+	metric, prev := cmp.Or(r.TierMetric, TierAvgRT), Tier{Above: math.Inf(-1), Threshold: cmp.Or(r.Threshold, math.Inf(1))}
+	for i, t := range r.Tiers {
+		t.validate(c, "Tiers["+strconv.Itoa(i)+"].", prev, metric)
+		prev = t
+	}
+}
+
+// validate checks tier t, field prefix f, after tier prev (or the rule's
+// own limit) of a rule whose tiers follow metric.
+func (t Tier) validate(c *check, f string, prev Tier, metric TierMetric) {
+	unit := 1.0
 	if metric == TierAvgRT {
 		unit = 3600e3 // an hour, in milliseconds
 	}
-	for i, t := range r.Tiers {
-		f, prev := "Tiers["+strconv.Itoa(i)+"].", Tier{Above: math.Inf(-1)}
-		if i > 0 {
-			prev = r.Tiers[i-1]
-		}
-		c.fail(math.IsNaN(t.Above) || t.Above <= 0 || t.Above > unit, f+"Above", "must be in (0, %g] for the %s metric, got %v", unit, string(metric), t.Above)
-		c.fail(t.Above <= prev.Above, f+"Above", "must be above the previous tier's (%v): tiers go from the mildest to the most severe, got %v", prev.Above, t.Above)
-		c.fail(math.IsNaN(t.Below) || t.Below < 0 || t.Below > t.Above, f+"Below", "must be in [0, Above] (0 for Above), got %v", t.Below)
-		below := cmp.Or(t.Below, t.Above)
-		c.fail(below <= prev.Above, f+"Below", "%v overlaps the band of the previous tier (which it enters above %v): it must be above that", below, prev.Above)
-		c.fail(math.IsNaN(t.Threshold) || t.Threshold < 1 || t.Threshold > MaxThreshold, f+"Threshold", "must be in [1, %g], got %v", MaxThreshold, t.Threshold)
-		c.fail(t.Threshold >= prevThr, f+"Threshold", "must be below the limit of the step before (%v): a more severe tier admits less, got %v", prevThr, t.Threshold)
-		prevThr = t.Threshold
-	}
+	c.fail(t.Above <= 0 || !in(t.Above, 0, unit), f+"Above",
+		"must be in (0, %g] for the %s metric, got %v", unit, string(metric), t.Above)
+	c.fail(t.Above <= prev.Above, f+"Above",
+		"must be above the previous tier's (%v): tiers go from the mildest to the most severe, got %v",
+		prev.Above, t.Above)
+	c.fail(!in(t.Below, 0, t.Above), f+"Below", "must be in [0, Above] (0 for Above), got %v", t.Below)
+	below := cmp.Or(t.Below, t.Above)
+	c.fail(below <= prev.Above, f+"Below",
+		"%v overlaps the band of the previous tier (which it enters above %v): it must be above that",
+		below, prev.Above)
+	c.fail(!in(t.Threshold, 1, MaxThreshold), f+"Threshold", "must be in [1, %g], got %v", MaxThreshold, t.Threshold)
+	c.fail(t.Threshold >= prev.Threshold, f+"Threshold",
+		"must be below the limit of the step before (%v): a more severe tier admits less, got %v",
+		prev.Threshold, t.Threshold)
 }

@@ -32,7 +32,7 @@ func TestTierValidation(t *testing.T) {
 		{"unknown metric", Flow{TierMetric: "p99", Tiers: ok}, "TierMetric"},
 		{"metric without tiers", Flow{Threshold: 5, TierMetric: TierCPU}, "TierMetric"},
 		{"concurrency", Flow{Metric: Concurrency, Tiers: ok}, "Tiers"},
-		{"throttle", Flow{Behavior: Throttle, Tiers: ok}, "Tiers"},
+		{"throttle", Flow{Throttle: &Throttle{}, Tiers: ok}, "Tiers"},
 		{"exact", Flow{Exact: true, Threshold: 900, Tiers: ok}, "Tiers"},
 		{"base below 1", Flow{Threshold: 0.5, Tiers: []Tier{{Above: 5, Threshold: 0.25}}}, "Threshold"},
 	} {

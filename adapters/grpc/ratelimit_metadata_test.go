@@ -68,7 +68,7 @@ func rateLimitMD(md metadata.MD) metadata.MD {
 func TestRateLimitMetadata(t *testing.T) {
 	g, clk, conn := budgetServer(t, sluicegrpc.WithRateLimitMetadata(true))
 	require.NoError(t, g.LoadRules(rules.Set{Flow: []rules.Flow{
-		{ID: "tb", Resource: unaryMethod, Threshold: 10, Burst: 3, Strategy: rules.TokenBucket},
+		{ID: "tb", Resource: unaryMethod, Threshold: 10, Bucket: &rules.Bucket{Burst: 3}},
 		{Resource: bidiMethod, Threshold: 5},
 	}}))
 	const cost, capacity = int64(100 * time.Millisecond), 3 * int64(100*time.Millisecond)

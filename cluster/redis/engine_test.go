@@ -356,8 +356,7 @@ func TestEngineRemovedRuleGivesBack(t *testing.T) {
 func TestEngineThrottleWaitsForItsSlot(t *testing.T) {
 	srv := redistest.Start(t)
 	g := clusterEngine(t, New(srv.Client(t)), sluice.ClusterConfig{Timeout: time.Second})
-	loadFlow(t, g, rules.Flow{Resource: "api", Threshold: 10, Behavior: rules.Throttle,
-		MaxQueueing: 250 * time.Millisecond, Cluster: &rules.Cluster{}})
+	loadFlow(t, g, rules.Flow{Resource: "api", Threshold: 10, Throttle: &rules.Throttle{MaxQueueing: 250 * time.Millisecond}, Cluster: &rules.Cluster{}})
 	began := time.Now()
 	for i := 0; i < 3; i++ { // slots at 0, 100 and 200 ms
 		if be := enter(t, g, "api"); be != nil {
@@ -402,8 +401,7 @@ func TestEngineSharedTokenBucket(t *testing.T) {
 			srv := redistest.Start(t)
 			client := srv.Client(t)
 			store := New(client)
-			rule := rules.Flow{Resource: "api", Threshold: 10, StatInterval: time.Minute,
-				Strategy: rules.TokenBucket, Burst: 20, Cluster: &rules.Cluster{Strict: strict}}
+			rule := rules.Flow{Resource: "api", Threshold: 10, StatInterval: time.Minute, Bucket: &rules.Bucket{Burst: 20}, Cluster: &rules.Cluster{Strict: strict}}
 			gs := []*sluice.Engine{
 				clusterEngine(t, store, sluice.ClusterConfig{Timeout: time.Hour}),
 				clusterEngine(t, store, sluice.ClusterConfig{Timeout: time.Hour}),

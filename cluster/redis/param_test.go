@@ -135,8 +135,7 @@ func TestParamFivePerMinutePerUser(t *testing.T) {
 // user has its own schedule; a wait beyond MaxQueueing is refused.
 func TestParamThrottlePaced(t *testing.T) {
 	srv := redistest.Start(t)
-	rule := rules.Param{Resource: "feed", Key: "user", Threshold: 10, Behavior: rules.Throttle,
-		MaxQueueing: 250 * time.Millisecond, Cluster: &rules.Cluster{}}
+	rule := rules.Param{Resource: "feed", Key: "user", Threshold: 10, Throttle: &rules.Throttle{MaxQueueing: 250 * time.Millisecond}, Cluster: &rules.Cluster{}}
 	gs := []*sluice.Engine{
 		clusterEngine(t, New(srv.Client(t)), sluice.ClusterConfig{Timeout: time.Second}),
 		clusterEngine(t, New(srv.Client(t)), sluice.ClusterConfig{Timeout: time.Second}),
@@ -308,7 +307,7 @@ func TestParamNoLeakAfterClose(t *testing.T) {
 	loadParam(t, g,
 		rules.Param{Resource: "a", Key: "user", Threshold: 5, Duration: time.Minute, Cluster: &rules.Cluster{}},
 		rules.Param{Resource: "b", Key: "user", Threshold: 1000, Cluster: &rules.Cluster{Leases: true}},
-		rules.Param{Resource: "c", Key: "user", Threshold: 10, Behavior: rules.Throttle, Cluster: &rules.Cluster{}})
+		rules.Param{Resource: "c", Key: "user", Threshold: 10, Throttle: &rules.Throttle{}, Cluster: &rules.Cluster{}})
 	for i := 0; i < 50; i++ {
 		for _, res := range []string{"a", "b", "c"} {
 			enterAs(t, g, res, fmt.Sprint("user-", i%7))

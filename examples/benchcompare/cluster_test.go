@@ -197,8 +197,7 @@ func sluiceCluster(b *testing.B, c *redis.Client, strict bool, limit float64) (f
 	g := sluice.New(sluice.WithCluster(store, sluice.ClusterConfig{
 		App: "bench", Timeout: time.Second, // no fallback on a loaded host
 	}))
-	err := g.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: resource, Threshold: limit,
-		Strategy: rules.TokenBucket, Cluster: &rules.Cluster{Strict: strict}}}})
+	err := g.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: resource, Threshold: limit, Bucket: &rules.Bucket{}, Cluster: &rules.Cluster{Strict: strict}}}})
 
 	if err != nil {
 		_ = g.Close()

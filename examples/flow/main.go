@@ -66,9 +66,9 @@ func sideBySide(w io.Writer) error {
 	defer eng.Close()
 	flow := []rules.Flow{
 		{Resource: "reject", Threshold: 10},
-		{Resource: "pacing", Threshold: 10, Behavior: rules.Throttle}, // MaxQueueing 0: nobody waits
-		{Resource: "warm-up", Threshold: 10, Strategy: rules.WarmUp, WarmUpPeriod: 5 * time.Second},
-		{Resource: "token-bucket", Threshold: 10, Strategy: rules.TokenBucket, Burst: 20},
+		{Resource: "pacing", Threshold: 10, Throttle: &rules.Throttle{}}, // MaxQueueing 0: nobody waits
+		{Resource: "warm-up", Threshold: 10, WarmUp: &rules.WarmUp{Period: 5 * time.Second}},
+		{Resource: "token-bucket", Threshold: 10, Bucket: &rules.Bucket{Burst: 20}},
 	}
 	if err := eng.LoadRules(rules.Set{Flow: flow}); err != nil {
 		return err
@@ -122,7 +122,7 @@ func queue(w io.Writer) error {
 	defer eng.Close()
 	err := eng.LoadRules(rules.Set{Flow: []rules.Flow{{
 		Resource: "POST /orders", Threshold: 10, // a slot every 100 ms
-		Behavior: rules.Throttle, MaxQueueing: 500 * time.Millisecond,
+		Throttle: &rules.Throttle{MaxQueueing: 500 * time.Millisecond},
 	}}})
 	if err != nil {
 		return err

@@ -57,7 +57,7 @@ func run(out io.Writer) error {
 	defer eng.Close()
 	if err := eng.LoadRules(rules.Set{Flow: []rules.Flow{
 		{ID: "reads", Resource: "GET /items", Threshold: 5},
-		{ID: "writes", Resource: "POST /items", Threshold: 2, Strategy: rules.TokenBucket, Burst: 3},
+		{ID: "writes", Resource: "POST /items", Threshold: 2, Bucket: &rules.Bucket{Burst: 3}},
 	}}); err != nil {
 		return err
 	}

@@ -223,7 +223,7 @@ type bucketRule struct {
 
 func newBucketRule(b base) bucketRule {
 	rate := refill{ival: float64(cmp.Or(b.rule.StatInterval, ruledef.StatInterval)), thr: b.rule.Threshold}
-	burst := cmp.Or(b.rule.Burst, b.rule.Threshold)
+	burst := cmp.Or(burst(&b.rule), b.rule.Threshold)
 	return bucketRule{bucket: newBucket(rate, burst), rate: rate, burst: burst, base: b}
 }
 
@@ -281,7 +281,7 @@ type tokenBucketThrottle struct {
 }
 
 func newTokenBucketThrottle(b base) *tokenBucketThrottle {
-	return &tokenBucketThrottle{bucketRule: newBucketRule(b), maxQueue: int64(b.rule.MaxQueueing)}
+	return &tokenBucketThrottle{bucketRule: newBucketRule(b), maxQueue: int64(maxQueueing(&b.rule))}
 }
 
 func (c *tokenBucketThrottle) check(ctx context.Context, ec *entry.Context, clk core.Clock) *core.BlockError {

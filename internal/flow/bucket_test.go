@@ -33,10 +33,10 @@ type bucketCase struct {
 	burst     int
 }
 
-func (bc bucketCase) rule(behavior rules.ControlBehavior, maxQueue time.Duration) rules.Flow {
+func (bc bucketCase) rule(behavior behavior, maxQueue time.Duration) rules.Flow {
 	return rules.Flow{
 		Resource: "r", Threshold: bc.threshold, StatInterval: bc.interval,
-		Strategy: rules.TokenBucket, Burst: float64(bc.burst), Behavior: behavior, MaxQueueing: maxQueue,
+		Bucket: &rules.Bucket{Burst: float64(bc.burst)}, Throttle: behavior.section(maxQueue),
 	}
 }
 
@@ -118,7 +118,7 @@ func TestTokenBucketAgreesWithRate(t *testing.T) {
 	admitted, refused, edges := 0, 0, 0
 	for s := 0; s < sequences; s++ {
 		bc := randomBucketCase(rng)
-		c, err := NewController(bc.rule(rules.Reject, 0), nodes(nil))
+		c, err := NewController(bc.rule(behReject, 0), nodes(nil))
 		require.NoError(t, err)
 		lim := bc.limiter()
 		now := rng.Int63n(int64(time.Hour))
@@ -167,7 +167,7 @@ func TestTokenBucketRetryAfterIsExact(t *testing.T) {
 	rng := rand.New(rand.NewSource(2))
 	for i := 0; i < 2000; i++ {
 		bc := randomBucketCase(rng)
-		c, err := NewController(bc.rule(rules.Reject, 0), nodes(nil))
+		c, err := NewController(bc.rule(behReject, 0), nodes(nil))
 		require.NoError(t, err)
 		now := rng.Int63n(int64(time.Hour))
 		// Drain the bucket partly or wholly, at random instants.
@@ -195,7 +195,7 @@ func TestTokenBucketRetryAfterIsExact(t *testing.T) {
 // start, the burst at one instant, the refill, the cap at Burst after idle,
 // a batch larger than the burst and tokens given back.
 func TestTokenBucketSemantics(t *testing.T) {
-	c, err := NewController(rules.Flow{Resource: "r", Threshold: 10, Strategy: rules.TokenBucket, Burst: 3}, nodes(nil))
+	c, err := NewController(rules.Flow{Resource: "r", Threshold: 10, Bucket: &rules.Bucket{Burst: 3}}, nodes(nil))
 	require.NoError(t, err)
 	const ms = int64(time.Millisecond)
 	t0 := int64(5 * time.Second)
@@ -261,7 +261,7 @@ func TestTokenBucketSemantics(t *testing.T) {
 // TestTokenBucketFractional checks a threshold below one per interval with
 // a fractional burst: 0.5 per second, Burst 1.5.
 func TestTokenBucketFractional(t *testing.T) {
-	c, err := NewController(rules.Flow{Resource: "r", Threshold: 0.5, Strategy: rules.TokenBucket, Burst: 1.5}, nodes(nil))
+	c, err := NewController(rules.Flow{Resource: "r", Threshold: 0.5, Bucket: &rules.Bucket{Burst: 1.5}}, nodes(nil))
 	require.NoError(t, err)
 	be, _ := check(t, c, 0, 1)
 	require.Nil(t, be)
@@ -328,7 +328,7 @@ func TestTokenBucketThrottleAgreesWithReserve(t *testing.T) {
 		if rng.Intn(5) == 0 {
 			maxQueue = 0
 		}
-		c, err := NewController(bc.rule(rules.Throttle, maxQueue), nodes(nil))
+		c, err := NewController(bc.rule(behThrottle, maxQueue), nodes(nil))
 		require.NoError(t, err)
 		lim := bc.limiter()
 		clk := &zeroClock{}
@@ -378,7 +378,7 @@ func TestTokenBucketThrottleAgreesWithReserve(t *testing.T) {
 // TestTokenBucketThrottleCancelGivesBack checks that a request whose wait
 // ends with its context gives its tokens back.
 func TestTokenBucketThrottleCancelGivesBack(t *testing.T) {
-	r := rules.Flow{Resource: "r", Threshold: 10, Strategy: rules.TokenBucket, Burst: 1, Behavior: rules.Throttle, MaxQueueing: time.Second}
+	r := rules.Flow{Resource: "r", Threshold: 10, Bucket: &rules.Bucket{Burst: 1}, Throttle: &rules.Throttle{MaxQueueing: time.Second}}
 	c, err := NewController(r, nodes(nil))
 	require.NoError(t, err)
 	clk := &zeroClock{}
@@ -407,7 +407,7 @@ func TestTokenBucketThrottleCancelGivesBack(t *testing.T) {
 func TestTokenBucketReloadKeepsTokens(t *testing.T) {
 	nf := nodes(nil)
 	rule := func(threshold, burst float64) rules.Flow {
-		return rules.Flow{Resource: "r", Threshold: threshold, Strategy: rules.TokenBucket, Burst: burst}
+		return rules.Flow{Resource: "r", Threshold: threshold, Bucket: &rules.Bucket{Burst: burst}}
 	}
 	build := func(old map[string][]*Controller, r rules.Flow) map[string][]*Controller {
 		cs, err := Build([]rules.Flow{r}, old, nf, nil)
@@ -445,7 +445,7 @@ func TestTokenBucketReloadKeepsTokens(t *testing.T) {
 
 	// A throttle rule's debt survives a new threshold: 1 owed token at
 	// 10/s is 100 ms; at 1/s it is a second.
-	th := rules.Flow{Resource: "r", Threshold: 10, Strategy: rules.TokenBucket, Burst: 1, Behavior: rules.Throttle, MaxQueueing: time.Hour}
+	th := rules.Flow{Resource: "r", Threshold: 10, Bucket: &rules.Bucket{Burst: 1}, Throttle: &rules.Throttle{MaxQueueing: time.Hour}}
 	cs = build(nil, th)
 	clk := &zeroClock{}
 	require.Nil(t, cs["r"][0].Check(context.Background(), newEntry(0, 1), clk))
@@ -469,7 +469,7 @@ func TestTokenBucketReloadUnderConcurrency(t *testing.T) {
 	reload := func(threshold float64) {
 		mu.Lock()
 		defer mu.Unlock()
-		cs, err := Build([]rules.Flow{{Resource: "r", Threshold: threshold, Strategy: rules.TokenBucket, Burst: burst}}, old, nf, nil)
+		cs, err := Build([]rules.Flow{{Resource: "r", Threshold: threshold, Bucket: &rules.Bucket{Burst: burst}}}, old, nf, nil)
 		if err != nil {
 			panic(err)
 		}
@@ -511,7 +511,7 @@ func TestTokenBucketReloadUnderConcurrency(t *testing.T) {
 // rebased: each request passes exactly on the hour and not a nanosecond
 // before.
 func TestTokenBucketLongSaturation(t *testing.T) {
-	c, err := NewController(rules.Flow{Resource: "r", Threshold: 1, StatInterval: time.Hour, Strategy: rules.TokenBucket, Burst: 2}, nodes(nil))
+	c, err := NewController(rules.Flow{Resource: "r", Threshold: 1, StatInterval: time.Hour, Bucket: &rules.Bucket{Burst: 2}}, nodes(nil))
 	require.NoError(t, err)
 	const hour = int64(time.Hour)
 	t0 := int64(7 * time.Minute)
@@ -530,7 +530,7 @@ func TestTokenBucketLongSaturation(t *testing.T) {
 // entry a later check refused gives back its tokens: the next request
 // waits as if it had never been.
 func TestTokenBucketThrottleGivesBackOnLaterRefusal(t *testing.T) {
-	r := rules.Flow{Resource: "r", Threshold: 10, Strategy: rules.TokenBucket, Burst: 1, Behavior: rules.Throttle, MaxQueueing: time.Second}
+	r := rules.Flow{Resource: "r", Threshold: 10, Bucket: &rules.Bucket{Burst: 1}, Throttle: &rules.Throttle{MaxQueueing: time.Second}}
 	c, err := NewController(r, nodes(nil))
 	require.NoError(t, err)
 	clk := &zeroClock{}
@@ -550,7 +550,7 @@ func TestTokenBucketThrottleGivesBackOnLaterRefusal(t *testing.T) {
 // the bucket starts with its one token, and the next is further away than
 // a time.Duration holds, so RetryAfter saturates instead of wrapping.
 func TestTokenBucketTinyThresholdSaturates(t *testing.T) {
-	c, err := NewController(rules.Flow{Resource: "r", Threshold: 1e-12, StatInterval: time.Hour, Strategy: rules.TokenBucket, Burst: 1}, nodes(nil))
+	c, err := NewController(rules.Flow{Resource: "r", Threshold: 1e-12, StatInterval: time.Hour, Bucket: &rules.Bucket{Burst: 1}}, nodes(nil))
 	require.NoError(t, err)
 	be, _ := check(t, c, 0, 1)
 	require.Nil(t, be)

@@ -216,13 +216,13 @@ func TestBudgetAgreesWithModels(t *testing.T) {
 			}},
 		{"exact window", rules.Flow{Resource: "r", Threshold: 5, Exact: true}, 7, int64(time.Second),
 			func() budgetModel { return &exactBudgetModel{interval: int64(time.Second), limit: 5} }},
-		{"token bucket", rules.Flow{Resource: "r", Threshold: 10, Burst: 4, Strategy: rules.TokenBucket}, 0, int64(100 * time.Millisecond),
+		{"token bucket", rules.Flow{Resource: "r", Threshold: 10, Bucket: &rules.Bucket{Burst: 4}}, 0, int64(100 * time.Millisecond),
 			func() budgetModel { return &creditBudgetModel{cost: int64(100 * time.Millisecond), burst: 4} }},
-		{"token bucket throttle", rules.Flow{Resource: "r", Threshold: 10, Burst: 3, Strategy: rules.TokenBucket, Behavior: rules.Throttle, MaxQueueing: 250 * time.Millisecond}, 0, int64(100 * time.Millisecond),
+		{"token bucket throttle", rules.Flow{Resource: "r", Threshold: 10, Bucket: &rules.Bucket{Burst: 3}, Throttle: &rules.Throttle{MaxQueueing: 250 * time.Millisecond}}, 0, int64(100 * time.Millisecond),
 			func() budgetModel {
 				return &creditBudgetModel{cost: int64(100 * time.Millisecond), burst: 3, maxQueue: int64(250 * time.Millisecond)}
 			}},
-		{"throttle", rules.Flow{Resource: "r", Threshold: 10, Behavior: rules.Throttle, MaxQueueing: 350 * time.Millisecond}, 4, int64(100 * time.Millisecond),
+		{"throttle", rules.Flow{Resource: "r", Threshold: 10, Throttle: &rules.Throttle{MaxQueueing: 350 * time.Millisecond}}, 4, int64(100 * time.Millisecond),
 			func() budgetModel {
 				return &paceBudgetModel{cost: int64(100 * time.Millisecond), maxQueue: int64(350 * time.Millisecond)}
 			}},
@@ -276,11 +276,11 @@ func TestBudgetIsOperational(t *testing.T) {
 	cases := []kase{
 		{"reject", rules.Flow{Resource: "r", Threshold: 5}, 9, false},
 		{"exact", rules.Flow{Resource: "r", Threshold: 4, Exact: true}, 6, false},
-		{"token bucket", rules.Flow{Resource: "r", Threshold: 10, Burst: 4, Strategy: rules.TokenBucket}, 20, false},
-		{"token bucket throttle", rules.Flow{Resource: "r", Threshold: 10, Burst: 2, Strategy: rules.TokenBucket, Behavior: rules.Throttle, MaxQueueing: 300 * time.Millisecond}, 5, false},
-		{"throttle", rules.Flow{Resource: "r", Threshold: 10, Behavior: rules.Throttle, MaxQueueing: 350 * time.Millisecond}, 20, false},
-		{"warm-up", rules.Flow{Resource: "r", Threshold: 40, Strategy: rules.WarmUp, WarmUpPeriod: 2 * time.Second}, 60, true},
-		{"warm-up throttle", rules.Flow{Resource: "r", Threshold: 40, Strategy: rules.WarmUp, Behavior: rules.Throttle, WarmUpPeriod: 2 * time.Second, MaxQueueing: 200 * time.Millisecond}, 60, true},
+		{"token bucket", rules.Flow{Resource: "r", Threshold: 10, Bucket: &rules.Bucket{Burst: 4}}, 20, false},
+		{"token bucket throttle", rules.Flow{Resource: "r", Threshold: 10, Bucket: &rules.Bucket{Burst: 2}, Throttle: &rules.Throttle{MaxQueueing: 300 * time.Millisecond}}, 5, false},
+		{"throttle", rules.Flow{Resource: "r", Threshold: 10, Throttle: &rules.Throttle{MaxQueueing: 350 * time.Millisecond}}, 20, false},
+		{"warm-up", rules.Flow{Resource: "r", Threshold: 40, WarmUp: &rules.WarmUp{Period: 2 * time.Second}}, 60, true},
+		{"warm-up throttle", rules.Flow{Resource: "r", Threshold: 40, WarmUp: &rules.WarmUp{Period: 2 * time.Second}, Throttle: &rules.Throttle{MaxQueueing: 200 * time.Millisecond}}, 60, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -341,10 +341,10 @@ func TestBudgetIsOperational(t *testing.T) {
 // model's window or schedule as core.Budget defines them.
 func TestBudgetWarmUpAgreesWithModel(t *testing.T) {
 	for _, r := range []rules.Flow{
-		{Resource: "r", Threshold: 40, Strategy: rules.WarmUp, WarmUpPeriod: 2 * time.Second},
-		{Resource: "r", Threshold: 40, Strategy: rules.WarmUp, Behavior: rules.Throttle, WarmUpPeriod: 2 * time.Second, MaxQueueing: 200 * time.Millisecond},
+		{Resource: "r", Threshold: 40, WarmUp: &rules.WarmUp{Period: 2 * time.Second}},
+		{Resource: "r", Threshold: 40, WarmUp: &rules.WarmUp{Period: 2 * time.Second}, Throttle: &rules.Throttle{MaxQueueing: 200 * time.Millisecond}},
 	} {
-		t.Run(string(cmpBehavior(r.Behavior)), func(t *testing.T) {
+		t.Run(string(behaviorOf(&r)), func(t *testing.T) {
 			for seed := int64(1); seed <= 10; seed++ {
 				rng := rand.New(rand.NewSource(seed))
 				cs, err := Build([]rules.Flow{r}, nil, nodes(nil), nil)
@@ -379,27 +379,19 @@ func TestBudgetWarmUpAgreesWithModel(t *testing.T) {
 	}
 }
 
-// cmpBehavior names a behavior, reject when empty.
-func cmpBehavior(b rules.ControlBehavior) rules.ControlBehavior {
-	if b == "" {
-		return rules.Reject
-	}
-	return b
-}
-
 // warmUpBudget is the budget core.Budget defines for warm-up model m after
 // its decision at now (ok: admitted) at allowance lim; wait is the wait a
 // pacing rule's entry had, or would have had when refused.
 func warmUpBudget(m *model, r rules.Flow, now int64, lim float64, ok bool, wait int64) core.Budget {
-	if r.Behavior == rules.Throttle {
+	if r.Throttle != nil {
 		cost := float64(m.iv) / lim
 		busy := float64(wait)
 		if ok {
 			busy = math.Round(m.free) - float64(now)
 		}
-		limit := math.Floor(float64(r.MaxQueueing)/cost) + 1
+		limit := math.Floor(float64(r.Throttle.MaxQueueing)/cost) + 1
 		b := core.Budget{Limit: limit, Reset: time.Duration(math.Ceil(math.Max(busy, 0))), Window: time.Duration(limit * cost)}
-		for j := 0.0; j < limit && math.Max(busy, 0)+j*cost <= float64(r.MaxQueueing); j++ {
+		for j := 0.0; j < limit && math.Max(busy, 0)+j*cost <= float64(r.Throttle.MaxQueueing); j++ {
 			b.Remaining++
 		}
 		return b

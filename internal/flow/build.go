@@ -9,7 +9,7 @@ import (
 
 // Build validates every rule first and, only if all are valid, returns the
 // controllers grouped by resource, in rule order. A rule that counts the same
-// way as a controller in old (same resource, metric, strategy, behavior,
+// way as a controller in old (same resource, metric, sections,
 // window kind, interval and associated resource) takes over that
 // controller's counting state, so reloading rules under traffic neither resets counters nor admits a
 // fresh burst. Each old controller is inherited at most once.

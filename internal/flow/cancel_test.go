@@ -94,9 +94,9 @@ func TestCancelledWaitGivesBackOnlyWhatNoLaterWaiterHolds(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := rules.Flow{Resource: "r", Threshold: 10, Behavior: rules.Throttle, MaxQueueing: time.Hour}
+			r := rules.Flow{Resource: "r", Threshold: 10, Throttle: &rules.Throttle{MaxQueueing: time.Hour}}
 			if !tt.pacing {
-				r.Strategy, r.Burst = rules.TokenBucket, float64(tt.burst)
+				r.Bucket = &rules.Bucket{Burst: float64(tt.burst)}
 			}
 			c, err := NewController(r, nodes(nil))
 			require.NoError(t, err)
@@ -140,9 +140,9 @@ func TestCancelledWaitGivesBackOnlyWhatNoLaterWaiterHolds(t *testing.T) {
 func TestLaterRefusalAfterAWaitGivesBackOnlyWhatNoLaterWaiterHolds(t *testing.T) {
 	for _, pacing := range []bool{false, true} {
 		t.Run(fmt.Sprintf("pacing=%v", pacing), func(t *testing.T) {
-			r := rules.Flow{Resource: "r", Threshold: 10, Behavior: rules.Throttle, MaxQueueing: time.Hour}
+			r := rules.Flow{Resource: "r", Threshold: 10, Throttle: &rules.Throttle{MaxQueueing: time.Hour}}
 			if !pacing {
-				r.Strategy, r.Burst = rules.TokenBucket, 1
+				r.Bucket = &rules.Bucket{Burst: 1}
 			}
 			c, err := NewController(r, nodes(nil))
 			require.NoError(t, err)
@@ -172,16 +172,16 @@ func TestLaterRefusalAfterAWaitGivesBackOnlyWhatNoLaterWaiterHolds(t *testing.T)
 // rate.Limiter.SetBurstAt and the documented carry-over give; it then
 // fills to 4 at 5/s.
 func TestRaisingBurstOnAFullBucketCarriesItsTokens(t *testing.T) {
-	for _, b := range []rules.ControlBehavior{rules.Reject, rules.Throttle} {
+	for _, b := range []behavior{behReject, behThrottle} {
 		t.Run(string(b), func(t *testing.T) {
 			nf := nodes(nil)
-			r := rules.Flow{Resource: "r", Threshold: 5, Strategy: rules.TokenBucket, Burst: 2, Behavior: b}
+			r := rules.Flow{Resource: "r", Threshold: 5, Bucket: &rules.Bucket{Burst: 2}, Throttle: b.section(0)}
 			cs, err := Build([]rules.Flow{r}, nil, nf, nil)
 			require.NoError(t, err)
 			t0 := int64(time.Hour) // idle: full
 			be, _ := check(t, cs["r"][0], t0, 1)
 			require.Nil(t, be)
-			r.Burst = 4
+			r.Bucket = &rules.Bucket{Burst: 4}
 			cs, err = Build([]rules.Flow{r}, cs, nf, nil)
 			require.NoError(t, err)
 			t1 := t0 + int64(time.Hour) // idle again: full at Burst 2
@@ -226,7 +226,7 @@ func TestRaisingBurstOnAFullBucketCarriesItsTokens(t *testing.T) {
 // then held for the middle one's (a difference listed in
 // docs/design/conformance.md).
 func TestCancellingEveryWaiterGivesEverythingBack(t *testing.T) {
-	r := rules.Flow{Resource: "r", Threshold: 3, Strategy: rules.TokenBucket, Burst: 1, Behavior: rules.Throttle, MaxQueueing: time.Hour}
+	r := rules.Flow{Resource: "r", Threshold: 3, Bucket: &rules.Bucket{Burst: 1}, Throttle: &rules.Throttle{MaxQueueing: time.Hour}}
 	c, err := NewController(r, nodes(nil))
 	require.NoError(t, err)
 	clk := sluicetest.NewManualClock(2)
@@ -257,9 +257,9 @@ func TestCancellingEveryWaiterGivesEverythingBack(t *testing.T) {
 func TestPacingChecksAllocOnlyWhenTheyWait(t *testing.T) {
 	for _, pacing := range []bool{false, true} {
 		t.Run(fmt.Sprintf("pacing=%v", pacing), func(t *testing.T) {
-			r := rules.Flow{Resource: "r", Threshold: 1e9, Behavior: rules.Throttle, MaxQueueing: time.Second}
+			r := rules.Flow{Resource: "r", Threshold: 1e9, Throttle: &rules.Throttle{MaxQueueing: time.Second}}
 			if !pacing {
-				r.Strategy, r.Burst = rules.TokenBucket, 1
+				r.Bucket = &rules.Bucket{Burst: 1}
 			}
 			c, err := NewController(r, nodes(nil))
 			require.NoError(t, err)
@@ -294,8 +294,7 @@ func TestPacingChecksAllocOnlyWhenTheyWait(t *testing.T) {
 // back whole.
 func TestWarmUpThrottleGivesBackOnlyWhatNoLaterWaiterHolds(t *testing.T) {
 	const t0 = int64(time.Hour)
-	r := rules.Flow{Resource: "r", Threshold: 10, Strategy: rules.WarmUp, ColdFactor: 3,
-		WarmUpPeriod: 10 * time.Second, Behavior: rules.Throttle, MaxQueueing: time.Hour}
+	r := rules.Flow{Resource: "r", Threshold: 10, WarmUp: &rules.WarmUp{Period: 10 * time.Second, ColdFactor: 3}, Throttle: &rules.Throttle{MaxQueueing: time.Hour}}
 	t.Run("cancelled", func(t *testing.T) {
 		c, err := NewController(r, nodes(nil))
 		require.NoError(t, err)

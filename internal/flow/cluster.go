@@ -110,7 +110,7 @@ func termsOf(r *rules.Flow) clusterTerms {
 	}
 	sec := *r.Cluster
 	sec.Mode, sec.Fallback = cmp.Or(sec.Mode, rules.ClusterTotal), cmp.Or(sec.Fallback, rules.FallbackLocal)
-	return clusterTerms{on: true, threshold: r.Threshold, maxQueue: r.MaxQueueing, section: sec}
+	return clusterTerms{on: true, threshold: r.Threshold, maxQueue: maxQueueing(r), section: sec}
 }
 
 // budgetKey is the store key of rule r's budget in application app: the
@@ -118,11 +118,7 @@ func termsOf(r *rules.Flow) clusterTerms {
 // so every instance running the rule names the same budget, and an
 // unchanged rule keeps its key across reloads whatever its position.
 func budgetKey(app string, r *rules.Flow) string {
-	kind := string(cmp.Or(r.Behavior, rules.Reject))
-	if r.Strategy == rules.TokenBucket {
-		kind = string(r.Strategy)
-	}
-	return app + "/flow/" + r.Resource + "/" + kind + "/" + strconv.FormatInt(cmp.Or(r.StatInterval, ruledef.StatInterval).Milliseconds(), 10) + "ms"
+	return app + "/flow/" + r.Resource + "/" + kindOf(r) + "/" + strconv.FormatInt(cmp.Or(r.StatInterval, ruledef.StatInterval).Milliseconds(), 10) + "ms"
 }
 
 // clusterSpec is the lease.Spec of cluster rule r with live instances:
@@ -134,17 +130,17 @@ func clusterSpec(app string, r *rules.Flow, live int) lease.Spec {
 	}
 	b := cluster.Budget{Key: budgetKey(app, r), Algorithm: cluster.SlidingWindow, Limit: limit, Interval: cmp.Or(r.StatInterval, ruledef.StatInterval)}
 	switch {
-	case r.Strategy == rules.TokenBucket:
+	case r.Bucket != nil:
 		// The same bucket as a local token-bucket rule: Threshold per
 		// StatInterval, up to Burst stored (zero: Threshold).
 		b.Algorithm = cluster.TokenBucket
-		b.Burst = r.Burst
+		b.Burst = burst(r)
 		if r.Cluster.Mode == rules.ClusterPerInstance && b.Burst != 0 {
 			b.Burst *= float64(max(live, 1))
 		}
-	case r.Behavior == rules.Throttle:
+	case r.Throttle != nil:
 		b.Algorithm = cluster.Pacing
-		b.MaxQueue = r.MaxQueueing
+		b.MaxQueue = maxQueueing(r)
 	}
 	return lease.Spec{
 		Budget:     b,
@@ -174,7 +170,7 @@ type clusterRule struct {
 }
 
 func newClusterRule(b base) *clusterRule {
-	return &clusterRule{pace: b.rule.Behavior == rules.Throttle, limit: b.rule.Threshold, base: b}
+	return &clusterRule{pace: b.rule.Throttle != nil, limit: b.rule.Threshold, base: b}
 }
 
 func (c *clusterRule) check(ctx context.Context, ec *entry.Context, clk core.Clock) *core.BlockError {

@@ -79,7 +79,7 @@ func bucketOf(c *Controller) *bucket {
 // diffConfig is one configuration of the differential test.
 type diffConfig struct {
 	name     string
-	behavior rules.ControlBehavior
+	behavior behavior
 	pacing   bool // Direct + Throttle (one request at a time) against a Limiter of burst 1
 	reloads  bool // reload Threshold and Burst at random steps
 	cancels  bool // cancel some waits at chosen instants
@@ -222,7 +222,7 @@ func runDiffSequence(t *testing.T, cfg diffConfig, seed int64, steps int, st *di
 		bc.burst = 1
 	}
 	maxQueue := time.Duration(0)
-	if cfg.behavior == rules.Throttle {
+	if cfg.behavior == behThrottle {
 		maxQueue = time.Duration(rng.Int63n(int64(4*bc.cost())) + 1)
 		if rng.Intn(8) == 0 {
 			maxQueue = 0
@@ -233,7 +233,7 @@ func runDiffSequence(t *testing.T, cfg diffConfig, seed int64, steps int, st *di
 	build := func(old map[string][]*Controller, bc bucketCase, mq time.Duration) map[string][]*Controller {
 		r := bc.rule(cfg.behavior, mq)
 		if cfg.pacing {
-			r.Strategy, r.Burst = rules.Direct, 0
+			r.Bucket = nil
 		}
 		cs, err := Build([]rules.Flow{r}, old, nf, nil)
 		if err != nil {
@@ -329,7 +329,7 @@ func runDiffSequence(t *testing.T, cfg diffConfig, seed int64, steps int, st *di
 				nb.threshold = randomBucketCase(rng).threshold
 				nb.burst = 1 + rng.Intn(2*bc.burst+2)
 			}
-			if cfg.behavior == rules.Throttle && rng.Intn(4) == 0 {
+			if cfg.behavior == behThrottle && rng.Intn(4) == 0 {
 				maxQueue = min(time.Duration(rng.Int63n(int64(4*nb.cost()))+1), time.Hour)
 			}
 			cs = build(cs, nb, maxQueue)
@@ -379,7 +379,7 @@ func runDiffSequence(t *testing.T, cfg diffConfig, seed int64, steps int, st *di
 		tol := edgeTolerance(bc.burst, n, bc.cost()) + slackNs
 		edge := wait < time.Duration(math.MaxInt64) && (nearWhole(raw, int64(wait)+1, tol) || wait > 0 && nearWhole(raw, int64(wait), tol))
 		bound := int64(1)
-		if cfg.behavior == rules.Throttle {
+		if cfg.behavior == behThrottle {
 			bound = int64(maxQueue) + 1
 		}
 		if edge && nearWhole(raw, bound, tol) {
@@ -405,7 +405,7 @@ func runDiffSequence(t *testing.T, cfg diffConfig, seed int64, steps int, st *di
 		if withheld {
 			// Run the step through both, compare nothing.
 			st.withheldSteps++
-			if cfg.behavior == rules.Reject {
+			if cfg.behavior == behReject {
 				lim.AllowN(at, int(n))
 				check(t, c, now, n)
 				continue
@@ -458,7 +458,7 @@ func runDiffSequence(t *testing.T, cfg diffConfig, seed int64, steps int, st *di
 				fail("%s: wait %v, exactly %v", desc(), time.Duration(got), time.Duration(exact))
 			}
 		}
-		if cfg.behavior == rules.Reject {
+		if cfg.behavior == behReject {
 			wantOK := lim.AllowN(at, int(n))
 			be, _ := check(t, c, now, n)
 			if be == nil {
@@ -556,14 +556,14 @@ func runDiffSequence(t *testing.T, cfg diffConfig, seed int64, steps int, st *di
 func TestConformanceTokenBucketAgainstRate(t *testing.T) {
 	const perSequence = 250
 	configs := []diffConfig{
-		{name: "reject", behavior: rules.Reject},
-		{name: "reject+reloads", behavior: rules.Reject, reloads: true},
-		{name: "throttle", behavior: rules.Throttle},
-		{name: "throttle+reloads", behavior: rules.Throttle, reloads: true},
-		{name: "throttle+cancel", behavior: rules.Throttle, cancels: true},
-		{name: "throttle+cancel+reloads", behavior: rules.Throttle, reloads: true, cancels: true},
-		{name: "pacing", behavior: rules.Throttle, pacing: true},
-		{name: "pacing+cancel", behavior: rules.Throttle, pacing: true, cancels: true},
+		{name: "reject", behavior: behReject},
+		{name: "reject+reloads", behavior: behReject, reloads: true},
+		{name: "throttle", behavior: behThrottle},
+		{name: "throttle+reloads", behavior: behThrottle, reloads: true},
+		{name: "throttle+cancel", behavior: behThrottle, cancels: true},
+		{name: "throttle+cancel+reloads", behavior: behThrottle, reloads: true, cancels: true},
+		{name: "pacing", behavior: behThrottle, pacing: true},
+		{name: "pacing+cancel", behavior: behThrottle, pacing: true, cancels: true},
 	}
 	for ci, cfg := range configs {
 		t.Run(cfg.name, func(t *testing.T) {

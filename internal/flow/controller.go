@@ -85,15 +85,15 @@ func newController(r rules.Flow, nodes NodeFunc) *Controller {
 		c = newAdaptive(b)
 	case r.Metric == rules.Concurrency:
 		c = newConcurrency(b)
-	case r.Strategy == rules.TokenBucket && r.Behavior == rules.Throttle:
+	case r.Bucket != nil && r.Throttle != nil:
 		c = newTokenBucketThrottle(b)
-	case r.Strategy == rules.TokenBucket:
+	case r.Bucket != nil:
 		c = newTokenBucket(b)
-	case r.Strategy == rules.WarmUp && r.Behavior == rules.Throttle:
+	case r.WarmUp != nil && r.Throttle != nil:
 		c = newWarmUpThrottle(b)
-	case r.Strategy == rules.WarmUp:
+	case r.WarmUp != nil:
 		c = newWarmUp(b)
-	case r.Behavior == rules.Throttle:
+	case r.Throttle != nil:
 		c = newThrottle(b)
 	case r.Exact:
 		c = newExact(b)
@@ -150,8 +150,8 @@ func (c *Controller) Rule() rules.Flow { return *c.c.enforced() }
 type stateKey struct {
 	resource, ref string
 	metric        rules.FlowMetric
-	strategy      rules.TokenStrategy
-	behavior      rules.ControlBehavior
+	kind          string // kindOf
+	throttle      bool
 	exact         bool
 	adaptive      bool
 	interval      time.Duration
@@ -163,7 +163,7 @@ func (c *Controller) key() stateKey {
 	r := c.c.enforced()
 	return stateKey{
 		resource: r.Resource, ref: r.RefResource,
-		metric: cmp.Or(r.Metric, rules.QPS), strategy: cmp.Or(r.Strategy, rules.Direct), behavior: cmp.Or(r.Behavior, rules.Reject), exact: r.Exact, adaptive: r.Adaptive != nil,
+		metric: cmp.Or(r.Metric, rules.QPS), kind: kindOf(r), throttle: r.Throttle != nil, exact: r.Exact, adaptive: r.Adaptive != nil,
 		interval: cmp.Or(r.StatInterval, ruledef.StatInterval), cluster: termsOf(r), quota: quotaTermsOf(r),
 	}
 }

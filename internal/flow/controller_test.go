@@ -92,8 +92,8 @@ func TestReleaseGivesBackWhenBlockedLater(t *testing.T) {
 		{"reject", rules.Flow{Resource: "r", Threshold: 1}},
 		{"exact", rules.Flow{Resource: "r", Threshold: 1, Exact: true}},
 		{"concurrency", rules.Flow{Resource: "r", Threshold: 1, Metric: rules.Concurrency}},
-		{"throttle", rules.Flow{Resource: "r", Threshold: 1, Behavior: rules.Throttle}},
-		{"warm-up", rules.Flow{Resource: "r", Threshold: 3, Strategy: rules.WarmUp, WarmUpPeriod: time.Second}},
+		{"throttle", rules.Flow{Resource: "r", Threshold: 1, Throttle: &rules.Throttle{}}},
+		{"warm-up", rules.Flow{Resource: "r", Threshold: 3, WarmUp: &rules.WarmUp{Period: time.Second}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -127,8 +127,8 @@ func TestBuildRefusesExactOutsideItsDomain(t *testing.T) {
 		{"threshold too large", func(r *rules.Flow) { r.Threshold = ruledef.MaxExactThreshold + 1 }, "Threshold"},
 		{"fractional threshold", func(r *rules.Flow) { r.Threshold = 2.5 }, "Threshold"},
 		{"concurrency", func(r *rules.Flow) { r.Metric = rules.Concurrency }, "Exact"},
-		{"throttle", func(r *rules.Flow) { r.Behavior = rules.Throttle }, "Exact"},
-		{"warm-up", func(r *rules.Flow) { r.Strategy = rules.WarmUp; r.WarmUpPeriod = time.Second }, "Exact"},
+		{"throttle", func(r *rules.Flow) { r.Throttle = &rules.Throttle{} }, "Exact"},
+		{"warm-up", func(r *rules.Flow) { r.WarmUp = &rules.WarmUp{Period: time.Second} }, "Exact"},
 		{"associated", func(r *rules.Flow) { r.RefResource = "s" }, "Exact"},
 	}
 	for _, tt := range tests {
@@ -164,7 +164,7 @@ func TestConcurrencyControllerReleasesOnExit(t *testing.T) {
 }
 
 func TestWarmUpLimitStartsColdAndIsObservable(t *testing.T) {
-	c, err := NewController(rules.Flow{Resource: "r", Threshold: 90, Strategy: rules.WarmUp, WarmUpPeriod: 10 * time.Second}, nodes(nil))
+	c, err := NewController(rules.Flow{Resource: "r", Threshold: 90, WarmUp: &rules.WarmUp{Period: 10 * time.Second}}, nodes(nil))
 	require.NoError(t, err)
 	assert.InDelta(t, 30, c.c.(*warmUp).tokens.limitAt(0), 1e-9, "cold: threshold / cold factor")
 }
@@ -199,7 +199,7 @@ func BenchmarkRejectCheck(b *testing.B) {
 // callers read the clock and lock in different orders, and a later
 // reading scheduled first makes an earlier one wait: no parallel variant.)
 func BenchmarkThrottleCheck(b *testing.B) {
-	c, err := NewController(rules.Flow{Resource: "r", Threshold: 1e12, Behavior: rules.Throttle}, nodes(nil))
+	c, err := NewController(rules.Flow{Resource: "r", Threshold: 1e12, Throttle: &rules.Throttle{}}, nodes(nil))
 	require.NoError(b, err)
 	clk := clock.System()
 	b.ReportAllocs()

@@ -33,7 +33,7 @@ func TestPacingExactAtLargeClockReadings(t *testing.T) {
 			{3, 10 * time.Millisecond},
 		} {
 			t.Run(fmt.Sprintf("t0=%d/%d per %v", t0, tc.rate, tc.interval), func(t *testing.T) {
-				r := rules.Flow{Resource: "r", Threshold: float64(tc.rate), StatInterval: tc.interval, Behavior: rules.Throttle, MaxQueueing: time.Hour}
+				r := rules.Flow{Resource: "r", Threshold: float64(tc.rate), StatInterval: tc.interval, Throttle: &rules.Throttle{MaxQueueing: time.Hour}}
 				if tc.interval == time.Second {
 					r.StatInterval = 0
 				}
@@ -90,8 +90,7 @@ func TestWarmUpPacingExactAtLargeClockReadings(t *testing.T) {
 	day := int64(24 * time.Hour)
 	for _, t0 := range []int64{30 * day, 365 * day} {
 		t.Run(fmt.Sprint(t0), func(t *testing.T) {
-			c, err := NewController(rules.Flow{Resource: "r", Threshold: rate, Strategy: rules.WarmUp, WarmUpPeriod: time.Second,
-				Behavior: rules.Throttle, MaxQueueing: time.Hour}, nodes(nil))
+			c, err := NewController(rules.Flow{Resource: "r", Threshold: rate, WarmUp: &rules.WarmUp{Period: time.Second}, Throttle: &rules.Throttle{MaxQueueing: time.Hour}}, nodes(nil))
 			require.NoError(t, err)
 			clk := &zeroClock{}
 			var base int64

@@ -50,12 +50,12 @@ func runPeerCase(t *testing.T, rule rules.Flow, steps []peerStep) {
 	clk := &wuClock{}
 	now := int64(time.Hour) // an arbitrary start, not 0
 	for i, s := range steps {
-		if s.reload != 0 || (s.queue >= 0 && s.n > 0 && s.queue != rule.MaxQueueing) {
+		if s.reload != 0 || (s.queue >= 0 && s.n > 0 && s.queue != maxQueueing(&rule)) {
 			if s.reload != 0 {
 				rule.Threshold = s.reload
 			}
 			if s.queue >= 0 && s.n > 0 {
-				rule.MaxQueueing = s.queue
+				rule.Throttle = &rules.Throttle{MaxQueueing: s.queue}
 			}
 			built, err = Build([]rules.Flow{rule}, built, nf, nil)
 			require.NoError(t, err)
@@ -80,7 +80,7 @@ func runPeerCase(t *testing.T, rule rules.Flow, steps []peerStep) {
 func TestGuavaRateLimiterCases(t *testing.T) {
 	hour := time.Hour
 	pace := func(t float64) rules.Flow {
-		return rules.Flow{Threshold: t, Behavior: rules.Throttle, MaxQueueing: hour}
+		return rules.Flow{Threshold: t, Throttle: &rules.Throttle{MaxQueueing: hour}}
 	}
 	try := func(n int64, timeout time.Duration, ok bool, wait ...time.Duration) peerStep {
 		s := peerStep{n: n, queue: timeout, refused: !ok}
@@ -123,7 +123,7 @@ func TestGuavaRateLimiterCases(t *testing.T) {
 			// for batches 1, 1, 3, 1), then R0.20. The token bucket follows
 			// x/time/rate: at most Burst (5) at one instant, so the batch
 			// after the stored five waits one slot.
-			"testOneSecondBurst", rules.Flow{Threshold: 5, Strategy: rules.TokenBucket, Behavior: rules.Throttle, MaxQueueing: hour},
+			"testOneSecondBurst", rules.Flow{Threshold: 5, Bucket: &rules.Bucket{}, Throttle: &rules.Throttle{MaxQueueing: hour}},
 			[]peerStep{sleep(time.Second), sleep(time.Second), acq(1, 0), acq(1, 0), acq(3, 0), acq(1, ms(200)), acq(1, ms(200))},
 		},
 		{ // Guava RateLimiterTest testTryAcquire_noWaitAllowed.
@@ -139,14 +139,14 @@ func TestGuavaRateLimiterCases(t *testing.T) {
 			// 5/s, then a refusal at 900 ms and an admission at 1,000 ms.
 			// Pacing admits a batch within the threshold at once and makes
 			// the next caller wait for all its slots, as Guava does.
-			"testTryAcquire_negative", rules.Flow{Threshold: 5, Behavior: rules.Throttle},
+			"testTryAcquire_negative", rules.Flow{Threshold: 5, Throttle: &rules.Throttle{}},
 			[]peerStep{try(5, 0, true), sleep(900 * time.Millisecond), try(1, 0, false), sleep(100 * time.Millisecond), try(1, 0, true)},
 		},
 		{ // Guava RateLimiterTest testSimpleWeights: 1/s, batches 1, 1, 2,
 			// 4, 8, 1: R0, R1, R1, R2, R4, R8. A batch larger than the
 			// threshold is refused here (it could never be admitted within
 			// one interval), so the same rate is written 8 per 8 s.
-			"testSimpleWeights", rules.Flow{Threshold: 8, StatInterval: 8 * time.Second, Behavior: rules.Throttle, MaxQueueing: hour},
+			"testSimpleWeights", rules.Flow{Threshold: 8, StatInterval: 8 * time.Second, Throttle: &rules.Throttle{MaxQueueing: hour}},
 			[]peerStep{acq(1, 0), acq(1, ms(1000)), acq(2, ms(1000)), acq(4, ms(2000)), acq(8, ms(4000)), acq(1, ms(8000))},
 		},
 		{ // Guava RateLimiterTest testBurstyAndUpdate: 1/s then 2/s; the
@@ -173,7 +173,7 @@ func TestGuavaRateLimiterCases(t *testing.T) {
 // the same: the allowance reaches Threshold after the same tokens.
 func TestGuavaWarmUpCases(t *testing.T) {
 	warm := func(th float64, period time.Duration, cf float64) rules.Flow {
-		return rules.Flow{Threshold: th, Strategy: rules.WarmUp, WarmUpPeriod: period, ColdFactor: cf, Behavior: rules.Throttle, MaxQueueing: time.Hour}
+		return rules.Flow{Threshold: th, WarmUp: &rules.WarmUp{Period: period, ColdFactor: cf}, Throttle: &rules.Throttle{MaxQueueing: time.Hour}}
 	}
 	eight := func(waits ...float64) []peerStep {
 		var out []peerStep
@@ -242,12 +242,12 @@ func TestGuavaWarmUpCases(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) { runPeerCase(t, tt.rule, tt.steps) })
 	}
 	// Guava RateLimiterTest testWarmUpWithColdFactor1: a cold factor of 1
-	// means no warm-up at all; sluice refuses it (write the direct
-	// strategy instead).
-	r := rules.Flow{Resource: "r", Threshold: 5, Strategy: rules.WarmUp, WarmUpPeriod: 4 * time.Second, ColdFactor: 1}
+	// means no warm-up at all; sluice refuses it (leave the warmUp
+	// section out instead).
+	r := rules.Flow{Resource: "r", Threshold: 5, WarmUp: &rules.WarmUp{Period: 4 * time.Second, ColdFactor: 1}}
 	var re *rules.Error
 	require.ErrorAs(t, (&rules.Set{Flow: []rules.Flow{r}}).Validate(), &re)
-	assert.Equal(t, "ColdFactor", re.Field)
+	assert.Equal(t, "WarmUp.ColdFactor", re.Field)
 }
 
 // sentinel-golang core/flow tc_throttling_test.go, with its sleeps on the
@@ -259,7 +259,7 @@ func TestSentinelThrottlingCases(t *testing.T) {
 		return be == nil, time.Duration(clk.waited.Load())
 	}
 	t.Run("TestThrottlingChecker_DoCheckNoQueueingSingleThread", func(t *testing.T) {
-		c, err := NewController(rules.Flow{Resource: "r", Threshold: 5, Behavior: rules.Throttle}, nodes(nil))
+		c, err := NewController(rules.Flow{Resource: "r", Threshold: 5, Throttle: &rules.Throttle{}}, nodes(nil))
 		require.NoError(t, err)
 		clk := &wuClock{}
 		ok, _ := check(c, clk, 0)
@@ -275,7 +275,7 @@ func TestSentinelThrottlingCases(t *testing.T) {
 		require.False(t, ok)
 	})
 	t.Run("TestThrottlingChecker_DoCheckSingleThread", func(t *testing.T) {
-		c, err := NewController(rules.Flow{Resource: "r", Threshold: 5, Behavior: rules.Throttle, MaxQueueing: time.Second}, nodes(nil))
+		c, err := NewController(rules.Flow{Resource: "r", Threshold: 5, Throttle: &rules.Throttle{MaxQueueing: time.Second}}, nodes(nil))
 		require.NoError(t, err)
 		clk := &wuClock{}
 		for i := 0; i < 10; i++ {
@@ -291,7 +291,7 @@ func TestSentinelThrottlingCases(t *testing.T) {
 	t.Run("TestThrottlingChecker_DoCheckQueueingParallel", func(t *testing.T) {
 		// 24 callers at once after the first: exactly 5 wait (sentinel-
 		// golang allows a delta), 19 are refused.
-		c, err := NewController(rules.Flow{Resource: "r", Threshold: 5, Behavior: rules.Throttle, MaxQueueing: time.Second}, nodes(nil))
+		c, err := NewController(rules.Flow{Resource: "r", Threshold: 5, Throttle: &rules.Throttle{MaxQueueing: time.Second}}, nodes(nil))
 		require.NoError(t, err)
 		clk := &wuClock{}
 		ok, _ := check(c, clk, 0)

@@ -202,15 +202,15 @@ func rateCases() []rateCase {
 
 // runRateCase runs one translated case.
 func runRateCase(t *testing.T, rc rateCase) {
-	behavior, mq := rules.Throttle, rc.maxQueue
+	behavior, mq := behThrottle, rc.maxQueue
 	if mq == 0 {
 		mq = time.Hour
 	}
 	if rc.reject {
-		behavior, mq = rules.Reject, 0
+		behavior, mq = behReject, 0
 	}
 	rule := func(perS float64, burst int) rules.Flow {
-		return rules.Flow{Resource: "r", Threshold: perS, Strategy: rules.TokenBucket, Burst: float64(burst), Behavior: behavior, MaxQueueing: mq}
+		return rules.Flow{Resource: "r", Threshold: perS, Bucket: &rules.Bucket{Burst: float64(burst)}, Throttle: behavior.section(mq)}
 	}
 	nf := nodes(nil)
 	perS, burst := rc.perS, rc.burst
@@ -306,8 +306,7 @@ func TestRateCaseEvery(t *testing.T) {
 		2500 * time.Millisecond, 4 * time.Second, 10 * time.Second, time.Hour,
 	} {
 		t.Run(interval.String(), func(t *testing.T) {
-			c, err := NewController(rules.Flow{Resource: "r", Threshold: 1, StatInterval: interval,
-				Strategy: rules.TokenBucket, Burst: 1, Behavior: rules.Throttle, MaxQueueing: time.Hour}, nodes(nil))
+			c, err := NewController(rules.Flow{Resource: "r", Threshold: 1, StatInterval: interval, Bucket: &rules.Bucket{Burst: 1}, Throttle: &rules.Throttle{MaxQueueing: time.Hour}}, nodes(nil))
 			require.NoError(t, err)
 			clk := &zeroClock{}
 			require.Nil(t, c.Check(context.Background(), newEntry(0, 1), clk))
@@ -323,9 +322,9 @@ func TestRateCaseEvery(t *testing.T) {
 // TestRateCaseSimultaneousRequests is rate_test.go TestSimultaneousRequests:
 // 15 goroutines ask a bucket of 5 at 1/s at one instant; exactly 5 pass.
 func TestRateCaseSimultaneousRequests(t *testing.T) {
-	for _, behavior := range []rules.ControlBehavior{rules.Reject, rules.Throttle} {
+	for _, behavior := range []behavior{behReject, behThrottle} {
 		t.Run(string(behavior), func(t *testing.T) {
-			c, err := NewController(rules.Flow{Resource: "r", Threshold: 1, Strategy: rules.TokenBucket, Burst: 5, Behavior: behavior}, nodes(nil))
+			c, err := NewController(rules.Flow{Resource: "r", Threshold: 1, Bucket: &rules.Bucket{Burst: 5}, Throttle: behavior.section(0)}, nodes(nil))
 			require.NoError(t, err)
 			var ok atomic.Int32
 			var wg sync.WaitGroup
@@ -352,7 +351,7 @@ func TestRateCaseSimultaneousRequests(t *testing.T) {
 // every fifth; by the last request, at 4.998 s, 100 + 499.8 tokens have
 // been available: 599 pass, as many as with rate.Limiter.
 func TestRateCaseLongRunningQPS(t *testing.T) {
-	c, err := NewController(rules.Flow{Resource: "r", Threshold: 100, Strategy: rules.TokenBucket, Burst: 100}, nodes(nil))
+	c, err := NewController(rules.Flow{Resource: "r", Threshold: 100, Bucket: &rules.Bucket{Burst: 100}}, nodes(nil))
 	require.NoError(t, err)
 	lim := rate.NewLimiter(100, 100)
 	got, want := 0, 0
@@ -373,7 +372,7 @@ func TestRateCaseLongRunningQPS(t *testing.T) {
 // whose turn is 2d away fails at once, with an error matching ErrBlocked
 // and context.DeadlineExceeded, and waits for nothing.
 func TestRateCaseWaitTimeout(t *testing.T) {
-	c, err := NewController(rules.Flow{Resource: "r", Threshold: 10, Strategy: rules.TokenBucket, Burst: 3, Behavior: rules.Throttle, MaxQueueing: time.Hour}, nodes(nil))
+	c, err := NewController(rules.Flow{Resource: "r", Threshold: 10, Bucket: &rules.Bucket{Burst: 3}, Throttle: &rules.Throttle{MaxQueueing: time.Hour}}, nodes(nil))
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rateD))
 	defer cancel()
@@ -391,7 +390,7 @@ func TestRateCaseWaitTimeout(t *testing.T) {
 // bounds only a wait, so an entry that need not wait passes, and one that
 // would wait fails at once.
 func TestRateCaseWaitOnCancelledContext(t *testing.T) {
-	c, err := NewController(rules.Flow{Resource: "r", Threshold: 10, Strategy: rules.TokenBucket, Burst: 3, Behavior: rules.Throttle, MaxQueueing: time.Hour}, nodes(nil))
+	c, err := NewController(rules.Flow{Resource: "r", Threshold: 10, Bucket: &rules.Bucket{Burst: 3}, Throttle: &rules.Throttle{MaxQueueing: time.Hour}}, nodes(nil))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -414,7 +413,7 @@ func TestRateCaseWaitOnCancelledContext(t *testing.T) {
 // nanoseconds. On rate's sequence (10/s, Burst 3) a rule admits 4 of the
 // 11 requests, rate.Limiter 5.
 func TestRateCaseJumpBackwards(t *testing.T) {
-	c, err := NewController(rules.Flow{Resource: "r", Threshold: 10, Strategy: rules.TokenBucket, Burst: 3}, nodes(nil))
+	c, err := NewController(rules.Flow{Resource: "r", Threshold: 10, Bucket: &rules.Bucket{Burst: 3}}, nodes(nil))
 	require.NoError(t, err)
 	lim := rate.NewLimiter(10, 3)
 	seq := []int{1, 0, 0, 0, 0, 1, 1, 1, 2, 2, 2}

@@ -87,7 +87,7 @@ func (t instant) round(now int64) float64 { return float64(t.ns-now) + math.Roun
 func newThrottle(b base) *throttle {
 	r := b.rule.Threshold
 	per := float64(cmp.Or(b.rule.StatInterval, ruledef.StatInterval))
-	c := &throttle{sched: &pace{}, cost: per / r, limit: r, maxQueue: int64(b.rule.MaxQueueing), base: b}
+	c := &throttle{sched: &pace{}, cost: per / r, limit: r, maxQueue: int64(maxQueueing(&b.rule)), base: b}
 	if w := math.Floor(c.cost); w < 1<<52 {
 		// The rest computed from per and r, not from cost's rounding:
 		// (per - w*r)/r, with per - w*r exact (a fused multiply-add).

@@ -60,8 +60,9 @@ type tokens struct {
 func newTokens(b *base) *tokens {
 	r := &b.rule
 	t := r.Threshold
-	cf := cmp.Or(r.ColdFactor, ruledef.ColdFactor)
-	periods := float64(r.WarmUpPeriod) / float64(cmp.Or(r.StatInterval, ruledef.StatInterval))
+	w := warmUpOf(r)
+	cf := w.ColdFactor
+	periods := float64(w.Period) / float64(cmp.Or(r.StatInterval, ruledef.StatInterval))
 	tk := &tokens{threshold: t, coldFactor: cf, interval: int64(cmp.Or(r.StatInterval, ruledef.StatInterval)), next: math.Inf(-1)}
 	tk.warningToken = periods * t / (cf - 1)
 	tk.maxToken = tk.warningToken + 2*periods*t/(1+cf)
@@ -186,8 +187,7 @@ func (tk *tokens) limitAt(now int64) float64 {
 // the same warm-up curve: their tokens mean the same, whatever their IDs and
 // queueing bounds.
 func sameCurve(a, b *rules.Flow) bool {
-	return a.Threshold == b.Threshold && cmp.Or(a.ColdFactor, ruledef.ColdFactor) == cmp.Or(b.ColdFactor, ruledef.ColdFactor) &&
-		a.WarmUpPeriod == b.WarmUpPeriod && cmp.Or(a.StatInterval, ruledef.StatInterval) == cmp.Or(b.StatInterval, ruledef.StatInterval)
+	return a.Threshold == b.Threshold && warmUpOf(a) == warmUpOf(b) && cmp.Or(a.StatInterval, ruledef.StatInterval) == cmp.Or(b.StatInterval, ruledef.StatInterval)
 }
 
 // warmUp enforces a QPS warm-up rule that refuses at once: at most the
@@ -316,7 +316,7 @@ type warmUpThrottle struct {
 }
 
 func newWarmUpThrottle(b base) *warmUpThrottle {
-	return &warmUpThrottle{tokens: newTokens(&b), sched: &schedule{}, maxQueue: int64(b.rule.MaxQueueing), base: b}
+	return &warmUpThrottle{tokens: newTokens(&b), sched: &schedule{}, maxQueue: int64(maxQueueing(&b.rule)), base: b}
 }
 
 func (c *warmUpThrottle) check(ctx context.Context, ec *entry.Context, clk core.Clock) *core.BlockError {

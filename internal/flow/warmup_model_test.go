@@ -78,14 +78,14 @@ func (m *model) reload(r rules.Flow) {
 	m.rule = r
 	m.iv = int64(cmp.Or(r.StatInterval, ruledef.StatInterval))
 	m.width = m.iv / 10
-	m.pacing = r.Behavior == rules.Throttle
-	m.warm = r.Strategy == rules.WarmUp
-	if m.warm && old.Resource != "" && old.Threshold == r.Threshold && cmp.Or(old.ColdFactor, ruledef.ColdFactor) == cmp.Or(r.ColdFactor, ruledef.ColdFactor) &&
-		old.WarmUpPeriod == r.WarmUpPeriod && cmp.Or(old.StatInterval, ruledef.StatInterval) == cmp.Or(r.StatInterval, ruledef.StatInterval) {
+	m.pacing = r.Throttle != nil
+	m.warm = r.WarmUp != nil
+	if m.warm && old.Resource != "" && old.Threshold == r.Threshold && warmUpOf(&old) == warmUpOf(&r) &&
+		cmp.Or(old.StatInterval, ruledef.StatInterval) == cmp.Or(r.StatInterval, ruledef.StatInterval) {
 		return // the same curve: the tokens stay
 	}
-	m.T, m.cf = r.Threshold, cmp.Or(r.ColdFactor, ruledef.ColdFactor)
-	p := float64(r.WarmUpPeriod) / float64(m.iv)
+	m.T, m.cf = r.Threshold, warmUpOf(&r).ColdFactor
+	p := float64(warmUpOf(&r).Period) / float64(m.iv)
 	m.warn = p * m.T / (m.cf - 1)
 	m.max = m.warn + 2*p*m.T/(1+m.cf)
 	m.primed = false
@@ -166,7 +166,7 @@ func (m *model) decide(now, n int64) (bool, int64) {
 	if m.pacing {
 		start := math.Max(m.free, float64(now))
 		wait := math.Round(start) - float64(now)
-		if wait > float64(m.rule.MaxQueueing) {
+		if wait > float64(maxQueueing(&m.rule)) {
 			return false, 0
 		}
 		m.free = start + float64(m.iv)/lim*f
@@ -238,24 +238,24 @@ func (c *wuClock) NewTimer(d time.Duration) core.Timer {
 func TestConformanceWarmUpAndPacingAgainstTheModel(t *testing.T) {
 	s := time.Second
 	configs := []rules.Flow{
-		{Threshold: 20, Strategy: rules.WarmUp, WarmUpPeriod: 4 * s},
-		{Threshold: 300, Strategy: rules.WarmUp, WarmUpPeriod: 10 * s},
-		{Threshold: 2, Strategy: rules.WarmUp, WarmUpPeriod: 4 * s},
-		{Threshold: 0.5, Strategy: rules.WarmUp, WarmUpPeriod: 8 * s},
-		{Threshold: 4, Strategy: rules.WarmUp, WarmUpPeriod: 5 * s, ColdFactor: 10},
-		{Threshold: 7, Strategy: rules.WarmUp, WarmUpPeriod: 300 * time.Millisecond, StatInterval: 100 * time.Millisecond, ColdFactor: 1.5},
-		{Threshold: 20, Strategy: rules.WarmUp, Behavior: rules.Throttle, WarmUpPeriod: 4 * s},
-		{Threshold: 2, Strategy: rules.WarmUp, Behavior: rules.Throttle, WarmUpPeriod: 4 * s, MaxQueueing: 2 * s},
-		{Threshold: 0.5, Strategy: rules.WarmUp, Behavior: rules.Throttle, WarmUpPeriod: 8 * s},
-		{Threshold: 30, Strategy: rules.WarmUp, Behavior: rules.Throttle, WarmUpPeriod: 2 * s, StatInterval: 2 * s, ColdFactor: 4, MaxQueueing: 300 * time.Millisecond},
-		{Threshold: 10, Behavior: rules.Throttle},
-		{Threshold: 1500, Behavior: rules.Throttle, MaxQueueing: 10 * time.Millisecond},
-		{Threshold: 0.3, Behavior: rules.Throttle, MaxQueueing: 5 * s, StatInterval: 100 * time.Millisecond},
+		{Threshold: 20, WarmUp: &rules.WarmUp{Period: 4 * s}},
+		{Threshold: 300, WarmUp: &rules.WarmUp{Period: 10 * s}},
+		{Threshold: 2, WarmUp: &rules.WarmUp{Period: 4 * s}},
+		{Threshold: 0.5, WarmUp: &rules.WarmUp{Period: 8 * s}},
+		{Threshold: 4, WarmUp: &rules.WarmUp{Period: 5 * s, ColdFactor: 10}},
+		{Threshold: 7, WarmUp: &rules.WarmUp{Period: 300 * time.Millisecond, ColdFactor: 1.5}, StatInterval: 100 * time.Millisecond},
+		{Threshold: 20, WarmUp: &rules.WarmUp{Period: 4 * s}, Throttle: &rules.Throttle{}},
+		{Threshold: 2, WarmUp: &rules.WarmUp{Period: 4 * s}, Throttle: &rules.Throttle{MaxQueueing: 2 * s}},
+		{Threshold: 0.5, WarmUp: &rules.WarmUp{Period: 8 * s}, Throttle: &rules.Throttle{}},
+		{Threshold: 30, WarmUp: &rules.WarmUp{Period: 2 * s, ColdFactor: 4}, Throttle: &rules.Throttle{MaxQueueing: 300 * time.Millisecond}, StatInterval: 2 * s},
+		{Threshold: 10, Throttle: &rules.Throttle{}},
+		{Threshold: 1500, Throttle: &rules.Throttle{MaxQueueing: 10 * time.Millisecond}},
+		{Threshold: 0.3, Throttle: &rules.Throttle{MaxQueueing: 5 * s}, StatInterval: 100 * time.Millisecond},
 	}
 	steps := conformance.Steps(3000)
 	for ci, base := range configs {
 		base.Resource = "r"
-		t.Run(fmt.Sprintf("%v/%v/%v-per-%v/cf%v", base.Strategy, base.Behavior, base.Threshold, cmp.Or(base.StatInterval, ruledef.StatInterval), cmp.Or(base.ColdFactor, ruledef.ColdFactor)), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%v/%v/%v-per-%v/cf%v", strategyOf(&base), behaviorOf(&base), base.Threshold, cmp.Or(base.StatInterval, ruledef.StatInterval), warmUpOf(&base).ColdFactor), func(t *testing.T) {
 			rng := rand.New(rand.NewSource(int64(ci) + 1))
 			nf := nodes(nil)
 			rule := base
@@ -267,7 +267,7 @@ func TestConformanceWarmUpAndPacingAgainstTheModel(t *testing.T) {
 			m := newModel(rule)
 			iv := int64(cmp.Or(rule.StatInterval, ruledef.StatInterval))
 			slot := float64(iv) / rule.Threshold
-			period := int64(rule.WarmUpPeriod)
+			period := int64(warmUpOf(&rule).Period)
 			if period == 0 {
 				period = iv
 			}
@@ -296,8 +296,8 @@ func TestConformanceWarmUpAndPacingAgainstTheModel(t *testing.T) {
 					case 0:
 						rule.ID = "reloaded"
 					case 1:
-						if rule.Behavior == rules.Throttle {
-							rule.MaxQueueing = time.Duration(rng.Intn(int(2 * s)))
+						if rule.Throttle != nil {
+							rule.Throttle = &rules.Throttle{MaxQueueing: time.Duration(rng.Intn(int(2 * s)))}
 						}
 					case 2:
 						rule.Threshold = base.Threshold * (1 + float64(rng.Intn(2)))

@@ -12,13 +12,13 @@ import (
 
 // TestWarmUpReloadKeeps pins what a reloaded warm-up rule keeps, as
 // Engine.LoadRules documents it: a rule that counts the same way (same
-// resource, strategy, behavior and StatInterval) keeps the window (reject)
+// resource, sections and StatInterval) keeps the window (reject)
 // or the queue schedule (throttle) whatever else changed, and its warm-up
 // tokens when the curve is the same: Threshold, ColdFactor (0 is 3),
 // WarmUpPeriod. ID, MaxQueueing and Shadow do not touch the curve.
 func TestWarmUpReloadKeeps(t *testing.T) {
-	for _, b := range []rules.ControlBehavior{rules.Reject, rules.Throttle} {
-		base := rules.Flow{Resource: "r", Threshold: 10, Strategy: rules.WarmUp, Behavior: b, WarmUpPeriod: 10 * time.Second}
+	for _, b := range []behavior{behReject, behThrottle} {
+		base := rules.Flow{Resource: "r", Threshold: 10, WarmUp: &rules.WarmUp{Period: 10 * time.Second}, Throttle: b.section(0)}
 		for _, tt := range []struct {
 			name       string
 			change     func(r *rules.Flow)
@@ -28,14 +28,14 @@ func TestWarmUpReloadKeeps(t *testing.T) {
 			{"nothing", func(r *rules.Flow) {}, true, true},
 			{"ID", func(r *rules.Flow) { r.ID = "x" }, true, true},
 			{"Shadow", func(r *rules.Flow) { r.Shadow = true }, true, true},
-			{"ColdFactor 0 to 3", func(r *rules.Flow) { r.ColdFactor = 3 }, true, true},
-			{"MaxQueueing", func(r *rules.Flow) { r.MaxQueueing = time.Second }, true, true},
+			{"ColdFactor 0 to 3", func(r *rules.Flow) { r.WarmUp = &rules.WarmUp{Period: r.WarmUp.Period, ColdFactor: 3} }, true, true},
+			{"MaxQueueing", func(r *rules.Flow) { r.Throttle = b.section(time.Second) }, true, true},
 			{"Threshold", func(r *rules.Flow) { r.Threshold = 20 }, false, true},
-			{"ColdFactor", func(r *rules.Flow) { r.ColdFactor = 4 }, false, true},
-			{"WarmUpPeriod", func(r *rules.Flow) { r.WarmUpPeriod = 5 * time.Second }, false, true},
+			{"ColdFactor", func(r *rules.Flow) { r.WarmUp = &rules.WarmUp{Period: r.WarmUp.Period, ColdFactor: 4} }, false, true},
+			{"WarmUpPeriod", func(r *rules.Flow) { r.WarmUp = &rules.WarmUp{Period: 5 * time.Second} }, false, true},
 			{"StatInterval", func(r *rules.Flow) { r.StatInterval = 500 * time.Millisecond }, false, false},
 		} {
-			if tt.name == "MaxQueueing" && b != rules.Throttle {
+			if tt.name == "MaxQueueing" && b != behThrottle {
 				continue // only throttle takes it
 			}
 			t.Run(string(b)+"/"+tt.name, func(t *testing.T) {

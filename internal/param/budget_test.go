@@ -118,9 +118,9 @@ func TestBudgetParamBucketAgreesWithModel(t *testing.T) {
 func TestBudgetParamIsOperational(t *testing.T) {
 	for _, r := range []rules.Param{
 		{Resource: "r", Threshold: 3, Burst: 2},
-		{Resource: "r", Threshold: 7, Behavior: rules.Throttle, MaxQueueing: 500 * time.Millisecond},
+		{Resource: "r", Threshold: 7, Throttle: &rules.Throttle{MaxQueueing: 500 * time.Millisecond}},
 	} {
-		t.Run(string(r.Behavior), func(t *testing.T) {
+		t.Run(map[bool]string{false: "reject", true: "throttle"}[r.Throttle != nil], func(t *testing.T) {
 			for seed := int64(1); seed <= 10; seed++ {
 				rng := rand.New(rand.NewSource(seed))
 				c, err := NewController(r)

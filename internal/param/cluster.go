@@ -90,7 +90,7 @@ func newClusterCtl(r *rules.Param, rm *Remote) *clusterCtl {
 	}
 	cc := &clusterCtl{
 		mgr: rm.mgr,
-		prefix: rm.app + "/param/" + r.Resource + "/" + arg + "/" + string(cmp.Or(r.Behavior, rules.Reject)) + "/" +
+		prefix: rm.app + "/param/" + r.Resource + "/" + arg + "/" + behaviorKey(r) + "/" +
 			strconv.FormatInt(cmp.Or(r.Duration, ruledef.ParamDuration).Milliseconds(), 10) + "ms/",
 		alg:         cluster.TokenBucket,
 		interval:    cmp.Or(r.Duration, ruledef.ParamDuration),
@@ -98,7 +98,7 @@ func newClusterCtl(r *rules.Param, rm *Remote) *clusterCtl {
 		fallback:    r.Cluster.Fallback,
 		localT:      int64(r.Cluster.LocalThreshold),
 	}
-	if r.Behavior == rules.Throttle {
+	if r.Throttle != nil {
 		cc.alg = cluster.Pacing
 	}
 	if r.Cluster.Leases {

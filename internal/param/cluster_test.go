@@ -284,7 +284,7 @@ func TestClusterBurstAndPerInstance(t *testing.T) {
 // schedule; a wait beyond MaxQueueing is refused with the time to retry.
 func TestClusterThrottle(t *testing.T) {
 	f := newFleet(t, 2)
-	r := rules.Param{Threshold: 10, Behavior: rules.Throttle, Cluster: &rules.Cluster{}}
+	r := rules.Param{Threshold: 10, Throttle: &rules.Throttle{}, Cluster: &rules.Cluster{}}
 	a, _ := f.build(t, 0, r, nil)
 	b, _ := f.build(t, 1, r, nil)
 	require.Nil(t, f.enter(a, "u"))
@@ -297,7 +297,7 @@ func TestClusterThrottle(t *testing.T) {
 	require.Nil(t, f.enter(b, "u"))
 
 	// With room to queue, an entry waits for its slot on the clock.
-	r.MaxQueueing = time.Second
+	r.Throttle = &rules.Throttle{MaxQueueing: time.Second}
 	q, _ := f.build(t, 0, r, nil)
 	f.clk.Advance(time.Second)
 	require.Nil(t, f.enter(q, "w"))
@@ -533,7 +533,7 @@ func TestClusterLeasesFollowTerms(t *testing.T) {
 	assert.True(t, first.Closed())
 	assert.Equal(t, 300.0, second.Spec().Budget.Limit)
 
-	p := rules.Param{Resource: "p", Threshold: 10, Behavior: rules.Throttle, MaxQueueing: time.Second, Cluster: &rules.Cluster{Leases: true}}
+	p := rules.Param{Resource: "p", Threshold: 10, Throttle: &rules.Throttle{MaxQueueing: time.Second}, Cluster: &rules.Cluster{Leases: true}}
 	pc, _ := f.build(t, 0, p, nil)
 	require.Nil(t, f.enter(pc, "v"))
 	ec := &entry.Context{Resource: "p", Batch: 1, Start: f.clk.Nanotime()}
@@ -691,7 +691,7 @@ func TestClusterThrottleShareBudgetPlusOne(t *testing.T) {
 				steps = 240 // 12 Durations
 			)
 			f := newFleet(t, tt.instances)
-			r := rules.Param{Key: "user", Threshold: tt.threshold, Behavior: rules.Throttle, Duration: tt.duration, Cluster: &rules.Cluster{}}
+			r := rules.Param{Key: "user", Threshold: tt.threshold, Throttle: &rules.Throttle{}, Duration: tt.duration, Cluster: &rules.Cluster{}}
 			cs := make([]*Controller, tt.instances)
 			olds := make([]map[string][]*Controller, tt.instances)
 			for i := range cs {
@@ -771,23 +771,23 @@ func TestClusterThrottleShareBudgetPlusOne(t *testing.T) {
 func TestClusterShareLongFallback(t *testing.T) {
 	tests := []struct {
 		name      string
-		behavior  rules.ControlBehavior
+		behavior  behavior
 		instances int
 		threshold int64
 		burst     int64
 		duration  time.Duration
 	}{
-		{"reject 1 per minute, 10 instances", rules.Reject, 10, 1, 0, time.Minute},
-		{"reject 5+2 per 10 s, 4 instances", rules.Reject, 4, 5, 2, 10 * time.Second},
-		{"throttle 1 per minute, 10 instances", rules.Throttle, 10, 1, 0, time.Minute},
-		{"throttle 2 per 10 s, 3 instances", rules.Throttle, 3, 2, 0, 10 * time.Second},
-		{"throttle 7 per 10 s, 2 instances", rules.Throttle, 2, 7, 0, 10 * time.Second},
+		{"reject 1 per minute, 10 instances", behReject, 10, 1, 0, time.Minute},
+		{"reject 5+2 per 10 s, 4 instances", behReject, 4, 5, 2, 10 * time.Second},
+		{"throttle 1 per minute, 10 instances", behThrottle, 10, 1, 0, time.Minute},
+		{"throttle 2 per 10 s, 3 instances", behThrottle, 3, 2, 0, 10 * time.Second},
+		{"throttle 7 per 10 s, 2 instances", behThrottle, 2, 7, 0, 10 * time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			const steps = 440 // 22 Durations of 20 steps
 			f := newFleet(t, tt.instances)
-			r := rules.Param{Key: "user", Threshold: tt.threshold, Burst: tt.burst, Behavior: tt.behavior,
+			r := rules.Param{Key: "user", Threshold: tt.threshold, Burst: tt.burst, Throttle: tt.behavior.section(0),
 				Duration: tt.duration, Cluster: &rules.Cluster{}}
 			cs := make([]*Controller, tt.instances)
 			for i := range cs {
@@ -840,7 +840,7 @@ func TestClusterThrottleShareConcurrent(t *testing.T) {
 		threshold = 2
 	)
 	f := newFleet(t, instances)
-	r := rules.Param{Key: "user", Threshold: threshold, Behavior: rules.Throttle, Duration: 10 * time.Second, Cluster: &rules.Cluster{}}
+	r := rules.Param{Key: "user", Threshold: threshold, Throttle: &rules.Throttle{}, Duration: 10 * time.Second, Cluster: &rules.Cluster{}}
 	cs := make([]*Controller, instances)
 	for i := range cs {
 		cs[i], _ = f.build(t, i, r, nil)

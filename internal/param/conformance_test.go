@@ -94,7 +94,7 @@ func (m *paramModel) check(v string, now, n int64, cancelled bool) paramDecision
 		return paramDecision{reason: "value refused by its exception"}
 	}
 	limit := t
-	if m.rule.Metric == rules.QPS && m.rule.Behavior == rules.Reject {
+	if m.rule.Metric == rules.QPS && behaviorOf(&m.rule) == behReject {
 		limit += m.rule.Burst
 	}
 	if n > limit {
@@ -113,7 +113,7 @@ func (m *paramModel) check(v string, now, n int64, cancelled bool) paramDecision
 		}
 		st.inflight += n
 		return paramDecision{pass: true}
-	case m.rule.Behavior == rules.Throttle:
+	case behaviorOf(&m.rule) == behThrottle:
 		if st == nil {
 			st = &modelValue{end: new(big.Rat)}
 			m.values[v] = st
@@ -126,14 +126,14 @@ func (m *paramModel) check(v string, now, n int64, cancelled bool) paramDecision
 			from.SetInt64(now)
 		}
 		wait := begin - now
-		if mq := int64(m.rule.MaxQueueing); wait > mq {
+		if mq := int64(maxQueueing(&m.rule)); wait > mq {
 			return paramDecision{observed: float64(wait) / 1e6, threshold: float64(mq) / 1e6,
 				retryAfter: time.Duration(wait - mq), reason: "wait exceeds max queueing"}
 		}
 		if cancelled && wait > 0 {
 			// Nothing was scheduled behind it in this timeline: its slots
 			// come back, and the schedule is as it was.
-			return paramDecision{observed: float64(wait) / 1e6, threshold: float64(m.rule.MaxQueueing) / 1e6,
+			return paramDecision{observed: float64(wait) / 1e6, threshold: float64(maxQueueing(&m.rule)) / 1e6,
 				reason: "wait cancelled: " + context.Canceled.Error()}
 		}
 		st.end, st.endT = from.Add(from, new(big.Rat).SetFrac(new(big.Int).Mul(big.NewInt(n), W), big.NewInt(t))), t
@@ -174,7 +174,7 @@ func (m *paramModel) release(v string, n int64, blocked bool) {
 	switch {
 	case m.rule.Metric == rules.Concurrency:
 		st.inflight -= n
-	case m.rule.Behavior == rules.Reject && blocked:
+	case behaviorOf(&m.rule) == behReject && blocked:
 		st.credit.Add(st.credit, new(big.Int).Mul(big.NewInt(n), big.NewInt(m.window())))
 	}
 }
@@ -185,7 +185,7 @@ func (m *paramModel) release(v string, n int64, blocked bool) {
 func (m *paramModel) reload(r rules.Param) {
 	old := m.rule
 	m.rule = r
-	if cmp.Or(old.Duration, ruledef.ParamDuration) != cmp.Or(r.Duration, ruledef.ParamDuration) || old.Metric != r.Metric || old.Behavior != r.Behavior {
+	if cmp.Or(old.Duration, ruledef.ParamDuration) != cmp.Or(r.Duration, ruledef.ParamDuration) || old.Metric != r.Metric || behaviorOf(&old) != behaviorOf(&r) {
 		m.values = map[string]*modelValue{}
 	}
 }
@@ -237,16 +237,16 @@ func (c *instantClock) NewTimer(d time.Duration) core.Timer {
 
 var paramDurations = []time.Duration{time.Millisecond, 10 * time.Millisecond, time.Second, 7 * time.Second, time.Minute, time.Hour, 24 * time.Hour}
 
-func randomParamRule(rng *rand.Rand, metric rules.FlowMetric, behavior rules.ControlBehavior, d time.Duration) rules.Param {
-	r := rules.Param{Resource: "r", Metric: metric, Behavior: behavior, Threshold: 1 + rng.Int64N(7)}
+func randomParamRule(rng *rand.Rand, metric rules.FlowMetric, behavior behavior, d time.Duration) rules.Param {
+	r := rules.Param{Resource: "r", Metric: metric, Throttle: behavior.section(0), Threshold: 1 + rng.Int64N(7)}
 	if metric == rules.QPS {
 		r.Duration = d
 	}
-	if metric == rules.QPS && behavior == rules.Reject {
+	if metric == rules.QPS && behavior == behReject {
 		r.Burst = rng.Int64N(4)
 	}
-	if behavior == rules.Throttle {
-		r.MaxQueueing = min(time.Duration(rng.Int64N(4))*d/3, time.Hour)
+	if behavior == behThrottle {
+		r.Throttle.MaxQueueing = min(time.Duration(rng.Int64N(4))*d/3, time.Hour)
 		if rng.IntN(4) == 0 {
 			r.Threshold = 1_000_000_007 // fractions of a nanosecond in every slot
 		}
@@ -291,11 +291,11 @@ func TestConformanceParamAgainstModel(t *testing.T) {
 	kinds := []struct {
 		name     string
 		metric   rules.FlowMetric
-		behavior rules.ControlBehavior
+		behavior behavior
 	}{
-		{"qps-reject", rules.QPS, rules.Reject},
-		{"qps-throttle", rules.QPS, rules.Throttle},
-		{"concurrency", rules.Concurrency, rules.Reject},
+		{"qps-reject", rules.QPS, behReject},
+		{"qps-throttle", rules.QPS, behThrottle},
+		{"concurrency", rules.Concurrency, behReject},
 	}
 	for ki, kind := range kinds {
 		t.Run(kind.name, func(t *testing.T) {
@@ -377,7 +377,7 @@ func TestConformanceParamAgainstModel(t *testing.T) {
 					if rng.IntN(4) == 0 {
 						n = 1 + rng.Int64N(m.rule.Threshold+m.rule.Burst+2)
 					}
-					cancel := kind.behavior == rules.Throttle && rng.IntN(6) == 0
+					cancel := kind.behavior == behThrottle && rng.IntN(6) == 0
 					ctx := context.Background()
 					clk.never = cancel
 					if cancel {
@@ -465,7 +465,7 @@ func TestPeersHotspotCases(t *testing.T) {
 		require.Equal(t, int64(90), tokens(c, "010110", start), "refilled to the bucket's size, then 20 taken")
 	})
 	t.Run("Test_throttlingTrafficShapingController_performChecking", func(t *testing.T) {
-		c := newCtl(t, rules.Param{Threshold: 100, Behavior: rules.Throttle, MaxQueueing: 10 * time.Millisecond})
+		c := newCtl(t, rules.Param{Threshold: 100, Throttle: &rules.Throttle{MaxQueueing: 10 * time.Millisecond}})
 		require.Nil(t, run(c, start-201*int64(time.Millisecond), 1, "010110"))
 		clk := &instantClock{}
 		require.Nil(t, c.CheckKey(context.Background(), &entry.Context{Resource: "res", Batch: 1, Start: start}, "010110", clk))
@@ -503,7 +503,7 @@ func (c *signalClock) NewTimer(d time.Duration) core.Timer {
 // A takes the slot at 100 ms and waits, B takes 200 ms, A is cancelled: C
 // gets 300 ms, not A's 100 ms.
 func TestThrottleCancelWithAWaiterBehindKeepsTheSchedule(t *testing.T) {
-	c := newCtl(t, rules.Param{Threshold: 10, Behavior: rules.Throttle, MaxQueueing: time.Second})
+	c := newCtl(t, rules.Param{Threshold: 10, Throttle: &rules.Throttle{MaxQueueing: time.Second}})
 	run := func(ctx context.Context, clk core.Clock) *core.BlockError {
 		return c.CheckKey(ctx, &entry.Context{Resource: "res", Batch: 1, Start: start}, "u", clk)
 	}

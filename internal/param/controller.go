@@ -59,7 +59,7 @@ func newController(r rules.Param) *Controller {
 		rule:     rulewalk.Clone(r),
 		window:   uint64(cmp.Or(r.Duration, ruledef.ParamDuration)),
 		burst:    r.Burst,
-		maxQueue: int64(r.MaxQueueing),
+		maxQueue: int64(maxQueueing(&r)),
 	}
 	if len(r.Exceptions) > 0 {
 		c.exc = maps.Clone(r.Exceptions)
@@ -67,7 +67,7 @@ func newController(r rules.Param) *Controller {
 	switch {
 	case r.Metric == rules.Concurrency:
 		c.mode = modeConcurrency
-	case r.Behavior == rules.Throttle:
+	case r.Throttle != nil:
 		c.mode = modeThrottle
 	default:
 		c.mode = modeReject

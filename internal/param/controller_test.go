@@ -226,7 +226,7 @@ func TestIntAndStringFormsShareState(t *testing.T) {
 
 func TestThrottle(t *testing.T) {
 	clk := sluicetest.NewManualClock(start)
-	c := newCtl(t, rules.Param{Threshold: 10, Behavior: rules.Throttle, MaxQueueing: 250 * time.Millisecond})
+	c := newCtl(t, rules.Param{Threshold: 10, Throttle: &rules.Throttle{MaxQueueing: 250 * time.Millisecond}})
 	now := clk.Nanotime()
 	be, _ := check(c, clk, now, 1, "a")
 	require.Nil(t, be, "first request passes at once")
@@ -276,7 +276,7 @@ func TestThrottle(t *testing.T) {
 
 func TestThrottleExactPacing(t *testing.T) {
 	// 3 per day, no queueing: one each 8 h, to the nanosecond.
-	c := newCtl(t, rules.Param{Threshold: 3, Duration: 24 * time.Hour, Behavior: rules.Throttle})
+	c := newCtl(t, rules.Param{Threshold: 3, Duration: 24 * time.Hour, Throttle: &rules.Throttle{}})
 	now := start
 	be, _ := check(c, nil, now, 1, "u")
 	require.Nil(t, be)
@@ -471,7 +471,7 @@ func TestThrottleBatchOccupiesItsSlots(t *testing.T) {
 	}
 	const refused = -1
 	throttle := func(threshold int64, queue time.Duration) rules.Param {
-		return rules.Param{Threshold: threshold, Behavior: rules.Throttle, MaxQueueing: queue}
+		return rules.Param{Threshold: threshold, Throttle: &rules.Throttle{MaxQueueing: queue}}
 	}
 	tests := []struct {
 		name  string
@@ -508,7 +508,7 @@ func TestThrottleBatchOccupiesItsSlots(t *testing.T) {
 			{0, 11, refused, 0},
 			{0, 10, 0, 0}, // the refusal took no slot
 		}},
-		{"batch larger than the value's exception", rules.Param{Threshold: 10, Behavior: rules.Throttle, Exceptions: map[string]int64{"u": 2}}, []step{
+		{"batch larger than the value's exception", rules.Param{Threshold: 10, Throttle: &rules.Throttle{}, Exceptions: map[string]int64{"u": 2}}, []step{
 			{0, 3, refused, 0},
 			{0, 2, 0, 0},
 			{1000*ms - 1, 1, refused, 1},
@@ -555,7 +555,7 @@ func TestThrottleAdmittedSlotsNeverOverlap(t *testing.T) {
 		each    = 300
 		step    = int64(100 * time.Millisecond)
 	)
-	c := newCtl(t, rules.Param{Threshold: 10, Behavior: rules.Throttle})
+	c := newCtl(t, rules.Param{Threshold: 10, Throttle: &rules.Throttle{}})
 	type pass struct{ at, batch int64 }
 	var (
 		mu     sync.Mutex
@@ -606,7 +606,7 @@ func TestThrottleAdmittedSlotsNeverOverlap(t *testing.T) {
 // carried in the old threshold's units is not read as whole nanoseconds of
 // the new one.
 func TestThrottleScheduleSurvivesThresholdChange(t *testing.T) {
-	r := rules.Param{Resource: "r", Threshold: 1_000_000_007, Behavior: rules.Throttle}
+	r := rules.Param{Resource: "r", Threshold: 1_000_000_007, Throttle: &rules.Throttle{}}
 	old, err := Build([]rules.Param{r}, nil, nil)
 	require.NoError(t, err)
 	be, _ := check(old["r"][0], nil, start, 1, "u") // holds [start, start + 0.99999999 ns)
@@ -640,7 +640,7 @@ func TestOversizedBatch(t *testing.T) {
 		{"qps", rules.Param{Threshold: 10}, 10},
 		{"qps with burst", rules.Param{Threshold: 10, Burst: 5}, 15},
 		{"qps exception", rules.Param{Threshold: 10, Exceptions: map[string]int64{"u": 3}}, 3},
-		{"throttle", rules.Param{Threshold: 10, Behavior: rules.Throttle, MaxQueueing: time.Hour}, 10},
+		{"throttle", rules.Param{Threshold: 10, Throttle: &rules.Throttle{MaxQueueing: time.Hour}}, 10},
 		{"concurrency", rules.Param{Threshold: 10, Metric: rules.Concurrency}, 10},
 	}
 	for _, tt := range tests {
@@ -788,7 +788,7 @@ func TestGiveBackAfterRebuild(t *testing.T) {
 // 100 ms and waits; other values fill and rebuild the table; A is
 // cancelled: the next entry gets 100 ms again.
 func TestThrottleCancelAfterRebuildGivesTheSlotBack(t *testing.T) {
-	c := newCtl(t, rules.Param{Threshold: 10, Behavior: rules.Throttle, MaxQueueing: time.Second, Capacity: 100})
+	c := newCtl(t, rules.Param{Threshold: 10, Throttle: &rules.Throttle{MaxQueueing: time.Second}, Capacity: 100})
 	run := func(ctx context.Context, clk core.Clock, v string) *core.BlockError {
 		return c.CheckKey(ctx, &entry.Context{Resource: "res", Batch: 1, Start: start}, v, clk)
 	}

@@ -749,9 +749,16 @@
     kindSel.value = kind;
     for (const f of forms) f.hidden = (f.dataset.form || f.dataset.kind) !== kind;
   }
+  // syncSections shows the fields of the sections checked, and disables the
+  // others' (a required field of a section left off, warmUp.period, must not
+  // stop the form).
   function syncSections(f) {
     for (const box of f.querySelectorAll('input[data-type="section"]')) {
-      for (const l of f.querySelectorAll('label.in-section')) if (l.dataset.section === box.name) l.hidden = !box.checked;
+      for (const l of f.querySelectorAll('label.in-section')) {
+        if (l.dataset.section !== box.name) continue;
+        l.hidden = !box.checked;
+        for (const e of l.querySelectorAll("input, select, textarea")) e.disabled = !box.checked;
+      }
     }
   }
   const isNumber = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/, isInteger = /^[+-]?\d+$/;
