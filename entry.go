@@ -35,6 +35,9 @@ var (
 	// ErrBadArgIndex: a typed positional argument (WithStringArg,
 	// WithIntArg) at an index no param rule can name, below 0 or above 255.
 	ErrBadArgIndex = errors.New("sluice: invalid argument index")
+	// ErrBadCaller: a caller (WithCaller) longer than 256 bytes, not
+	// valid UTF-8, or holding a control character.
+	ErrBadCaller = errors.New("sluice: invalid caller")
 )
 
 // maxBatch is the largest batch count one entry may carry.
@@ -310,8 +313,8 @@ func (eng *Engine) exitNeedsClock(r *passRecord, in *window.Node) bool {
 // Entry asks to enter resource. It returns a Pass when every rule lets the
 // call through, and otherwise the zero Pass and an error: a *BlockError
 // (matching ErrBlocked) when a rule refused it; ErrBadResource,
-// ErrBadTraffic, ErrBadBatch, ErrTooManyAttachments or ErrBadArgIndex
-// (wrapped) for an entry
+// ErrBadTraffic, ErrBadBatch, ErrTooManyAttachments, ErrBadArgIndex or
+// ErrBadCaller (wrapped) for an entry
 // it cannot make sense of; or ErrClosed. A throttling rule may make it wait
 // for its turn (at most the rule's MaxQueueing, and never past Close).
 //
@@ -343,6 +346,8 @@ func (eng *Engine) enter(ctx context.Context, name string, opts []EntryOption) (
 		args  entry.Args
 		given [maxAttachments]*entry.Arg
 		nn    int
+		// caller is WithCaller's, checked below (caller.go)
+		caller string
 	)
 	for i := range opts {
 		o := &opts[i]
@@ -358,6 +363,8 @@ func (eng *Engine) enter(ctx context.Context, name string, opts []EntryOption) (
 			args.Positional = o.args
 		case optPriority:
 			priority = core.Priority(o.n)
+		case optCaller:
+			caller = o.arg.Value.Str
 		case optArg:
 			if nn == len(given) {
 				return Pass{}, fmt.Errorf("%w: more than %d", ErrTooManyAttachments, maxAttachments)
@@ -379,6 +386,11 @@ func (eng *Engine) enter(ctx context.Context, name string, opts []EntryOption) (
 	if len(name) > eng.maxName {
 		return Pass{}, fmt.Errorf("%w: %d bytes, more than the engine's limit of %d (Limits.NameBytes)", ErrBadResource, len(name), eng.maxName)
 	}
+	if caller != "" {
+		if err := checkCaller(caller); err != nil {
+			return Pass{}, err
+		}
+	}
 	if eng.closed.Load() {
 		return Pass{}, ErrClosed
 	}
@@ -387,7 +399,7 @@ func (eng *Engine) enter(ctx context.Context, name string, opts []EntryOption) (
 	// (released at Exit or on refusal; the undo-only ones dropped).
 	p.eng, p.err, p.custom, p.slots = eng, nil, nil, nil
 	c := &p.ctx
-	c.Resource, c.Traffic, c.Batch, c.Priority = name, traffic, batch, priority
+	c.Resource, c.Traffic, c.Batch, c.Priority, c.Caller = name, traffic, batch, priority, caller
 	// The resource is looked up before the clock is read, with the latest
 	// Entry's reading standing in for the clock to pick the bucket slot
 	// its node prefetches, so that the clock read overlaps the misses of a
@@ -552,6 +564,7 @@ func customCopy(c *entry.Context) *slots.Entry {
 	return &slots.Entry{
 		Resource: c.Resource,
 		Traffic:  c.Traffic,
+		Caller:   c.Caller,
 		Batch:    c.Batch,
 		Start:    c.Start,
 	}

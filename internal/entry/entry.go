@@ -22,6 +22,9 @@ type Context struct {
 	Traffic core.TrafficType
 	// Priority is the entry's priority (sluice.WithPriority).
 	Priority core.Priority
+	// Caller is the identity of the calling application
+	// (sluice.WithCaller), validated; empty when the entry names none.
+	Caller string
 	// timed is set when a ticket needs the exit's clock reading
 	// (ExitTimed); gate is 1 + the index among the tickets of the one that
 	// decides at Exit (ExitTimedIfGate), 0 when there is none. They sit in
