@@ -518,6 +518,11 @@ func (eng *Engine) check(ctx context.Context, c *entry.Context, args entry.Args,
 	if rs == nil {
 		return nil
 	}
+	if o := rs.other; o != nil && o.authority != nil {
+		if be := o.authority.check(c); be != nil && !eng.shadowed(c, r, be) {
+			return be
+		}
+	}
 	for i := range rs.flow {
 		if be := rs.flow[i].Check(ctx, c, eng.clock); be != nil && !eng.shadowed(c, r, be) {
 			return be

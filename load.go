@@ -153,7 +153,7 @@ type anyKind interface {
 }
 
 // ruleKinds are every kind, in the order of rules.Set.
-var ruleKinds = []anyKind{flowKind, systemKind, breakerKind, paramKind}
+var ruleKinds = []anyKind{flowKind, systemKind, breakerKind, paramKind, authorityKind}
 
 // check validates rs whole (see validate) and checks them against the
 // engine's limits (limits.go).

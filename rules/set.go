@@ -18,10 +18,11 @@ type Set struct {
 	System         []System         `json:"system,omitempty" yaml:"system,omitempty"`
 	CircuitBreaker []CircuitBreaker `json:"circuitBreaker,omitempty" yaml:"circuitBreaker,omitempty"`
 	Param          []Param          `json:"param,omitempty" yaml:"param,omitempty"`
+	Authority      []Authority      `json:"authority,omitempty" yaml:"authority,omitempty"`
 }
 
 // Validate returns the first problem with a rule of s, in the order flow,
-// system, circuit breaker, param, as an *Error, or nil. Besides each rule's
+// system, circuit breaker, param, authority, as an *Error, or nil. Besides each rule's
 // fields, it refuses strings that are not valid UTF-8, and duplicates (two
 // rules of a kind that count the same thing the same way), reported at the
 // later rule with Field empty.
@@ -55,6 +56,8 @@ func (s *Set) Validate() error {
 		validateList("param", s.Param, (*Param).validate, func(r *Param) paramKey {
 			return paramKey{r.Resource, r.Key, r.Index, cmp.Or(r.Metric, QPS), r.window()}
 		}, "resource, argument (key or index), metric and duration"),
+		validateList("authority", s.Authority, (*Authority).validate, func(r *Authority) string { return r.Resource },
+			"resource (a resource takes one authority rule)"),
 	)
 }
 
