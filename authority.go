@@ -33,11 +33,12 @@ const (
 	reasonDenied     = "caller on the authority rule's deny list"
 )
 
-// check returns the refusal of c, or nil when its caller may enter.
-func (a *authorityCheck) check(c *entry.Context) *core.BlockError {
+// check returns the refusal of c, whose caller is caller, or nil when it
+// may enter.
+func (a *authorityCheck) check(c *entry.Context, caller string) *core.BlockError {
 	reason := ""
-	switch _, listed := a.callers[c.Caller]; {
-	case c.Caller == "":
+	switch _, listed := a.callers[caller]; {
+	case caller == "":
 		if a.strict {
 			reason = reasonNoCaller
 		}

@@ -7,7 +7,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
+	"github.com/sluice-go/sluice/slots"
 )
 
 // TestWithCallerRefusesBadIdentity: a caller too long, not UTF-8 or holding
@@ -69,4 +71,24 @@ func TestWithCallerAllocs(t *testing.T) {
 		p.Exit()
 	})
 	require.Zero(t, n)
+}
+
+type callerSeen struct{ got []string }
+
+func (s *callerSeen) Check(e *slots.Entry) *core.BlockError {
+	s.got = append(s.got, e.Caller)
+	return nil
+}
+
+// TestWithCallerCustomSlot: custom slots see the entry's caller.
+func TestWithCallerCustomSlot(t *testing.T) {
+	g, _ := newTestEngine(t, 0)
+	s := &callerSeen{}
+	require.NoError(t, g.RegisterSlot(s, 0))
+	for _, c := range []string{"a", "", "b"} {
+		p, err := g.Entry("r", WithCaller(c))
+		require.NoError(t, err)
+		p.Exit()
+	}
+	require.Equal(t, []string{"a", "", "b"}, s.got)
 }

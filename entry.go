@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -376,7 +377,7 @@ func (eng *Engine) enter(ctx context.Context, name string, opts []EntryOption) (
 			nn++
 		}
 	}
-	args.Given = given[:nn]
+	args.Given, args.Caller = given[:nn], caller
 	if batch < 1 || batch > maxBatch {
 		return Pass{}, fmt.Errorf("%w: %d (want 1 to %d)", ErrBadBatch, batch, maxBatch)
 	}
@@ -399,7 +400,7 @@ func (eng *Engine) enter(ctx context.Context, name string, opts []EntryOption) (
 	// (released at Exit or on refusal; the undo-only ones dropped).
 	p.eng, p.err, p.custom, p.slots = eng, nil, nil, nil
 	c := &p.ctx
-	c.Resource, c.Traffic, c.Batch, c.Priority, c.Caller = name, traffic, batch, priority, caller
+	c.Resource, c.Traffic, c.Batch, c.Priority = name, traffic, batch, priority
 	// The resource is looked up before the clock is read, with the latest
 	// Entry's reading standing in for the clock to pick the bucket slot
 	// its node prefetches, so that the clock read overlaps the misses of a
@@ -442,7 +443,7 @@ func (eng *Engine) enter(ctx context.Context, name string, opts []EntryOption) (
 // panicked see no OnExit: the entry never passed.)
 func (eng *Engine) enterCustom(ctx context.Context, p *passRecord, args entry.Args, r *resource, in *window.Node, snap *chain.Snapshot) (Pass, error) {
 	c := &p.ctx
-	p.custom = customCopy(c)
+	p.custom = customCopy(c, args.Caller)
 	p.slots = snap
 	settled := false
 	defer func() {
@@ -519,7 +520,7 @@ func (eng *Engine) check(ctx context.Context, c *entry.Context, args entry.Args,
 		return nil
 	}
 	if o := rs.other; o != nil && o.authority != nil {
-		if be := o.authority.check(c); be != nil && !eng.shadowed(c, r, be) {
+		if be := o.authority.check(c, args.Caller); be != nil && !eng.shadowed(c, r, be) {
 			return be
 		}
 	}
@@ -564,12 +565,12 @@ func customCheck(c *entry.Context, e *slots.Entry, snap *chain.Snapshot) *core.B
 }
 
 // customCopy is the entry custom slots see: a heap copy of the entry's
-// context (its arguments never leave the entry).
-func customCopy(c *entry.Context) *slots.Entry {
+// context and caller (its arguments never leave the entry).
+func customCopy(c *entry.Context, caller string) *slots.Entry {
 	return &slots.Entry{
 		Resource: c.Resource,
 		Traffic:  c.Traffic,
-		Caller:   c.Caller,
+		Caller:   strings.Clone(caller),
 		Batch:    c.Batch,
 		Start:    c.Start,
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/adapters/gin/internal/callerid"
 	"github.com/sluice-go/sluice/adapters/gin/internal/refusal"
 	sluicehttp "github.com/sluice-go/sluice/adapters/http"
 	"github.com/sluice-go/sluice/core"
@@ -119,6 +120,7 @@ type config struct {
 	block  BlockHandler // nil: policy's
 	policy sluicehttp.RefusalPolicy
 	errf   func(*gin.Context) error
+	caller func(*http.Request) string
 }
 
 // WithResourceName names each request's resource with f instead of the
@@ -156,6 +158,33 @@ func WithErrorFunc(f func(c *gin.Context) error) Option {
 	return func(cf *config) { cf.errf = f }
 }
 
+// WithCaller makes the middleware read each request's caller from src, as
+// the net/http adapter's option of the same name does (see
+// sluicehttp.CallerSource, and its note on trust): a caller an authority
+// rule refuses gets 403, and a caller no entry may carry 400 without
+// entering. It panics on a src that sets no field, more than one, or an
+// unknown Cert.
+func WithCaller(src sluicehttp.CallerSource) Option {
+	f := callerid.HTTP("sluicegin", src.Header, src.Cert, src.Func)
+	return func(cf *config) { cf.caller = f }
+}
+
+// notEntered answers a request whose Entry returned err: the block
+// handler's answer to a refusal, 400 to a caller no entry may carry (never
+// failing open past an authority rule), and otherwise the next handlers'
+// (fail open: see the package doc).
+func notEntered(c *gin.Context, cf *config, err error) {
+	switch {
+	case errors.Is(err, core.ErrBlocked):
+		cf.block(c, err)
+		c.Abort()
+	case errors.Is(err, sluice.ErrBadCaller):
+		c.AbortWithStatus(http.StatusBadRequest)
+	default:
+		c.Next()
+	}
+}
+
 // maxStackArgs is how many extracted arguments live on the stack.
 const maxStackArgs = 4
 
@@ -187,16 +216,20 @@ func Middleware(g *sluice.Engine, opts ...Option) gin.HandlerFunc {
 		} else {
 			name = NoRoute
 		}
-		opts := [2]sluice.EntryOption{sluice.WithTraffic(core.Inbound)}
+		opts := [3]sluice.EntryOption{sluice.WithTraffic(core.Inbound)}
 		n := 1
+		if cf.caller != nil {
+			opts[n] = sluice.WithCaller(cf.caller(c.Request))
+			n++
+		}
 		if len(cf.args) > 0 {
 			var buf [maxStackArgs]any
 			args := buf[:0]
 			for _, f := range cf.args {
 				args = append(args, f(c))
 			}
-			opts[1] = sluice.WithArgs(args...)
-			n = 2
+			opts[n] = sluice.WithArgs(args...)
+			n++
 		}
 		var (
 			p   sluice.Pass
@@ -208,12 +241,7 @@ func Middleware(g *sluice.Engine, opts ...Option) gin.HandlerFunc {
 			p, err = g.EntryContext(c.Request.Context(), name, opts[:n]...)
 		}
 		if err != nil {
-			if errors.Is(err, core.ErrBlocked) {
-				cf.block(c, err)
-				c.Abort()
-				return
-			}
-			c.Next() // fail open: see the package doc
+			notEntered(c, &cf, err)
 			return
 		}
 		done := false

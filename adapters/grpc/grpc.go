@@ -75,6 +75,7 @@ type config struct {
 	block   BlockFunc // nil: policy's
 	policy  RefusalPolicy
 	codes   uint32 // bit c set: code c is recorded as an error
+	caller  func(context.Context) string
 }
 
 // WithResourceName names each call's resource with f instead of its full
@@ -148,6 +149,20 @@ func (cf *config) resource(ctx context.Context, method string) string {
 	return method
 }
 
+// notEntered ends a call whose Entry returned eer: with the block func's
+// error for a refusal, InvalidArgument for a caller no entry may carry
+// (never failing open past an authority rule), and otherwise by running
+// call unguarded (fail open: a closed engine).
+func (cf *config) notEntered(ctx context.Context, method string, eer error, call func() error) error {
+	switch {
+	case errors.Is(eer, core.ErrBlocked):
+		return cf.blocked(ctx, method, eer)
+	case errors.Is(eer, sluice.ErrBadCaller):
+		return errBadCaller
+	}
+	return call()
+}
+
 // guard runs call inside an entry of the call's resource, for the
 // interceptors whose entry ends when call returns (unary calls, server
 // streams). It returns call's error, or the block func's error without
@@ -165,16 +180,18 @@ func (cf *config) guard(g *sluice.Engine, ctx context.Context, method string, re
 		return call()
 	}
 	var (
-		ob  [2]sluice.EntryOption
+		ob  [3]sluice.EntryOption
 		buf [maxStackArgs]any
 		p   sluice.Pass
 		eer error
 	)
 	ob[0] = sluice.WithTraffic(cf.traffic)
 	eo := ob[:1]
+	if cf.caller != nil {
+		eo = append(eo, sluice.WithCaller(cf.caller(ctx)))
+	}
 	if args := cf.argsInto(&buf, ctx, method, req); args != nil {
-		ob[1] = sluice.WithArgs(args...)
-		eo = ob[:2]
+		eo = append(eo, sluice.WithArgs(args...))
 	}
 	if g == nil {
 		p, eer = sluice.EntryContext(ctx, name, eo...)
@@ -182,10 +199,7 @@ func (cf *config) guard(g *sluice.Engine, ctx context.Context, method string, re
 		p, eer = g.EntryContext(ctx, name, eo...)
 	}
 	if eer != nil {
-		if errors.Is(eer, core.ErrBlocked) {
-			return cf.blocked(ctx, method, eer)
-		}
-		return call() // fail open
+		return cf.notEntered(ctx, method, eer, call)
 	}
 	done := false
 	defer func() {

@@ -86,6 +86,7 @@ type config struct {
 	block   func(w http.ResponseWriter, r *http.Request, err error) // nil: policy's
 	policy  RefusalPolicy
 	isError func(status int) bool
+	caller  func(*http.Request) string // nil: no caller (caller.go)
 }
 
 // WithRefusalPolicy answers refused requests with p's status and
@@ -178,16 +179,20 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.next.ServeHTTP(w, r)
 		return
 	}
-	opts := [2]sluice.EntryOption{sluice.WithTraffic(core.Inbound)}
+	opts := [3]sluice.EntryOption{sluice.WithTraffic(core.Inbound)}
 	n := 1
+	if h.cf.caller != nil {
+		opts[n] = sluice.WithCaller(h.cf.caller(r))
+		n++
+	}
 	if len(h.cf.args) > 0 {
 		var buf [maxStackArgs]any
 		args := buf[:0]
 		for _, f := range h.cf.args {
 			args = append(args, f(r))
 		}
-		opts[1] = sluice.WithArgs(args...)
-		n = 2
+		opts[n] = sluice.WithArgs(args...)
+		n++
 	}
 	var (
 		p   sluice.Pass
@@ -199,11 +204,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p, err = h.eng.EntryContext(r.Context(), name, opts[:n]...)
 	}
 	if err != nil {
-		if errors.Is(err, core.ErrBlocked) {
-			h.cf.block(w, r, err)
-			return
-		}
-		h.next.ServeHTTP(w, r) // fail open: see the package doc
+		h.notEntered(w, r, err)
 		return
 	}
 	sw := &statusWriter{ResponseWriter: w, eng: eng, name: name}
@@ -218,6 +219,21 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	h.next.ServeHTTP(sw, r)
 	done = true
+}
+
+// notEntered answers a request whose Entry returned err: the block
+// handler's answer to a refusal, 400 to a caller no entry may carry (never
+// failing open past an authority rule), and otherwise the next handler's
+// (fail open: see the package doc).
+func (h *handler) notEntered(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, core.ErrBlocked):
+		h.cf.block(w, r, err)
+	case errors.Is(err, sluice.ErrBadCaller):
+		refuseBadCaller(w)
+	default:
+		h.next.ServeHTTP(w, r)
+	}
 }
 
 // maxUnwrap bounds the writers enteredBy looks through.

@@ -22,9 +22,6 @@ type Context struct {
 	Traffic core.TrafficType
 	// Priority is the entry's priority (sluice.WithPriority).
 	Priority core.Priority
-	// Caller is the identity of the calling application
-	// (sluice.WithCaller), validated; empty when the entry names none.
-	Caller string
 	// timed is set when a ticket needs the exit's clock reading
 	// (ExitTimed); gate is 1 + the index among the tickets of the one that
 	// decides at Exit (ExitTimedIfGate), 0 when there is none. They sit in
@@ -309,6 +306,11 @@ type Arg struct {
 type Args struct {
 	Positional []any
 	Given      []*Arg
+	// Caller is the identity of the calling application
+	// (sluice.WithCaller), validated; empty when the entry names none. It
+	// points into the entry's options, like the arguments, and must not be
+	// kept (strings.Clone it).
+	Caller string
 }
 
 // At returns positional argument i: the last typed argument given at i,
