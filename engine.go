@@ -115,6 +115,7 @@ type Engine struct {
 	breakers   kindState[rules.CircuitBreaker, map[string][]*degrade.Breaker]
 	param      kindState[rules.Param, map[string][]*param.Controller]
 	authority  kindState[rules.Authority, map[string]*authorityCheck]
+	callers    callerFlowState
 	breakerHub *degrade.Hub // classifier, listeners and transition order of the breakers
 
 	events  notify.Hub[stat.Event] // the event stream (Subscribe)
@@ -306,10 +307,11 @@ type otherRules struct {
 	param     []*param.Controller
 	degrade   []*degrade.Breaker
 	authority *authorityCheck
+	callers   *callerFlow
 }
 
 func (o *otherRules) empty() bool {
-	return len(o.param) == 0 && len(o.degrade) == 0 && o.authority == nil
+	return len(o.param) == 0 && len(o.degrade) == 0 && o.authority == nil && o.callers == nil
 }
 
 // newRuleSet returns the rule set of the given controllers, or nil when
@@ -412,6 +414,9 @@ func (eng *Engine) publish() {
 	}
 	for res, a := range eng.authority.ctl {
 		get(res).authority = a
+	}
+	for res, f := range eng.callers.byRes {
+		get(res).callers = f
 	}
 	for res := range eng.flow.ctl {
 		eng.node(res)

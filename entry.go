@@ -533,6 +533,11 @@ func (eng *Engine) check(ctx context.Context, c *entry.Context, args entry.Args,
 	if o == nil {
 		return nil
 	}
+	if o.callers != nil {
+		if be := o.callers.check(ctx, c, args.Caller, eng.clock); be != nil && !eng.shadowed(c, r, be) {
+			return be
+		}
+	}
 	for _, f := range o.param {
 		if be := f.Check(ctx, c, args, eng.clock); be != nil && !eng.shadowed(c, r, be) {
 			return be

@@ -85,7 +85,11 @@ var (
 		equal:    func(a, b []rules.Flow) bool { return reflect.DeepEqual(a, b) },
 		clone:    cloneFlows,
 		build: func(eng *Engine, rs []rules.Flow, old map[string][]*flow.Controller) (map[string][]*flow.Controller, error) {
+			rs, callers := splitCallerFlows(rs) // callerflow.go
 			if err := eng.cluster.refuses(rs); err != nil {
+				return nil, err
+			}
+			if err := eng.stageCallerFlows(callers); err != nil {
 				return nil, err
 			}
 			ctl, err := flow.Build(rs, old, eng.node, eng.cluster.leases())
@@ -93,6 +97,7 @@ var (
 			eng.hookAdaptive(old, ctl, err) // adaptive.go
 			return ctl, err
 		},
+		use:    func(eng *Engine, _ map[string][]*flow.Controller) { eng.useCallerFlows() },
 		claims: true,
 	}
 	systemKind = &ruleKind[rules.System, *system.RuleSet]{

@@ -74,6 +74,14 @@ type Flow struct {
 	// wait for the window's next bucket, counted against that bucket. Zero
 	// means critical entries are refused like the others.
 	PriorityWait time.Duration `json:"priorityWait,omitempty" yaml:"priorityWait,omitempty"`
+	// Caller says whose entries the rule counts (sluice.WithCaller): empty
+	// for every entry together (the default); a caller's name for that
+	// caller's entries only; "other" for each caller without
+	// a rule of its own on the resource, each counted apart. Entries
+	// without a caller count only towards rules without Caller. A
+	// per-caller rule is a QPS or concurrency rule of the direct strategy
+	// with a whole Threshold; see docs/rules.md for what it counts.
+	Caller string `json:"caller,omitempty" yaml:"caller,omitempty"`
 }
 
 // MaxThreshold bounds every threshold; larger values are refused as absurd.
@@ -143,6 +151,7 @@ func (r *Flow) validate() error {
 	c.fail(cl && bucket && cmp.Or(r.Behavior, Reject) != Reject, "Cluster", "a shared token bucket needs the reject behavior")
 	c.fail(cl && r.Exact, "Cluster", "cannot be exact: the shared window is the store's; use Cluster.Strict for exact decisions")
 	c.fail(cl && ref, "Cluster", "applies to the rule's own resource only")
+	r.validateCaller(c) // flowcaller.go
 	return c.err
 }
 

@@ -33,6 +33,7 @@ func (s *Set) Validate() error {
 		strategy      TokenStrategy
 		behavior      ControlBehavior
 		interval      time.Duration
+		caller        string
 	}
 	type breakerKey struct {
 		resource string
@@ -46,8 +47,8 @@ func (s *Set) Validate() error {
 	}
 	return cmp.Or(
 		validateList("flow", s.Flow, (*Flow).validate, func(r *Flow) flowKey {
-			return flowKey{r.Resource, r.RefResource, cmp.Or(r.Metric, QPS), cmp.Or(r.Strategy, Direct), cmp.Or(r.Behavior, Reject), r.interval()}
-		}, "resource, metric, strategy, behavior, statInterval and refResource"),
+			return flowKey{r.Resource, r.RefResource, cmp.Or(r.Metric, QPS), cmp.Or(r.Strategy, Direct), cmp.Or(r.Behavior, Reject), r.interval(), r.Caller}
+		}, "resource, metric, strategy, behavior, statInterval, refResource and caller"),
 		validateList("system", s.System, (*System).validate, func(r *System) SystemMetric { return r.Metric },
 			"metric (the process takes one system rule per metric)"),
 		validateList("circuit breaker", s.CircuitBreaker, (*CircuitBreaker).validate, func(r *CircuitBreaker) breakerKey {
