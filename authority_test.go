@@ -2,13 +2,16 @@ package sluice
 
 import (
 	"errors"
+	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
+	"github.com/sluice-go/sluice/stat"
 )
 
 // TestAuthoritySentinelCases are the cases of Alibaba Sentinel's
@@ -148,4 +151,32 @@ func TestAuthorityRefusedLoadKeepsRules(t *testing.T) {
 func blockedBy(err error, typ core.BlockType) bool {
 	var be *core.BlockError
 	return errors.As(err, &be) && be.Type == typ
+}
+
+// TestBlockLogNamesCaller: the block log writes a record per refused
+// caller, naming it (message and attribute); entries without a caller keep
+// the record without one.
+func TestBlockLogNamesCaller(t *testing.T) {
+	h := &captureHandler{}
+	g, clk := newTestEngine(t, 0, WithBlockLog(slog.New(h)))
+	require.NoError(t, g.LoadRules(rules.Set{Authority: []rules.Authority{{ID: "pay", Resource: "POST /pay", Allow: []string{"checkout"}}}}))
+	for range 3 {
+		_, err := g.Entry("POST /pay", WithCaller("mallory"))
+		require.Error(t, err)
+	}
+	_, err := g.Entry("POST /pay", WithCaller("eve\u202e"))
+	require.Error(t, err)
+	clk.Advance(time.Second)
+	g.Each(func(string, stat.Snapshot) {}) // writes the second's records
+	recs := h.take()
+	require.Len(t, recs, 2)
+	got := map[string]string{}
+	for _, r := range recs {
+		a := attrs(r)
+		got[a["caller"]] = r.Message
+		assert.Equal(t, "authority", a["type"])
+		assert.Equal(t, "pay", a["rule"])
+	}
+	assert.Equal(t, `POST /pay refused 3 from "mallory" by authority rule "pay" (threshold 0) at `, got["mallory"][:len(got["mallory"])-8])
+	assert.Contains(t, got["eve\u202e"], `from "eve\u202e"`, "the message quotes the caller, escaping what a terminal would obey")
 }

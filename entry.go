@@ -426,7 +426,7 @@ func (eng *Engine) enter(ctx context.Context, name string, opts []EntryOption) (
 		return eng.enterCustom(ctx, p, args, r, in, snap)
 	}
 	if be := eng.check(ctx, c, args, r); be != nil {
-		err := eng.refuse(c, r, in, be)
+		err := eng.refuse(c, r, in, be, args.Caller)
 		passRecords.Put(p)
 		return Pass{}, err
 	}
@@ -460,7 +460,7 @@ func (eng *Engine) enterCustom(ctx context.Context, p *passRecord, args entry.Ar
 	}
 	if be != nil {
 		settled = true
-		err := eng.refuse(c, r, in, be)
+		err := eng.refuse(c, r, in, be, args.Caller)
 		for _, s := range snap.Stat {
 			s.OnBlock(p.custom, be)
 		}
@@ -480,17 +480,17 @@ func (eng *Engine) enterCustom(ctx context.Context, p *passRecord, args entry.Ar
 }
 
 // refuse gives back what the checks of a refused entry reserved, counts the
-// block, and returns the error Entry returns: be, or ErrClosed when the
-// engine closed meanwhile (a wait cut short by Close, or a refusal racing
-// it).
-func (eng *Engine) refuse(c *entry.Context, r *resource, in *window.Node, be *core.BlockError) error {
+// block (the block log names caller, which it copies), and returns the
+// error Entry returns: be, or ErrClosed when the engine closed meanwhile (a
+// wait cut short by Close, or a refusal racing it).
+func (eng *Engine) refuse(c *entry.Context, r *resource, in *window.Node, be *core.BlockError, caller string) error {
 	c.ReleaseRefused()
 	statistic.Block(c, &r.node, in, be.Type)
 	if be.Type == core.BlockSystem {
 		eng.systemRefused(c.Start)
 	}
 	if eng.blocks != nil {
-		eng.blocks.note(be, c.Resource, c.Batch, c.Start)
+		eng.blocks.noteCaller(be, c.Resource, caller, c.Batch, c.Start)
 	}
 	if eng.closed.Load() {
 		return ErrClosed
