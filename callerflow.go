@@ -19,7 +19,9 @@ import (
 // bucket of Threshold tokens earning Threshold per StatInterval; a
 // concurrency rule an in-flight count; throttle a pacing schedule. They
 // are checked after the flow rules without Caller, and refuse as flow
-// rules do (core.BlockFlow).
+// rules do (core.BlockFlow). A cluster one gives each caller a budget in
+// the cluster store shared by the fleet (a key per caller, named by a
+// digest of the caller), as a cluster param rule does per value.
 
 // callerOther is Flow.Caller's value for each caller without a rule of its own.
 const callerOther = "other"
@@ -42,7 +44,9 @@ func (f *callerFlow) check(ctx context.Context, c *entry.Context, caller string,
 	}
 	for _, p := range cs {
 		if be := p.CheckKey(ctx, c, caller, clk); be != nil {
-			be.Type = core.BlockFlow
+			if be.Type == core.BlockParam {
+				be.Type = core.BlockFlow // a cluster rule's stays BlockCluster
+			}
 			return be
 		}
 	}
@@ -87,6 +91,7 @@ func callerParam(r *rules.Flow) rules.Param {
 		ID: r.ID, Resource: r.Resource + callerSep + r.Caller,
 		Metric: r.Metric, Threshold: int64(r.Threshold), Duration: r.StatInterval,
 		Behavior: r.Behavior, MaxQueueing: r.MaxQueueing, Shadow: r.Shadow,
+		Cluster: r.Cluster,
 	}
 	if r.Caller != callerOther {
 		p.Capacity = 1 // one caller only
@@ -102,7 +107,7 @@ func (eng *Engine) stageCallerFlows(rs []rules.Flow) error {
 	for i := range rs {
 		ps[i] = callerParam(&rs[i])
 	}
-	ctl, err := param.Build(ps, eng.callers.ctl, nil)
+	ctl, err := param.Build(ps, eng.callers.ctl, eng.cluster.params())
 	if err != nil {
 		return err
 	}

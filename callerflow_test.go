@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/sluicetest"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -196,4 +197,46 @@ func TestCallerFlowMemoryBound(t *testing.T) {
 	grew := int64(after.HeapAlloc) - int64(before.HeapAlloc)
 	t.Logf("%d callers: %d tracked, heap grew %d bytes", n, tracked, grew)
 	assert.Less(t, grew, int64(16<<20), "the heap grew by more than 16 MiB")
+}
+
+// TestCallerFlowCluster: a cluster "other" rule of 5 per minute gives each
+// caller a budget shared by two instances: whichever instance a caller's
+// requests reach, it passes exactly 5 per minute, minute after minute; a
+// caller without a rule (none) and the named partner's own local rule are
+// apart from it.
+func TestCallerFlowCluster(t *testing.T) {
+	clk := sluicetest.NewManualClock(1_000_000_000_000)
+	st := newFakeStore(clk)
+	st.mu.Lock()
+	st.live = 2
+	st.mu.Unlock()
+	gs := make([]*Engine, 2)
+	for i := range gs {
+		gs[i] = New(WithClock(clk), WithCluster(st, ClusterConfig{App: "shop", Timeout: time.Hour}))
+		t.Cleanup(func() { _ = gs[i].Close() })
+		require.NoError(t, gs[i].LoadRules(rules.Set{Flow: []rules.Flow{
+			{Resource: "post", Threshold: 5, StatInterval: time.Minute, Caller: "other", Cluster: &rules.Cluster{}},
+			{Resource: "post", Threshold: 1, StatInterval: time.Minute, Caller: "partner"},
+		}}))
+	}
+	for minute := range 3 {
+		for u := range 20 {
+			caller := fmt.Sprint("svc-", u)
+			ok := 0
+			for i := range 12 {
+				p, err := gs[(i+u)%2].Entry("post", WithCaller(caller))
+				if err == nil {
+					ok++
+					p.Exit()
+					continue
+				}
+				require.True(t, blockedBy(err, core.BlockCluster), "%v", err)
+			}
+			require.Equal(t, 5, ok, "minute %d, %s", minute, caller)
+		}
+		assert.Equal(t, 1, callerAdmitted(t, gs[0], "post", "partner", 3), "the partner's local rule: 1 per instance")
+		assert.Equal(t, 1, callerAdmitted(t, gs[1], "post", "partner", 3))
+		assert.Equal(t, 10, callerAdmitted(t, gs[0], "post", "", 10), "no caller: no per-caller rule")
+		clk.Advance(time.Minute)
+	}
 }

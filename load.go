@@ -85,10 +85,10 @@ var (
 		equal:    func(a, b []rules.Flow) bool { return reflect.DeepEqual(a, b) },
 		clone:    cloneFlows,
 		build: func(eng *Engine, rs []rules.Flow, old map[string][]*flow.Controller) (map[string][]*flow.Controller, error) {
-			rs, callers := splitCallerFlows(rs) // callerflow.go
 			if err := eng.cluster.refuses(rs); err != nil {
 				return nil, err
 			}
+			rs, callers := splitCallerFlows(rs) // callerflow.go
 			if err := eng.stageCallerFlows(callers); err != nil {
 				return nil, err
 			}

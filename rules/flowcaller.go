@@ -35,5 +35,8 @@ func (r *Flow) validateCaller(c *check) {
 	c.fail(len(r.Tiers) > 0, "Tiers", "must be empty: %s", why)
 	c.fail(r.Adaptive != nil, "Adaptive", "must be empty: %s", why)
 	c.fail(r.PriorityWait != 0, "PriorityWait", "must be zero: %s", why)
-	c.fail(r.Cluster != nil, "Cluster", "is not yet available to a per-caller rule; use a cluster param rule keyed on an attachment holding the caller")
+	if cl := r.Cluster; cl != nil {
+		c.fail(cmp.Or(cl.Fallback, FallbackLocal) == FallbackLocal && cl.LocalThreshold != math.Trunc(cl.LocalThreshold),
+			"Cluster.LocalThreshold", "must be a whole number for a per-caller rule (each caller's local bucket counts whole requests), got %v", cl.LocalThreshold)
+	}
 }

@@ -31,7 +31,8 @@ func TestFlowCallerValidate(t *testing.T) {
 		{"exact", func(r *Flow) { r.Exact = true }, "Exact"},
 		{"associated resource", func(r *Flow) { r.RefResource = "db" }, "RefResource"},
 		{"priority wait", func(r *Flow) { r.PriorityWait = time.Millisecond }, "PriorityWait"},
-		{"cluster", func(r *Flow) { r.Cluster = &Cluster{} }, "Cluster"},
+		{"cluster", func(r *Flow) { r.Cluster = &Cluster{} }, ""},
+		{"cluster, fractional local share", func(r *Flow) { r.Cluster = &Cluster{LocalThreshold: 2.5} }, "Cluster.LocalThreshold"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
