@@ -797,6 +797,13 @@
             parts.push(yamlString(k) + ": " + n);
           }
           v = "{" + parts.join(", ") + "}";
+        } else if (type === "names") {
+          // A list of callers (an authority rule's allow or deny list), as
+          // JSON, which YAML reads as written.
+          let l;
+          try { l = JSON.parse(raw); } catch (err) { throw new Error(name + ": not a JSON list (" + err.message + ")"); }
+          if (!Array.isArray(l) || l.some((o) => typeof o !== "string")) throw new Error(name + ": not a JSON list of strings");
+          v = JSON.stringify(l);
         } else if (type === "list") {
           // A list of objects (a flow rule's tiers), written as JSON,
           // which YAML reads as written.
