@@ -180,3 +180,26 @@ func TestBlockLogNamesCaller(t *testing.T) {
 	assert.Equal(t, `POST /pay refused 3 from "mallory" by authority rule "pay" (threshold 0) at `, got["mallory"][:len(got["mallory"])-8])
 	assert.Contains(t, got["eve\u202e"], `from "eve\u202e"`, "the message quotes the caller, escaping what a terminal would obey")
 }
+
+// TestAuthorityEvents: loading authority rules publishes an
+// EventRulesLoaded of kind "authority"; an invalid one an
+// EventRulesRefused naming the rule.
+func TestAuthorityEvents(t *testing.T) {
+	g, _ := newTestEngine(t, 0)
+	var kinds []string
+	var refused []error
+	cancel := g.Subscribe(func(e stat.Event) {
+		switch e.Kind {
+		case stat.EventRulesLoaded:
+			kinds = append(kinds, e.RuleKind)
+		case stat.EventRulesRefused:
+			refused = append(refused, e.Err)
+		}
+	})
+	defer cancel()
+	require.NoError(t, g.LoadRules(rules.Set{Authority: []rules.Authority{{Resource: "r", Strict: true}}}))
+	require.Error(t, g.LoadRules(rules.Set{Authority: []rules.Authority{{Resource: "r"}}}))
+	assert.Equal(t, []string{"authority"}, kinds)
+	require.Len(t, refused, 1)
+	assert.Contains(t, refused[0].Error(), `authority rule 0 (resource "r")`)
+}
