@@ -29,7 +29,7 @@
   const colors = {
     pass: "#2e7d32", block: "#c62828", rt: "#1565c0", inflight: "#6a1b9a",
     flow: "#e65100", system: "#ad1457", isolation: "#4e342e", param: "#827717",
-    degrade: "#37474f", cluster: "#00838f", custom: "#5d4037", other: "#757575",
+    degrade: "#37474f", cluster: "#00838f", custom: "#5d4037", other: "#757575", authority: "#283593",
     limit: "#b45309", mark: "#0e7490",
   };
 
