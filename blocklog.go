@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -48,8 +49,11 @@ type blockLog struct {
 }
 
 // blockKey is a (resource, rule) pair: the rule is the refusal's Rule.
+// caller is the refused entry's (WithCaller), so that a record names who
+// was refused; a shadow refusal's is empty.
 type blockKey struct {
 	resource string
+	caller   string
 	typ      core.BlockType
 	rule     core.RuleRef
 	shadow   bool // a rule in shadow mode would have refused (see shadow.go)
@@ -69,16 +73,24 @@ func newBlockLog(l *slog.Logger, clock core.Clock) *blockLog {
 // of the second before when now is in a new one.
 // resource names the entry's resource when be does not.
 func (b *blockLog) note(be *core.BlockError, resource string, batch, now int64) {
+	b.noteCaller(be, resource, "", batch, now)
+}
+
+// noteCaller is note for the refusal of an entry of caller (not kept: a
+// new record copies it).
+func (b *blockLog) noteCaller(be *core.BlockError, resource, caller string, batch, now int64) {
 	if be.Resource != "" {
 		resource = be.Resource
 	}
-	k := blockKey{resource: resource, typ: be.Type, rule: be.Rule, shadow: be.Shadow}
+	k := blockKey{resource: resource, caller: caller, typ: be.Type, rule: be.Rule, shadow: be.Shadow}
 	b.mu.Lock()
 	flush := b.rollLocked(now)
 	if c := b.counts[k]; c != nil {
 		c.n += uint64(batch)
 	} else if len(b.counts) < maxBlockLogKeys {
-		b.counts[k] = &blockCount{n: uint64(batch), id: be.Rule.ID, threshold: be.Threshold}
+		// A key of its own, so that caller (the entry's) never reaches the map.
+		kept := blockKey{resource: resource, caller: strings.Clone(caller), typ: be.Type, rule: be.Rule, shadow: be.Shadow}
+		b.counts[kept] = &blockCount{n: uint64(batch), id: be.Rule.ID, threshold: be.Threshold}
 	} else {
 		b.other += uint64(batch)
 	}
@@ -169,7 +181,11 @@ func (b *blockLog) takeLocked() func() {
 				if r.k.shadow {
 					verb, rule = "would have refused", " shadow"+rule
 				}
-				msg = fmt.Sprintf("%s %s %d by %s%s (threshold %g) at %s", r.k.resource, verb, r.c.n, r.k.typ, rule, r.c.threshold, at.Format(time.TimeOnly))
+				from := ""
+				if r.k.caller != "" {
+					from = fmt.Sprintf(" from %q", r.k.caller)
+				}
+				msg = fmt.Sprintf("%s %s %d%s by %s%s (threshold %g) at %s", r.k.resource, verb, r.c.n, from, r.k.typ, rule, r.c.threshold, at.Format(time.TimeOnly))
 			}
 			rc := slog.NewRecord(at, slog.LevelInfo, msg, 0)
 			rc.AddAttrs(
@@ -182,6 +198,9 @@ func (b *blockLog) takeLocked() func() {
 			)
 			if r.k.shadow {
 				rc.AddAttrs(slog.Bool("shadow", true))
+			}
+			if r.k.caller != "" {
+				rc.AddAttrs(slog.String("caller", r.k.caller))
 			}
 			_ = h.Handle(ctx, rc)
 		}

@@ -19,13 +19,19 @@
 // first Exit on any of them releases; a second Exit does nothing, and so
 // does every method of the zero Pass that a refused Entry returns.
 //
-// An entry runs through a slot chain: rule checks (system, flow,
-// param, degrade, then custom slots; the first to refuse wins), then
+// An entry runs through a slot chain: rule checks (system, authority,
+// flow, param, degrade, then custom slots; the first to refuse wins), then
 // statistics. A refusal is a *core.BlockError naming the rule, what it
 // observed and its threshold; errors.Is(err, core.ErrBlocked) tells refusals
 // from other
 // errors (ErrBadResource, ErrBadTraffic, ErrBadBatch, ErrTooManyAttachments,
-// ErrBadArgIndex for entries that make no sense, ErrClosed after Close).
+// ErrBadArgIndex, ErrBadCaller for entries that make no sense, ErrClosed
+// after Close).
+//
+// An entry may name its caller, the application making the call
+// (WithCaller): authority rules (rules.Authority) allow or refuse callers,
+// and flow rules with a Caller limit one caller, or each caller apart. An
+// identity is only as trustworthy as its source (see docs/middleware.md).
 //
 // An entry that asks with WithBudget learns, passed or refused, the limit,
 // the remaining budget and the time to reset of the tightest rate rule that

@@ -114,6 +114,8 @@ type Engine struct {
 	sys        kindState[rules.System, *system.RuleSet]
 	breakers   kindState[rules.CircuitBreaker, map[string][]*degrade.Breaker]
 	param      kindState[rules.Param, map[string][]*param.Controller]
+	authority  kindState[rules.Authority, map[string]*authorityCheck]
+	callers    callerFlowState
 	breakerHub *degrade.Hub // classifier, listeners and transition order of the breakers
 
 	events  notify.Hub[stat.Event] // the event stream (Subscribe)
@@ -302,12 +304,14 @@ type ruleSet struct {
 
 // otherRules are the controllers of a resource other than flow ones.
 type otherRules struct {
-	param   []*param.Controller
-	degrade []*degrade.Breaker
+	param     []*param.Controller
+	degrade   []*degrade.Breaker
+	authority *authorityCheck
+	callers   *callerFlow
 }
 
 func (o *otherRules) empty() bool {
-	return len(o.param) == 0 && len(o.degrade) == 0
+	return len(o.param) == 0 && len(o.degrade) == 0 && o.authority == nil && o.callers == nil
 }
 
 // newRuleSet returns the rule set of the given controllers, or nil when
@@ -407,6 +411,12 @@ func (eng *Engine) publish() {
 	}
 	for res, cs := range eng.breakers.ctl {
 		get(res).degrade = cs
+	}
+	for res, a := range eng.authority.ctl {
+		get(res).authority = a
+	}
+	for res, f := range eng.callers.byRes {
+		get(res).callers = f
 	}
 	for res := range eng.flow.ctl {
 		eng.node(res)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,6 +36,9 @@ var (
 	// ErrBadArgIndex: a typed positional argument (WithStringArg,
 	// WithIntArg) at an index no param rule can name, below 0 or above 255.
 	ErrBadArgIndex = errors.New("sluice: invalid argument index")
+	// ErrBadCaller: a caller (WithCaller) longer than 256 bytes, not
+	// valid UTF-8, or holding a control character.
+	ErrBadCaller = errors.New("sluice: invalid caller")
 )
 
 // maxBatch is the largest batch count one entry may carry.
@@ -310,8 +314,8 @@ func (eng *Engine) exitNeedsClock(r *passRecord, in *window.Node) bool {
 // Entry asks to enter resource. It returns a Pass when every rule lets the
 // call through, and otherwise the zero Pass and an error: a *BlockError
 // (matching ErrBlocked) when a rule refused it; ErrBadResource,
-// ErrBadTraffic, ErrBadBatch, ErrTooManyAttachments or ErrBadArgIndex
-// (wrapped) for an entry
+// ErrBadTraffic, ErrBadBatch, ErrTooManyAttachments, ErrBadArgIndex or
+// ErrBadCaller (wrapped) for an entry
 // it cannot make sense of; or ErrClosed. A throttling rule may make it wait
 // for its turn (at most the rule's MaxQueueing, and never past Close).
 //
@@ -344,6 +348,8 @@ func (eng *Engine) enter(ctx context.Context, name string, opts []EntryOption) (
 		given [maxAttachments]*entry.Arg
 		nn    int
 		out   *core.Budget // WithBudget
+		// caller is WithCaller's, checked below (caller.go)
+		caller string
 	)
 	for i := range opts {
 		o := &opts[i]
@@ -361,6 +367,8 @@ func (eng *Engine) enter(ctx context.Context, name string, opts []EntryOption) (
 			priority = core.Priority(o.n)
 		case optBudget:
 			out = budgetOut(o)
+		case optCaller:
+			caller = o.arg.Value.Str
 		case optArg:
 			if nn == len(given) {
 				return Pass{}, fmt.Errorf("%w: more than %d", ErrTooManyAttachments, maxAttachments)
@@ -372,7 +380,7 @@ func (eng *Engine) enter(ctx context.Context, name string, opts []EntryOption) (
 			nn++
 		}
 	}
-	args.Given = given[:nn]
+	args.Given, args.Caller = given[:nn], caller
 	if batch < 1 || batch > maxBatch {
 		return Pass{}, fmt.Errorf("%w: %d (want 1 to %d)", ErrBadBatch, batch, maxBatch)
 	}
@@ -381,6 +389,11 @@ func (eng *Engine) enter(ctx context.Context, name string, opts []EntryOption) (
 	}
 	if len(name) > eng.maxName {
 		return Pass{}, fmt.Errorf("%w: %d bytes, more than the engine's limit of %d (Limits.NameBytes)", ErrBadResource, len(name), eng.maxName)
+	}
+	if caller != "" {
+		if err := checkCaller(caller); err != nil {
+			return Pass{}, err
+		}
 	}
 	if eng.closed.Load() {
 		return Pass{}, ErrClosed
@@ -423,7 +436,7 @@ func (eng *Engine) enter(ctx context.Context, name string, opts []EntryOption) (
 		*out = c.Budget
 	}
 	if be != nil {
-		err := eng.refuse(c, r, in, be)
+		err := eng.refuse(c, r, in, be, args.Caller)
 		passRecords.Put(p)
 		return Pass{}, err
 	}
@@ -440,7 +453,7 @@ func (eng *Engine) enter(ctx context.Context, name string, opts []EntryOption) (
 // panicked see no OnExit: the entry never passed.)
 func (eng *Engine) enterCustom(ctx context.Context, p *passRecord, args entry.Args, r *resource, in *window.Node, snap *chain.Snapshot, out *core.Budget) (Pass, error) {
 	c := &p.ctx
-	p.custom = customCopy(c)
+	p.custom = customCopy(c, args.Caller)
 	p.slots = snap
 	settled := false
 	defer func() {
@@ -460,7 +473,7 @@ func (eng *Engine) enterCustom(ctx context.Context, p *passRecord, args entry.Ar
 	}
 	if be != nil {
 		settled = true
-		err := eng.refuse(c, r, in, be)
+		err := eng.refuse(c, r, in, be, args.Caller)
 		for _, s := range snap.Stat {
 			s.OnBlock(p.custom, be)
 		}
@@ -480,17 +493,17 @@ func (eng *Engine) enterCustom(ctx context.Context, p *passRecord, args entry.Ar
 }
 
 // refuse gives back what the checks of a refused entry reserved, counts the
-// block, and returns the error Entry returns: be, or ErrClosed when the
-// engine closed meanwhile (a wait cut short by Close, or a refusal racing
-// it).
-func (eng *Engine) refuse(c *entry.Context, r *resource, in *window.Node, be *core.BlockError) error {
+// block (the block log names caller, which it copies), and returns the
+// error Entry returns: be, or ErrClosed when the engine closed meanwhile (a
+// wait cut short by Close, or a refusal racing it).
+func (eng *Engine) refuse(c *entry.Context, r *resource, in *window.Node, be *core.BlockError, caller string) error {
 	c.ReleaseRefused()
 	statistic.Block(c, &r.node, in, be.Type)
 	if be.Type == core.BlockSystem {
 		eng.systemRefused(c.Start)
 	}
 	if eng.blocks != nil {
-		eng.blocks.note(be, c.Resource, c.Batch, c.Start)
+		eng.blocks.noteCaller(be, c.Resource, caller, c.Batch, c.Start)
 	}
 	if eng.closed.Load() {
 		return ErrClosed
@@ -519,6 +532,11 @@ func (eng *Engine) check(ctx context.Context, c *entry.Context, args entry.Args,
 	if rs == nil {
 		return nil
 	}
+	if o := rs.other; o != nil && o.authority != nil {
+		if be := o.authority.check(c, args.Caller); be != nil && !eng.shadowed(c, r, be) {
+			return be
+		}
+	}
 	for i := range rs.flow {
 		if be := rs.flow[i].Check(ctx, c, eng.clock); be != nil && !eng.shadowed(c, r, be) {
 			return be
@@ -527,6 +545,11 @@ func (eng *Engine) check(ctx context.Context, c *entry.Context, args entry.Args,
 	o := rs.other
 	if o == nil {
 		return nil
+	}
+	if o.callers != nil {
+		if be := o.callers.check(ctx, c, args.Caller, eng.clock); be != nil && !eng.shadowed(c, r, be) {
+			return be
+		}
 	}
 	for _, f := range o.param {
 		if be := f.Check(ctx, c, args, eng.clock); be != nil && !eng.shadowed(c, r, be) {
@@ -560,11 +583,12 @@ func customCheck(c *entry.Context, e *slots.Entry, snap *chain.Snapshot) *core.B
 }
 
 // customCopy is the entry custom slots see: a heap copy of the entry's
-// context (its arguments never leave the entry).
-func customCopy(c *entry.Context) *slots.Entry {
+// context and caller (its arguments never leave the entry).
+func customCopy(c *entry.Context, caller string) *slots.Entry {
 	return &slots.Entry{
 		Resource: c.Resource,
 		Traffic:  c.Traffic,
+		Caller:   strings.Clone(caller),
 		Batch:    c.Batch,
 		Start:    c.Start,
 	}

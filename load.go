@@ -88,11 +88,16 @@ var (
 			if err := eng.cluster.refuses(rs); err != nil {
 				return nil, err
 			}
+			rs, callers := splitCallerFlows(rs) // callerflow.go
+			if err := eng.stageCallerFlows(callers); err != nil {
+				return nil, err
+			}
 			ctl, err := flow.Build(rs, old, eng.node, eng.cluster.leases())
 			eng.hookTiers(rs, ctl)          // tiered.go
 			eng.hookAdaptive(old, ctl, err) // adaptive.go
 			return ctl, err
 		},
+		use:    func(eng *Engine, _ map[string][]*flow.Controller) { eng.useCallerFlows() },
 		claims: true,
 	}
 	systemKind = &ruleKind[rules.System, *system.RuleSet]{
@@ -153,7 +158,7 @@ type anyKind interface {
 }
 
 // ruleKinds are every kind, in the order of rules.Set.
-var ruleKinds = []anyKind{flowKind, systemKind, breakerKind, paramKind}
+var ruleKinds = []anyKind{flowKind, systemKind, breakerKind, paramKind, authorityKind}
 
 // check validates rs whole (see validate) and checks them against the
 // engine's limits (limits.go).

@@ -180,7 +180,8 @@ func TestBlockTypeString(t *testing.T) {
 		{give: BlockCluster, want: "cluster"},
 		{give: BlockCustom, want: "custom"},
 		{give: 0, want: "BlockType(0)"},
-		{give: BlockCustom + 1, want: "BlockType(7)"},
+		{give: BlockAuthority, want: "authority"},
+		{give: BlockAuthority + 1, want: "BlockType(8)"},
 		{give: 255, want: "BlockType(255)"},
 	}
 	for _, tt := range tests {

@@ -32,6 +32,8 @@ const (
 	BlockCluster
 	// BlockCustom is a user-registered rule-check slot.
 	BlockCustom
+	// BlockAuthority is an authority rule: the caller is not allowed.
+	BlockAuthority
 )
 
 // String returns the lower-case name of the block type ("flow", "system", ...).
@@ -49,6 +51,8 @@ func (b BlockType) String() string {
 		return "cluster"
 	case BlockCustom:
 		return "custom"
+	case BlockAuthority:
+		return "authority"
 	}
 	return fmt.Sprintf("BlockType(%d)", uint8(b))
 }

@@ -39,6 +39,8 @@ func ruleDiff(old, new rules.Set) []string {
 		func(r rules.CircuitBreaker) rules.Set { return rules.Set{CircuitBreaker: []rules.CircuitBreaker{r}} }, emit)
 	diffKind(&old.Param, &new.Param, "param", func(r rules.Param) string { return nameOf(r.ID, r.Resource) },
 		func(r rules.Param) rules.Set { return rules.Set{Param: []rules.Param{r}} }, emit)
+	diffKind(&old.Authority, &new.Authority, "authority", func(r rules.Authority) string { return nameOf(r.ID, r.Resource) },
+		func(r rules.Authority) rules.Set { return rules.Set{Authority: []rules.Authority{r}} }, emit)
 	if more > 0 {
 		out = append(out, strconv.Itoa(more)+" more rules changed")
 	}

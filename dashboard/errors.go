@@ -35,6 +35,7 @@ var ruleTypes = map[string]reflect.Type{
 	"circuit breaker": reflect.TypeFor[rules.CircuitBreaker](),
 	"circuitBreaker":  reflect.TypeFor[rules.CircuitBreaker](),
 	"param":           reflect.TypeFor[rules.Param](),
+	"authority":       reflect.TypeFor[rules.Authority](),
 }
 
 // goFields maps each kind's Go field paths ("Cluster.Mode") to the form's

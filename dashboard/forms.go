@@ -142,6 +142,8 @@ func formFields(t reflect.Type, prefix, section string) []ruleField {
 			ff.Type = "map"
 		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
 			ff.Type = "list" // rules.Flow.Tiers: a JSON list of objects
+		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.String:
+			ff.Type = "names" // rules.Authority.Allow: a JSON list of strings
 		case ft.Kind() == reflect.Pointer && ft.Elem().Kind() == reflect.Struct && prefix == "":
 			ff.Type = "section"
 			out = append(out, ff)

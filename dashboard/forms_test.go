@@ -39,6 +39,7 @@ var minimal = map[string]string{
 	"system":         "metric: qps\n    threshold: 1",
 	"circuitBreaker": "resource: x\n    threshold: 0.5\n    retryTimeout: 1s",
 	"param":          "resource: x\n    threshold: 1",
+	"authority":      "resource: x\n    strict: true",
 }
 
 // TestFormsHaveEveryField: the rules page's form of each kind has an input
@@ -91,7 +92,7 @@ func TestFormsHaveEveryField(t *testing.T) {
 			require.Equal(t, strings.Split(w[1], ", "), opts, "%s.%s", kind, e)
 		}
 	}
-	require.Equal(t, 4, kinds)
+	require.Equal(t, 5, kinds)
 }
 
 // TestEditValues: "edit" on a listed rule carries every field set, as the

@@ -736,7 +736,7 @@ type rulesData struct {
 	RefusedHead, RefusedSize string
 }
 
-var kindKeys = []string{"flow", "system", "circuitBreaker", "param"}
+var kindKeys = []string{"flow", "system", "circuitBreaker", "param", "authority"}
 
 // maxRuleRows bounds the rules listed per kind on the rules page: a
 // 10,000-rule document lists a page of each kind (searched by resource),
@@ -798,6 +798,9 @@ func listRules(set rules.Set, q string, offset int) *ruleList {
 	}
 	for i, r := range set.Param {
 		add("param", i, r.Resource, func() rules.Set { return rules.Set{Param: []rules.Param{r}} })
+	}
+	for i, r := range set.Authority {
+		add("authority", i, r.Resource, func() rules.Set { return rules.Set{Authority: []rules.Authority{r}} })
 	}
 	return l
 }
@@ -1063,6 +1066,8 @@ func (d *Dashboard) deleteRule(w http.ResponseWriter, r *http.Request, c *call) 
 		set.CircuitBreaker, ok = without(set.CircuitBreaker, i)
 	case "param":
 		set.Param, ok = without(set.Param, i)
+	case "authority":
+		set.Authority, ok = without(set.Authority, i)
 	default:
 		ok = false
 	}

@@ -137,7 +137,26 @@ func indexRules(cur cluster.RuleVersion) *ruleIndex {
 		}
 		add(r.Resource, appliedRule{Kind: "param", Index: i, Summary: "param " + strconv.FormatInt(r.Threshold, 10) + per + " per argument " + strconv.Itoa(r.Index)})
 	}
+	for i, r := range set.Authority {
+		add(r.Resource, appliedRule{Kind: "authority", Index: i, Summary: authoritySummary(r)})
+	}
 	return ix
+}
+
+// authoritySummary describes an authority rule in the resource table:
+// "allow 2 callers, strict". The callers themselves are not listed.
+func authoritySummary(r rules.Authority) string {
+	s := "authority strict"
+	switch {
+	case len(r.Allow) > 0:
+		s = "authority allow " + strconv.Itoa(len(r.Allow)) + " callers"
+	case len(r.Deny) > 0:
+		s = "authority deny " + strconv.Itoa(len(r.Deny)) + " callers"
+	}
+	if r.Strict && (len(r.Allow) > 0 || len(r.Deny) > 0) {
+		s += ", strict"
+	}
+	return s
 }
 
 // apportion returns the refusals of a second by block type, adding up to

@@ -95,6 +95,7 @@ type document struct {
 	System         []System         `yaml:"system"`
 	CircuitBreaker []CircuitBreaker `yaml:"circuitBreaker" kind:"circuit breaker"`
 	Param          []Param          `yaml:"param"`
+	Authority      []Authority      `yaml:"authority"`
 }
 
 type isolation struct {
@@ -107,8 +108,8 @@ type isolation struct {
 func Decode(data []byte, format Format) (Set, error) { return DecodeLimits{}.Decode(data, format) }
 
 // Decode parses a rule document and validates every rule in it. The
-// document maps rule kinds (flow, isolation, system, circuitBreaker, param)
-// to lists of rules, each a map from the yaml tags of the rule type to
+// document maps rule kinds (flow, isolation, system, circuitBreaker, param,
+// authority) to lists of rules, each a map from the yaml tags of the rule type to
 // values. Decoding is strict: an unknown kind or field (a close name is
 // suggested), a key given twice, a value of the wrong type, and a bare
 // number for a duration ("500ms"; 0 is accepted) are errors; null is the
@@ -129,7 +130,7 @@ func (l DecodeLimits) Decode(data []byte, format Format) (Set, error) {
 			err = de.err()
 		}
 	}
-	s := Set{Flow: doc.Flow, System: doc.System, CircuitBreaker: doc.CircuitBreaker, Param: doc.Param}
+	s := Set{Flow: doc.Flow, System: doc.System, CircuitBreaker: doc.CircuitBreaker, Param: doc.Param, Authority: doc.Authority}
 	for i, r := range doc.Isolation {
 		s.Flow = append(s.Flow, Flow{ID: r.ID, Resource: r.Resource, Metric: Concurrency, Threshold: float64(r.Threshold)})
 		if e, ok := s.Flow[len(s.Flow)-1].validate().(*Error); ok && err == nil {

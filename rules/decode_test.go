@@ -200,7 +200,7 @@ func TestDecodeErrors(t *testing.T) {
 			name:   "unknown kind",
 			give:   "flows:\n- {resource: a, threshold: 1}\n",
 			format: YAML,
-			want:   `rules: unknown rule kind "flows" at line 1 (did you mean "flow"?); the kinds are flow, isolation, system, circuitBreaker, param`,
+			want:   `rules: unknown rule kind "flows" at line 1 (did you mean "flow"?); the kinds are flow, isolation, system, circuitBreaker, param, authority`,
 		},
 		{
 			name:   "kind is not a list",

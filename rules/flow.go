@@ -72,6 +72,14 @@ type Flow struct {
 	// Quota, when set, makes Threshold a calendar quota: units per hour,
 	// day, week, month or year of a time zone (see Quota). Nil means none.
 	Quota *Quota `json:"quota,omitempty" yaml:"quota,omitempty"`
+	// Caller says whose entries the rule counts (sluice.WithCaller): empty
+	// for every entry together (the default); a caller's name for that
+	// caller's entries only; "other" for each caller without
+	// a rule of its own on the resource, each counted apart. Entries
+	// without a caller count only towards rules without Caller. A
+	// per-caller rule is a QPS or concurrency rule of the direct strategy
+	// with a whole Threshold; see docs/rules.md for what it counts.
+	Caller string `json:"caller,omitempty" yaml:"caller,omitempty"`
 }
 
 // MaxThreshold bounds every threshold; larger values are refused as absurd.
@@ -99,6 +107,7 @@ func (r *Flow) validate() error {
 	if r.Cluster != nil {
 		r.Cluster.validate(c, r.Metric)
 	}
+	r.validateCaller(c) // flowcaller.go
 	return c.err
 }
 

@@ -18,10 +18,11 @@ type Set struct {
 	System         []System         `json:"system,omitempty" yaml:"system,omitempty"`
 	CircuitBreaker []CircuitBreaker `json:"circuitBreaker,omitempty" yaml:"circuitBreaker,omitempty"`
 	Param          []Param          `json:"param,omitempty" yaml:"param,omitempty"`
+	Authority      []Authority      `json:"authority,omitempty" yaml:"authority,omitempty"`
 }
 
 // Validate returns the first problem with a rule of s, in the order flow,
-// system, circuit breaker, param, as an *Error, or nil. Besides each rule's
+// system, circuit breaker, param, authority, as an *Error, or nil. Besides each rule's
 // fields, it refuses strings that are not valid UTF-8, and duplicates (two
 // rules of a kind that count the same thing the same way), reported at the
 // later rule with Field empty.
@@ -32,6 +33,7 @@ func (s *Set) Validate() error {
 		warmUp, bucket, throttle bool
 		interval                 time.Duration
 		quota                    Quota
+		caller                   string
 	}
 	type breakerKey struct {
 		resource string
@@ -46,8 +48,8 @@ func (s *Set) Validate() error {
 	}
 	return cmp.Or(
 		validateList("flow", s.Flow, (*Flow).validate, func(r *Flow) flowKey {
-			return flowKey{r.Resource, r.RefResource, cmp.Or(r.Metric, QPS), r.WarmUp != nil, r.Bucket != nil, r.Throttle != nil, r.interval(), quotaKey(r.Quota)}
-		}, "resource, metric, sections (warmUp, bucket, throttle), statInterval, refResource and quota"),
+			return flowKey{r.Resource, r.RefResource, cmp.Or(r.Metric, QPS), r.WarmUp != nil, r.Bucket != nil, r.Throttle != nil, r.interval(), quotaKey(r.Quota), r.Caller}
+		}, "resource, metric, sections (warmUp, bucket, throttle), statInterval, refResource, caller and quota"),
 		validateList("system", s.System, (*System).validate, func(r *System) SystemMetric { return r.Metric },
 			"metric (the process takes one system rule per metric)"),
 		validateList("circuit breaker", s.CircuitBreaker, (*CircuitBreaker).validate, func(r *CircuitBreaker) breakerKey {
@@ -56,6 +58,8 @@ func (s *Set) Validate() error {
 		validateList("param", s.Param, (*Param).validate, func(r *Param) paramKey {
 			return paramKey{r.Resource, r.Key, r.Index, cmp.Or(r.Metric, QPS), r.window(), quotaKey(r.Quota)}
 		}, "resource, argument (key or index), metric and duration"),
+		validateList("authority", s.Authority, (*Authority).validate, func(r *Authority) string { return r.Resource },
+			"resource (a resource takes one authority rule)"),
 	)
 }
 

@@ -24,13 +24,13 @@ func TestSetValidateRefusesDuplicates(t *testing.T) {
 		{
 			name:      "flow 5/s beside 3/s",
 			give:      Set{Flow: []Flow{qps("a", 5), qps("b", 1), qps("a", 3)}},
-			want:      `rules: flow rule 2 (resource "a"): duplicates rule 0: both have the same resource, metric, sections (warmUp, bucket, throttle), statInterval and refResource; keep one`,
+			want:      `rules: flow rule 2 (resource "a"): duplicates rule 0: both have the same resource, metric, sections (warmUp, bucket, throttle), statInterval, refResource, caller and quota; keep one`,
 			wantIndex: 2, wantResource: "a",
 		},
 		{
 			name:      "flow zero interval is one second",
 			give:      Set{Flow: []Flow{{Resource: "a", Threshold: 5, StatInterval: time.Second}, {ID: "other id", Resource: "a", Threshold: 5}}},
-			want:      `rules: flow rule 1 (resource "a"): duplicates rule 0: both have the same resource, metric, sections (warmUp, bucket, throttle), statInterval and refResource; keep one`,
+			want:      `rules: flow rule 1 (resource "a"): duplicates rule 0: both have the same resource, metric, sections (warmUp, bucket, throttle), statInterval, refResource, caller and quota; keep one`,
 			wantIndex: 1, wantResource: "a",
 		},
 		{
@@ -39,7 +39,7 @@ func TestSetValidateRefusesDuplicates(t *testing.T) {
 				{Resource: "a", Metric: Concurrency, Threshold: 2, RefResource: "b"},
 				{Resource: "a", Metric: Concurrency, Threshold: 3, RefResource: "b"},
 			}},
-			want:      `rules: flow rule 1 (resource "a"): duplicates rule 0: both have the same resource, metric, sections (warmUp, bucket, throttle), statInterval and refResource; keep one`,
+			want:      `rules: flow rule 1 (resource "a"): duplicates rule 0: both have the same resource, metric, sections (warmUp, bucket, throttle), statInterval, refResource, caller and quota; keep one`,
 			wantIndex: 1, wantResource: "a",
 		},
 		{
@@ -48,7 +48,7 @@ func TestSetValidateRefusesDuplicates(t *testing.T) {
 				{Resource: "a", Threshold: 5, Bucket: &Bucket{Burst: 2}},
 				{Resource: "a", Threshold: 5, Bucket: &Bucket{Burst: 20}},
 			}},
-			want:      `rules: flow rule 1 (resource "a"): duplicates rule 0: both have the same resource, metric, sections (warmUp, bucket, throttle), statInterval and refResource; keep one`,
+			want:      `rules: flow rule 1 (resource "a"): duplicates rule 0: both have the same resource, metric, sections (warmUp, bucket, throttle), statInterval, refResource, caller and quota; keep one`,
 			wantIndex: 1, wantResource: "a",
 		},
 		{
@@ -69,7 +69,7 @@ func TestSetValidateRefusesDuplicates(t *testing.T) {
 		{
 			name:      "isolation on one resource",
 			give:      Set{Flow: []Flow{{Resource: "db", Metric: Concurrency, Threshold: 4}, {Resource: "cache", Metric: Concurrency, Threshold: 4}, {Resource: "db", Metric: Concurrency, Threshold: 8}}},
-			want:      `rules: flow rule 2 (resource "db"): duplicates rule 0: both have the same resource, metric, sections (warmUp, bucket, throttle), statInterval and refResource; keep one`,
+			want:      `rules: flow rule 2 (resource "db"): duplicates rule 0: both have the same resource, metric, sections (warmUp, bucket, throttle), statInterval, refResource, caller and quota; keep one`,
 			wantIndex: 2, wantResource: "db",
 		},
 		{

@@ -26,6 +26,9 @@ type Entry struct {
 	Resource string
 	// Traffic is the entry's traffic type.
 	Traffic core.TrafficType
+	// Caller is the calling application (sluice.WithCaller), empty when
+	// the entry names none.
+	Caller string
 	// Batch is how many requests the entry stands for; at least 1.
 	Batch int64
 	// Start is the engine clock's reading when the entry began, in

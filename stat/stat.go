@@ -14,9 +14,9 @@ import (
 )
 
 // blockTypes is the length of Snapshot.BlockedBy: one count per built-in
-// core.BlockType (BlockFlow to BlockCustom), and index 0 for any other
+// core.BlockType (BlockFlow to BlockAuthority), and index 0 for any other
 // value a custom slot may have used.
-const blockTypes = int(core.BlockCustom) + 1
+const blockTypes = int(core.BlockAuthority) + 1
 
 // Snapshot is a read-only copy of a node's figures at one instant.
 type Snapshot struct {

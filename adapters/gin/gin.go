@@ -8,6 +8,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/adapters/gin/internal/callerid"
 	"github.com/sluice-go/sluice/adapters/gin/internal/refusal"
 	sluicehttp "github.com/sluice-go/sluice/adapters/http"
 	"github.com/sluice-go/sluice/core"
@@ -121,6 +122,7 @@ type config struct {
 	errf   func(*gin.Context) error
 	// rateLimit and xRateLimit: WithRateLimitHeaders.
 	rateLimit, xRateLimit bool
+	caller                func(*http.Request) string
 }
 
 // WithResourceName names each request's resource with f instead of the
@@ -158,6 +160,33 @@ func WithErrorFunc(f func(c *gin.Context) error) Option {
 	return func(cf *config) { cf.errf = f }
 }
 
+// WithCaller makes the middleware read each request's caller from src, as
+// the net/http adapter's option of the same name does (see
+// sluicehttp.CallerSource, and its note on trust): a caller an authority
+// rule refuses gets 403, and a caller no entry may carry 400 without
+// entering. It panics on a src that sets no field, more than one, or an
+// unknown Cert.
+func WithCaller(src sluicehttp.CallerSource) Option {
+	f := callerid.HTTP("sluicegin", src.Header, src.Cert, src.Func)
+	return func(cf *config) { cf.caller = f }
+}
+
+// notEntered answers a request whose Entry returned err: the block
+// handler's answer to a refusal, 400 to a caller no entry may carry (never
+// failing open past an authority rule), and otherwise the next handlers'
+// (fail open: see the package doc).
+func notEntered(c *gin.Context, cf *config, err error) {
+	switch {
+	case errors.Is(err, core.ErrBlocked):
+		cf.block(c, err)
+		c.Abort()
+	case errors.Is(err, sluice.ErrBadCaller):
+		c.AbortWithStatus(http.StatusBadRequest)
+	default:
+		c.Next()
+	}
+}
+
 // maxStackArgs is how many extracted arguments live on the stack.
 const maxStackArgs = 4
 
@@ -191,11 +220,15 @@ func Middleware(g *sluice.Engine, opts ...Option) gin.HandlerFunc {
 		} else {
 			name = NoRoute
 		}
-		opts := [3]sluice.EntryOption{sluice.WithTraffic(core.Inbound)}
+		opts := [4]sluice.EntryOption{sluice.WithTraffic(core.Inbound)}
 		n := 1
 		var budget core.Budget
 		if cf.rateLimit {
 			opts[n] = sluice.WithBudget(&budget)
+			n++
+		}
+		if cf.caller != nil {
+			opts[n] = sluice.WithCaller(cf.caller(c.Request))
 			n++
 		}
 		if len(cf.args) > 0 {
@@ -220,12 +253,7 @@ func Middleware(g *sluice.Engine, opts ...Option) gin.HandlerFunc {
 			setRateLimitHeaders(c.Writer.Header(), &budget, cf.xRateLimit)
 		}
 		if err != nil {
-			if errors.Is(err, core.ErrBlocked) {
-				cf.block(c, err)
-				c.Abort()
-				return
-			}
-			c.Next() // fail open: see the package doc
+			notEntered(c, &cf, err)
 			return
 		}
 		done := false

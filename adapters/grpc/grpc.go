@@ -77,6 +77,7 @@ type config struct {
 	codes   uint32 // bit c set: code c is recorded as an error
 	// rateLimit and xRateLimit: WithRateLimitMetadata.
 	rateLimit, xRateLimit bool
+	caller                func(context.Context) string
 }
 
 // WithResourceName names each call's resource with f instead of its full
@@ -150,6 +151,20 @@ func (cf *config) resource(ctx context.Context, method string) string {
 	return method
 }
 
+// notEntered ends a call whose Entry returned eer: with the block func's
+// error for a refusal, InvalidArgument for a caller no entry may carry
+// (never failing open past an authority rule), and otherwise by running
+// call unguarded (fail open: a closed engine).
+func (cf *config) notEntered(ctx context.Context, method string, eer error, call func() error) error {
+	switch {
+	case errors.Is(eer, core.ErrBlocked):
+		return cf.blocked(ctx, method, eer)
+	case errors.Is(eer, sluice.ErrBadCaller):
+		return errBadCaller
+	}
+	return call()
+}
+
 // guard runs call inside an entry of the call's resource, for the
 // interceptors whose entry ends when call returns (unary calls, server
 // streams). It returns call's error, or the block func's error without
@@ -167,7 +182,7 @@ func (cf *config) guard(g *sluice.Engine, ctx context.Context, method string, re
 		return call()
 	}
 	var (
-		ob     [3]sluice.EntryOption
+		ob     [4]sluice.EntryOption
 		buf    [maxStackArgs]any
 		p      sluice.Pass
 		eer    error
@@ -178,6 +193,10 @@ func (cf *config) guard(g *sluice.Engine, ctx context.Context, method string, re
 	tell := cf.rateLimit && cf.traffic == core.Inbound
 	if tell {
 		ob[n] = sluice.WithBudget(&budget)
+		n++
+	}
+	if cf.caller != nil {
+		ob[n] = sluice.WithCaller(cf.caller(ctx))
 		n++
 	}
 	if args := cf.argsInto(&buf, ctx, method, req); args != nil {
@@ -194,10 +213,7 @@ func (cf *config) guard(g *sluice.Engine, ctx context.Context, method string, re
 		cf.sendBudget(ctx, &budget, eer != nil)
 	}
 	if eer != nil {
-		if errors.Is(eer, core.ErrBlocked) {
-			return cf.blocked(ctx, method, eer)
-		}
-		return call() // fail open
+		return cf.notEntered(ctx, method, eer, call)
 	}
 	done := false
 	defer func() {

@@ -23,7 +23,12 @@ import (
 // rate limits and everything else (HTTP 429). Unavailable tells clients the
 // server is momentarily short of capacity and a retry with backoff, perhaps
 // elsewhere, may succeed; ResourceExhausted that the caller used up a quota.
+// A caller an authority rule refuses (core.BlockAuthority) gets
+// codes.PermissionDenied (HTTP 403): retrying will not help.
 func DefaultCode(be *core.BlockError) codes.Code {
+	if be.Type == core.BlockAuthority {
+		return codes.PermissionDenied
+	}
 	if be.Overloaded() {
 		return codes.Unavailable
 	}

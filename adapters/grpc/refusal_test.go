@@ -79,6 +79,7 @@ func TestRefusalStatuses(t *testing.T) {
 		{"breaker open", core.BlockError{Type: core.BlockDegrade, RetryAfter: 4200 * time.Millisecond}, nil, codes.Unavailable, 4200 * time.Millisecond},
 		{"breaker half-open", core.BlockError{Type: core.BlockDegrade}, nil, codes.Unavailable, time.Second},
 		{"cluster", core.BlockError{Type: core.BlockCluster}, nil, codes.ResourceExhausted, 0},
+		{"authority", core.BlockError{Type: core.BlockAuthority, Rule: core.RuleRef{Metric: "deny"}}, nil, codes.PermissionDenied, 0},
 		{"custom", core.BlockError{Type: core.BlockCustom, RetryAfter: 3 * time.Second}, nil, codes.ResourceExhausted, 3 * time.Second},
 		{"policy: overload wait", core.BlockError{Type: core.BlockFlow, Rule: core.RuleRef{Metric: "concurrency"}},
 			&sluicegrpc.RefusalPolicy{OverloadRetryAfter: 2500 * time.Millisecond}, codes.Unavailable, 2500 * time.Millisecond},

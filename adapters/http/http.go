@@ -88,6 +88,7 @@ type config struct {
 	isError func(status int) bool
 	// rateLimit and xRateLimit: WithRateLimitHeaders.
 	rateLimit, xRateLimit bool
+	caller                func(*http.Request) string // nil: no caller (caller.go)
 }
 
 // WithRefusalPolicy answers refused requests with p's status and
@@ -183,11 +184,15 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.next.ServeHTTP(w, r)
 		return
 	}
-	opts := [3]sluice.EntryOption{sluice.WithTraffic(core.Inbound)}
+	opts := [4]sluice.EntryOption{sluice.WithTraffic(core.Inbound)}
 	n := 1
 	var budget core.Budget
 	if h.cf.rateLimit {
 		opts[n] = sluice.WithBudget(&budget)
+		n++
+	}
+	if h.cf.caller != nil {
+		opts[n] = sluice.WithCaller(h.cf.caller(r))
 		n++
 	}
 	if len(h.cf.args) > 0 {
@@ -212,11 +217,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		setRateLimitHeaders(w.Header(), &budget, h.cf.xRateLimit)
 	}
 	if err != nil {
-		if errors.Is(err, core.ErrBlocked) {
-			h.cf.block(w, r, err)
-			return
-		}
-		h.next.ServeHTTP(w, r) // fail open: see the package doc
+		h.notEntered(w, r, err)
 		return
 	}
 	sw := &statusWriter{ResponseWriter: w, eng: eng, name: name}
@@ -231,6 +232,21 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	h.next.ServeHTTP(sw, r)
 	done = true
+}
+
+// notEntered answers a request whose Entry returned err: the block
+// handler's answer to a refusal, 400 to a caller no entry may carry (never
+// failing open past an authority rule), and otherwise the next handler's
+// (fail open: see the package doc).
+func (h *handler) notEntered(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, core.ErrBlocked):
+		h.cf.block(w, r, err)
+	case errors.Is(err, sluice.ErrBadCaller):
+		refuseBadCaller(w)
+	default:
+		h.next.ServeHTTP(w, r)
+	}
 }
 
 // maxUnwrap bounds the writers enteredBy looks through.

@@ -314,6 +314,11 @@ type Arg struct {
 type Args struct {
 	Positional []any
 	Given      []*Arg
+	// Caller is the identity of the calling application
+	// (sluice.WithCaller), validated; empty when the entry names none. It
+	// points into the entry's options, like the arguments, and must not be
+	// kept (strings.Clone it).
+	Caller string
 }
 
 // At returns positional argument i: the last typed argument given at i,

@@ -27,9 +27,13 @@ const NoRoute = "(no route)"
 const OtherMethod = "OTHER"
 
 // DefaultStatus is the response status of a refusal under the default
-// policy: 503 Service Unavailable for overload (be.Overloaded), 429 Too
-// Many Requests otherwise.
+// policy: 403 Forbidden for a caller an authority rule refuses
+// (core.BlockAuthority), 503 Service Unavailable for overload
+// (be.Overloaded), 429 Too Many Requests otherwise.
 func DefaultStatus(be *core.BlockError) int {
+	if be.Type == core.BlockAuthority {
+		return http.StatusForbidden
+	}
 	if be.Overloaded() {
 		return http.StatusServiceUnavailable
 	}

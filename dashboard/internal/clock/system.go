@@ -26,3 +26,13 @@ type realTimer struct{ t *time.Timer }
 
 func (r realTimer) C() <-chan time.Time { return r.t.C }
 func (r realTimer) Stop() bool          { return r.t.Stop() }
+
+// WallOffset returns what turns a reading of c into Unix ns: the system
+// clock's origin on the wall clock, or 0 for any other clock (a manual
+// clock is read as Unix ns).
+func WallOffset(c core.Clock) int64 {
+	if _, ok := c.(systemClock); ok {
+		return clockBase.UnixNano()
+	}
+	return 0
+}

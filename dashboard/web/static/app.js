@@ -29,7 +29,7 @@
   const colors = {
     pass: "#2e7d32", block: "#c62828", rt: "#1565c0", inflight: "#6a1b9a",
     flow: "#e65100", system: "#ad1457", isolation: "#4e342e", param: "#827717",
-    degrade: "#37474f", cluster: "#00838f", custom: "#5d4037", other: "#757575",
+    degrade: "#37474f", cluster: "#00838f", custom: "#5d4037", other: "#757575", authority: "#283593",
     limit: "#b45309", mark: "#0e7490",
   };
 
@@ -804,6 +804,13 @@
             parts.push(yamlString(k) + ": " + n);
           }
           v = "{" + parts.join(", ") + "}";
+        } else if (type === "names") {
+          // A list of callers (an authority rule's allow or deny list), as
+          // JSON, which YAML reads as written.
+          let l;
+          try { l = JSON.parse(raw); } catch (err) { throw new Error(name + ": not a JSON list (" + err.message + ")"); }
+          if (!Array.isArray(l) || l.some((o) => typeof o !== "string")) throw new Error(name + ": not a JSON list of strings");
+          v = JSON.stringify(l);
         } else if (type === "list") {
           // A list of objects (a flow rule's tiers), written as JSON,
           // which YAML reads as written.

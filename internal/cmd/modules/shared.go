@@ -24,6 +24,8 @@ var copies = []struct {
 }{
 	{"adapters/http/internal/adaptertest/adaptertest.go", adaptertestCopies("adaptertest.go")},
 	{"adapters/http/internal/adaptertest/suite.go", adaptertestCopies("suite.go")},
+	{"internal/callerid/cert.go", []string{"adapters/gin/internal/callerid/cert.go", "adapters/grpc/internal/callerid/cert.go"}},
+	{"internal/callerid/http.go", []string{"adapters/gin/internal/callerid/http.go"}},
 	{"internal/clock/system.go", []string{"dashboard/internal/clock/system.go"}},
 	{"internal/export/export.go", []string{"adapters/otel/internal/export/export.go", "adapters/prometheus/internal/export/export.go"}},
 	{"internal/linediff/linediff.go", []string{"cluster/redis/internal/linediff/linediff.go", "cluster/sqlstore/internal/linediff/linediff.go", "dashboard/internal/linediff/linediff.go"}},

@@ -112,6 +112,7 @@ func RefusalCases() []RefusalCase {
 		{"breaker open", core.BlockError{Type: core.BlockDegrade, RetryAfter: 4200 * time.Millisecond}, nil, 503, "5"},
 		{"breaker half-open", core.BlockError{Type: core.BlockDegrade}, nil, 503, "1"},
 		{"cluster", core.BlockError{Type: core.BlockCluster}, nil, 429, ""},
+		{"authority", core.BlockError{Type: core.BlockAuthority, Rule: core.RuleRef{Metric: "allow"}}, nil, 403, ""},
 		{"custom", core.BlockError{Type: core.BlockCustom}, nil, 429, ""},
 		{"custom with a wait", core.BlockError{Type: core.BlockCustom, RetryAfter: 3 * time.Second}, nil, 429, "3"},
 		{"policy: overload wait", core.BlockError{Type: core.BlockFlow, Rule: core.RuleRef{Metric: "concurrency"}},
