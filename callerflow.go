@@ -90,7 +90,7 @@ func callerParam(r *rules.Flow) rules.Param {
 	p := rules.Param{
 		ID: r.ID, Resource: r.Resource + callerSep + r.Caller,
 		Metric: r.Metric, Threshold: int64(r.Threshold), Duration: r.StatInterval,
-		Behavior: r.Behavior, MaxQueueing: r.MaxQueueing, Shadow: r.Shadow,
+		Throttle: r.Throttle, Shadow: r.Shadow,
 		Cluster: r.Cluster,
 	}
 	if r.Caller != callerOther {

@@ -27,8 +27,10 @@ func (r *Flow) validateCaller(c *check) {
 			c.fail(true, "Caller", "%q is not a caller an entry can name: %s", clip(r.Caller, 40), p)
 		}
 	}
-	const why = "a per-caller rule (Caller set) counts whole requests of its own resource with the direct strategy"
-	c.fail(cmp.Or(r.Strategy, Direct) != Direct, "Strategy", "must be direct: %s", why)
+	const why = "a per-caller rule (Caller set) counts whole requests of its own resource, without WarmUp or Bucket"
+	c.fail(r.WarmUp != nil, "WarmUp", "must be empty: %s", why)
+	c.fail(r.Bucket != nil, "Bucket", "must be empty: %s", why)
+	c.fail(r.Quota != nil, "Quota", "is not available to a per-caller rule; leave it empty")
 	c.fail(r.Threshold != math.Trunc(r.Threshold) || r.Threshold < 1, "Threshold", "must be a whole number of at least 1: %s, got %v", why, r.Threshold)
 	c.fail(r.Exact, "Exact", "is not available to a per-caller rule; leave it false")
 	c.fail(r.RefResource != "", "RefResource", "must be empty: %s", why)
