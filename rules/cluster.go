@@ -40,5 +40,7 @@ func (cl *Cluster) validate(c *check, metric FlowMetric) {
 		"Cluster.LocalThreshold", "must be in [0, %g], got %v", MaxThreshold, cl.LocalThreshold)
 	c.fail(cl.LocalThreshold != 0 && cmp.Or(cl.Fallback, FallbackLocal) != FallbackLocal, "Cluster.LocalThreshold", "is only used with the local fallback; leave it zero or set Fallback local")
 	c.fail(cl.Strict && cl.Leases, "Cluster.Leases", "contradicts Strict (every entry asks the store); set one of them")
-	c.fail(cmp.Or(metric, QPS) != QPS, "Cluster", "needs the qps metric (in-flight requests are counted per instance)")
+	if cmp.Or(metric, QPS) == Concurrency {
+		cl.validateConcurrency(c)
+	}
 }

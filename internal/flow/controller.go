@@ -75,6 +75,8 @@ func newController(r rules.Flow, nodes NodeFunc) *Controller {
 	b := base{rule: rulewalk.Clone(r)} // shares no cluster section with the caller
 	var c checker
 	switch {
+	case r.Cluster != nil && r.Metric == rules.Concurrency:
+		c = newClusterConc(b)
 	case r.Cluster != nil:
 		c = newClusterRule(b)
 	case r.RefResource != "":
@@ -129,6 +131,8 @@ func (c *Controller) Check(ctx context.Context, ec *entry.Context, clk core.Cloc
 	case *associated:
 		return k.check(ctx, ec, clk)
 	case *clusterRule:
+		return k.check(ctx, ec, clk)
+	case *clusterConc:
 		return k.check(ctx, ec, clk)
 	case *tiered:
 		return k.check(ctx, ec, clk)
