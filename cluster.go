@@ -127,7 +127,7 @@ type clusterState struct {
 	fl  *flow.Leases
 	pr  *param.Remote
 	sl  *lease.SlotPool // fleet-wide concurrency; nil when the store keeps no slots
-	err error // why cluster rules are refused; nil when mgr is set
+	err error           // why cluster rules are refused; nil when mgr is set
 }
 
 var errNoCluster = errors.New("cluster rules need sluice.WithCluster (the engine has no cluster store)")

@@ -36,7 +36,7 @@ type clusterConc struct {
 func newClusterConc(b base) *clusterConc {
 	r := &b.rule
 	return &clusterConc{base: b, spec: lease.SlotSpec{
-		Limit: int64(r.Threshold),
+		Limit:    int64(r.Threshold),
 		Fallback: fallbackPolicy[r.Cluster.Fallback], LocalLimit: int64(r.Cluster.LocalThreshold),
 	}}
 }
