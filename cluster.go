@@ -126,8 +126,9 @@ type clusterState struct {
 	hb  *lease.Heartbeat
 	fl  *flow.Leases
 	pr  *param.Remote
-	sl  *lease.SlotPool // fleet-wide concurrency; nil when the store keeps no slots
-	err error           // why cluster rules are refused; nil when mgr is set
+	err error // why cluster rules are refused; nil when mgr is set
+
+	sl *lease.SlotPool // fleet-wide concurrency; nil when the store keeps no slots
 }
 
 var errNoCluster = errors.New("cluster rules need sluice.WithCluster (the engine has no cluster store)")
