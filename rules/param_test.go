@@ -134,7 +134,7 @@ func TestParamClusterValidate(t *testing.T) {
 	require.True(t, errors.As(err, &e))
 	assert.Equal(t, 1, e.Index)
 	assert.Equal(t, "Cluster", e.Field)
-	assert.Contains(t, err.Error(), "qps metric")
+	assert.Contains(t, err.Error(), "counts per instance")
 }
 
 func TestDecodeParamCluster(t *testing.T) {
@@ -175,7 +175,7 @@ param:
 		}
 	}
 	_, err := Decode([]byte("param:\n  - resource: a\n    threshold: 1\n    metric: concurrency\n    cluster: {}\n"), YAML)
-	assert.ErrorContains(t, err, "qps metric")
+	assert.ErrorContains(t, err, "counts per instance")
 	_, err = Decode([]byte("param:\n  - resource: a\n    threshold: 1\n    cluster: {lease: true}\n"), YAML)
 	assert.ErrorContains(t, err, "lease")
 }

@@ -22,6 +22,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envFleetChild) != "" {
 		os.Exit(fleetChild())
 	}
+	if os.Getenv(envConcChild) != "" {
+		os.Exit(concChild())
+	}
 	if os.Getenv(envFaultChild) != "" {
 		os.Exit(faultChild())
 	}

@@ -63,7 +63,15 @@ type SlotPool struct {
 	rmu   sync.RWMutex
 	mu    sync.Mutex
 	slots map[string]*slotState // by key
-	stats struct{ renewals, reconciles, missing, errs atomic.Int64 }
+	// orphans are slots the store may hold for an entry that was not
+	// admitted (its call was late); the next renewal round removes them.
+	orphans []*Hold
+	// recovered is the clock reading (ns) of the last reconciliation after
+	// an outage; until grace after it, admissions also keep within the
+	// local share (the other instances may not have reconciled yet).
+	recovered atomic.Int64
+	grace     int64
+	stats     struct{ renewals, reconciles, missing, errs atomic.Int64 }
 
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
@@ -88,6 +96,7 @@ func NewSlotPool(m *Manager, store SlotStore, owner string, interval time.Durati
 	p := &SlotPool{
 		m: m, store: store, owner: owner + ":" + strconv.FormatInt(m.clock.Nanotime(), 36) + ":",
 		interval: interval, ttl: SlotTTLFactor * interval,
+		grace: m.probeEvery + int64(2*interval),
 		slots: make(map[string]*slotState),
 	}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
@@ -135,12 +144,16 @@ func (p *SlotPool) Acquire(ctx context.Context, s *SlotSpec, n int64) (*Hold, Re
 		p.reconcileIfNeeded(ctx)
 	}
 	if p.m.Mode() == Remote {
+		if p.inGrace() && !p.withinShare(s, n) {
+			return nil, Result{}
+		}
 		epoch := p.m.epoch.Load()
 		start := p.m.clock.Nanotime()
 		tctx, cancel := callContext(ctx, p.m.clock, p.m.deadline())
-		// Counted before the call, so a renewal round that starts meanwhile
-		// covers it.
-		p.add(h)
+		// Held only once the store admitted it: a renewal round that
+		// starts meanwhile leaves it out (its lease is fresh) rather than
+		// finding it missing, and a reconciliation never adds a slot the
+		// store then refuses.
 		ok, _, err := p.store.AcquireSlot(tctx, s.Key, h.holder, n, s.Limit, p.ttl)
 		now := p.m.clock.Nanotime()
 		switch {
@@ -148,25 +161,28 @@ func (p *SlotPool) Acquire(ctx context.Context, s *SlotSpec, n int64) (*Hold, Re
 			cancel()
 			p.m.observeLatency(now - start)
 			if ok {
+				p.add(h)
 				return h, Result{Admitted: true}
 			}
-			p.remove(h)
 			return nil, Result{}
 		case ctx.Err() != nil:
 			cancel()
-			// The store may have added the slot: it expires with its lease.
-			p.remove(h)
+			p.orphan(h) // the store may have added the slot
 			return nil, Result{By: ByContext}
 		}
-		p.remove(h)
+		p.orphan(h)
 		p.stats.errs.Add(1)
 		p.sync.Store(true)
 		p.m.failed(tctx, start, now, epoch, fmt.Errorf("sluice: cluster store: acquire slot: %w", err))
 		cancel()
 		p.m.trs.Drain()
-		if p.m.Mode() == Fallback {
-			p.m.maybeProbe(now)
+		if p.m.Mode() != Fallback {
+			// A late call that did not trip the breaker: the store may
+			// have added the slot (its lease runs out within the TTL), so
+			// a local admission now could pass the limit. Refused.
+			return nil, Result{By: ByFallback}
 		}
+		p.m.maybeProbe(now)
 	} else {
 		p.m.maybeProbe(p.m.clock.Nanotime())
 	}
@@ -180,16 +196,8 @@ func (p *SlotPool) fallback(s *SlotSpec, h *Hold) (*Hold, Result) {
 	case FallbackBlock:
 		return nil, Result{By: ByFallback}
 	default:
-		share := s.LocalLimit
-		if share == 0 {
-			share = LocalShare(s.Limit, p.m.shareLive())
-		}
 		p.mu.Lock()
-		var used int64
-		if st := p.slots[s.Key]; st != nil {
-			used = st.inflight
-		}
-		if used+h.n > share {
+		if !p.withinShareLocked(s, h.n) {
 			p.mu.Unlock()
 			return nil, Result{By: ByFallback}
 		}
@@ -201,6 +209,61 @@ func (p *SlotPool) fallback(s *SlotSpec, h *Hold) (*Hold, Result) {
 	p.add(h)
 	p.sync.Store(true)
 	return h, Result{Admitted: true, By: ByFallback}
+}
+
+// share is s's local share: LocalLimit, or LocalShare of the live count.
+func (p *SlotPool) share(s *SlotSpec) int64 {
+	if s.LocalLimit > 0 {
+		return s.LocalLimit
+	}
+	return LocalShare(s.Limit, p.m.shareLive())
+}
+
+// withinShare reports whether n more slots of s keep this instance within
+// its local share.
+func (p *SlotPool) withinShare(s *SlotSpec, n int64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.withinShareLocked(s, n)
+}
+
+func (p *SlotPool) withinShareLocked(s *SlotSpec, n int64) bool {
+	var used int64
+	if st := p.slots[s.Key]; st != nil {
+		used = st.inflight
+	}
+	return used+n <= p.share(s)
+}
+
+// inGrace reports whether the last recovery was less than grace ago.
+func (p *SlotPool) inGrace() bool {
+	at := p.recovered.Load()
+	return at != 0 && p.m.clock.Nanotime()-at < p.grace
+}
+
+// orphan queues h's slots for removal from the store at the next round.
+func (p *SlotPool) orphan(h *Hold) {
+	p.mu.Lock()
+	p.orphans = append(p.orphans, h)
+	p.mu.Unlock()
+}
+
+// releaseOrphans removes the queued orphans' slots from the store, while
+// it answers; those it cannot remove run out with their leases.
+func (p *SlotPool) releaseOrphans(ctx context.Context) {
+	p.mu.Lock()
+	os := p.orphans
+	p.orphans = nil
+	p.mu.Unlock()
+	for _, h := range os {
+		cctx, cancel := callContext(ctx, p.m.clock, p.m.timeout)
+		err := p.store.ReleaseSlot(cctx, h.key, h.holder, h.n)
+		cancel()
+		if err != nil {
+			p.stats.errs.Add(1)
+			return
+		}
+	}
 }
 
 // InFlight returns this instance's slots in flight under key.
@@ -290,6 +353,7 @@ func (p *SlotPool) Reconcile(ctx context.Context) {
 	p.rmu.Lock()
 	defer p.rmu.Unlock()
 	p.round(ctx, true)
+	p.recovered.Store(max(p.m.clock.Nanotime(), 1))
 }
 
 // reconcileIfNeeded is Reconcile unless another caller did it since sync
@@ -359,6 +423,7 @@ func (p *SlotPool) renewLoop() {
 		} else {
 			p.round(ctx, false)
 		}
+		p.releaseOrphans(ctx)
 	}
 }
 
