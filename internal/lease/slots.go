@@ -238,7 +238,7 @@ func (p *SlotPool) withinShareLocked(s *SlotSpec, n int64) bool {
 // inGrace reports whether the last recovery was less than grace ago.
 func (p *SlotPool) inGrace() bool {
 	at := p.recovered.Load()
-	return at != 0 && p.m.clock.Nanotime()-at < p.grace
+	return at != 0 && p.m.clock.Nanotime()+1-at < p.grace
 }
 
 // orphan queues h's slots for removal from the store at the next round.
@@ -353,7 +353,7 @@ func (p *SlotPool) Reconcile(ctx context.Context) {
 	p.rmu.Lock()
 	defer p.rmu.Unlock()
 	p.round(ctx, true)
-	p.recovered.Store(max(p.m.clock.Nanotime(), 1))
+	p.recovered.Store(p.m.clock.Nanotime() + 1) // 0: never recovered
 }
 
 // reconcileIfNeeded is Reconcile unless another caller did it since sync
@@ -378,18 +378,19 @@ func (p *SlotPool) round(ctx context.Context, add bool) {
 	epoch := p.m.epoch.Load()
 	start := p.m.clock.Nanotime()
 	tctx, cancel := callContext(ctx, p.m.clock, p.m.timeout)
-	defer cancel()
 	missing, err := p.store.RenewSlots(tctx, keys, holders, ns, p.ttl, add)
 	now := p.m.clock.Nanotime()
 	if err != nil {
-		p.stats.errs.Add(1)
 		p.sync.Store(true)
 		if ctx.Err() == nil {
 			p.m.failed(tctx, start, now, epoch, fmt.Errorf("sluice: cluster store: renew slots: %w", err))
-			p.m.trs.Drain()
 		}
+		cancel()
+		p.m.trs.Drain()
+		p.stats.errs.Add(1)
 		return
 	}
+	cancel()
 	if add {
 		p.stats.reconciles.Add(1)
 	} else {
