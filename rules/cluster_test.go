@@ -90,3 +90,31 @@ flow:
 	_, err = Decode([]byte("flow:\n  - resource: a\n    threshold: 1\n    cluster: {share: 1}\n"), YAML)
 	assert.ErrorContains(t, err, "share")
 }
+
+// TestDecodeFlowClusterConcurrency: a fleet-wide concurrency rule reads
+// and writes back; what its section may not hold is refused naming the
+// field.
+func TestDecodeFlowClusterConcurrency(t *testing.T) {
+	doc := "flow:\n  - resource: export\n    metric: concurrency\n    threshold: 50\n    cluster: {fallback: local, localThreshold: 10}\n"
+	s, err := Decode([]byte(doc), YAML)
+	require.NoError(t, err)
+	require.Equal(t, &Cluster{Fallback: FallbackLocal, LocalThreshold: 10}, s.Flow[0].Cluster)
+	for _, out := range []Format{JSON, YAML} {
+		enc, err := Encode(s, out)
+		require.NoError(t, err)
+		again, err := Decode(enc, out)
+		require.NoError(t, err)
+		assert.Equal(t, s, again, "%s", enc)
+	}
+	for field, sec := range map[string]string{
+		"Cluster.Mode":           "{mode: per-instance}",
+		"Cluster.Strict":         "{strict: true}",
+		"Cluster.Leases":         "{leases: true}",
+		"Cluster.LocalThreshold": "{localThreshold: 2.5}",
+	} {
+		_, err := Decode([]byte("flow:\n  - resource: export\n    metric: concurrency\n    threshold: 50\n    cluster: "+sec+"\n"), YAML)
+		var e *Error
+		require.True(t, errors.As(err, &e), "%s: %v", sec, err)
+		assert.Equal(t, field, e.Field, "%s", sec)
+	}
+}
