@@ -33,6 +33,15 @@ type clusterConc struct {
 	base
 }
 
+// newClusterChecker returns the checker of cluster rule b: fleet-wide
+// slots for the concurrency metric, leased permits otherwise.
+func newClusterChecker(b base) checker {
+	if b.rule.Metric == rules.Concurrency {
+		return newClusterConc(b)
+	}
+	return newClusterRule(b)
+}
+
 func newClusterConc(b base) *clusterConc {
 	r := &b.rule
 	return &clusterConc{base: b, spec: lease.SlotSpec{

@@ -75,10 +75,8 @@ func newController(r rules.Flow, nodes NodeFunc) *Controller {
 	b := base{rule: rulewalk.Clone(r)} // shares no cluster section with the caller
 	var c checker
 	switch {
-	case r.Cluster != nil && r.Metric == rules.Concurrency:
-		c = newClusterConc(b)
 	case r.Cluster != nil:
-		c = newClusterRule(b)
+		c = newClusterChecker(b)
 	case r.RefResource != "":
 		c = &associated{ref: nodes(r.RefResource), concurrency: r.Metric == rules.Concurrency, limit: r.Threshold, base: b}
 	case r.Adaptive != nil:
