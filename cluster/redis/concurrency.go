@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -237,12 +236,4 @@ func (s *Store) SlotsInUse(ctx context.Context, key string) (int64, error) {
 		return 0, fmt.Errorf("sluiceredis: slots in use: %w", err)
 	}
 	return n, nil
-}
-
-// slotMember is the store member of a holder's i-th slot (from 1).
-func slotMember(holder string, i int64) string {
-	if i == 1 {
-		return holder
-	}
-	return holder + "#" + strconv.FormatInt(i, 10)
 }
