@@ -204,6 +204,7 @@ func (cs *clusterState) start(store cluster.Store, cfg ClusterConfig, id, host s
 		cs.sl = lease.NewSlotPool(mgr, ss, id, cfg.HeartbeatInterval)
 		slp.Store(cs.sl)
 		fl.SetSlots(cs.sl)
+		cs.pr.SetSlots(cs.sl)
 	}
 }
 

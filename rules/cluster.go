@@ -45,7 +45,6 @@ func (cl *Cluster) validate(c *check, metric FlowMetric) {
 
 // validateConcurrency checks a fleet-wide in-flight limit's section (docs/cluster-limits.md).
 func (cl *Cluster) validateConcurrency(c *check, conc bool) {
-	c.fail(conc && c.kind == "param", "Cluster", "a fleet-wide concurrency limit is for flow rules; a param concurrency rule counts per instance")
 	c.fail(conc && cl.Mode == ClusterPerInstance, "Cluster.Mode", "per-instance is a local concurrency limit: drop the cluster section, or use mode total for a fleet-wide one")
 	c.fail(conc && cl.Strict, "Cluster.Strict", "has no meaning for the concurrency metric (every entry takes its slot in the store); leave it false")
 	c.fail(conc && cl.Leases, "Cluster.Leases", "has no meaning for the concurrency metric (slots are taken per entry); leave it false")

@@ -277,3 +277,49 @@ func TestEngineConcurrencyFallbackAndReconcile(t *testing.T) {
 		t.Fatalf("in use %d after every exit, want 0", got)
 	}
 }
+
+// TestEngineFleetParamConcurrency: "at most 2 reports in flight per
+// tenant, fleet-wide" on two engines: each tenant's limit is its own, an
+// exit frees a slot of its tenant only.
+func TestEngineFleetParamConcurrency(t *testing.T) {
+	srv := redistest.Start(t)
+	a, b := slotEngine(t, srv, "a", time.Second), slotEngine(t, srv, "b", time.Second)
+	for _, g := range []*sluice.Engine{a, b} {
+		if err := g.LoadRules(rules.Set{Param: []rules.Param{{Resource: "report", Key: "tenant",
+			Metric: rules.Concurrency, Threshold: 2, Cluster: &rules.Cluster{}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	enter := func(g *sluice.Engine, tenant string) (sluice.Pass, error) {
+		return g.Entry("report", sluice.WithStringAttachment("tenant", tenant))
+	}
+	p1, err1 := enter(a, "acme")
+	p2, err2 := enter(b, "acme")
+	if err1 != nil || err2 != nil {
+		t.Fatalf("acme's 2: %v, %v", err1, err2)
+	}
+	_, err := enter(a, "acme")
+	var be *core.BlockError
+	if !errors.As(err, &be) || be.Type != core.BlockCluster {
+		t.Fatalf("acme's 3rd: %v, want a cluster refusal", err)
+	}
+	q1, err1 := enter(a, "globex")
+	q2, err2 := enter(b, "globex")
+	if err1 != nil || err2 != nil {
+		t.Fatalf("globex's 2 beside acme's: %v, %v", err1, err2)
+	}
+	if _, err := enter(b, "globex"); err == nil {
+		t.Fatal("globex's 3rd admitted")
+	}
+	p1.Exit()
+	if _, err := enter(b, "globex"); err == nil {
+		t.Fatal("acme's exit freed a slot of globex")
+	}
+	p3, err := enter(b, "acme")
+	if err != nil {
+		t.Fatalf("acme after an exit: %v", err)
+	}
+	for _, p := range []sluice.Pass{p2, p3, q1, q2} {
+		p.Exit()
+	}
+}
