@@ -44,7 +44,11 @@ const SlotTTLFactor = 3
 // admitted meanwhile, are registered again (reconciled) before the first
 // remote admission after recovery, so the store counts every entry still
 // in flight, even above the limit: new entries then wait until the count
-// falls below it.
+// falls below it. For a grace of the probe interval and two renewal
+// intervals after a recovery, admissions also keep within the local share
+// (the other instances may not have reconciled yet). A call late past the
+// Manager's deadline that did not trip it is refused (the store may have
+// admitted it; the next round removes that slot).
 type SlotPool struct {
 	m        *Manager
 	store    SlotStore
