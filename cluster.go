@@ -127,6 +127,8 @@ type clusterState struct {
 	fl  *flow.Leases
 	pr  *param.Remote
 	err error // why cluster rules are refused; nil when mgr is set
+
+	sl *lease.SlotPool // fleet-wide concurrency; nil when the store keeps no slots
 }
 
 var errNoCluster = errors.New("cluster rules need sluice.WithCluster (the engine has no cluster store)")
@@ -148,6 +150,7 @@ func (cs *clusterState) start(store cluster.Store, cfg ClusterConfig, id, host s
 	}
 	var mgrp atomic.Pointer[lease.Manager]
 	var hbp atomic.Pointer[lease.Heartbeat]
+	var slp atomic.Pointer[lease.SlotPool]
 	onTr := func(t lease.Transition) {
 		var n int
 		var src lease.Source
@@ -163,6 +166,10 @@ func (cs *clusterState) start(store cluster.Store, cfg ClusterConfig, id, host s
 		OnRecover: func(ctx context.Context) {
 			if hb := hbp.Load(); hb != nil {
 				hb.BeatNow(ctx)
+			}
+			// Slots held across the outage count again (docs/cluster-limits.md).
+			if sl := slp.Load(); sl != nil {
+				sl.Reconcile(ctx)
 			}
 		},
 	})
@@ -193,6 +200,12 @@ func (cs *clusterState) start(store cluster.Store, cfg ClusterConfig, id, host s
 	cs.mgr, cs.hb = mgr, hb
 	cs.fl = fl
 	cs.pr = param.NewRemote(mgr, cfg.App)
+	if ss, ok := store.(lease.SlotStore); ok {
+		cs.sl = lease.NewSlotPool(mgr, ss, id, cfg.HeartbeatInterval)
+		slp.Store(cs.sl)
+		fl.SetSlots(cs.sl)
+		cs.pr.SetSlots(cs.sl)
+	}
 }
 
 // leases returns what flow.Build needs for cluster rules; nil without a
@@ -231,6 +244,9 @@ func refuseCluster[R any](cs *clusterState, kind string, rs []R, of func(*R) (bo
 func (cs *clusterState) close() {
 	if cs.hb != nil {
 		cs.hb.Close()
+	}
+	if cs.sl != nil {
+		cs.sl.Close()
 	}
 	if cs.mgr != nil {
 		_ = cs.mgr.Close()

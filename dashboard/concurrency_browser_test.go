@@ -59,8 +59,8 @@ func TestBrowserConcurrencyForm(t *testing.T) {
 		chromedp.Evaluate(`[...document.querySelectorAll("#form-concurrency [name]")].map((e) => e.name)`, &inputs),
 	))
 	require.Contains(t, options, "concurrency=concurrency (requests in flight)")
-	require.Equal(t, []string{"metric", "id", "resource", "threshold", "refResource", "cluster", "cluster.mode", "cluster.fallback",
-		"cluster.localThreshold", "cluster.strict", "cluster.leases", "shadow", "adaptive", "adaptive.min", "adaptive.max",
+	require.Equal(t, []string{"metric", "id", "resource", "threshold", "refResource", "cluster", "cluster.fallback",
+		"cluster.localThreshold", "shadow", "adaptive", "adaptive.min", "adaptive.max",
 		"adaptive.initial", "adaptive.window", "adaptive.tolerance", "adaptive.probeInterval"}, inputs)
 
 	// fill chooses the concurrency form and sets its fields as a user
@@ -109,6 +109,10 @@ func TestBrowserConcurrencyForm(t *testing.T) {
 		chromedp.Navigate(web.URL+"/apps/shop/rules"),
 		chromedp.WaitVisible("#form-flow", chromedp.ByID),
 	))
+	require.Equal(t, `cluster.localThreshold (most in flight here while the store fails): "1.5" is not a whole number`,
+		fill(map[string]string{"resource": "x", "threshold": "8", "cluster": "on", "cluster.localThreshold": "1.5"}))
+	// A fleet-wide one (cluster section) beside a local one.
+	require.Equal(t, "", fill(map[string]string{"resource": "export", "threshold": "50", "cluster": "on", "cluster.fallback": "local", "cluster.localThreshold": "5"}))
 	require.Equal(t, "", fill(map[string]string{"resource": hostileResource, "threshold": "8", "shadow": "on"}))
 	var xss bool
 	require.NoError(t, chromedp.Run(ctx,
@@ -123,13 +127,17 @@ func TestBrowserConcurrencyForm(t *testing.T) {
 	require.NoError(t, err)
 	set, err := rules.Decode(cur.Doc, rules.YAML)
 	require.NoError(t, err, "%s", cur.Doc)
-	require.Equal(t, []rules.Flow{{Resource: hostileResource, Metric: rules.Concurrency, Threshold: 8, Shadow: true}, {Resource: "seed", Threshold: 1}}, set.Flow)
+	require.ElementsMatch(t, []rules.Flow{{Resource: hostileResource, Metric: rules.Concurrency, Threshold: 8, Shadow: true},
+		{Resource: "export", Metric: rules.Concurrency, Threshold: 50, Cluster: &rules.Cluster{Fallback: rules.FallbackLocal, LocalThreshold: 5}},
+		{Resource: "seed", Threshold: 1}}, set.Flow)
 
 	// "Edit" opens it in the concurrency form.
 	var shown string
 	var vals map[string]any
 	require.NoError(t, chromedp.Run(ctx,
-		chromedp.Click(`button.edit[data-form="concurrency"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`button.edit[data-form="concurrency"]`, chromedp.ByQuery),
+		// The local rule's button (the fleet-wide one is listed too).
+		chromedp.Evaluate(`[...document.querySelectorAll('button.edit[data-form="concurrency"]')].find((b) => JSON.parse(b.dataset.values).resource === `+mustJSON(t, hostileResource)+`).click()`, nil),
 		chromedp.Evaluate(`document.getElementById("form-kind").value`, &shown),
 		chromedp.Evaluate(`(() => { const f = document.getElementById("form-concurrency");
 			return { hidden: f.hidden, resource: f.elements.namedItem("resource").value, threshold: f.elements.namedItem("threshold").value,

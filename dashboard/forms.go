@@ -62,6 +62,9 @@ func concurrencyForm(flow ruleForm) ruleForm {
 			// the limit instead (the script checks it).
 			ff.Label, ff.Type, ff.Min, ff.Required = "threshold (most in flight)", "integer", "1", false
 		}
+		if !fleetConcurrencyField(&ff) {
+			continue
+		}
 		f.Fields = append(f.Fields, ff)
 	}
 	return f

@@ -29,7 +29,12 @@ func TestFlowClusterValidate(t *testing.T) {
 		{"NaN local threshold", func(r *Flow) { r.Cluster.LocalThreshold = math.NaN() }, "Cluster.LocalThreshold"},
 		{"absurd local threshold", func(r *Flow) { r.Cluster.LocalThreshold = 2 * MaxThreshold }, "Cluster.LocalThreshold"},
 		{"local threshold with pass", func(r *Flow) { r.Cluster.Fallback = FallbackPass; r.Cluster.LocalThreshold = 5 }, "Cluster.LocalThreshold"},
-		{"concurrency", func(r *Flow) { r.Metric = Concurrency }, "Cluster"},
+		{"concurrency", func(r *Flow) { r.Metric = Concurrency }, ""},
+		{"concurrency per instance", func(r *Flow) { r.Metric = Concurrency; r.Cluster.Mode = ClusterPerInstance }, "Cluster.Mode"},
+		{"concurrency strict", func(r *Flow) { r.Metric = Concurrency; r.Cluster.Strict = true }, "Cluster.Strict"},
+		{"concurrency leases", func(r *Flow) { r.Metric = Concurrency; r.Cluster.Leases = true }, "Cluster.Leases"},
+		{"concurrency local fraction", func(r *Flow) { r.Metric = Concurrency; r.Cluster.LocalThreshold = 2.5 }, "Cluster.LocalThreshold"},
+		{"concurrency adaptive", func(r *Flow) { r.Metric = Concurrency; r.Adaptive = &Adaptive{Min: 1, Max: 10} }, "Adaptive"},
 		{"warm-up", func(r *Flow) { r.WarmUp = &WarmUp{Period: time.Minute} }, "WarmUp"},
 		{"exact", func(r *Flow) { r.Exact = true }, "Exact"},
 		{"associated", func(r *Flow) { r.RefResource = "other" }, "Cluster"},
@@ -84,4 +89,32 @@ flow:
 	assert.ErrorContains(t, err, "Fallback: unknown value \"drop\"")
 	_, err = Decode([]byte("flow:\n  - resource: a\n    threshold: 1\n    cluster: {share: 1}\n"), YAML)
 	assert.ErrorContains(t, err, "share")
+}
+
+// TestDecodeFlowClusterConcurrency: a fleet-wide concurrency rule reads
+// and writes back; what its section may not hold is refused naming the
+// field.
+func TestDecodeFlowClusterConcurrency(t *testing.T) {
+	doc := "flow:\n  - resource: export\n    metric: concurrency\n    threshold: 50\n    cluster: {fallback: local, localThreshold: 10}\n"
+	s, err := Decode([]byte(doc), YAML)
+	require.NoError(t, err)
+	require.Equal(t, &Cluster{Fallback: FallbackLocal, LocalThreshold: 10}, s.Flow[0].Cluster)
+	for _, out := range []Format{JSON, YAML} {
+		enc, err := Encode(s, out)
+		require.NoError(t, err)
+		again, err := Decode(enc, out)
+		require.NoError(t, err)
+		assert.Equal(t, s, again, "%s", enc)
+	}
+	for field, sec := range map[string]string{
+		"Cluster.Mode":           "{mode: per-instance}",
+		"Cluster.Strict":         "{strict: true}",
+		"Cluster.Leases":         "{leases: true}",
+		"Cluster.LocalThreshold": "{localThreshold: 2.5}",
+	} {
+		_, err := Decode([]byte("flow:\n  - resource: export\n    metric: concurrency\n    threshold: 50\n    cluster: "+sec+"\n"), YAML)
+		var e *Error
+		require.True(t, errors.As(err, &e), "%s: %v", sec, err)
+		assert.Equal(t, field, e.Field, "%s", sec)
+	}
 }

@@ -101,7 +101,9 @@ func TestParamClusterValidate(t *testing.T) {
 		{"per-instance", func(r *Param) { r.Cluster.Mode = ClusterPerInstance }, ""},
 		{"local threshold", func(r *Param) { r.Cluster.LocalThreshold = 3 }, ""},
 		{"block", func(r *Param) { r.Cluster.Fallback = FallbackBlock }, ""},
-		{"concurrency", func(r *Param) { r.Metric = Concurrency }, "Cluster"},
+		{"concurrency", func(r *Param) { r.Metric = Concurrency }, ""},
+		{"concurrency per instance", func(r *Param) { r.Metric = Concurrency; r.Cluster.Mode = ClusterPerInstance }, "Cluster.Mode"},
+		{"concurrency leases", func(r *Param) { r.Metric = Concurrency; r.Cluster.Leases = true }, "Cluster.Leases"},
 		{"strict and leases", func(r *Param) { r.Cluster.Strict = true; r.Cluster.Leases = true }, "Cluster.Leases"},
 		{"fractional local threshold", func(r *Param) { r.Cluster.LocalThreshold = 2.5 }, "Cluster.LocalThreshold"},
 		{"local threshold with pass", func(r *Param) { r.Cluster.Fallback = FallbackPass; r.Cluster.LocalThreshold = 2 }, "Cluster.LocalThreshold"},
@@ -127,12 +129,12 @@ func TestParamClusterValidate(t *testing.T) {
 		})
 	}
 	// In a list the error names the rule's index.
-	err := (&Set{Param: []Param{{Resource: "a", Threshold: 1}, {Resource: "b", Threshold: 1, Metric: Concurrency, Cluster: &Cluster{}}}}).Validate()
+	err := (&Set{Param: []Param{{Resource: "a", Threshold: 1, Metric: Concurrency, Cluster: &Cluster{}}, {Resource: "b", Threshold: 1, Metric: Concurrency, Cluster: &Cluster{Strict: true}}}}).Validate()
 	var e *Error
 	require.True(t, errors.As(err, &e))
 	assert.Equal(t, 1, e.Index)
-	assert.Equal(t, "Cluster", e.Field)
-	assert.Contains(t, err.Error(), "qps metric")
+	assert.Equal(t, "Cluster.Strict", e.Field)
+	assert.Contains(t, err.Error(), "concurrency metric")
 }
 
 func TestDecodeParamCluster(t *testing.T) {
@@ -172,8 +174,8 @@ param:
 			assert.Equal(t, s, again, "round trip through %v:\n%s", out, enc)
 		}
 	}
-	_, err := Decode([]byte("param:\n  - resource: a\n    threshold: 1\n    metric: concurrency\n    cluster: {}\n"), YAML)
-	assert.ErrorContains(t, err, "qps metric")
+	_, err := Decode([]byte("param:\n  - resource: a\n    threshold: 1\n    metric: concurrency\n    cluster: {mode: per-instance}\n"), YAML)
+	assert.ErrorContains(t, err, "per-instance is a local concurrency limit")
 	_, err = Decode([]byte("param:\n  - resource: a\n    threshold: 1\n    cluster: {lease: true}\n"), YAML)
 	assert.ErrorContains(t, err, "lease")
 }

@@ -25,6 +25,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envQuotaChild) != "" {
 		os.Exit(quotaChild())
 	}
+	if os.Getenv(envConcChild) != "" {
+		os.Exit(concChild())
+	}
 	if os.Getenv(envFaultChild) != "" {
 		os.Exit(faultChild())
 	}

@@ -67,6 +67,9 @@ func Build(rs []rules.Flow, old map[string][]*Controller, nodes NodeFunc, cl *Le
 		}
 		built[i] = c
 	}
+	if err := attachSlots(built, cl); err != nil {
+		return nil, err
+	}
 	if err := attachLimiters(built, cl); err != nil {
 		return nil, err
 	}

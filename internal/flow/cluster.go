@@ -20,8 +20,9 @@ import (
 // the engine's lease.Manager and the application name that scopes budget
 // keys. A nil *Leases refuses cluster rules. Build it with NewLeases.
 type Leases struct {
-	mgr *lease.Manager
-	app string
+	mgr   *lease.Manager
+	app   string
+	slots *lease.SlotPool // fleet-wide concurrency; nil when the store keeps none
 
 	// mu guards perInstance and orders SetLive's rebuilds with the
 	// Limiters' Close.

@@ -78,7 +78,7 @@ func newController(r rules.Flow, nodes NodeFunc) *Controller {
 	case r.Quota != nil:
 		c = newQuotaRule(b)
 	case r.Cluster != nil:
-		c = newClusterRule(b)
+		c = newClusterChecker(b)
 	case r.RefResource != "":
 		c = &associated{ref: nodes(r.RefResource), concurrency: r.Metric == rules.Concurrency, limit: r.Threshold, base: b}
 	case r.Adaptive != nil:
@@ -131,6 +131,8 @@ func (c *Controller) Check(ctx context.Context, ec *entry.Context, clk core.Cloc
 	case *associated:
 		return k.check(ctx, ec, clk)
 	case *clusterRule:
+		return k.check(ctx, ec, clk)
+	case *clusterConc:
 		return k.check(ctx, ec, clk)
 	case *tiered:
 		return k.check(ctx, ec, clk)

@@ -25,8 +25,9 @@ import (
 // (rules.Param.Cluster): the engine's lease.Manager and the application
 // name that scopes budget keys. A nil *Remote refuses cluster rules.
 type Remote struct {
-	mgr *lease.Manager
-	app string
+	mgr   *lease.Manager
+	app   string
+	slots *lease.SlotPool // fleet-wide concurrency; nil when the store keeps none
 }
 
 // NewRemote returns the Remote of m for application app, which prefixes
@@ -54,7 +55,8 @@ type clusterCtl struct {
 	interval    time.Duration
 	perInstance bool
 	fallback    rules.ClusterFallback
-	localT      int64 // LocalThreshold
+	localT      int64           // LocalThreshold
+	slots       *lease.SlotPool // a concurrency rule's; nil otherwise
 	leases      *leaseCache
 	// fell is the clock reading of this rule's first decision by the
 	// fallback since its last decision by the store (0: none): a local
@@ -97,6 +99,10 @@ func newClusterCtl(r *rules.Param, rm *Remote) *clusterCtl {
 		perInstance: r.Cluster.Mode == rules.ClusterPerInstance,
 		fallback:    r.Cluster.Fallback,
 		localT:      int64(r.Cluster.LocalThreshold),
+	}
+	if r.Metric == rules.Concurrency { // in-flight slots per value (clusterconc.go)
+		cc.prefix, cc.slots = slotsPrefix(rm.app, r), rm.slots
+		return cc
 	}
 	if r.Throttle != nil {
 		cc.alg = cluster.Pacing

@@ -161,6 +161,9 @@ func (c *Controller) CheckKey(ctx context.Context, ec *entry.Context, key string
 	if c.q != nil {
 		return c.checkQuota(ctx, ec, key, t, clk)
 	}
+	if c.cl != nil && c.cl.slots != nil {
+		return c.checkSlots(ctx, ec, key, t)
+	}
 	if c.cl != nil {
 		return c.checkCluster(ctx, ec, key, t, clk)
 	}
@@ -428,6 +431,9 @@ func Build(rs []rules.Param, old map[string][]*Controller, rm *Remote) (map[stri
 		}
 		if rs[i].Cluster != nil && rm == nil {
 			return nil, &rules.Error{Kind: "param", Index: i, Resource: rs[i].Resource, Field: "Cluster", Reason: errNoCluster}
+		}
+		if rs[i].Cluster != nil && rs[i].Metric == rules.Concurrency && rm.slots == nil {
+			return nil, &rules.Error{Kind: "param", Index: i, Resource: rs[i].Resource, Field: "Cluster", Reason: errNoSlots}
 		}
 	}
 	pool := make(map[stateKey][]*Controller)
