@@ -147,16 +147,10 @@ func (ix *ruleIndex) resource(domain string, d *rlv3.RateLimitDescriptor) string
 // answers OVER_LIMIT when any is refused; every descriptor is counted,
 // also after one was refused (envoyproxy/ratelimit's default).
 func (s *RulesService) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
-	if req.GetDomain() == "" {
-		return nil, status.Error(codes.InvalidArgument, "rate limit domain must not be empty")
+	if err := checkRequest(req); err != nil {
+		return nil, err
 	}
-	n := len(req.GetDescriptors())
-	if n == 0 {
-		return nil, status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
-	}
-	if n > MaxRequestDescriptors {
-		return nil, status.Errorf(codes.InvalidArgument, "%d descriptors, at most %d", n, MaxRequestDescriptors)
-	}
+	n := len(req.Descriptors)
 	ix := s.index.Load()
 	resp := &pb.RateLimitResponse{OverallCode: pb.RateLimitResponse_OK, Statuses: make([]*pb.RateLimitResponse_DescriptorStatus, n)}
 	var nearest *pb.RateLimitResponse_DescriptorStatus
@@ -167,15 +161,9 @@ func (s *RulesService) ShouldRateLimit(ctx context.Context, req *pb.RateLimitReq
 			return nil, err
 		}
 		resp.Statuses[i] = st
-		switch {
-		case st.Code == pb.RateLimitResponse_OVER_LIMIT:
-			if resp.OverallCode == pb.RateLimitResponse_OK && st.CurrentLimit != nil {
-				nearest = st
-			}
+		nearest = nearer(nearest, st)
+		if st.Code == pb.RateLimitResponse_OVER_LIMIT {
 			resp.OverallCode = pb.RateLimitResponse_OVER_LIMIT
-		case st.CurrentLimit == nil:
-		case resp.OverallCode == pb.RateLimitResponse_OK && (nearest == nil || st.LimitRemaining < nearest.LimitRemaining):
-			nearest = st
 		}
 	}
 	if s.opts.ResponseHeaders && nearest != nil {
@@ -187,6 +175,36 @@ func (s *RulesService) ShouldRateLimit(ctx context.Context, req *pb.RateLimitReq
 	}
 	s.metrics.request(resp.OverallCode == pb.RateLimitResponse_OVER_LIMIT)
 	return resp, nil
+}
+
+// checkRequest refuses a request without a domain, without descriptors or
+// with more than MaxRequestDescriptors.
+func checkRequest(req *pb.RateLimitRequest) error {
+	n := len(req.GetDescriptors())
+	switch {
+	case req.GetDomain() == "":
+		return status.Error(codes.InvalidArgument, "rate limit domain must not be empty")
+	case n == 0:
+		return status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
+	case n > MaxRequestDescriptors:
+		return status.Errorf(codes.InvalidArgument, "%d descriptors, at most %d", n, MaxRequestDescriptors)
+	}
+	return nil
+}
+
+// nearer returns the status the response headers describe once st is
+// seen: the first over-limit one with a limit, else the one with the least
+// remaining.
+func nearer(nearest, st *pb.RateLimitResponse_DescriptorStatus) *pb.RateLimitResponse_DescriptorStatus {
+	switch {
+	case st.CurrentLimit == nil || nearest != nil && nearest.Code == pb.RateLimitResponse_OVER_LIMIT:
+		return nearest
+	case st.Code == pb.RateLimitResponse_OVER_LIMIT:
+		return st
+	case nearest == nil || st.LimitRemaining < nearest.LimitRemaining:
+		return st
+	}
+	return nearest
 }
 
 // decide enters one descriptor's resource.
