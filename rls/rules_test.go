@@ -291,3 +291,50 @@ func TestRulesRunErrors(t *testing.T) {
 		}
 	}
 }
+
+// Concurrent calls on one frozen instant, and the same rules written again
+// while they run (a reload, whenever the watcher sees it, keeps the
+// bucket): exactly the bucket passes, whatever the interleaving.
+func TestRulesConcurrentExact(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "rules.yaml")
+	data, err := os.ReadFile("testdata/rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, clk := rulesServer(t, file, ServerOptions{ReloadInterval: 5 * time.Millisecond})
+	r := request("edge", desc("remote_address", "10.0.0.9"))
+	const workers, each = 8, 10
+	passed := make(chan int, workers)
+	start := make(chan struct{})
+	for w := range workers {
+		go func() {
+			<-start
+			n := 0
+			for range each {
+				resp, err := c.ShouldRateLimit(context.Background(), r)
+				if err == nil && resp.OverallCode == pb.RateLimitResponse_OK {
+					n++
+				}
+			}
+			if w == 0 { // the same rules with a comment: a reload
+				_ = os.WriteFile(file, append([]byte("# reloaded\n"), data...), 0o600)
+			}
+			passed <- n
+		}()
+	}
+	close(start)
+	total := 0
+	for range workers {
+		total += <-passed
+	}
+	if total != 15 {
+		t.Fatalf("%d of %d passed, want 15 (10 a second + 5)", total, workers*each)
+	}
+	clk.Advance(time.Second)
+	if n := burst(t, c, r, 20); n != 10 {
+		t.Fatalf("a second later: %d passed, want 10", n)
+	}
+}
