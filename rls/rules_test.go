@@ -338,3 +338,20 @@ func TestRulesConcurrentExact(t *testing.T) {
 		t.Fatalf("a second later: %d passed, want 10", n)
 	}
 }
+
+// docs/rls.md shows rls/testdata/rules.yaml (less its first comment line),
+// which the tests above run: the two stay one.
+func TestRulesDocExample(t *testing.T) {
+	data, err := os.ReadFile("testdata/rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile("../docs/rls.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body, _ := strings.Cut(string(data), "\n")
+	if !strings.Contains(string(doc), "```yaml\n"+body+"```\n") {
+		t.Fatal("docs/rls.md does not show rls/testdata/rules.yaml as it is")
+	}
+}
