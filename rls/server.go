@@ -26,6 +26,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/rls/config"
 )
 
@@ -33,8 +34,12 @@ import (
 type ServerOptions struct {
 	// Addr is the gRPC listen address; empty means 127.0.0.1:8081.
 	Addr string
-	// Config is a config file or folder (config.Load). Required.
+	// Config is a config file or folder (config.Load). Required, unless
+	// Rules is set.
 	Config string
+	// Rules, in place of Config, is a sluice rule file (rules.DecodeFile)
+	// served by a RulesService; ReloadInterval applies to it too.
+	Rules string
 	// ReloadInterval is how often the config's files are checked for a
 	// change; zero means one second, negative never.
 	ReloadInterval time.Duration
@@ -56,6 +61,9 @@ type ServerOptions struct {
 	// Ready, when set, is called once the server accepts calls, with the
 	// address it listens on (Run's caller prints "listening on" there).
 	Ready func(addr net.Addr)
+	// EngineOptions configure the engine that decides with Rules (a
+	// clock, in tests).
+	EngineOptions []sluice.Option
 	// ShutdownGrace bounds how long Run waits, once ctx ends, for calls in
 	// progress; zero means 10 seconds.
 	ShutdownGrace time.Duration
@@ -66,8 +74,11 @@ type ServerOptions struct {
 // ShutdownGrace), and Run returns nil.
 func Run(ctx context.Context, o ServerOptions) error {
 	o.defaults()
+	if o.Rules != "" {
+		return runRules(ctx, o)
+	}
 	if o.Config == "" {
-		return errors.New("rls: no config (-config PATH)")
+		return errors.New("rls: no config (-config PATH or -rules PATH)")
 	}
 	cfg, err := config.Load(o.Config)
 	if err != nil {
@@ -84,7 +95,12 @@ func Run(ctx context.Context, o ServerOptions) error {
 	if err != nil {
 		return err
 	}
+	return serve(ctx, o, srv, hs, svc.metrics, func(ctx context.Context) { watchConfig(ctx, o, svc) })
+}
 
+// serve listens on o.Addr and serves srv until ctx ends, with the metrics
+// and the watch on goroutines it owns.
+func serve(ctx context.Context, o ServerOptions, srv *grpc.Server, hs *health.Server, m *metrics, watch func(context.Context)) error {
 	lis, err := net.Listen("tcp", o.Addr)
 	if err != nil {
 		return err
@@ -95,14 +111,14 @@ func Run(ctx context.Context, o ServerOptions) error {
 	defer cancel()
 
 	if o.Metrics != "" {
-		if err := serveMetrics(ctx, &wg, o.Metrics, svc.metrics); err != nil {
+		if err := serveMetrics(ctx, &wg, o.Metrics, m); err != nil {
 			lis.Close()
 			return err
 		}
 	}
 	if o.ReloadInterval >= 0 {
 		wg.Add(1)
-		go func() { defer wg.Done(); watchConfig(ctx, o, svc) }()
+		go func() { defer wg.Done(); watch(ctx) }()
 	}
 
 	served := make(chan error, 1)
@@ -146,7 +162,7 @@ func gracefulStop(srv *grpc.Server, grace time.Duration) {
 	}
 }
 
-func newGRPCServer(o ServerOptions, svc *Service) (*grpc.Server, *health.Server, error) {
+func newGRPCServer(o ServerOptions, svc pb.RateLimitServiceServer) (*grpc.Server, *health.Server, error) {
 	var sopts []grpc.ServerOption
 	if o.TLSCert != "" || o.TLSKey != "" {
 		tc, err := serverTLS(o)

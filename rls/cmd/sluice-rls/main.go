@@ -1,6 +1,7 @@
 // Command sluice-rls is a rate-limit service for Envoy: it answers
 // envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit from a config
-// in envoyproxy/ratelimit's format, as a drop-in replacement for it.
+// in envoyproxy/ratelimit's format, as a drop-in replacement for it, or from
+// a sluice rule file (-rules) with sluice's own strategies.
 //
 //	go run github.com/sluice-go/sluice/rls/cmd/sluice-rls -config ratelimit.yaml
 //
@@ -36,7 +37,8 @@ func run(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("sluice-rls", flag.ContinueOnError)
 	var o rls.ServerOptions
 	fs.StringVar(&o.Addr, "addr", "127.0.0.1:8081", "gRPC listen `HOST:PORT`")
-	fs.StringVar(&o.Config, "config", "", "config `PATH`: a file or a folder of .yaml files in envoyproxy/ratelimit's format (required)")
+	fs.StringVar(&o.Config, "config", "", "config `PATH`: a file or a folder of .yaml files in envoyproxy/ratelimit's format (this or -rules)")
+	fs.StringVar(&o.Rules, "rules", "", "a sluice rule `file` (YAML or JSON) in place of -config: sluice's strategies, per descriptor resource (docs/rls.md)")
 	fs.DurationVar(&o.ReloadInterval, "reload-interval", time.Second, "how often the config files are checked for changes (negative: never)")
 	fs.StringVar(&o.Metrics, "metrics", "", "serve Prometheus metrics at http://`HOST:PORT`/metrics")
 	fs.BoolVar(&o.Reflection, "reflection", false, "register gRPC server reflection (for grpcurl)")

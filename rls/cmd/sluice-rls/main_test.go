@@ -64,7 +64,8 @@ func TestCommand(t *testing.T) {
 }
 
 func TestCommandErrors(t *testing.T) {
-	for _, args := range [][]string{{}, {"-config", "missing.yaml"}, {"-bogus"}, {"-config", "x", "extra"}} {
+	for _, args := range [][]string{{}, {"-config", "missing.yaml"}, {"-bogus"}, {"-config", "x", "extra"}, {"-rules", "missing.yaml"},
+		{"-rules", "../../testdata/rules.yaml", "-config", "../../testdata/readme.yaml"}} {
 		if err := run(args, io.Discard); err == nil {
 			t.Errorf("%q: no error", args)
 		}
