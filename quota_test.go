@@ -56,32 +56,35 @@ func TestQuotaMonthBoundary(t *testing.T) {
 	require.Nil(t, enterQuota(t, g, "api", 1), "the first call of February")
 }
 
+// quotaBoundaryCases are the periods whose boundaries break naive code.
+var quotaBoundaryCases = []struct {
+	name  string
+	q     rules.Quota
+	start string // the period's first instant
+	next  string // the next period's first instant
+}{
+	{"January, 31 days", rules.Quota{Period: "month"}, "2026-01-01T00:00:00Z", "2026-02-01T00:00:00Z"},
+	{"February, 28 days", rules.Quota{Period: "month"}, "2026-02-01T00:00:00Z", "2026-03-01T00:00:00Z"},
+	{"February of a leap year, 29 days", rules.Quota{Period: "month"}, "2028-02-01T00:00:00Z", "2028-03-01T00:00:00Z"},
+	{"29 February", rules.Quota{Period: "day"}, "2028-02-29T00:00:00Z", "2028-03-01T00:00:00Z"},
+	{"April, 30 days", rules.Quota{Period: "month"}, "2026-04-01T00:00:00Z", "2026-05-01T00:00:00Z"},
+	{"year boundary", rules.Quota{Period: "year"}, "2026-01-01T00:00:00Z", "2027-01-01T00:00:00Z"},
+	{"year boundary in Berlin", rules.Quota{Period: "year", Zone: "Europe/Berlin"}, "2025-12-31T23:00:00Z", "2026-12-31T23:00:00Z"},
+	{"23-hour day in Berlin", rules.Quota{Period: "day", Zone: "Europe/Berlin"}, "2026-03-28T23:00:00Z", "2026-03-29T22:00:00Z"},
+	{"25-hour day in Berlin", rules.Quota{Period: "day", Zone: "Europe/Berlin"}, "2026-10-24T22:00:00Z", "2026-10-25T23:00:00Z"},
+	{"25-hour day in New York", rules.Quota{Period: "day", Zone: "America/New_York"}, "2026-11-01T04:00:00Z", "2026-11-02T05:00:00Z"},
+	{"day without a midnight, Santiago", rules.Quota{Period: "day", Zone: "America/Santiago"}, "2026-09-06T04:00:00Z", "2026-09-07T03:00:00Z"},
+	{"day before Samoa skipped a day", rules.Quota{Period: "day", Zone: "Pacific/Apia"}, "2011-12-29T10:00:00Z", "2011-12-30T10:00:00Z"},
+	{"half hour at Lord Howe's change", rules.Quota{Period: "hour", Zone: "Australia/Lord_Howe"}, "2026-04-04T15:00:00Z", "2026-04-04T15:30:00Z"},
+	{"week from Sunday", rules.Quota{Period: "week", WeekStart: "sunday"}, "2026-01-04T00:00:00Z", "2026-01-11T00:00:00Z"},
+}
+
 // TestQuotaBoundaries runs a quota through the boundaries that break naive
 // code, on a manual clock: at the period's last nanosecond the quota is
 // used up and a refusal's RetryAfter is exactly the time to the reset; at
 // the next period's first instant a full quota's worth passes.
 func TestQuotaBoundaries(t *testing.T) {
-	cases := []struct {
-		name  string
-		q     rules.Quota
-		start string // the period's first instant
-		next  string // the next period's first instant
-	}{
-		{"January, 31 days", rules.Quota{Period: "month"}, "2026-01-01T00:00:00Z", "2026-02-01T00:00:00Z"},
-		{"February, 28 days", rules.Quota{Period: "month"}, "2026-02-01T00:00:00Z", "2026-03-01T00:00:00Z"},
-		{"February of a leap year, 29 days", rules.Quota{Period: "month"}, "2028-02-01T00:00:00Z", "2028-03-01T00:00:00Z"},
-		{"29 February", rules.Quota{Period: "day"}, "2028-02-29T00:00:00Z", "2028-03-01T00:00:00Z"},
-		{"April, 30 days", rules.Quota{Period: "month"}, "2026-04-01T00:00:00Z", "2026-05-01T00:00:00Z"},
-		{"year boundary", rules.Quota{Period: "year"}, "2026-01-01T00:00:00Z", "2027-01-01T00:00:00Z"},
-		{"year boundary in Berlin", rules.Quota{Period: "year", Zone: "Europe/Berlin"}, "2025-12-31T23:00:00Z", "2026-12-31T23:00:00Z"},
-		{"23-hour day in Berlin", rules.Quota{Period: "day", Zone: "Europe/Berlin"}, "2026-03-28T23:00:00Z", "2026-03-29T22:00:00Z"},
-		{"25-hour day in Berlin", rules.Quota{Period: "day", Zone: "Europe/Berlin"}, "2026-10-24T22:00:00Z", "2026-10-25T23:00:00Z"},
-		{"25-hour day in New York", rules.Quota{Period: "day", Zone: "America/New_York"}, "2026-11-01T04:00:00Z", "2026-11-02T05:00:00Z"},
-		{"day without a midnight, Santiago", rules.Quota{Period: "day", Zone: "America/Santiago"}, "2026-09-06T04:00:00Z", "2026-09-07T03:00:00Z"},
-		{"day before Samoa skipped a day", rules.Quota{Period: "day", Zone: "Pacific/Apia"}, "2011-12-29T10:00:00Z", "2011-12-30T10:00:00Z"},
-		{"half hour at Lord Howe's change", rules.Quota{Period: "hour", Zone: "Australia/Lord_Howe"}, "2026-04-04T15:00:00Z", "2026-04-04T15:30:00Z"},
-		{"week from Sunday", rules.Quota{Period: "week", WeekStart: "sunday"}, "2026-01-04T00:00:00Z", "2026-01-11T00:00:00Z"},
-	}
+	cases := quotaBoundaryCases
 	const limit = 5
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -45,6 +45,9 @@ func (c *quotaRule) check(ctx context.Context, ec *entry.Context, clk core.Clock
 		return c.checkRemote(ctx, ec, t)
 	}
 	ok, used, end := c.count.Take(c.cal, t, ec.Batch, c.limit)
+	if ec.WantBudget {
+		c.localQuotaBudget(ec, ok, used, t, end)
+	}
 	if !ok {
 		return c.refuse(ec, float64(used), float64(c.limit), quota.Retry(t, end), c.reason(end))
 	}
@@ -66,6 +69,9 @@ func (c *quotaRule) checkRemote(ctx context.Context, ec *entry.Context, t int64)
 		}
 	}
 	a := c.remote.Ask(ctx, c.cal, c.count, "", t, ec.Start, ec.Batch, c.limit, true)
+	if ec.WantBudget {
+		c.remoteQuotaBudget(ec, a, t)
+	}
 	if a.Admitted {
 		return nil
 	}

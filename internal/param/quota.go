@@ -66,6 +66,9 @@ func (c *Controller) checkQuota(ctx context.Context, ec *entry.Context, key stri
 		return c.checkQuotaRemote(ctx, ec, key, t, now)
 	}
 	o, used, end := q.table.Take(q.cal, key, now, ec.Batch, t)
+	if ec.WantBudget {
+		c.localQuotaBudget(ec, o, used, t, now, end)
+	}
 	switch o {
 	case quota.Over:
 		return c.blocked(ec, float64(used), float64(t), int64(quota.Retry(now, end)), c.quotaReason(t, end))
@@ -96,6 +99,9 @@ func (c *Controller) checkQuotaRemote(ctx context.Context, ec *entry.Context, ke
 	}
 	d := digestOf(key)
 	a, o := c.q.remote.AskTable(ctx, c.q.cal, c.q.table, key, hex.EncodeToString(d[:]), now, ec.Start, ec.Batch, t)
+	if ec.WantBudget {
+		c.remoteQuotaBudget(ec, a, o, t, now)
+	}
 	if a.Admitted {
 		return nil
 	}

@@ -60,6 +60,13 @@ func (k *Count) Give(t, n int64) {
 	k.mu.Unlock()
 }
 
+// Period returns the count's current period [start, end).
+func (k *Count) Period() (start, end int64) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.start, k.end
+}
+
 // Used returns the count at instant t (0 when t is past the period).
 func (k *Count) Used(t int64) int64 {
 	k.mu.Lock()
@@ -144,6 +151,23 @@ func (tb *Table) Used(key string, t int64) int64 {
 		return *p
 	}
 	return 0
+}
+
+// Period returns the table's current period [start, end).
+func (tb *Table) Period() (start, end int64) {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	return tb.start, tb.end
+}
+
+// Length returns the length of the period that ends at end, as a Count or
+// Table whose Period is (start, until) tells it: until-start when until is
+// end, else (the count moved on meanwhile) as cal draws it.
+func Length(cal *Calendar, start, until, end int64) time.Duration {
+	if until != end {
+		start, _ = cal.Bounds(end - 1)
+	}
+	return time.Duration(end - start)
 }
 
 // Len returns the number of values counted in the current period.
