@@ -68,14 +68,12 @@ func listedResources(l *ruleList) map[string]bool {
 	return out
 }
 
-// buckets answers /api/apps/{app}/buckets: {"buckets": [...]} of every
-// resource app's rules name, or 404 when the rule store keeps no such
-// metadata.
+// buckets answers /api/apps/{app}/buckets: {"kept": true, "buckets":
+// [...]} of every resource app's rules name, or {"kept": false,
+// "buckets": []} when the rule store keeps no such metadata (not 404: that
+// answers an application the caller may not read).
 func (d *Dashboard) buckets(w http.ResponseWriter, r *http.Request, c *call) {
-	if _, ok := d.cfg.Rules.(BucketStore); !ok {
-		d.fail(w, r, c, http.StatusNotFound, "the rule store keeps no per-resource metadata (only the PostgreSQL and MySQL stores do)")
-		return
-	}
+	_, kept := d.cfg.Rules.(BucketStore)
 	all, msg := d.bucketsOf(r.Context(), c.app, nil)
 	if msg != "" {
 		d.fail(w, r, c, http.StatusBadGateway, msg)
@@ -86,6 +84,7 @@ func (d *Dashboard) buckets(w http.ResponseWriter, r *http.Request, c *call) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	newJSON(w).Encode(struct {
+		Kept    bool         `json:"kept"`
 		Buckets []BucketInfo `json:"buckets"`
-	}{all})
+	}{kept, all})
 }

@@ -21,7 +21,7 @@ func (failingBuckets) Buckets(context.Context, string) ([]dashboard.BucketInfo, 
 }
 
 // TestBucketsOnlyFromABucketStore: a rule store without per-resource
-// metadata shows none (no table; the API answers 404); one whose metadata
+// metadata shows none (no table; the API answers kept: false); one whose metadata
 // fails shows the rules and the failure, escaped, and the API answers 502.
 // The SQL stores' metadata: TestServesSQLFleet in cmd/sluice-dashboard.
 func TestBucketsOnlyFromABucketStore(t *testing.T) {
@@ -30,8 +30,9 @@ func TestBucketsOnlyFromABucketStore(t *testing.T) {
 	code, body := ed.get("/apps/shop/rules")
 	require.Equal(t, http.StatusOK, code)
 	require.NotContains(t, body, `id="buckets`)
-	code, _ = ed.get("/api/apps/shop/buckets")
-	require.Equal(t, http.StatusNotFound, code)
+	code, body = ed.get("/api/apps/shop/buckets")
+	require.Equal(t, http.StatusOK, code)
+	require.JSONEq(t, `{"kept": false, "buckets": []}`, body)
 
 	f = newFleet(t, func(c *dashboard.Config) { c.Rules = failingBuckets{c.Rules} })
 	ed = signIn(t, f.srv, "ed")

@@ -143,8 +143,12 @@ func checkBuckets(t *testing.T, ctx context.Context, rs *sqlstore.Store, base st
 
 	status, body = get("/api/apps/shop/buckets")
 	require.Equal(t, http.StatusOK, status, body)
-	var got struct{ Buckets []dashboard.BucketInfo }
+	var got struct {
+		Kept    bool
+		Buckets []dashboard.BucketInfo
+	}
 	require.NoError(t, json.Unmarshal([]byte(body), &got))
+	require.True(t, got.Kept)
 	want, err := rs.Buckets(ctx, "shop")
 	require.NoError(t, err)
 	require.Len(t, got.Buckets, 2)
