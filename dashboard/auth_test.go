@@ -49,7 +49,7 @@ func writeEndpoints() []writeEndpoint {
 // admin-only ones.
 var (
 	appReads = []string{"/apps/{app}", "/apps/{app}/rules", "/apps/{app}/history", "/apps/{app}/audit", "/api/apps/{app}/live",
-		"/api/apps/{app}/resources", "/api/apps/{app}/resource"}
+		"/api/apps/{app}/resources", "/api/apps/{app}/resource", "/api/apps/{app}/buckets"}
 	adminReads = []string{"/audit", "/users"}
 	otherReads = []string{"/{$}"} // signed-in users; no application
 	publicOnes = []string{"GET /static/", "GET /login", "POST /login"}

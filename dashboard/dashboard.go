@@ -254,6 +254,7 @@ func (d *Dashboard) routeTable() []route {
 		{"GET", "/api/apps/{app}/live", read, true, d.live},
 		{"GET", "/api/apps/{app}/resources", read, true, d.resources},
 		{"GET", "/api/apps/{app}/resource", read, true, d.resource},
+		{"GET", "/api/apps/{app}/buckets", read, true, d.buckets},
 		{"GET", "/audit", admin, false, d.auditPage},
 		{"GET", "/users", admin, false, d.usersPage},
 		{"POST", "/users/add", admin, false, d.addUser},

@@ -734,6 +734,10 @@ type rulesData struct {
 	// RefusedHead is the beginning of a refused document too large to
 	// show again (maxShownDoc), of RefusedSize.
 	RefusedHead, RefusedSize string
+	// Buckets is the rule store's metadata of the listed resources (a
+	// BucketStore's), BucketsErr its failure.
+	Buckets    []BucketInfo
+	BucketsErr string
 }
 
 var kindKeys = []string{"flow", "system", "circuitBreaker", "param", "authority"}
@@ -845,6 +849,7 @@ func (d *Dashboard) rulesPage(w http.ResponseWriter, r *http.Request, c *call) {
 	// The rules in force, decoded once a version (d.rulesOf).
 	list := listRules(d.rulesOf(c.app, cur).set, q.Get("q"), offset)
 	rd := &rulesData{Version: cur, Base: cur.Version, Doc: string(cur.Doc), Rules: list.Rows, List: list, Kinds: kindKeys, Now: d.cfg.Now().Unix()}
+	rd.Buckets, rd.BucketsErr = d.bucketsOf(r.Context(), c.app, listedResources(list))
 	if n, err := strconv.ParseInt(r.URL.Query().Get("saved"), 10, 64); err == nil && n > 0 && n <= cur.Version {
 		v.Notice = fmt.Sprintf("Version %d saved.", n)
 		if r.URL.Query().Get("auditerr") != "" {

@@ -117,7 +117,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer, 
 			return err
 		}
 		defer rs.Close()
-		cfg.Rules, where = rs, "rules "+sqlstore.Redact(*rulesURL)
+		cfg.Rules, where = sqlRules{rs}, "rules "+sqlstore.Redact(*rulesURL)
 		if *addr != "" {
 			where += ", telemetry Redis " + *addr
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/cluster/sqlstore"
+	"github.com/sluice-go/sluice/dashboard"
 )
 
 // openSQLRules opens the rule store at rawURL (postgres://… or
@@ -27,4 +28,24 @@ func openSQLRules(ctx context.Context, rawURL string) (*sqlstore.Store, error) {
 		return nil, fmt.Errorf("-rules: %w", err)
 	}
 	return s, nil
+}
+
+// sqlRules is the SQL rule store as the dashboard takes it: every method
+// of sqlstore.Store, and Buckets in the dashboard's types
+// (dashboard.BucketStore), for the rules page to show who created and
+// changed each resource's rules.
+type sqlRules struct{ *sqlstore.Store }
+
+func (s sqlRules) Buckets(ctx context.Context, app string) ([]dashboard.BucketInfo, error) {
+	bs, err := s.Store.Buckets(ctx, app)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]dashboard.BucketInfo, len(bs))
+	for i, b := range bs {
+		out[i] = dashboard.BucketInfo{Resource: b.Resource, Kinds: b.Kinds, Apps: b.Apps,
+			CreatedBy: b.CreatedBy, CreatedIn: b.CreatedIn, CreatedAt: b.CreatedAt,
+			UpdatedBy: b.UpdatedBy, UpdatedIn: b.UpdatedIn, UpdatedAt: b.UpdatedAt}
+	}
+	return out, nil
 }
