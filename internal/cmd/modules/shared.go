@@ -31,7 +31,7 @@ var copies = []struct {
 	{"internal/linediff/linediff.go", []string{"cluster/redis/internal/linediff/linediff.go", "cluster/sqlstore/internal/linediff/linediff.go", "dashboard/internal/linediff/linediff.go"}},
 	{"internal/refusal/names.go", []string{"adapters/chi/internal/refusal/names.go", "adapters/echo/internal/refusal/names.go", "adapters/fiber/internal/refusal/names.go", "adapters/gin/internal/refusal/names.go"}},
 	{"internal/refusal/ratelimit.go", []string{"adapters/connect/internal/refusal/ratelimit.go", "adapters/echo/internal/refusal/ratelimit.go", "adapters/fiber/internal/refusal/ratelimit.go", "adapters/gin/internal/refusal/ratelimit.go", "adapters/grpc/internal/refusal/ratelimit.go"}},
-	{"adapters/http/internal/adaptertest/ratelimit.go", []string{"adapters/chi/internal/adaptertest/ratelimit.go", "adapters/echo/internal/adaptertest/ratelimit.go", "adapters/fiber/internal/adaptertest/ratelimit.go", "adapters/gin/internal/adaptertest/ratelimit.go"}},
+	{"adapters/http/internal/adaptertest/ratelimit.go", []string{"adapters/chi/internal/adaptertest/ratelimit.go", "adapters/connect/internal/adaptertest/ratelimit.go", "adapters/echo/internal/adaptertest/ratelimit.go", "adapters/fiber/internal/adaptertest/ratelimit.go", "adapters/gin/internal/adaptertest/ratelimit.go"}},
 }
 
 // adaptertestCopies are the copies of a file of the adapters' shared test
