@@ -19,7 +19,8 @@ const NoRoute = sluicehttp.NoRoute
 
 // Option configures Middleware. The options are the net/http adapter's,
 // except WithResourceName, which Middleware sets (to its own naming unless
-// given one): WithArgs, WithRefusalPolicy, WithBlockHandler, WithErrorStatus.
+// given one): WithArgs, WithRefusalPolicy, WithBlockHandler, WithErrorStatus,
+// WithCaller (sluicehttp.CallerSource) and WithRateLimitHeaders.
 type Option = sluicehttp.Option
 
 // Middleware returns chi middleware (for Router.Use, Router.With or Group)

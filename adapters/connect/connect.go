@@ -73,6 +73,9 @@ type config struct {
 	block  BlockFunc // nil: policy's
 	policy RefusalPolicy
 	codes  uint32 // bit c set: code c is recorded as an error
+	// rateLimit and xRateLimit: WithRateLimitHeaders.
+	rateLimit, xRateLimit bool
+	caller                func(ctx context.Context, c Call) string
 }
 
 // WithResourceName names each call's resource with f instead of its
@@ -148,11 +151,11 @@ func (i *Interceptor) resource(ctx context.Context, spec connect.Spec) string {
 	return spec.Procedure
 }
 
-// enter asks for the call's entry. The options and the extracted arguments
-// stay in this frame.
-func (i *Interceptor) enter(ctx context.Context, name string, c *Call) (sluice.Pass, error) {
+// enter asks for the call's entry, and its budget into b when b is not
+// nil. The options and the extracted arguments stay in this frame.
+func (i *Interceptor) enter(ctx context.Context, name string, c *Call, b *core.Budget) (sluice.Pass, error) {
 	var (
-		ob  [2]sluice.EntryOption
+		ob  [4]sluice.EntryOption
 		buf [maxStackArgs]any
 	)
 	traffic := core.Inbound
@@ -160,15 +163,24 @@ func (i *Interceptor) enter(ctx context.Context, name string, c *Call) (sluice.P
 		traffic = core.Outbound
 	}
 	ob[0] = sluice.WithTraffic(traffic)
-	eo := ob[:1]
+	n := 1
+	if b != nil {
+		ob[n] = sluice.WithBudget(b)
+		n++
+	}
+	if i.cf.caller != nil {
+		ob[n] = sluice.WithCaller(i.cf.caller(ctx, *c))
+		n++
+	}
 	if len(i.cf.args) > 0 {
 		args := buf[:0]
 		for _, f := range i.cf.args {
 			args = append(args, f(ctx, *c))
 		}
-		ob[1] = sluice.WithArgs(args...)
-		eo = ob[:2]
+		ob[n] = sluice.WithArgs(args...)
+		n++
 	}
+	eo := ob[:n]
 	if i.g == nil {
 		return sluice.EntryContext(ctx, name, eo...)
 	}
@@ -180,16 +192,19 @@ func (i *Interceptor) enter(ctx context.Context, name string, c *Call) (sluice.P
 // returns call's error, or the refusal's without calling call. A call the
 // resource name skips, or that meets an Entry error other than a block (a
 // closed engine), runs unguarded. When call panics, the entry exits with
-// ErrHandlerPanic and the panic goes on.
-func (i *Interceptor) guard(ctx context.Context, c *Call, call func() error) (err error) {
+// ErrHandlerPanic and the panic goes on. A caller no entry may carry ends
+// the call with CodeInvalidArgument, never failing open. With b (a
+// handler's call under WithRateLimitHeaders), the entry's budget goes into
+// *b.
+func (i *Interceptor) guard(ctx context.Context, c *Call, b *core.Budget, call func() error) (err error) {
 	name := i.resource(ctx, c.Spec)
 	if name == "" {
 		return call()
 	}
-	p, eer := i.enter(ctx, name, c)
+	p, eer := i.enter(ctx, name, c, b)
 	if eer != nil {
-		if errors.Is(eer, core.ErrBlocked) {
-			return i.cf.blocked(ctx, c.Spec, eer)
+		if err := i.cf.notEntered(ctx, c.Spec, eer); err != nil {
+			return err
 		}
 		return call() // fail open
 	}
@@ -212,10 +227,19 @@ func (i *Interceptor) guard(ctx context.Context, c *Call, call func() error) (er
 func (i *Interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (resp connect.AnyResponse, err error) {
 		c := Call{Spec: req.Spec(), Peer: req.Peer(), Header: req.Header(), Msg: req.Any()}
-		err = i.guard(ctx, &c, func() (cerr error) {
+		var budget core.Budget
+		b := i.budget(c.Spec, &budget)
+		err = i.guard(ctx, &c, b, func() (cerr error) {
 			resp, cerr = next(ctx, req)
 			return cerr
 		})
+		switch {
+		case b == nil:
+		case err != nil:
+			setErrorFields(err, b, i.cf.xRateLimit)
+		case resp != nil:
+			setRateLimitFields(resp.Header(), b, i.cf.xRateLimit)
+		}
 		return resp, err
 	}
 }
@@ -225,7 +249,18 @@ func (i *Interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 func (i *Interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
 		c := Call{Spec: conn.Spec(), Peer: conn.Peer(), Header: conn.RequestHeader()}
-		return i.guard(ctx, &c, func() error { return next(ctx, conn) })
+		var budget core.Budget
+		b := i.budget(c.Spec, &budget)
+		err := i.guard(ctx, &c, b, func() error {
+			if b != nil {
+				setRateLimitFields(conn.ResponseHeader(), b, i.cf.xRateLimit)
+			}
+			return next(ctx, conn)
+		})
+		if b != nil && err != nil {
+			setErrorFields(err, b, i.cf.xRateLimit)
+		}
+		return err
 	}
 }
 
@@ -240,10 +275,10 @@ func (i *Interceptor) WrapStreamingClient(next connect.StreamingClientFunc) conn
 			return next(ctx, spec)
 		}
 		c := Call{Spec: spec}
-		p, eer := i.enter(ctx, name, &c)
+		p, eer := i.enter(ctx, name, &c, nil)
 		if eer != nil {
-			if errors.Is(eer, core.ErrBlocked) {
-				return &refusedConn{spec: spec, err: i.cf.blocked(ctx, spec, eer), header: http.Header{}}
+			if err := i.cf.notEntered(ctx, spec, eer); err != nil {
+				return &refusedConn{spec: spec, err: err, header: http.Header{}}
 			}
 			return next(ctx, spec)
 		}

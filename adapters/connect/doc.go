@@ -25,7 +25,9 @@
 // WithRefusalPolicy) or the block func's (WithBlockFunc). By default a rate
 // limit is CodeResourceExhausted and overload (a full concurrency limit,
 // system protection, an open or probing breaker) CodeUnavailable, which the
-// connect protocol sends as HTTP 429 and 503, as the gRPC adapter answers.
+// connect protocol sends as HTTP 429 and 503, as the gRPC adapter answers;
+// a caller an authority rule refuses (WithCaller) is CodePermissionDenied
+// (HTTP 403).
 // The message is one per block type ("sluice: blocked by flow rule"); a
 // google.rpc.RetryInfo detail and a Retry-After header carry the rule's
 // wait, or 1 s for overload without one. Any other Entry error (a closed

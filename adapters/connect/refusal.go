@@ -14,11 +14,16 @@ import (
 )
 
 // DefaultCode is the code of a refusal under the default policy:
-// CodeUnavailable for overload (a full concurrency limit, system
-// protection, an open or probing circuit breaker; see
-// core.BlockError.Overloaded; HTTP 503), CodeResourceExhausted for rate
-// limits and everything else (HTTP 429), as the gRPC adapter answers.
+// CodePermissionDenied for a caller an authority rule refuses
+// (core.BlockAuthority; HTTP 403), CodeUnavailable for overload (a full
+// concurrency limit, system protection, an open or probing circuit
+// breaker; see core.BlockError.Overloaded; HTTP 503), CodeResourceExhausted
+// for rate limits and everything else (HTTP 429), as the gRPC adapter
+// answers.
 func DefaultCode(be *core.BlockError) connect.Code {
+	if be.Type == core.BlockAuthority {
+		return connect.CodePermissionDenied
+	}
 	if be.Overloaded() {
 		return connect.CodeUnavailable
 	}

@@ -106,6 +106,9 @@ type config struct {
 	block   BlockHandler // nil: policy's
 	policy  sluicehttp.RefusalPolicy
 	isError func(status int) bool
+	// rateLimit and xRateLimit: WithRateLimitHeaders.
+	rateLimit, xRateLimit bool
+	caller                func(*http.Request) string
 }
 
 // WithResourceName names each request's resource with f instead of the
@@ -226,17 +229,28 @@ func (m *middleware) handle(c echo.Context, next echo.HandlerFunc) error {
 }
 
 // serve runs next inside an entry of name.
+//
+// complexity: the request path (options, entry, refusal, RateLimit fields, exit) in one function, so that the options, arguments and budget stay on the stack
 func (cf *config) serve(g *sluice.Engine, name string, c echo.Context, next echo.HandlerFunc) (err error) {
-	opts := [2]sluice.EntryOption{sluice.WithTraffic(core.Inbound)}
+	opts := [4]sluice.EntryOption{sluice.WithTraffic(core.Inbound)}
 	n := 1
+	var budget core.Budget
+	if cf.rateLimit {
+		opts[n] = sluice.WithBudget(&budget)
+		n++
+	}
+	if cf.caller != nil {
+		opts[n] = sluice.WithCaller(cf.caller(c.Request()))
+		n++
+	}
 	if len(cf.args) > 0 {
 		var buf [maxStackArgs]any
 		args := buf[:0]
 		for _, f := range cf.args {
 			args = append(args, f(c))
 		}
-		opts[1] = sluice.WithArgs(args...)
-		n = 2
+		opts[n] = sluice.WithArgs(args...)
+		n++
 	}
 	var (
 		p   sluice.Pass
@@ -248,9 +262,16 @@ func (cf *config) serve(g *sluice.Engine, name string, c echo.Context, next echo
 	} else {
 		p, eer = g.EntryContext(ctx, name, opts[:n]...)
 	}
+	if cf.rateLimit {
+		setRateLimitHeaders(c.Response().Header(), &budget, cf.xRateLimit)
+	}
 	if eer != nil {
-		if errors.Is(eer, core.ErrBlocked) {
+		switch {
+		case errors.Is(eer, core.ErrBlocked):
 			return cf.block(c, eer)
+		case errors.Is(eer, sluice.ErrBadCaller):
+			// never fail open past an authority rule
+			return c.String(http.StatusBadRequest, http.StatusText(http.StatusBadRequest))
 		}
 		return next(c) // fail open: see the package doc
 	}

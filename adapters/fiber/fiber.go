@@ -76,6 +76,9 @@ type config struct {
 	block   BlockHandler // nil: policy's
 	policy  sluicehttp.RefusalPolicy
 	isError func(status int) bool
+	// rateLimit and xRateLimit: WithRateLimitHeaders.
+	rateLimit, xRateLimit bool
+	caller                func(*fiber.Ctx) string
 }
 
 // WithResourceName names each request's resource with f instead of the
@@ -155,6 +158,9 @@ type middleware struct {
 	routes routeIndex
 }
 
+// handle runs the rest of c's handlers inside an entry.
+//
+// complexity: the request path (name, options, entry, refusal, RateLimit fields, exit) in one function, so that the options, arguments and budget stay on the stack
 func (m *middleware) handle(c *fiber.Ctx) (err error) {
 	var name string
 	if m.cf.name != nil {
@@ -164,16 +170,25 @@ func (m *middleware) handle(c *fiber.Ctx) (err error) {
 	} else {
 		name = m.resource(c)
 	}
-	opts := [2]sluice.EntryOption{sluice.WithTraffic(core.Inbound)}
+	opts := [4]sluice.EntryOption{sluice.WithTraffic(core.Inbound)}
 	n := 1
+	var budget core.Budget
+	if m.cf.rateLimit {
+		opts[n] = sluice.WithBudget(&budget)
+		n++
+	}
+	if m.cf.caller != nil {
+		opts[n] = sluice.WithCaller(m.cf.caller(c))
+		n++
+	}
 	if len(m.cf.args) > 0 {
 		var buf [maxStackArgs]any
 		args := buf[:0]
 		for _, f := range m.cf.args {
 			args = append(args, f(c))
 		}
-		opts[1] = sluice.WithArgs(args...)
-		n = 2
+		opts[n] = sluice.WithArgs(args...)
+		n++
 	}
 	var (
 		p   sluice.Pass
@@ -185,9 +200,16 @@ func (m *middleware) handle(c *fiber.Ctx) (err error) {
 	} else {
 		p, eer = m.g.EntryContext(ctx, name, opts[:n]...)
 	}
+	if m.cf.rateLimit {
+		setRateLimitHeaders(c, &budget, m.cf.xRateLimit)
+	}
 	if eer != nil {
-		if errors.Is(eer, core.ErrBlocked) {
+		switch {
+		case errors.Is(eer, core.ErrBlocked):
 			return m.cf.block(c, eer)
+		case errors.Is(eer, sluice.ErrBadCaller):
+			// never fail open past an authority rule
+			return c.Status(http.StatusBadRequest).SendString(http.StatusText(http.StatusBadRequest))
 		}
 		return c.Next() // fail open: see the package doc
 	}

@@ -35,7 +35,7 @@ var suiteProcedures = map[string]string{
 
 // suiteCodes names gRPC codes as adaptertest.HTTPStatus does.
 var suiteCodes = map[codes.Code]string{
-	codes.OK: "ok", codes.InvalidArgument: "invalid_argument", codes.NotFound: "not_found",
+	codes.OK: "ok", codes.InvalidArgument: "invalid_argument", codes.PermissionDenied: "permission_denied", codes.NotFound: "not_found",
 	codes.ResourceExhausted: "resource_exhausted", codes.Unavailable: "unavailable",
 	codes.Internal: "internal", codes.Unknown: "unknown",
 }

@@ -1,6 +1,7 @@
 // Package callerid reads a caller identity from a verified client
-// certificate, for the adapters' caller sources. The gRPC adapter's module
-// holds a generated copy of this file (go run ./internal/cmd/modules copies).
+// certificate, for the adapters' caller sources. The other adapter modules
+// hold generated copies of its files (go run ./internal/cmd/modules copies;
+// the table is internal/cmd/modules/shared.go).
 package callerid
 
 import (

@@ -24,14 +24,14 @@ var copies = []struct {
 }{
 	{"adapters/http/internal/adaptertest/adaptertest.go", adaptertestCopies("adaptertest.go")},
 	{"adapters/http/internal/adaptertest/suite.go", adaptertestCopies("suite.go")},
-	{"internal/callerid/cert.go", []string{"adapters/gin/internal/callerid/cert.go", "adapters/grpc/internal/callerid/cert.go"}},
-	{"internal/callerid/http.go", []string{"adapters/gin/internal/callerid/http.go"}},
+	{"internal/callerid/cert.go", []string{"adapters/connect/internal/callerid/cert.go", "adapters/echo/internal/callerid/cert.go", "adapters/fiber/internal/callerid/cert.go", "adapters/gin/internal/callerid/cert.go", "adapters/grpc/internal/callerid/cert.go"}},
+	{"internal/callerid/http.go", []string{"adapters/echo/internal/callerid/http.go", "adapters/gin/internal/callerid/http.go"}},
 	{"internal/clock/system.go", []string{"dashboard/internal/clock/system.go"}},
 	{"internal/export/export.go", []string{"adapters/otel/internal/export/export.go", "adapters/prometheus/internal/export/export.go"}},
 	{"internal/linediff/linediff.go", []string{"cluster/redis/internal/linediff/linediff.go", "cluster/sqlstore/internal/linediff/linediff.go", "dashboard/internal/linediff/linediff.go"}},
 	{"internal/refusal/names.go", []string{"adapters/chi/internal/refusal/names.go", "adapters/echo/internal/refusal/names.go", "adapters/fiber/internal/refusal/names.go", "adapters/gin/internal/refusal/names.go"}},
-	{"internal/refusal/ratelimit.go", []string{"adapters/gin/internal/refusal/ratelimit.go", "adapters/grpc/internal/refusal/ratelimit.go"}},
-	{"adapters/http/internal/adaptertest/ratelimit.go", []string{"adapters/gin/internal/adaptertest/ratelimit.go"}},
+	{"internal/refusal/ratelimit.go", []string{"adapters/connect/internal/refusal/ratelimit.go", "adapters/echo/internal/refusal/ratelimit.go", "adapters/fiber/internal/refusal/ratelimit.go", "adapters/gin/internal/refusal/ratelimit.go", "adapters/grpc/internal/refusal/ratelimit.go"}},
+	{"adapters/http/internal/adaptertest/ratelimit.go", []string{"adapters/chi/internal/adaptertest/ratelimit.go", "adapters/connect/internal/adaptertest/ratelimit.go", "adapters/echo/internal/adaptertest/ratelimit.go", "adapters/fiber/internal/adaptertest/ratelimit.go", "adapters/gin/internal/adaptertest/ratelimit.go"}},
 }
 
 // adaptertestCopies are the copies of a file of the adapters' shared test

@@ -132,6 +132,8 @@ func HTTPStatus(code string) int {
 		return 200
 	case "invalid_argument":
 		return 400
+	case "permission_denied":
+		return 403
 	case "not_found":
 		return 404
 	case "resource_exhausted":
@@ -152,6 +154,8 @@ func CodeOf(status int) string {
 		return "ok"
 	case 400:
 		return "invalid_argument"
+	case 403:
+		return "permission_denied"
 	case 404:
 		return "not_found"
 	case 429:

@@ -14,8 +14,9 @@ import (
 // The RateLimit header fields of draft-ietf-httpapi-ratelimit-headers
 // (versions 08 to 10), and the older X-RateLimit-* trio, for a budget
 // (core.Budget). The HTTP adapters send them as response headers, the gRPC
-// adapter as response metadata. The gin and gRPC adapters' modules hold
-// generated copies of this file (go run ./internal/cmd/modules copies).
+// adapter as response metadata. The other adapter modules hold generated
+// copies of this file (go run ./internal/cmd/modules copies; the table is
+// internal/cmd/modules/shared.go).
 
 // Field names, canonical for HTTP; gRPC metadata uses them lower-cased.
 const (

@@ -1,0 +1,61 @@
+package sluiceconnect
+
+import (
+	"errors"
+	"net/http"
+
+	"connectrpc.com/connect"
+
+	"github.com/sluice-go/sluice/adapters/connect/internal/refusal"
+	"github.com/sluice-go/sluice/core"
+)
+
+// WithRateLimitHeaders makes the interceptor tell every client of a
+// handler its remaining budget, as the net/http adapter's option of the
+// same name does (sluicehttp.WithRateLimitHeaders): a call that passes
+// carries the RateLimit-Policy and RateLimit fields of the tightest rate
+// rule that decided it in its response headers, and a refused one (or one
+// its handler fails with a *connect.Error) in its error's metadata, which
+// connect sends as headers too; with xRateLimit, the X-RateLimit-Limit,
+// -Remaining and -Reset fields as well. A procedure without a rate rule
+// gets none. Clients' calls are not asked for a budget. Off by default.
+func WithRateLimitHeaders(xRateLimit bool) Option {
+	return func(cf *config) {
+		cf.rateLimit = true
+		cf.xRateLimit = xRateLimit
+	}
+}
+
+// budget returns b when a call of spec reports its budget, else nil.
+func (i *Interceptor) budget(spec connect.Spec, b *core.Budget) *core.Budget {
+	if !i.cf.rateLimit || spec.IsClient {
+		return nil
+	}
+	return b
+}
+
+// setErrorFields writes b's fields to err's metadata when err is a
+// *connect.Error.
+func setErrorFields(err error, b *core.Budget, x bool) {
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		setRateLimitFields(ce.Meta(), b, x)
+	}
+}
+
+// setRateLimitFields writes b's fields to h; nothing when no rate rule
+// decided the entry.
+func setRateLimitFields(h http.Header, b *core.Budget, x bool) {
+	if b.Limit <= 0 {
+		return
+	}
+	policy, state := refusal.RateLimitFields(*b)
+	h[refusal.PolicyField] = []string{policy}
+	h[refusal.RateLimitField] = []string{state}
+	if x {
+		l, r, t := refusal.XRateLimitFields(*b)
+		h[refusal.XLimitField] = []string{l}
+		h[refusal.XRemainField] = []string{r}
+		h[refusal.XResetField] = []string{t}
+	}
+}
