@@ -30,13 +30,7 @@ type Cluster struct {
 	// worth it only for values each used at high rates, since a lease is
 	// unusable by the other instances until it expires. Not with Strict.
 	Leases bool `json:"leases,omitempty" yaml:"leases,omitempty"`
-	// Apps lists the applications (callers, as sluice.WithCaller names
-	// them) that may draw on the shared budget: an entry of another
-	// caller, or of none, is refused as by an authority rule
-	// (core.BlockAuthority) before any rule counts it. Empty means every
-	// caller, and entries without one. At most 65,536 callers, each one an
-	// entry could name, none twice. Not on a per-caller flow rule (Caller
-	// set), whose callers are already chosen.
+	// Apps, if set, lists the only callers (sluice.WithCaller) that may use the budget; see docs/cluster-limits.md.
 	Apps []string `json:"apps,omitempty" yaml:"apps,omitempty"`
 }
 
