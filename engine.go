@@ -308,10 +308,11 @@ type otherRules struct {
 	degrade   []*degrade.Breaker
 	authority *authorityCheck
 	callers   *callerFlow
+	apps      []*appsCheck // cluster rules' Cluster.Apps
 }
 
 func (o *otherRules) empty() bool {
-	return len(o.param) == 0 && len(o.degrade) == 0 && o.authority == nil && o.callers == nil
+	return len(o.param) == 0 && len(o.degrade) == 0 && o.authority == nil && o.callers == nil && len(o.apps) == 0
 }
 
 // newRuleSet returns the rule set of the given controllers, or nil when
@@ -417,6 +418,9 @@ func (eng *Engine) publish() {
 	}
 	for res, f := range eng.callers.byRes {
 		get(res).callers = f
+	}
+	for res, as := range compileApps(eng.flow.rules, eng.param.rules) {
+		get(res).apps = as
 	}
 	for res := range eng.flow.ctl {
 		eng.node(res)

@@ -537,6 +537,13 @@ func (eng *Engine) check(ctx context.Context, c *entry.Context, args entry.Args,
 			return be
 		}
 	}
+	if o := rs.other; o != nil {
+		for _, a := range o.apps {
+			if be := a.check(c, args.Caller); be != nil && !eng.shadowed(c, r, be) {
+				return be
+			}
+		}
+	}
 	for i := range rs.flow {
 		if be := rs.flow[i].Check(ctx, c, eng.clock); be != nil && !eng.shadowed(c, r, be) {
 			return be

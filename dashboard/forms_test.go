@@ -101,7 +101,7 @@ func TestEditValues(t *testing.T) {
 	fl := newFleet(t, nil)
 	c := signIn(t, fl.srv, "ed")
 	doc := "flow:\n  - id: f1\n    resource: \"a\\\"<b>\"\n    metric: qps\n    threshold: 7.5\n    strategy: direct\n    behavior: throttle\n" +
-		"    maxQueueing: 250ms\n    statInterval: 2s\n    cluster: {fallback: pass, leases: true}\n" +
+		"    maxQueueing: 250ms\n    statInterval: 2s\n    cluster: {fallback: pass, leases: true, apps: [checkout]}\n" +
 		"param:\n  - resource: p\n    index: 2\n    threshold: 5\n    duration: 1m\n    exceptions: {\"vip\": 50, \"a b\": 0}\n    capacity: 100\n"
 	_, err := rules.Decode([]byte(doc), rules.YAML)
 	require.NoError(t, err)
@@ -114,7 +114,7 @@ func TestEditValues(t *testing.T) {
 		vals = append(vals, html.UnescapeString(m[1]))
 	}
 	require.Equal(t, []string{
-		`{"cluster":"on","cluster.fallback":"pass","cluster.leases":"on","id":"f1","metric":"qps","resource":"a\"\u003cb\u003e",` +
+		`{"cluster":"on","cluster.apps":"[\"checkout\"]","cluster.fallback":"pass","cluster.leases":"on","id":"f1","metric":"qps","resource":"a\"\u003cb\u003e",` +
 			`"statInterval":"2s","threshold":"7.5","throttle":"on","throttle.maxQueueing":"250ms"}`,
 		`{"capacity":"100","duration":"1m0s","exceptions":"{\"a b\": 0, \"vip\": 50}","index":"2","resource":"p","threshold":"5"}`,
 	}, vals)

@@ -30,6 +30,8 @@ type Cluster struct {
 	// worth it only for values each used at high rates, since a lease is
 	// unusable by the other instances until it expires. Not with Strict.
 	Leases bool `json:"leases,omitempty" yaml:"leases,omitempty"`
+	// Apps, if set, lists the only callers (sluice.WithCaller) that may use the budget; see docs/cluster-limits.md.
+	Apps []string `json:"apps,omitempty" yaml:"apps,omitempty"`
 }
 
 // validate checks the section of a rule counting metric.
@@ -41,6 +43,7 @@ func (cl *Cluster) validate(c *check, metric FlowMetric) {
 	c.fail(cl.LocalThreshold != 0 && cmp.Or(cl.Fallback, FallbackLocal) != FallbackLocal, "Cluster.LocalThreshold", "is only used with the local fallback; leave it zero or set Fallback local")
 	c.fail(cl.Strict && cl.Leases, "Cluster.Leases", "contradicts Strict (every entry asks the store); set one of them")
 	cl.validateConcurrency(c, metric == Concurrency)
+	c.callers("Cluster.Apps", cl.Apps)
 }
 
 // validateConcurrency checks a fleet-wide in-flight limit's section (docs/cluster-limits.md).

@@ -40,5 +40,6 @@ func (r *Flow) validateCaller(c *check) {
 	if cl := r.Cluster; cl != nil {
 		c.fail(cmp.Or(cl.Fallback, FallbackLocal) == FallbackLocal && cl.LocalThreshold != math.Trunc(cl.LocalThreshold),
 			"Cluster.LocalThreshold", "must be a whole number for a per-caller rule (each caller's local bucket counts whole requests), got %v", cl.LocalThreshold)
+		c.fail(len(cl.Apps) > 0, "Cluster.Apps", "has no meaning on a per-caller rule (Caller chooses its callers); use an authority rule to refuse the others")
 	}
 }

@@ -102,15 +102,27 @@ type clusterTerms struct {
 	on        bool
 	threshold float64
 	maxQueue  time.Duration
-	section   rules.Cluster
+	section   clusterSection
+}
+
+// clusterSection is a cluster section's terms that decide the budget, with
+// its defaults: comparable, so a stateKey can hold it. Cluster.Apps is not
+// among them: it is checked by the engine before any rule counts, so a
+// reload changing it keeps the budget and its counts.
+type clusterSection struct {
+	mode           rules.ClusterMode
+	fallback       rules.ClusterFallback
+	localThreshold float64
+	strict, leases bool
 }
 
 func termsOf(r *rules.Flow) clusterTerms {
 	if r.Cluster == nil {
 		return clusterTerms{}
 	}
-	sec := *r.Cluster
-	sec.Mode, sec.Fallback = cmp.Or(sec.Mode, rules.ClusterTotal), cmp.Or(sec.Fallback, rules.FallbackLocal)
+	cl := r.Cluster
+	sec := clusterSection{mode: cmp.Or(cl.Mode, rules.ClusterTotal), fallback: cmp.Or(cl.Fallback, rules.FallbackLocal),
+		localThreshold: cl.LocalThreshold, strict: cl.Strict, leases: cl.Leases}
 	return clusterTerms{on: true, threshold: r.Threshold, maxQueue: maxQueueing(r), section: sec}
 }
 
