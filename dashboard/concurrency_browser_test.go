@@ -60,7 +60,7 @@ func TestBrowserConcurrencyForm(t *testing.T) {
 	))
 	require.Contains(t, options, "concurrency=concurrency (requests in flight)")
 	require.Equal(t, []string{"metric", "id", "resource", "threshold", "refResource", "cluster", "cluster.fallback",
-		"cluster.localThreshold", "shadow", "adaptive", "adaptive.min", "adaptive.max",
+		"cluster.localThreshold", "cluster.apps", "shadow", "adaptive", "adaptive.min", "adaptive.max",
 		"adaptive.initial", "adaptive.window", "adaptive.tolerance", "adaptive.probeInterval"}, inputs)
 
 	// fill chooses the concurrency form and sets its fields as a user
