@@ -395,12 +395,28 @@ func (s *Server) Stop() {
 }
 
 // Restart starts a killed or stopped server again, on its port and data.
+// The workers of a killed server may still be exiting for a while on a busy
+// host, holding its shared memory or its files (PostgreSQL then refuses to
+// start: "pre-existing shared memory block ... is still in use"; MariaDB
+// cannot lock ibdata1), so a server that exits during start is started
+// again until restartTimeout has passed.
 func (s *Server) Restart(tb testing.TB) {
 	tb.Helper()
-	if err := s.run(); err != nil {
-		tb.Fatalf("sqltest: restarting %s: %v", s.Kind, err)
+	deadline := time.Now().Add(restartTimeout)
+	for {
+		err := s.run()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("sqltest: restarting %s: %v", s.Kind, err)
+		}
+		time.Sleep(250 * time.Millisecond)
 	}
 }
+
+// restartTimeout bounds Restart's attempts.
+const restartTimeout = 30 * time.Second
 
 // URL returns the URL of database db on the server, as user with
 // password ("" for the administrator, sluice, with Password).
