@@ -47,7 +47,7 @@ func both(b *testing.B, p path) {
 // blocked one, refuses) as intended, so that no benchmark measures an error
 // path.
 func TestAllPathsPass(t *testing.T) {
-	require.Len(t, paths, 15)
+	require.Len(t, paths, 16)
 	for _, p := range paths {
 		t.Run(p.name, func(t *testing.T) {
 			require.NoError(t, p.verify(1000))
