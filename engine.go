@@ -18,7 +18,6 @@ import (
 	"github.com/sluice-go/sluice/internal/degrade"
 	"github.com/sluice-go/sluice/internal/entry"
 	"github.com/sluice-go/sluice/internal/flow"
-	"github.com/sluice-go/sluice/internal/layout"
 	"github.com/sluice-go/sluice/internal/notify"
 	"github.com/sluice-go/sluice/internal/param"
 	"github.com/sluice-go/sluice/internal/system"
@@ -132,13 +131,13 @@ type Engine struct {
 	// first reader of the inbound node's figures (SystemMetrics).
 	estimateExit bool
 	inboundRead  atomic.Bool
-	_            layout.Pad
+	_            window.Pad
 	// recent is the engine clock's latest reading by an Entry, kept at
 	// most a millisecond behind it while entries come (Entry stores it
 	// only when it moved by more than that, so in parallel its line is
 	// written at most a thousand times a second).
 	recent atomic.Int64
-	_      layout.Pad
+	_      window.Pad
 }
 
 // New returns an engine with no rules, configured by opts. It starts no
@@ -251,7 +250,7 @@ type resource struct {
 const (
 	// shortName is the longest name a resource holds inline: its fields
 	// before the node then fill one cache line.
-	shortName = int(layout.CacheLine - unsafe.Sizeof(atomic.Pointer[ruleSet]{}) - unsafe.Sizeof(flow.Gate{}) - unsafe.Sizeof(uint8(0)))
+	shortName = int(window.CacheLine - unsafe.Sizeof(atomic.Pointer[ruleSet]{}) - unsafe.Sizeof(flow.Gate{}) - unsafe.Sizeof(uint8(0)))
 	// longName marks a resource whose name is longer than shortName:
 	// lookups then compare the name itself.
 	longName = 255

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluice-go/sluice/internal/layout"
+	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -118,7 +118,7 @@ func TestMemoryTestMakesMinuteWindows(t *testing.T) {
 // machine's (see window.TestNodeLinesStartOnLines).
 func TestResourceNodeOnALine(t *testing.T) {
 	var r resource
-	assert.Zero(t, unsafe.Offsetof(r.node)%layout.CacheLine)
+	assert.Zero(t, unsafe.Offsetof(r.node)%window.CacheLine)
 	// Size classes of Go's allocator around a resource's size: a resource
 	// in one of them starts on a line.
 	size := unsafe.Sizeof(r)

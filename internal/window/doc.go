@@ -4,7 +4,9 @@
 // count admissions; Node, the per-resource counters (pass, block, complete,
 // error, RT sum, min RT, concurrency) in a one-second window for checks and
 // a one-minute window for reporting; and the system figures read from the
-// engine's inbound node.
+// engine's inbound node. It is also where sluice decides how request-path
+// data sits in memory (layout.go): CacheLine, Pad and Prefetch, which the
+// engine's resources use too.
 //
 // All time is passed in as nanoseconds from the engine's monotonic clock
 // (core.Clock), so every window can be driven exactly by a test clock.

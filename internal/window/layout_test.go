@@ -3,8 +3,6 @@ package window
 import (
 	"testing"
 	"unsafe"
-
-	"github.com/sluice-go/sluice/internal/layout"
 )
 
 // TestNodeLinesStartOnLines: in a Node that starts on a cache line (as it
@@ -19,7 +17,7 @@ func TestNodeLinesStartOnLines(t *testing.T) {
 		"admitted":    unsafe.Offsetof(n.admitted),
 		"secWords":    unsafe.Offsetof(n.secWords),
 	} {
-		if off%layout.CacheLine != 0 {
+		if off%CacheLine != 0 {
 			t.Errorf("%s at offset %d, not on a line start", name, off)
 		}
 	}

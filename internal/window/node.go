@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 
 	"github.com/sluice-go/sluice/core"
-	"github.com/sluice-go/sluice/internal/layout"
 	"github.com/sluice-go/sluice/stat"
 )
 
@@ -92,7 +91,7 @@ const maxRTMicros = int64(MaxAdd)
 // allocation (this matters with many resources: fewer cache and TLB misses).
 type Node struct {
 	// The layout keeps what different calls write on lines of their own,
-	// separated by full-line pads (layout.Pad), so it holds wherever the
+	// separated by full-line pads (Pad), so it holds wherever the
 	// allocator puts the node:
 	//
 	//   read-only after Init: the minute window, the second window's
@@ -118,7 +117,7 @@ type Node struct {
 	minute  atomic.Pointer[LeapArray[Metric]] // nil until a second first retires into it
 	sec     LeapArray[Metric]
 	claimed atomic.Bool
-	_       layout.Pad
+	_       Pad
 	// concurrency is the number of requests in flight.
 	concurrency atomic.Int64
 	// read is set when the minute window is made (armMinute): a reader
@@ -133,9 +132,9 @@ type Node struct {
 	// which it does in a resource (see the layout test of the sluice
 	// package): the window then spans two lines, not three, and each slot
 	// of secWords one.
-	_         [layout.CacheLine - unsafe.Sizeof(atomic.Int64{}) - unsafe.Sizeof(atomic.Bool{})]byte
+	_         [CacheLine - unsafe.Sizeof(atomic.Int64{}) - unsafe.Sizeof(atomic.Bool{})]byte
 	admitted  Window
-	_         layout.Pad
+	_         Pad
 	secWords  [secRing * slotWords]atomic.Uint64
 	total     [metricCount]atomic.Uint64
 	blockedBy [len(stat.Snapshot{}.BlockedBy)]atomic.Uint64
@@ -184,7 +183,7 @@ var byTypeKinds = func() []Kind {
 
 // slotWords is the stride of the second-level window: a cache line's
 // worth of words.
-const slotWords = layout.CacheLine / 8
+const slotWords = CacheLine / 8
 
 // NewNode returns an empty node.
 func NewNode() *Node {
@@ -355,11 +354,11 @@ func (n *Node) Prefetch(now int64) {
 	ep := now / int64(BucketWidth)
 	// The window's first, middle and last words: every line it spans,
 	// however it sits on lines.
-	layout.Prefetch(&n.admitted.words[0])
-	layout.Prefetch(&n.admitted.words[windowRing/2])
-	layout.Prefetch(&n.admitted.words[windowRing-1])
-	layout.Prefetch(&n.secWords[int(ep&(secRing-1))*slotWords])
-	n.concurrency.Load() // as layout.Prefetch: a load the compiler keeps
+	Prefetch(&n.admitted.words[0])
+	Prefetch(&n.admitted.words[windowRing/2])
+	Prefetch(&n.admitted.words[windowRing-1])
+	Prefetch(&n.secWords[int(ep&(secRing-1))*slotWords])
+	n.concurrency.Load() // as Prefetch: a load the compiler keeps
 }
 
 // ClaimWindow returns the node's own admission window, empty, when it is

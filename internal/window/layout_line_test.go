@@ -1,4 +1,4 @@
-package layout
+package window
 
 import (
 	"testing"

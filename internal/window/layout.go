@@ -1,4 +1,4 @@
-// Package layout is where sluice decides how request-path data sits in
+// This file is where sluice decides how request-path data sits in
 // memory: the cache line size, the padding that keeps data written by
 // different cores (or written and only read) off each other's lines, and
 // the prefetch that starts loading a line before it is needed.
@@ -9,7 +9,8 @@
 // another's offsets or the allocator's headers to stay free of false
 // sharing. Alignment that happens to be better than that makes calls a
 // little cheaper; the benchmarks, not tests of addresses, watch for it.
-package layout
+
+package window
 
 import "sync/atomic"
 
