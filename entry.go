@@ -14,7 +14,6 @@ import (
 	"github.com/sluice-go/sluice/internal/chain"
 	"github.com/sluice-go/sluice/internal/entry"
 	"github.com/sluice-go/sluice/internal/ruledef"
-	"github.com/sluice-go/sluice/internal/statistic"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/slots"
 )
@@ -249,13 +248,13 @@ func (r *passRecord) exit() {
 		if r.ctx.HoldsTickets() {
 			r.ctx.ReleaseTickets(entry.ExitInfo{Start: r.ctx.Start, End: end, Batch: r.ctx.Batch, Err: r.err})
 		}
-		statistic.ExitUntimed(end, r.ctx.Batch, r.err != nil, &r.res.node, in)
+		entry.ExitEstimated(end, r.ctx.Batch, r.err != nil, &r.res.node, in)
 		return
 	}
 	now := eng.clock.Nanotime()
 	info := entry.ExitInfo{Start: r.ctx.Start, End: now, Batch: r.ctx.Batch, Err: r.err}
 	r.ctx.ReleaseTickets(info)
-	statistic.Exit(info, &r.res.node, in)
+	entry.Exit(info, &r.res.node, in)
 	if r.slots != nil {
 		// The slots the entry passed through, not whatever is registered
 		// now: a slot added meanwhile never saw this entry pass.
@@ -441,7 +440,7 @@ func (eng *Engine) enter(ctx context.Context, name string, opts []EntryOption) (
 		return Pass{}, err
 	}
 	c.DropUndo()
-	statistic.Pass(c, &r.node, in)
+	entry.Pass(c, &r.node, in)
 	return Pass{rec: p, gen: p.gen.Load()}, nil
 }
 
@@ -488,7 +487,7 @@ func (eng *Engine) enterCustom(ctx context.Context, p *passRecord, args entry.Ar
 	}
 	settled = true
 	c.DropUndo()
-	statistic.Pass(c, &r.node, in)
+	entry.Pass(c, &r.node, in)
 	return Pass{rec: p, gen: p.gen.Load()}, nil
 }
 
@@ -498,7 +497,7 @@ func (eng *Engine) enterCustom(ctx context.Context, p *passRecord, args entry.Ar
 // wait cut short by Close, or a refusal racing it).
 func (eng *Engine) refuse(c *entry.Context, r *resource, in *window.Node, be *core.BlockError, caller string) error {
 	c.ReleaseRefused()
-	statistic.Block(c, &r.node, in, be.Type)
+	entry.Block(c, &r.node, in, be.Type)
 	if be.Type == core.BlockSystem {
 		eng.systemRefused(c.Start)
 	}

@@ -1,6 +1,7 @@
 // Package entry holds what the built-in slots see of one entry: its
 // identity, batch and start instant, its arguments, and the tickets its
-// checks hold until it ends.
+// checks hold until it ends; and the statistic slot (statistic.go), which
+// records the entry's pass, block and exit on its resource's node.
 package entry
 
 import (

@@ -1,21 +1,21 @@
-// Package statistic is the statistic slot: it records each entry's outcome
+// The statistic slot: it records each entry's outcome
 // on its resource node and, for inbound traffic, on the engine's global
 // inbound node. It runs last on the way in (after every rule check) and first
 // on the way out.
 //
 // The functions are concrete rather than behind an interface so the engine's
 // hot path calls them directly.
-package statistic
+
+package entry
 
 import (
 	"github.com/sluice-go/sluice/core"
-	"github.com/sluice-go/sluice/internal/entry"
 	"github.com/sluice-go/sluice/internal/window"
 )
 
 // Pass records an entry that passed every check: pass count and concurrency.
 // inbound is nil for outbound entries.
-func Pass(ec *entry.Context, node, inbound *window.Node) {
+func Pass(ec *Context, node, inbound *window.Node) {
 	node.AddPass(ec.Start, ec.Batch)
 	if inbound != nil {
 		inbound.AddPass(ec.Start, ec.Batch)
@@ -23,7 +23,7 @@ func Pass(ec *entry.Context, node, inbound *window.Node) {
 }
 
 // Block records an entry that a rule of block type by refused.
-func Block(ec *entry.Context, node, inbound *window.Node, by core.BlockType) {
+func Block(ec *Context, node, inbound *window.Node, by core.BlockType) {
 	node.AddBlock(ec.Start, ec.Batch, by)
 	if inbound != nil {
 		inbound.AddBlock(ec.Start, ec.Batch, by)
@@ -32,7 +32,7 @@ func Block(ec *entry.Context, node, inbound *window.Node, by core.BlockType) {
 
 // Exit records a passed entry's completion: count, RT, error, and releases
 // its concurrency.
-func Exit(x entry.ExitInfo, node, inbound *window.Node) {
+func Exit(x ExitInfo, node, inbound *window.Node) {
 	failed := x.Err != nil
 	rt := x.RT()
 	node.AddComplete(x.End, rt, x.Batch, failed)
@@ -41,10 +41,10 @@ func Exit(x entry.ExitInfo, node, inbound *window.Node) {
 	}
 }
 
-// ExitUntimed is Exit for an entry whose response time was not measured
+// ExitEstimated is Exit for an entry whose response time was not measured
 // (nothing consumes it: see the engine's exitNeedsClock); end is an estimate
 // of the exit's instant, no earlier than the entry's start.
-func ExitUntimed(end, batch int64, failed bool, node, inbound *window.Node) {
+func ExitEstimated(end, batch int64, failed bool, node, inbound *window.Node) {
 	node.AddCompleteUntimed(end, batch, failed)
 	if inbound != nil {
 		inbound.AddCompleteUntimed(end, batch, failed)
