@@ -13,7 +13,6 @@ import (
 
 	"github.com/sluice-go/sluice/cluster"
 	"github.com/sluice-go/sluice/core"
-	"github.com/sluice-go/sluice/internal/chain"
 	"github.com/sluice-go/sluice/internal/clock"
 	"github.com/sluice-go/sluice/internal/degrade"
 	"github.com/sluice-go/sluice/internal/entry"
@@ -97,7 +96,7 @@ type Engine struct {
 	reg     registry
 	// maxName and maxRules are Limits.NameBytes and Limits.Rules.
 	maxName, maxRules int
-	chain             chain.Chain
+	chain             entry.Chain
 	system            *system.Slot
 	closed            atomic.Bool
 	// life ends at Close (endLife): entries waiting for their turn stop

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/core"
-	"github.com/sluice-go/sluice/internal/chain"
 	"github.com/sluice-go/sluice/internal/entry"
 	"github.com/sluice-go/sluice/internal/ruledef"
 	"github.com/sluice-go/sluice/internal/window"
@@ -171,7 +170,7 @@ type passRecord struct {
 	ctx    entry.Context
 	err    error
 	custom *slots.Entry    // what custom slots see, nil without them
-	slots  *chain.Snapshot // the custom slots the entry ran through
+	slots  *entry.Snapshot // the custom slots the entry ran through
 }
 
 // passRecords recycles records (see the pass path's section of
@@ -450,7 +449,7 @@ func (eng *Engine) enter(ctx context.Context, name string, opts []EntryOption) (
 // counted neither as passed nor as blocked, and the panic goes on up to the
 // caller of Entry unchanged. (Observers that saw OnPass before the one that
 // panicked see no OnExit: the entry never passed.)
-func (eng *Engine) enterCustom(ctx context.Context, p *passRecord, args entry.Args, r *resource, in *window.Node, snap *chain.Snapshot, out *core.Budget) (Pass, error) {
+func (eng *Engine) enterCustom(ctx context.Context, p *passRecord, args entry.Args, r *resource, in *window.Node, snap *entry.Snapshot, out *core.Budget) (Pass, error) {
 	c := &p.ctx
 	p.custom = customCopy(c, args.Caller)
 	p.slots = snap
@@ -573,7 +572,7 @@ func (eng *Engine) check(ctx context.Context, c *entry.Context, args entry.Args,
 // customCheck runs the custom checks in order; the first refusal wins. A
 // refusal without a type is BlockCustom, and one without a resource names
 // the entry's.
-func customCheck(c *entry.Context, e *slots.Entry, snap *chain.Snapshot) *core.BlockError {
+func customCheck(c *entry.Context, e *slots.Entry, snap *entry.Snapshot) *core.BlockError {
 	for _, s := range snap.Check {
 		if be := s.Check(e); be != nil {
 			if be.Type == 0 {

@@ -1,7 +1,8 @@
 // Package entry holds what the built-in slots see of one entry: its
 // identity, batch and start instant, its arguments, and the tickets its
 // checks hold until it ends; and the statistic slot (statistic.go), which
-// records the entry's pass, block and exit on its resource's node.
+// records the entry's pass, block and exit on its resource's node; and the
+// chain of an engine's custom slots (chain.go) that an entry runs through.
 package entry
 
 import (

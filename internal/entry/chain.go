@@ -1,6 +1,7 @@
-// Package chain keeps an engine's custom slots (see package slots) in
+// The chain keeps an engine's custom slots (see package slots) in
 // order, behind a snapshot that entries read without locking.
-package chain
+
+package entry
 
 import (
 	"sort"
