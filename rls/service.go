@@ -210,6 +210,7 @@ func (s *Service) count(ctx context.Context, now int64, req *pb.RateLimitRequest
 			Key:     counterKey("", req.Domain, req.Descriptors[i].GetEntries(), ds[i].shares, start),
 			Addend:  ds[i].addend,
 			Expires: start + sec,
+			Limit:   uint64(l.RequestsPerUnit),
 		})
 		idx = append(idx, i)
 	}
