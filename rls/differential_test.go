@@ -45,6 +45,9 @@ func TestDifferential(t *testing.T) {
 		t.Fatal(err)
 	}
 	splitConfigs(t, cfgDir, "testdata/readme.yaml", "testdata/integration/basic.yaml", "testdata/integration/another.yaml")
+	if err := os.WriteFile(filepath.Join(cfgDir, "load.yaml"), []byte(loadConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
 
 	envoyAddr, envoyPID := startEnvoyRatelimit(t, bin, runtime, red.Addr())
 	rlsBin := buildSluiceRLS(t)
@@ -85,22 +88,50 @@ func TestDifferential(t *testing.T) {
 	t.Logf("%d answers compared, %d sequences cut at a window boundary; with leases %d answers differ (hits refused are not counted)", compared, straddled, leaseDiffers)
 
 	localAddr, localPID := startSluiceRLS(t, rlsBin, "-config", cfgDir)
-	t.Logf("%-24s %11s %8s %8s %16s %16s %18s", "service", "decisions/s", "p50", "p99", "server CPU/dec.", "decisions/core-s", "Redis CPU/decision")
-	for _, c := range []struct {
-		name   string
-		client pb.RateLimitServiceClient
-		pid    int
-	}{
-		{"sluice-rls -redis-exact", sluice, exactPID}, {"sluice-rls -redis", leases, leasePID},
-		{"envoyproxy/ratelimit", envoy, envoyPID},
-		{"sluice-rls (local)", pb.NewRateLimitServiceClient(dial(t, localAddr)), localPID},
-	} {
-		cpu0 := processCPU(t, c.pid)
-		rate, p50, p99, redisPer := load(t, c.client, red, run+c.name)
-		serverPer := (processCPU(t, c.pid) - cpu0) / loadTotal
-		t.Logf("%-24s %11.0f %8v %8v %14.1fµs %16.0f %16.1fµs", c.name, rate, p50, p99, serverPer*1e6, 1/serverPer, redisPer)
+	t.Logf("%-30s %11s %8s %8s %16s %16s %18s", "service, load", "decisions/s", "p50", "p99", "server CPU/dec.", "decisions/core-s", "Redis CPU/decision")
+	for _, l := range []struct {
+		name string
+		reqs func(run string) []*pb.RateLimitRequest
+	}{{"per-user", perUserLoad}, {"one key", oneKeyLoad}} {
+		for _, c := range []struct {
+			name   string
+			client pb.RateLimitServiceClient
+			pid    int
+		}{
+			{"sluice-rls -redis-exact", sluice, exactPID}, {"sluice-rls -redis", leases, leasePID},
+			{"envoyproxy/ratelimit", envoy, envoyPID},
+			{"sluice-rls (local)", pb.NewRateLimitServiceClient(dial(t, localAddr)), localPID},
+		} {
+			cpu0 := processCPU(t, c.pid)
+			rate, p50, p99, redisPer := load(t, c.client, red, l.reqs(run+c.name))
+			serverPer := (processCPU(t, c.pid) - cpu0) / loadTotal
+			t.Logf("%-30s %11.0f %8v %8v %14.1fµs %16.0f %16.1fµs", c.name+", "+l.name, rate, p50, p99, serverPer*1e6, 1/serverPer, redisPer)
+		}
 	}
 }
+
+// perUserLoad is per-user descriptors on a 20-a-minute limit, 2,000 users:
+// each admitted.
+func perUserLoad(run string) []*pb.RateLimitRequest {
+	rs := make([]*pb.RateLimitRequest, 2000)
+	for i := range rs {
+		rs[i] = request("another", desc("key2", run+"-u"+strconv.Itoa(i)))
+	}
+	return rs
+}
+
+// oneKeyLoad is one descriptor on a 5,000-a-second limit (loadConfig),
+// shared by every request: near or over the limit each second.
+func oneKeyLoad(run string) []*pb.RateLimitRequest {
+	return []*pb.RateLimitRequest{request("load", desc("shared", run))}
+}
+
+// loadConfig is the limit of oneKeyLoad.
+const loadConfig = `domain: load
+descriptors:
+  - key: shared
+    rate_limit: {unit: second, requests_per_unit: 5000}
+`
 
 // leaseWithinBound checks an answer with leases that differs from
 // envoyproxy/ratelimit's: only where a request's hits were refused, so that
@@ -293,17 +324,12 @@ func startEnvoyRatelimit(t *testing.T, bin, runtime, redisAddr string) (string, 
 // loadTotal is the requests of one load.
 const loadTotal = 20000
 
-// load sends 20,000 requests from 16 goroutines (per-user descriptors on
-// a 20-a-minute limit, 2,000 users) and returns decisions per second, the
+// load sends 20,000 requests of rs from 16 goroutines and returns decisions per second, the
 // latency's median and 99th percentile, and Redis's CPU time per decision
 // (INFO's used_cpu_sys + used_cpu_user, before and after).
-func load(t *testing.T, c pb.RateLimitServiceClient, red *redistest.Server, run string) (rate float64, p50, p99 time.Duration, cpuPer float64) {
+func load(t *testing.T, c pb.RateLimitServiceClient, red *redistest.Server, rs []*pb.RateLimitRequest) (rate float64, p50, p99 time.Duration, cpuPer float64) {
 	t.Helper()
 	const total, workers = loadTotal, 16
-	rs := make([]*pb.RateLimitRequest, 2000)
-	for i := range rs {
-		rs[i] = request("another", desc("key2", run+"-u"+strconv.Itoa(i)))
-	}
 	cpu0 := redisCPU(t, red)
 	lat := make([]time.Duration, total)
 	var wg sync.WaitGroup

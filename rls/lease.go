@@ -99,8 +99,14 @@ type lease struct {
 	expires  int64  // Unix seconds
 	epoch    uint64
 	known    bool      // Redis has answered for it
+	answered int64     // when it last answered (ns)
 	fetching *leaseAsk // in flight
 }
+
+// fleetCount is the hits the fleet has admitted as this replica knows:
+// Redis's count less this lease's unused hits (a Redis restarted without
+// its data may count fewer than the lease holds).
+func (l *lease) fleetCount() uint64 { return l.used - min(l.left, l.used) }
 
 // leaseAsk is one request for a block, answered by a flusher.
 type leaseAsk struct {
@@ -191,14 +197,22 @@ func (c *leaseCounters) take(ctx context.Context, now int64, h hit) (uint64, err
 			l.left -= h.Addend
 			l.since += h.Addend
 			l.lastUse = wall
-			after := l.used - l.left
+			after := l.fleetCount()
 			c.refill(h, l, wall)
 			s.mu.Unlock()
 			return after, nil
 		}
 		if asked {
 			// Redis had less left than this replica lacked.
-			after := max(satAdd(l.used-l.left, h.Addend), satAdd(h.Limit, 1))
+			after := max(satAdd(l.fleetCount(), h.Addend), satAdd(h.Limit, 1))
+			s.mu.Unlock()
+			return after, nil
+		}
+		if l.known && satAdd(l.used, h.Addend-l.left) > h.Limit && wall-l.answered < int64(c.period) {
+			// Redis answered within a period that it has less left than
+			// this replica lacks: refused without asking again (budget
+			// given back is seen a period later at most).
+			after := satAdd(l.fleetCount(), h.Addend)
 			s.mu.Unlock()
 			return after, nil
 		}
@@ -333,8 +347,8 @@ func (c *leaseCounters) execLeases(batch []*leaseAsk) {
 		l.fetching = nil
 		if err == nil {
 			l.left += a.grant
-			l.used = max(l.used, a.used)
-			l.known = true
+			l.used = a.used
+			l.known, l.answered = true, wall
 			if a.grant > 0 {
 				l.block, l.granted, l.since, l.epoch = a.grant, wall, 0, epoch
 			}

@@ -3,6 +3,7 @@ package rls
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -91,6 +92,18 @@ func TestLeaseFleetExact(t *testing.T) {
 		wg.Wait()
 		if got := admitted.Load(); got != int64(c.limit) {
 			t.Fatalf("window %d (%s): the fleet admitted %d, want exactly %d", w, c.key, got, c.limit)
+		}
+		// Refused again: decided from the last answer, without Redis.
+		calls := scriptCalls(t, srv)
+		for _, s := range fleet {
+			for range 50 {
+				if call(t, s, r).OverallCode != pb.RateLimitResponse_OVER_LIMIT {
+					t.Fatalf("window %d: admitted over the limit", w)
+				}
+			}
+		}
+		if got := scriptCalls(t, srv) - calls; got != 0 {
+			t.Fatalf("window %d: %d requests to Redis for 200 refusals, want 0", w, got)
 		}
 		key := "sluice-rls:lease_" + c.key + "_fleet_" + strconv.FormatInt(clk.Now().Unix(), 10)
 		if got, err := srv.Client(t).Get(context.Background(), key).Int(); err != nil || got != c.limit {
@@ -227,4 +240,24 @@ func TestLeaseRedisKilledAndRestarted(t *testing.T) {
 	if admitted != 1000 {
 		t.Fatalf("after the restart the two replicas admitted %d in a window, want 1000", admitted)
 	}
+}
+
+// scriptCalls is how many scripts Redis has run (INFO commandstats).
+func scriptCalls(t *testing.T, srv *redistest.Server) int {
+	t.Helper()
+	info, err := srv.Client(t).Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(info, "\n") {
+		name, stats, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || (name != "cmdstat_evalsha" && name != "cmdstat_eval") {
+			continue
+		}
+		v, _, _ := strings.Cut(strings.TrimPrefix(stats, "calls="), ",")
+		c, _ := strconv.Atoi(v)
+		n += c
+	}
+	return n
 }
