@@ -91,6 +91,7 @@ type leaseShard struct {
 // lease is one replica's share of one counter in one window.
 type lease struct {
 	left     uint64 // leased and not used
+	debt     uint64 // hits the fallback admitted while an ask was late, to pay from the next grant
 	used     uint64 // Redis's count at its last answer
 	block    uint64 // the last grant
 	granted  int64  // when (ns)
@@ -103,10 +104,30 @@ type lease struct {
 	fetching *leaseAsk // in flight
 }
 
+// charge records hits the fallback admitted while an ask for h's lease
+// was late: they are paid from the lease's next grants, so that a late
+// grant is not used a second time.
+func (c *leaseCounters) charge(h hit, now int64) {
+	s := &c.shards[maphash.String(c.seed, h.Key)%localShards]
+	s.mu.Lock()
+	if l := s.m[h.Key]; l != nil && l.expires > now {
+		l.debt = satAdd(l.debt, h.Addend)
+		l.pay()
+	}
+	s.mu.Unlock()
+}
+
+// pay pays the lease's debt from its unused hits.
+func (l *lease) pay() {
+	p := min(l.left, l.debt)
+	l.left -= p
+	l.debt -= p
+}
+
 // fleetCount is the hits the fleet has admitted as this replica knows:
 // Redis's count less this lease's unused hits (a Redis restarted without
 // its data may count fewer than the lease holds).
-func (l *lease) fleetCount() uint64 { return l.used - min(l.left, l.used) }
+func (l *lease) fleetCount() uint64 { return satAdd(l.used-min(l.left, l.used), l.debt) }
 
 // leaseAsk is one request for a block, answered by a flusher.
 type leaseAsk struct {
@@ -138,8 +159,8 @@ func newLeaseCounters(client redis.UniversalClient, o RedisOptions, m *metrics, 
 	for i := range c.shards {
 		c.shards[i].m = map[string]*lease{}
 	}
-	c.wg.Add(flushers + 1)
-	for range flushers {
+	c.wg.Add(leaseFlushers + 1)
+	for range leaseFlushers {
 		go c.flushLeases()
 	}
 	go c.giveBackIdle()
@@ -154,8 +175,6 @@ func (c *leaseCounters) close() {
 }
 
 func (c *leaseCounters) Add(ctx context.Context, now int64, hits []hit, after []uint64) error {
-	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
-	defer cancel()
 	for i, h := range hits {
 		a, err := c.take(ctx, now, h)
 		switch {
@@ -163,8 +182,16 @@ func (c *leaseCounters) Add(ctx context.Context, now int64, hits []hit, after []
 			// Too many counters leased: count this one in Redis.
 			err = c.redisCounters.Add(ctx, now, hits[i:i+1], after[i:i+1])
 		case err != nil:
-			// Redis failing or late, and the lease short: the fallback.
+			// Redis failing or late, and the lease short: the fallback,
+			// its counter raised first to this replica's share of the
+			// fleet's count as the lease knows it (a, which counts the
+			// hits this replica admitted from its leases).
+			n := uint64(max(1, c.instances.Load()))
+			c.local.Raise(now, hits[i:i+1], []uint64{(a + n - 1) / n})
 			err = c.fallback(context.Background(), now, hits[i:i+1], after[i:i+1])
+			if err == nil && after[i] <= h.Limit {
+				c.charge(h, now)
+			}
 		default:
 			after[i] = a
 		}
@@ -178,66 +205,95 @@ func (c *leaseCounters) Add(ctx context.Context, now int64, hits []hit, after []
 // take decides one hit from its lease, asking Redis for a block when the
 // lease is short (waiting) or low (not waiting). It returns the count to
 // compare with the limit: the fleet's count as this replica knows it, or
-// more than the limit when the hits do not fit.
+// more than the limit when the hits do not fit; with an error (Redis
+// failing or late), the fleet's count as this replica knew it.
 func (c *leaseCounters) take(ctx context.Context, now int64, h hit) (uint64, error) {
 	s := &c.shards[maphash.String(c.seed, h.Key)%localShards]
 	wall := c.now().UnixNano()
 	s.mu.Lock()
-	l := s.m[h.Key]
-	if l == nil || l.expires <= now {
-		if l == nil && len(s.m) >= c.maxPerShard {
-			s.mu.Unlock()
-			return 0, errLeasesFull
-		}
-		l = &lease{expires: h.Expires}
-		s.m[h.Key] = l
+	l := s.lease(h, now, c.maxPerShard)
+	if l == nil {
+		s.mu.Unlock()
+		return 0, errLeasesFull
 	}
 	for asked := false; ; {
-		if l.left >= h.Addend && (h.Addend > 0 || l.known) {
-			l.left -= h.Addend
-			l.since += h.Addend
-			l.lastUse = wall
-			after := l.fleetCount()
-			c.refill(h, l, wall)
-			s.mu.Unlock()
-			return after, nil
-		}
-		if asked {
-			// Redis had less left than this replica lacked.
-			after := max(satAdd(l.fleetCount(), h.Addend), satAdd(h.Limit, 1))
-			s.mu.Unlock()
-			return after, nil
-		}
-		if l.known && satAdd(l.used, h.Addend-l.left) > h.Limit && wall-l.answered < int64(c.period) {
-			// Redis answered within a period that it has less left than
-			// this replica lacks: refused without asking again (budget
-			// given back is seen a period later at most).
-			after := satAdd(l.fleetCount(), h.Addend)
+		if after, ok := c.fromLease(h, l, wall, asked); ok {
 			s.mu.Unlock()
 			return after, nil
 		}
 		a := l.fetching
 		if a == nil {
 			if c.failing.Load() && time.Now().UnixNano() < c.nextProbe.Load() {
+				known := l.fleetCount()
 				s.mu.Unlock()
-				return 0, errLeaseUnavailable
+				return known, errLeaseUnavailable
 			}
 			a = c.ask(h, l, h.Addend-min(h.Addend, l.left), c.want(h, l, wall))
 			asked = true
 		}
 		s.mu.Unlock()
-		select {
-		case <-a.done:
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
-		if a.err != nil {
-			return 0, a.err
-		}
-		if asked {
-			c.local.Raise(now, []hit{{Key: h.Key, Expires: h.Expires}}, []uint64{(a.used + uint64(a.n) - 1) / uint64(a.n)})
+		err := c.wait(ctx, a)
+		if err == nil {
+			err = a.err
 		}
 		s.mu.Lock()
+		if err != nil {
+			known := l.fleetCount()
+			s.mu.Unlock()
+			return known, err
+		}
+	}
+}
+
+// lease returns h's lease, a new one when its window is new, or nil when
+// the shard holds max leases already.
+func (s *leaseShard) lease(h hit, now int64, max int) *lease {
+	l := s.m[h.Key]
+	if l == nil || l.expires <= now {
+		if l == nil && len(s.m) >= max {
+			return nil
+		}
+		l = &lease{expires: h.Expires}
+		s.m[h.Key] = l
+	}
+	return l
+}
+
+// fromLease decides h from its lease without Redis when it can: the lease
+// covers it; or Redis, asked for it (asked) or within a period, had less
+// left than the lease lacks. The caller holds the shard's lock.
+func (c *leaseCounters) fromLease(h hit, l *lease, wall int64, asked bool) (after uint64, ok bool) {
+	switch {
+	case l.left >= h.Addend && (h.Addend > 0 || l.known):
+		l.left -= h.Addend
+		l.since += h.Addend
+		l.lastUse = wall
+		c.refill(h, l, wall)
+		return l.fleetCount(), true
+	case asked:
+		return max(satAdd(l.fleetCount(), h.Addend), satAdd(h.Limit, 1)), true
+	case l.known && satAdd(l.used, h.Addend-l.left) > h.Limit && wall-l.answered < int64(c.period):
+		// Budget given back is seen a period later at most.
+		return satAdd(l.fleetCount(), h.Addend), true
+	}
+	return 0, false
+}
+
+// wait waits for a's answer, at most the timeout (the timer is made only
+// here: most decisions do not wait).
+func (c *leaseCounters) wait(ctx context.Context, a *leaseAsk) error {
+	select {
+	case <-a.done:
+		return nil
+	default:
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+	defer cancel()
+	select {
+	case <-a.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -286,6 +342,11 @@ func (c *leaseCounters) ask(h hit, l *lease, short, want uint64) *leaseAsk {
 	}
 	return a
 }
+
+// leaseFlushers is how many batches of asks may be in flight at once: one,
+// so that the asks that come while a batch is out go together in the next
+// (a round trip costs Redis more than the scripts it carries).
+const leaseFlushers = 1
 
 // flushLeases sends the queued asks to Redis, those waiting together in
 // one pipeline, until close.
@@ -347,6 +408,7 @@ func (c *leaseCounters) execLeases(batch []*leaseAsk) {
 		l.fetching = nil
 		if err == nil {
 			l.left += a.grant
+			l.pay()
 			l.used = a.used
 			l.known, l.answered = true, wall
 			if a.grant > 0 {

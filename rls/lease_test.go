@@ -41,6 +41,8 @@ descriptors:
     rate_limit: {unit: second, requests_per_unit: 7}
   - key: minute
     rate_limit: {unit: minute, requests_per_unit: 1000}
+  - key: ten
+    rate_limit: {unit: minute, requests_per_unit: 10}
 `
 
 // admitUntilRefused calls s with r until one answer is OVER_LIMIT and
@@ -260,4 +262,47 @@ func scriptCalls(t *testing.T, srv *redistest.Server) int {
 		n += c
 	}
 	return n
+}
+
+// Redis paused (CLIENT PAUSE ... WRITE) while sixteen goroutines ask one
+// replica: asks answered after the request gave up (decided by the
+// fallback) must not be used a second time. Whatever the timing, the
+// replica admits at most the limit in the window: the fallback starts from
+// the count its leases know, and a late grant first pays for the hits the
+// fallback admitted meanwhile.
+func TestLeaseLateGrantsNotUsedTwice(t *testing.T) {
+	srv := redistest.Start(t)
+	clk := newClock(base)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { client.Close() })
+	m := newMetrics()
+	lc := newLeaseCounters(client, RedisOptions{Timeout: 100 * time.Millisecond, ProbeInterval: 10 * time.Millisecond, ExpectedInstances: 1}, m, 0, clk.Now)
+	s := newService(mustParse(t, leaseConfig), Options{Now: clk.Now}, lc)
+	s.metrics = m
+	t.Cleanup(lc.close)
+	admin := srv.Client(t)
+	for round := range 3 {
+		var admitted atomic.Int64
+		var wg sync.WaitGroup
+		r := request("lease", desc("ten", "late"+strconv.Itoa(round)))
+		if err := admin.Do(context.Background(), "CLIENT", "PAUSE", 150, "WRITE").Err(); err != nil {
+			t.Fatal(err)
+		}
+		for range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 40 {
+					if resp, err := s.ShouldRateLimit(context.Background(), r); err == nil && resp.OverallCode == pb.RateLimitResponse_OK {
+						admitted.Add(1)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if got := admitted.Load(); got > 10 {
+			t.Fatalf("round %d: %d admitted in the window, limit 10 (%d decided by the fallback)", round, got, m.fallback.Load())
+		}
+		t.Logf("round %d: %d admitted, %d fallback decisions so far", round, admitted.Load(), m.fallback.Load())
+	}
 }
