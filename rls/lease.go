@@ -81,6 +81,7 @@ type leaseCounters struct {
 
 	maxPerShard int
 	returned    atomic.Uint64 // leases given back
+	asked       atomic.Uint64 // asks for blocks sent
 }
 
 type leaseShard struct {
@@ -333,6 +334,7 @@ func (c *leaseCounters) ask(h hit, l *lease, short, want uint64) *leaseAsk {
 		n: max(1, c.instances.Load()), ttl: max(1, h.Expires-c.now().Unix()+1), done: make(chan struct{}),
 	}
 	l.fetching = a
+	c.asked.Add(1)
 	select {
 	case c.asks <- a:
 	default:
@@ -435,7 +437,7 @@ func (c *leaseCounters) runLeases(ctx context.Context, batch []*leaseAsk) ([]*re
 // leases of ended windows, until close.
 func (c *leaseCounters) giveBackIdle() {
 	defer c.wg.Done()
-	t := time.NewTicker(c.period / 2)
+	t := time.NewTicker(max(c.period/2, time.Millisecond))
 	defer t.Stop()
 	for {
 		select {
