@@ -45,21 +45,28 @@ func TestDifferential(t *testing.T) {
 		t.Fatal(err)
 	}
 	splitConfigs(t, cfgDir, "testdata/readme.yaml", "testdata/integration/basic.yaml", "testdata/integration/another.yaml")
+	if err := os.WriteFile(filepath.Join(cfgDir, "load.yaml"), []byte(loadConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
 
-	envoyAddr := startEnvoyRatelimit(t, bin, runtime, red.Addr())
-	srv := startServer(t, ServerOptions{Config: cfgDir, Redis: "redis://" + red.Addr(), ReloadInterval: -1})
+	envoyAddr, envoyPID := startEnvoyRatelimit(t, bin, runtime, red.Addr())
+	rlsBin := buildSluiceRLS(t)
+	exactAddr, exactPID := startSluiceRLS(t, rlsBin, "-config", cfgDir, "-redis", "redis://"+red.Addr(), "-redis-exact")
+	leaseAddr, leasePID := startSluiceRLS(t, rlsBin, "-config", cfgDir, "-redis", "redis://"+red.Addr(), "-redis-prefix", "sluice-rls-lease:", "-expected-instances", "1")
 	envoy := pb.NewRateLimitServiceClient(dial(t, envoyAddr))
-	sluice := pb.NewRateLimitServiceClient(dial(t, srv.addr))
+	sluice := pb.NewRateLimitServiceClient(dial(t, exactAddr))
+	leases := pb.NewRateLimitServiceClient(dial(t, leaseAddr))
 
 	run := strconv.FormatInt(time.Now().UnixNano(), 36) // fresh keys for each run
-	compared, straddled := 0, 0
+	compared, straddled, leaseDiffers := 0, 0, 0
 	for _, seq := range differentialSequences(run) {
 		for i, r := range seq.requests {
 			t0 := time.Now()
 			a, errA := sluice.ShouldRateLimit(context.Background(), r)
 			b, errB := envoy.ShouldRateLimit(context.Background(), r)
-			if (errA == nil) != (errB == nil) {
-				t.Fatalf("%s #%d: sluice-rls error %v, envoyproxy/ratelimit error %v", seq.name, i, errA, errB)
+			c, errC := leases.ShouldRateLimit(context.Background(), r)
+			if (errA == nil) != (errB == nil) || (errC == nil) != (errB == nil) {
+				t.Fatalf("%s #%d: sluice-rls error %v, with leases %v, envoyproxy/ratelimit error %v", seq.name, i, errA, errC, errB)
 			}
 			if errA != nil {
 				continue
@@ -71,22 +78,73 @@ func TestDifferential(t *testing.T) {
 			if sa, sb := decisions(a), decisions(b); sa != sb {
 				t.Errorf("%s #%d %v:\n sluice-rls           %s\n envoyproxy/ratelimit %s", seq.name, i, brief(r), sa, sb)
 			}
+			if sc, sb := decisions(c), decisions(b); sc != sb {
+				leaseDiffers++
+				leaseWithinBound(t, seq, i, r, c, b)
+			}
 			compared++
 		}
 	}
-	t.Logf("%d answers compared, %d sequences cut at a window boundary", compared, straddled)
+	t.Logf("%d answers compared, %d sequences cut at a window boundary; with leases %d answers differ (hits refused are not counted)", compared, straddled, leaseDiffers)
 
-	local := startServer(t, ServerOptions{Config: cfgDir, ReloadInterval: -1})
-	t.Logf("%-22s %10s %8s %8s %14s", "service", "decisions/s", "p50", "p99", "Redis CPU/decision")
-	for _, c := range []struct {
-		name   string
-		client pb.RateLimitServiceClient
-	}{
-		{"sluice-rls -redis", sluice}, {"envoyproxy/ratelimit", envoy},
-		{"sluice-rls (local)", pb.NewRateLimitServiceClient(dial(t, local.addr))},
-	} {
-		rate, p50, p99, cpu := load(t, c.client, red, run+c.name)
-		t.Logf("%-22s %10.0f %8v %8v %12.1fµs", c.name, rate, p50, p99, cpu)
+	localAddr, localPID := startSluiceRLS(t, rlsBin, "-config", cfgDir)
+	t.Logf("%-30s %11s %8s %8s %16s %16s %18s", "service, load", "decisions/s", "p50", "p99", "server CPU/dec.", "decisions/core-s", "Redis CPU/decision")
+	for _, l := range []struct {
+		name string
+		reqs func(run string) []*pb.RateLimitRequest
+	}{{"per-user", perUserLoad}, {"one key", oneKeyLoad}} {
+		for _, c := range []struct {
+			name   string
+			client pb.RateLimitServiceClient
+			pid    int
+		}{
+			{"sluice-rls -redis-exact", sluice, exactPID}, {"sluice-rls -redis", leases, leasePID},
+			{"envoyproxy/ratelimit", envoy, envoyPID},
+			{"sluice-rls (local)", pb.NewRateLimitServiceClient(dial(t, localAddr)), localPID},
+		} {
+			cpu0 := processCPU(t, c.pid)
+			rate, p50, p99, redisPer := load(t, c.client, red, l.reqs(run+c.name))
+			serverPer := (processCPU(t, c.pid) - cpu0) / loadTotal
+			t.Logf("%-30s %11.0f %8v %8v %14.1fµs %16.0f %16.1fµs", c.name+", "+l.name, rate, p50, p99, serverPer*1e6, 1/serverPer, redisPer)
+		}
+	}
+}
+
+// perUserLoad is per-user descriptors on a 20-a-minute limit, 2,000 users:
+// each admitted.
+func perUserLoad(run string) []*pb.RateLimitRequest {
+	rs := make([]*pb.RateLimitRequest, 2000)
+	for i := range rs {
+		rs[i] = request("another", desc("key2", run+"-u"+strconv.Itoa(i)))
+	}
+	return rs
+}
+
+// oneKeyLoad is one descriptor on a 5,000-a-second limit (loadConfig),
+// shared by every request: near or over the limit each second.
+func oneKeyLoad(run string) []*pb.RateLimitRequest {
+	return []*pb.RateLimitRequest{request("load", desc("shared", run))}
+}
+
+// loadConfig is the limit of oneKeyLoad.
+const loadConfig = `domain: load
+descriptors:
+  - key: shared
+    rate_limit: {unit: second, requests_per_unit: 5000}
+`
+
+// leaseWithinBound checks an answer with leases that differs from
+// envoyproxy/ratelimit's: only where a request's hits were refused, so that
+// leases (which count only the hits admitted) may admit later requests
+// envoyproxy/ratelimit refuses, never in a sequence of one hit a request.
+func leaseWithinBound(t *testing.T, seq sequence, i int, r *pb.RateLimitRequest, lease, envoy *pb.RateLimitResponse) {
+	t.Helper()
+	if seq.name != "random" {
+		t.Errorf("%s #%d %v:\n with leases          %s\n envoyproxy/ratelimit %s", seq.name, i, brief(r), decisions(lease), decisions(envoy))
+		return
+	}
+	if lease.OverallCode == pb.RateLimitResponse_OVER_LIMIT && envoy.OverallCode == pb.RateLimitResponse_OK {
+		t.Errorf("random #%d %v: leases refused what envoyproxy/ratelimit admitted:\n with leases          %s\n envoyproxy/ratelimit %s", i, brief(r), decisions(lease), decisions(envoy))
 	}
 }
 
@@ -214,7 +272,7 @@ func freePort(t *testing.T) int {
 // startEnvoyRatelimit runs envoyproxy/ratelimit on loopback ports, with
 // its documented settings for a file config and one Redis, until the test
 // ends; it returns its gRPC address once it answers.
-func startEnvoyRatelimit(t *testing.T, bin, runtime, redisAddr string) string {
+func startEnvoyRatelimit(t *testing.T, bin, runtime, redisAddr string) (string, int) {
 	t.Helper()
 	grpcPort := freePort(t)
 	cmd := exec.Command(bin)
@@ -247,7 +305,7 @@ func startEnvoyRatelimit(t *testing.T, bin, runtime, redisAddr string) string {
 		_, err := c.ShouldRateLimit(ctx, request("basic", desc("key1", "ping")))
 		cancel()
 		if err == nil {
-			return addr
+			return addr, cmd.Process.Pid
 		}
 		select {
 		case <-exited:
@@ -263,17 +321,15 @@ func startEnvoyRatelimit(t *testing.T, bin, runtime, redisAddr string) string {
 	}
 }
 
-// load sends 20,000 requests from 16 goroutines (per-user descriptors on
-// a 20-a-minute limit, 2,000 users) and returns decisions per second, the
+// loadTotal is the requests of one load.
+const loadTotal = 20000
+
+// load sends 20,000 requests of rs from 16 goroutines and returns decisions per second, the
 // latency's median and 99th percentile, and Redis's CPU time per decision
 // (INFO's used_cpu_sys + used_cpu_user, before and after).
-func load(t *testing.T, c pb.RateLimitServiceClient, red *redistest.Server, run string) (rate float64, p50, p99 time.Duration, cpuPer float64) {
+func load(t *testing.T, c pb.RateLimitServiceClient, red *redistest.Server, rs []*pb.RateLimitRequest) (rate float64, p50, p99 time.Duration, cpuPer float64) {
 	t.Helper()
-	const total, workers = 20000, 16
-	rs := make([]*pb.RateLimitRequest, 2000)
-	for i := range rs {
-		rs[i] = request("another", desc("key2", run+"-u"+strconv.Itoa(i)))
-	}
+	const total, workers = loadTotal, 16
 	cpu0 := redisCPU(t, red)
 	lat := make([]time.Duration, total)
 	var wg sync.WaitGroup

@@ -13,8 +13,9 @@
 //
 // Run is the whole sluice-rls command: the server, health checking,
 // reflection, TLS, Prometheus metrics, config reloads and, with
-// ServerOptions.Redis, counts shared by the replicas through Redis with a
-// local fallback bounded by each replica's share.
+// ServerOptions.Redis, each window's budget shared by the replicas through
+// Redis (leases of blocks of it, or every hit counted with
+// RedisOptions.Exact) with a local fallback bounded by each replica's share.
 //
 // Each limit counts hits in fixed windows aligned to its unit (a minute
 // starts at a whole minute; a month is 30 days and a year 365, counted

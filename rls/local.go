@@ -12,6 +12,7 @@ type hit struct {
 	Key     string
 	Addend  uint64
 	Expires int64
+	Limit   uint64 // the limit's requests per unit (leases grant up to it)
 }
 
 // counters keeps fixed-window counts. Add adds each hit's Addend to its

@@ -20,6 +20,11 @@ const maxKeyBytes = 512
 // with share_threshold patterns in place of the values they matched.
 func counterKey(prefix, domain string, entries []*rlv3.RateLimitDescriptor_Entry, shares []string, windowStart int64) string {
 	var b strings.Builder
+	size := len(prefix) + len(domain) + 12
+	for _, e := range entries {
+		size += len(e.GetKey()) + len(e.GetValue()) + 2
+	}
+	b.Grow(min(size, maxKeyBytes*4+64)) // one allocation
 	b.WriteString(prefix)
 	b.WriteString(domain)
 	b.WriteByte('_')

@@ -29,6 +29,14 @@ type RedisOptions struct {
 	// App and Instance name this replica in the heartbeats that count the
 	// replicas; empty App means "sluice-rls", empty Instance a random one.
 	App, Instance string
+	// Exact counts every hit in Redis (INCRBY and EXPIRE), as
+	// envoyproxy/ratelimit does, for the same answers; otherwise each
+	// replica decides from leases of each window's budget (docs/rls.md,
+	// "Leases").
+	Exact bool
+	// LeasePeriod is the time a lease is sized to last, and after which an
+	// unused one is given back; zero means one second.
+	LeasePeriod time.Duration
 }
 
 // redisCounters counts each fixed window in Redis, one INCRBY and EXPIRE

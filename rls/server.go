@@ -218,6 +218,12 @@ func newServerService(cfg *config.Config, o ServerOptions) (*Service, func(), er
 	ro.ContextTimeoutEnabled = true
 	client := redis.NewClient(ro)
 	m := newMetrics()
+	if !o.RedisOptions.Exact {
+		lc := newLeaseCounters(client, o.RedisOptions, m, o.Service.MaxKeys, o.Service.Now)
+		s := newService(cfg, o.Service, lc)
+		s.metrics = m
+		return s, func() { lc.close(); client.Close() }, nil
+	}
 	rc := newRedisCounters(client, o.RedisOptions, m, o.Service.MaxKeys)
 	s := newService(cfg, o.Service, rc)
 	s.metrics = m

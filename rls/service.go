@@ -197,8 +197,16 @@ func overrideKey(domain string, d *rlv3.RateLimitDescriptor) string {
 // over, only those are counted (envoyproxy/ratelimit's
 // src/redis/fixed_cache_impl.go does the same with GET, then INCRBY).
 func (s *Service) count(ctx context.Context, now int64, req *pb.RateLimitRequest, ds []descriptor) error {
-	hits := make([]hit, 0, len(ds))
-	idx := make([]int, 0, len(ds))
+	var hits []hit
+	var idx []int
+	var after []uint64
+	if len(ds) <= len(countBuf{}.hits) {
+		// The usual request, a descriptor or two: one allocation.
+		b := &countBuf{}
+		hits, idx, after = b.hits[:0], b.idx[:0], b.after[:]
+	} else {
+		hits, idx, after = make([]hit, 0, len(ds)), make([]int, 0, len(ds)), make([]uint64, len(ds))
+	}
 	for i := range ds {
 		l := ds[i].limit
 		if l == nil {
@@ -210,13 +218,14 @@ func (s *Service) count(ctx context.Context, now int64, req *pb.RateLimitRequest
 			Key:     counterKey("", req.Domain, req.Descriptors[i].GetEntries(), ds[i].shares, start),
 			Addend:  ds[i].addend,
 			Expires: start + sec,
+			Limit:   uint64(l.RequestsPerUnit),
 		})
 		idx = append(idx, i)
 	}
 	if len(hits) == 0 {
 		return nil
 	}
-	after := make([]uint64, len(hits))
+	after = after[:len(hits)]
 	if s.opts.StopIncrementWhenOverLimit {
 		addends := make([]uint64, len(hits))
 		for j := range hits {
@@ -247,6 +256,13 @@ func (s *Service) count(ctx context.Context, now int64, req *pb.RateLimitRequest
 		ds[i].over = after[j] > uint64(ds[i].limit.RequestsPerUnit)
 	}
 	return nil
+}
+
+// countBuf holds count's slices for a request of up to two descriptors.
+type countBuf struct {
+	hits  [2]hit
+	idx   [2]int
+	after [2]uint64
 }
 
 // respond builds the answer from the counted descriptors.

@@ -568,13 +568,15 @@ func (c *Config) Match(domain string, n int, entry func(i int) (key, value strin
 	if nd == nil {
 		return nil, nil
 	}
+	var buf [128]byte
 	for i := range n {
 		key, value := entry(i)
-		full := key + "_" + value
-		next := nd.children[full]
+		// key_value in a buffer on the stack: the lookup allocates nothing.
+		full := append(append(append(buf[:0], key...), '_'), value...)
+		next := nd.children[string(full)]
 		if next == nil {
 			for _, w := range nd.wildcards {
-				if wildcardMatch(w.parts, full) {
+				if wildcardMatch(w.parts, string(full)) {
 					next = nd.children[w.key]
 					break
 				}

@@ -49,6 +49,8 @@ func run(args []string, stdout io.Writer) error {
 	fs.DurationVar(&o.RedisOptions.Timeout, "redis-timeout", 250*time.Millisecond, "the longest a request waits for Redis before the local fallback decides it")
 	fs.IntVar(&o.RedisOptions.ExpectedInstances, "expected-instances", 10, "replicas the fallback divides limits by until it has counted them")
 	fs.StringVar(&o.RedisOptions.Prefix, "redis-prefix", "sluice-rls:", "prefix of the Redis keys")
+	fs.BoolVar(&o.RedisOptions.Exact, "redis-exact", false, "count every hit in Redis, as envoyproxy/ratelimit does (same answers), instead of deciding from leases of each window's budget")
+	fs.DurationVar(&o.RedisOptions.LeasePeriod, "lease-period", time.Second, "with -redis: the time a lease is sized to last; an unused one is given back after it")
 	fs.BoolVar(&o.Service.ResponseHeaders, "response-headers", false, "add RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset to answers")
 	fs.BoolVar(&o.Service.StopIncrementWhenOverLimit, "stop-increment-when-over-limit", false, "a request over one descriptor's limit does not count on the others")
 	fs.BoolVar(&o.Service.ShadowMode, "shadow-mode", false, "answer OK to every request, counting as usual")
