@@ -33,5 +33,6 @@ require (
 require (
 	github.com/sluice-go/sluice v0.1.0
 	github.com/sluice-go/sluice/cluster/redis v0.1.0
+	github.com/sluice-go/sluice/cluster/sqlstore v0.1.0
 	google.golang.org/protobuf v1.36.11
 )
