@@ -116,6 +116,9 @@ func indexRules(set *rules.Set) *ruleIndex {
 	for _, p := range set.Param {
 		add(p.Resource)
 	}
+	for _, a := range set.Authority {
+		add(a.Resource)
+	}
 	return ix
 }
 
