@@ -97,6 +97,7 @@ func ask(t *testing.T, c pb.RateLimitServiceClient, n int, entries ...string) (o
 func TestRulesFromStore(t *testing.T) {
 	for name, open := range ruleStores(t) {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // each on servers of its own: their starts overlap
 			u, store := open(t)
 			save(t, store, "edge-rls", 0, "flow:\n  - resource: edge/path=/a\n    threshold: 3\n")
 			clk := sluicetest.NewManualClock(int64(time.Hour))
