@@ -14,7 +14,11 @@
 // Run is the whole sluice-rls command: the server, health checking,
 // reflection, TLS, Prometheus metrics, config reloads and, with
 // ServerOptions.Redis, counts shared by the replicas through Redis with a
-// local fallback bounded by each replica's share.
+// local fallback bounded by each replica's share. With ServerOptions.Rules
+// it serves sluice rules instead (RulesService): a rule file, or the
+// version in force of a rule store the dashboard edits (a redis://,
+// postgres:// or mysql:// URL), shared among the replicas through sluice's
+// cluster limits with ServerOptions.Redis.
 //
 // Each limit counts hits in fixed windows aligned to its unit (a minute
 // starts at a whole minute; a month is 30 days and a year 365, counted

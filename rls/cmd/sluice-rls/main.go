@@ -1,7 +1,9 @@
 // Command sluice-rls is a rate-limit service for Envoy: it answers
 // envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit from a config
 // in envoyproxy/ratelimit's format, as a drop-in replacement for it, or from
-// a sluice rule file (-rules) with sluice's own strategies.
+// sluice rules (-rules) with sluice's own strategies: a rule file, or a rule
+// store's URL (the dashboard's: redis://, postgres://, mysql://), followed
+// as operators change it.
 //
 //	go run github.com/sluice-go/sluice/rls/cmd/sluice-rls -config ratelimit.yaml
 //
