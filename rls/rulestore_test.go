@@ -127,3 +127,23 @@ func TestRulesFromStore(t *testing.T) {
 		})
 	}
 }
+
+// TestRulesStoreOutage: with its Redis rule store killed, the service
+// keeps the rules in force, counting as before, and the next reads fail
+// without changing them.
+func TestRulesStoreOutage(t *testing.T) {
+	red := redistest.Start(t)
+	store := sluiceredis.NewRuleStore(red.Client(t), sluiceredis.RuleStoreConfig{})
+	save(t, store, "edge-rls", 0, "flow:\n  - resource: edge/path=/a\n    threshold: 3\n")
+	clk := sluicetest.NewManualClock(int64(time.Hour))
+	srv := startServer(t, ServerOptions{Rules: "redis://" + red.Addr() + "/0", App: "edge-rls", EngineOptions: []sluice.Option{sluice.WithClock(clk)}})
+	c := pb.NewRateLimitServiceClient(dial(t, srv.addr))
+	waitReport(t, store, "edge-rls", 1, 0)
+	red.Kill()
+	for i := range 3 {
+		clk.Advance(2 * time.Second) // a new window, and the follower's read of the store, which fails
+		if ok, over := ask(t, c, 5, "path", "/a"); ok != 3 || over != 2 {
+			t.Fatalf("window %d with the store down: %d OK, %d over", i, ok, over)
+		}
+	}
+}
