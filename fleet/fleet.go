@@ -25,6 +25,7 @@ import (
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/cluster"
 	"github.com/sluice-go/sluice/internal/fleetlink"
+	"github.com/sluice-go/sluice/rules"
 )
 
 // Defaults of Config.
@@ -66,6 +67,14 @@ type Config struct {
 	// three CheckIntervals (an instance that stops reporting drops out
 	// then).
 	ReportTTL time.Duration
+	// Load, when set, puts each version's rules in force in place of the
+	// engine's LoadRules: for a program that checks more than the engine
+	// does, or keeps something built from the rules beside them (the
+	// rate-limit service sluice-rls, which refuses rules its decisions
+	// cannot enforce and indexes the resources). It must be all or
+	// nothing, as LoadRules is; its error refuses the version (Status,
+	// the reports).
+	Load func(rules.Set) error
 
 	// Telemetry, when set, receives a cluster.Frame once a second of the
 	// engine's clock (see Join).

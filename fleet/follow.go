@@ -23,6 +23,7 @@ type follower struct {
 	interval time.Duration
 	timeout  time.Duration
 	ttl      time.Duration
+	loadFn   func(rules.Set) error // Config.Load, nil for the engine's LoadRules
 
 	// syncMu serializes checks (Join's and run's).
 	syncMu sync.Mutex
@@ -47,7 +48,7 @@ type followState struct {
 func startFollower(m *Member, cfg Config) *follower {
 	f := &follower{
 		m: m, store: cfg.Rules, format: rules.YAML, interval: cfg.CheckInterval, timeout: cfg.Timeout,
-		ttl: cfg.ReportTTL, wake: make(chan struct{}, 1),
+		ttl: cfg.ReportTTL, loadFn: cfg.Load, wake: make(chan struct{}, 1),
 	}
 	if fr, ok := cfg.Rules.(*fileRules); ok {
 		f.format, f.path = fr.format, fr.path
@@ -184,7 +185,9 @@ func (f *follower) check() bool {
 // engine is closed.
 func (f *follower) load(v cluster.RuleVersion) bool {
 	set, err := rules.Decode(v.Doc, f.format)
-	if err == nil {
+	if err == nil && f.loadFn != nil {
+		err = f.loadFn(set)
+	} else if err == nil {
 		err = f.m.eng.LoadRules(set)
 	}
 	if errors.Is(err, sluice.ErrClosed) {

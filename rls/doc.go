@@ -16,6 +16,10 @@
 // ServerOptions.Redis, each window's budget shared by the replicas through
 // Redis (leases of blocks of it, or every hit counted with
 // RedisOptions.Exact) with a local fallback bounded by each replica's share.
+// With ServerOptions.Rules it serves sluice rules instead (RulesService): a
+// rule file, or the version in force of a rule store the dashboard edits (a
+// redis://, postgres:// or mysql:// URL), shared among the replicas through
+// sluice's cluster limits with ServerOptions.Redis.
 //
 // Each limit counts hits in fixed windows aligned to its unit (a minute
 // starts at a whole minute; a month is 30 days and a year 365, counted

@@ -116,6 +116,9 @@ func indexRules(set *rules.Set) *ruleIndex {
 	for _, p := range set.Param {
 		add(p.Resource)
 	}
+	for _, a := range set.Authority {
+		add(a.Resource)
+	}
 	return ix
 }
 
@@ -220,13 +223,19 @@ func (s *RulesService) decide(ctx context.Context, req *pb.RateLimitRequest, ix 
 		args[i] = e.GetValue()
 	}
 	var b core.Budget
-	p, err := s.eng.EntryContext(ctx, name, sluice.WithArgs(args...), sluice.WithBatch(int(min(addend, maxRulesBatch))), sluice.WithBudget(&b))
+	opts := []sluice.EntryOption{sluice.WithArgs(args...), sluice.WithBatch(int(min(addend, maxRulesBatch))), sluice.WithBudget(&b)}
+	if c := callerOf(s.opts.CallerKey, req, d); c != "" {
+		opts = append(opts, sluice.WithCaller(c))
+	}
+	p, err := s.eng.EntryContext(ctx, name, opts...)
 	var be *core.BlockError
 	switch {
 	case err == nil:
 		p.Exit()
 	case errors.As(err, &be):
 		ok.Code = pb.RateLimitResponse_OVER_LIMIT
+	case errors.Is(err, sluice.ErrBadCaller):
+		return nil, status.Errorf(codes.InvalidArgument, "descriptor entry %q: %v", s.opts.CallerKey, err)
 	default:
 		return nil, status.Error(codes.Unavailable, err.Error())
 	}

@@ -280,7 +280,11 @@ func TestRulesRunErrors(t *testing.T) {
 		want string
 	}{
 		{ServerOptions{Rules: "testdata/rules.yaml", Config: "testdata/readme.yaml"}, "exclusive"},
-		{ServerOptions{Rules: "testdata/rules.yaml", Redis: "redis://127.0.0.1:1"}, "-redis is not provided"},
+		{ServerOptions{Rules: "testdata/rules.yaml", Redis: "redis://127.0.0.1:1"}, "with -redis every flow and param rule is shared"}, // its warm-up rule
+		{ServerOptions{Rules: "testdata/rules.yaml", Redis: "http://127.0.0.1:1"}, "rls: -redis"},
+		{ServerOptions{Rules: "redis://127.0.0.1:1/0"}, "the rule store at redis://127.0.0.1:1/0"},
+		{ServerOptions{Rules: "mysql://u:secret@127.0.0.1:1/db"}, "rls: -rules"},
+		{ServerOptions{Config: "testdata/readme.yaml", Service: Options{CallerKey: "api_key"}}, "-caller-key is provided with -rules only"},
 		{ServerOptions{Rules: "testdata/rules.yaml", Service: Options{StopIncrementWhenOverLimit: true}}, "stop-increment"},
 		{ServerOptions{Rules: filepath.Join(dir, "missing.yaml")}, "missing.yaml"},
 		{ServerOptions{Rules: bad}, "system rules are not provided"},

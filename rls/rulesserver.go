@@ -9,42 +9,100 @@ import (
 	"os"
 	"time"
 
-	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/cluster"
+	sluiceredis "github.com/sluice-go/sluice/cluster/redis"
+	"github.com/sluice-go/sluice/fleet"
 	"github.com/sluice-go/sluice/rules"
 )
 
-// runRules is Run with a sluice rule file (o.Rules) in place of a config.
+// runRules is Run with sluice rules (o.Rules: a rule file, or a rule
+// store's URL) in place of a config.
 func runRules(ctx context.Context, o ServerOptions) error {
 	switch {
 	case o.Config != "":
 		return errors.New("rls: -config and -rules are exclusive: give one")
-	case o.Redis != "":
-		return errors.New("rls: -redis is not provided with -rules (each replica decides with its own engine)")
 	case o.Service.StopIncrementWhenOverLimit:
 		return errors.New("rls: -stop-increment-when-over-limit is not provided with -rules")
 	}
-	set, err := rules.DecodeFile(o.Rules)
+	if o.App == "" {
+		o.App = DefaultApp
+	}
+	eng, rdb, err := rulesEngine(o)
 	if err != nil {
 		return err
 	}
-	eng := sluice.New(o.EngineOptions...)
-	defer eng.Close()
+	defer func() {
+		eng.Close()
+		if rdb != nil {
+			rdb.Close()
+		}
+	}()
 	svc := NewRulesService(eng, o.Service)
-	if err := svc.LoadRules(set); err != nil {
-		return err
+	load := svc.LoadRules
+	var tel cluster.Telemetry
+	if rdb != nil {
+		load = func(set rules.Set) error { return errShared(svc.LoadRules(shareAll(set))) }
+		tel = sluiceredis.NewTelemetry(rdb, sluiceredis.TelemetryConfig{Prefix: o.Prefix})
 	}
-	svc.metrics.configLoads.Add(1)
+	load = counted(o, svc, load)
+	watch := func(ctx context.Context) { watchRules(ctx, o, svc, load) }
+	if isStoreURL(o.Rules) {
+		leave, err := joinStore(ctx, o, eng, load, tel)
+		if err != nil {
+			return err
+		}
+		defer leave()
+		watch = func(context.Context) {} // the fleet's member follows the store
+	} else {
+		set, err := rules.DecodeFile(o.Rules)
+		if err == nil {
+			err = load(set)
+		}
+		if err != nil {
+			return err
+		}
+		if tel != nil {
+			m, err := fleet.Join(eng, fleet.Config{App: o.App, Telemetry: tel})
+			if err != nil {
+				return err
+			}
+			defer m.Close()
+		}
+	}
 	srv, hs, err := newGRPCServer(o, svc)
 	if err != nil {
 		return err
 	}
-	return serve(ctx, o, srv, hs, svc.metrics, func(ctx context.Context) { watchRules(ctx, o, svc) })
+	return serve(ctx, o, srv, hs, svc.metrics, watch)
 }
 
-// watchRules reloads the rule file when its content changes (checked every
-// ReloadInterval); a file that fails to decode or load is logged and
-// counted, and the rules in force stay.
-func watchRules(ctx context.Context, o ServerOptions, svc *RulesService) {
+// counted is load counted in svc's metrics and logged: a refused set
+// leaves the rules in force.
+func counted(o ServerOptions, svc *RulesService, load func(rules.Set) error) func(rules.Set) error {
+	return func(set rules.Set) error {
+		if err := load(set); err != nil {
+			svc.metrics.configErrors.Add(1)
+			o.Log.Error("rules refused, the rules in force stay", "rules", o.rulesSource(), "err", err)
+			return err
+		}
+		svc.metrics.configLoads.Add(1)
+		o.Log.Info("rules loaded", "rules", o.rulesSource(), "loaded", rulesDescription(&set))
+		return nil
+	}
+}
+
+// rulesSource names o.Rules for the log, without a password.
+func (o *ServerOptions) rulesSource() string {
+	if isStoreURL(o.Rules) {
+		return redactURL(o.Rules) + " app " + o.App
+	}
+	return o.Rules
+}
+
+// watchRules reloads the rule file with load when its content changes
+// (checked every ReloadInterval); a file that fails to decode or load is
+// logged and counted, and the rules in force stay.
+func watchRules(ctx context.Context, o ServerOptions, svc *RulesService, load func(rules.Set) error) {
 	every := o.ReloadInterval
 	if every == 0 {
 		every = time.Second
@@ -64,16 +122,12 @@ func watchRules(ctx context.Context, o ServerOptions, svc *RulesService) {
 		}
 		last = d
 		set, err := rules.DecodeFile(o.Rules)
-		if err == nil {
-			err = svc.LoadRules(set)
-		}
 		if err != nil {
 			svc.metrics.configErrors.Add(1)
-			o.Log.Error("rules refused, the rules in force stay", "err", err)
+			o.Log.Error("rules refused, the rules in force stay", "rules", o.Rules, "err", err)
 			continue
 		}
-		svc.metrics.configLoads.Add(1)
-		o.Log.Info("rules loaded", "path", o.Rules, "rules", rulesDescription(&set))
+		_ = load(set) // counted and logged
 	}
 }
 

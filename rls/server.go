@@ -38,8 +38,18 @@ type ServerOptions struct {
 	// Rules is set.
 	Config string
 	// Rules, in place of Config, is a sluice rule file (rules.DecodeFile)
-	// served by a RulesService; ReloadInterval applies to it too.
+	// served by a RulesService; ReloadInterval applies to it too. A URL
+	// redis://, rediss://, postgres://, postgresql:// or mysql:// names a
+	// rule store instead (the dashboard's), whose version in force for App
+	// is followed with package fleet (docs/rls.md).
 	Rules string
+	// App is the application whose rules are followed in a rule store and
+	// whose budgets are shared with Redis; empty means DefaultApp.
+	App string
+	// Prefix starts the keys of sluice's Redis stores, with Rules: the
+	// rule store in Redis, the shared budgets and the telemetry (the
+	// dashboard's -prefix); empty means sluiceredis.DefaultPrefix.
+	Prefix string
 	// ReloadInterval is how often the config's files are checked for a
 	// change; zero means one second, negative never.
 	ReloadInterval time.Duration
@@ -76,6 +86,9 @@ func Run(ctx context.Context, o ServerOptions) error {
 	o.defaults()
 	if o.Rules != "" {
 		return runRules(ctx, o)
+	}
+	if o.Service.CallerKey != "" {
+		return errors.New("rls: -caller-key is provided with -rules only")
 	}
 	if o.Config == "" {
 		return errors.New("rls: no config (-config PATH or -rules PATH)")

@@ -43,6 +43,13 @@ type Options struct {
 	Now func() time.Time
 	// MaxKeys bounds the counters kept in memory; zero means 2^20.
 	MaxKeys int
+	// CallerKey, with sluice rules (RulesService), names the descriptor
+	// entry whose value is the caller (sluice.WithCaller) of the
+	// descriptor's entry, for authority rules and per-caller flow rules:
+	// the descriptor's own entry with that key, else the first of the
+	// request's descriptors that has one. The entry stays part of the
+	// resource's name and arguments. Empty means no caller.
+	CallerKey string
 }
 
 // Service answers envoy.service.ratelimit.v3.RateLimitService: it is the

@@ -1,7 +1,9 @@
 // Command sluice-rls is a rate-limit service for Envoy: it answers
 // envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit from a config
 // in envoyproxy/ratelimit's format, as a drop-in replacement for it, or from
-// a sluice rule file (-rules) with sluice's own strategies.
+// sluice rules (-rules) with sluice's own strategies: a rule file, or a rule
+// store's URL (the dashboard's: redis://, postgres://, mysql://), followed
+// as operators change it.
 //
 //	go run github.com/sluice-go/sluice/rls/cmd/sluice-rls -config ratelimit.yaml
 //
@@ -38,7 +40,10 @@ func run(args []string, stdout io.Writer) error {
 	var o rls.ServerOptions
 	fs.StringVar(&o.Addr, "addr", "127.0.0.1:8081", "gRPC listen `HOST:PORT`")
 	fs.StringVar(&o.Config, "config", "", "config `PATH`: a file or a folder of .yaml files in envoyproxy/ratelimit's format (this or -rules)")
-	fs.StringVar(&o.Rules, "rules", "", "a sluice rule `file` (YAML or JSON) in place of -config: sluice's strategies, per descriptor resource (docs/rls.md)")
+	fs.StringVar(&o.Rules, "rules", "", "sluice rules in place of -config: a rule `file` (YAML or JSON), or a rule store's URL (redis://, postgres://, mysql://: the dashboard's) followed as it changes (docs/rls.md)")
+	fs.StringVar(&o.App, "app", rls.DefaultApp, "with -rules: the application whose rules a rule store holds, and whose budgets -redis shares")
+	fs.StringVar(&o.Prefix, "prefix", "sluice", "with -rules: prefix of sluice's Redis keys (rule store, shared budgets, telemetry), the dashboard's -prefix")
+	fs.StringVar(&o.Service.CallerKey, "caller-key", "", "with -rules: the descriptor entry `KEY` whose value is the caller, for authority and per-caller rules")
 	fs.DurationVar(&o.ReloadInterval, "reload-interval", time.Second, "how often the config files are checked for changes (negative: never)")
 	fs.StringVar(&o.Metrics, "metrics", "", "serve Prometheus metrics at http://`HOST:PORT`/metrics")
 	fs.BoolVar(&o.Reflection, "reflection", false, "register gRPC server reflection (for grpcurl)")

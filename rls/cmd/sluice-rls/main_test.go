@@ -65,7 +65,8 @@ func TestCommand(t *testing.T) {
 
 func TestCommandErrors(t *testing.T) {
 	for _, args := range [][]string{{}, {"-config", "missing.yaml"}, {"-bogus"}, {"-config", "x", "extra"}, {"-rules", "missing.yaml"},
-		{"-rules", "../../testdata/rules.yaml", "-config", "../../testdata/readme.yaml"}} {
+		{"-rules", "../../testdata/rules.yaml", "-config", "../../testdata/readme.yaml"},
+		{"-config", "../../testdata/readme.yaml", "-caller-key", "api_key"}, {"-rules", "redis://127.0.0.1:1/0"}} {
 		if err := run(args, io.Discard); err == nil {
 			t.Errorf("%q: no error", args)
 		}
