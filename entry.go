@@ -173,6 +173,9 @@ type passRecord struct {
 	err    error
 	custom *slots.Entry    // what custom slots see, nil without them
 	slots  *chain.Snapshot // the custom slots the entry ran through
+	// inbound: the entry is counted on the engine's inbound node
+	// (countsInbound), so its exit is too.
+	inbound bool
 }
 
 // passRecords recycles records (see the pass path's section of
@@ -238,7 +241,7 @@ func (r *passRecord) hold(gen, to uint64) bool {
 func (r *passRecord) exit() {
 	eng := r.eng
 	var in *window.Node
-	if r.ctx.Traffic == core.Inbound {
+	if r.inbound {
 		in = eng.inbound
 	}
 	if !eng.exitNeedsClock(r, in) {
@@ -422,9 +425,10 @@ func (eng *Engine) enter(ctx context.Context, name string, opts []EntryOption) (
 	}
 	p.res = r
 	var in *window.Node
-	if c.Traffic == core.Inbound {
+	if c.Traffic == core.Inbound && eng.countsInbound(c.Start) {
 		in = eng.inbound
 	}
+	p.inbound = in != nil
 	if snap := eng.chain.Snapshot(); snap != nil {
 		return eng.enterCustom(ctx, p, args, r, in, snap, out)
 	}

@@ -75,16 +75,19 @@ func BenchmarkPassPath(b *testing.B) {
 			call := p.call(b)
 			b.ReportAllocs()
 			b.ResetTimer()
+			cpu := processCPU()
 			for i := 0; i < b.N; i++ {
 				if !call(i) {
 					b.Fatal("refused")
 				}
 			}
+			reportCPU(b, cpu)
 		})
 		b.Run(p.name+"/parallel", func(b *testing.B) {
 			call := p.call(b)
 			b.ReportAllocs()
 			b.ResetTimer()
+			cpu := processCPU()
 			b.RunParallel(func(pb *testing.PB) {
 				for i := 0; pb.Next(); i++ {
 					if !call(i) {
@@ -93,7 +96,16 @@ func BenchmarkPassPath(b *testing.B) {
 					}
 				}
 			})
+			reportCPU(b, cpu)
 		})
+	}
+}
+
+// reportCPU reports the process's CPU time since from per operation, as
+// cpu-ns/op: on a busy host the CPU a call costs, where ns/op is wall time.
+func reportCPU(b *testing.B, from int64) {
+	if to := processCPU(); from > 0 && to > from {
+		b.ReportMetric(float64(to-from)/float64(b.N), "cpu-ns/op")
 	}
 }
 
