@@ -16,9 +16,9 @@ import (
 // instant, the first SampleFirst requests timed for themselves, then one
 // in SampleEvery standing for SampleEvery.
 type rtSampleModel struct {
-	counted        map[int64]int64
-	estRT, trueRT  int64 // µs
-	exits, timedRT int64
+	counted       map[int64]int64
+	estRT, trueRT int64 // µs
+	exits         int64
 }
 
 func (m *rtSampleModel) exit(end, rt int64) {
