@@ -171,6 +171,9 @@ type passRecord struct {
 	err    error
 	custom *slots.Entry    // what custom slots see, nil without them
 	slots  *entry.Snapshot // the custom slots the entry ran through
+	// inbound: the entry is counted on the engine's inbound node
+	// (countsInbound), so its exit is too.
+	inbound bool
 }
 
 // passRecords recycles records (see the pass path's section of
@@ -236,18 +239,13 @@ func (r *passRecord) hold(gen, to uint64) bool {
 func (r *passRecord) exit() {
 	eng := r.eng
 	var in *window.Node
-	if r.ctx.Traffic == core.Inbound {
+	if r.inbound {
 		in = eng.inbound
 	}
 	if !eng.exitNeedsClock(r, in) {
-		// Nothing reads this exit's RT or instant beyond its bucket: the
-		// latest reading of an Entry stands for the clock (never earlier
-		// than the entry's own start).
-		end := max(r.ctx.Start, eng.recent.Load())
-		if r.ctx.HoldsTickets() {
-			r.ctx.ReleaseTickets(entry.ExitInfo{Start: r.ctx.Start, End: end, Batch: r.ctx.Batch, Err: r.err})
-		}
-		entry.ExitEstimated(end, r.ctx.Batch, r.err != nil, &r.res.node, in)
+		// No rule reads this exit's RT or instant beyond its bucket:
+		// untimed, or a sample for readers (exitsample.go).
+		eng.exitSampled(r, in)
 		return
 	}
 	now := eng.clock.Nanotime()
@@ -281,10 +279,12 @@ func (eng *Engine) noteRecent(now int64) {
 
 // exitNeedsClock reports whether Exit must read the clock for r: the one
 // place that decides whether an exit's response time (and exact instant) is
-// consumed. Everything that reads RT is a condition here, and a new consumer
-// is one more line:
+// consumed by a rule, so that every exit must be timed. Everything that
+// reads RT is a condition here, and a new consumer is one more line:
 //
-//   - a clock other than the system clock (exactness on a manual clock);
+//   - a clock other than the system clock (exactness on a manual clock),
+//     on a resource nobody reads (a read one times a sample of its exits
+//     at the clock's exact instant, see exitSampled);
 //   - a ticket that reads the exit's RT or exact instant (see
 //     entry.ExitClock): a slow-call breaker, a half-open probe, an
 //     error-ratio or error-count breaker on an error or while its window
@@ -292,21 +292,21 @@ func (eng *Engine) noteRecent(now int64) {
 //     rule, or an error breaker's success in a window without failures,
 //     which get the estimate;
 //   - custom slots (OnExit gets the End);
-//   - a reader of the resource's figures (Snapshot, History, Each, the
-//     exporters, watches and telemetry all make its minute window; a
-//     tiered rule on the average RT reads it);
+//   - a tiered rule on the average RT (window.Node.TimeExits);
 //   - for inbound entries, a system rule that reads the inbound RT
-//     (InboundAvgRT, BBR's minimum RT) or a reader of the inbound figures
-//     (SystemMetrics).
+//     (InboundAvgRT, BBR's minimum RT).
 //
-// When none holds, Exit counts the exit as untimed at an estimate of its
-// instant (see window.Node.AddCompleteUntimed and docs/design/architecture.md).
+// When none holds, Exit counts the exit at an estimate of its instant,
+// untimed, or timed in a sample when a reader (Snapshot, History, Each,
+// the exporters, watches, telemetry; SystemMetrics for the inbound
+// figures) reads the node (see exitSampled, window.SampleFirst and
+// docs/design/architecture.md).
 func (eng *Engine) exitNeedsClock(r *passRecord, in *window.Node) bool {
-	return !eng.estimateExit ||
+	return !eng.estimateExit && !r.res.node.Read() ||
 		r.ctx.ExitNeedsClock(r.err != nil, &eng.recent) ||
 		r.slots != nil ||
-		r.res.node.Read() ||
-		in != nil && (eng.system.ReadsRT() || eng.inboundRead.Load())
+		r.res.node.ExitsTimed() ||
+		in != nil && eng.system.ReadsRT()
 }
 
 // Entry asks to enter resource. It returns a Pass when every rule lets the
@@ -423,9 +423,10 @@ func (eng *Engine) enter(ctx context.Context, name string, opts []EntryOption) (
 	}
 	p.res = r
 	var in *window.Node
-	if c.Traffic == core.Inbound {
+	if c.Traffic == core.Inbound && eng.countsInbound(c.Start) {
 		in = eng.inbound
 	}
+	p.inbound = in != nil
 	if snap := eng.chain.Snapshot(); snap != nil {
 		return eng.enterCustom(ctx, p, args, r, in, snap, out)
 	}

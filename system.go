@@ -51,15 +51,27 @@ func WithSystemSampler(s SystemSampler) Option {
 
 // SystemMetrics returns what system rules judge: the last good load1, CPU
 // usage and memory readings of the engine's sampler, with their ages, and
-// the statistics of all inbound traffic at the engine clock's current
-// reading (Inbound). Sampled values are NaN (memory zero, age -1) until the
+// the statistics of inbound traffic at the engine clock's current reading
+// (Inbound). Sampled values are NaN (memory zero, age -1) until the
 // sampler, started by loading a load1 or CPU rule, has read them.
+//
+// Inbound counts the inbound entries made while a system rule is in force
+// or within a minute (of the engine's clock) after a call of
+// SystemMetrics, and their exits: without a system rule, nothing is
+// written engine-wide per call unless a reader calls SystemMetrics. So
+// the first call after a minute without one sees only what its own
+// minute window and totals held before (nothing of the entries since),
+// and a reader that calls at least once a minute sees every inbound entry
+// made after its first call. Inbound.Concurrency counts the counted
+// entries in flight. Its AvgRT and MinRT come from a sample of the exits
+// (see stat.Snapshot.AvgRT) unless a system rule reads the inbound RT.
 func (eng *Engine) SystemMetrics() stat.System {
 	if !eng.inboundRead.Load() {
-		eng.inboundRead.Store(true) // inbound exits from now on time their RT
+		eng.inboundRead.Store(true) // inbound exits from now on time a sample of their RT
 	}
 	s := eng.system.Metrics()
 	now := eng.clock.Nanotime()
+	eng.readInbound(now)
 	eng.noticeShedding(now)
 	s.Inbound = eng.inbound.Snapshot(now)
 	return s

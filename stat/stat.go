@@ -24,8 +24,12 @@ type Snapshot struct {
 	// the last second.
 	PassQPS, BlockQPS, CompleteQPS, ErrorQPS float64
 	// AvgRT and MinRT are over the last second; zero when nothing completed.
-	// They cover the exits whose RT was measured: all of them once the
-	// resource has been read or has a rule that uses RT (see the clock in
+	// They cover the exits whose RT was measured. A rule that uses RT has
+	// every exit timed; once the resource is read (and for no rule), the
+	// exits are timed in a sample: the first 16 requests of each 100 ms,
+	// then one in 16, which stands for 16 in the RT sum. AvgRT is then an
+	// unbiased estimate (its error falls with the square root of the
+	// sample), MinRT the smallest of the sample (see "The clock" in
 	// docs/design/architecture.md).
 	AvgRT, MinRT time.Duration
 	// Concurrency is the number of requests in flight.
@@ -41,7 +45,9 @@ type Snapshot struct {
 	// the node was made.
 	TotalPass, TotalBlock, TotalComplete, TotalError uint64
 	// TotalRT is the sum of the response times of the requests counted in
-	// TotalComplete (weighted by batch), to the microsecond. One entry
+	// TotalComplete (weighted by batch), to the microsecond: exact for the
+	// exits a rule times, an estimate from the sample of AvgRT otherwise
+	// (untimed exits, before the resource was first read, add nothing). One entry
 	// adds at most about 17.9 minutes, and one second's sum at most about
 	// 17.9 minutes per 100 ms of the second-level window.
 	TotalRT time.Duration
@@ -96,7 +102,8 @@ type Second struct {
 	Pass, Block, Complete, Error uint64
 	// AvgRT is the mean response time of the requests that exited in the
 	// second, and MinRT the smallest, both to the microsecond; zero when
-	// none exited.
+	// none exited. Like Snapshot.AvgRT, they may come from a sample of the
+	// exits, and so may MeanConcurrency.
 	AvgRT, MinRT time.Duration
 	// MeanConcurrency is the response times of the requests that exited in
 	// the second, summed, over one second: by Little's law the mean number

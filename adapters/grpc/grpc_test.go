@@ -227,6 +227,8 @@ func TestUnaryFlowRule(t *testing.T) {
 
 func TestTrafficTypes(t *testing.T) {
 	f := start(t)
+	f.srv.SystemMetrics() // readers: inbound entries are counted from now on
+	f.cli.SystemMetrics()
 	_, err := f.call(t, context.Background(), "x")
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1), f.srv.SystemMetrics().Inbound.TotalPass, "the server side is inbound")

@@ -40,13 +40,3 @@ func Exit(x ExitInfo, node, inbound *window.Node) {
 		inbound.AddComplete(x.End, rt, x.Batch, failed)
 	}
 }
-
-// ExitEstimated is Exit for an entry whose response time was not measured
-// (nothing consumes it: see the engine's exitNeedsClock); end is an estimate
-// of the exit's instant, no earlier than the entry's start.
-func ExitEstimated(end, batch int64, failed bool, node, inbound *window.Node) {
-	node.AddCompleteUntimed(end, batch, failed)
-	if inbound != nil {
-		inbound.AddCompleteUntimed(end, batch, failed)
-	}
-}

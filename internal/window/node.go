@@ -127,12 +127,15 @@ type Node struct {
 	// cold resource one more miss: Entry+Exit over 100,000 resources
 	// round-robin 498 -> 650 ns).
 	read atomic.Bool
+	// timed is set by TimeExits: a rule consumes the exits' RT, so every
+	// exit is timed, not a sample for readers (see SampleFirst).
+	timed atomic.Bool
 	// The rest of concurrency's line: admitted starts on the next line
 	// wherever the node sits, and on a line start when concurrency does,
 	// which it does in a resource (see the layout test of the sluice
 	// package): the window then spans two lines, not three, and each slot
 	// of secWords one.
-	_         [CacheLine - unsafe.Sizeof(atomic.Int64{}) - unsafe.Sizeof(atomic.Bool{})]byte
+	_         [CacheLine - unsafe.Sizeof(atomic.Int64{}) - 2*unsafe.Sizeof(atomic.Bool{})]byte
 	admitted  Window
 	_         Pad
 	secWords  [secRing * slotWords]atomic.Uint64
@@ -255,14 +258,21 @@ func (n *Node) armMinute() {
 	}
 }
 
-// TimeExits makes every exit of the node timed from now on, as a reader
-// does (see Read): for a consumer of its RT other than a reader, such as a
-// tiered rule on the average RT.
+// TimeExits makes every exit of the node timed from now on, not a sample
+// as for a reader (see Read and SampleFirst): for a consumer of its RT
+// other than a reader, such as a tiered rule on the average RT.
 func (n *Node) TimeExits() {
+	if !n.timed.Load() {
+		n.timed.Store(true)
+	}
 	if !n.read.Load() {
 		n.read.Store(true)
 	}
 }
+
+// ExitsTimed reports whether a consumer of the node's RT other than a
+// reader asked for every exit to be timed (TimeExits).
+func (n *Node) ExitsTimed() bool { return n.timed.Load() }
 
 // Read reports whether a reader has asked for the node's figures (see
 // HasMinuteWindow), from a word on a line every call writes.
