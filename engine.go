@@ -122,6 +122,10 @@ type Engine struct {
 	cluster clusterState           // the cluster store's Manager and heartbeat; set by New
 	watches watchSet               // Watch (watch.go)
 
+	// refusedCallers counts refused callers for telemetry frames; nil
+	// until a fleet publisher asks (refusedcallers.go).
+	refusedCallers atomic.Pointer[callerTally]
+
 	id, host string // the instance's identity (InstanceID) and host name
 
 	// estimateExit is set for the system clock: an Exit whose response

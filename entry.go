@@ -504,6 +504,9 @@ func (eng *Engine) refuse(c *entry.Context, r *resource, in *window.Node, be *co
 	if eng.blocks != nil {
 		eng.blocks.noteCaller(be, c.Resource, caller, c.Batch, c.Start)
 	}
+	if t := eng.refusedCallers.Load(); t != nil && caller != "" {
+		t.note(r.name, caller, c.Batch, c.Start)
+	}
 	if eng.closed.Load() {
 		return ErrClosed
 	}

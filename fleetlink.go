@@ -31,6 +31,7 @@ func init() {
 		}
 	}
 	fleetlink.Closed = func(e any) bool { return e.(*Engine).closed.Load() }
+	fleetlink.CountCallers = func(e any) { e.(*Engine).refusedCallers.CompareAndSwap(nil, newCallerTally()) }
 }
 
 // frameResources fills f.Resources with the figures of engine second sec,
@@ -73,6 +74,9 @@ func (eng *Engine) frameResources(f *cluster.Frame, now, sec int64, maxRes int) 
 		r := cluster.ResourceSecond{Resource: b.r.name, BlockedBy: b.block, Concurrency: b.r.node.Concurrency()}
 		if rs := b.r.rules.Load(); rs != nil {
 			r.Tier, _ = flow.Tier(rs.flow)
+		}
+		if t := eng.refusedCallers.Load(); t != nil && b.block != [len(b.block)]uint64{} {
+			r.Callers = t.top(b.r.name, sec)
 		}
 		if h := b.r.node.History(now, time.Second); len(h) == 1 && h[0].Start == sec*int64(time.Second) {
 			r.Second = h[0]

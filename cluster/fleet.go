@@ -142,6 +142,12 @@ type ResourceSecond struct {
 	// was taken, as stat.Snapshot.Tier. (The adaptive limit and the shadow
 	// would-be refusals are the second's, in Second.)
 	Tier int
+	// Callers counts the second's refusals of the resource's most refused
+	// callers (sluice.WithCaller; at most 10), by caller: what the
+	// dashboard shows as the top refused callers, since no metric carries
+	// a caller. A count may be over when more than 16 callers were refused
+	// in the second (docs/design/dashboard.md, "Top refused callers").
+	Callers map[string]uint64
 }
 
 // BreakerFrame is one circuit breaker's state in a Frame.

@@ -543,7 +543,9 @@ type resourceDetail struct {
 	Rules       []appliedRule     `json:"rules"`
 	BlockTypes  []string          `json:"blockTypes"`
 	BlockLabels []string          `json:"blockLabels"`
-	Errors      []string          `json:"errors,omitempty"`
+	// Callers are the most refused callers over the seconds (callers.go).
+	Callers []callerFigure `json:"callers"`
+	Errors  []string       `json:"errors,omitempty"`
 }
 
 // resource answers ?name=: the resource per instance over the table's
@@ -573,6 +575,7 @@ func (d *Dashboard) resource(w http.ResponseWriter, r *http.Request, c *call) {
 	frames = byInstanceSecond(frames)
 	latest, _ := d.latest(ctx, c.app, &rd.Errors)
 	by, ids := instanceFiguresOf(frames, latest, name, rd.Since, now)
+	rd.Callers = refusedCallersOf(frames, latest, name, rd.Since, now)
 	for _, id := range ids {
 		f := by[id]
 		rd.Instances = append(rd.Instances, instanceFigures{Instance: id, Pass: f.pass, Block: f.block, Blocked: f.blockedSlice(),

@@ -190,6 +190,7 @@ func Join(eng *sluice.Engine, cfg Config) (*Member, error) {
 		m.follower = startFollower(m, cfg)
 	}
 	if cfg.Telemetry != nil {
+		fleetlink.CountCallers(eng) // the frames' refused callers
 		m.pub = startPublisher(m, cfg)
 	}
 	return m, nil

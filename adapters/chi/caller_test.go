@@ -2,9 +2,7 @@ package sluicechi_test
 
 import (
 	"fmt"
-	"io"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,7 +14,6 @@ import (
 	sluicechi "github.com/sluice-go/sluice/adapters/chi"
 	"github.com/sluice-go/sluice/adapters/chi/internal/adaptertest"
 	sluicehttp "github.com/sluice-go/sluice/adapters/http"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 )
@@ -36,38 +33,6 @@ func newRouter(g *sluice.Engine, opts ...sluicechi.Option) chi.Router {
 	r.Post("/users/{id}", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(201) })
 	r.Get("/health", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok")) })
 	return r
-}
-
-func postUser(t *testing.T, c *http.Client, u, caller string) int {
-	t.Helper()
-	req, err := http.NewRequest("POST", u+"/users/1", nil)
-	require.NoError(t, err)
-	if caller != "" {
-		req.Header.Set("X-Caller", caller)
-	}
-	resp, err := c.Do(req)
-	require.NoError(t, err)
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode
-}
-
-// TestCallerFromHeader: the net/http adapter's WithCaller, through chi's
-// middleware, reads the caller from a header on the route's pattern; 403
-// for a caller an authority rule refuses, 400 for one no entry may carry
-// (not counted).
-func TestCallerFromHeader(t *testing.T) {
-	g, _ := newEngine(t)
-	require.NoError(t, g.LoadRules(rules.Set{Authority: []rules.Authority{{Resource: "POST /users/{id}", Deny: []string{"mallory"}, Strict: true}}}))
-	srv, c := adaptertest.Serve(t, newRouter(g, sluicehttp.WithCaller(sluicehttp.CallerSource{Header: "X-Caller"})))
-	assert.Equal(t, 201, postUser(t, c, srv.URL, "checkout"))
-	assert.Equal(t, 403, postUser(t, c, srv.URL, "mallory"))
-	assert.Equal(t, 403, postUser(t, c, srv.URL, ""))
-	assert.Equal(t, 400, postUser(t, c, srv.URL, strings.Repeat("x", 300)))
-	s, _ := g.Snapshot("POST /users/{id}")
-	assert.Equal(t, uint64(1), s.TotalPass)
-	assert.Equal(t, uint64(2), s.BlockedBy[core.BlockAuthority])
-	assert.Equal(t, uint64(2), s.TotalBlock)
 }
 
 // TestRateLimitHeaders: the net/http adapter's WithRateLimitHeaders,

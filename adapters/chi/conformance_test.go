@@ -25,6 +25,12 @@ func suiteOptions(cf adaptertest.Config) []sluicechi.Option {
 	if cf.ErrorStatus != nil {
 		opts = append(opts, sluicehttp.WithErrorStatus(cf.ErrorStatus))
 	}
+	if cf.Caller {
+		opts = append(opts, sluicehttp.WithCaller(sluicehttp.CallerSource{Header: "X-Caller"}))
+	}
+	if cf.RateLimit {
+		opts = append(opts, sluicehttp.WithRateLimitHeaders(true))
+	}
 	if cf.Args {
 		opts = append(opts, sluicehttp.WithArgs(sluicechi.URLParam("id"), sluicechi.Header("X-User"), sluicechi.Query("q")))
 	}

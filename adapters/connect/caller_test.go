@@ -28,7 +28,6 @@ import (
 	"github.com/sluice-go/sluice"
 	sluiceconnect "github.com/sluice-go/sluice/adapters/connect"
 	"github.com/sluice-go/sluice/adapters/connect/internal/adaptertest"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 )
@@ -82,28 +81,6 @@ func codeOfErr(err error) string {
 		return "ok"
 	}
 	return connect.CodeOf(err).String()
-}
-
-// TestCallerFromHeader: the caller from a request header; PermissionDenied
-// for a caller an authority rule refuses, InvalidArgument for one no entry
-// may carry (not counted), on a real server on loopback.
-func TestCallerFromHeader(t *testing.T) {
-	g, _ := newEngine(t)
-	require.NoError(t, g.LoadRules(rules.Set{Authority: []rules.Authority{{Resource: payProc, Deny: []string{"mallory"}, Strict: true}}}))
-	srv, hc := adaptertest.Serve(t, payMux(g, sluiceconnect.WithCaller(sluiceconnect.CallerSource{Header: "x-caller"})))
-	for _, tc := range []struct{ caller, want string }{
-		{"checkout", "ok"},
-		{"mallory", "permission_denied"},
-		{"", "permission_denied"},
-		{strings.Repeat("x", 300), "invalid_argument"},
-	} {
-		_, err := charge(t, hc, srv.URL, tc.caller)
-		assert.Equal(t, tc.want, codeOfErr(err), "caller %.10q", tc.caller)
-	}
-	s, _ := g.Snapshot(payProc)
-	assert.Equal(t, uint64(1), s.TotalPass)
-	assert.Equal(t, uint64(2), s.BlockedBy[core.BlockAuthority])
-	assert.Equal(t, uint64(2), s.TotalBlock)
 }
 
 // TestCallerFromFunc: the caller from a function of the call, on a handler

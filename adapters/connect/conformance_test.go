@@ -78,6 +78,12 @@ func suiteOptions(cf adaptertest.Config) []sluiceconnect.Option {
 		}
 		opts = append(opts, sluiceconnect.WithArgs(message, sluiceconnect.Header("X-User"), sluiceconnect.Header("X-Q")))
 	}
+	if cf.Caller {
+		opts = append(opts, sluiceconnect.WithCaller(sluiceconnect.CallerSource{Header: "X-Caller"}))
+	}
+	if cf.RateLimit {
+		opts = append(opts, sluiceconnect.WithRateLimitHeaders(true))
+	}
 	return opts
 }
 
@@ -149,6 +155,9 @@ func request(c adaptertest.Call) *connect.Request[msg] {
 	if c.Query != "" {
 		req.Header().Set("X-Q", c.Query)
 	}
+	if c.Caller != "" {
+		req.Header()["X-Caller"] = []string{c.Caller}
+	}
 	return req
 }
 
@@ -160,6 +169,7 @@ func outcome(body string, err error) adaptertest.Outcome {
 	o := adaptertest.Outcome{Status: adaptertest.HTTPStatus(connect.CodeOf(err).String())}
 	var ce *connect.Error
 	if errors.As(err, &ce) {
+		o.RateLimit = adaptertest.RateLimitOf(ce.Meta().Get)
 		for _, d := range ce.Details() {
 			if v, derr := d.Value(); derr == nil {
 				if ri, ok := v.(*errdetails.RetryInfo); ok {
@@ -190,7 +200,9 @@ func (s *suiteClient) Do(t *testing.T, c adaptertest.Call) adaptertest.Outcome {
 	if err != nil {
 		return outcome("", err)
 	}
-	return outcome(resp.Msg.GetValue(), nil)
+	o := outcome(resp.Msg.GetValue(), nil)
+	o.RateLimit = adaptertest.RateLimitOf(resp.Header().Get)
+	return o
 }
 
 func (s *suiteClient) Open(t *testing.T) func() string {

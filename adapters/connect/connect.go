@@ -235,6 +235,8 @@ func (i *Interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		})
 		switch {
 		case b == nil:
+		case c.Spec.IsClient:
+			i.tellClient(resp, err, b)
 		case err != nil:
 			setErrorFields(err, b, i.cf.xRateLimit)
 		case resp != nil:
@@ -275,9 +277,14 @@ func (i *Interceptor) WrapStreamingClient(next connect.StreamingClientFunc) conn
 			return next(ctx, spec)
 		}
 		c := Call{Spec: spec}
-		p, eer := i.enter(ctx, name, &c, nil)
+		var budget core.Budget
+		b := i.budget(spec, &budget)
+		p, eer := i.enter(ctx, name, &c, b)
 		if eer != nil {
 			if err := i.cf.notEntered(ctx, spec, eer); err != nil {
+				if b != nil {
+					i.tellClient(nil, err, b)
+				}
 				return &refusedConn{spec: spec, err: err, header: http.Header{}}
 			}
 			return next(ctx, spec)

@@ -18,7 +18,8 @@ import (
 // its handler fails with a *connect.Error) in its error's metadata, which
 // connect sends as headers too; with xRateLimit, the X-RateLimit-Limit,
 // -Remaining and -Reset fields as well. A procedure without a rate rule
-// gets none. Clients' calls are not asked for a budget. Off by default.
+// gets none. A client's calls get the budget of the client's own rules,
+// added after the server's fields (ratelimit_client.go). Off by default.
 func WithRateLimitHeaders(xRateLimit bool) Option {
 	return func(cf *config) {
 		cf.rateLimit = true
@@ -28,7 +29,7 @@ func WithRateLimitHeaders(xRateLimit bool) Option {
 
 // budget returns b when a call of spec reports its budget, else nil.
 func (i *Interceptor) budget(spec connect.Spec, b *core.Budget) *core.Budget {
-	if !i.cf.rateLimit || spec.IsClient {
+	if !i.cf.rateLimit {
 		return nil
 	}
 	return b

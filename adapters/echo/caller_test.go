@@ -26,7 +26,6 @@ import (
 	sluiceecho "github.com/sluice-go/sluice/adapters/echo"
 	"github.com/sluice-go/sluice/adapters/echo/internal/adaptertest"
 	sluicehttp "github.com/sluice-go/sluice/adapters/http"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 )
@@ -61,22 +60,6 @@ func postUser(t *testing.T, c *http.Client, u, caller string) int {
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	return resp.StatusCode
-}
-
-// TestCallerFromHeader: the caller from a header; 403 for a caller an
-// authority rule refuses, 400 for one no entry may carry (not counted).
-func TestCallerFromHeader(t *testing.T) {
-	g, _ := newEngine(t)
-	require.NoError(t, g.LoadRules(rules.Set{Authority: []rules.Authority{{Resource: "POST /users/:id", Deny: []string{"mallory"}, Strict: true}}}))
-	srv, c := adaptertest.Serve(t, newRouter(g, sluiceecho.WithCaller(sluicehttp.CallerSource{Header: "X-Caller"})))
-	assert.Equal(t, 201, postUser(t, c, srv.URL, "checkout"))
-	assert.Equal(t, 403, postUser(t, c, srv.URL, "mallory"))
-	assert.Equal(t, 403, postUser(t, c, srv.URL, ""))
-	assert.Equal(t, 400, postUser(t, c, srv.URL, strings.Repeat("x", 300)))
-	s, _ := g.Snapshot("POST /users/:id")
-	assert.Equal(t, uint64(1), s.TotalPass)
-	assert.Equal(t, uint64(2), s.BlockedBy[core.BlockAuthority])
-	assert.Equal(t, uint64(2), s.TotalBlock)
 }
 
 // TestCallerFromFunc: the caller from a function of the request.

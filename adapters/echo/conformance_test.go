@@ -10,6 +10,7 @@ import (
 	"github.com/sluice-go/sluice"
 	sluiceecho "github.com/sluice-go/sluice/adapters/echo"
 	"github.com/sluice-go/sluice/adapters/echo/internal/adaptertest"
+	sluicehttp "github.com/sluice-go/sluice/adapters/http"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -39,6 +40,12 @@ func TestConformance(t *testing.T) {
 			}
 			if cf.ErrorStatus != nil {
 				opts = append(opts, sluiceecho.WithErrorStatus(cf.ErrorStatus))
+			}
+			if cf.Caller {
+				opts = append(opts, sluiceecho.WithCaller(sluicehttp.CallerSource{Header: "X-Caller"}))
+			}
+			if cf.RateLimit {
+				opts = append(opts, sluiceecho.WithRateLimitHeaders(true))
 			}
 			if cf.Args {
 				opts = append(opts, sluiceecho.WithArgs(sluiceecho.Param("id"), sluiceecho.Header("X-User"), sluiceecho.Query("q")))

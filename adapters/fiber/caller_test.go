@@ -23,7 +23,6 @@ import (
 	"github.com/sluice-go/sluice"
 	sluicefiber "github.com/sluice-go/sluice/adapters/fiber"
 	"github.com/sluice-go/sluice/adapters/fiber/internal/adaptertest"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 )
@@ -57,22 +56,6 @@ func postUser(t *testing.T, c *http.Client, u, caller string) int {
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	return resp.StatusCode
-}
-
-// TestCallerFromHeader: the caller from a header; 403 for a caller an
-// authority rule refuses, 400 for one no entry may carry (not counted).
-func TestCallerFromHeader(t *testing.T) {
-	g, _ := newEngine(t)
-	require.NoError(t, g.LoadRules(rules.Set{Authority: []rules.Authority{{Resource: "POST /users/:id", Deny: []string{"mallory"}, Strict: true}}}))
-	c := serve(t, newApp(g, sluicefiber.WithCaller(sluicefiber.CallerSource{Header: "x-caller"})))
-	assert.Equal(t, 201, postUser(t, c.C, c.URL, "checkout"))
-	assert.Equal(t, 403, postUser(t, c.C, c.URL, "mallory"))
-	assert.Equal(t, 403, postUser(t, c.C, c.URL, ""))
-	assert.Equal(t, 400, postUser(t, c.C, c.URL, strings.Repeat("x", 300)))
-	s, _ := g.Snapshot("POST /users/:id")
-	assert.Equal(t, uint64(1), s.TotalPass)
-	assert.Equal(t, uint64(2), s.BlockedBy[core.BlockAuthority])
-	assert.Equal(t, uint64(2), s.TotalBlock)
 }
 
 // TestCallerFromFunc: the caller from a function of the request; a

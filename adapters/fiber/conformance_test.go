@@ -66,6 +66,12 @@ func TestConformance(t *testing.T) {
 			if cf.ErrorStatus != nil {
 				opts = append(opts, sluicefiber.WithErrorStatus(cf.ErrorStatus))
 			}
+			if cf.Caller {
+				opts = append(opts, sluicefiber.WithCaller(sluicefiber.CallerSource{Header: "X-Caller"}))
+			}
+			if cf.RateLimit {
+				opts = append(opts, sluicefiber.WithRateLimitHeaders(true))
+			}
 			if cf.Args {
 				opts = append(opts, sluicefiber.WithArgs(sluicefiber.Param("id"), sluicefiber.Header("X-User"), sluicefiber.Query("q")))
 			}

@@ -13,7 +13,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
@@ -22,7 +21,6 @@ import (
 
 	sluicegin "github.com/sluice-go/sluice/adapters/gin"
 	sluicehttp "github.com/sluice-go/sluice/adapters/http"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -38,22 +36,6 @@ func postUser(t *testing.T, c *http.Client, u, caller string) int {
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	return resp.StatusCode
-}
-
-// TestCallerFromHeader: the caller from a header; 403 for a caller an
-// authority rule refuses, 400 for one no entry may carry (not counted).
-func TestCallerFromHeader(t *testing.T) {
-	g, _ := newEngine(t)
-	require.NoError(t, g.LoadRules(rules.Set{Authority: []rules.Authority{{Resource: "POST /users/:id", Deny: []string{"mallory"}, Strict: true}}}))
-	srv, c := serve(t, newRouter(g, sluicegin.WithCaller(sluicehttp.CallerSource{Header: "X-Caller"})))
-	assert.Equal(t, 201, postUser(t, c, srv.URL, "checkout"))
-	assert.Equal(t, 403, postUser(t, c, srv.URL, "mallory"))
-	assert.Equal(t, 403, postUser(t, c, srv.URL, ""))
-	assert.Equal(t, 400, postUser(t, c, srv.URL, strings.Repeat("x", 300)))
-	s, _ := g.Snapshot("POST /users/:id")
-	assert.Equal(t, uint64(1), s.TotalPass)
-	assert.Equal(t, uint64(2), s.BlockedBy[core.BlockAuthority])
-	assert.Equal(t, uint64(2), s.TotalBlock)
 }
 
 // TestCallerFromClientCert: over real TLS on loopback, the caller is the

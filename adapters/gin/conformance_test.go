@@ -22,6 +22,12 @@ func TestConformance(t *testing.T) {
 			if cf.Policy != nil {
 				opts = append(opts, sluicegin.WithRefusalPolicy(*cf.Policy))
 			}
+			if cf.Caller {
+				opts = append(opts, sluicegin.WithCaller(sluicehttp.CallerSource{Header: "X-Caller"}))
+			}
+			if cf.RateLimit {
+				opts = append(opts, sluicegin.WithRateLimitHeaders(true))
+			}
 			if f := cf.ErrorStatus; f != nil {
 				opts = append(opts, sluicegin.WithErrorFunc(func(c *gin.Context) error {
 					if st := c.Writer.Status(); f(st) {

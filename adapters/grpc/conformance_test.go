@@ -128,6 +128,12 @@ func suiteOptions(cf adaptertest.Config) []sluicegrpc.Option {
 		}
 		opts = append(opts, sluicegrpc.WithArgs(message, sluicegrpc.Metadata("x-user"), sluicegrpc.Metadata("x-q")))
 	}
+	if cf.Caller {
+		opts = append(opts, sluicegrpc.WithCaller(sluicegrpc.CallerSource{Metadata: "x-caller"}))
+	}
+	if cf.RateLimit {
+		opts = append(opts, sluicegrpc.WithRateLimitMetadata(true))
+	}
 	return opts
 }
 
@@ -180,6 +186,9 @@ func suiteContext(c adaptertest.Call) (context.Context, context.CancelFunc) {
 	if c.Query != "" {
 		kv = append(kv, "x-q", c.Query)
 	}
+	if c.Caller != "" {
+		kv = append(kv, "x-caller", c.Caller)
+	}
 	return metadata.AppendToOutgoingContext(ctx, kv...), cancel
 }
 
@@ -213,8 +222,19 @@ func (s suiteClient) Do(t *testing.T, c adaptertest.Call) adaptertest.Outcome {
 		return outcome("", err)
 	}
 	out := new(wrapperspb.StringValue)
-	err := s.conn.Invoke(ctx, method, wrapperspb.String(c.Param), out)
-	return outcome(out.GetValue(), err)
+	var header, trailer metadata.MD
+	err := s.conn.Invoke(ctx, method, wrapperspb.String(c.Param), out, grpc.Header(&header), grpc.Trailer(&trailer))
+	o := outcome(out.GetValue(), err)
+	o.RateLimit = adaptertest.RateLimitOf(func(k string) string {
+		if v := header.Get(k); len(v) > 0 {
+			return v[0]
+		}
+		if v := trailer.Get(k); len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	})
+	return o
 }
 
 func (s suiteClient) Open(t *testing.T) func() string {

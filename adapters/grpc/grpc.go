@@ -176,7 +176,10 @@ func (cf *config) notEntered(ctx context.Context, method string, eer error, call
 // call does not escape, so the options and the extracted arguments stay in
 // this frame: the guarded call allocates nothing of its own
 // (BenchmarkInterceptors).
-func (cf *config) guard(g *sluice.Engine, ctx context.Context, method string, req any, call func() error) (err error) {
+//
+// copts are a client call's options: with WithRateLimitMetadata, its budget
+// goes into the metadata they ask for (ratelimit_client.go).
+func (cf *config) guard(g *sluice.Engine, ctx context.Context, method string, req any, call func() error, copts ...grpc.CallOption) (err error) {
 	name := cf.resource(ctx, method)
 	if name == "" {
 		return call()
@@ -190,7 +193,7 @@ func (cf *config) guard(g *sluice.Engine, ctx context.Context, method string, re
 	)
 	ob[0] = sluice.WithTraffic(cf.traffic)
 	n := 1
-	tell := cf.rateLimit && cf.traffic == core.Inbound
+	tell := cf.rateLimit && (cf.traffic == core.Inbound || clientAsks(copts))
 	if tell {
 		ob[n] = sluice.WithBudget(&budget)
 		n++
@@ -210,7 +213,7 @@ func (cf *config) guard(g *sluice.Engine, ctx context.Context, method string, re
 		p, eer = g.EntryContext(ctx, name, eo...)
 	}
 	if tell {
-		cf.sendBudget(ctx, &budget, eer != nil)
+		cf.tellBefore(ctx, copts, &budget, eer)
 	}
 	if eer != nil {
 		return cf.notEntered(ctx, method, eer, call)
@@ -226,6 +229,9 @@ func (cf *config) guard(g *sluice.Engine, ctx context.Context, method string, re
 	}()
 	err = call()
 	done = true
+	if tell && cf.traffic == core.Outbound {
+		cf.tellClient(copts, &budget, false)
+	}
 	return err
 }
 
@@ -262,7 +268,7 @@ func UnaryClientInterceptor(g *sluice.Engine, opts ...Option) grpc.UnaryClientIn
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, copts ...grpc.CallOption) error {
 		return cf.guard(g, ctx, method, req, func() error {
 			return invoker(ctx, method, req, reply, cc, copts...)
-		})
+		}, copts...)
 	}
 }
 
@@ -290,15 +296,21 @@ func StreamClientInterceptor(g *sluice.Engine, opts ...Option) grpc.StreamClient
 		// The entry outlives this call (its Pass is kept in the stream);
 		// the options and arguments stay in this frame.
 		var (
-			ob  [2]sluice.EntryOption
-			buf [maxStackArgs]any
+			ob     [3]sluice.EntryOption
+			buf    [maxStackArgs]any
+			budget core.Budget
 		)
 		ob[0] = sluice.WithTraffic(cf.traffic)
-		eo := ob[:1]
-		if args := cf.argsInto(&buf, ctx, method, nil); args != nil {
-			ob[1] = sluice.WithArgs(args...)
-			eo = ob[:2]
+		n := 1
+		if cf.rateLimit && clientAsks(copts) {
+			ob[n] = sluice.WithBudget(&budget)
+			n++
 		}
+		if args := cf.argsInto(&buf, ctx, method, nil); args != nil {
+			ob[n] = sluice.WithArgs(args...)
+			n++
+		}
+		eo := ob[:n]
 		p, eer := eng.EntryContext(ctx, name, eo...)
 		// Refused: look through every listed stream, and ask once more if
 		// that ended any, or if a stream ended meanwhile on its own (its
@@ -309,6 +321,7 @@ func StreamClientInterceptor(g *sluice.Engine, opts ...Option) grpc.StreamClient
 		}
 		if eer != nil {
 			if errors.Is(eer, core.ErrBlocked) {
+				cf.tellClient(copts, &budget, true) // nothing when not asked
 				return nil, cf.blocked(ctx, method, eer)
 			}
 			return streamer(ctx, desc, cc, method, copts...)

@@ -20,8 +20,11 @@ import (
 // "x-ratelimit-limit", "x-ratelimit-remaining" and "x-ratelimit-reset".
 // An admitted call gets them in its header metadata (grpc.Header on the
 // client), a refused one in its trailer (grpc.Trailer). A call whose
-// resource has no rate rule gets none, and client interceptors ignore the
-// option. Off by default.
+// resource has no rate rule gets none. The client interceptors take the
+// option too: a call given grpc.Header or grpc.Trailer gets the budget of
+// the client's own rules there (appended to the server's in the header of
+// an admitted unary call; alone in the trailer of a call the client
+// refuses). Off by default.
 func WithRateLimitMetadata(xRateLimit bool) Option {
 	return func(cf *config) {
 		cf.rateLimit = true

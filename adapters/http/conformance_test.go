@@ -21,6 +21,12 @@ func TestConformance(t *testing.T) {
 			if cf.ErrorStatus != nil {
 				opts = append(opts, sluicehttp.WithErrorStatus(cf.ErrorStatus))
 			}
+			if cf.Caller {
+				opts = append(opts, sluicehttp.WithCaller(sluicehttp.CallerSource{Header: "X-Caller"}))
+			}
+			if cf.RateLimit {
+				opts = append(opts, sluicehttp.WithRateLimitHeaders(true))
+			}
 			if cf.Args {
 				query := func(r *http.Request) any {
 					if v := r.URL.Query().Get("q"); v != "" {

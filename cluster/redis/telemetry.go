@@ -205,6 +205,9 @@ type wireFrame struct {
 	Memory      uint64                 `json:"memory"`
 	Ages        [3]time.Duration       `json:"ages"`
 	Shedding    bool                   `json:"shedding,omitempty"`
+	// Callers is each resource's Callers, by resource (beside the
+	// compact encoding, which has no room for a map).
+	Callers map[string]map[string]uint64 `json:"callers,omitempty"`
 }
 
 func finite(x float64) *float64 {
@@ -242,7 +245,23 @@ func toWire(f *cluster.Frame, maxRes int) wireFrame {
 		ClusterMode: f.ClusterMode, Resources: string(appendResources(make([]byte, 0, 96*len(res)), res)), Breakers: br,
 		Load1: finite(s.Load1), CPUUsage: finite(s.CPUUsage), Memory: s.Memory,
 		Ages: [3]time.Duration{s.Load1Age, s.CPUUsageAge, s.MemoryAge}, Shedding: f.Shedding,
+		Callers: wireCallers(res),
 	}
+}
+
+// wireCallers returns the Callers of rs by resource, or nil when none has
+// any.
+func wireCallers(rs []cluster.ResourceSecond) map[string]map[string]uint64 {
+	var m map[string]map[string]uint64
+	for i := range rs {
+		if len(rs[i].Callers) > 0 {
+			if m == nil {
+				m = map[string]map[string]uint64{}
+			}
+			m[rs[i].Resource] = rs[i].Callers
+		}
+	}
+	return m
 }
 
 func isFinite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
@@ -251,6 +270,9 @@ func (w *wireFrame) frame() (cluster.Frame, error) {
 	res, err := parseResources(w.Resources)
 	if err != nil {
 		return cluster.Frame{}, err
+	}
+	for i := range res {
+		res[i].Callers = w.Callers[res[i].Resource]
 	}
 	return cluster.Frame{
 		App: w.App, Instance: w.Instance, Second: w.Second, RuleVersion: w.RuleVersion,

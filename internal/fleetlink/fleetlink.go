@@ -25,4 +25,7 @@ var (
 	SetRuleVersion func(eng any, v int64)
 	// Closed reports whether the engine is closed.
 	Closed func(eng any) bool
+	// CountCallers makes the engine count its refused callers per
+	// resource, for the Callers of the frames Resources fills.
+	CountCallers func(eng any)
 )

@@ -65,7 +65,11 @@ func (c *associated) check(_ context.Context, ec *entry.Context, _ core.Clock) *
 		return nil
 	}
 	now := ec.Start
-	if v := c.ref.QPS(now, window.Pass); v > c.limit {
+	v := c.ref.QPS(now, window.Pass)
+	if ec.WantBudget {
+		c.refBudget(ec, v <= c.limit, uint64(v))
+	}
+	if v > c.limit {
 		// When the other resource's window, given no more traffic, is
 		// back within the threshold: a best guess, since its traffic
 		// goes on.

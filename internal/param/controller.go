@@ -165,7 +165,11 @@ func (c *Controller) CheckKey(ctx context.Context, ec *entry.Context, key string
 		return c.checkSlots(ctx, ec, key, t)
 	}
 	if c.cl != nil {
-		return c.checkCluster(ctx, ec, key, t, clk)
+		be := c.checkCluster(ctx, ec, key, t, clk)
+		if ec.WantBudget {
+			c.clusterBudget(ec, be, key, t)
+		}
+		return be
 	}
 	return c.checkLocal(ctx, ec, key, t, c.burst, clk)
 }

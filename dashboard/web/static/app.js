@@ -541,9 +541,34 @@
             t.appendChild(row);
           }
           if (!d.instances.length) { const row = el("tr"); const c = el("td", null, "No instance published it in the last seconds."); c.colSpan = 10; row.appendChild(c); t.appendChild(row); }
-          td.replaceChildren(t);
+          td.replaceChildren(t, refusedCallers(d));
         })
         .catch((e) => { td.textContent = "Could not read it: " + e.message; });
+    }
+
+    // refusedCallers is the resource's most refused callers (WithCaller)
+    // over the seconds of its detail, names as text.
+    function refusedCallers(d) {
+      const box = el("div", "refused-callers");
+      const secs = d.now - d.since;
+      box.appendChild(el("h4", null, "Top refused callers, last " + secs + " s"));
+      if (!d.callers || !d.callers.length) {
+        box.appendChild(el("p", "muted", "No caller refused (only entries that name their caller are counted)."));
+        return box;
+      }
+      const t = el("table", "callers");
+      const head = el("tr");
+      for (const h of ["Caller", "Refused"]) head.appendChild(el("th", null, h));
+      t.appendChild(head);
+      for (const c of d.callers) {
+        const row = el("tr");
+        const name = el("td", "caller", c.caller);
+        if (c.cut) { name.classList.add("cut"); name.title = "The name was longer than a caller may be: its first 256 bytes."; }
+        row.append(name, el("td", "num", c.refused));
+        t.appendChild(row);
+      }
+      box.appendChild(t);
+      return box;
     }
 
     function render(p) {

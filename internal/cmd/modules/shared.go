@@ -24,6 +24,7 @@ var copies = []struct {
 }{
 	{"adapters/http/internal/adaptertest/adaptertest.go", adaptertestCopies("adaptertest.go")},
 	{"adapters/http/internal/adaptertest/suite.go", adaptertestCopies("suite.go")},
+	{"adapters/http/internal/adaptertest/callers.go", adaptertestCopies("callers.go")},
 	{"internal/callerid/cert.go", []string{"adapters/connect/internal/callerid/cert.go", "adapters/echo/internal/callerid/cert.go", "adapters/fiber/internal/callerid/cert.go", "adapters/gin/internal/callerid/cert.go", "adapters/grpc/internal/callerid/cert.go"}},
 	{"internal/callerid/http.go", []string{"adapters/echo/internal/callerid/http.go", "adapters/gin/internal/callerid/http.go"}},
 	{"internal/clock/system.go", []string{"dashboard/internal/clock/system.go"}},

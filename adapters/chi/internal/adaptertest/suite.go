@@ -54,6 +54,7 @@ type Call struct {
 	Param  string // the path parameter (id, status code)
 	User   string // the X-User header (RPC: x-user metadata), "" for none
 	Query  string // the query value q (RPC: x-q metadata), "" for none
+	Caller string // the X-Caller header (RPC: x-caller metadata), "" for none
 }
 
 // Outcome is what the suite compares of a response.
@@ -61,6 +62,9 @@ type Outcome struct {
 	Status     int    // HTTP status; RPC: the status code's HTTP equivalent (HTTPStatus)
 	Body       string // trimmed; RPC: the response message, "" for an error
 	RetryAfter string // Retry-After; RPC: the retry delay in whole seconds rounded up
+	// RateLimit is the RateLimit fields (RPC: metadata keys) RateLimitOf
+	// joins, "" for none.
+	RateLimit string
 }
 
 // Side is where the adapter's engine sits.
@@ -91,6 +95,13 @@ type Config struct {
 	Args bool
 	// Gate is closed when the stream route may send its last message.
 	Gate chan struct{}
+	// Caller takes the caller from the X-Caller header (RPC: x-caller
+	// metadata): the adapter's WithCaller.
+	Caller bool
+	// RateLimit sends the RateLimit fields with X-RateLimit-* (RPC: the
+	// metadata keys): the adapter's WithRateLimitHeaders (gRPC:
+	// WithRateLimitMetadata) with true.
+	RateLimit bool
 }
 
 // Client sends the suite's calls to a server of the adapter under test.
@@ -207,6 +218,10 @@ func Run(t *testing.T, a Adapter) {
 			}
 			t.Run("stream", func(t *testing.T) { caseStream(t, a, side) })
 			t.Run("args", func(t *testing.T) { caseArgs(t, a, side) })
+			if side == OnServer {
+				t.Run("callers", func(t *testing.T) { caseCallers(t, a) })
+				t.Run("ratelimit", func(t *testing.T) { caseRateLimit(t, a) })
+			}
 		})
 	}
 }
@@ -411,6 +426,9 @@ func (h HTTPClient) Do(t *testing.T, c Call) Outcome {
 	if c.User != "" {
 		req.Header.Set("X-User", c.User)
 	}
+	if c.Caller != "" {
+		req.Header["X-Caller"] = []string{c.Caller} // as it is, bytes any
+	}
 	resp, err := h.C.Do(req)
 	if err != nil {
 		return Outcome{}
@@ -418,7 +436,8 @@ func (h HTTPClient) Do(t *testing.T, c Call) Outcome {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
-	return Outcome{Status: resp.StatusCode, Body: strings.TrimSpace(string(b)), RetryAfter: resp.Header.Get("Retry-After")}
+	return Outcome{Status: resp.StatusCode, Body: strings.TrimSpace(string(b)), RetryAfter: resp.Header.Get("Retry-After"),
+		RateLimit: RateLimitOf(resp.Header.Get)}
 }
 
 // Open implements Client.
