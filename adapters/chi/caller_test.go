@@ -16,7 +16,6 @@ import (
 	sluicechi "github.com/sluice-go/sluice/adapters/chi"
 	"github.com/sluice-go/sluice/adapters/chi/internal/adaptertest"
 	sluicehttp "github.com/sluice-go/sluice/adapters/http"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 )
@@ -66,7 +65,7 @@ func TestCallerFromHeader(t *testing.T) {
 	assert.Equal(t, 400, postUser(t, c, srv.URL, strings.Repeat("x", 300)))
 	s, _ := g.Snapshot("POST /users/{id}")
 	assert.Equal(t, uint64(1), s.TotalPass)
-	assert.Equal(t, uint64(2), s.BlockedBy[core.BlockAuthority])
+	assert.Equal(t, uint64(2), s.BlockedBy[sluice.BlockAuthority])
 	assert.Equal(t, uint64(2), s.TotalBlock)
 }
 

@@ -28,7 +28,6 @@ import (
 	"github.com/sluice-go/sluice"
 	sluiceconnect "github.com/sluice-go/sluice/adapters/connect"
 	"github.com/sluice-go/sluice/adapters/connect/internal/adaptertest"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 )
@@ -102,7 +101,7 @@ func TestCallerFromHeader(t *testing.T) {
 	}
 	s, _ := g.Snapshot(payProc)
 	assert.Equal(t, uint64(1), s.TotalPass)
-	assert.Equal(t, uint64(2), s.BlockedBy[core.BlockAuthority])
+	assert.Equal(t, uint64(2), s.BlockedBy[sluice.BlockAuthority])
 	assert.Equal(t, uint64(2), s.TotalBlock)
 }
 

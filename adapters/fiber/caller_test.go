@@ -23,7 +23,6 @@ import (
 	"github.com/sluice-go/sluice"
 	sluicefiber "github.com/sluice-go/sluice/adapters/fiber"
 	"github.com/sluice-go/sluice/adapters/fiber/internal/adaptertest"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 )
@@ -71,7 +70,7 @@ func TestCallerFromHeader(t *testing.T) {
 	assert.Equal(t, 400, postUser(t, c.C, c.URL, strings.Repeat("x", 300)))
 	s, _ := g.Snapshot("POST /users/:id")
 	assert.Equal(t, uint64(1), s.TotalPass)
-	assert.Equal(t, uint64(2), s.BlockedBy[core.BlockAuthority])
+	assert.Equal(t, uint64(2), s.BlockedBy[sluice.BlockAuthority])
 	assert.Equal(t, uint64(2), s.TotalBlock)
 }
 

@@ -20,9 +20,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluice-go/sluice"
 	sluicegin "github.com/sluice-go/sluice/adapters/gin"
 	sluicehttp "github.com/sluice-go/sluice/adapters/http"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -52,7 +52,7 @@ func TestCallerFromHeader(t *testing.T) {
 	assert.Equal(t, 400, postUser(t, c, srv.URL, strings.Repeat("x", 300)))
 	s, _ := g.Snapshot("POST /users/:id")
 	assert.Equal(t, uint64(1), s.TotalPass)
-	assert.Equal(t, uint64(2), s.BlockedBy[core.BlockAuthority])
+	assert.Equal(t, uint64(2), s.BlockedBy[sluice.BlockAuthority])
 	assert.Equal(t, uint64(2), s.TotalBlock)
 }
 

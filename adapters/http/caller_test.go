@@ -23,7 +23,6 @@ import (
 
 	"github.com/sluice-go/sluice"
 	sluicehttp "github.com/sluice-go/sluice/adapters/http"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -144,7 +143,7 @@ func TestCallerFromHeader(t *testing.T) {
 	assert.Equal(t, uint64(1), pass)
 	assert.Equal(t, uint64(2), block, "the two 400s are not counted")
 	s, _ := g.Snapshot("POST /pay")
-	assert.Equal(t, uint64(2), s.BlockedBy[core.BlockAuthority])
+	assert.Equal(t, uint64(2), s.BlockedBy[sluice.BlockAuthority])
 }
 
 // TestCallerFromClientCert: over real TLS on loopback, the caller is read

@@ -8,7 +8,7 @@
 package statistic
 
 import (
-	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/core"
 	"github.com/sluice-go/sluice/internal/entry"
 	"github.com/sluice-go/sluice/internal/window"
 )
