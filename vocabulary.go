@@ -18,7 +18,9 @@ var ErrBlocked = core.ErrBlocked
 // BlockError describes why an entry was refused: its Type, Resource, Rule
 // (RuleRef), Observed and Threshold, RetryAfter, Reason and Cause, and
 // whether it was refused for overload (Overloaded). Entry returns it as an
-// error, never as a typed nil; errors.As reaches it.
+// error, never as a typed nil; errors.As reaches it. It may be shared by
+// equal refusals (so that they allocate nothing): read it, never write to
+// it.
 type BlockError = core.BlockError
 
 // BlockType names the kind of rule that refused an entry; its String is

@@ -57,7 +57,8 @@ type Checker interface {
 type Observer interface {
 	// OnPass is called when the entry passed every check.
 	OnPass(e *Entry)
-	// OnBlock is called when a check refused the entry.
+	// OnBlock is called when a check refused the entry. err may be shared
+	// with other refusals and with the caller of Entry: read it only.
 	OnBlock(e *Entry, err *core.BlockError)
 	// OnExit is called once when a passed entry exits, with the engine
 	// clock's reading at Exit (end, in nanoseconds: end-e.Start is the
