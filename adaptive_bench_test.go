@@ -3,7 +3,7 @@ package sluice
 import (
 	"testing"
 
-	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/core"
 	"github.com/sluice-go/sluice/rules"
 )
 

@@ -3,7 +3,7 @@ package sluice
 import (
 	"reflect"
 
-	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/core"
 	"github.com/sluice-go/sluice/internal/entry"
 	"github.com/sluice-go/sluice/internal/rulewalk"
 	"github.com/sluice-go/sluice/rules"
@@ -25,7 +25,7 @@ type authorityCheck struct {
 	shadow  bool
 }
 
-// Reasons of authority refusals (core.BlockError.Reason), constants so that
+// Reasons of authority refusals (BlockError.Reason), constants so that
 // a refusal builds no string.
 const (
 	reasonNoCaller   = "no caller, and the authority rule is strict"

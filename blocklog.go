@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/core"
 )
 
 // WithBlockLog makes the engine log its refusals to l, summarised: at most

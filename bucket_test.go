@@ -2,7 +2,7 @@ package sluice
 
 import (
 	"context"
-	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/core"
 	"sync"
 	"sync/atomic"
 	"testing"

@@ -1,7 +1,7 @@
 package sluice
 
 import (
-	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/core"
 	"github.com/sluice-go/sluice/internal/entry"
 )
 
@@ -11,7 +11,7 @@ import (
 const optBudget optKind = 200
 
 // WithBudget asks the engine to fill *b with the remaining budget of the
-// tightest rate rule that decided the entry (see core.Budget): on a pass
+// tightest rate rule that decided the entry (see Budget): on a pass
 // with what remains after the entry, on a refusal by a rate rule with that
 // rule's. b is written during Entry (or Do, before fn runs) and not kept;
 // a local variable stays on the caller's stack, so asking costs no
@@ -26,7 +26,7 @@ func WithBudget(b *core.Budget) EntryOption {
 	return EntryOption{kind: optBudget, arg: entry.Arg{Value: entry.Value{Any: b}}}
 }
 
-// budgetOut returns the *core.Budget of a WithBudget option.
+// budgetOut returns the *Budget of a WithBudget option.
 func budgetOut(o *EntryOption) *core.Budget {
 	b, _ := o.arg.Value.Any.(*core.Budget)
 	return b

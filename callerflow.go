@@ -4,7 +4,7 @@ import (
 	"context"
 	"strings"
 
-	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/core"
 	"github.com/sluice-go/sluice/internal/entry"
 	"github.com/sluice-go/sluice/internal/param"
 	"github.com/sluice-go/sluice/rules"
@@ -19,7 +19,7 @@ import (
 // bucket of Threshold tokens earning Threshold per StatInterval; a
 // concurrency rule an in-flight count; throttle a pacing schedule. They
 // are checked after the flow rules without Caller, and refuse as flow
-// rules do (core.BlockFlow). A cluster one gives each caller a budget in
+// rules do (BlockFlow). A cluster one gives each caller a budget in
 // the cluster store shared by the fleet (a key per caller, named by a
 // digest of the caller), as a cluster param rule does per value.
 

@@ -3,7 +3,7 @@ package sluice
 import (
 	"context"
 	"errors"
-	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/core"
 	"sync/atomic"
 	"time"
 

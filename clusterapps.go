@@ -3,7 +3,7 @@ package sluice
 import (
 	"cmp"
 
-	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/core"
 	"github.com/sluice-go/sluice/internal/entry"
 	"github.com/sluice-go/sluice/rules"
 )
@@ -14,7 +14,7 @@ import (
 // compiled, when rules are put in force, into an appsCheck of its
 // resource, checked right after the resource's authority rule and before
 // every rule that counts, so that a refused entry takes no share of any
-// budget. It refuses as an authority rule does (core.BlockAuthority),
+// budget. It refuses as an authority rule does (BlockAuthority),
 // naming the cluster rule. The check is rebuilt on every load, apart
 // from the budgets: a reload that changes only Apps applies at once and
 // keeps the counts.

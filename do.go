@@ -5,18 +5,18 @@ import (
 	"errors"
 	"strconv"
 
-	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/core"
 )
 
 // errPanicked is the error Do records on the entry of fn that panicked.
 var errPanicked = errors.New("sluice: protected code panicked")
 
 // NestedBlockError is the error Do returns when its entry was admitted, fn
-// ran, and fn returned a refusal: an error matching core.ErrBlocked, such as
+// ran, and fn returned a refusal: an error matching ErrBlocked, such as
 // that of a Do or Entry on another resource inside fn. It does not match
 // ErrBlocked itself, since Do's own entry was not refused, and it has no
 // Unwrap; Err is what fn returned, from which errors.As reads the inner
-// *core.BlockError (its rule, its RetryAfter). A refusal at any depth of
+// *BlockError (its rule, its RetryAfter). A refusal at any depth of
 // nesting comes back as the NestedBlockError of the innermost Do whose fn
 // returned it.
 //
@@ -27,7 +27,7 @@ var errPanicked = errors.New("sluice: protected code panicked")
 type NestedBlockError struct {
 	// Resource is the resource of the Do whose fn ran.
 	Resource string
-	// Err is the error fn returned; errors.Is(Err, core.ErrBlocked).
+	// Err is the error fn returned; errors.Is(Err, ErrBlocked).
 	Err error
 }
 

@@ -4,7 +4,7 @@
 // Each protected piece of code is a resource; each call into it is an entry:
 //
 //	p, err := sluice.Entry("GET /orders")
-//	if err != nil { // errors.Is(err, core.ErrBlocked)
+//	if err != nil { // errors.Is(err, sluice.ErrBlocked)
 //		http.Error(w, "busy", http.StatusTooManyRequests)
 //		return
 //	}
@@ -21,8 +21,8 @@
 //
 // An entry runs through a slot chain: rule checks (system, authority,
 // flow, param, degrade, then custom slots; the first to refuse wins), then
-// statistics. A refusal is a *core.BlockError naming the rule, what it
-// observed and its threshold; errors.Is(err, core.ErrBlocked) tells refusals
+// statistics. A refusal is a *BlockError naming the rule, what it
+// observed and its threshold; errors.Is(err, ErrBlocked) tells refusals
 // from other
 // errors (ErrBadResource, ErrBadTraffic, ErrBadBatch, ErrTooManyAttachments,
 // ErrBadArgIndex, ErrBadCaller for entries that make no sense, ErrClosed
@@ -35,7 +35,7 @@
 //
 // An entry that asks with WithBudget learns, passed or refused, the limit,
 // the remaining budget and the time to reset of the tightest rate rule that
-// decided it (a core.Budget), at no allocation; the HTTP and gRPC adapters
+// decided it (a Budget), at no allocation; the HTTP and gRPC adapters
 // can send it to clients as the IETF RateLimit header fields.
 //
 // Rules are loaded as a rules.Set (Engine.LoadRules, or Engine.UpdateRules
@@ -52,9 +52,9 @@
 // those left idle for two minutes; it starts no goroutine except the
 // system metrics sampler, which Close stops.
 //
-// The default traffic type is core.Inbound: an entry counts as work this
+// The default traffic type is Inbound: an entry counts as work this
 // process serves and is subject to system adaptive protection. Wrap calls
-// this process makes to other services with WithTraffic(core.Outbound), so
+// this process makes to other services with WithTraffic(Outbound), so
 // that they
 // are not counted twice and never refused by system rules.
 package sluice

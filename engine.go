@@ -12,8 +12,8 @@ import (
 	"sync/atomic"
 
 	"github.com/sluice-go/sluice/cluster"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/clock"
+	"github.com/sluice-go/sluice/internal/core"
 	"github.com/sluice-go/sluice/internal/degrade"
 	"github.com/sluice-go/sluice/internal/entry"
 	"github.com/sluice-go/sluice/internal/flow"

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/sluice-go/sluice"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -22,7 +21,7 @@ func ExampleDo() {
 	err := engine.Do("charge", func() error {
 		// The one slot is taken: a second, nested call is refused.
 		inner := engine.Do("charge", func() error { return nil })
-		fmt.Println("nested call refused:", errors.Is(inner, core.ErrBlocked))
+		fmt.Println("nested call refused:", errors.Is(inner, sluice.ErrBlocked))
 		return errors.New("card declined")
 	})
 	fmt.Println("first call:", err)

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 )
@@ -24,7 +23,7 @@ func Example() {
 
 	for i := 1; i <= 3; i++ {
 		p, err := engine.Entry("GET /orders")
-		var be *core.BlockError
+		var be *sluice.BlockError
 		if errors.As(err, &be) {
 			fmt.Printf("request %d refused by a %s rule at %v a second\n", i, be.Type, be.Threshold)
 			continue

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"sync/atomic"
 
-	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/core"
 	"github.com/sluice-go/sluice/internal/sluicetest"
 	"github.com/sluice-go/sluice/rules"
 )
@@ -728,17 +728,29 @@ func TestFlowTinyThresholdsAndHugeBatchesSaturate(t *testing.T) {
 // t+d-1 leaves the state as it was.
 func obeyRetryAfter(t *testing.T, g *Engine, clk *sluicetest.ManualClock, res string, batch int, be *core.BlockError, msg string) {
 	t.Helper()
+	obeyRetryAfterWithin(t, g, clk, res, batch, be, msg, 1)
+}
+
+// obeyRetryAfterWithin is obeyRetryAfter for a RetryAfter rounded up to a
+// multiple of precision: it is one, an entry precision before it is
+// refused (the exact instant is later: the rounding is the least), and one
+// at it passes. A QPS reject rule's RetryAfter is whole milliseconds
+// (flow.retryMs).
+func obeyRetryAfterWithin(t *testing.T, g *Engine, clk *sluicetest.ManualClock, res string, batch int, be *core.BlockError, msg string, precision time.Duration) {
+	t.Helper()
 	d := int64(be.RetryAfter)
 	require.Positive(t, d, "%s: %v", msg, be)
+	require.Zero(t, d%int64(precision), "%s: RetryAfter %v is not a multiple of %v", msg, be.RetryAfter, precision)
 	at := clk.Nanotime()
-	clk.Set(at + d - 1)
-	require.False(t, try(g, res, WithBatch(batch)), "%s: admitted 1 ns before RetryAfter %v", msg, be.RetryAfter)
+	clk.Set(at + d - int64(precision))
+	require.False(t, try(g, res, WithBatch(batch)), "%s: admitted %v before RetryAfter %v", msg, precision, be.RetryAfter)
 	clk.Set(at + d)
 	require.True(t, try(g, res, WithBatch(batch)), "%s: refused at RetryAfter %v", msg, be.RetryAfter)
 }
 
 // A client that obeys a QPS refusal's RetryAfter exactly is admitted on its
-// first retry, and not a nanosecond earlier: the retry is when enough of the
+// first retry, and not a millisecond earlier (RetryAfter is rounded up to
+// the millisecond, the least such rounding): the retry is when enough of the
 // window's oldest buckets have slid out, whatever the fill pattern, for
 // windows of one second and one minute, through the flow gate (a lone
 // one-second rule) and through the rule set's checks (beside an isolation
@@ -772,7 +784,7 @@ func TestFlowRetryAfterAdmitsOnTheFirstRetry(t *testing.T) {
 						require.True(t, try(g, "r", WithBatch(a.batch)), msg)
 					}
 					be := refusal(t, g, "r", WithBatch(batch))
-					obeyRetryAfter(t, g, clk, "r", batch, be, msg)
+					obeyRetryAfterWithin(t, g, clk, "r", batch, be, msg, time.Millisecond)
 				}
 			}
 		}
@@ -799,7 +811,11 @@ func TestFlowRetryAfterUnderRandomArrivals(t *testing.T) {
 					}
 					var be *core.BlockError
 					require.ErrorAs(t, err, &be)
-					obeyRetryAfter(t, g, clk, "r", batch, be, fmt.Sprintf("seed %d, %v, exact %v, entry %d", seed, interval, exact, i))
+					precision := time.Millisecond // a reject rule's
+					if exact {
+						precision = time.Nanosecond
+					}
+					obeyRetryAfterWithin(t, g, clk, "r", batch, be, fmt.Sprintf("seed %d, %v, exact %v, entry %d", seed, interval, exact, i), precision)
 					retried++
 				}
 				require.Greater(t, retried, 100)

@@ -1,14 +1,14 @@
 package sluice
 
 import (
-	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/core"
 	"github.com/sluice-go/sluice/internal/entry"
 )
 
 // Shadow mode (rules.Flow.Shadow and the same field of every rule kind): a
 // rule in shadow mode runs its check as the enforced rule would, taking
 // what the enforced rule would take when it admits, and taking nothing when
-// it would refuse; its refusal comes back marked core.BlockError.Shadow,
+// it would refuse; its refusal comes back marked BlockError.Shadow,
 // and the engine counts it instead of refusing (see docs/rollout.md).
 
 // shadowed counts be when it is the would-be refusal of a rule in shadow

@@ -10,9 +10,9 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/cluster"
 	"github.com/sluice-go/sluice/cluster/filestore"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/dashboard"
 	"github.com/sluice-go/sluice/dashboard/internal/memstore"
 	"github.com/sluice-go/sluice/rules"
@@ -36,7 +36,7 @@ func TestBrowserConcurrencyForm(t *testing.T) {
 	for s := now - 5; s <= now; s++ {
 		f := cluster.Frame{App: "shop", Instance: "shop-1", Second: s}
 		rs := cluster.ResourceSecond{Resource: hostileResource, Second: stat.Second{Pass: 8, Block: 3}, Concurrency: 8}
-		rs.BlockedBy[core.BlockFlow] = 3
+		rs.BlockedBy[sluice.BlockFlow] = 3
 		f.Resources = []cluster.ResourceSecond{rs}
 		require.NoError(t, tel.Publish(bg, f, 100, time.Hour))
 	}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/cluster"
-	"github.com/sluice-go/sluice/core"
 )
 
 // Role is what a user may do.
@@ -255,7 +254,7 @@ type Config struct {
 
 	// Clock measures session lifetimes and paces the login limits; nil
 	// means the system clock. (The Engine's frames follow its own clock.)
-	Clock core.Clock
+	Clock sluice.Clock
 	// Now is the wall clock, which places the charts' window (frames are
 	// stamped with Unix seconds) and dates what RulesDir records; nil
 	// means time.Now.

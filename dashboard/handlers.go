@@ -15,8 +15,8 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/cluster"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/dashboard/internal/linediff"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/stat"
@@ -693,7 +693,7 @@ func blockName(bt int) string {
 	if bt == 0 {
 		return "other"
 	}
-	return core.BlockType(bt).String()
+	return sluice.BlockType(bt).String()
 }
 
 func (d *Dashboard) appPage(w http.ResponseWriter, r *http.Request, c *call) {

@@ -15,7 +15,6 @@ import (
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/cluster"
 	"github.com/sluice-go/sluice/cluster/filestore"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/dashboard"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
@@ -51,7 +50,7 @@ func admitted(eng *sluice.Engine, res string, n int) int {
 }
 
 // localDash serves a dashboard of eng keeping its rules in dir.
-func localDash(t *testing.T, eng *sluice.Engine, clk core.Clock, dir string) (*dashboard.Dashboard, *httptest.Server) {
+func localDash(t *testing.T, eng *sluice.Engine, clk sluice.Clock, dir string) (*dashboard.Dashboard, *httptest.Server) {
 	t.Helper()
 	d, err := dashboard.New(dashboard.Config{Engine: eng, App: "shop", RulesDir: dir, Users: testUsers(t), Clock: clk})
 	require.NoError(t, err)

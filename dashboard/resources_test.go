@@ -12,8 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/cluster"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/dashboard"
 	"github.com/sluice-go/sluice/dashboard/internal/memstore"
 	"github.com/sluice-go/sluice/stat"
@@ -99,7 +99,7 @@ func TestResourceTable(t *testing.T) {
 				rs := cluster.ResourceSecond{Resource: fmt.Sprintf("r%03d", i), Second: stat.Second{Pass: uint64(i), Complete: uint64(i), AvgRT: time.Duration(i) * time.Millisecond}, Concurrency: int64(i % 5)}
 				if i == 7 && s == now-1 && id == "a" {
 					rs.Block = 761
-					rs.BlockedBy[int(core.BlockFlow)] = 769
+					rs.BlockedBy[int(sluice.BlockFlow)] = 769
 				}
 				fr.Resources = append(fr.Resources, rs)
 			}
@@ -132,7 +132,7 @@ func TestResourceTable(t *testing.T) {
 		sum += n
 	}
 	require.Equal(t, uint64(761), sum, "blocked by type adds up to blocked: %v", r7.Blocked)
-	require.Equal(t, uint64(761), r7.Blocked[int(core.BlockFlow)])
+	require.Equal(t, uint64(761), r7.Blocked[int(sluice.BlockFlow)])
 	require.Len(t, r7.Rules, 2)
 	require.Equal(t, "flow 50/s", r7.Rules[0].Summary)
 	require.Equal(t, 50.0, r7.Rules[0].Limit)
@@ -282,8 +282,8 @@ func TestLiveBlockedAddsUp(t *testing.T) {
 		block uint64
 		by    map[int]uint64
 	}{
-		{761, map[int]uint64{int(core.BlockFlow): 769}},
-		{10, map[int]uint64{int(core.BlockFlow): 3, int(core.BlockParam): 9}},
+		{761, map[int]uint64{int(sluice.BlockFlow): 769}},
+		{10, map[int]uint64{int(sluice.BlockFlow): 3, int(sluice.BlockParam): 9}},
 		{4, nil}, // the types fell in the next frame
 	} {
 		rs := cluster.ResourceSecond{Resource: "GET /api", Second: stat.Second{Pass: 1, Block: give.block}}
@@ -314,9 +314,9 @@ func TestLiveBlockedAddsUp(t *testing.T) {
 		require.Equal(t, p.Block, sum, "second %d: %v", i, p.Blocked)
 	}
 	// 10 in the proportions 3:9 are 2.5 and 7.5: the tie goes to the first.
-	require.Equal(t, uint64(3), pts[1].Blocked[int(core.BlockFlow)])
-	require.Equal(t, uint64(7), pts[1].Blocked[int(core.BlockParam)])
-	require.Equal(t, uint64(761), pts[0].Blocked[int(core.BlockFlow)])
+	require.Equal(t, uint64(3), pts[1].Blocked[int(sluice.BlockFlow)])
+	require.Equal(t, uint64(7), pts[1].Blocked[int(sluice.BlockParam)])
+	require.Equal(t, uint64(761), pts[0].Blocked[int(sluice.BlockFlow)])
 	require.Equal(t, uint64(4), pts[2].Blocked[0], "unattributed: other")
 }
 

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice"
 )
 
 // crossOrigin returns why a request that changes something (the login
@@ -106,7 +106,7 @@ func (d *Dashboard) sessionEnded(w http.ResponseWriter, r *http.Request, c *call
 // admitted attempts of the last window, at most limit; at most maxKeys
 // keys are kept. It is safe for concurrent use.
 type attemptLimit struct {
-	clock   core.Clock
+	clock   sluice.Clock
 	limit   int
 	window  int64
 	maxKeys int
@@ -122,7 +122,7 @@ type attemptTimes struct{ at []int64 }
 // maxLimitKeys bounds the keys an attemptLimit keeps.
 const maxLimitKeys = 100000
 
-func newAttemptLimit(clock core.Clock, limit int64, window time.Duration) *attemptLimit {
+func newAttemptLimit(clock sluice.Clock, limit int64, window time.Duration) *attemptLimit {
 	return &attemptLimit{clock: clock, limit: int(limit), window: int64(window), maxKeys: maxLimitKeys,
 		keys: map[string]*attemptTimes{}}
 }
@@ -184,7 +184,7 @@ func (l *attemptLimit) pruneLocked(now int64) {
 // name's owner among them, are not slowed by it. It is bounded (maxPairs)
 // and safe for concurrent use.
 type loginBackoff struct {
-	clock core.Clock
+	clock sluice.Clock
 	free  int
 
 	mu    sync.Mutex
@@ -202,7 +202,7 @@ const (
 	maxPairs     = 100000
 )
 
-func newLoginBackoff(clock core.Clock, free int) *loginBackoff {
+func newLoginBackoff(clock sluice.Clock, free int) *loginBackoff {
 	return &loginBackoff{clock: clock, free: free, pairs: map[string]*backoffPair{}}
 }
 
@@ -290,7 +290,7 @@ func (b *loginBackoff) succeeded(key string) {
 //     address holding the most. One address cannot evict the rows of
 //     another, whatever it sends: the evidence of a brute force stays.
 type refusedLogins struct {
-	clock core.Clock
+	clock sluice.Clock
 	now   func() time.Time
 
 	mu        sync.Mutex
@@ -349,7 +349,7 @@ const (
 	maxOffenders    = 1000
 )
 
-func newRefusedLogins(clock core.Clock, now func() time.Time) *refusedLogins {
+func newRefusedLogins(clock sluice.Clock, now func() time.Time) *refusedLogins {
 	return &refusedLogins{clock: clock, now: now, rows: map[refusedKey]*refusedRow{},
 		perIP: map[string]int{}, offenders: map[string]*offender{}}
 }

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice"
 )
 
 // session is one logged-in user's state, kept on the server; the client
@@ -45,7 +45,7 @@ func (p *principal) can(app string, write bool) bool {
 // sessions is a bounded store of sessions with expiry. It is safe for
 // concurrent use.
 type sessions struct {
-	clock    core.Clock
+	clock    sluice.Clock
 	lifetime time.Duration
 	max      int
 	perUser  int
@@ -55,7 +55,7 @@ type sessions struct {
 	byUser map[string][]*session // each user's sessions, oldest first
 }
 
-func newSessions(clock core.Clock, lifetime time.Duration, max int) *sessions {
+func newSessions(clock sluice.Clock, lifetime time.Duration, max int) *sessions {
 	return &sessions{clock: clock, lifetime: lifetime, max: max, perUser: maxSessionsPerUser,
 		m: map[string]*session{}, byUser: map[string][]*session{}}
 }

@@ -16,7 +16,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice"
 )
 
 // errUsersConflict is the refusal of a change made against a version of
@@ -71,7 +71,7 @@ func (s *userSet) admins() int {
 // when an admin changes users. It is safe for concurrent use.
 type usersStore struct {
 	path  string // "" when the users are fixed
-	clock core.Clock
+	clock sluice.Clock
 
 	cur     atomic.Pointer[userSet]
 	checked atomic.Int64 // when the file was last read, on clock
@@ -80,7 +80,7 @@ type usersStore struct {
 	loadErr error      // the last reload's failure, under mu
 }
 
-func newUsersStore(fixed []User, path string, clock core.Clock) (*usersStore, error) {
+func newUsersStore(fixed []User, path string, clock sluice.Clock) (*usersStore, error) {
 	s := &usersStore{path: path, clock: clock}
 	if path == "" {
 		s.cur.Store(newUserSet(fixed, ""))

@@ -8,7 +8,6 @@ import (
 
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/cluster"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/sluicetest"
 	"github.com/sluice-go/sluice/rules"
 )
@@ -43,7 +42,7 @@ func TestFrameBlockedBySameSecond(t *testing.T) {
 		for _, n := range r.BlockedBy {
 			sum += n
 		}
-		if r.Pass != pass || r.Block != block || r.BlockedBy[core.BlockFlow] != block || sum != block {
+		if r.Pass != pass || r.Block != block || r.BlockedBy[sluice.BlockFlow] != block || sum != block {
 			t.Fatalf("second %d: pass %d, blocked %d, by type %v; want %d, %d", sec, r.Pass, r.Block, r.BlockedBy, pass, block)
 		}
 	}

@@ -18,7 +18,6 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluice-go/sluice"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -222,13 +221,13 @@ func (s *RulesService) decide(ctx context.Context, req *pb.RateLimitRequest, ix 
 	for i, e := range d.GetEntries() {
 		args[i] = e.GetValue()
 	}
-	var b core.Budget
+	var b sluice.Budget
 	opts := []sluice.EntryOption{sluice.WithArgs(args...), sluice.WithBatch(int(min(addend, maxRulesBatch))), sluice.WithBudget(&b)}
 	if c := callerOf(s.opts.CallerKey, req, d); c != "" {
 		opts = append(opts, sluice.WithCaller(c))
 	}
 	p, err := s.eng.EntryContext(ctx, name, opts...)
-	var be *core.BlockError
+	var be *sluice.BlockError
 	switch {
 	case err == nil:
 		p.Exit()
@@ -264,7 +263,7 @@ var units = []struct {
 // Limit/Window in the smallest of those units in which it is a whole
 // number (a token bucket of 4 refilled in 2 s is 2 a second); else Limit
 // with unit UNKNOWN.
-func budgetLimit(resource string, b *core.Budget) *pb.RateLimitResponse_RateLimit {
+func budgetLimit(resource string, b *sluice.Budget) *pb.RateLimitResponse_RateLimit {
 	name := b.Rule.ID
 	if name == "" {
 		name = resource

@@ -8,7 +8,7 @@ import "github.com/sluice-go/sluice/internal/ruledef"
 // Strict also refuses an entry that names no caller, which otherwise
 // passes (as in Sentinel, whose origin check lets an empty origin through):
 // an allow list that must hold for every request needs Strict. A refusal
-// is core.BlockAuthority, which the HTTP adapters answer with 403 and the
+// is sluice.BlockAuthority, which the HTTP adapters answer with 403 and the
 // gRPC adapter with PermissionDenied.
 //
 // A resource takes one authority rule. Callers are compared byte for byte

@@ -65,7 +65,7 @@ type Flow struct {
 	// Threshold. Nil means a static limit.
 	Adaptive *Adaptive `json:"adaptive,omitempty" yaml:"adaptive,omitempty"`
 	// PriorityWait is, for a rule that may take Tiers, the longest a
-	// critical entry (core.PriorityCritical) it refuses may wait for the
+	// critical entry (sluice.PriorityCritical) it refuses may wait for the
 	// window's next bucket, counted against that bucket. Zero means critical
 	// entries are refused like the others.
 	PriorityWait time.Duration `json:"priorityWait,omitempty" yaml:"priorityWait,omitempty"`

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/sluice-go/sluice"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/slots"
 )
 
@@ -14,9 +13,9 @@ import (
 // that write.
 type readOnly struct{ on bool }
 
-func (r *readOnly) Check(e *slots.Entry) *core.BlockError {
+func (r *readOnly) Check(e *slots.Entry) *sluice.BlockError {
 	if r.on && !strings.HasPrefix(e.Resource, "GET ") {
-		return &core.BlockError{Reason: "read-only maintenance"}
+		return &sluice.BlockError{Reason: "read-only maintenance"}
 	}
 	return nil
 }
@@ -32,7 +31,7 @@ func ExampleChecker() {
 	for _, res := range []string{"GET /orders", "POST /orders"} {
 		p, err := engine.Entry(res)
 		if err != nil {
-			var be *core.BlockError
+			var be *sluice.BlockError
 			errors.As(err, &be)
 			fmt.Println(res, "refused:", be.Reason)
 			continue

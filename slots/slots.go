@@ -16,7 +16,7 @@
 package slots
 
 import (
-	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/core"
 )
 
 // Entry is what a custom slot sees of one entry. It is made for the custom
@@ -32,7 +32,7 @@ type Entry struct {
 	// Batch is how many requests the entry stands for; at least 1.
 	Batch int64
 	// Start is the engine clock's reading when the entry began, in
-	// nanoseconds on the engine's clock (core.Clock.Nanotime).
+	// nanoseconds on the engine's clock (sluice.Clock.Nanotime).
 	Start int64
 }
 
@@ -42,8 +42,8 @@ type Preparer interface {
 }
 
 // Checker decides whether an entry may pass. Check returns nil to let the
-// entry through or a *core.BlockError to refuse it; a refusal whose Type is
-// zero is reported as core.BlockCustom. Checkers run after the built-in
+// entry through or a *sluice.BlockError to refuse it; a refusal whose Type is
+// zero is reported as sluice.BlockCustom. Checkers run after the built-in
 // checks, so a refusal here gives back what the built-in checks reserved.
 //
 // A Checker that reserves something of its own (a token, a slot) should
@@ -57,7 +57,8 @@ type Checker interface {
 type Observer interface {
 	// OnPass is called when the entry passed every check.
 	OnPass(e *Entry)
-	// OnBlock is called when a check refused the entry.
+	// OnBlock is called when a check refused the entry. err may be shared
+	// with other refusals and with the caller of Entry: read it only.
 	OnBlock(e *Entry, err *core.BlockError)
 	// OnExit is called once when a passed entry exits, with the engine
 	// clock's reading at Exit (end, in nanoseconds: end-e.Start is the

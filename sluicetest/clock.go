@@ -4,11 +4,11 @@ import (
 	"context"
 	"time"
 
-	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice"
 	isluicetest "github.com/sluice-go/sluice/internal/sluicetest"
 )
 
-var _ core.Clock = (*ManualClock)(nil)
+var _ sluice.Clock = (*ManualClock)(nil)
 
 // ManualClock is a Clock that moves only when told to. Timers fire, in order
 // of their deadlines, when Advance or Set moves the clock past them. It is
@@ -45,4 +45,4 @@ func (c *ManualClock) BlockUntil(ctx context.Context, n int) error { return c.c.
 
 // NewTimer returns a timer that fires when the clock reaches now+d. A
 // non-positive d fires at once.
-func (c *ManualClock) NewTimer(d time.Duration) core.Timer { return c.c.NewTimer(d) }
+func (c *ManualClock) NewTimer(d time.Duration) sluice.Timer { return c.c.NewTimer(d) }

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 )
@@ -16,7 +15,7 @@ import (
 // cleanup (goleak in TestMain would see its goroutines otherwise).
 func TestNewEngine(t *testing.T) {
 	eng, clk := sluicetest.NewEngine(t)
-	if clk == nil || clk.Nanotime() != 0 || eng.Clock() != core.Clock(clk) {
+	if clk == nil || clk.Nanotime() != 0 || eng.Clock() != sluice.Clock(clk) {
 		t.Fatalf("NewEngine's clock %v, engine's %v", clk, eng.Clock())
 	}
 	if err := eng.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: "r", Threshold: 1}}}); err != nil {
@@ -41,7 +40,7 @@ func TestNewEngine(t *testing.T) {
 	if _, got := sluicetest.NewEngine(t, sluice.WithClock(mine)); got != mine {
 		t.Fatalf("with WithClock(a ManualClock): got %p, want %p", got, mine)
 	}
-	if _, got := sluicetest.NewEngine(t, sluice.WithClock(struct{ core.Clock }{sluicetest.NewManualClock(0)})); got != nil {
+	if _, got := sluicetest.NewEngine(t, sluice.WithClock(struct{ sluice.Clock }{sluicetest.NewManualClock(0)})); got != nil {
 		t.Fatalf("with WithClock(a clock not a ManualClock): got %v, want nil", got)
 	}
 }

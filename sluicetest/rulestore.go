@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/cluster"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/linediff"
 	"github.com/sluice-go/sluice/rules"
 )
@@ -35,7 +35,7 @@ const (
 //
 // fail makes the store fail as NewStore's does: every method returns err
 // until fail(nil); a Watch running meanwhile keeps running.
-func NewRuleStore(clock core.Clock) (store cluster.RuleStore, fail func(err error)) {
+func NewRuleStore(clock sluice.Clock) (store cluster.RuleStore, fail func(err error)) {
 	s := &memRules{now: time.Now, apps: map[string]*memApp{}}
 	if clock != nil {
 		s.now = func() time.Time { return time.Unix(0, clock.Nanotime()) }

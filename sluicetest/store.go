@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/cluster"
-	"github.com/sluice-go/sluice/core"
 	sysclock "github.com/sluice-go/sluice/internal/clock"
 )
 
@@ -29,7 +29,7 @@ import (
 // fail makes the store fail: from a call fail(err) with a non-nil err,
 // every method returns err, as a store that cannot be reached, until
 // fail(nil). Budgets and members are kept meanwhile.
-func NewStore(clock core.Clock) (store cluster.Store, fail func(err error)) {
+func NewStore(clock sluice.Clock) (store cluster.Store, fail func(err error)) {
 	if clock == nil {
 		clock = sysclock.System()
 	}
@@ -39,7 +39,7 @@ func NewStore(clock core.Clock) (store cluster.Store, fail func(err error)) {
 
 // memStore is NewStore's cluster.Store.
 type memStore struct {
-	clock core.Clock
+	clock sluice.Clock
 
 	mu      sync.Mutex
 	err     error

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/sluice-go/sluice"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 	"github.com/sluice-go/sluice/stat"
@@ -25,7 +24,7 @@ func ExampleSnapshot() {
 	}
 	var s stat.Snapshot
 	s, _ = engine.Snapshot("upload")
-	fmt.Println("passed", s.TotalPass, "refused", s.TotalBlock, "by flow rules", s.BlockedBy[core.BlockFlow])
+	fmt.Println("passed", s.TotalPass, "refused", s.TotalBlock, "by flow rules", s.BlockedBy[sluice.BlockFlow])
 	// Output:
 	// passed 3 refused 2 by flow rules 2
 }

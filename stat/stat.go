@@ -10,11 +10,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/core"
 )
 
 // blockTypes is the length of Snapshot.BlockedBy: one count per built-in
-// core.BlockType (BlockFlow to BlockAuthority), and index 0 for any other
+// sluice.BlockType (BlockFlow to BlockAuthority), and index 0 for any other
 // value a custom slot may have used.
 const blockTypes = int(core.BlockAuthority) + 1
 
@@ -53,7 +53,7 @@ type Snapshot struct {
 	TotalRT time.Duration
 	// BlockedBy counts the refused requests since the node was made (by
 	// batch, like TotalBlock) by the type of the rule that refused them:
-	// BlockedBy[core.BlockFlow] is what flow rules refused, and so on;
+	// BlockedBy[sluice.BlockFlow] is what flow rules refused, and so on;
 	// index 0 counts block types beyond the built-in ones. Its elements
 	// add up to TotalBlock when no entry races the snapshot.
 	BlockedBy [blockTypes]uint64
@@ -85,7 +85,7 @@ type System struct {
 	// reading.
 	Load1Age, CPUUsageAge, MemoryAge time.Duration
 	// Inbound is the statistics of all inbound traffic (every resource's
-	// entries of core.Inbound), which system rules on inbound QPS,
+	// entries of sluice.Inbound), which system rules on inbound QPS,
 	// concurrency and RT read.
 	Inbound Snapshot `json:"-"`
 }

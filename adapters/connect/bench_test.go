@@ -14,7 +14,6 @@ import (
 
 	"github.com/sluice-go/sluice"
 	sluiceconnect "github.com/sluice-go/sluice/adapters/connect"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -53,7 +52,7 @@ func BenchmarkInterceptor(b *testing.B) {
 		ctx := context.Background()
 		b.ReportAllocs()
 		for b.Loop() {
-			p, err := g.EntryContext(ctx, proc, sluice.WithTraffic(core.Inbound))
+			p, err := g.EntryContext(ctx, proc, sluice.WithTraffic(sluice.Inbound))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/adapters/connect/internal/callerid"
-	"github.com/sluice-go/sluice/core"
 )
 
 // CallerSource says where the interceptor reads each call's caller
@@ -109,7 +108,7 @@ var errBadCaller = errors.New("sluiceconnect: invalid caller")
 // for any other (fail open: see the package doc).
 func (cf *config) notEntered(ctx context.Context, spec connect.Spec, err error) error {
 	switch {
-	case errors.Is(err, core.ErrBlocked):
+	case errors.Is(err, sluice.ErrBlocked):
 		return cf.blocked(ctx, spec, err)
 	case errors.Is(err, sluice.ErrBadCaller):
 		return connect.NewError(connect.CodeInvalidArgument, errBadCaller)

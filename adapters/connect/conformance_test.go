@@ -16,7 +16,6 @@ import (
 	"github.com/sluice-go/sluice"
 	sluiceconnect "github.com/sluice-go/sluice/adapters/connect"
 	"github.com/sluice-go/sluice/adapters/connect/internal/adaptertest"
-	"github.com/sluice-go/sluice/core"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -51,7 +50,7 @@ func suiteOptions(cf adaptertest.Config) []sluiceconnect.Option {
 	if p := cf.Policy; p != nil {
 		rp := sluiceconnect.RefusalPolicy{OverloadRetryAfter: p.OverloadRetryAfter}
 		if p.Status != nil {
-			rp.Code = func(be *core.BlockError) connect.Code {
+			rp.Code = func(be *sluice.BlockError) connect.Code {
 				if s := p.Status(be); s == 429 || s == 503 {
 					return codeOf(adaptertest.CodeOf(s))
 				}

@@ -11,7 +11,6 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/sluice-go/sluice"
-	"github.com/sluice-go/sluice/core"
 )
 
 // ErrHandlerPanic is the error recorded on the entry of a call whose
@@ -153,14 +152,14 @@ func (i *Interceptor) resource(ctx context.Context, spec connect.Spec) string {
 
 // enter asks for the call's entry, and its budget into b when b is not
 // nil. The options and the extracted arguments stay in this frame.
-func (i *Interceptor) enter(ctx context.Context, name string, c *Call, b *core.Budget) (sluice.Pass, error) {
+func (i *Interceptor) enter(ctx context.Context, name string, c *Call, b *sluice.Budget) (sluice.Pass, error) {
 	var (
 		ob  [4]sluice.EntryOption
 		buf [maxStackArgs]any
 	)
-	traffic := core.Inbound
+	traffic := sluice.Inbound
 	if c.Spec.IsClient {
-		traffic = core.Outbound
+		traffic = sluice.Outbound
 	}
 	ob[0] = sluice.WithTraffic(traffic)
 	n := 1
@@ -196,7 +195,7 @@ func (i *Interceptor) enter(ctx context.Context, name string, c *Call, b *core.B
 // the call with CodeInvalidArgument, never failing open. With b (a
 // handler's call under WithRateLimitHeaders), the entry's budget goes into
 // *b.
-func (i *Interceptor) guard(ctx context.Context, c *Call, b *core.Budget, call func() error) (err error) {
+func (i *Interceptor) guard(ctx context.Context, c *Call, b *sluice.Budget, call func() error) (err error) {
 	name := i.resource(ctx, c.Spec)
 	if name == "" {
 		return call()
@@ -227,7 +226,7 @@ func (i *Interceptor) guard(ctx context.Context, c *Call, b *core.Budget, call f
 func (i *Interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (resp connect.AnyResponse, err error) {
 		c := Call{Spec: req.Spec(), Peer: req.Peer(), Header: req.Header(), Msg: req.Any()}
-		var budget core.Budget
+		var budget sluice.Budget
 		b := i.budget(c.Spec, &budget)
 		err = i.guard(ctx, &c, b, func() (cerr error) {
 			resp, cerr = next(ctx, req)
@@ -251,7 +250,7 @@ func (i *Interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 func (i *Interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
 		c := Call{Spec: conn.Spec(), Peer: conn.Peer(), Header: conn.RequestHeader()}
-		var budget core.Budget
+		var budget sluice.Budget
 		b := i.budget(c.Spec, &budget)
 		err := i.guard(ctx, &c, b, func() error {
 			if b != nil {
@@ -277,7 +276,7 @@ func (i *Interceptor) WrapStreamingClient(next connect.StreamingClientFunc) conn
 			return next(ctx, spec)
 		}
 		c := Call{Spec: spec}
-		var budget core.Budget
+		var budget sluice.Budget
 		b := i.budget(spec, &budget)
 		p, eer := i.enter(ctx, name, &c, b)
 		if eer != nil {

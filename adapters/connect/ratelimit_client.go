@@ -6,8 +6,8 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/adapters/connect/internal/refusal"
-	"github.com/sluice-go/sluice/core"
 )
 
 // A client's own budget (docs/middleware.md, "RateLimit headers on a
@@ -22,7 +22,7 @@ import (
 
 // addRateLimitFields adds b's fields to h after those h holds; nothing
 // when no rate rule decided the entry.
-func addRateLimitFields(h http.Header, b *core.Budget, x bool) {
+func addRateLimitFields(h http.Header, b *sluice.Budget, x bool) {
 	if b.Limit <= 0 {
 		return
 	}
@@ -39,7 +39,7 @@ func addRateLimitFields(h http.Header, b *core.Budget, x bool) {
 
 // tellClient adds b's fields to a client call's response headers, or to
 // its error's metadata when err is a *connect.Error.
-func (i *Interceptor) tellClient(resp connect.AnyResponse, err error, b *core.Budget) {
+func (i *Interceptor) tellClient(resp connect.AnyResponse, err error, b *sluice.Budget) {
 	if err == nil {
 		if resp != nil {
 			addRateLimitFields(resp.Header(), b, i.cf.xRateLimit)

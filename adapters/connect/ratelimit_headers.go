@@ -6,8 +6,8 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/adapters/connect/internal/refusal"
-	"github.com/sluice-go/sluice/core"
 )
 
 // WithRateLimitHeaders makes the interceptor tell every client of a
@@ -28,7 +28,7 @@ func WithRateLimitHeaders(xRateLimit bool) Option {
 }
 
 // budget returns b when a call of spec reports its budget, else nil.
-func (i *Interceptor) budget(spec connect.Spec, b *core.Budget) *core.Budget {
+func (i *Interceptor) budget(spec connect.Spec, b *sluice.Budget) *sluice.Budget {
 	if !i.cf.rateLimit {
 		return nil
 	}
@@ -37,7 +37,7 @@ func (i *Interceptor) budget(spec connect.Spec, b *core.Budget) *core.Budget {
 
 // setErrorFields writes b's fields to err's metadata when err is a
 // *connect.Error.
-func setErrorFields(err error, b *core.Budget, x bool) {
+func setErrorFields(err error, b *sluice.Budget, x bool) {
 	var ce *connect.Error
 	if errors.As(err, &ce) {
 		setRateLimitFields(ce.Meta(), b, x)
@@ -46,7 +46,7 @@ func setErrorFields(err error, b *core.Budget, x bool) {
 
 // setRateLimitFields writes b's fields to h; nothing when no rate rule
 // decided the entry.
-func setRateLimitFields(h http.Header, b *core.Budget, x bool) {
+func setRateLimitFields(h http.Header, b *sluice.Budget, x bool) {
 	if b.Limit <= 0 {
 		return
 	}

@@ -10,18 +10,18 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice"
 )
 
 // DefaultCode is the code of a refusal under the default policy:
 // CodePermissionDenied for a caller an authority rule refuses
-// (core.BlockAuthority; HTTP 403), CodeUnavailable for overload (a full
+// (sluice.BlockAuthority; HTTP 403), CodeUnavailable for overload (a full
 // concurrency limit, system protection, an open or probing circuit
-// breaker; see core.BlockError.Overloaded; HTTP 503), CodeResourceExhausted
+// breaker; see sluice.BlockError.Overloaded; HTTP 503), CodeResourceExhausted
 // for rate limits and everything else (HTTP 429), as the gRPC adapter
 // answers.
-func DefaultCode(be *core.BlockError) connect.Code {
-	if be.Type == core.BlockAuthority {
+func DefaultCode(be *sluice.BlockError) connect.Code {
+	if be.Type == sluice.BlockAuthority {
 		return connect.CodePermissionDenied
 	}
 	if be.Overloaded() {
@@ -39,7 +39,7 @@ func DefaultCode(be *core.BlockError) connect.Code {
 type RefusalPolicy struct {
 	// Code returns the code of a refusal. Nil, or a result of 0, means
 	// DefaultCode.
-	Code func(be *core.BlockError) connect.Code
+	Code func(be *sluice.BlockError) connect.Code
 	// OverloadRetryAfter is the retry delay of an overload refusal whose
 	// block error carries no RetryAfter. Zero means one second; a negative
 	// value sends none.
@@ -47,10 +47,10 @@ type RefusalPolicy struct {
 }
 
 // Error returns the error of a refused call whose Entry returned err. An
-// err that is not a *core.BlockError gets CodeResourceExhausted and the
+// err that is not a *sluice.BlockError gets CodeResourceExhausted and the
 // message "sluice: blocked".
 func (p RefusalPolicy) Error(err error) *connect.Error {
-	var be *core.BlockError
+	var be *sluice.BlockError
 	if !errors.As(err, &be) {
 		return connect.NewError(connect.CodeResourceExhausted, errors.New("sluice: blocked"))
 	}
@@ -82,7 +82,7 @@ func (p RefusalPolicy) Error(err error) *connect.Error {
 }
 
 // BlockFunc returns the error a refused call ends with. err matches
-// core.ErrBlocked; errors.As gives the *core.BlockError. A nil result is
+// sluice.ErrBlocked; errors.As gives the *sluice.BlockError. A nil result is
 // replaced by the refusal policy's.
 type BlockFunc func(ctx context.Context, spec connect.Spec, err error) error
 

@@ -3,17 +3,17 @@ package sluiceecho
 import (
 	"net/http"
 
+	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/adapters/echo/internal/callerid"
 	"github.com/sluice-go/sluice/adapters/echo/internal/refusal"
 	sluicehttp "github.com/sluice-go/sluice/adapters/http"
-	"github.com/sluice-go/sluice/core"
 )
 
 // WithCaller makes the middleware read each request's caller from src, as
 // the net/http adapter's option of the same name does (see
 // sluicehttp.CallerSource, and its note on trust): a caller an authority
 // rule refuses gets 403 (the refusal policy's status for
-// core.BlockAuthority), and a caller no entry may carry 400 without
+// sluice.BlockAuthority), and a caller no entry may carry 400 without
 // entering. It panics when src sets no field, more than one, or an unknown
 // Cert.
 func WithCaller(src sluicehttp.CallerSource) Option {
@@ -36,7 +36,7 @@ func WithRateLimitHeaders(xRateLimit bool) Option {
 
 // setRateLimitHeaders writes b's header fields to h; nothing when no rate
 // rule decided the entry.
-func setRateLimitHeaders(h http.Header, b *core.Budget, x bool) {
+func setRateLimitHeaders(h http.Header, b *sluice.Budget, x bool) {
 	if b.Limit <= 0 {
 		return
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/adapters/echo/internal/refusal"
 	sluicehttp "github.com/sluice-go/sluice/adapters/http"
-	"github.com/sluice-go/sluice/core"
 )
 
 // NoRoute is the resource of every request no route serves (404, 405, the
@@ -93,7 +92,7 @@ func query(q, key string) string {
 }
 
 // BlockHandler answers a request that sluice refused. err matches
-// core.ErrBlocked; errors.As gives the *core.BlockError. Its result is the
+// sluice.ErrBlocked; errors.As gives the *sluice.BlockError. Its result is the
 // middleware's, as a handler's error would be.
 type BlockHandler func(c echo.Context, err error) error
 
@@ -232,9 +231,9 @@ func (m *middleware) handle(c echo.Context, next echo.HandlerFunc) error {
 //
 // complexity: the request path (options, entry, refusal, RateLimit fields, exit) in one function, so that the options, arguments and budget stay on the stack
 func (cf *config) serve(g *sluice.Engine, name string, c echo.Context, next echo.HandlerFunc) (err error) {
-	opts := [4]sluice.EntryOption{sluice.WithTraffic(core.Inbound)}
+	opts := [4]sluice.EntryOption{sluice.WithTraffic(sluice.Inbound)}
 	n := 1
-	var budget core.Budget
+	var budget sluice.Budget
 	if cf.rateLimit {
 		opts[n] = sluice.WithBudget(&budget)
 		n++
@@ -267,7 +266,7 @@ func (cf *config) serve(g *sluice.Engine, name string, c echo.Context, next echo
 	}
 	if eer != nil {
 		switch {
-		case errors.Is(eer, core.ErrBlocked):
+		case errors.Is(eer, sluice.ErrBlocked):
 			return cf.block(c, eer)
 		case errors.Is(eer, sluice.ErrBadCaller):
 			// never fail open past an authority rule

@@ -6,9 +6,9 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/adapters/fiber/internal/callerid"
 	"github.com/sluice-go/sluice/adapters/fiber/internal/refusal"
-	"github.com/sluice-go/sluice/core"
 )
 
 // CallerSource says where the middleware reads each request's caller
@@ -18,7 +18,7 @@ import (
 // no caller enters without one; one whose caller is not an identity an
 // entry may carry is answered 400 Bad Request without entering, and a
 // caller an authority rule refuses gets 403 (the refusal policy's status
-// for core.BlockAuthority).
+// for sluice.BlockAuthority).
 type CallerSource struct {
 	// Header names the request header that holds the caller ("X-Caller").
 	Header string
@@ -83,7 +83,7 @@ func WithRateLimitHeaders(xRateLimit bool) Option {
 
 // setRateLimitHeaders writes b's header fields to c's response; nothing
 // when no rate rule decided the entry.
-func setRateLimitHeaders(c *fiber.Ctx, b *core.Budget, x bool) {
+func setRateLimitHeaders(c *fiber.Ctx, b *sluice.Budget, x bool) {
 	if b.Limit <= 0 {
 		return
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/adapters/fiber/internal/refusal"
 	sluicehttp "github.com/sluice-go/sluice/adapters/http"
-	"github.com/sluice-go/sluice/core"
 )
 
 // NoRoute is the resource of every request no route serves (404, 405), the
@@ -63,7 +62,7 @@ func orNil(s string) any {
 }
 
 // BlockHandler answers a request that sluice refused. err matches
-// core.ErrBlocked; errors.As gives the *core.BlockError. Its result is the
+// sluice.ErrBlocked; errors.As gives the *sluice.BlockError. Its result is the
 // middleware's, as a handler's error would be.
 type BlockHandler func(c *fiber.Ctx, err error) error
 
@@ -170,9 +169,9 @@ func (m *middleware) handle(c *fiber.Ctx) (err error) {
 	} else {
 		name = m.resource(c)
 	}
-	opts := [4]sluice.EntryOption{sluice.WithTraffic(core.Inbound)}
+	opts := [4]sluice.EntryOption{sluice.WithTraffic(sluice.Inbound)}
 	n := 1
-	var budget core.Budget
+	var budget sluice.Budget
 	if m.cf.rateLimit {
 		opts[n] = sluice.WithBudget(&budget)
 		n++
@@ -205,7 +204,7 @@ func (m *middleware) handle(c *fiber.Ctx) (err error) {
 	}
 	if eer != nil {
 		switch {
-		case errors.Is(eer, core.ErrBlocked):
+		case errors.Is(eer, sluice.ErrBlocked):
 			return m.cf.block(c, eer)
 		case errors.Is(eer, sluice.ErrBadCaller):
 			// never fail open past an authority rule

@@ -11,7 +11,6 @@ import (
 	"github.com/sluice-go/sluice/adapters/gin/internal/callerid"
 	"github.com/sluice-go/sluice/adapters/gin/internal/refusal"
 	sluicehttp "github.com/sluice-go/sluice/adapters/http"
-	"github.com/sluice-go/sluice/core"
 )
 
 // NoRoute is the resource of every request no route serves: gin runs global
@@ -72,7 +71,7 @@ func Query(name string) ArgFunc {
 }
 
 // BlockHandler writes the response to a request that sluice refused. err
-// matches core.ErrBlocked; errors.As gives the *core.BlockError. The
+// matches sluice.ErrBlocked; errors.As gives the *sluice.BlockError. The
 // middleware aborts the context after it returns.
 type BlockHandler func(c *gin.Context, err error)
 
@@ -177,7 +176,7 @@ func WithCaller(src sluicehttp.CallerSource) Option {
 // (fail open: see the package doc).
 func notEntered(c *gin.Context, cf *config, err error) {
 	switch {
-	case errors.Is(err, core.ErrBlocked):
+	case errors.Is(err, sluice.ErrBlocked):
 		cf.block(c, err)
 		c.Abort()
 	case errors.Is(err, sluice.ErrBadCaller):
@@ -220,9 +219,9 @@ func Middleware(g *sluice.Engine, opts ...Option) gin.HandlerFunc {
 		} else {
 			name = NoRoute
 		}
-		opts := [4]sluice.EntryOption{sluice.WithTraffic(core.Inbound)}
+		opts := [4]sluice.EntryOption{sluice.WithTraffic(sluice.Inbound)}
 		n := 1
-		var budget core.Budget
+		var budget sluice.Budget
 		if cf.rateLimit {
 			opts[n] = sluice.WithBudget(&budget)
 			n++

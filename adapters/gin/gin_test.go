@@ -18,7 +18,6 @@ import (
 	sluicegin "github.com/sluice-go/sluice/adapters/gin"
 	"github.com/sluice-go/sluice/adapters/gin/internal/adaptertest"
 	sluicehttp "github.com/sluice-go/sluice/adapters/http"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 	"github.com/sluice-go/sluice/stat"
@@ -274,7 +273,7 @@ func TestBlockHandlerOption(t *testing.T) {
 	g, _ := newEngine(t)
 	err := g.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: "GET /health", Threshold: 1}}})
 	require.NoError(t, err)
-	var seen *core.BlockError
+	var seen *sluice.BlockError
 	block := func(c *gin.Context, err error) {
 		require.ErrorAs(t, err, &seen)
 		c.JSON(503, gin.H{"error": "shed"}) // no Abort: the middleware aborts

@@ -3,8 +3,8 @@ package sluicegin
 import (
 	"net/http"
 
+	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/adapters/gin/internal/refusal"
-	"github.com/sluice-go/sluice/core"
 )
 
 // WithRateLimitHeaders makes the middleware tell every client its
@@ -22,7 +22,7 @@ func WithRateLimitHeaders(xRateLimit bool) Option {
 
 // setRateLimitHeaders writes b's header fields to h; nothing when no rate
 // rule decided the entry.
-func setRateLimitHeaders(h http.Header, b *core.Budget, x bool) {
+func setRateLimitHeaders(h http.Header, b *sluice.Budget, x bool) {
 	if b.Limit <= 0 {
 		return
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/sluice-go/sluice"
 	sluicegrpc "github.com/sluice-go/sluice/adapters/grpc"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -63,7 +62,7 @@ func BenchmarkInterceptors(b *testing.B) {
 	b.Run("entry-exit-only", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			p, err := g.EntryContext(ctx, unaryMethod, sluice.WithTraffic(core.Inbound))
+			p, err := g.EntryContext(ctx, unaryMethod, sluice.WithTraffic(sluice.Inbound))
 			if err != nil {
 				b.Fatal(err)
 			}

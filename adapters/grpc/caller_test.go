@@ -26,7 +26,6 @@ import (
 
 	"github.com/sluice-go/sluice"
 	sluicegrpc "github.com/sluice-go/sluice/adapters/grpc"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 )
@@ -127,7 +126,7 @@ func TestCallerFromPeerCert(t *testing.T) {
 				require.NoError(t, conn.Close())
 			}
 			snap, _ := g.Snapshot(unaryMethod)
-			assert.Equal(t, uint64(2), snap.BlockedBy[core.BlockAuthority])
+			assert.Equal(t, uint64(2), snap.BlockedBy[sluice.BlockAuthority])
 		})
 	}
 }

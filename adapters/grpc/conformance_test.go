@@ -19,7 +19,6 @@ import (
 	"github.com/sluice-go/sluice"
 	sluicegrpc "github.com/sluice-go/sluice/adapters/grpc"
 	"github.com/sluice-go/sluice/adapters/grpc/internal/adaptertest"
-	"github.com/sluice-go/sluice/core"
 )
 
 // The suite's routes as procedures of a hand-written service.
@@ -101,7 +100,7 @@ func suiteOptions(cf adaptertest.Config) []sluicegrpc.Option {
 	if p := cf.Policy; p != nil {
 		rp := sluicegrpc.RefusalPolicy{OverloadRetryAfter: p.OverloadRetryAfter}
 		if p.Status != nil {
-			rp.Code = func(be *core.BlockError) codes.Code {
+			rp.Code = func(be *sluice.BlockError) codes.Code {
 				if s := p.Status(be); s == 429 || s == 503 {
 					return suiteCode(adaptertest.CodeOf(s))
 				}

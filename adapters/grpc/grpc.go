@@ -15,7 +15,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluice-go/sluice"
-	"github.com/sluice-go/sluice/core"
 )
 
 // ErrHandlerPanic is the error recorded on the entry of a call whose handler
@@ -69,7 +68,7 @@ func PeerIP() ArgFunc {
 type Option func(*config)
 
 type config struct {
-	traffic core.TrafficType // of the interceptor's entries
+	traffic sluice.TrafficType // of the interceptor's entries
 	name    func(ctx context.Context, method string) string
 	args    []ArgFunc
 	block   BlockFunc // nil: policy's
@@ -110,7 +109,7 @@ func WithErrorCodes(cs ...codes.Code) Option {
 const defaultCodes = 1<<codes.Unknown | 1<<codes.DeadlineExceeded | 1<<codes.Unimplemented |
 	1<<codes.Internal | 1<<codes.Unavailable | 1<<codes.DataLoss
 
-func newConfig(traffic core.TrafficType, opts []Option) *config {
+func newConfig(traffic sluice.TrafficType, opts []Option) *config {
 	cf := &config{traffic: traffic, codes: defaultCodes}
 	for _, o := range opts {
 		o(cf)
@@ -157,7 +156,7 @@ func (cf *config) resource(ctx context.Context, method string) string {
 // call unguarded (fail open: a closed engine).
 func (cf *config) notEntered(ctx context.Context, method string, eer error, call func() error) error {
 	switch {
-	case errors.Is(eer, core.ErrBlocked):
+	case errors.Is(eer, sluice.ErrBlocked):
 		return cf.blocked(ctx, method, eer)
 	case errors.Is(eer, sluice.ErrBadCaller):
 		return errBadCaller
@@ -189,11 +188,11 @@ func (cf *config) guard(g *sluice.Engine, ctx context.Context, method string, re
 		buf    [maxStackArgs]any
 		p      sluice.Pass
 		eer    error
-		budget core.Budget
+		budget sluice.Budget
 	)
 	ob[0] = sluice.WithTraffic(cf.traffic)
 	n := 1
-	tell := cf.rateLimit && (cf.traffic == core.Inbound || clientAsks(copts))
+	tell := cf.rateLimit && (cf.traffic == sluice.Inbound || clientAsks(copts))
 	if tell {
 		ob[n] = sluice.WithBudget(&budget)
 		n++
@@ -229,7 +228,7 @@ func (cf *config) guard(g *sluice.Engine, ctx context.Context, method string, re
 	}()
 	err = call()
 	done = true
-	if tell && cf.traffic == core.Outbound {
+	if tell && cf.traffic == sluice.Outbound {
 		cf.tellClient(copts, &budget, false)
 	}
 	return err
@@ -239,7 +238,7 @@ func (cf *config) guard(g *sluice.Engine, ctx context.Context, method string, re
 // call through an inbound entry of g (nil means the default engine, looked
 // up on each call).
 func UnaryServerInterceptor(g *sluice.Engine, opts ...Option) grpc.UnaryServerInterceptor {
-	cf := newConfig(core.Inbound, opts)
+	cf := newConfig(sluice.Inbound, opts)
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
 		err = cf.guard(g, ctx, info.FullMethod, req, func() (herr error) {
 			resp, herr = handler(ctx, req)
@@ -253,7 +252,7 @@ func UnaryServerInterceptor(g *sluice.Engine, opts ...Option) grpc.UnaryServerIn
 // stream through an inbound entry of g (nil means the default engine), held
 // until the stream handler returns.
 func StreamServerInterceptor(g *sluice.Engine, opts ...Option) grpc.StreamServerInterceptor {
-	cf := newConfig(core.Inbound, opts)
+	cf := newConfig(sluice.Inbound, opts)
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		return cf.guard(g, ss.Context(), info.FullMethod, nil, func() error {
 			return handler(srv, ss)
@@ -264,7 +263,7 @@ func StreamServerInterceptor(g *sluice.Engine, opts ...Option) grpc.StreamServer
 // UnaryClientInterceptor returns a client interceptor that runs each unary
 // call through an outbound entry of g (nil means the default engine).
 func UnaryClientInterceptor(g *sluice.Engine, opts ...Option) grpc.UnaryClientInterceptor {
-	cf := newConfig(core.Outbound, opts)
+	cf := newConfig(sluice.Outbound, opts)
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, copts ...grpc.CallOption) error {
 		return cf.guard(g, ctx, method, req, func() error {
 			return invoker(ctx, method, req, reply, cc, copts...)
@@ -277,7 +276,7 @@ func UnaryClientInterceptor(g *sluice.Engine, opts ...Option) grpc.UnaryClientIn
 // until the stream ends (see the package doc). A refused stream fails at
 // creation.
 func StreamClientInterceptor(g *sluice.Engine, opts ...Option) grpc.StreamClientInterceptor {
-	cf := newConfig(core.Outbound, opts)
+	cf := newConfig(sluice.Outbound, opts)
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, copts ...grpc.CallOption) (grpc.ClientStream, error) {
 		name := cf.resource(ctx, method)
 		if name == "" {
@@ -298,7 +297,7 @@ func StreamClientInterceptor(g *sluice.Engine, opts ...Option) grpc.StreamClient
 		var (
 			ob     [3]sluice.EntryOption
 			buf    [maxStackArgs]any
-			budget core.Budget
+			budget sluice.Budget
 		)
 		ob[0] = sluice.WithTraffic(cf.traffic)
 		n := 1
@@ -316,11 +315,11 @@ func StreamClientInterceptor(g *sluice.Engine, opts ...Option) grpc.StreamClient
 		// that ended any, or if a stream ended meanwhile on its own (its
 		// context's AfterFunc may have exited its entry just after this
 		// one was refused, and taken it off the list before the look).
-		if eer != nil && errors.Is(eer, core.ErrBlocked) && (open.reap(key, true) > 0 || open.ends.Load() != ends) {
+		if eer != nil && errors.Is(eer, sluice.ErrBlocked) && (open.reap(key, true) > 0 || open.ends.Load() != ends) {
 			p, eer = eng.EntryContext(ctx, name, eo...)
 		}
 		if eer != nil {
-			if errors.Is(eer, core.ErrBlocked) {
+			if errors.Is(eer, sluice.ErrBlocked) {
 				cf.tellClient(copts, &budget, true) // nothing when not asked
 				return nil, cf.blocked(ctx, method, eer)
 			}

@@ -21,7 +21,6 @@ import (
 
 	"github.com/sluice-go/sluice"
 	sluicegrpc "github.com/sluice-go/sluice/adapters/grpc"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 	"github.com/sluice-go/sluice/stat"
@@ -564,7 +563,7 @@ func TestResourceNameAndBlockFunc(t *testing.T) {
 		}
 		return "echo"
 	}
-	var seen *core.BlockError
+	var seen *sluice.BlockError
 	block := func(_ context.Context, method string, err error) error {
 		require.ErrorAs(t, err, &seen)
 		return status.Error(codes.Unavailable, "shed "+method)

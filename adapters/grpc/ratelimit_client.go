@@ -8,8 +8,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/adapters/grpc/internal/refusal"
-	"github.com/sluice-go/sluice/core"
 )
 
 // A client's own budget (docs/middleware.md, "RateLimit headers on a
@@ -39,18 +39,18 @@ func clientAsks(copts []grpc.CallOption) bool {
 // tellBefore hands the budget b of an entry that Entry answered with eer
 // over before the call runs: to a server's caller, or into the trailer of a
 // client's call refused.
-func (cf *config) tellBefore(ctx context.Context, copts []grpc.CallOption, b *core.Budget, eer error) {
+func (cf *config) tellBefore(ctx context.Context, copts []grpc.CallOption, b *sluice.Budget, eer error) {
 	switch {
-	case cf.traffic == core.Inbound:
+	case cf.traffic == sluice.Inbound:
 		cf.sendBudget(ctx, b, eer != nil)
-	case errors.Is(eer, core.ErrBlocked):
+	case errors.Is(eer, sluice.ErrBlocked):
 		cf.tellClient(copts, b, true)
 	}
 }
 
 // tellClient appends b's keys to the trailer (refused) or header (admitted)
 // metadata that copts ask for.
-func (cf *config) tellClient(copts []grpc.CallOption, b *core.Budget, refused bool) {
+func (cf *config) tellClient(copts []grpc.CallOption, b *sluice.Budget, refused bool) {
 	if b.Limit <= 0 {
 		return
 	}

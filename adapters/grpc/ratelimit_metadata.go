@@ -7,8 +7,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/adapters/grpc/internal/refusal"
-	"github.com/sluice-go/sluice/core"
 )
 
 // WithRateLimitMetadata makes the server interceptors tell every caller
@@ -36,7 +36,7 @@ func WithRateLimitMetadata(xRateLimit bool) Option {
 // admitted call, in the trailer of a refused one. A call whose header has
 // gone already (a stream handler that sent it) cannot take more; the
 // error is ignored.
-func (cf *config) sendBudget(ctx context.Context, b *core.Budget, refused bool) {
+func (cf *config) sendBudget(ctx context.Context, b *sluice.Budget, refused bool) {
 	if b.Limit <= 0 {
 		return
 	}

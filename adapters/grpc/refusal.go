@@ -13,20 +13,20 @@ import (
 	"google.golang.org/protobuf/protoadapt"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice"
 )
 
 // DefaultCode is the status code of a refusal under the default policy:
 // codes.Unavailable for overload (a full concurrency limit, system
-// protection, an open or probing circuit breaker; see core.BlockError.Overloaded,
+// protection, an open or probing circuit breaker; see sluice.BlockError.Overloaded,
 // which the HTTP adapters answer with 503), and codes.ResourceExhausted for
 // rate limits and everything else (HTTP 429). Unavailable tells clients the
 // server is momentarily short of capacity and a retry with backoff, perhaps
 // elsewhere, may succeed; ResourceExhausted that the caller used up a quota.
-// A caller an authority rule refuses (core.BlockAuthority) gets
+// A caller an authority rule refuses (sluice.BlockAuthority) gets
 // codes.PermissionDenied (HTTP 403): retrying will not help.
-func DefaultCode(be *core.BlockError) codes.Code {
-	if be.Type == core.BlockAuthority {
+func DefaultCode(be *sluice.BlockError) codes.Code {
+	if be.Type == sluice.BlockAuthority {
 		return codes.PermissionDenied
 	}
 	if be.Overloaded() {
@@ -57,7 +57,7 @@ const ErrorInfoDomain = "sluice"
 type RefusalPolicy struct {
 	// Code returns the status code of a refusal. Nil, or a result of
 	// codes.OK, means DefaultCode.
-	Code func(be *core.BlockError) codes.Code
+	Code func(be *sluice.BlockError) codes.Code
 	// OverloadRetryAfter is the RetryInfo delay of an overload refusal
 	// whose block error carries no RetryAfter. Zero means
 	// one second; a negative value sends no
@@ -78,10 +78,10 @@ type RefusalPolicy struct {
 const defaultOverloadRetryAfter = time.Second
 
 // Status returns the status of a refused call whose Entry returned err. An
-// err that is not a *core.BlockError gets codes.ResourceExhausted and the
+// err that is not a *sluice.BlockError gets codes.ResourceExhausted and the
 // message "sluice: blocked", without details.
 func (p RefusalPolicy) Status(err error) *status.Status {
-	var be *core.BlockError
+	var be *sluice.BlockError
 	if !errors.As(err, &be) {
 		return status.New(codes.ResourceExhausted, "sluice: blocked")
 	}
@@ -118,12 +118,12 @@ func withDetail(st *status.Status, d protoadapt.MessageV1) *status.Status {
 }
 
 // message is the status message of a refusal: one per block type.
-func message(be *core.BlockError) string {
+func message(be *sluice.BlockError) string {
 	return "sluice: blocked by " + be.Type.String() + " rule"
 }
 
 // errorInfo describes be for callers a policy with Details trusts.
-func errorInfo(be *core.BlockError) *errdetails.ErrorInfo {
+func errorInfo(be *sluice.BlockError) *errdetails.ErrorInfo {
 	md := map[string]string{
 		"resource":  be.Resource,
 		"observed":  strconv.FormatFloat(be.Observed, 'g', -1, 64),
@@ -143,7 +143,7 @@ func errorInfo(be *core.BlockError) *errdetails.ErrorInfo {
 }
 
 // BlockFunc returns the error a refused call ends with. err matches
-// core.ErrBlocked; errors.As gives the *core.BlockError. A nil result
+// sluice.ErrBlocked; errors.As gives the *sluice.BlockError. A nil result
 // is replaced by the refusal policy's.
 type BlockFunc func(ctx context.Context, method string, err error) error
 

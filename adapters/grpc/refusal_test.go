@@ -13,8 +13,8 @@ import (
 	"google.golang.org/grpc/status"
 	"sync/atomic"
 
+	"github.com/sluice-go/sluice"
 	sluicegrpc "github.com/sluice-go/sluice/adapters/grpc"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/slots"
 )
 
@@ -22,10 +22,10 @@ import (
 // of the block error it holds, or admits it when it holds none: it makes
 // any block type the engine can return, with any rule, numbers and wait.
 type refuser struct {
-	be atomic.Pointer[core.BlockError]
+	be atomic.Pointer[sluice.BlockError]
 }
 
-func (r *refuser) Check(*slots.Entry) *core.BlockError {
+func (r *refuser) Check(*slots.Entry) *sluice.BlockError {
 	if be := r.be.Load(); be != nil {
 		c := *be
 		return &c
@@ -59,35 +59,35 @@ func refusalDetails(t *testing.T, st *status.Status) (time.Duration, *errdetails
 // Unavailable, each with one message per block type and the RetryInfo the
 // policy gives; ErrorInfo only when the policy opts in.
 func TestRefusalStatuses(t *testing.T) {
-	qps := core.RuleRef{ID: "checkout-qps", Metric: "qps"}
-	conc := core.RuleRef{Metric: "concurrency"}
+	qps := sluice.RuleRef{ID: "checkout-qps", Metric: "qps"}
+	conc := sluice.RuleRef{Metric: "concurrency"}
 	tests := []struct {
 		name      string
-		be        core.BlockError
+		be        sluice.BlockError
 		policy    *sluicegrpc.RefusalPolicy // nil: the default
 		wantCode  codes.Code
 		wantDelay time.Duration // 0: no RetryInfo
 	}{
-		{"flow QPS", core.BlockError{Type: core.BlockFlow, Rule: qps, Observed: 10, Threshold: 10, RetryAfter: 300 * time.Millisecond}, nil, codes.ResourceExhausted, 300 * time.Millisecond},
-		{"flow QPS, no wait", core.BlockError{Type: core.BlockFlow, Rule: qps}, nil, codes.ResourceExhausted, 0},
-		{"flow QPS fast check (no rule)", core.BlockError{Type: core.BlockFlow, RetryAfter: time.Second}, nil, codes.ResourceExhausted, time.Second},
-		{"flow concurrency", core.BlockError{Type: core.BlockFlow, Rule: conc}, nil, codes.Unavailable, time.Second},
-		{"param", core.BlockError{Type: core.BlockParam, Rule: core.RuleRef{Metric: "qps"}, RetryAfter: 250 * time.Millisecond}, nil, codes.ResourceExhausted, 250 * time.Millisecond},
-		{"param, no wait", core.BlockError{Type: core.BlockParam, Rule: core.RuleRef{Metric: "concurrency"}}, nil, codes.ResourceExhausted, 0},
-		{"isolation", core.BlockError{Type: core.BlockFlow, Rule: core.RuleRef{Metric: "concurrency"}}, nil, codes.Unavailable, time.Second},
-		{"system", core.BlockError{Type: core.BlockSystem, Rule: core.RuleRef{Metric: "cpu-usage"}}, nil, codes.Unavailable, time.Second},
-		{"breaker open", core.BlockError{Type: core.BlockDegrade, RetryAfter: 4200 * time.Millisecond}, nil, codes.Unavailable, 4200 * time.Millisecond},
-		{"breaker half-open", core.BlockError{Type: core.BlockDegrade}, nil, codes.Unavailable, time.Second},
-		{"cluster", core.BlockError{Type: core.BlockCluster}, nil, codes.ResourceExhausted, 0},
-		{"authority", core.BlockError{Type: core.BlockAuthority, Rule: core.RuleRef{Metric: "deny"}}, nil, codes.PermissionDenied, 0},
-		{"custom", core.BlockError{Type: core.BlockCustom, RetryAfter: 3 * time.Second}, nil, codes.ResourceExhausted, 3 * time.Second},
-		{"policy: overload wait", core.BlockError{Type: core.BlockFlow, Rule: core.RuleRef{Metric: "concurrency"}},
+		{"flow QPS", sluice.BlockError{Type: sluice.BlockFlow, Rule: qps, Observed: 10, Threshold: 10, RetryAfter: 300 * time.Millisecond}, nil, codes.ResourceExhausted, 300 * time.Millisecond},
+		{"flow QPS, no wait", sluice.BlockError{Type: sluice.BlockFlow, Rule: qps}, nil, codes.ResourceExhausted, 0},
+		{"flow QPS fast check (no rule)", sluice.BlockError{Type: sluice.BlockFlow, RetryAfter: time.Second}, nil, codes.ResourceExhausted, time.Second},
+		{"flow concurrency", sluice.BlockError{Type: sluice.BlockFlow, Rule: conc}, nil, codes.Unavailable, time.Second},
+		{"param", sluice.BlockError{Type: sluice.BlockParam, Rule: sluice.RuleRef{Metric: "qps"}, RetryAfter: 250 * time.Millisecond}, nil, codes.ResourceExhausted, 250 * time.Millisecond},
+		{"param, no wait", sluice.BlockError{Type: sluice.BlockParam, Rule: sluice.RuleRef{Metric: "concurrency"}}, nil, codes.ResourceExhausted, 0},
+		{"isolation", sluice.BlockError{Type: sluice.BlockFlow, Rule: sluice.RuleRef{Metric: "concurrency"}}, nil, codes.Unavailable, time.Second},
+		{"system", sluice.BlockError{Type: sluice.BlockSystem, Rule: sluice.RuleRef{Metric: "cpu-usage"}}, nil, codes.Unavailable, time.Second},
+		{"breaker open", sluice.BlockError{Type: sluice.BlockDegrade, RetryAfter: 4200 * time.Millisecond}, nil, codes.Unavailable, 4200 * time.Millisecond},
+		{"breaker half-open", sluice.BlockError{Type: sluice.BlockDegrade}, nil, codes.Unavailable, time.Second},
+		{"cluster", sluice.BlockError{Type: sluice.BlockCluster}, nil, codes.ResourceExhausted, 0},
+		{"authority", sluice.BlockError{Type: sluice.BlockAuthority, Rule: sluice.RuleRef{Metric: "deny"}}, nil, codes.PermissionDenied, 0},
+		{"custom", sluice.BlockError{Type: sluice.BlockCustom, RetryAfter: 3 * time.Second}, nil, codes.ResourceExhausted, 3 * time.Second},
+		{"policy: overload wait", sluice.BlockError{Type: sluice.BlockFlow, Rule: sluice.RuleRef{Metric: "concurrency"}},
 			&sluicegrpc.RefusalPolicy{OverloadRetryAfter: 2500 * time.Millisecond}, codes.Unavailable, 2500 * time.Millisecond},
-		{"policy: no overload wait", core.BlockError{Type: core.BlockSystem},
+		{"policy: no overload wait", sluice.BlockError{Type: sluice.BlockSystem},
 			&sluicegrpc.RefusalPolicy{OverloadRetryAfter: -1}, codes.Unavailable, 0},
-		{"policy: code", core.BlockError{Type: core.BlockFlow, Rule: core.RuleRef{Metric: "concurrency"}},
-			&sluicegrpc.RefusalPolicy{Code: func(*core.BlockError) codes.Code { return codes.ResourceExhausted }}, codes.ResourceExhausted, time.Second},
-		{"policy: details", core.BlockError{Type: core.BlockFlow, Rule: qps, Observed: 12, Threshold: 10, RetryAfter: time.Second, Reason: "warming up"},
+		{"policy: code", sluice.BlockError{Type: sluice.BlockFlow, Rule: sluice.RuleRef{Metric: "concurrency"}},
+			&sluicegrpc.RefusalPolicy{Code: func(*sluice.BlockError) codes.Code { return codes.ResourceExhausted }}, codes.ResourceExhausted, time.Second},
+		{"policy: details", sluice.BlockError{Type: sluice.BlockFlow, Rule: qps, Observed: 12, Threshold: 10, RetryAfter: time.Second, Reason: "warming up"},
 			&sluicegrpc.RefusalPolicy{Details: true}, codes.ResourceExhausted, time.Second},
 	}
 	for _, tt := range tests {
@@ -131,16 +131,16 @@ func TestRefusalStatuses(t *testing.T) {
 // name no number.
 func TestRefusalMessagesAreStable(t *testing.T) {
 	const n = 1000
-	types := []core.BlockType{
-		core.BlockFlow, core.BlockSystem, core.BlockParam,
-		core.BlockDegrade, core.BlockCluster, core.BlockCustom,
+	types := []sluice.BlockType{
+		sluice.BlockFlow, sluice.BlockSystem, sluice.BlockParam,
+		sluice.BlockDegrade, sluice.BlockCluster, sluice.BlockCustom,
 	}
 	f := start(t)
 	ref := &refuser{}
 	require.NoError(t, f.srv.RegisterSlot(ref, 0))
 	messages := map[string]int{}
 	for i := range n {
-		ref.be.Store(&core.BlockError{
+		ref.be.Store(&sluice.BlockError{
 			Type:       types[i%len(types)],
 			Observed:   float64(100 + i),
 			Threshold:  100,
@@ -167,7 +167,7 @@ func TestBlockFuncNilFallsBackToPolicy(t *testing.T) {
 		sluicegrpc.WithRefusalPolicy(sluicegrpc.RefusalPolicy{OverloadRetryAfter: 2 * time.Second}))
 	ref := &refuser{}
 	require.NoError(t, f.srv.RegisterSlot(ref, 0))
-	ref.be.Store(&core.BlockError{Type: core.BlockFlow, Rule: core.RuleRef{Metric: "concurrency"}})
+	ref.be.Store(&sluice.BlockError{Type: sluice.BlockFlow, Rule: sluice.RuleRef{Metric: "concurrency"}})
 	_, err := f.call(t, context.Background(), "x")
 	st := status.Convert(err)
 	require.Equal(t, codes.Unavailable, st.Code())

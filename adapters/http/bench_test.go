@@ -8,7 +8,6 @@ import (
 
 	"github.com/sluice-go/sluice"
 	sluicehttp "github.com/sluice-go/sluice/adapters/http"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -48,7 +47,7 @@ func BenchmarkMiddleware(b *testing.B) {
 		ctx := context.Background()
 		b.ReportAllocs()
 		for b.Loop() {
-			p, err := g.EntryContext(ctx, "GET /users/{id}", sluice.WithTraffic(core.Inbound))
+			p, err := g.EntryContext(ctx, "GET /users/{id}", sluice.WithTraffic(sluice.Inbound))
 			if err != nil {
 				b.Fatal(err)
 			}

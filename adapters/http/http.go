@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/sluice-go/sluice"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/refusal"
 )
 
@@ -75,7 +74,7 @@ func PathValue(name string) ArgFunc {
 }
 
 // The block handler writes the response to a request that sluice refused. err
-// matches core.ErrBlocked; errors.As gives the *core.BlockError.
+// matches sluice.ErrBlocked; errors.As gives the *sluice.BlockError.
 
 // Option configures Middleware.
 type Option func(*config)
@@ -184,9 +183,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.next.ServeHTTP(w, r)
 		return
 	}
-	opts := [4]sluice.EntryOption{sluice.WithTraffic(core.Inbound)}
+	opts := [4]sluice.EntryOption{sluice.WithTraffic(sluice.Inbound)}
 	n := 1
-	var budget core.Budget
+	var budget sluice.Budget
 	if h.cf.rateLimit {
 		opts[n] = sluice.WithBudget(&budget)
 		n++
@@ -240,7 +239,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // (fail open: see the package doc).
 func (h *handler) notEntered(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
-	case errors.Is(err, core.ErrBlocked):
+	case errors.Is(err, sluice.ErrBlocked):
 		h.cf.block(w, r, err)
 	case errors.Is(err, sluice.ErrBadCaller):
 		refuseBadCaller(w)

@@ -17,7 +17,6 @@ import (
 	"github.com/sluice-go/sluice"
 	sluicehttp "github.com/sluice-go/sluice/adapters/http"
 	"github.com/sluice-go/sluice/adapters/http/internal/adaptertest"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/refusal"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
@@ -119,7 +118,7 @@ func TestRetryAfterRoundsUp(t *testing.T) {
 		{time.Duration(1<<63 - 1), 9223372037}, // no overflow
 	}
 	for _, tt := range tests {
-		err := error(&core.BlockError{Type: core.BlockFlow, RetryAfter: tt.give})
+		err := error(&sluice.BlockError{Type: sluice.BlockFlow, RetryAfter: tt.give})
 		assert.Equal(t, tt.want, refusal.RetryAfterSeconds(err), "RetryAfterSeconds(%v)", tt.give)
 	}
 	assert.Zero(t, refusal.RetryAfterSeconds(errors.New("other")))
@@ -394,7 +393,7 @@ func TestBlockHandlerOption(t *testing.T) {
 	g, _ := newEngine(t)
 	err := g.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: "GET /x", Threshold: 1}}})
 	require.NoError(t, err)
-	var seen *core.BlockError
+	var seen *sluice.BlockError
 	block := func(w http.ResponseWriter, r *http.Request, err error) {
 		require.ErrorAs(t, err, &seen)
 		http.Error(w, "shed", http.StatusServiceUnavailable)
@@ -405,7 +404,7 @@ func TestBlockHandlerOption(t *testing.T) {
 	assert.Equal(t, response{Status: 200, Body: "x"}, get(t, c, "GET", srv.URL+"/x"))
 	assert.Equal(t, response{Status: 503, Body: "shed"}, get(t, c, "GET", srv.URL+"/x"))
 	require.NotNil(t, seen)
-	assert.Equal(t, core.BlockFlow, seen.Type)
+	assert.Equal(t, sluice.BlockFlow, seen.Type)
 	assert.Equal(t, "GET /x", seen.Resource)
 }
 

@@ -3,7 +3,7 @@ package sluicehttp
 import (
 	"net/http"
 
-	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/internal/refusal"
 )
 
@@ -36,7 +36,7 @@ func WithRateLimitHeaders(xRateLimit bool) Option {
 
 // setRateLimitHeaders writes b's header fields to h; nothing when no rate
 // rule decided the entry.
-func setRateLimitHeaders(h http.Header, b *core.Budget, x bool) {
+func setRateLimitHeaders(h http.Header, b *sluice.Budget, x bool) {
 	if b.Limit <= 0 {
 		return
 	}

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/internal/refusal"
 )
 
@@ -18,14 +18,14 @@ import (
 const NoRoute = refusal.NoRoute
 
 // RefusalPolicy decides the status and the Retry-After header of refused
-// requests. The zero value is the default policy: the default status (503 for overload, core.BlockError.Overloaded, 429 otherwise), the block
+// requests. The zero value is the default policy: the default status (503 for overload, sluice.BlockError.Overloaded, 429 otherwise), the block
 // error's RetryAfter when it is positive, and one second for
 // an overload refusal without one. A RefusalPolicy is a plain value, safe
 // for concurrent use when its Status func is.
 type RefusalPolicy struct {
 	// Status returns the response status of a refusal. Nil, or a result
-	// outside 100-999, means the default status (503 for overload, core.BlockError.Overloaded, 429 otherwise).
-	Status func(be *core.BlockError) int
+	// outside 100-999, means the default status (503 for overload, sluice.BlockError.Overloaded, 429 otherwise).
+	Status func(be *sluice.BlockError) int
 	// OverloadRetryAfter is the wait advertised with an overload refusal
 	// (see BlockError.Overloaded) whose block error carries no RetryAfter. Zero means
 	// one second; a negative value sends no Retry-After for
@@ -35,7 +35,7 @@ type RefusalPolicy struct {
 
 // Response returns the status and Retry-After (in whole seconds, rounded
 // up; 0 for none) the policy gives a refusal whose Entry returned err. An
-// err that is not a *core.BlockError gets 429 and no Retry-After. The gin
+// err that is not a *sluice.BlockError gets 429 and no Retry-After. The gin
 // adapter answers with it too, so both HTTP adapters refuse alike.
 func (p RefusalPolicy) Response(err error) (status int, retryAfter int64) {
 	return refusal.Response(p.Status, p.OverloadRetryAfter, err)

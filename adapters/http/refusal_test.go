@@ -7,9 +7,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluice-go/sluice"
 	sluicehttp "github.com/sluice-go/sluice/adapters/http"
 	"github.com/sluice-go/sluice/adapters/http/internal/adaptertest"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/refusal"
 )
 
@@ -43,7 +43,7 @@ func TestOverloadClassifies(t *testing.T) {
 		require.Equal(t, tt.WantStatus == 503, be.Overloaded(), tt.Name)
 		require.Equal(t, tt.WantStatus, refusal.DefaultStatus(&be), tt.Name)
 	}
-	require.False(t, (*core.BlockError)(nil).Overloaded())
+	require.False(t, (*sluice.BlockError)(nil).Overloaded())
 	status, wait := refusal.Response(nil, 0, io.EOF)
 	require.Equal(t, [2]int64{429, 0}, [2]int64{int64(status), wait}, "not a block error")
 }

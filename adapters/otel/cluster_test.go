@@ -10,7 +10,6 @@ import (
 
 	"github.com/sluice-go/sluice"
 	sluiceotel "github.com/sluice-go/sluice/adapters/otel"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 )
@@ -61,7 +60,7 @@ func TestClusterMetrics(t *testing.T) {
 
 	fail(errors.New("store down"))
 	_, err = g.Entry("pay")
-	require.ErrorIs(t, err, core.ErrBlocked, "the fallback blocks")
+	require.ErrorIs(t, err, sluice.ErrBlocked, "the fallback blocks")
 	got, _ = collect(t, r)
 	assert.Equal(t, 1.0, got["sluice.cluster.fallback[]"])
 	assert.Equal(t, 6.0, got["sluice.cluster.store.takes[]"])

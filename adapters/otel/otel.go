@@ -60,7 +60,6 @@ import (
 
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/adapters/otel/internal/export"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/stat"
 )
 
@@ -76,7 +75,7 @@ func (in *instruments) observeResource(o metric.Observer, name string, s *stat.S
 		}
 		typ := "other"
 		if t != 0 {
-			typ = core.BlockType(t).String()
+			typ = sluice.BlockType(t).String()
 		}
 		o.ObserveInt64(in.blocked, int64(n), metric.WithAttributes(res, attribute.String("type", typ)))
 	}
@@ -86,7 +85,7 @@ func (in *instruments) observeResource(o metric.Observer, name string, s *stat.S
 		}
 		typ := "other"
 		if t != 0 {
-			typ = core.BlockType(t).String()
+			typ = sluice.BlockType(t).String()
 		}
 		o.ObserveInt64(in.shadow, int64(n), metric.WithAttributes(res, attribute.String("type", typ)))
 	}

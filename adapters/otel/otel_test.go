@@ -18,7 +18,6 @@ import (
 
 	"github.com/sluice-go/sluice"
 	sluiceotel "github.com/sluice-go/sluice/adapters/otel"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 )
@@ -110,12 +109,12 @@ func TestCollectAfterWorkload(t *testing.T) {
 	}
 	for i := 0; i < 2; i++ {
 		_, err := g.Entry("GET /orders")
-		require.ErrorIs(t, err, core.ErrBlocked)
+		require.ErrorIs(t, err, sluice.ErrBlocked)
 	}
 	_, err = g.Entry("GET /items")
 	require.NoError(t, err) // kept in flight
 	_, err = g.Entry("GET /items", sluice.WithBatch(4))
-	require.ErrorIs(t, err, core.ErrBlocked)
+	require.ErrorIs(t, err, sluice.ErrBlocked)
 	pay := func(fail bool) {
 		p, err := g.Entry("pay")
 		require.NoError(t, err)

@@ -15,7 +15,6 @@ import (
 
 	"github.com/sluice-go/sluice"
 	sluiceprom "github.com/sluice-go/sluice/adapters/prometheus"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 )
@@ -62,7 +61,7 @@ func TestBreakerTransitionsOverHTTP(t *testing.T) {
 		assert.Equal(t, 0.0, to(fams, s), "every target state is exported from zero: %s", s)
 	}
 	require.NoError(t, call(true)) // closed > open
-	require.ErrorIs(t, call(false), core.ErrBlocked)
+	require.ErrorIs(t, call(false), sluice.ErrBlocked)
 	clk.Advance(time.Second)
 	require.NoError(t, call(true)) // open > half-open > open
 	clk.Advance(time.Second)
@@ -120,7 +119,7 @@ func TestClusterMetrics(t *testing.T) {
 
 	fail(errors.New("store down"))
 	_, err = g.Entry("pay")
-	require.ErrorIs(t, err, core.ErrBlocked, "the fallback blocks")
+	require.ErrorIs(t, err, sluice.ErrBlocked, "the fallback blocks")
 	require.True(t, status().Fallback)
 	clk.Advance(time.Second) // the next heartbeat, which fails
 	require.Eventually(t, func() bool { return status().HeartbeatFailures == 1 }, 10*time.Second, time.Millisecond)

@@ -55,7 +55,6 @@ import (
 
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/adapters/prometheus/internal/export"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/stat"
 )
 
@@ -120,7 +119,7 @@ func (c *Collector) collectResource(ch chan<- prometheus.Metric, name string, s 
 		}
 		typ := "other"
 		if t != 0 {
-			typ = core.BlockType(t).String()
+			typ = sluice.BlockType(t).String()
 		}
 		ch <- prometheus.MustNewConstMetric(c.blocked, prometheus.CounterValue, float64(n), name, typ)
 	}
@@ -196,5 +195,5 @@ func blockType(t int) string {
 	if t == 0 {
 		return "other"
 	}
-	return core.BlockType(t).String()
+	return sluice.BlockType(t).String()
 }

@@ -21,7 +21,6 @@ import (
 
 	"github.com/sluice-go/sluice"
 	sluiceprom "github.com/sluice-go/sluice/adapters/prometheus"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 )
@@ -53,12 +52,12 @@ func workload(t *testing.T, g *sluice.Engine, clk *sluicetest.ManualClock) {
 	}
 	for i := 0; i < 2; i++ {
 		_, err := g.Entry("GET /orders")
-		require.ErrorIs(t, err, core.ErrBlocked)
+		require.ErrorIs(t, err, sluice.ErrBlocked)
 	}
 	_, err = g.Entry("GET /items")
 	require.NoError(t, err) // kept in flight
 	_, err = g.Entry("GET /items", sluice.WithBatch(4))
-	require.ErrorIs(t, err, core.ErrBlocked)
+	require.ErrorIs(t, err, sluice.ErrBlocked)
 	for i := 0; i < 2; i++ {
 		p, err := g.Entry("pay")
 		require.NoError(t, err)

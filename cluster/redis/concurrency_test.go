@@ -9,7 +9,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/cluster/redis/redistest"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -159,8 +158,8 @@ func TestEngineFleetConcurrency(t *testing.T) {
 	}
 	for _, g := range []*sluice.Engine{a, b} {
 		_, err := g.Entry("export")
-		var be *core.BlockError
-		if !errors.As(err, &be) || be.Type != core.BlockCluster || be.Threshold != 3 {
+		var be *sluice.BlockError
+		if !errors.As(err, &be) || be.Type != sluice.BlockCluster || be.Threshold != 3 {
 			t.Fatalf("4th entry: %v, want a cluster refusal at 3", err)
 		}
 	}
@@ -299,8 +298,8 @@ func TestEngineFleetParamConcurrency(t *testing.T) {
 		t.Fatalf("acme's 2: %v, %v", err1, err2)
 	}
 	_, err := enter(a, "acme")
-	var be *core.BlockError
-	if !errors.As(err, &be) || be.Type != core.BlockCluster {
+	var be *sluice.BlockError
+	if !errors.As(err, &be) || be.Type != sluice.BlockCluster {
 		t.Fatalf("acme's 3rd: %v, want a cluster refusal", err)
 	}
 	q1, err1 := enter(a, "globex")

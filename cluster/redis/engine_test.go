@@ -11,7 +11,6 @@ import (
 
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/cluster/redis/redistest"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 	"github.com/sluice-go/sluice/stat"
@@ -40,16 +39,16 @@ func loadFlow(t *testing.T, g *sluice.Engine, rs ...rules.Flow) {
 
 // enter makes one entry and exits it; it returns the refusal, nil when the
 // entry passed. Any other error fails the test.
-func enter(t *testing.T, g *sluice.Engine, res string) *core.BlockError {
+func enter(t *testing.T, g *sluice.Engine, res string) *sluice.BlockError {
 	p, err := g.Entry(res)
 	if err == nil {
 		p.Exit()
 		return nil
 	}
-	var be *core.BlockError
+	var be *sluice.BlockError
 	if !errors.As(err, &be) {
 		t.Errorf("entry: %v", err)
-		return &core.BlockError{}
+		return &sluice.BlockError{}
 	}
 	return be
 }
@@ -265,7 +264,7 @@ func TestEngineFallbackAndRecovery(t *testing.T) {
 			admitted++
 			continue
 		}
-		if be.Type != core.BlockCluster || !strings.Contains(be.Reason, "cluster fallback: local share") {
+		if be.Type != sluice.BlockCluster || !strings.Contains(be.Reason, "cluster fallback: local share") {
 			t.Fatalf("refusal in fallback: %v", be)
 		}
 	}
@@ -378,7 +377,7 @@ func TestEngineThrottleWaitsForItsSlot(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			if be := enter(t, g, "api"); be != nil {
-				if be.Type != core.BlockCluster {
+				if be.Type != sluice.BlockCluster {
 					t.Errorf("refusal %v", be)
 				}
 				refused.Add(1)
@@ -417,7 +416,7 @@ func TestEngineSharedTokenBucket(t *testing.T) {
 					if be := enter(t, g, "api"); be == nil {
 						admitted++
 					} else {
-						if be.Type != core.BlockCluster {
+						if be.Type != sluice.BlockCluster {
 							t.Fatalf("refused by %v, want the cluster rule", be.Type)
 						}
 						refused++

@@ -14,7 +14,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/cluster/redis/redistest"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 	"go.uber.org/goleak"
 )
@@ -31,16 +30,16 @@ func loadParam(t *testing.T, g *sluice.Engine, rs ...rules.Param) {
 
 // enterAs makes one entry of res for user and exits it; it returns the
 // refusal, nil when the entry passed.
-func enterAs(t *testing.T, g *sluice.Engine, res, user string) *core.BlockError {
+func enterAs(t *testing.T, g *sluice.Engine, res, user string) *sluice.BlockError {
 	p, err := g.Entry(res, sluice.WithStringAttachment("user", user))
 	if err == nil {
 		p.Exit()
 		return nil
 	}
-	var be *core.BlockError
+	var be *sluice.BlockError
 	if !errors.As(err, &be) {
 		t.Errorf("entry: %v", err)
-		return &core.BlockError{}
+		return &sluice.BlockError{}
 	}
 	return be
 }
@@ -91,7 +90,7 @@ func TestParamFivePerMinutePerUser(t *testing.T) {
 						switch {
 						case be == nil:
 							admitted[(u+e*7)%users].Add(1)
-						case be.Type != core.BlockCluster || be.Reason != "cluster budget exhausted":
+						case be.Type != sluice.BlockCluster || be.Reason != "cluster budget exhausted":
 							fell.Add(1)
 							t.Errorf("refusal %v (%s)", be, be.Reason)
 						}
@@ -163,7 +162,7 @@ func TestParamThrottlePaced(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			if be := enterAs(t, gs[i%2], "feed", "alice"); be != nil {
-				if be.Type != core.BlockCluster {
+				if be.Type != sluice.BlockCluster {
 					t.Errorf("refusal %v", be)
 				}
 				refused.Add(1)
@@ -213,7 +212,7 @@ func TestParamFallbackLocalShare(t *testing.T) {
 				admitted++
 				continue
 			}
-			if be.Type != core.BlockCluster || be.Reason != "cluster fallback: local share exhausted" {
+			if be.Type != sluice.BlockCluster || be.Reason != "cluster fallback: local share exhausted" {
 				t.Fatalf("%s: refusal in fallback: %v (%s)", user, be, be.Reason)
 			}
 		}

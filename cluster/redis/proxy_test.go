@@ -13,7 +13,6 @@ import (
 	"github.com/sluice-go/sluice/cluster"
 	"github.com/sluice-go/sluice/cluster/redis/internal/tcpproxy"
 	"github.com/sluice-go/sluice/cluster/redis/redistest"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -121,7 +120,7 @@ func TestProxyFirstFailedCallFallsBack(t *testing.T) {
 					began := time.Now()
 					be := enter(t, g, res)
 					took := time.Since(began)
-					if be == nil || be.Type != core.BlockCluster || be.Reason != "cluster fallback: block" {
+					if be == nil || be.Type != sluice.BlockCluster || be.Reason != "cluster fallback: block" {
 						t.Fatalf("%s: entry %d refused by %v, want the fallback's block", res, i, be)
 					}
 					t.Logf("%s: entry %d decided by the fallback in %v (Timeout %v)", res, i, took, proxyTimeout)

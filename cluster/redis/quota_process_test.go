@@ -16,7 +16,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/cluster/redis/redistest"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -78,7 +77,7 @@ func quotaChild() int {
 					admitted.Add(int64(n))
 					continue
 				}
-				var be *core.BlockError
+				var be *sluice.BlockError
 				if errors.As(err, &be) && be.Reason == "cluster fallback: block" {
 					fallback.Add(1)
 				}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/cluster"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 )
@@ -26,14 +25,14 @@ func unixAt(t testing.TB, s string) int64 {
 
 // enterN makes one entry of batch n and exits it; it returns the refusal,
 // nil when the entry passed.
-func enterN(t *testing.T, g *sluice.Engine, res string, n int, opts ...sluice.EntryOption) *core.BlockError {
+func enterN(t *testing.T, g *sluice.Engine, res string, n int, opts ...sluice.EntryOption) *sluice.BlockError {
 	t.Helper()
 	p, err := g.Entry(res, append(opts, sluice.WithBatch(n))...)
 	if err == nil {
 		p.Exit()
 		return nil
 	}
-	var be *core.BlockError
+	var be *sluice.BlockError
 	if !errors.As(err, &be) {
 		t.Fatalf("entry: %v", err)
 	}
@@ -64,7 +63,7 @@ func TestQuotaClusterMonthBoundary(t *testing.T) {
 	}
 	clk.Set(unixAt(t, "2026-01-31T23:59:59Z"))
 	be := enterN(t, g, "api", 1)
-	if be == nil || be.RetryAfter != time.Second || be.Type != core.BlockCluster {
+	if be == nil || be.RetryAfter != time.Second || be.Type != sluice.BlockCluster {
 		t.Fatalf("the 4th call of January: %+v, want a cluster refusal with RetryAfter 1s", be)
 	}
 	jan := quotaKey(store, "shop", "api", "month@UTC", "2026-01-01T00:00Z")
@@ -179,7 +178,7 @@ func TestQuotaClusterFallbackBound(t *testing.T) {
 	srv.Kill()
 	for i, g := range gs {
 		local := 0
-		var last *core.BlockError
+		var last *sluice.BlockError
 		for j := 0; j < 3*quota; j++ {
 			if be := enterN(t, g, "api", 1); be == nil {
 				local++
@@ -228,7 +227,7 @@ func TestQuotaClusterParamPerUser(t *testing.T) {
 			t.Fatal(be)
 		}
 	}
-	if be := enterN(t, g, "api", 2, sluice.WithStringArg(0, "user-7")); be == nil || be.Type != core.BlockCluster {
+	if be := enterN(t, g, "api", 2, sluice.WithStringArg(0, "user-7")); be == nil || be.Type != sluice.BlockCluster {
 		t.Fatalf("user-7's 2nd and 3rd units: %+v, want refused", be)
 	}
 	var sum, n int64

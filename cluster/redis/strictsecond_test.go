@@ -17,7 +17,6 @@ import (
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/cluster/redis/internal/tcpproxy"
 	"github.com/sluice-go/sluice/cluster/redis/redistest"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -132,7 +131,7 @@ func TestStrictCountedInStoreSecond(t *testing.T) {
 					e, err := g.Entry("strict")
 					back := time.Now()
 					if err != nil {
-						var be *core.BlockError
+						var be *sluice.BlockError
 						if errors.As(err, &be) && be.Reason != "cluster budget exhausted" {
 							fell.Add(1)
 						}

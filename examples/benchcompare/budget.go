@@ -2,7 +2,6 @@ package main
 
 import (
 	"github.com/sluice-go/sluice"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -18,7 +17,7 @@ func setupSluiceBudget() (func() func() error, func(), error) {
 		return nil, nil, err
 	}
 	return func() func() error {
-		var b core.Budget // one per goroutine, written by every entry
+		var b sluice.Budget // one per goroutine, written by every entry
 		opts := []sluice.EntryOption{sluice.WithBudget(&b)}
 		return func() error {
 			p, err := g.Entry(resource, opts...)

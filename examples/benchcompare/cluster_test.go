@@ -17,7 +17,6 @@ import (
 	"github.com/sluice-go/sluice"
 	sluiceredis "github.com/sluice-go/sluice/cluster/redis"
 	"github.com/sluice-go/sluice/cluster/redis/redistest"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -206,8 +205,8 @@ func sluiceCluster(b *testing.B, c *redis.Client, strict bool, limit float64) (f
 	op := func() error {
 		p, err := g.Entry(resource)
 		if err != nil {
-			var be *core.BlockError
-			if errors.As(err, &be) && be.Type == core.BlockCluster && !strings.Contains(be.Reason, "fallback") {
+			var be *sluice.BlockError
+			if errors.As(err, &be) && be.Type == sluice.BlockCluster && !strings.Contains(be.Reason, "fallback") {
 				return fmt.Errorf("%w: %v", errRefused, err)
 			}
 			return err

@@ -16,7 +16,6 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/sluice-go/sluice"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 )
@@ -377,12 +376,12 @@ func (p path) check(err error) error {
 		}
 		return nil
 	}
-	var be *core.BlockError
+	var be *sluice.BlockError
 	if !errors.As(err, &be) {
-		return fmt.Errorf("got %v, want a *core.BlockError", err)
+		return fmt.Errorf("got %v, want a *sluice.BlockError", err)
 	}
-	if be.Type != core.BlockFlow {
-		return fmt.Errorf("blocked by %v, want %v", be.Type, core.BlockFlow)
+	if be.Type != sluice.BlockFlow {
+		return fmt.Errorf("blocked by %v, want %v", be.Type, sluice.BlockFlow)
 	}
 	return nil
 }

@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/ruledef"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/stat"
@@ -97,9 +96,9 @@ func run() error {
 // callInventory makes one protected call. It reports whether the breaker let
 // it through and, if so, the dependency's error.
 func callInventory(g *sluice.Engine, dep inventory) (bool, error) {
-	e, err := g.Entry("inventory.reserve", sluice.WithTraffic(core.Outbound))
+	e, err := g.Entry("inventory.reserve", sluice.WithTraffic(sluice.Outbound))
 	if err != nil {
-		return false, nil // errors.Is(err, core.ErrBlocked): serve a fallback
+		return false, nil // errors.Is(err, sluice.ErrBlocked): serve a fallback
 	}
 	defer e.Exit()
 	err = dep.reserve(context.Background())

@@ -34,7 +34,6 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 )
@@ -148,7 +147,7 @@ func queue(w io.Writer) error {
 		}()
 	}
 	print := func(o outcome) {
-		var be *core.BlockError
+		var be *sluice.BlockError
 		if errors.As(o.err, &be) {
 			fmt.Fprintf(w, "%6v  refused at once: %s, retry after %v\n", o.at, be.Reason, be.RetryAfter)
 		} else if o.at > 0 {
@@ -199,7 +198,7 @@ func bulkhead(w io.Writer) error {
 	}
 	fmt.Fprintln(w, "Concurrency rules as bulkheads: 2 in flight per dependency")
 	call := func(dep string) sluice.Pass {
-		p, err := eng.Entry(dep, sluice.WithTraffic(core.Outbound))
+		p, err := eng.Entry(dep, sluice.WithTraffic(sluice.Outbound))
 		s, _ := eng.Snapshot(dep)
 		if err != nil {
 			fmt.Fprintf(w, "  %-9s refused: %v\n", dep, err)

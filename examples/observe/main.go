@@ -30,7 +30,6 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 	"github.com/sluice-go/sluice/stat"
@@ -122,7 +121,7 @@ func run(w io.Writer) error {
 	for _, r := range []string{orders, payments} {
 		s, _ := eng.Snapshot(r)
 		fmt.Fprintf(w, "%s since start: %d passed, %d refused (%d by flow rules, %d by circuit breakers), %d errors\n",
-			r, s.TotalPass, s.TotalBlock, s.BlockedBy[core.BlockFlow], s.BlockedBy[core.BlockDegrade], s.TotalError)
+			r, s.TotalPass, s.TotalBlock, s.BlockedBy[sluice.BlockFlow], s.BlockedBy[sluice.BlockDegrade], s.TotalError)
 	}
 	return nil
 }
@@ -142,7 +141,7 @@ func order(eng *sluice.Engine, clk *sluicetest.ManualClock, down bool) {
 			return errors.New("payment provider down")
 		}
 		return nil
-	}, sluice.WithTraffic(core.Outbound))
+	}, sluice.WithTraffic(sluice.Outbound))
 	if err != nil {
 		p.SetError(err)
 	}

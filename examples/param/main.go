@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -52,7 +51,7 @@ func run() error {
 	// do this with their argument extractors.
 	feed := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, err := eng.Entry(resource, sluice.WithStringArg(0, r.Header.Get("X-User")))
-		var be *core.BlockError
+		var be *sluice.BlockError
 		if errors.As(err, &be) {
 			w.Header().Set("Retry-After", fmt.Sprint(int(be.RetryAfter.Seconds()+0.999)))
 			http.Error(w, "too many requests", http.StatusTooManyRequests)

@@ -23,7 +23,6 @@ import (
 	_ "time/tzdata" // the zone database, whatever the host has
 
 	"github.com/sluice-go/sluice"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 )
@@ -54,7 +53,7 @@ func run(w io.Writer) error {
 	}
 	call := func(res string, opts ...sluice.EntryOption) string {
 		p, err := eng.Entry(res, opts...)
-		var be *core.BlockError
+		var be *sluice.BlockError
 		switch {
 		case err == nil:
 			p.Exit()

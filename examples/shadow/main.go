@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 )
@@ -65,6 +64,6 @@ func run(w io.Writer, secs int) error {
 	}
 	s, _ := eng.Snapshot("POST /checkout")
 	fmt.Fprintf(w, "totals: passed %d, refused %d, would have refused in shadow mode %d\n",
-		s.TotalPass, s.TotalBlock, s.ShadowBlockedBy[core.BlockFlow])
+		s.TotalPass, s.TotalBlock, s.ShadowBlockedBy[sluice.BlockFlow])
 	return nil
 }

@@ -6,7 +6,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/core"
 )
 
 // Sleep waits for d on clock c, or until ctx is done. It returns nil after a

@@ -3,7 +3,7 @@ package clock
 import (
 	"time"
 
-	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/core"
 )
 
 // System returns the process's real monotonic clock, the default of every

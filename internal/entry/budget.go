@@ -1,6 +1,6 @@
 package entry
 
-import "github.com/sluice-go/sluice/core"
+import "github.com/sluice-go/sluice/internal/core"
 
 // NoteBudget records b, the budget a rate rule leaves after admitting the
 // entry, when it is tighter than the one recorded so far (see

@@ -11,8 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/clock"
+	"github.com/sluice-go/sluice/internal/core"
 )
 
 // Context is what the built-in slots see of one entry: a pointer into the

@@ -9,7 +9,7 @@
 package entry
 
 import (
-	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/core"
 	"github.com/sluice-go/sluice/internal/window"
 )
 

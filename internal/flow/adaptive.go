@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/adaptive"
+	"github.com/sluice-go/sluice/internal/core"
 	"github.com/sluice-go/sluice/internal/entry"
 	"github.com/sluice-go/sluice/internal/ruledef"
 	"github.com/sluice-go/sluice/rules"

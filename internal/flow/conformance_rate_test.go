@@ -14,8 +14,8 @@ import (
 	"golang.org/x/time/rate"
 	"sync/atomic"
 
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/conformance"
+	"github.com/sluice-go/sluice/internal/core"
 	"github.com/sluice-go/sluice/rules"
 )
 

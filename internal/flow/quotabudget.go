@@ -3,7 +3,7 @@ package flow
 import (
 	"time"
 
-	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/core"
 	"github.com/sluice-go/sluice/internal/entry"
 	"github.com/sluice-go/sluice/internal/lease"
 	"github.com/sluice-go/sluice/internal/quota"

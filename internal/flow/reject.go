@@ -3,9 +3,10 @@ package flow
 import (
 	"cmp"
 	"context"
+	"sync/atomic"
 	"time"
 
-	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/core"
 	"github.com/sluice-go/sluice/internal/entry"
 	"github.com/sluice-go/sluice/internal/ruledef"
 	"github.com/sluice-go/sluice/internal/window"
@@ -93,6 +94,9 @@ type reject struct {
 	counted
 	limit float64
 	base
+	// last is the latest refusal, shared by the refusals that would be
+	// equal to it (see refusal); never modified once stored.
+	last atomic.Pointer[core.BlockError]
 }
 
 func (c *reject) check(ctx context.Context, ec *entry.Context, clk core.Clock) *core.BlockError {
@@ -113,6 +117,14 @@ func (c *reject) check(ctx context.Context, ec *entry.Context, clk core.Clock) *
 }
 
 // refusal is the rule's refusal of ec, whose check found seen admitted.
+//
+// A refusal allocates nothing when it would equal the rule's latest one:
+// the same resource, the same count seen and the same RetryAfter, which is
+// rounded up to the millisecond (retryMs) so that the refusals of one
+// millisecond in one window state agree. Such a refusal returns the latest
+// one's *BlockError itself, which nothing modifies once made, so that each
+// caller owns an error that never changes (docs/design/architecture.md,
+// "A refusal allocates nothing").
 func (c *reject) refusal(ec *entry.Context, seen uint64) *core.BlockError {
 	if ec.WantBudget {
 		c.refusedWindow(ec, c.win, c.width, c.limit, seen)
@@ -120,7 +132,23 @@ func (c *reject) refusal(ec *entry.Context, seen uint64) *core.BlockError {
 	if be := c.tooLarge(ec, c.limit); be != nil {
 		return be
 	}
-	return c.refuse(ec, float64(seen), c.limit, c.retryAfter(ec, c.limit), "")
+	retry, observed := retryMs(c.retryAfter(ec, c.limit)), float64(seen)
+	if be := c.last.Load(); be != nil && be.RetryAfter == retry && be.Observed == observed && be.Resource == ec.Resource {
+		return be
+	}
+	be := c.refuse(ec, observed, c.limit, retry, "")
+	c.last.Store(be)
+	return be
+}
+
+// retryMs is d rounded up to the millisecond: the precision of a QPS
+// reject rule's RetryAfter. It only lengthens the wait (by less than 1 ms),
+// and leaves the whole seconds of the Retry-After header as they were.
+func retryMs(d time.Duration) time.Duration {
+	if r := d % time.Millisecond; r > 0 {
+		d += time.Millisecond - r
+	}
+	return d
 }
 
 func (c *reject) Release(x entry.ExitInfo) { giveBack(c.win, c.width, x) }

@@ -11,8 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/conformance"
+	"github.com/sluice-go/sluice/internal/core"
 	"github.com/sluice-go/sluice/internal/entry"
 	"github.com/sluice-go/sluice/internal/ruledef"
 	"github.com/sluice-go/sluice/internal/window"
@@ -128,7 +128,10 @@ func (m *windowModel) decide(now, n int64) windowDecision {
 		for float64(m.sumBuckets(f-9, b)+n) > m.limit {
 			f++
 		}
-		return windowDecision{observed: float64(total), threshold: m.limit, retryAfter: time.Duration(f*m.width - now)}
+		// A reject rule's RetryAfter is whole milliseconds, rounded up.
+		wait := f*m.width - now
+		wait += (int64(time.Millisecond) - wait%int64(time.Millisecond)) % int64(time.Millisecond)
+		return windowDecision{observed: float64(total), threshold: m.limit, retryAfter: time.Duration(wait)}
 	}
 	m.buckets[b] += n
 	return windowDecision{pass: true}

@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/clock"
+	"github.com/sluice-go/sluice/internal/core"
 )
 
 // callContext returns the context of one Store call: a child of parent that

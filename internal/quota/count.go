@@ -5,8 +5,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/clock"
+	"github.com/sluice-go/sluice/internal/core"
 )
 
 // WallOffset is what turns a reading of clk into Unix ns: the system

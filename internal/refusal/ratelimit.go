@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/core"
 )
 
 // The RateLimit header fields of draft-ietf-httpapi-ratelimit-headers

@@ -8,7 +8,7 @@ import (
 
 	"sync/atomic"
 
-	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/core"
 )
 
 var _ core.Clock = (*ManualClock)(nil)

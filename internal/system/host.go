@@ -17,8 +17,8 @@ import (
 	"github.com/shirou/gopsutil/v3/load"
 	"github.com/shirou/gopsutil/v3/process"
 
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/clock"
+	"github.com/sluice-go/sluice/internal/core"
 )
 
 // Source reads process-wide metrics for system adaptive protection.

@@ -9,8 +9,8 @@ import (
 
 	"sync/atomic"
 
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/clock"
+	"github.com/sluice-go/sluice/internal/core"
 	"github.com/sluice-go/sluice/stat"
 )
 

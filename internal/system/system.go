@@ -6,8 +6,8 @@ import (
 
 	"sync/atomic"
 
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/internal/clock"
+	"github.com/sluice-go/sluice/internal/core"
 	"github.com/sluice-go/sluice/internal/entry"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/rules"

@@ -7,7 +7,7 @@ import (
 
 	"sync/atomic"
 
-	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice/internal/core"
 	"github.com/sluice-go/sluice/stat"
 )
 

@@ -29,7 +29,6 @@ import (
 
 	"github.com/sluice-go/sluice"
 	sluiceotel "github.com/sluice-go/sluice/adapters/otel"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -73,7 +72,7 @@ func run(w io.Writer, opts ...sluice.Option) error {
 	}
 	for range 5 {
 		_ = engine.Do("payments", func() error { return errors.New("payment provider down") },
-			sluice.WithTraffic(core.Outbound))
+			sluice.WithTraffic(sluice.Outbound))
 	}
 
 	// One collection: the callback reads the engine now.

@@ -6,13 +6,13 @@ package clock
 import (
 	"time"
 
-	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice"
 )
 
 // System returns the process's real monotonic clock, the default of every
 // engine and store. Reading it costs
 // about half of time.Now: it reads only the monotonic clock.
-func System() core.Clock { return systemClock{} }
+func System() sluice.Clock { return systemClock{} }
 
 var clockBase = time.Now()
 
@@ -20,7 +20,7 @@ type systemClock struct{}
 
 func (systemClock) Nanotime() int64 { return int64(time.Since(clockBase)) }
 
-func (systemClock) NewTimer(d time.Duration) core.Timer { return realTimer{time.NewTimer(d)} }
+func (systemClock) NewTimer(d time.Duration) sluice.Timer { return realTimer{time.NewTimer(d)} }
 
 type realTimer struct{ t *time.Timer }
 
@@ -30,7 +30,7 @@ func (r realTimer) Stop() bool          { return r.t.Stop() }
 // WallOffset returns what turns a reading of c into Unix ns: the system
 // clock's origin on the wall clock, or 0 for any other clock (a manual
 // clock is read as Unix ns).
-func WallOffset(c core.Clock) int64 {
+func WallOffset(c sluice.Clock) int64 {
 	if _, ok := c.(systemClock); ok {
 		return clockBase.UnixNano()
 	}

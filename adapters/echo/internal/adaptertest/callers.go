@@ -14,7 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -57,7 +57,7 @@ func caseCallers(t *testing.T, a Adapter) {
 	require.Equal(t, http.StatusForbidden, c.Do(t, Call{Route: RouteX}).Status, "no caller, strict")
 	counted := func() [3]uint64 {
 		s, _ := g.Snapshot(res)
-		return [3]uint64{s.TotalPass, s.TotalBlock, s.BlockedBy[core.BlockAuthority]}
+		return [3]uint64{s.TotalPass, s.TotalBlock, s.BlockedBy[sluice.BlockAuthority]}
 	}
 	require.Equal(t, [3]uint64{1, 2, 2}, counted(), "pass, block, by authority")
 	long := c.Do(t, Call{Route: RouteX, Caller: strings.Repeat("c", 1024)})

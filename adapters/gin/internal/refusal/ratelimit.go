@@ -8,12 +8,12 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sluice-go/sluice/core"
+	"github.com/sluice-go/sluice"
 )
 
 // The RateLimit header fields of draft-ietf-httpapi-ratelimit-headers
 // (versions 08 to 10), and the older X-RateLimit-* trio, for a budget
-// (core.Budget). The HTTP adapters send them as response headers, the gRPC
+// (sluice.Budget). The HTTP adapters send them as response headers, the gRPC
 // adapter as response metadata. The other adapter modules hold generated
 // copies of this file (go run ./internal/cmd/modules copies; the table is
 // internal/cmd/modules/shared.go).
@@ -39,7 +39,7 @@ const DefaultPolicy = "default"
 // The policy's name is the rule's ID ("default" without one) as a
 // structured-field String; q is the Limit rounded down, w the Window and t
 // the Reset in whole seconds rounded up (w at least 1), r the Remaining.
-func RateLimitFields(b core.Budget) (policy, state string) {
+func RateLimitFields(b sluice.Budget) (policy, state string) {
 	name := sfString(b.Rule.ID)
 	p := make([]byte, 0, len(name)+32)
 	p = append(p, name...)
@@ -60,7 +60,7 @@ func RateLimitFields(b core.Budget) (policy, state string) {
 // X-RateLimit-Remaining and X-RateLimit-Reset for b: the Limit rounded
 // down, the Remaining, and the Reset in seconds from now, rounded up (not
 // an instant: a client's clock may be off).
-func XRateLimitFields(b core.Budget) (limit, remaining, reset string) {
+func XRateLimitFields(b sluice.Budget) (limit, remaining, reset string) {
 	return strconv.FormatInt(quota(b.Limit), 10), strconv.FormatInt(max(b.Remaining, 0), 10), strconv.FormatInt(Seconds(b.Reset), 10)
 }
 

@@ -20,7 +20,6 @@ import (
 
 	"github.com/sluice-go/sluice"
 	sluicehttp "github.com/sluice-go/sluice/adapters/http"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/slots"
 )
 
@@ -71,11 +70,11 @@ func Snapshot(t *testing.T, g *sluice.Engine, resource string) (pass, block, err
 // of the block error it holds, or admits it when it holds none: it makes
 // any block type the engine can return, with any rule and wait.
 type Refuser struct {
-	BE atomic.Pointer[core.BlockError]
+	BE atomic.Pointer[sluice.BlockError]
 }
 
 // Check implements slots.Checker.
-func (r *Refuser) Check(*slots.Entry) *core.BlockError {
+func (r *Refuser) Check(*slots.Entry) *sluice.BlockError {
 	if be := r.BE.Load(); be != nil {
 		c := *be
 		return &c
@@ -86,7 +85,7 @@ func (r *Refuser) Check(*slots.Entry) *core.BlockError {
 // RefusalCase is one refusal and the response it must get.
 type RefusalCase struct {
 	Name       string
-	BE         core.BlockError
+	BE         sluice.BlockError
 	Policy     *sluicehttp.RefusalPolicy // nil: the default
 	WantStatus int
 	RetryAfter string // "" for no header
@@ -95,33 +94,33 @@ type RefusalCase struct {
 // RefusalCases covers every block type, with and without a wait, under the
 // default policy and a configured one.
 func RefusalCases() []RefusalCase {
-	qps, conc := core.RuleRef{Metric: "qps"}, core.RuleRef{Metric: "concurrency"}
+	qps, conc := sluice.RuleRef{Metric: "qps"}, sluice.RuleRef{Metric: "concurrency"}
 	return []RefusalCase{
-		{"flow QPS, wait under a second", core.BlockError{Type: core.BlockFlow, Rule: qps, RetryAfter: 300 * time.Millisecond}, nil, 429, "1"},
-		{"flow QPS, wait rounds up", core.BlockError{Type: core.BlockFlow, Rule: qps, RetryAfter: 1500 * time.Millisecond}, nil, 429, "2"},
-		{"flow QPS, no wait (batch over threshold)", core.BlockError{Type: core.BlockFlow, Rule: qps}, nil, 429, ""},
-		{"flow QPS fast check (no rule)", core.BlockError{Type: core.BlockFlow, RetryAfter: 2 * time.Second}, nil, 429, "2"},
-		{"flow concurrency", core.BlockError{Type: core.BlockFlow, Rule: conc}, nil, 503, "1"},
-		{"param", core.BlockError{Type: core.BlockParam, Rule: core.RuleRef{Metric: "qps"}, RetryAfter: 250 * time.Millisecond}, nil, 429, "1"},
-		{"param, no wait", core.BlockError{Type: core.BlockParam, Rule: core.RuleRef{Metric: "concurrency"}}, nil, 429, ""},
-		{"isolation", core.BlockError{Type: core.BlockFlow, Rule: core.RuleRef{Metric: "concurrency"}}, nil, 503, "1"},
-		{"system", core.BlockError{Type: core.BlockSystem, Rule: core.RuleRef{Metric: "cpu-usage"}}, nil, 503, "1"},
-		{"breaker open", core.BlockError{Type: core.BlockDegrade, RetryAfter: 4200 * time.Millisecond}, nil, 503, "5"},
-		{"breaker half-open", core.BlockError{Type: core.BlockDegrade}, nil, 503, "1"},
-		{"cluster", core.BlockError{Type: core.BlockCluster}, nil, 429, ""},
-		{"authority", core.BlockError{Type: core.BlockAuthority, Rule: core.RuleRef{Metric: "allow"}}, nil, 403, ""},
-		{"custom", core.BlockError{Type: core.BlockCustom}, nil, 429, ""},
-		{"custom with a wait", core.BlockError{Type: core.BlockCustom, RetryAfter: 3 * time.Second}, nil, 429, "3"},
-		{"policy: overload wait", core.BlockError{Type: core.BlockFlow, Rule: core.RuleRef{Metric: "concurrency"}},
+		{"flow QPS, wait under a second", sluice.BlockError{Type: sluice.BlockFlow, Rule: qps, RetryAfter: 300 * time.Millisecond}, nil, 429, "1"},
+		{"flow QPS, wait rounds up", sluice.BlockError{Type: sluice.BlockFlow, Rule: qps, RetryAfter: 1500 * time.Millisecond}, nil, 429, "2"},
+		{"flow QPS, no wait (batch over threshold)", sluice.BlockError{Type: sluice.BlockFlow, Rule: qps}, nil, 429, ""},
+		{"flow QPS fast check (no rule)", sluice.BlockError{Type: sluice.BlockFlow, RetryAfter: 2 * time.Second}, nil, 429, "2"},
+		{"flow concurrency", sluice.BlockError{Type: sluice.BlockFlow, Rule: conc}, nil, 503, "1"},
+		{"param", sluice.BlockError{Type: sluice.BlockParam, Rule: sluice.RuleRef{Metric: "qps"}, RetryAfter: 250 * time.Millisecond}, nil, 429, "1"},
+		{"param, no wait", sluice.BlockError{Type: sluice.BlockParam, Rule: sluice.RuleRef{Metric: "concurrency"}}, nil, 429, ""},
+		{"isolation", sluice.BlockError{Type: sluice.BlockFlow, Rule: sluice.RuleRef{Metric: "concurrency"}}, nil, 503, "1"},
+		{"system", sluice.BlockError{Type: sluice.BlockSystem, Rule: sluice.RuleRef{Metric: "cpu-usage"}}, nil, 503, "1"},
+		{"breaker open", sluice.BlockError{Type: sluice.BlockDegrade, RetryAfter: 4200 * time.Millisecond}, nil, 503, "5"},
+		{"breaker half-open", sluice.BlockError{Type: sluice.BlockDegrade}, nil, 503, "1"},
+		{"cluster", sluice.BlockError{Type: sluice.BlockCluster}, nil, 429, ""},
+		{"authority", sluice.BlockError{Type: sluice.BlockAuthority, Rule: sluice.RuleRef{Metric: "allow"}}, nil, 403, ""},
+		{"custom", sluice.BlockError{Type: sluice.BlockCustom}, nil, 429, ""},
+		{"custom with a wait", sluice.BlockError{Type: sluice.BlockCustom, RetryAfter: 3 * time.Second}, nil, 429, "3"},
+		{"policy: overload wait", sluice.BlockError{Type: sluice.BlockFlow, Rule: sluice.RuleRef{Metric: "concurrency"}},
 			&sluicehttp.RefusalPolicy{OverloadRetryAfter: 2500 * time.Millisecond}, 503, "3"},
-		{"policy: no overload wait", core.BlockError{Type: core.BlockSystem},
+		{"policy: no overload wait", sluice.BlockError{Type: sluice.BlockSystem},
 			&sluicehttp.RefusalPolicy{OverloadRetryAfter: -1}, 503, ""},
-		{"policy: the rule's own wait wins", core.BlockError{Type: core.BlockDegrade, RetryAfter: 4 * time.Second},
+		{"policy: the rule's own wait wins", sluice.BlockError{Type: sluice.BlockDegrade, RetryAfter: 4 * time.Second},
 			&sluicehttp.RefusalPolicy{OverloadRetryAfter: time.Minute}, 503, "4"},
-		{"policy: status", core.BlockError{Type: core.BlockFlow, Rule: core.RuleRef{Metric: "concurrency"}},
-			&sluicehttp.RefusalPolicy{Status: func(be *core.BlockError) int { return 429 }}, 429, "1"},
-		{"policy: status out of range is the default", core.BlockError{Type: core.BlockFlow, Rule: qps},
-			&sluicehttp.RefusalPolicy{Status: func(be *core.BlockError) int { return 0 }}, 429, ""},
+		{"policy: status", sluice.BlockError{Type: sluice.BlockFlow, Rule: sluice.RuleRef{Metric: "concurrency"}},
+			&sluicehttp.RefusalPolicy{Status: func(be *sluice.BlockError) int { return 429 }}, 429, "1"},
+		{"policy: status out of range is the default", sluice.BlockError{Type: sluice.BlockFlow, Rule: qps},
+			&sluicehttp.RefusalPolicy{Status: func(be *sluice.BlockError) int { return 0 }}, 429, ""},
 	}
 }
 

@@ -36,7 +36,6 @@ import (
 
 	"github.com/sluice-go/sluice"
 	sluiceredis "github.com/sluice-go/sluice/cluster/redis"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 )
 
@@ -386,6 +385,6 @@ func serve(g *sluice.Engine, alice bool) (ok, byFallback bool) {
 }
 
 func isFallback(err error) bool {
-	var be *core.BlockError
+	var be *sluice.BlockError
 	return errors.As(err, &be) && strings.HasPrefix(be.Reason, "cluster fallback")
 }

@@ -12,6 +12,11 @@ var ErrBlocked = errors.New("sluice: blocked")
 
 // BlockError describes why an entry was refused. It is always returned as an
 // error (never as a typed nil) and is reached with errors.As.
+//
+// The error is the caller's to keep, and nothing changes it once returned;
+// but it may be shared: refusals of a QPS reject rule that agree on every
+// field return one error, so that they allocate nothing. Read it, never
+// write to it.
 type BlockError struct {
 	// Type is the kind of rule that fired.
 	Type BlockType
@@ -33,7 +38,8 @@ type BlockError struct {
 	// same unit.
 	Threshold float64
 	// RetryAfter is how long the caller should wait before trying again, when
-	// the rule can tell; zero when it cannot.
+	// the rule can tell; zero when it cannot. A QPS reject rule rounds it up
+	// to the millisecond.
 	RetryAfter time.Duration
 	// Reason is a short free-form explanation for cases the numbers do not
 	// carry (for example "wait exceeds max queueing"); it may be empty.

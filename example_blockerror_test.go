@@ -1,4 +1,4 @@
-package core_test
+package sluice_test
 
 import (
 	"errors"
@@ -6,13 +6,12 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice"
-	"github.com/sluice-go/sluice/core"
 	"github.com/sluice-go/sluice/rules"
 	"github.com/sluice-go/sluice/sluicetest"
 )
 
-// A refused entry returns a *core.BlockError, which errors.Is matches with
-// core.ErrBlocked and errors.As reads: which kind of rule refused, what it
+// A refused entry returns a *sluice.BlockError, which errors.Is matches with
+// sluice.ErrBlocked and errors.As reads: which kind of rule refused, what it
 // measured against which threshold, and when to try again.
 func ExampleBlockError() {
 	engine := sluice.New(sluice.WithClock(sluicetest.NewManualClock(0)))
@@ -24,8 +23,8 @@ func ExampleBlockError() {
 	p.Exit()
 
 	_, err := engine.Entry("search")
-	fmt.Println(errors.Is(err, core.ErrBlocked))
-	var be *core.BlockError
+	fmt.Println(errors.Is(err, sluice.ErrBlocked))
+	var be *sluice.BlockError
 	if errors.As(err, &be) {
 		fmt.Println(be.Type, be.Resource, be.Threshold, be.RetryAfter <= time.Second)
 	}

@@ -217,7 +217,8 @@ func TestBlockErrorOverloaded(t *testing.T) {
 	}
 }
 
-// TestBlockErrorSize: every refusal allocates one; Shadow sits in the
+// TestBlockErrorSize: most refusals allocate one (a QPS reject rule's share
+// theirs: flow.reject.refusal); Shadow sits in the
 // padding after Type, which keeps it in the 112-byte size class (120 bytes,
 // and the 128-byte class, with Shadow last).
 func TestBlockErrorSize(t *testing.T) {
