@@ -1,6 +1,7 @@
 // Command benchcompare measures sluice's admission paths beside
-// sentinel-golang, golang.org/x/time/rate Allow and go.uber.org/ratelimit
-// Take in one run, and prints medians with their spread and the same-run
+// sentinel-golang, golang.org/x/time/rate Allow, go.uber.org/ratelimit
+// Take and failsafe-go's rate limiter, bulkhead and adaptive limiter in one
+// run, and prints medians with their spread and the same-run
 // ratios that docs/design/benchmarks.md publishes:
 //
 //	make bench-compare                # = go run . -count 5 in this folder
@@ -60,6 +61,14 @@ var ratios = []ratio{
 	{label: "failsafe-go adaptive limiter / sluice adaptive rule", num: failsafeAdaptive, den: sluiceAdaptive},
 	{label: "Entry+Exit with WithBudget / x/time/rate Allow", num: sluiceBudget, den: rateAllow},
 	{label: "WithBudget over one rule, ns added", num: sluiceBudget, den: sluiceOneRule, diff: true},
+	{label: "failsafe-go smooth rate limiter / x/time/rate Allow", num: failsafeSmooth, den: rateAllow},
+	{label: "uber ratelimit Take / x/time/rate Allow", num: ratelimitTake, den: rateAllow},
+	{label: "failsafe-go bulkhead / x/time/rate Allow", num: failsafeBulkhead, den: rateAllow},
+	{label: "sluice concurrency rule / x/time/rate Allow", num: sluiceConcurrency, den: rateAllow},
+	{label: "sluice concurrency rule / failsafe-go bulkhead", num: sluiceConcurrency, den: failsafeBulkhead},
+	{label: "resource read by the Prometheus exporter / x/time/rate Allow", num: sluiceWatched, den: rateAllow},
+	{label: "resource read by the Prometheus exporter / unread", num: sluiceWatched, den: sluiceOneRule},
+	{label: "blocked Entry, system clock / x/time/rate Allow", num: sluiceBlockedClock, den: rateAllow},
 }
 
 func main() {
