@@ -109,3 +109,11 @@ func TestRatiosNameMeasuredPaths(t *testing.T) {
 		assert.True(t, names[q.num.name] && names[q.den.name], q.label)
 	}
 }
+
+// TestFastestRatio checks the fastest-chunk measurement on two cheap paths.
+func TestFastestRatio(t *testing.T) {
+	n, d, err := fastestRatio(rateAllow, sluiceBlockedClock)
+	require.NoError(t, err)
+	assert.Positive(t, n)
+	assert.Positive(t, d)
+}

@@ -75,6 +75,7 @@ func main() {
 	benchtime := flag.Duration("benchtime", 300*time.Millisecond, "how long to run each benchmark, at most 2s")
 	count := flag.Int("count", 5, "rounds, 1 to 50")
 	only := flag.String("paths", "", "measure only the paths whose names match this regular expression (and the ratios between them)")
+	fastest := flag.Bool("fastest", false, "after the rounds, measure each ratio again as the ratio of the fastest of many short interleaved chunks (serial; for a busy host)")
 	flag.Parse()
 	if *only != "" {
 		re, err := regexp.Compile(*only)
@@ -111,6 +112,18 @@ func main() {
 	}
 	fmt.Printf("load average after: %s; took %.0fs\n\n", loadAverage(), time.Since(start).Seconds())
 	printTables(os.Stdout, res)
+	if *fastest {
+		measured := map[string]bool{}
+		for _, p := range paths {
+			measured[p.name] = true
+		}
+		fmt.Printf("\nload average before: %s\n", loadAverage())
+		if err := printFastest(os.Stdout, measured); err != nil {
+			fmt.Fprintln(os.Stderr, "benchcompare:", err)
+			os.Exit(1)
+		}
+		fmt.Printf("load average after: %s\n", loadAverage())
+	}
 }
 
 // results holds, per path and mode, one measurement per round.
