@@ -159,8 +159,8 @@ release-tags:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 . ./internal/...
 
-## bench-compare: sluice beside x/time/rate, uber ratelimit and
-## sentinel-golang, every path measured in each of BENCH_COUNT rounds; prints
+## bench-compare: sluice beside x/time/rate, uber ratelimit,
+## sentinel-golang and failsafe-go, every path measured in each of BENCH_COUNT rounds; prints
 ## medians with min-max and the same-run ratios (docs/design/benchmarks.md).
 bench-compare:
 	cd examples/benchcompare && $(GO) run . -count $(BENCH_COUNT)

@@ -37,6 +37,11 @@ func BenchmarkRatelimitTake(b *testing.B)           { both(b, ratelimitTake) }
 func BenchmarkSluiceAdaptive(b *testing.B)          { both(b, sluiceAdaptive) }
 func BenchmarkFailsafeAdaptive(b *testing.B)        { both(b, failsafeAdaptive) }
 func BenchmarkSluiceBudget(b *testing.B)            { both(b, sluiceBudget) }
+func BenchmarkFailsafeSmooth(b *testing.B)          { both(b, failsafeSmooth) }
+func BenchmarkFailsafeBulkhead(b *testing.B)        { both(b, failsafeBulkhead) }
+func BenchmarkSluiceConcurrency(b *testing.B)       { both(b, sluiceConcurrency) }
+func BenchmarkSluiceWatched(b *testing.B)           { both(b, sluiceWatched) }
+func BenchmarkSluiceBlockedClock(b *testing.B)      { both(b, sluiceBlockedClock) }
 
 func both(b *testing.B, p path) {
 	b.Run("serial", func(b *testing.B) { p.run(b, false) })
@@ -47,7 +52,7 @@ func both(b *testing.B, p path) {
 // blocked one, refuses) as intended, so that no benchmark measures an error
 // path.
 func TestAllPathsPass(t *testing.T) {
-	require.Len(t, paths, 16)
+	require.Len(t, paths, 21)
 	for _, p := range paths {
 		t.Run(p.name, func(t *testing.T) {
 			require.NoError(t, p.verify(1000))
@@ -103,4 +108,12 @@ func TestRatiosNameMeasuredPaths(t *testing.T) {
 	for _, q := range ratios {
 		assert.True(t, names[q.num.name] && names[q.den.name], q.label)
 	}
+}
+
+// TestFastestRatio checks the fastest-chunk measurement on two cheap paths.
+func TestFastestRatio(t *testing.T) {
+	n, d, err := fastestRatio(rateAllow, sluiceBlockedClock)
+	require.NoError(t, err)
+	assert.Positive(t, n)
+	assert.Positive(t, d)
 }

@@ -1,6 +1,7 @@
 // Command benchcompare measures sluice's admission paths beside
-// sentinel-golang, golang.org/x/time/rate Allow and go.uber.org/ratelimit
-// Take in one run, and prints medians with their spread and the same-run
+// sentinel-golang, golang.org/x/time/rate Allow, go.uber.org/ratelimit
+// Take and failsafe-go's rate limiter, bulkhead and adaptive limiter in one
+// run, and prints medians with their spread and the same-run
 // ratios that docs/design/benchmarks.md publishes:
 //
 //	make bench-compare                # = go run . -count 5 in this folder
@@ -60,12 +61,21 @@ var ratios = []ratio{
 	{label: "failsafe-go adaptive limiter / sluice adaptive rule", num: failsafeAdaptive, den: sluiceAdaptive},
 	{label: "Entry+Exit with WithBudget / x/time/rate Allow", num: sluiceBudget, den: rateAllow},
 	{label: "WithBudget over one rule, ns added", num: sluiceBudget, den: sluiceOneRule, diff: true},
+	{label: "failsafe-go smooth rate limiter / x/time/rate Allow", num: failsafeSmooth, den: rateAllow},
+	{label: "uber ratelimit Take / x/time/rate Allow", num: ratelimitTake, den: rateAllow},
+	{label: "failsafe-go bulkhead / x/time/rate Allow", num: failsafeBulkhead, den: rateAllow},
+	{label: "sluice concurrency rule / x/time/rate Allow", num: sluiceConcurrency, den: rateAllow},
+	{label: "sluice concurrency rule / failsafe-go bulkhead", num: sluiceConcurrency, den: failsafeBulkhead},
+	{label: "resource read by the Prometheus exporter / x/time/rate Allow", num: sluiceWatched, den: rateAllow},
+	{label: "resource read by the Prometheus exporter / unread", num: sluiceWatched, den: sluiceOneRule},
+	{label: "blocked Entry, system clock / x/time/rate Allow", num: sluiceBlockedClock, den: rateAllow},
 }
 
 func main() {
 	benchtime := flag.Duration("benchtime", 300*time.Millisecond, "how long to run each benchmark, at most 2s")
 	count := flag.Int("count", 5, "rounds, 1 to 50")
 	only := flag.String("paths", "", "measure only the paths whose names match this regular expression (and the ratios between them)")
+	fastest := flag.Bool("fastest", false, "after the rounds, measure each ratio again as the ratio of the fastest of many short interleaved chunks (serial; for a busy host)")
 	flag.Parse()
 	if *only != "" {
 		re, err := regexp.Compile(*only)
@@ -102,6 +112,18 @@ func main() {
 	}
 	fmt.Printf("load average after: %s; took %.0fs\n\n", loadAverage(), time.Since(start).Seconds())
 	printTables(os.Stdout, res)
+	if *fastest {
+		measured := map[string]bool{}
+		for _, p := range paths {
+			measured[p.name] = true
+		}
+		fmt.Printf("\nload average before: %s\n", loadAverage())
+		if err := printFastest(os.Stdout, measured); err != nil {
+			fmt.Fprintln(os.Stderr, "benchcompare:", err)
+			os.Exit(1)
+		}
+		fmt.Printf("load average after: %s\n", loadAverage())
+	}
 }
 
 // results holds, per path and mode, one measurement per round.

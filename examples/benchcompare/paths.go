@@ -105,6 +105,7 @@ var paths = []path{
 	sentinelOneRule, rateInfAllow, rateAllow, ratelimitTake,
 	sluiceAdaptive, failsafeAdaptive,
 	sluiceBudget,
+	failsafeSmooth, failsafeBulkhead, sluiceConcurrency, sluiceWatched, sluiceBlockedClock,
 }
 
 // manyResources is how many resources sluiceManyResources visits.
