@@ -27,7 +27,7 @@ BENCH_COUNT ?= 5
 ## the single-goroutine simulations of the adaptive limiter without it), the
 ## allocation tests without the race detector (which changes inlining),
 ## every module built and vetted with its tests on its own (GOWORK=off, the
-## tests type-checked by go vet, not linked or run: make standalone runs them), a module outside the
+## commands and tests type-checked by go vet, not linked or run: make standalone runs them), a module outside the
 ## repository that requires the published ones (consumer), and a short
 ## fuzzing pass over every fuzz target (fuzz-ci). The conformance tests run
 ## at their default steps; make conformance runs them 20 times longer.
