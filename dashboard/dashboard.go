@@ -72,9 +72,18 @@ type Dashboard struct {
 	once sync.Once
 }
 
+// hashCost is the bcrypt cost of the hashes the dashboard makes: a new
+// password's and dummyHash. The package's tests lower it to bcrypt.MinCost,
+// the cost of their users' hashes (cost 10 takes seconds under -race).
+var hashCost = bcrypt.DefaultCost
+
 // dummyHash is compared against when a login names no known user, so that
-// an unknown name takes as long as a wrong password.
-var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("sluice-dashboard-dummy"), bcrypt.DefaultCost)
+// an unknown name takes as long as a wrong password. It is made at the
+// first such login, not when the package is loaded.
+var dummyHash = sync.OnceValue(func() []byte {
+	h, _ := bcrypt.GenerateFromPassword([]byte("sluice-dashboard-dummy"), hashCost)
+	return h
+})
 
 // New returns a Dashboard for cfg. With an Engine, it loads the version
 // of the Engine's rules in force in the store into the Engine (or seeds the

@@ -137,7 +137,7 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request, c *call) {
 		return
 	}
 	u := d.accounts.current().byName[name]
-	hash := dummyHash
+	hash := dummyHash()
 	if u != nil {
 		hash = []byte(u.Hash)
 	}

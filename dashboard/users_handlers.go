@@ -180,7 +180,7 @@ func (d *Dashboard) changeUsers(w http.ResponseWriter, r *http.Request, c *call,
 	if f.password != "" {
 		// Hashed before the file is locked: bcrypt takes tens of
 		// milliseconds on purpose.
-		h, err := bcrypt.GenerateFromPassword([]byte(f.password), bcrypt.DefaultCost)
+		h, err := bcrypt.GenerateFromPassword([]byte(f.password), hashCost)
 		if err != nil {
 			d.usersRefused(w, r, c, http.StatusUnprocessableEntity, "Not saved: password: "+err.Error(), true)
 			return

@@ -168,6 +168,13 @@ func standalone(p *proxy, only []string, compile bool) error {
 		// In GOFLAGS rather than on the command line, so that the go
 		// commands a test runs (building a helper binary) use the copies too.
 		env := append(append([]string(nil), p.env...), "GOFLAGS="+p.goflags+" -modfile="+modfile)
+		if compile {
+			if steps, err = compileSteps(dir, env); err != nil {
+				fmt.Println(err)
+				failed = append(failed, m.Dir)
+				continue
+			}
+		}
 		for _, args := range steps {
 			if err := stream(dir, env, args...); err != nil {
 				fmt.Println(err)
