@@ -44,14 +44,17 @@ type fleetSpec struct {
 // admitted in one second of load (counted from Start, on the host's wall
 // clock, which all the instances share), or, with Done, its end.
 type fleetLine struct {
-	Instance int    `json:"instance"`
-	Second   int    `json:"second"`
-	Admitted int    `json:"admitted"`
-	Refused  int    `json:"refused"`
-	Fallback int    `json:"fallback"` // decisions by the fallback
-	Live     int    `json:"live"`     // live instances seen at the start
-	Done     bool   `json:"done,omitempty"`
-	Err      string `json:"err,omitempty"`
+	Instance int `json:"instance"`
+	Second   int `json:"second"`
+	Admitted int `json:"admitted"` // decided within this second
+	// Straddled: admitted by an Entry that began in this second and
+	// returned in a later one, so the second of its decision is unknown.
+	Straddled int    `json:"straddled"`
+	Refused   int    `json:"refused"`
+	Fallback  int    `json:"fallback"` // decisions by the fallback
+	Live      int    `json:"live"`     // live instances seen at the start
+	Done      bool   `json:"done,omitempty"`
+	Err       string `json:"err,omitempty"`
 }
 
 // fleetChild runs one instance and returns the exit code.
@@ -93,33 +96,51 @@ func fleetChild() int {
 		live = st.Live
 		time.Sleep(10 * time.Millisecond)
 	}
-	line := fleetLine{Instance: idx, Live: live}
+	// Each admission is put in the second of the clock readings just before
+	// and just after its Entry. On a loaded host a goroutine can be
+	// descheduled in the middle of a burst, or in an Entry, across a second's
+	// boundary: the second read at the top of the loop would then count a
+	// decision of the next second in this one (1,009 and 991 in one run).
+	// When the readings straddle a boundary, the admission is Straddled.
+	lines := make([]fleetLine, sp.Seconds)
+	for s := range lines {
+		lines[s] = fleetLine{Instance: idx, Second: s, Live: live}
+	}
+	second := func() int { return int(time.Since(start) / time.Second) }
 	sent := 0
 	for {
 		el := time.Since(start)
-		sec := int(el / time.Second)
-		if sec != line.Second {
-			if err := enc.Encode(line); err != nil {
-				return 1
-			}
-			line = fleetLine{Instance: idx, Second: sec, Live: live}
-		}
-		if sec >= sp.Seconds {
+		if int(el/time.Second) >= sp.Seconds {
 			break
 		}
 		for due := int(el.Seconds() * float64(sp.Demand)); sent < due; sent++ {
-			p, err := g.Entry("api")
-			if err == nil {
-				p.Exit()
-				line.Admitted++
-				continue
+			before := second()
+			if before >= sp.Seconds {
+				break
 			}
-			line.Refused++
-			if strings.Contains(err.Error(), "fallback") {
-				line.Fallback++
+			p, err := g.Entry("api")
+			after := second()
+			l := &lines[before]
+			switch {
+			case err == nil && after == before:
+				p.Exit()
+				l.Admitted++
+			case err == nil:
+				p.Exit()
+				l.Straddled++
+			default:
+				l.Refused++
+				if strings.Contains(err.Error(), "fallback") {
+					l.Fallback++
+				}
 			}
 		}
 		time.Sleep(time.Millisecond)
+	}
+	for _, l := range lines {
+		if err := enc.Encode(l); err != nil {
+			return 1
+		}
 	}
 	_ = enc.Encode(fleetLine{Instance: idx, Done: true})
 	return 0
@@ -128,8 +149,10 @@ func fleetChild() int {
 // TestProcessFleetSharesBudget: four instances, each its own OS process
 // with its own engine and Redis client, share a 1,000/s cluster rule under
 // five times that demand for ten seconds. Every aligned wall-clock second
-// admits at most 1,000 in total, and every second after the first (which
-// warms the leases up) at least 950; no decision is the fallback's.
+// admits at most 1,000 in total (the admissions whose Entry began and
+// returned within it), and every second after the first (which warms the
+// leases up) at least 950 (those, and the ones straddling its start or end);
+// no decision is the fallback's.
 func TestProcessFleetSharesBudget(t *testing.T) {
 	if testing.Short() {
 		t.Skip("ten seconds of load in four processes; runs without -short")
@@ -209,6 +232,7 @@ func TestProcessFleetSharesBudget(t *testing.T) {
 
 	var (
 		perSec   [seconds][instances]int
+		straddle [seconds]int
 		seen     [seconds][instances]bool
 		fallback int
 		done     int
@@ -221,6 +245,7 @@ func TestProcessFleetSharesBudget(t *testing.T) {
 			done++
 		case l.Second >= 0 && l.Second < seconds && l.Instance >= 0 && l.Instance < instances:
 			perSec[l.Second][l.Instance] = l.Admitted
+			straddle[l.Second] += l.Straddled
 			seen[l.Second][l.Instance] = true
 			fallback += l.Fallback
 			if l.Live != instances {
@@ -244,12 +269,17 @@ func TestProcessFleetSharesBudget(t *testing.T) {
 			sum += perSec[s][i]
 			per[i] = strconv.Itoa(perSec[s][i])
 		}
-		t.Logf("second %d: admitted %d (%s)", s, sum, strings.Join(per, " + "))
+		// An admission that straddled the start of second s may be in s.
+		may := sum + straddle[s]
+		if s > 0 {
+			may += straddle[s-1]
+		}
+		t.Logf("second %d: admitted %d (%s), %d more straddling its start or end", s, sum, strings.Join(per, " + "), may-sum)
 		if sum > limit {
 			t.Errorf("second %d: admitted %d > %d", s, sum, limit)
 		}
-		if s > 0 && sum < limit*95/100 {
-			t.Errorf("second %d: admitted %d < 95%% of %d", s, sum, limit)
+		if s > 0 && may < limit*95/100 {
+			t.Errorf("second %d: admitted at most %d < 95%% of %d", s, may, limit)
 		}
 	}
 }
