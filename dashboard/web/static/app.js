@@ -363,19 +363,30 @@
   let versions = []; // the rule versions saved in the window, from the last full answer
   const steps = new Map(); // resource -> its limit steps, from the last full answer
 
+  const lastSeries = new Map(); // resource -> its latest answer, for an answer without it
   function merge(data) {
-    const full = data.since <= data.now - data.window;
+    // An answer with errors (the store cannot be read) has no frames: the
+    // page keeps the resources it drew and their points, so that the
+    // seconds without frames are drawn as a gap once the store is back.
+    const lostStore = !!(data.errors && data.errors.length);
+    const full = data.since <= data.now - data.window && !lostStore;
     if (full) { known.clear(); steps.clear(); versions = data.versions || []; }
     const from = data.now - data.window, out = [];
+    const series = (r, m) => Object.assign({}, r, { points: [...m.values()].sort((a, b) => a.t - b.t), limitSteps: steps.get(r.resource) || null });
     for (const r of data.resources) {
       let m = known.get(r.resource);
       if (!m) { m = new Map(); known.set(r.resource, m); }
       for (const p of r.points || []) m.set(p.t, p);
       for (const t of m.keys()) if (t < from) m.delete(t);
       if (full) steps.set(r.resource, r.limitSteps || null);
-      out.push(Object.assign({}, r, { points: [...m.values()].sort((a, b) => a.t - b.t), limitSteps: steps.get(r.resource) || null }));
+      lastSeries.set(r.resource, r);
+      out.push(series(r, m));
     }
-    for (const name of known.keys()) if (!data.resources.some((r) => r.resource === name)) known.delete(name);
+    for (const [name, m] of known) {
+      if (data.resources.some((r) => r.resource === name)) continue;
+      if (lostStore && lastSeries.has(name)) out.push(series(lastSeries.get(name), m));
+      else { known.delete(name); lastSeries.delete(name); }
+    }
     return Object.assign({}, data, { resources: out, versions });
   }
 
