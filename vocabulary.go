@@ -9,7 +9,7 @@ import "github.com/sluice-go/sluice/internal/core"
 // and package rules (docs/design/architecture.md, "The public surface").
 // Each is the same type as the one those packages' signatures show as
 // core.X: a *sluice.BlockError is what slots.Checker.Check returns, a
-// sluice.Clock is what cluster/filestore.WithClock takes.
+// sluice.Clock is what cluster/filestore.Config.Clock holds.
 
 // ErrBlocked is matched by every error returned for an entry that a rule
 // refused: errors.Is(err, ErrBlocked) is true for any *BlockError.

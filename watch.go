@@ -11,14 +11,14 @@ import (
 	"github.com/sluice-go/sluice/stat"
 )
 
-// MaxWatches is the most watches an engine holds at once; Watch refuses
-// more with ErrTooManyWatches. A watch keeps one 8-byte word per second of
+// maxWatches is the most watches an engine holds at once, 1,000; Watch
+// refuses more with ErrTooManyWatches. A watch keeps one 8-byte word per second of
 // its window (two for stat.MetricAvgRT): 2.3 KiB for a five-minute window,
 // 28 KiB for an hour (56 KiB for stat.MetricAvgRT).
-const MaxWatches = 1000
+const maxWatches = 1000
 
-// ErrTooManyWatches is returned (wrapped) by Watch when the engine already
-// holds MaxWatches watches.
+// ErrTooManyWatches is returned (wrapped, with the bound) by Watch when the
+// engine already holds 1,000 watches, the most it holds at once.
 var ErrTooManyWatches = errors.New("sluice: too many watches")
 
 // Watch starts watching w.Metric of w.Resource over a sliding window of
@@ -198,8 +198,8 @@ func (s *watchSet) add(eng *Engine, ws *watchState) error {
 	if s.closed || eng.closed.Load() {
 		return ErrClosed
 	}
-	if len(s.list) >= MaxWatches {
-		return fmt.Errorf("%w: %d", ErrTooManyWatches, MaxWatches)
+	if len(s.list) >= maxWatches {
+		return fmt.Errorf("%w: %d", ErrTooManyWatches, maxWatches)
 	}
 	s.list = append(s.list[:len(s.list):len(s.list)], ws)
 	if !s.running {

@@ -243,12 +243,12 @@ func TestWatchInvalid(t *testing.T) {
 	assert.ErrorIs(t, err, ErrClosed)
 }
 
-// TestWatchLimit: at most MaxWatches at once; cancelling makes room, and
+// TestWatchLimit: at most maxWatches at once; cancelling makes room, and
 // cancelling twice does nothing.
 func TestWatchLimit(t *testing.T) {
 	g, clk := newTestEngine(t, 0)
 	w := stat.Watch{Resource: "r", Metric: stat.MetricPass, Window: time.Second, Threshold: 1}
-	cancels := make([]func(), MaxWatches)
+	cancels := make([]func(), maxWatches)
 	for i := range cancels {
 		c, err := g.Watch(w)
 		require.NoError(t, err)
@@ -259,7 +259,7 @@ func TestWatchLimit(t *testing.T) {
 	assert.EqualError(t, err, "sluice: too many watches: 1000")
 	cancels[0]()
 	cancels[0]()
-	assert.Equal(t, MaxWatches-1, g.watches.len())
+	assert.Equal(t, maxWatches-1, g.watches.len())
 	c, err := g.Watch(w)
 	require.NoError(t, err)
 	defer c()
@@ -271,7 +271,7 @@ func TestWatchLimit(t *testing.T) {
 	settle(t, clk)
 	require.True(t, try(g, "r"))
 	setAndSettle(t, clk, 1)
-	assert.Len(t, rec.take(), MaxWatches)
+	assert.Len(t, rec.take(), maxWatches)
 }
 
 // TestWatchCancel: a cancelled watch reports nothing more, and the

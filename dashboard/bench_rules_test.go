@@ -23,7 +23,7 @@ func BenchmarkRulesPage10k(b *testing.B) {
 	for i := 0; i < 10000; i++ {
 		fmt.Fprintf(&doc, "  - resource: GET /r%05d\n    threshold: %d\n", i, 10+i%90)
 	}
-	rs, err := filestore.Open(b.TempDir())
+	rs, err := filestore.Open(b.TempDir(), filestore.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func BenchmarkResources10k(b *testing.B) {
 			}
 		}
 	}
-	rs, err := filestore.Open(b.TempDir())
+	rs, err := filestore.Open(b.TempDir(), filestore.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}

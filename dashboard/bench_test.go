@@ -35,7 +35,7 @@ func BenchmarkLive(b *testing.B) {
 			}
 		}
 	}
-	rs, err := filestore.Open(b.TempDir())
+	rs, err := filestore.Open(b.TempDir(), filestore.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}

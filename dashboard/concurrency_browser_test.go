@@ -40,7 +40,7 @@ func TestBrowserConcurrencyForm(t *testing.T) {
 		f.Resources = []cluster.ResourceSecond{rs}
 		require.NoError(t, tel.Publish(bg, f, 100, time.Hour))
 	}
-	rs, err := filestore.Open(t.TempDir())
+	rs, err := filestore.Open(t.TempDir(), filestore.Config{})
 	require.NoError(t, err)
 	_, err = rs.Save(bg, "shop", 0, cluster.RuleVersion{Doc: []byte("flow:\n  - resource: seed\n    threshold: 1\n"), Author: "seed"})
 	require.NoError(t, err)

@@ -138,7 +138,7 @@ func New(cfg Config) (*Dashboard, error) {
 		cfg.Now = time.Now
 	}
 	if cfg.RulesDir != "" {
-		fs, err := filestore.Open(cfg.RulesDir, filestore.WithWallClock(cfg.Now))
+		fs, err := filestore.Open(cfg.RulesDir, filestore.Config{Now: cfg.Now})
 		if err != nil {
 			return nil, fmt.Errorf("dashboard: RulesDir: %w", err)
 		}

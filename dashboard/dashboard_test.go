@@ -190,7 +190,7 @@ func TestTwoEditorsSavingAtOnce(t *testing.T) {
 		require.NoError(t, err)
 		dir := t.TempDir()
 		f := newFleet(t, func(c *dashboard.Config) { c.Rules, c.RulesDir, c.Engine, c.App = nil, dir, eng, "shop" })
-		rs, err := filestore.Open(dir)
+		rs, err := filestore.Open(dir, filestore.Config{})
 		require.NoError(t, err)
 		cur := twoEditors(t, f.srv, rs)
 		set, err := rules.Decode(cur.Doc, rules.YAML)

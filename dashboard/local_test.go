@@ -91,7 +91,7 @@ func TestLocalRulesSurviveRestart(t *testing.T) {
 	_, srv = localDash(t, eng, clk, dir)
 	require.Equal(t, []rules.Flow{{Resource: "r", Threshold: 2}}, eng.Rules().Flow, "the version saved before the restart")
 	require.Equal(t, 2, admitted(eng, "r", 5))
-	rs, err := filestore.Open(dir)
+	rs, err := filestore.Open(dir, filestore.Config{})
 	require.NoError(t, err)
 	require.Equal(t, int64(2), version(t, rs, "shop"), "nothing seeded over it")
 	hist, err := rs.History(context.Background(), "shop", 10)
@@ -120,7 +120,7 @@ func TestLocalEngineRefusesSave(t *testing.T) {
 	require.Equal(t, http.StatusUnprocessableEntity, code)
 	require.Contains(t, body, "sluice.WithCluster")
 	require.Contains(t, body, "cluster: {}", "the user's text is kept")
-	rs, err := filestore.Open(dir)
+	rs, err := filestore.Open(dir, filestore.Config{})
 	require.NoError(t, err)
 	require.Equal(t, int64(1), version(t, rs, "shop"), "a refused document is not written")
 	require.Equal(t, []rules.Flow{{Resource: "r", Threshold: 3}}, eng.Rules().Flow)
@@ -154,7 +154,7 @@ func TestLocalStoreFailsAfterLoad(t *testing.T) {
 // and in the audit log, until a version it takes is saved.
 func TestLocalRefusedAtStart(t *testing.T) {
 	dir := t.TempDir()
-	rs, err := filestore.Open(dir)
+	rs, err := filestore.Open(dir, filestore.Config{})
 	require.NoError(t, err)
 	_, err = rs.Save(context.Background(), "shop", 0, cluster.RuleVersion{Author: "ops",
 		Doc: []byte("flow:\n  - resource: r\n    threshold: 9\n    cluster: {}\n")})
@@ -195,7 +195,7 @@ func TestLocalConfig(t *testing.T) {
 	users := testUsers(t)
 	_, err := dashboard.New(dashboard.Config{Engine: eng, Users: users})
 	require.ErrorContains(t, err, "Config.Engine needs RulesDir")
-	rs, err := filestore.Open(t.TempDir())
+	rs, err := filestore.Open(t.TempDir(), filestore.Config{})
 	require.NoError(t, err)
 	_, err = dashboard.New(dashboard.Config{Engine: eng, Users: users, Rules: rs, RulesDir: t.TempDir()})
 	require.ErrorContains(t, err, "Rules and RulesDir")

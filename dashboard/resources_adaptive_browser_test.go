@@ -37,7 +37,7 @@ func TestBrowserResourceLimits(t *testing.T) {
 			require.NoError(t, tel.Publish(bg, f, 100, time.Hour))
 		}
 	}
-	rs, err := filestore.Open(t.TempDir())
+	rs, err := filestore.Open(t.TempDir(), filestore.Config{})
 	require.NoError(t, err)
 	doc := "flow:\n  - resource: tiered\n    threshold: 100\n    tiers:\n      - above: 100\n        threshold: 50\n"
 	_, err = rs.Save(bg, "shop", 0, cluster.RuleVersion{Doc: []byte(doc), Author: "seed"})

@@ -99,7 +99,7 @@ func TestRetire(t *testing.T) {
 // directory is gone; a store that cannot retire answers 501.
 func TestRetireFileStore(t *testing.T) {
 	dir := t.TempDir()
-	fs, err := filestore.Open(dir)
+	fs, err := filestore.Open(dir, filestore.Config{})
 	require.NoError(t, err)
 	_, err = fs.Save(context.Background(), "shop", 0, cluster.RuleVersion{Doc: []byte(shopRules), Author: "seed"})
 	require.NoError(t, err)

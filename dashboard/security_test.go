@@ -378,7 +378,7 @@ func TestAppNameChecked(t *testing.T) {
 		defer d.Close()
 		srv := httptest.NewServer(d)
 		defer srv.Close()
-		st, err := filestore.Open(dir) // the same directory, read beside the dashboard
+		st, err := filestore.Open(dir, filestore.Config{}) // the same directory, read beside the dashboard
 		require.NoError(t, err)
 		check(t, srv, st)
 	})

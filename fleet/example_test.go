@@ -20,7 +20,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	store, err := filestore.Open(dir)
+	store, err := filestore.Open(dir, filestore.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -43,7 +43,7 @@ func blockUntil(t *testing.T, clk *sluicetest.ManualClock, n int) {
 // refused one reported with its error while the rules in force stay.
 func TestFollowRuleStore(t *testing.T) {
 	clk := sluicetest.NewManualClock(0)
-	fs, err := filestore.Open(t.TempDir(), filestore.WithClock(clk), filestore.WithPollInterval(time.Second))
+	fs, err := filestore.Open(t.TempDir(), filestore.Config{Clock: clk, PollInterval: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestFollowRuleStore(t *testing.T) {
 // TestJoinConfigErrors: an invalid configuration is refused, naming the
 // field; the instance defaults to the engine's.
 func TestJoinConfigErrors(t *testing.T) {
-	fs, err := filestore.Open(t.TempDir())
+	fs, err := filestore.Open(t.TempDir(), filestore.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func (h hanging) Current(ctx context.Context, _ string) (cluster.RuleVersion, er
 // at its Timeout, keeps the engine's rules and says why; Close cuts the
 // following reads short.
 func TestFollowHangingStore(t *testing.T) {
-	fs, err := filestore.Open(t.TempDir())
+	fs, err := filestore.Open(t.TempDir(), filestore.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

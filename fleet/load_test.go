@@ -20,7 +20,7 @@ import (
 // its error, and the rules in force stay.
 func TestJoinLoad(t *testing.T) {
 	clk := sluicetest.NewManualClock(0)
-	fs, err := filestore.Open(t.TempDir(), filestore.WithClock(clk), filestore.WithPollInterval(time.Second))
+	fs, err := filestore.Open(t.TempDir(), filestore.Config{Clock: clk, PollInterval: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,7 +79,7 @@ func (l DecodeLimits) maxBytes() int { return cmp.Or(max(l.MaxBytes, 0), Default
 
 // raise is the end of the message of a limit that was reached.
 func raise(field, what string) string {
-	return "raise DecodeLimits." + field + " (filestore.WithDecodeLimits for a rule store) to read " + what
+	return "raise DecodeLimits." + field + " (filestore.Config.Limits for a rule store) to read " + what
 }
 
 func tooLarge(size int64, limit int) error {

@@ -412,7 +412,7 @@ func TestDecodeRefusesLargeDocumentBeforeParsing(t *testing.T) {
 			doc := manyRules(100_000, f)
 			_, err := Decode(doc, f)
 			require.EqualError(t, err, fmt.Sprintf("rules: document is %d bytes, more than the limit of 4194304 bytes; "+
-				"raise DecodeLimits.MaxBytes (filestore.WithDecodeLimits for a rule store) to read it", len(doc)))
+				"raise DecodeLimits.MaxBytes (filestore.Config.Limits for a rule store) to read it", len(doc)))
 
 			// Not even parsed: a broken document over the limit gets the same
 			// answer, not a syntax error.
@@ -434,16 +434,16 @@ func TestDecodeLimits(t *testing.T) {
 		{"negative means default", DecodeLimits{MaxBytes: -1, MaxValues: -1}, ""},
 		{"exactly the bytes", DecodeLimits{MaxBytes: len(doc)}, ""},
 		{"a byte short", DecodeLimits{MaxBytes: len(doc) - 1}, fmt.Sprintf("rules: document is %d bytes, more than the limit of %d bytes; "+
-			"raise DecodeLimits.MaxBytes (filestore.WithDecodeLimits for a rule store) to read it", len(doc), len(doc)-1)},
+			"raise DecodeLimits.MaxBytes (filestore.Config.Limits for a rule store) to read it", len(doc), len(doc)-1)},
 		{"exactly the values", DecodeLimits{MaxValues: 18}, ""},
 		{"a value short", DecodeLimits{MaxValues: 17}, "rules: document has more than 17 values at line 7 (a YAML alias counts its values at every use); " +
-			"raise DecodeLimits.MaxValues (filestore.WithDecodeLimits for a rule store) to read it"},
+			"raise DecodeLimits.MaxValues (filestore.Config.Limits for a rule store) to read it"},
 		{"exactly the rules", DecodeLimits{MaxRules: 3}, ""},
 		{"a rule short", DecodeLimits{MaxRules: 2}, "rules: flow: 3 rules, more than the limit of 2 rules of one kind at line 2; " +
-			"raise DecodeLimits.MaxRules (filestore.WithDecodeLimits for a rule store) to read them"},
+			"raise DecodeLimits.MaxRules (filestore.Config.Limits for a rule store) to read them"},
 		{"names exactly the bytes", DecodeLimits{MaxNameBytes: len("GET /api/v1/r000002")}, ""},
 		{"a name a byte long", DecodeLimits{MaxNameBytes: len("GET /api/v1/r000002") - 1}, `rules: flow rule 0 (resource "GET /api/v1/r000000"): ` +
-			"Resource: is 19 bytes, more than the limit of 18 at line 2; raise DecodeLimits.MaxNameBytes (filestore.WithDecodeLimits for a rule store) to read it"},
+			"Resource: is 19 bytes, more than the limit of 18 at line 2; raise DecodeLimits.MaxNameBytes (filestore.Config.Limits for a rule store) to read it"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s, err := tt.limits.Decode(doc, YAML)
@@ -462,7 +462,7 @@ func TestDecodeLimits(t *testing.T) {
 		}
 		_, err := DecodeLimits{MaxBytes: 8 << 20}.Decode(manyRules(100_000, YAML), YAML)
 		require.EqualError(t, err, "rules: flow: 100000 rules, more than the limit of 10000 rules of one kind at line 2; "+
-			"raise DecodeLimits.MaxRules (filestore.WithDecodeLimits for a rule store) to read them")
+			"raise DecodeLimits.MaxRules (filestore.Config.Limits for a rule store) to read them")
 		s, err := DecodeLimits{MaxBytes: 8 << 20, MaxRules: 100_000}.Decode(manyRules(100_000, YAML), YAML)
 		require.NoError(t, err)
 		require.Equal(t, 100_000, len(s.Flow))
@@ -474,7 +474,7 @@ func TestDecodeLimits(t *testing.T) {
 		require.NoError(t, os.WriteFile(path, doc, 0o600))
 		_, err := DecodeLimits{MaxBytes: 100}.DecodeFile(path)
 		require.EqualError(t, err, fmt.Sprintf("%s: rules: document is %d bytes, more than the limit of 100 bytes; "+
-			"raise DecodeLimits.MaxBytes (filestore.WithDecodeLimits for a rule store) to read it", path, len(doc)))
+			"raise DecodeLimits.MaxBytes (filestore.Config.Limits for a rule store) to read it", path, len(doc)))
 		var pe *PathError
 		require.ErrorAs(t, err, &pe)
 		require.Equal(t, path, pe.Path)

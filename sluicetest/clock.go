@@ -20,12 +20,9 @@ func NewManualClock(start int64) *ManualClock {
 	return &ManualClock{isluicetest.NewManualClock(start)}
 }
 
-// Nanotime returns the clock's current reading.
+// Nanotime returns the clock's current reading. time.Duration(Nanotime())
+// prints it readably in test output.
 func (c *ManualClock) Nanotime() int64 { return c.c.Nanotime() }
-
-// Elapsed returns the clock's reading as the time.Duration since its zero,
-// which prints readably in test output.
-func (c *ManualClock) Elapsed() time.Duration { return c.c.Elapsed() }
 
 // Advance moves the clock forward by d and fires every timer that is due, in
 // deadline order. A negative d panics: monotonic clocks never go back.

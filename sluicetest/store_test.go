@@ -114,7 +114,7 @@ func TestConformanceStoreTokenBucket(t *testing.T) {
 			g := take(t, s, b, n, partial)
 			wg, wr := ref.take(clk.Nanotime(), n, partial)
 			if g.N != wg || g.RetryAfter != wr || g.Wait != 0 {
-				t.Fatalf("seed %d step %d at %v: take %d (partial %v) = %+v, want %d retry %v", seed, i, clk.Elapsed(), n, partial, g, wg, wr)
+				t.Fatalf("seed %d step %d at %v: take %d (partial %v) = %+v, want %d retry %v", seed, i, time.Duration(clk.Nanotime()), n, partial, g, wg, wr)
 			}
 		}
 	}
@@ -175,7 +175,7 @@ func TestConformanceStoreSlidingWindow(t *testing.T) {
 			g := take(t, s, b, n, partial)
 			wg, wr := ref.take(clk.Nanotime(), n, partial)
 			if g.N != wg || g.RetryAfter != wr {
-				t.Fatalf("seed %d step %d at %v: take %d (partial %v) = %+v, want %d retry %v", seed, i, clk.Elapsed(), n, partial, g, wg, wr)
+				t.Fatalf("seed %d step %d at %v: take %d (partial %v) = %+v, want %d retry %v", seed, i, time.Duration(clk.Nanotime()), n, partial, g, wg, wr)
 			}
 		}
 	}

@@ -19,7 +19,7 @@ func Example() {
 		panic(err)
 	}
 	defer os.RemoveAll(dir)
-	store, err := filestore.Open(dir)
+	store, err := filestore.Open(dir, filestore.Config{})
 	if err != nil {
 		panic(err)
 	}

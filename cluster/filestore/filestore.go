@@ -50,7 +50,7 @@ import (
 	"github.com/sluice-go/sluice/rules"
 )
 
-// Defaults of the options.
+// Defaults of the Config fields.
 const (
 	// DefaultHistory is the number of versions kept per application.
 	DefaultHistory = 100
@@ -70,33 +70,29 @@ const (
 	maxText    = 64 << 10 // audit detail, report error: cut beyond
 )
 
-// Option configures a Store.
-type Option func(*Store)
-
-// WithHistory sets the number of versions kept per application (the
-// version in force included); zero or less means DefaultHistory.
-func WithHistory(n int) Option { return func(s *Store) { s.history = n } }
-
-// WithAuditBytes sets the size in bytes beyond which the audit file is
-// rotated (the previous one is kept as audit.jsonl.1, the one before
-// deleted); zero or less means DefaultAuditBytes.
-func WithAuditBytes(n int64) Option { return func(s *Store) { s.auditBytes = n } }
-
-// WithPollInterval sets the time between two reads of the version file by
-// Watch; zero or less means DefaultPollInterval.
-func WithPollInterval(d time.Duration) Option { return func(s *Store) { s.poll = d } }
-
-// WithClock makes Watch time its polls on c (tests pass a
-// *sluicetest.ManualClock); nil means clock.System().
-func WithClock(c core.Clock) Option { return func(s *Store) { s.clock = c } }
-
-// WithDecodeLimits bounds the documents Save accepts (default: the zero
-// rules.DecodeLimits).
-func WithDecodeLimits(l rules.DecodeLimits) Option { return func(s *Store) { s.limits = l } }
-
-// WithWallClock makes the store date versions, reports and audit entries
-// with now instead of time.Now.
-func WithWallClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
+// Config configures a Store, as sluiceredis.RuleStoreConfig and
+// sqlstore.Config configure the other rule stores. The zero Config is the
+// defaults.
+type Config struct {
+	// History is the number of versions kept per application (the version
+	// in force included); zero or less means DefaultHistory.
+	History int
+	// AuditBytes is the size in bytes beyond which the audit file is
+	// rotated (the previous one is kept as audit.jsonl.1, the one before
+	// deleted); zero or less means DefaultAuditBytes.
+	AuditBytes int64
+	// PollInterval is the time between two reads of the version file by
+	// Watch; zero or less means DefaultPollInterval.
+	PollInterval time.Duration
+	// Clock times Watch's polls (tests pass a *sluicetest.ManualClock);
+	// nil means the system clock.
+	Clock core.Clock
+	// Now dates versions, reports and audit entries; nil means time.Now.
+	Now func() time.Time
+	// Limits bounds the documents Save accepts (the zero value: the
+	// defaults of rules.DecodeLimits).
+	Limits rules.DecodeLimits
+}
 
 // Store is a cluster.RuleStore in a directory. It is safe for concurrent
 // use by one process. Make it with Open.
@@ -120,10 +116,11 @@ var _ cluster.RuleStore = (*Store)(nil)
 // Open returns a Store on dir, creating dir if needed, and repairs each
 // application's rules.yaml whose content is not the version in force (a
 // crash between a save's commit and its last step).
-func Open(dir string, opts ...Option) (*Store, error) {
-	s := &Store{dir: dir, now: time.Now}
-	for _, o := range opts {
-		o(s)
+func Open(dir string, cfg Config) (*Store, error) {
+	s := &Store{dir: dir, history: cfg.History, auditBytes: cfg.AuditBytes, poll: cfg.PollInterval,
+		clock: cfg.Clock, limits: cfg.Limits, now: cfg.Now}
+	if s.now == nil {
+		s.now = time.Now
 	}
 	if s.history <= 0 {
 		s.history = DefaultHistory
@@ -419,8 +416,8 @@ func (s *Store) Save(ctx context.Context, app string, base int64, v cluster.Rule
 	return v, nil
 }
 
-// Watch reads app's version file every poll interval (WithPollInterval,
-// on the WithClock clock) and calls changed with each new version, until
+// Watch reads app's version file every poll interval (Config.PollInterval,
+// on Config.Clock) and calls changed with each new version, until
 // ctx ends; it returns ctx's error.
 func (s *Store) Watch(ctx context.Context, app string, changed func(version int64)) error {
 	if err := checkApp(app); err != nil {

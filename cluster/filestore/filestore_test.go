@@ -40,10 +40,17 @@ func (w *wall) add(d time.Duration) {
 	w.mu.Unlock()
 }
 
-func open(t *testing.T, dir string, opts ...Option) (*Store, *wall) {
+// open opens a Store on dir with cfg (the first given, else the defaults)
+// and a settable wall clock.
+func open(t *testing.T, dir string, cfgs ...Config) (*Store, *wall) {
 	t.Helper()
 	w := &wall{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-	s, err := Open(dir, append([]Option{WithWallClock(w.now)}, opts...)...)
+	var cfg Config
+	if len(cfgs) > 0 {
+		cfg = cfgs[0]
+	}
+	cfg.Now = w.now
+	s, err := Open(dir, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +68,7 @@ func save(t *testing.T, s *Store, app string, base int64, doc string) cluster.Ru
 
 func TestStoreVersions(t *testing.T) {
 	dir := t.TempDir()
-	s, w := open(t, dir, WithHistory(2))
+	s, w := open(t, dir, Config{History: 2})
 	if v, err := s.Current(bg, "shop"); err != nil || v.Version != 0 {
 		t.Fatalf("Current of a new app = %+v, %v", v, err)
 	}
@@ -215,7 +222,7 @@ func TestStoreInterruptedSave(t *testing.T) {
 // the new version once.
 func TestStoreWatch(t *testing.T) {
 	clk := sluicetest.NewManualClock(0)
-	s, _ := open(t, t.TempDir(), WithClock(clk), WithPollInterval(time.Second))
+	s, _ := open(t, t.TempDir(), Config{Clock: clk, PollInterval: time.Second})
 	ctx, cancel := context.WithCancel(bg)
 	got := make(chan int64, 10)
 	done := make(chan error, 1)
@@ -280,7 +287,7 @@ func TestStoreReports(t *testing.T) {
 // log stays within twice it; the newest entries come first.
 func TestStoreAuditRotation(t *testing.T) {
 	dir := t.TempDir()
-	s, w := open(t, dir, WithAuditBytes(1000))
+	s, w := open(t, dir, Config{AuditBytes: 1000})
 	for i := 0; i < 100; i++ {
 		if err := s.Audit(bg, cluster.AuditEntry{User: "u", Action: "login", Detail: fmt.Sprint(i)}); err != nil {
 			t.Fatal(err)
@@ -307,7 +314,7 @@ func TestStoreAuditRotation(t *testing.T) {
 // TestConformance runs the suite every cluster.RuleStore passes.
 func TestConformance(t *testing.T) {
 	fleettest.RuleStore(t, func(t *testing.T) cluster.RuleStore {
-		s, err := Open(t.TempDir(), WithPollInterval(5*time.Millisecond))
+		s, err := Open(t.TempDir(), Config{PollInterval: 5 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
