@@ -31,13 +31,13 @@ BENCH_COUNT ?= 5
 ## repository that requires the published ones (consumer), and a short
 ## fuzzing pass over every fuzz target (fuzz-ci). The conformance tests run
 ## at their default steps; make conformance runs them 20 times longer.
-## The TEST_BESIDE stages run beside the TEST_AFTER ones, one after
-## another at a lower CPU priority (nice), their output printed once the
+## The TEST_BESIDE stages run beside the TEST_AFTER ones (from vet on), one after
+## another, their output printed once the
 ## race stage and those after it are done: most of the race stage's time is
 ## its packages waiting on servers, browsers and timers (the dashboard's
 ## tests: 96 CPU-seconds in 283 s), while the cores are idle.
-TEST_STAGES := fmt shared tidy workspace vet lint
-TEST_AFTER := race simulations allocs
+TEST_STAGES := fmt shared tidy workspace
+TEST_AFTER := vet lint race simulations allocs
 TEST_BESIDE := standalone-compile consumer fuzz-ci
 # Every module's packages, for one go command over the workspace: it loads
 # what the modules share once, and runs the packages of all modules
@@ -47,12 +47,12 @@ TEST_BESIDE := standalone-compile consumer fuzz-ci
 PKGS := $(addsuffix /...,$(MODULES))
 TEST_P ?= 4
 test:
-	@t0=$$(date +%s); nice=; stage() { t=$$(date +%s); \
-		if ! $$nice $(MAKE) --no-print-directory $$1; then echo "== stage $$1 FAILED after $$(( $$(date +%s) - t ))s"; return 1; fi; \
+	@t0=$$(date +%s); stage() { t=$$(date +%s); \
+		if ! $(MAKE) --no-print-directory $$1; then echo "== stage $$1 FAILED after $$(( $$(date +%s) - t ))s"; return 1; fi; \
 		echo "== stage $$1: $$(( $$(date +%s) - t ))s"; }; \
 	for s in $(TEST_STAGES); do stage $$s || exit 1; done; \
 	beside=$$(mktemp); echo "== stages $(TEST_BESIDE) started beside $(TEST_AFTER) (output below, after them)"; \
-	( nice="nice -n 10"; for s in $(TEST_BESIDE); do stage $$s || exit 1; done ) </dev/null >$$beside 2>&1 & pid=$$!; \
+	( for s in $(TEST_BESIDE); do stage $$s || exit 1; done ) </dev/null >$$beside 2>&1 & pid=$$!; \
 	ok=yes; for s in $(TEST_AFTER); do stage $$s || { ok=; break; }; done; \
 	if ! wait $$pid; then ok=; fi; echo "== output of $(TEST_BESIDE):"; cat $$beside; rm -f $$beside; \
 	if [ -z "$$ok" ]; then echo "== make test FAILED after $$(( $$(date +%s) - t0 ))s"; exit 1; fi; \
@@ -124,10 +124,17 @@ vet:
 # and 149 s of a 406 s race stage on 2026-12-02), listed first so that go
 # test starts them first instead of after the packages sorted before them.
 SLOWEST := github.com/sluice-go/sluice/dashboard github.com/sluice-go/sluice/cluster/redis github.com/sluice-go/sluice/cluster/sqlstore github.com/sluice-go/sluice/examples/benchcompare
+# The dashboard's browser tests (TestBrowser*, each driving a headless
+# Chromium) run in a go test of their own beside the rest: the dashboard's
+# package alone took 412 s of a 514 s race stage on 2026-12-02, the
+# stage's longest path, most of it waiting on the browser.
+BROWSER_TESTS := ^TestBrowser
 race:
 	@if [ -z "$(RACE)" ]; then echo "WARNING: no C compiler for the race detector; running tests without -race (install gcc to enable it)"; fi
 	@pkgs=$$(printf '%s\n' $(SLOWEST); $(GO) list $(PKGS) | grep -v -x -F $(addprefix -e ,$(SIMULATIONS) $(SLOWEST))) && \
-	$(GO) test $(RACE) -p $(TEST_P) -count=1 -timeout 20m $$pkgs
+	out=$$(mktemp) && { $(GO) test $(RACE) -count=1 -timeout 20m -run '$(BROWSER_TESTS)' github.com/sluice-go/sluice/dashboard >$$out 2>&1 & pid=$$!; } && \
+	ok=yes; $(GO) test $(RACE) -p $(TEST_P) -count=1 -timeout 20m -skip '$(BROWSER_TESTS)' $$pkgs || ok=; \
+	wait $$pid || ok=; echo "== the dashboard's browser tests:"; cat $$out; rm -f $$out; [ -n "$$ok" ]
 
 # The adaptive limiter's tests and its example run one goroutine on a
 # simulated clock: the race detector has nothing to find in them and makes
