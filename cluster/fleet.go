@@ -93,8 +93,13 @@ type RuleStore interface {
 	Save(ctx context.Context, app string, base int64, v RuleVersion) (RuleVersion, error)
 	// Watch calls changed with the version number each time app's rules
 	// are saved, until ctx ends, and returns ctx's error then (or the
-	// error that stopped it). Notifications may be lost (a pub/sub
-	// message dropped): callers also poll Current.
+	// error that stopped it). Once it listens, it first calls changed(0):
+	// a caller that reads Current after that call misses no later save
+	// but one whose notification is lost, so a caller that read Current
+	// before Watch started (and a save came in between) reads it again
+	// there. (A store that announces no save at all need not call it.)
+	// Notifications may be lost (a pub/sub message dropped): callers also
+	// poll Current.
 	Watch(ctx context.Context, app string, changed func(version int64)) error
 	// Report records r for app's instance r.Instance, kept for ttl.
 	Report(ctx context.Context, app string, r RuleReport, ttl time.Duration) error

@@ -135,8 +135,9 @@ func (s *fileRules) Save(context.Context, string, int64, cluster.RuleVersion) (c
 	return cluster.RuleVersion{}, errReadOnly
 }
 
-// Watch announces nothing: the follower's reads every CheckInterval see
-// the changes.
+// Watch announces nothing, not even that it listens (there is nothing a
+// caller could miss): the follower's reads every CheckInterval see the
+// changes.
 func (s *fileRules) Watch(ctx context.Context, _ string, _ func(int64)) error {
 	<-ctx.Done()
 	return ctx.Err()

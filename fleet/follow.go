@@ -88,8 +88,11 @@ func (f *follower) fail(err error) {
 	f.mu.Unlock()
 }
 
-// watch keeps a Watch of the store open, waking run at each notification;
-// after a failure it tries again an interval later.
+// watch keeps a Watch of the store open, waking run at each notification,
+// and once each Watch listens (its changed(0)): a version saved between
+// the follower's read of the store and the Watch's start is loaded then,
+// not at the next check an interval later. After a failure it tries again
+// an interval later.
 func (f *follower) watch() {
 	defer f.wg.Done()
 	for {

@@ -213,3 +213,53 @@ func TestFollowHangingStore(t *testing.T) {
 		t.Fatalf("OnError saw %v", errs)
 	}
 }
+
+// lateWatch is a RuleStore whose Watch starts listening only once release
+// is closed, as a Watch whose first read or subscription is slow does.
+type lateWatch struct {
+	*filestore.Store
+	release chan struct{}
+}
+
+func (l lateWatch) Watch(ctx context.Context, app string, changed func(int64)) error {
+	select {
+	case <-l.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return l.Store.Watch(ctx, app, changed)
+}
+
+// TestFollowSaveBeforeWatchListens: a version saved after Join read the
+// store but before the store's Watch listened is loaded once the Watch
+// listens, without waiting for the next check (neither the engine's clock
+// nor the store's poll moves here).
+func TestFollowSaveBeforeWatchListens(t *testing.T) {
+	fs, err := filestore.Open(t.TempDir(), filestore.Config{Clock: sluicetest.NewManualClock(0), PollInterval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := fs.Save(ctx, "shop", 0, cluster.RuleVersion{Doc: []byte("flow:\n  - resource: api\n    threshold: 10\n"), Author: "ann"}); err != nil {
+		t.Fatal(err)
+	}
+	eng := sluice.New(sluice.WithClock(sluicetest.NewManualClock(0)))
+	defer eng.Close()
+	store := lateWatch{Store: fs, release: make(chan struct{})}
+	m, err := fleet.Join(eng, fleet.Config{App: "shop", Instance: "i1", Rules: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if st := m.Status(); st.Version != 1 {
+		t.Fatalf("after Join: %+v", st)
+	}
+	if _, err := fs.Save(ctx, "shop", 1, cluster.RuleVersion{Doc: []byte("flow:\n  - resource: api\n    threshold: 20\n"), Author: "ann"}); err != nil {
+		t.Fatal(err)
+	}
+	close(store.release)
+	waitFor(t, "version 2, saved before the Watch listened", func() bool { return m.Status().Version == 2 })
+	if th := eng.Rules().Flow[0].Threshold; th != 20 {
+		t.Fatalf("threshold %v, want 20", th)
+	}
+}

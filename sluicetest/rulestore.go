@@ -221,9 +221,9 @@ func (s *memRules) Save(ctx context.Context, app string, base int64, v cluster.R
 	return cloneVersion(v), nil
 }
 
-// Watch calls changed on the calling goroutine with the version of each
-// save (the latest, when saves come faster than changed returns) until ctx
-// ends, and returns ctx's error.
+// Watch calls changed(0) once it listens, then changed on the calling
+// goroutine with the version of each save (the latest, when saves come
+// faster than changed returns) until ctx ends, and returns ctx's error.
 func (s *memRules) Watch(ctx context.Context, app string, changed func(version int64)) error {
 	if err := s.begin(ctx, app, false); err != nil {
 		return err
@@ -236,6 +236,7 @@ func (s *memRules) Watch(ctx context.Context, app string, changed func(version i
 		delete(s.apps[app].watchers, w)
 		s.mu.Unlock()
 	}()
+	changed(0) // listening: see cluster.RuleStore's Watch
 	for {
 		select {
 		case <-ctx.Done():

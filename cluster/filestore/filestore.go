@@ -418,12 +418,14 @@ func (s *Store) Save(ctx context.Context, app string, base int64, v cluster.Rule
 
 // Watch reads app's version file every poll interval (Config.PollInterval,
 // on Config.Clock) and calls changed with each new version, until
-// ctx ends; it returns ctx's error.
+// ctx ends; it returns ctx's error. It calls changed(0) once it has read
+// the version in force it compares with.
 func (s *Store) Watch(ctx context.Context, app string, changed func(version int64)) error {
 	if err := checkApp(app); err != nil {
 		return err
 	}
 	last, _ := s.current(app)
+	changed(0) // listening: see cluster.RuleStore's Watch
 	for {
 		t := s.clock.NewTimer(s.poll)
 		select {

@@ -227,6 +227,9 @@ func TestStoreWatch(t *testing.T) {
 	got := make(chan int64, 10)
 	done := make(chan error, 1)
 	go func() { done <- s.Watch(ctx, "shop", func(v int64) { got <- v }) }()
+	if v := <-got; v != 0 {
+		t.Fatalf("Watch's first call was changed(%d), want changed(0) (listening)", v)
+	}
 	// tick moves the clock past the poll's timer and returns once the
 	// poll is over (Watch has armed its next timer), so that a save after
 	// a tick is never seen by the poll of that tick.

@@ -54,6 +54,7 @@ var contract = []struct {
 	{"save on a base other than the version in force is ErrConflict", staleBase},
 	{"invalid documents are ErrInvalidRules naming rule and field", invalidDocs},
 	{"invalid documents leave the version in force", invalidKeepsVersion},
+	{"Watch tells changed(0) once it listens, and then every save", watchListens},
 	{"Watch notifies a save", watchNotifies},
 	{"Watch returns context.Canceled when its context ends", watchEnds},
 	{"Reports holds each instance's latest report, by instance", reportsLatest},
@@ -219,9 +220,37 @@ func watch(s cluster.RuleStore) (got chan int64, done chan error, cancel context
 	return got, done, cancel
 }
 
+// watchListens: the first call of changed is changed(0), and a save made
+// after it is announced (the store's own poll, if it has one, may take its
+// interval), without a save before it.
+func watchListens(t *testing.T, s cluster.RuleStore) {
+	got, done, cancel := watch(s)
+	defer func() { cancel(); <-done }()
+	select {
+	case v := <-got:
+		if v != 0 {
+			t.Fatalf("Watch's first call was changed(%d), want changed(0) (listening)", v)
+		}
+	case <-time.After(timeout):
+		t.Fatal("Watch did not say it listens (changed(0))")
+	}
+	save(t, s, "shop", 0, 1)
+	select {
+	case v := <-got:
+		if v != 1 {
+			t.Fatalf("after changed(0), a save of version 1 was announced as %d", v)
+		}
+	case <-time.After(timeout):
+		t.Fatal("a save after Watch's changed(0) was not announced")
+	}
+}
+
 func watchNotifies(t *testing.T, s cluster.RuleStore) {
 	got, done, cancel := watch(s)
 	defer func() { cancel(); <-done }()
+	if v := <-got; v != 0 { // listening
+		t.Fatalf("Watch's first call was changed(%d), want changed(0)", v)
+	}
 	// Save until a notification arrives (the watch may start late).
 	var base int64
 	deadline := time.After(timeout)

@@ -300,8 +300,9 @@ func (s *RuleStore) Save(ctx context.Context, app string, base int64, v cluster.
 	return v, nil
 }
 
-// Watch subscribes to app's channel and calls changed with each version
-// number published there, on the calling goroutine, until ctx ends; it
+// Watch subscribes to app's channel, calls changed(0) once subscribed,
+// then changed with each version number published there, on the calling
+// goroutine, until ctx ends; it
 // returns ctx's error then, or the error of the first subscription. While
 // the connection is down (go-redis subscribes again by itself) messages
 // are lost: callers poll Current as well.
@@ -318,6 +319,7 @@ func (s *RuleStore) Watch(ctx context.Context, app string, changed func(version 
 		return fmt.Errorf("sluiceredis: watch %q: %w", app, err)
 	}
 	ch := sub.Channel()
+	changed(0) // listening: see cluster.RuleStore's Watch
 	for {
 		select {
 		case <-ctx.Done():

@@ -252,22 +252,22 @@ func TestRuleStoreWatch(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	got := make(chan int64, 10)
 	done := make(chan error, 1)
-	ready := make(chan struct{})
 	go func() {
 		done <- s.Watch(ctx, "shop", func(v int64) { got <- v })
 	}()
-	go func() {
-		// The subscription is in place once the channel has a subscriber.
-		defer close(ready)
-		for ctx.Err() == nil {
-			n, _ := srv.Client(t).PubSubNumSub(ctx, "sluice:rules:{shop}:changed").Result()
-			if n["sluice:rules:{shop}:changed"] == 1 {
-				return
-			}
-			time.Sleep(5 * time.Millisecond)
+	// changed(0): the subscription is in place (the channel has its
+	// subscriber), so every save below is announced.
+	select {
+	case v := <-got:
+		if v != 0 {
+			t.Fatalf("Watch's first call was changed(%d), want changed(0)", v)
 		}
-	}()
-	<-ready
+	case <-time.After(testTimeout):
+		t.Fatal("Watch did not say it listens")
+	}
+	if n, err := srv.Client(t).PubSubNumSub(ctx, "sluice:rules:{shop}:changed").Result(); err != nil || n["sluice:rules:{shop}:changed"] != 1 {
+		t.Fatalf("after changed(0) the channel has subscribers %v, %v; want 1", n, err)
+	}
 	save(t, other, "shop", 0, docA) // another prefix: not this channel
 	save(t, s, "blog", 0, docA)     // another app
 	save(t, s, "shop", 0, docA)
@@ -537,23 +537,26 @@ func TestRuleStoreCluster(t *testing.T) {
 	if all, err := s.AuditLog(ctxT(t), "", 100); err != nil || len(all) != 9 {
 		t.Fatalf("AuditLog = %d entries, %v; want 9", len(all), err)
 	}
-	// Watch subscribed at some point: a save after that is seen.
-	deadline := time.Now().Add(testTimeout)
-	base := int64(3)
+	// Once Watch says it listens (changed(0)), a save is seen.
+	for v := range got {
+		if v == 0 {
+			break
+		}
+	}
+	save(t, s, "shop", 3, "flow:\n  - resource: api\n    threshold: 4\n")
 	for {
-		save(t, s, "shop", base, fmt.Sprintf("flow:\n  - resource: api\n    threshold: %d\n", base+1))
-		base++
 		select {
-		case <-got:
+		case v := <-got:
+			if v != 4 {
+				continue // a save made before Watch listened
+			}
 			cancel()
 			if err := <-done; !errors.Is(err, context.Canceled) {
 				t.Fatalf("Watch = %v", err)
 			}
 			return
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("Watch on Cluster saw no save")
+		case <-time.After(testTimeout):
+			t.Fatal("Watch on Cluster did not see version 4")
 		}
 	}
 }

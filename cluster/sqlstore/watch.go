@@ -18,7 +18,9 @@ const notifyChannel = "sluice_rules"
 
 // Watch calls changed, on the calling goroutine, with the version of app's
 // rules each time a newer one is in force, until ctx ends; it returns ctx's
-// error then, or the error of its first read of the version in force.
+// error then, or the error of its first read of the version in force. It
+// calls changed(0) after that first read: every version saved later is
+// newer than the one it read, and is seen by a notification or a poll.
 //
 // On MySQL it reads the version in force every Config.PollInterval (200 ms
 // by default). On PostgreSQL it listens on a connection of its own for the
@@ -51,6 +53,7 @@ func (s *Store) Watch(ctx context.Context, app string, changed func(version int6
 	}
 	tick := time.NewTicker(s.poll)
 	defer tick.Stop()
+	changed(0) // listening: see cluster.RuleStore's Watch
 	failing := false
 	see := func(v int64) {
 		if v > last {
