@@ -114,7 +114,7 @@ type Node struct {
 	//   blockedBy: refusals by block type, written when byType's counters
 	//             retire (a refusal writes byType only).
 	//   hist, keep: the history window beyond the minute (see History).
-	minute  atomic.Pointer[LeapArray[Metric]] // nil until a second first retires into it
+	minute  atomic.Pointer[minuteWindow] // nil until a reader first asks (armMinute)
 	sec     LeapArray[Metric]
 	claimed atomic.Bool
 	_       Pad
@@ -193,6 +193,7 @@ func NewNode() *Node {
 	n := new(Node)
 	n.Init()
 	n.armMinute()
+	n.minute.Load().armExtras()
 	return n
 }
 
@@ -251,7 +252,7 @@ func (n *Node) InitHistory(keep time.Duration) {
 // racing callers' windows wins; the others are dropped unused).
 func (n *Node) armMinute() {
 	if n.minute.Load() == nil {
-		n.minute.CompareAndSwap(nil, MustLeapArray(time.Minute, MinuteBuckets, nodeKinds[:keptMetrics], n.retireMinute))
+		n.minute.CompareAndSwap(nil, newMinuteWindow(n.retireMinute))
 	}
 	if !n.read.Load() {
 		n.read.Store(true)
@@ -290,6 +291,7 @@ func (n *Node) armHistory() {
 		return
 	}
 	n.armMinute() // first: a second reaches the history window through it
+	n.minute.Load().armExtras()
 	n.hist.CompareAndSwap(nil, MustLeapArray(time.Duration(b)*time.Second, b, nodeKinds[:keptMetrics], n.retireHist))
 }
 
@@ -302,8 +304,9 @@ func (n *Node) retireSecond(m Metric, start int64, v uint64) {
 		// minute slot moved on (an exit word that no exit wrote for over a
 		// minute: the timed ones while every exit went untimed, or the
 		// other way round) goes on to the window beyond, not into a later
-		// second.
-		if !mw.addUnlessBehind(start, m, v) {
+		// second; so does an RT, MinRT or MaxConcurrency while the minute
+		// window has no extras (no History asked for them).
+		if !mw.add(m, start, v) {
 			n.retireMinute(m, start, v)
 		}
 		return
@@ -737,7 +740,11 @@ func (n *Node) Bucket(t int64, m Metric) uint64 {
 // InitHistory).
 func (n *Node) MinuteSum(now int64, m Metric) uint64 {
 	n.armMinute()
-	s := n.minute.Load().Sum(now, m)
+	mw := n.minute.Load()
+	if int(m) >= countMetrics {
+		mw.armExtras()
+	}
+	s := mw.Sum(now, m)
 	from := (now/int64(time.Second) - MinuteBuckets + 1) * int64(time.Second)
 	n.secUnretired(now, m, func(start int64, v uint64) {
 		if start >= from && start <= now {
@@ -792,6 +799,7 @@ func (n *Node) History(now int64, since time.Duration) []stat.Second {
 		return nil
 	}
 	n.armMinute()
+	n.minute.Load().armExtras() // History reads RT, MinRT and MaxConcurrency
 	if k > minuteRing {
 		n.armHistory()
 	}
@@ -839,17 +847,20 @@ func (n *Node) History(now int64, since time.Duration) []stat.Second {
 			vals[m][i] += v
 		}
 	}
+	var col [minuteRing]uint64
 	for m := Metric(0); m < metricCount; m++ {
+		var head int64
+		if m < keptMetrics {
+			head = minute.column(m, &col)
+		}
 		for i := range out {
 			ep := first + int64(i)
 			start := ep * int64(time.Second)
 			if m >= keptMetrics {
 				break
 			}
-			if minute != nil {
-				if v, ok := minute.valueOK(ep, m); ok {
-					put(m, start, v)
-				}
+			if v, ok := at(&col, head, ep, m); ok {
+				put(m, start, v)
 			}
 			if hist != nil {
 				if v, ok := hist.valueOK(ep, m); ok {
