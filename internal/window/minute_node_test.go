@@ -193,3 +193,42 @@ func TestHistoryAfterSnapshotMakesExtras(t *testing.T) {
 	assert.Equal(t, uint64(5000+7000+9000), n.Total(now, RT), "µs: every RT in the totals")
 	assert.Equal(t, uint64(3), n.Total(now, Pass))
 }
+
+// TestNodeSecondPastHistoryCounter: a second larger than a counter of the
+// history window holds (2^36 - 2^32) stays whole in the minute window and,
+// once it moves on, saturates its History figure and keeps the totals
+// exact: the rest goes into the totals (it was lost, and one retiring
+// bucket's count was clamped to MaxAdd, before).
+func TestNodeSecondPastHistoryCounter(t *testing.T) {
+	n := new(Node)
+	n.InitHistory(5 * time.Minute)
+	n.History(0, 5*time.Minute)
+	const per = 8 // 8·2^30 a bucket, 80·2^30 the second
+	for b := int64(0); b < SecondBuckets; b++ {
+		for range per {
+			n.AddPass(b*int64(BucketWidth), int64(MaxAdd))
+		}
+	}
+	want := uint64(SecondBuckets * per * MaxAdd)
+	require.Greater(t, want, valueMask-valueHeadroom)
+	for _, at := range []int64{int64(10 * time.Second), int64(64 * time.Second), int64(65600 * time.Millisecond)} {
+		for b := int64(0); b < secRing; b++ {
+			n.AddPass(at+b*int64(BucketWidth), 1)
+		}
+	}
+	now := int64(100 * time.Second)
+	_, ok := n.minute.Load().valueOK(0, Pass)
+	require.False(t, ok, "second 0 moved on to the history window")
+	h := n.History(now, 5*time.Minute)
+	assert.Equal(t, valueMask-valueHeadroom, h[0].Pass, "saturated")
+	assert.Equal(t, want+3*secRing, n.Total(now, Pass), "exact")
+	// And on into the totals: the history window's counter retires.
+	for b := int64(0); b < secRing; b++ {
+		n.AddPass(int64(256*time.Second)+b*int64(BucketWidth), 1)
+	}
+	for b := int64(0); b < secRing; b++ {
+		n.AddPass(int64(330*time.Second)+b*int64(BucketWidth), 1)
+	}
+	now = int64(400 * time.Second)
+	assert.Equal(t, want+5*secRing, n.Total(now, Pass))
+}

@@ -316,17 +316,20 @@ func (n *Node) retireSecond(m Metric, start int64, v uint64) {
 
 func (n *Node) retireMinute(m Metric, start int64, v uint64) {
 	if h := n.hist.Load(); h != nil {
-		// In pieces: one Add carries at most MaxAdd, and a second's sum
-		// (ten second-level buckets) may be larger. A second whose slot of
-		// the history window has moved on goes into the totals (see
-		// retireSecond).
-		for nodeKinds[m] == Sum && v > MaxAdd {
-			if !h.addUnlessBehind(start, m, MaxAdd) {
-				break
+		// Whole: a second's sum may be larger than one Add carries (ten
+		// second-level buckets), and than a counter of the history window
+		// holds (the minute window keeps 64-bit counts); what does not fit
+		// goes into the totals, so Total stays exact where the second's
+		// figure in History saturates. A second whose slot of the history
+		// window has moved on goes into the totals (see retireSecond).
+		if nodeKinds[m] == Sum {
+			if rest, ok := h.addWhole(start, m, v); ok {
+				if rest == 0 {
+					return
+				}
+				v = rest
 			}
-			v -= MaxAdd
-		}
-		if h.addUnlessBehind(start, m, v) {
+		} else if h.addUnlessBehind(start, m, v) {
 			return
 		}
 	}
