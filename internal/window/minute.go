@@ -232,8 +232,13 @@ func (w *minuteWindow) column(m Metric, col *[minuteRing]uint64) (head int64) {
 // load is column's copy, not checked against writers.
 func (w *minuteWindow) load(m Metric, col *[minuteRing]uint64) {
 	if int(m) < countMetrics {
+		hi := w.hi.Load()
 		for i := range col {
-			col[i] = w.count(i*countMetrics + int(m))
+			k := i*countMetrics + int(m)
+			col[i] = uint64(w.lo[k].Load())
+			if hi != nil {
+				col[i] |= uint64(hi[k].Load()) << 32
+			}
 		}
 		return
 	}
