@@ -215,11 +215,13 @@ const minuteRing = 64
 // The windows that serve reports are made when a reader first asks for
 // them, not here (see docs/design/architecture.md, "Memory per resource"):
 //
-//   - The minute window (64 one-second slots of metricCount words, 4.2 KB
-//     with its header) is made by the first MinuteSum, Snapshot or History
-//     (armMinute).
+//   - The minute window's counts (Pass, Block, Complete and Error of 64
+//     one-second slots, 1,152 bytes with its header; see minuteWindow) are
+//     made by the first MinuteSum, Snapshot or History (armMinute); its RT,
+//     MinRT and MaxConcurrency (1 KiB) by the first History, or MinuteSum
+//     of RT, which read them.
 //   - The history window beyond the minute (RingSize(keep-64s) slots of
-//     metricCount words: 14 KiB for five minutes) is made by the first
+//     seven words: 14 KiB for five minutes) is made by the first
 //     History call that asks for more than the minute window holds
 //     (armHistory).
 //
