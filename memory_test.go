@@ -30,6 +30,12 @@ func liveHeap() uint64 {
 // each of which reuses the second-level slot of the one before and so
 // retires its second into the resource's minute window.
 func resourceMemory(t testing.TB, n int, withRules, sustained bool) float64 {
+	return readResourceMemory(t, n, withRules, sustained, false)
+}
+
+// readResourceMemory is resourceMemory, with every resource's Snapshot
+// read after its first entry when read is set (as an exporter does).
+func readResourceMemory(t testing.TB, n int, withRules, sustained, read bool) float64 {
 	names := make([]string, n)
 	for i := range names {
 		names[i] = fmt.Sprintf("GET /api/v1/items/%d", i)
@@ -51,6 +57,10 @@ func resourceMemory(t testing.TB, n int, withRules, sustained bool) float64 {
 		clk.Set(int64(d))
 		for _, name := range names {
 			require.True(t, try(g, name))
+			if read {
+				_, ok := g.Snapshot(name)
+				require.True(t, ok)
+			}
 		}
 	}
 	per := float64(liveHeap()-base) / float64(n)
@@ -63,12 +73,13 @@ var sustainedTraffic = []time.Duration{0, 1600 * time.Millisecond, 3200 * time.M
 // TestMemoryPerResource pins what a resource costs at default settings
 // (five minutes of history), with sustained traffic and no reader. A
 // five-minute ring for every resource made it 20.7 KB (2.06 GB for 100,000
-// resources); the windows that serve reports (the minute window, 4.2 KB,
-// and the ring beyond it, 14 KiB) are now made only for a resource whose
+// resources); the windows that serve reports (the minute window, 1.1 KiB
+// of counts and 1 KiB of RT figures, and the ring beyond it, 14 KiB) are now made only for a resource whose
 // figures a reader asks for (see Engine.History and Engine.Snapshot).
 // Measured: about 1.9 KB, 2.4 KB with a flow rule (240 MB for 100,000;
-// checked on 20,000 under -short); 6.6 KB for a resource whose snapshot is
-// read, 21 KB once History reads past the minute.
+// checked on 20,000 under -short); 3.7 KB for a resource whose snapshot is
+// read (TestMemoryPerReadResource), 19 KB once History reads past the
+// minute.
 func TestMemoryPerResource(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector's shadow memory blurs heap figures")
@@ -86,6 +97,25 @@ func TestMemoryPerResource(t *testing.T) {
 	total := resourceMemory(t, big, true, true) * big
 	t.Logf("%d resources with a flow rule and sustained traffic each: %.0f MB", big, total/1e6)
 	assert.Less(t, total, 400e6)
+}
+
+// TestMemoryPerReadResource pins what a resource with a flow rule costs
+// once a reader (an exporter's Snapshot) reads it, with sustained traffic:
+// at most 4 KiB. The minute window of seven 64-bit words a second took
+// 4.2 KB of its own (6.8 KB a resource); its counts now take 1.1 KiB, and
+// RT, MinRT and MaxConcurrency, which Snapshot does not read, are made by
+// the first History. Measured: about 3.7 KB.
+func TestMemoryPerReadResource(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector's shadow memory blurs heap figures")
+	}
+	n := 20000
+	if testing.Short() {
+		n = 5000
+	}
+	read := readResourceMemory(t, n, true, true, true)
+	t.Logf("bytes per resource with a flow rule, sustained traffic and a reader: %.0f", read)
+	assert.Less(t, read, 4096.0-128, "4 KiB, with a margin for the heap's noise")
 }
 
 // TestMemoryTestMakesMinuteWindows: the traffic resourceMemory sends moves

@@ -114,7 +114,7 @@ type Node struct {
 	//   blockedBy: refusals by block type, written when byType's counters
 	//             retire (a refusal writes byType only).
 	//   hist, keep: the history window beyond the minute (see History).
-	minute  atomic.Pointer[LeapArray[Metric]] // nil until a second first retires into it
+	minute  atomic.Pointer[minuteWindow] // nil until a reader first asks (armMinute)
 	sec     LeapArray[Metric]
 	claimed atomic.Bool
 	_       Pad
@@ -193,6 +193,7 @@ func NewNode() *Node {
 	n := new(Node)
 	n.Init()
 	n.armMinute()
+	n.minute.Load().armExtras()
 	return n
 }
 
@@ -214,11 +215,13 @@ const minuteRing = 64
 // The windows that serve reports are made when a reader first asks for
 // them, not here (see docs/design/architecture.md, "Memory per resource"):
 //
-//   - The minute window (64 one-second slots of metricCount words, 4.2 KB
-//     with its header) is made by the first MinuteSum, Snapshot or History
-//     (armMinute).
+//   - The minute window's counts (Pass, Block, Complete and Error of 64
+//     one-second slots, 1,152 bytes with its header; see minuteWindow) are
+//     made by the first MinuteSum, Snapshot or History (armMinute); its RT,
+//     MinRT and MaxConcurrency (1 KiB) by the first History, or MinuteSum
+//     of RT, which read them.
 //   - The history window beyond the minute (RingSize(keep-64s) slots of
-//     metricCount words: 14 KiB for five minutes) is made by the first
+//     seven words: 14 KiB for five minutes) is made by the first
 //     History call that asks for more than the minute window holds
 //     (armHistory).
 //
@@ -251,7 +254,7 @@ func (n *Node) InitHistory(keep time.Duration) {
 // racing callers' windows wins; the others are dropped unused).
 func (n *Node) armMinute() {
 	if n.minute.Load() == nil {
-		n.minute.CompareAndSwap(nil, MustLeapArray(time.Minute, MinuteBuckets, nodeKinds[:keptMetrics], n.retireMinute))
+		n.minute.CompareAndSwap(nil, newMinuteWindow(n.retireMinute))
 	}
 	if !n.read.Load() {
 		n.read.Store(true)
@@ -290,6 +293,7 @@ func (n *Node) armHistory() {
 		return
 	}
 	n.armMinute() // first: a second reaches the history window through it
+	n.minute.Load().armExtras()
 	n.hist.CompareAndSwap(nil, MustLeapArray(time.Duration(b)*time.Second, b, nodeKinds[:keptMetrics], n.retireHist))
 }
 
@@ -302,8 +306,9 @@ func (n *Node) retireSecond(m Metric, start int64, v uint64) {
 		// minute slot moved on (an exit word that no exit wrote for over a
 		// minute: the timed ones while every exit went untimed, or the
 		// other way round) goes on to the window beyond, not into a later
-		// second.
-		if !mw.addUnlessBehind(start, m, v) {
+		// second; so does an RT, MinRT or MaxConcurrency while the minute
+		// window has no extras (no History asked for them).
+		if !mw.add(m, start, v) {
 			n.retireMinute(m, start, v)
 		}
 		return
@@ -313,17 +318,20 @@ func (n *Node) retireSecond(m Metric, start int64, v uint64) {
 
 func (n *Node) retireMinute(m Metric, start int64, v uint64) {
 	if h := n.hist.Load(); h != nil {
-		// In pieces: one Add carries at most MaxAdd, and a second's sum
-		// (ten second-level buckets) may be larger. A second whose slot of
-		// the history window has moved on goes into the totals (see
-		// retireSecond).
-		for nodeKinds[m] == Sum && v > MaxAdd {
-			if !h.addUnlessBehind(start, m, MaxAdd) {
-				break
+		// Whole: a second's sum may be larger than one Add carries (ten
+		// second-level buckets), and than a counter of the history window
+		// holds (the minute window keeps 64-bit counts); what does not fit
+		// goes into the totals, so Total stays exact where the second's
+		// figure in History saturates. A second whose slot of the history
+		// window has moved on goes into the totals (see retireSecond).
+		if nodeKinds[m] == Sum {
+			if rest, ok := h.addWhole(start, m, v); ok {
+				if rest == 0 {
+					return
+				}
+				v = rest
 			}
-			v -= MaxAdd
-		}
-		if h.addUnlessBehind(start, m, v) {
+		} else if h.addUnlessBehind(start, m, v) {
 			return
 		}
 	}
@@ -737,7 +745,11 @@ func (n *Node) Bucket(t int64, m Metric) uint64 {
 // InitHistory).
 func (n *Node) MinuteSum(now int64, m Metric) uint64 {
 	n.armMinute()
-	s := n.minute.Load().Sum(now, m)
+	mw := n.minute.Load()
+	if int(m) >= countMetrics {
+		mw.armExtras()
+	}
+	s := mw.Sum(now, m)
 	from := (now/int64(time.Second) - MinuteBuckets + 1) * int64(time.Second)
 	n.secUnretired(now, m, func(start int64, v uint64) {
 		if start >= from && start <= now {
@@ -792,6 +804,7 @@ func (n *Node) History(now int64, since time.Duration) []stat.Second {
 		return nil
 	}
 	n.armMinute()
+	n.minute.Load().armExtras() // History reads RT, MinRT and MaxConcurrency
 	if k > minuteRing {
 		n.armHistory()
 	}
@@ -839,17 +852,20 @@ func (n *Node) History(now int64, since time.Duration) []stat.Second {
 			vals[m][i] += v
 		}
 	}
+	var col [minuteRing]uint64
 	for m := Metric(0); m < metricCount; m++ {
+		var head int64
+		if m < keptMetrics {
+			head = minute.column(m, &col)
+		}
 		for i := range out {
 			ep := first + int64(i)
 			start := ep * int64(time.Second)
 			if m >= keptMetrics {
 				break
 			}
-			if minute != nil {
-				if v, ok := minute.valueOK(ep, m); ok {
-					put(m, start, v)
-				}
+			if v, ok := at(&col, head, ep, m); ok {
+				put(m, start, v)
 			}
 			if hist != nil {
 				if v, ok := hist.valueOK(ep, m); ok {
