@@ -17,6 +17,9 @@ type concurrency struct {
 	inflight *atomic.Int64
 	limit    float64
 	base
+	// refusals shares the rule's equal refusals (the in-flight count
+	// seen, or a batch too large).
+	refusals entry.Refusals
 }
 
 func newConcurrency(b base) *concurrency {
@@ -28,10 +31,10 @@ func (c *concurrency) check(_ context.Context, ec *entry.Context, _ core.Clock) 
 	for {
 		cur := c.inflight.Load()
 		if float64(cur+n) > c.limit {
-			if be := c.tooLarge(ec, c.limit); be != nil {
-				return be
+			if n := float64(ec.Batch); n > c.limit {
+				return c.shared(&c.refusals, ec, n, c.limit, 0, reasonTooLarge)
 			}
-			return c.refuse(ec, float64(cur), c.limit, 0, "")
+			return c.shared(&c.refusals, ec, float64(cur), c.limit, 0, "")
 		}
 		if c.inflight.CompareAndSwap(cur, cur+n) {
 			// Giving the slots back reads neither the RT nor the instant.
