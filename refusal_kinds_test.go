@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/time/rate"
 
 	"github.com/sluice-go/sluice/internal/sluicetest"
 	"github.com/sluice-go/sluice/rules"
@@ -243,6 +244,44 @@ func TestRefusalKindsSharedConcurrently(t *testing.T) {
 					assert.Zero(t, be.RetryAfter%time.Millisecond)
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkEntryRefusedKinds is a refused Entry on the system clock for
+// each kind of refusalKinds, serially and from GOMAXPROCS goroutines,
+// beside golang.org/x/time/rate's Allow on a limiter that admits (rate) in
+// the same run; BenchmarkEntryRefusedSystemClock is the QPS reject rule's.
+func BenchmarkEntryRefusedKinds(b *testing.B) {
+	b.Run("rate", func(b *testing.B) {
+		l := rate.NewLimiter(1e9, 1e9)
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = l.Allow()
+		}
+	})
+	for _, k := range refusalKinds() {
+		b.Run(k.name+"/serial", func(b *testing.B) {
+			g, release := refusingEngine(b, k, nil)
+			defer release()
+			b.ReportAllocs()
+			for b.Loop() {
+				if p, err := k.entry(g); err == nil {
+					p.Exit()
+				}
+			}
+		})
+		b.Run(k.name+"/parallel", func(b *testing.B) {
+			g, release := refusingEngine(b, k, nil)
+			defer release()
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if p, err := k.entry(g); err == nil {
+						p.Exit()
+					}
+				}
+			})
 		})
 	}
 }
