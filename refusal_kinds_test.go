@@ -50,6 +50,12 @@ func refusalKinds() []refusalKind {
 			entry: enterR(), typ: BlockFlow,
 		},
 		{
+			name:  "adaptive",
+			rules: rules.Set{Flow: []rules.Flow{{ID: "ad", Resource: "r", Metric: rules.Concurrency, Adaptive: &rules.Adaptive{Min: 1, Max: 1}}}},
+			setup: func(tb testing.TB, g *Engine) func() { return holdOne(tb, g) },
+			entry: enterR(), typ: BlockFlow,
+		},
+		{
 			name:  "breaker-open",
 			rules: rules.Set{CircuitBreaker: []rules.CircuitBreaker{{ID: "b", Resource: "r", Strategy: rules.ErrorCount, Threshold: 1, MinRequestAmount: 1, RetryTimeout: time.Hour}}},
 			setup: func(tb testing.TB, g *Engine) func() {
