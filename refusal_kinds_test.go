@@ -56,6 +56,20 @@ func refusalKinds() []refusalKind {
 			entry: enterR(), typ: BlockFlow,
 		},
 		{
+			name:  "associated",
+			rules: rules.Set{Flow: []rules.Flow{{ID: "as", Resource: "r", RefResource: "other", Threshold: 1}}},
+			setup: func(tb testing.TB, g *Engine) func() {
+				tb.Helper()
+				for range 2 { // the other resource over 1 a second
+					p, err := g.Entry("other")
+					require.NoError(tb, err)
+					p.Exit()
+				}
+				return func() {}
+			},
+			entry: enterR(), typ: BlockFlow,
+		},
+		{
 			name:  "breaker-open",
 			rules: rules.Set{CircuitBreaker: []rules.CircuitBreaker{{ID: "b", Resource: "r", Strategy: rules.ErrorCount, Threshold: 1, MinRequestAmount: 1, RetryTimeout: time.Hour}}},
 			setup: func(tb testing.TB, g *Engine) func() {

@@ -58,12 +58,16 @@ type associated struct {
 	concurrency bool
 	limit       float64
 	base
+	// why is the refusals' reason (made once); refusals shares the equal
+	// ones (the other resource's figure and the wait agree).
+	why      string
+	refusals entry.Refusals
 }
 
 func (c *associated) check(_ context.Context, ec *entry.Context, _ core.Clock) *core.BlockError {
 	if c.concurrency {
 		if v := c.ref.Concurrency(); float64(v) > c.limit {
-			return c.refuse(ec, float64(v), c.limit, 0, c.reason())
+			return c.shared(&c.refusals, ec, float64(v), c.limit, 0, c.reason())
 		}
 		return nil
 	}
@@ -75,15 +79,19 @@ func (c *associated) check(_ context.Context, ec *entry.Context, _ core.Clock) *
 	if v > c.limit {
 		// When the other resource's window, given no more traffic, is
 		// back within the threshold: a best guess, since its traffic
-		// goes on.
-		retry := time.Duration(c.ref.FreeAt(now, window.Pass, c.limit) - now)
-		return c.refuse(ec, v, c.limit, retry, c.reason())
+		// goes on; rounded up to the millisecond, as a reject rule's, so
+		// that the refusals of one millisecond share their error.
+		retry := entry.RetryMs(time.Duration(c.ref.FreeAt(now, window.Pass, c.limit) - now))
+		return c.shared(&c.refusals, ec, v, c.limit, retry, c.reason())
 	}
 	return nil
 }
 
 func (c *associated) reason() string {
-	return "associated resource " + c.rule.RefResource + " over threshold"
+	if c.why == "" {
+		return "associated resource " + c.rule.RefResource + " over threshold"
+	}
+	return c.why
 }
 
 // Release does nothing: the check reserves nothing.
