@@ -23,6 +23,9 @@ type authorityCheck struct {
 	callers map[string]struct{} // Allow's or Deny's callers
 	ref     core.RuleRef
 	shadow  bool
+	// refusals shares the rule's equal refusals: those of one reason
+	// (a refusal allocates nothing, see entry.Refusals).
+	refusals entry.Refusals
 }
 
 // Reasons of authority refusals (BlockError.Reason), constants so that
@@ -50,7 +53,7 @@ func (a *authorityCheck) check(c *entry.Context, caller string) *core.BlockError
 	if reason == "" {
 		return nil
 	}
-	return &core.BlockError{Type: core.BlockAuthority, Shadow: a.shadow, Resource: c.Resource, Rule: a.ref, Reason: reason}
+	return a.refusals.Share(&core.BlockError{Type: core.BlockAuthority, Shadow: a.shadow, Resource: c.Resource, Rule: a.ref, Reason: reason})
 }
 
 // compileAuthority compiles valid authority rules, one per resource.

@@ -45,7 +45,11 @@ func (f *callerFlow) check(ctx context.Context, c *entry.Context, caller string,
 	for _, p := range cs {
 		if be := p.CheckKey(ctx, c, caller, clk); be != nil {
 			if be.Type == core.BlockParam {
-				be.Type = core.BlockFlow // a cluster rule's stays BlockCluster
+				// The controller's refusal may be shared (never written
+				// once made): the caller's flow refusal is a copy.
+				cp := *be
+				cp.Type = core.BlockFlow // a cluster rule's stays BlockCluster
+				return &cp
 			}
 			return be
 		}

@@ -27,6 +27,9 @@ type appsCheck struct {
 	apps   map[string]struct{}
 	ref    core.RuleRef
 	shadow bool
+	// refusals shares the rule's refusals, which all agree (a refusal
+	// allocates nothing, see entry.Refusals).
+	refusals entry.Refusals
 }
 
 // check returns the refusal of c, whose caller is caller, or nil when it
@@ -35,7 +38,7 @@ func (a *appsCheck) check(c *entry.Context, caller string) *core.BlockError {
 	if _, ok := a.apps[caller]; ok && caller != "" {
 		return nil
 	}
-	return &core.BlockError{Type: core.BlockAuthority, Shadow: a.shadow, Resource: c.Resource, Rule: a.ref, Reason: reasonNotApp}
+	return a.refusals.Share(&core.BlockError{Type: core.BlockAuthority, Shadow: a.shadow, Resource: c.Resource, Rule: a.ref, Reason: reasonNotApp})
 }
 
 // newAppsCheck compiles cl.Apps of the rule with ID id counting metric,

@@ -101,7 +101,7 @@ func TestCircuitBreakerCycleThroughEngine(t *testing.T) {
 	require.ErrorAs(t, err, &be)
 	assert.Equal(t, core.BlockDegrade, be.Type)
 	assert.Equal(t, "orders", be.Resource)
-	assert.Equal(t, time.Duration(1), be.RetryAfter)
+	assert.Equal(t, time.Millisecond, be.RetryAfter, "1 ns to wait, rounded up to the millisecond")
 	assert.Equal(t, 0.6, be.Observed)
 	assert.Equal(t, 0.5, be.Threshold)
 	assert.Equal(t, core.RuleRef{ID: ratio.ID, Metric: string(ratio.Strategy)}, be.Rule)

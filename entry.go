@@ -1,6 +1,7 @@
 package sluice
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -575,15 +576,17 @@ func (eng *Engine) check(ctx context.Context, c *entry.Context, args entry.Args,
 
 // customCheck runs the custom checks in order; the first refusal wins. A
 // refusal without a type is BlockCustom, and one without a resource names
-// the entry's.
+// the entry's: a copy says so, since the slot's error may be one it shares
+// between refusals (a refusal whose type and resource are set is returned
+// as it is, and allocates nothing).
 func customCheck(c *entry.Context, e *slots.Entry, snap *entry.Snapshot) *core.BlockError {
 	for _, s := range snap.Check {
 		if be := s.Check(e); be != nil {
-			if be.Type == 0 {
-				be.Type = core.BlockCustom
-			}
-			if be.Resource == "" {
-				be.Resource = c.Resource
+			if be.Type == 0 || be.Resource == "" {
+				cp := *be
+				cp.Type = cmp.Or(cp.Type, core.BlockCustom)
+				cp.Resource = cmp.Or(cp.Resource, c.Resource)
+				be = &cp
 			}
 			return be
 		}

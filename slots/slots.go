@@ -43,7 +43,9 @@ type Preparer interface {
 
 // Checker decides whether an entry may pass. Check returns nil to let the
 // entry through or a *sluice.BlockError to refuse it; a refusal whose Type is
-// zero is reported as sluice.BlockCustom. Checkers run after the built-in
+// zero is reported as sluice.BlockCustom (and one without a Resource names
+// the entry's), in a copy: the engine never writes to the error, so a
+// checker may return one error for many refusals. Checkers run after the built-in
 // checks, so a refusal here gives back what the built-in checks reserved.
 //
 // A Checker that reserves something of its own (a token, a slot) should

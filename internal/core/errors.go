@@ -38,8 +38,10 @@ type BlockError struct {
 	// same unit.
 	Threshold float64
 	// RetryAfter is how long the caller should wait before trying again, when
-	// the rule can tell; zero when it cannot. A QPS reject rule rounds it up
-	// to the millisecond.
+	// the rule can tell; zero when it cannot. A QPS reject rule, a rule on
+	// another resource, an open circuit breaker and a local param rule's
+	// bucket round it up to the millisecond, so that the refusals of one
+	// millisecond share one error.
 	RetryAfter time.Duration
 	// Reason is a short free-form explanation for cases the numbers do not
 	// carry (for example "wait exceeds max queueing"); it may be empty.

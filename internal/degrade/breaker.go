@@ -23,6 +23,8 @@ type Breaker struct {
 	// exit's clock: the RT for the slow-request-ratio strategy; for the
 	// error strategies, the closed ticket decides (closedTicket.ExitNeedsClock).
 	closedClock entry.ExitClock
+	// refusals shares the breaker's equal refusals (see blocked).
+	refusals *entry.Refusals
 }
 
 var (
@@ -253,17 +255,24 @@ func (b *Breaker) Check(ec *entry.Context) *core.BlockError {
 	}
 }
 
+// blocked is the breaker's refusal of ec. Refusals that agree on every
+// field share one error (entry.Refusals): the open phase's snapshot and
+// threshold are fixed, and the wait until the retry timeout ends is
+// rounded up to the millisecond (entry.RetryMs), so that the refusals of
+// one millisecond of an open phase allocate once. A client that waits it
+// out finds the timeout over, as with the exact wait.
 func (b *Breaker) blocked(ec *entry.Context, observed, threshold float64, retry int64, reason string) *core.BlockError {
-	return &core.BlockError{
+	want := core.BlockError{
 		Type:       core.BlockDegrade,
 		Resource:   ec.Resource,
 		Rule:       core.RuleRef{ID: b.rule.ID, Metric: string(cmp.Or(b.rule.Strategy, rules.SlowRequestRatio))},
 		Observed:   observed,
 		Threshold:  threshold,
-		RetryAfter: time.Duration(retry),
+		RetryAfter: entry.RetryMs(time.Duration(retry)),
 		Reason:     reason,
 		Shadow:     b.rule.Shadow,
 	}
+	return b.refusals.Share(&want)
 }
 
 // admit tries to take a probe slot of half-open phase p at now. It reports

@@ -43,7 +43,7 @@ func newBreaker(r rules.CircuitBreaker, hub *Hub, st *state) *Breaker {
 		st.cur.Store(closedPhase(st, 0, c))
 		st.cfg.Store(c)
 	}
-	b := &Breaker{rule: r, cfg: c, st: st, closedClock: entry.ExitTimed}
+	b := &Breaker{rule: r, cfg: c, st: st, closedClock: entry.ExitTimed, refusals: new(entry.Refusals)}
 	if !c.slow {
 		b.closedClock = entry.ExitTimedIfGate
 	}

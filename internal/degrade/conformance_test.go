@@ -83,7 +83,7 @@ func (m *breakerModel) check(now int64) (*modelTicket, windowDecision) {
 		return &modelTicket{phase: m.phase}, windowDecision{pass: true}
 	case Open:
 		if now < m.until {
-			return nil, windowDecision{observed: m.snapshot, threshold: m.rule.Threshold, retryAfter: time.Duration(m.until - now), reason: reasonOpen}
+			return nil, windowDecision{observed: m.snapshot, threshold: m.rule.Threshold, retryAfter: entry.RetryMs(time.Duration(m.until - now)), reason: reasonOpen}
 		}
 		m.move(HalfOpen, 0, now)
 		m.round++

@@ -307,7 +307,8 @@ func TestOpenRejectsUntilRetryTimeout(t *testing.T) {
 	}{
 		{0, 5 * time.Second},
 		{time.Second, 4 * time.Second},
-		{5*time.Second - 1, 1},
+		{5*time.Second - time.Millisecond - 1, 2 * time.Millisecond}, // rounded up to the millisecond
+		{5*time.Second - 1, time.Millisecond},                        // 1 ns
 	}
 	for _, tt := range tests {
 		f.clk.Set(opened + int64(tt.at))
@@ -437,7 +438,7 @@ func TestProbeOutcomes(t *testing.T) {
 			require.Equal(t, Open, f.b.State())
 			f.clk.Set(reopened + int64(10*time.Second) - 1)
 			be := f.mustBlock()
-			assert.Equal(t, time.Duration(1), be.RetryAfter)
+			assert.Equal(t, time.Millisecond, be.RetryAfter, "1 ns to wait, rounded up to the millisecond")
 			f.clk.Advance(1)
 			f.mustEnter()
 			assert.Equal(t, HalfOpen, f.b.State())
@@ -700,7 +701,7 @@ func TestBuild(t *testing.T) {
 		b3 := m3["db"][0]
 		be := call(b3, int64(10*time.Second)-1, nil)
 		require.NotNil(t, be)
-		assert.Equal(t, time.Duration(1), be.RetryAfter)
+		assert.Equal(t, time.Millisecond, be.RetryAfter, "1 ns to wait, rounded up to the millisecond")
 		assert.Nil(t, call(b3, int64(10*time.Second), nil))
 		assert.Equal(t, Closed, b3.State())
 

@@ -16,6 +16,9 @@ import (
 type adaptiveRule struct {
 	lim *adaptive.Limiter
 	base
+	// refusals shares the rule's equal refusals (the count seen against
+	// the limit of the moment).
+	refusals entry.Refusals
 }
 
 // newAdaptive builds the rule's checker. Its limiter's first window starts
@@ -44,10 +47,10 @@ func share(p core.Priority) adaptive.Share {
 func (c *adaptiveRule) check(_ context.Context, ec *entry.Context, _ core.Clock) *core.BlockError {
 	ok, seen, capacity := c.lim.Acquire(ec.Batch, share(ec.Priority))
 	if !ok {
-		if be := c.tooLarge(ec, float64(capacity)); be != nil {
-			return be
+		if n := float64(ec.Batch); n > float64(capacity) {
+			return c.shared(&c.refusals, ec, n, float64(capacity), 0, reasonTooLarge)
 		}
-		return c.refuse(ec, float64(seen), float64(capacity), 0, "")
+		return c.shared(&c.refusals, ec, float64(seen), float64(capacity), 0, "")
 	}
 	ec.AddTicket(c)
 	return nil

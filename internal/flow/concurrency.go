@@ -17,6 +17,9 @@ type concurrency struct {
 	inflight *atomic.Int64
 	limit    float64
 	base
+	// refusals shares the rule's equal refusals (the in-flight count
+	// seen, or a batch too large).
+	refusals entry.Refusals
 }
 
 func newConcurrency(b base) *concurrency {
@@ -28,10 +31,10 @@ func (c *concurrency) check(_ context.Context, ec *entry.Context, _ core.Clock) 
 	for {
 		cur := c.inflight.Load()
 		if float64(cur+n) > c.limit {
-			if be := c.tooLarge(ec, c.limit); be != nil {
-				return be
+			if n := float64(ec.Batch); n > c.limit {
+				return c.shared(&c.refusals, ec, n, c.limit, 0, reasonTooLarge)
 			}
-			return c.refuse(ec, float64(cur), c.limit, 0, "")
+			return c.shared(&c.refusals, ec, float64(cur), c.limit, 0, "")
 		}
 		if c.inflight.CompareAndSwap(cur, cur+n) {
 			// Giving the slots back reads neither the RT nor the instant.
@@ -55,12 +58,16 @@ type associated struct {
 	concurrency bool
 	limit       float64
 	base
+	// why is the refusals' reason (made once); refusals shares the equal
+	// ones (the other resource's figure and the wait agree).
+	why      string
+	refusals entry.Refusals
 }
 
 func (c *associated) check(_ context.Context, ec *entry.Context, _ core.Clock) *core.BlockError {
 	if c.concurrency {
 		if v := c.ref.Concurrency(); float64(v) > c.limit {
-			return c.refuse(ec, float64(v), c.limit, 0, c.reason())
+			return c.shared(&c.refusals, ec, float64(v), c.limit, 0, c.reason())
 		}
 		return nil
 	}
@@ -72,15 +79,19 @@ func (c *associated) check(_ context.Context, ec *entry.Context, _ core.Clock) *
 	if v > c.limit {
 		// When the other resource's window, given no more traffic, is
 		// back within the threshold: a best guess, since its traffic
-		// goes on.
-		retry := time.Duration(c.ref.FreeAt(now, window.Pass, c.limit) - now)
-		return c.refuse(ec, v, c.limit, retry, c.reason())
+		// goes on; rounded up to the millisecond, as a reject rule's, so
+		// that the refusals of one millisecond share their error.
+		retry := entry.RetryMs(time.Duration(c.ref.FreeAt(now, window.Pass, c.limit) - now))
+		return c.shared(&c.refusals, ec, v, c.limit, retry, c.reason())
 	}
 	return nil
 }
 
 func (c *associated) reason() string {
-	return "associated resource " + c.rule.RefResource + " over threshold"
+	if c.why == "" {
+		return "associated resource " + c.rule.RefResource + " over threshold"
+	}
+	return c.why
 }
 
 // Release does nothing: the check reserves nothing.

@@ -80,7 +80,8 @@ func newController(r rules.Flow, nodes NodeFunc) *Controller {
 	case r.Cluster != nil:
 		c = newClusterChecker(b)
 	case r.RefResource != "":
-		c = &associated{ref: nodes(r.RefResource), concurrency: r.Metric == rules.Concurrency, limit: r.Threshold, base: b}
+		c = &associated{ref: nodes(r.RefResource), concurrency: r.Metric == rules.Concurrency, limit: r.Threshold, base: b,
+			why: "associated resource " + r.RefResource + " over threshold"}
 	case r.Adaptive != nil:
 		c = newAdaptive(b)
 	case r.Metric == rules.Concurrency:

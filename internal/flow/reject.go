@@ -141,15 +141,9 @@ func (c *reject) refusal(ec *entry.Context, seen uint64) *core.BlockError {
 	return be
 }
 
-// retryMs is d rounded up to the millisecond: the precision of a QPS
-// reject rule's RetryAfter. It only lengthens the wait (by less than 1 ms),
-// and leaves the whole seconds of the Retry-After header as they were.
-func retryMs(d time.Duration) time.Duration {
-	if r := d % time.Millisecond; r > 0 {
-		d += time.Millisecond - r
-	}
-	return d
-}
+// retryMs is d rounded up to the millisecond (entry.RetryMs): the
+// precision of a QPS reject rule's RetryAfter.
+func retryMs(d time.Duration) time.Duration { return entry.RetryMs(d) }
 
 func (c *reject) Release(x entry.ExitInfo) { giveBack(c.win, c.width, x) }
 

@@ -460,7 +460,7 @@ func TestConformanceAssociatedAgainstModel(t *testing.T) {
 					for float64(sum(f-9, b)) > r.Threshold {
 						f++
 					}
-					want = windowDecision{observed: float64(v), threshold: r.Threshold, retryAfter: time.Duration(f*width - now),
+					want = windowDecision{observed: float64(v), threshold: r.Threshold, retryAfter: entry.RetryMs(time.Duration(f*width - now)),
 						reason: "associated resource ref over threshold"}
 					refused++
 				}

@@ -163,7 +163,7 @@ func (m *paramModel) check(v string, now, n int64, cancelled bool) paramDecision
 		if !retry.IsInt64() { // longer than a time.Duration: the longest one
 			retry.SetInt64(math.MaxInt64)
 		}
-		return paramDecision{observed: float64(t + m.rule.Burst - have), threshold: float64(t + m.rule.Burst), retryAfter: time.Duration(retry.Int64())}
+		return paramDecision{observed: float64(t + m.rule.Burst - have), threshold: float64(t + m.rule.Burst), retryAfter: entry.RetryMs(time.Duration(retry.Int64()))}
 	}
 }
 

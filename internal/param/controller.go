@@ -34,6 +34,8 @@ type Controller struct {
 	cache    *cache
 	cl       *clusterCtl // nil for a local rule
 	q        *quotaCtl   // nil without a quota
+	// refusals shares a local rule's equal refusals (see refused).
+	refusals entry.Refusals
 }
 
 // NewController builds the controller of local rule r, tracking no value
@@ -150,13 +152,13 @@ func (c *Controller) Check(ctx context.Context, ec *entry.Context, args entry.Ar
 func (c *Controller) CheckKey(ctx context.Context, ec *entry.Context, key string, clk core.Clock) *core.BlockError {
 	t := c.threshold(key)
 	if t == 0 {
-		return c.blocked(ec, 0, 0, 0, "value refused by its exception")
+		return c.refused(ec, 0, 0, 0, "value refused by its exception")
 	}
 	// The largest batch a value can ever pass: its bucket's size (Burst is
 	// zero unless the rule is QPS Reject), its window's worth of slots or its
 	// in-flight limit. Retrying cannot help a larger one.
 	if limit := t + c.burst; ec.Batch > limit {
-		return c.blocked(ec, float64(ec.Batch), float64(limit), 0, "batch larger than threshold")
+		return c.refused(ec, float64(ec.Batch), float64(limit), 0, "batch larger than threshold")
 	}
 	if c.q != nil {
 		return c.checkQuota(ctx, ec, key, t, clk)
@@ -205,14 +207,14 @@ func (c *Controller) checkLocal(ctx context.Context, ec *entry.Context, key stri
 		// The bucket holds have+part/window tokens at last, which is after
 		// now when an entry that started later took the lock first.
 		retry := satAdd(c.wait(n-have, part, t), last-now)
-		return c.blocked(ec, float64(size-have), float64(size), retry, "")
+		return c.refused(ec, float64(size-have), float64(size), retry, "")
 	case modeConcurrency:
 		s.mu.Lock()
 		e := s.get(&r, 0, 0)
 		cur := e.tokens // in flight
 		if cur+n > t {
 			s.mu.Unlock()
-			return c.blocked(ec, float64(cur), float64(t), 0, "")
+			return c.refused(ec, float64(cur), float64(t), 0, "")
 		}
 		e.tokens += n
 		s.mu.Unlock()

@@ -81,7 +81,7 @@ func TestUsersLimitedIndependently(t *testing.T) {
 	assert.True(t, errors.Is(be, core.ErrBlocked))
 	assert.Equal(t, 3.0, be.Observed)
 	assert.Equal(t, 3.0, be.Threshold)
-	assert.Equal(t, time.Second/3+1, be.RetryAfter) // 333,333,333.33 ns, rounded up
+	assert.Equal(t, 334*time.Millisecond, be.RetryAfter) // 333,333,333.33 ns, rounded up to the millisecond
 }
 
 func TestDurationsExact(t *testing.T) {
@@ -120,7 +120,7 @@ func TestDurationsExact(t *testing.T) {
 			per := (int64(tt.window) + tt.threshold - 1) / tt.threshold
 			be, _ := check(c, nil, now, 1, "u")
 			require.NotNil(t, be)
-			require.Equal(t, time.Duration(per), be.RetryAfter)
+			require.Equal(t, entry.RetryMs(time.Duration(per)), be.RetryAfter, "the exact wait, rounded up to the millisecond")
 			tok, ok := c.Tokens("u", now+per-1)
 			require.True(t, ok)
 			require.Equal(t, int64(0), tok, "one ns early")
@@ -661,8 +661,8 @@ func TestOversizedBatch(t *testing.T) {
 }
 
 // TestRetryAfterFirstRetryPasses: a refused client that waits exactly
-// RetryAfter passes on its first retry, and one nanosecond earlier it would
-// not have, including when the refused entry started before an entry that
+// RetryAfter (the exact wait rounded up to the millisecond) passes on its
+// first retry; the exact wait admits and one nanosecond less would not, including when the refused entry started before an entry that
 // reached the bucket first (entries read the clock before taking the lock).
 func TestRetryAfterFirstRetryPasses(t *testing.T) {
 	const ms = int64(time.Millisecond)
@@ -693,11 +693,13 @@ func TestRetryAfterFirstRetryPasses(t *testing.T) {
 			c := replay()
 			be, _ := check(c, nil, start+tt.at, tt.batch, "u")
 			require.NotNil(t, be)
-			require.Equal(t, tt.wantRetry, be.RetryAfter)
-			retry := start + tt.at + int64(be.RetryAfter)
-			early, _ := check(replay(), nil, retry-1, tt.batch, "u")
-			assert.NotNil(t, early, "1 ns before RetryAfter")
-			be, _ = check(c, nil, retry, tt.batch, "u")
+			require.Equal(t, entry.RetryMs(tt.wantRetry), be.RetryAfter, "the exact wait, rounded up to the millisecond")
+			exact := start + tt.at + int64(tt.wantRetry)
+			early, _ := check(replay(), nil, exact-1, tt.batch, "u")
+			assert.NotNil(t, early, "1 ns before the exact wait")
+			at, _ := check(replay(), nil, exact, tt.batch, "u")
+			assert.Nil(t, at, "at the exact wait")
+			be, _ = check(c, nil, start+tt.at+int64(be.RetryAfter), tt.batch, "u")
 			assert.Nil(t, be, "first retry")
 		})
 	}

@@ -80,18 +80,29 @@ type check struct {
 	maxRT  float64
 	rule   *rules.System
 	reason string
+	// refusals shares the rule's equal refusals (see block).
+	refusals entry.Refusals
 }
 
+// block is the rule's refusal of ec, observing observed. The refusals that
+// agree on every field share one error (entry.Refusals): a system refusal
+// has no RetryAfter, and its Observed is a count or a sampled figure that
+// holds for many refusals, so a flood of them allocates nothing.
 func (c *check) block(ec *entry.Context, observed float64) *core.BlockError {
-	return &core.BlockError{
+	return c.blockWhy(ec, observed, c.reason)
+}
+
+func (c *check) blockWhy(ec *entry.Context, observed float64, reason string) *core.BlockError {
+	want := core.BlockError{
 		Type:      core.BlockSystem,
 		Resource:  ec.Resource,
 		Rule:      core.RuleRef{ID: c.rule.ID, Metric: string(c.rule.Metric)},
 		Observed:  observed,
 		Threshold: c.threshold,
-		Reason:    c.reason,
+		Reason:    reason,
 		Shadow:    c.rule.Shadow,
 	}
+	return c.refusals.Share(&want)
 }
 
 // blockCount is block for a rule on a count the entry's batch adds to
@@ -99,9 +110,7 @@ func (c *check) block(ec *entry.Context, observed float64) *core.BlockError {
 // let through, is reported as such, observing the batch.
 func (c *check) blockCount(ec *entry.Context, observed float64) *core.BlockError {
 	if ec.Batch > c.max {
-		be := c.block(ec, float64(ec.Batch))
-		be.Reason = "batch larger than threshold"
-		return be
+		return c.blockWhy(ec, float64(ec.Batch), "batch larger than threshold")
 	}
 	return c.block(ec, observed)
 }
