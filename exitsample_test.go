@@ -36,7 +36,8 @@ func (m *rtSampleModel) exit(end, rt int64) {
 }
 
 // TestReaderSamplesRT: on a manual clock, a resource that is read
-// (Snapshot) and the inbound figures (SystemMetrics) time a sample of
+// (Snapshot) and the inbound figures (SystemMetrics, counted under a
+// shadow InboundQPS rule, which reads counts only) time a sample of
 // their exits: counts exact, TotalRT the model's estimate to the
 // microsecond, AvgRT within 5 % of the true mean over 20,000 exits. With a
 // system rule that reads the inbound RT, every exit is timed: TotalRT
@@ -49,6 +50,8 @@ func TestReaderSamplesRT(t *testing.T) {
 			if exact {
 				_, err := loadSystem(g, []rules.System{{Metric: rules.InboundAvgRT, Threshold: 1e6}})
 				require.NoError(t, err)
+			} else {
+				watchInbound(t, g) // counted, on counts only: its RT is a sample
 			}
 			_, ok := g.Snapshot("r") // a reader
 			require.True(t, ok)
