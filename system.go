@@ -73,6 +73,6 @@ func (eng *Engine) SystemMetrics() stat.System {
 	s := eng.system.Metrics()
 	now := eng.clock.Nanotime()
 	eng.noticeShedding(now)
-	s.Inbound = eng.inbound.Snapshot(now)
+	s.Inbound = eng.inboundSnapshot(now)
 	return s
 }
