@@ -14,7 +14,8 @@ import (
 // rtSampleModel is the reference for the sample of exits a reader's RT
 // figures come from (window.SampleFirst): per 100 ms bucket of the exit's
 // instant, the first SampleFirst requests timed for themselves, then one
-// in SampleEvery standing for SampleEvery.
+// in SampleEvery standing for SampleEvery up to request SampleWide, then
+// one in SampleSparse standing for SampleSparse.
 type rtSampleModel struct {
 	counted       map[int64]int64
 	estRT, trueRT int64 // µs
@@ -29,8 +30,15 @@ func (m *rtSampleModel) exit(end, rt int64) {
 	m.trueRT += us
 	m.exits++
 	w := int64(1)
-	if before >= window.SampleFirst {
-		w = ((before+1)/window.SampleEvery - before/window.SampleEvery) * window.SampleEvery
+	if k := before + 1; k > window.SampleFirst { // the request's number in its bucket
+		period := int64(window.SampleEvery)
+		if k > window.SampleWide {
+			period = window.SampleSparse
+		}
+		w = 0
+		if k%period == 0 {
+			w = period
+		}
 	}
 	m.estRT += us * w
 }

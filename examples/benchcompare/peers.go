@@ -35,7 +35,8 @@ var (
 	// collector is gathered once before the timer starts and then once a
 	// second by a goroutine the path owns and stops. A read resource's
 	// exits time a sample of their response times (the first 16 of each
-	// 100 ms, one in 16 beyond), so some Exits read the clock.
+	// 100 ms, one in 16 beyond, one in 64 beyond 1,024), so some Exits
+	// read the clock.
 	sluiceWatched = path{name: "SluiceWatched", setup: setupSluiceWatched}
 	// sluiceBlockedClock is SluiceBlocked on the system clock: Entry
 	// refused by a QPS rule of one per second. The one entry a second that
