@@ -136,11 +136,10 @@ type Engine struct {
 	// first reader of the inbound node's figures (SystemMetrics).
 	estimateExit bool
 	inboundRead  atomic.Bool
-	// inboundUntil is the engine clock's reading until which inbound
-	// entries are counted on the inbound node without a system rule
-	// (countsInbound): a minute after the latest SystemMetrics.
-	inboundUntil atomic.Int64
-	_            window.Pad
+	// inboundUsed is set before the first system rule is put in force:
+	// until then the inbound node holds nothing (countsInbound).
+	inboundUsed atomic.Bool
+	_           window.Pad
 	// recent is the engine clock's latest reading by an Entry, kept at
 	// most a millisecond behind it while entries come (Entry stores it
 	// only when it moved by more than that, so in parallel its line is

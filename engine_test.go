@@ -287,7 +287,7 @@ func TestResourceLimitAndOverflow(t *testing.T) {
 
 func TestInboundAndOutboundStatistics(t *testing.T) {
 	g, clk := newTestEngine(t, 0)
-	g.SystemMetrics() // a reader: inbound entries are counted from now on
+	watchInbound(t, g) // inbound entries are counted from now on
 	p, err := g.Entry("in")
 	require.NoError(t, err)
 	q, err := g.Entry("out", WithTraffic(core.Outbound))

@@ -424,7 +424,7 @@ func (eng *Engine) enter(ctx context.Context, name string, opts []EntryOption) (
 	}
 	p.res = r
 	var in *window.Node
-	if c.Traffic == core.Inbound && eng.countsInbound(c.Start) {
+	if c.Traffic == core.Inbound && eng.countsInbound() {
 		in = eng.inbound
 	}
 	p.inbound = in != nil

@@ -12,9 +12,11 @@ import (
 // reads the clock for its RT only when the exit falls in the sample that
 // readers' RT figures come from (window.SampleFirst): on a node nobody
 // reads, never (an untimed exit); on a read one, for the first
-// window.SampleFirst requests of each 100 ms and one in window.SampleEvery
-// beyond. The inbound node is read once SystemMetrics was called (and
-// always on a clock other than the system clock, as before sampling).
+// window.SampleFirst requests of each 100 ms, one in window.SampleEvery
+// beyond up to window.SampleWide, and one in window.SampleSparse after.
+// The inbound node (written only while a system rule is in force, see
+// countsInbound) is read once SystemMetrics was called (and always on a
+// clock other than the system clock, as before sampling).
 func (eng *Engine) exitSampled(r *passRecord, in *window.Node) {
 	c := &r.ctx
 	var end int64

@@ -14,7 +14,8 @@ import (
 // rtSampleModel is the reference for the sample of exits a reader's RT
 // figures come from (window.SampleFirst): per 100 ms bucket of the exit's
 // instant, the first SampleFirst requests timed for themselves, then one
-// in SampleEvery standing for SampleEvery.
+// in SampleEvery standing for SampleEvery up to request SampleWide, then
+// one in SampleSparse standing for SampleSparse.
 type rtSampleModel struct {
 	counted       map[int64]int64
 	estRT, trueRT int64 // µs
@@ -29,14 +30,22 @@ func (m *rtSampleModel) exit(end, rt int64) {
 	m.trueRT += us
 	m.exits++
 	w := int64(1)
-	if before >= window.SampleFirst {
-		w = ((before+1)/window.SampleEvery - before/window.SampleEvery) * window.SampleEvery
+	if k := before + 1; k > window.SampleFirst { // the request's number in its bucket
+		period := int64(window.SampleEvery)
+		if k > window.SampleWide {
+			period = window.SampleSparse
+		}
+		w = 0
+		if k%period == 0 {
+			w = period
+		}
 	}
 	m.estRT += us * w
 }
 
 // TestReaderSamplesRT: on a manual clock, a resource that is read
-// (Snapshot) and the inbound figures (SystemMetrics) time a sample of
+// (Snapshot) and the inbound figures (SystemMetrics, counted under a
+// shadow InboundQPS rule, which reads counts only) time a sample of
 // their exits: counts exact, TotalRT the model's estimate to the
 // microsecond, AvgRT within 5 % of the true mean over 20,000 exits. With a
 // system rule that reads the inbound RT, every exit is timed: TotalRT
@@ -49,6 +58,8 @@ func TestReaderSamplesRT(t *testing.T) {
 			if exact {
 				_, err := loadSystem(g, []rules.System{{Metric: rules.InboundAvgRT, Threshold: 1e6}})
 				require.NoError(t, err)
+			} else {
+				watchInbound(t, g) // counted, on counts only: its RT is a sample
 			}
 			_, ok := g.Snapshot("r") // a reader
 			require.True(t, ok)

@@ -76,3 +76,12 @@ func behaviorName(th *rules.Throttle) string {
 	}
 	return "reject"
 }
+
+// watchInbound loads a shadow InboundQPS system rule that nothing reaches,
+// the documented way to have the inbound figures counted without
+// protecting anything (see Engine.SystemMetrics), keeping the other rules.
+func watchInbound(t testing.TB, g *Engine) {
+	t.Helper()
+	_, err := loadSystem(g, []rules.System{{Metric: rules.InboundQPS, Threshold: 1e12, Shadow: true}})
+	require.NoError(t, err)
+}

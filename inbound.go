@@ -1,28 +1,36 @@
 package sluice
 
-import "time"
+import (
+	"github.com/sluice-go/sluice/internal/system"
+	"github.com/sluice-go/sluice/stat"
+)
 
-// inboundHold is how long after a SystemMetrics call inbound entries are
-// counted on the inbound node without a system rule (countsInbound).
-const inboundHold = int64(time.Minute)
-
-// countsInbound reports whether an inbound entry at now is counted on the
-// engine's inbound node: while a system rule is in force (it judges those
-// figures), or within inboundHold after a reader asked for them
-// (SystemMetrics). Otherwise no call writes the engine-wide node, whose
-// lines every core would pass back and forth.
-func (eng *Engine) countsInbound(now int64) bool {
-	return eng.system.Active() || now < eng.inboundUntil.Load()
+// countsInbound reports whether an inbound entry is counted on the engine's
+// inbound node: while a system rule is in force (shadow ones included), the
+// only thing that judges those figures. Readers (SystemMetrics, and through
+// it the exporters and the fleet's telemetry) do not change it: without a
+// system rule no call writes the engine-wide node, whose lines every core
+// would pass back and forth, however often the engine is read.
+func (eng *Engine) countsInbound() bool {
+	return eng.system.Active()
 }
 
-// readInbound notes a reader of the inbound figures at now: inbound entries
-// are counted until inboundHold later (it only moves the hold on).
-func (eng *Engine) readInbound(now int64) {
-	until := now + inboundHold
-	for {
-		old := eng.inboundUntil.Load()
-		if until <= old || eng.inboundUntil.CompareAndSwap(old, until) {
-			return
-		}
+// useSystem puts set (nil for no rules) in force, noting first that the
+// inbound node may hold counts from now on (see inboundSnapshot).
+func useSystem(eng *Engine, set *system.RuleSet) {
+	if set != nil && !eng.inboundUsed.Load() {
+		eng.inboundUsed.Store(true)
 	}
+	eng.system.Use(set)
+}
+
+// inboundSnapshot is the inbound node's snapshot at now: the zero snapshot,
+// which a node nothing wrote gives, while no system rule was ever in force,
+// without the scan of its windows (most of what SystemMetrics costs an
+// exporter's scrape).
+func (eng *Engine) inboundSnapshot(now int64) stat.Snapshot {
+	if !eng.inboundUsed.Load() {
+		return stat.Snapshot{}
+	}
+	return eng.inbound.Snapshot(now)
 }

@@ -110,7 +110,7 @@ var (
 		build: func(_ *Engine, rs []rules.System, _ *system.RuleSet) (*system.RuleSet, error) {
 			return system.Compile(rs), nil
 		},
-		use: func(eng *Engine, set *system.RuleSet) { eng.system.Use(set) },
+		use: useSystem,
 	}
 	breakerKind = &ruleKind[rules.CircuitBreaker, map[string][]*degrade.Breaker]{
 		name: "circuit breaker",

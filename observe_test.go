@@ -25,7 +25,7 @@ func (f typedRefuser) Check(e *slots.Entry) *core.BlockError {
 
 func TestBlockedByType(t *testing.T) {
 	g, clk := newTestEngine(t, 0)
-	g.SystemMetrics() // a reader: inbound entries are counted from now on
+	watchInbound(t, g) // inbound entries are counted from now on
 	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 3})
 	_, err := loadFlow(g, append(g.Rules().Flow, rules.Flow{Metric: rules.Concurrency, Resource: "i", Threshold: 1}))
 	require.NoError(t, err)
@@ -64,7 +64,6 @@ func TestBlockedByType(t *testing.T) {
 	// a new second and a new minute keep them too.
 	mustLoadFlow(t, g, rules.Flow{Resource: "r", Threshold: 3}, rules.Flow{Resource: "x", Threshold: 1})
 	clk.Advance(2 * time.Minute)
-	g.SystemMetrics() // the reader again: its minute is over
 	s, _ = g.Snapshot("r")
 	assert.Equal(t, uint64(6), s.BlockedBy[core.BlockFlow])
 	assert.Equal(t, uint64(6), s.TotalBlock)

@@ -56,23 +56,23 @@ func WithSystemSampler(s SystemSampler) Option {
 // sampler, started by loading a load1 or CPU rule, has read them.
 //
 // Inbound counts the inbound entries made while a system rule is in force
-// or within a minute (of the engine's clock) after a call of
-// SystemMetrics, and their exits: without a system rule, nothing is
-// written engine-wide per call unless a reader calls SystemMetrics. So
-// the first call after a minute without one sees only what its own
-// minute window and totals held before (nothing of the entries since),
-// and a reader that calls at least once a minute sees every inbound entry
-// made after its first call. Inbound.Concurrency counts the counted
-// entries in flight. Its AvgRT and MinRT come from a sample of the exits
-// (see stat.Snapshot.AvgRT) unless a system rule reads the inbound RT.
+// (shadow ones included), and their exits; Inbound.Concurrency counts
+// those of them in flight. Without a system rule no call writes anything
+// engine-wide, and Inbound holds only what was counted while one was in
+// force. Calling SystemMetrics changes nothing of that: an exporter or a
+// telemetry publisher that reads load1 and CPU usage at every scrape costs
+// the calls nothing. To watch the inbound figures without protecting
+// anything, load a system rule in shadow mode (an InboundQPS rule with a
+// threshold above any traffic, for instance). Inbound's AvgRT and MinRT
+// come from a sample of the exits (see stat.Snapshot.AvgRT) once
+// SystemMetrics was called, unless a system rule reads the inbound RT.
 func (eng *Engine) SystemMetrics() stat.System {
 	if !eng.inboundRead.Load() {
 		eng.inboundRead.Store(true) // inbound exits from now on time a sample of their RT
 	}
 	s := eng.system.Metrics()
 	now := eng.clock.Nanotime()
-	eng.readInbound(now)
 	eng.noticeShedding(now)
-	s.Inbound = eng.inbound.Snapshot(now)
+	s.Inbound = eng.inboundSnapshot(now)
 	return s
 }

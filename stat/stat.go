@@ -86,7 +86,8 @@ type System struct {
 	Load1Age, CPUUsageAge, MemoryAge time.Duration
 	// Inbound is the statistics of all inbound traffic (every resource's
 	// entries of sluice.Inbound), which system rules on inbound QPS,
-	// concurrency and RT read.
+	// concurrency and RT read: counted only while a system rule is in
+	// force (see sluice.Engine.SystemMetrics).
 	Inbound Snapshot `json:"-"`
 }
 

@@ -226,8 +226,11 @@ func TestUnaryFlowRule(t *testing.T) {
 
 func TestTrafficTypes(t *testing.T) {
 	f := start(t)
-	f.srv.SystemMetrics() // readers: inbound entries are counted from now on
-	f.cli.SystemMetrics()
+	// A shadow system rule that nothing reaches: inbound entries are
+	// counted engine-wide from now on, and nothing is refused.
+	watch := rules.Set{System: []rules.System{{Metric: rules.InboundQPS, Threshold: 1e12, Shadow: true}}}
+	require.NoError(t, f.srv.LoadRules(watch))
+	require.NoError(t, f.cli.LoadRules(watch))
 	_, err := f.call(t, context.Background(), "x")
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1), f.srv.SystemMetrics().Inbound.TotalPass, "the server side is inbound")

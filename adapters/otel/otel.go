@@ -5,7 +5,10 @@
 // given and one callback that reads the engine when the provider's reader
 // collects (Engine.Each, CircuitBreakerStates, SystemMetrics,
 // ClusterStatus): nothing runs on the request path and nothing between
-// collections.
+// collections. A collection adds no work to later calls beyond what reading
+// a resource does (its exits time a sample of their RT): reading load1 and
+// CPU usage through SystemMetrics does not make inbound entries count
+// engine-wide, which only a system rule does.
 //
 //	reg, err := sluiceotel.Register(engine, provider)
 //	if err != nil {

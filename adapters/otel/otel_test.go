@@ -232,3 +232,27 @@ func TestHostileNames(t *testing.T) {
 	}
 	assert.Equal(t, 1, n)
 }
+
+// TestCollectionsLeaveInboundUncounted: a collection reads load1 and CPU
+// usage through SystemMetrics, which without a system rule makes no entry
+// count on the engine-wide inbound node (it used to, for a minute after
+// each call): what the exporter reads costs the request path nothing.
+func TestCollectionsLeaveInboundUncounted(t *testing.T) {
+	g, clk := sluicetest.NewEngine(t)
+	r, mp := reader(t)
+	reg, err := sluiceotel.Register(g, mp)
+	require.NoError(t, err)
+	defer reg.Unregister()
+	for round := 1; round <= 3; round++ {
+		collect(t, r)
+		for i := 0; i < 100; i++ {
+			p, err := g.Entry("r")
+			require.NoError(t, err)
+			p.Exit()
+		}
+		clk.Advance(time.Second)
+		assert.Zero(t, g.SystemMetrics().Inbound.TotalPass, "round %d", round)
+	}
+	got, _ := collect(t, r)
+	assert.Equal(t, float64(300), got["sluice.passed[resource=r]"])
+}

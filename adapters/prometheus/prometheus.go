@@ -2,8 +2,11 @@
 //
 // NewCollector returns a prometheus.Collector that reads the engine at
 // scrape time (Engine.Each, CircuitBreakerStates, SystemMetrics, ClusterStatus): nothing
-// is counted twice and nothing runs between scrapes. Register it with a
-// registry and serve that registry:
+// is counted twice and nothing runs between scrapes. A scrape adds no work to
+// later calls beyond what reading a resource does (its exits time a sample
+// of their RT): reading load1 and CPU usage through SystemMetrics does not
+// make inbound entries count engine-wide, which only a system rule does.
+// Register it with a registry and serve that registry:
 //
 //	reg := prometheus.NewRegistry()
 //	reg.MustRegister(sluiceprom.NewCollector(engine))

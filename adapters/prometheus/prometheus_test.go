@@ -175,3 +175,33 @@ func TestParamValuesMakeNoSeries(t *testing.T) {
 	s, _ := g.Snapshot("GET /user")
 	assert.Equal(t, uint64(n+1), s.TotalPass+s.TotalBlock)
 }
+
+// TestScrapesLeaveInboundUncounted: a scrape reads load1 and CPU usage
+// through SystemMetrics, which without a system rule makes no entry count
+// on the engine-wide inbound node (it used to, for a minute after each
+// call): what the exporter reads costs the request path nothing.
+func TestScrapesLeaveInboundUncounted(t *testing.T) {
+	g, clk := sluicetest.NewEngine(t)
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(sluiceprom.NewCollector(g))
+	gather := func() map[string]*dto.MetricFamily {
+		fams, err := reg.Gather()
+		require.NoError(t, err)
+		m := map[string]*dto.MetricFamily{}
+		for _, f := range fams {
+			m[f.GetName()] = f
+		}
+		return m
+	}
+	for round := 1; round <= 3; round++ {
+		gather()
+		for i := 0; i < 100; i++ {
+			p, err := g.Entry("r")
+			require.NoError(t, err)
+			p.Exit()
+		}
+		clk.Advance(time.Second)
+		assert.Zero(t, g.SystemMetrics().Inbound.TotalPass, "round %d", round)
+	}
+	assert.Equal(t, 300.0, value(t, gather(), "sluice_passed_total", "resource", "r"))
+}

@@ -33,8 +33,10 @@ var (
 	// sluiceWatched is SluiceOneRule on a resource that the Prometheus
 	// exporter (adapters/prometheus) reads: a registry with the engine's
 	// collector is gathered once before the timer starts and then once a
-	// second by a goroutine the path owns and stops. A read resource keeps
-	// its response times, so each Exit reads the clock.
+	// second by a goroutine the path owns and stops. A read resource's
+	// exits time a sample of their response times (the first 16 of each
+	// 100 ms, one in 16 beyond, one in 64 beyond 1,024), so some Exits
+	// read the clock.
 	sluiceWatched = path{name: "SluiceWatched", setup: setupSluiceWatched}
 	// sluiceBlockedClock is SluiceBlocked on the system clock: Entry
 	// refused by a QPS rule of one per second. The one entry a second that

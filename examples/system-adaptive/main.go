@@ -217,6 +217,12 @@ func withServer(ctx context.Context, rs []rules.System, iters int, f func(*serve
 	// hot.
 	g := sluice.New(sluice.WithSystemSampler(sluice.SystemSampler{Interval: 100 * time.Millisecond}))
 	defer g.Close()
+	if len(rs) == 0 && *trace {
+		// The trace reads the inbound figures and the CPU usage, which an
+		// engine counts and samples only under a system rule: a shadow rule
+		// that nothing reaches has them kept without protecting anything.
+		rs = []rules.System{{Metric: rules.CPUUsage, Threshold: 1, Shadow: true}}
+	}
 	if err := g.LoadRules(rules.Set{System: rs}); err != nil {
 		return err
 	}

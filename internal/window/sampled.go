@@ -13,10 +13,12 @@ import "sync/atomic"
 //   - the first SampleFirst requests to exit in each 100 ms bucket are
 //     timed, each for itself;
 //   - beyond them, the requests are numbered in the order their exits are
-//     counted in the bucket, and those whose number is a multiple of
-//     SampleEvery are timed, each standing for SampleEvery requests: its RT
-//     is added to the RT sum SampleEvery times (a Horvitz-Thompson
-//     estimate of the sum).
+//     counted in the bucket, and up to number SampleWide those whose number
+//     is a multiple of SampleEvery are timed, each standing for SampleEvery
+//     requests: its RT is added to the RT sum SampleEvery times (a
+//     Horvitz-Thompson estimate of the sum);
+//   - beyond SampleWide, those whose number is a multiple of SampleSparse
+//     are timed, each standing for SampleSparse requests.
 //
 // Counts (Complete, Error, with Pass and Block) stay exact: every exit is
 // counted. The RT sum is exact up to SampleFirst requests a bucket and an
@@ -31,8 +33,15 @@ const (
 	// (100 ms) whose exits are all timed for a reader: 160 a second.
 	SampleFirst = 16
 	// SampleEvery is one over the fraction of the requests beyond
-	// SampleFirst a bucket that are timed for a reader.
+	// SampleFirst and up to SampleWide a bucket that are timed for a reader.
 	SampleEvery = 16
+	// SampleWide is the request number in a bucket beyond which one in
+	// SampleSparse requests is timed (10,240 exits a second); a multiple of
+	// SampleSparse.
+	SampleWide = 1024
+	// SampleSparse is one over the fraction of the requests beyond
+	// SampleWide a bucket that are timed for a reader.
+	SampleSparse = 64
 )
 
 // AddCompleteSampled records batch requests that exited at now (an estimate
@@ -51,11 +60,27 @@ func (n *Node) AddCompleteSampled(now, batch int64, failed bool) int64 {
 		n.sec.AddSumAt(slot, ep, Error, b)
 	}
 	n.concurrency.Add(-batch)
-	before := after - min(after, b)
+	return sampleWeight(after-min(after, b), after, b)
+}
+
+// sampleWeight is the weight in the sample of the batch b of requests
+// numbered before+1 to after in their bucket: b while the first of them is
+// among the first SampleFirst, else SampleEvery for each multiple of
+// SampleEvery they hold up to SampleWide and SampleSparse for each multiple
+// of SampleSparse beyond. Each request number is represented once: by
+// itself, or by the next multiple of the period of its range.
+func sampleWeight(before, after, b uint64) int64 {
 	if before < SampleFirst {
 		return int64(b)
 	}
-	return int64(after/SampleEvery-before/SampleEvery) * SampleEvery
+	var w uint64
+	if before < SampleWide {
+		w = (min(after, SampleWide)/SampleEvery - before/SampleEvery) * SampleEvery
+	}
+	if after > SampleWide {
+		w += (after/SampleSparse - max(before, SampleWide)/SampleSparse) * SampleSparse
+	}
+	return int64(w)
 }
 
 // AddSampledRT adds the RT of an exit that AddCompleteSampled at now gave

@@ -30,7 +30,16 @@ func (m *sampleModel) exit(now, rt, batch int64) {
 	m.trueRT += us * batch
 	w := batch
 	if before >= SampleFirst {
-		w = (after/SampleEvery - before/SampleEvery) * SampleEvery
+		w = 0
+		for k := before + 1; k <= after; k++ { // request numbers, one by one
+			period := int64(SampleEvery)
+			if k > SampleWide {
+				period = SampleSparse
+			}
+			if k%period == 0 {
+				w += period
+			}
+		}
 	}
 	if w == 0 {
 		return
@@ -130,9 +139,53 @@ func TestSampledCountsExactUnderConcurrency(t *testing.T) {
 	require.Equal(t, uint64(total), n.Sum(at, Complete))
 	require.Equal(t, uint64(total/2), n.Sum(at, Error))
 	// SampleFirst requests for themselves, then SampleEvery for each
-	// multiple of SampleEvery above SampleFirst.
-	weight := SampleFirst + (total/SampleEvery-SampleFirst/SampleEvery)*SampleEvery
+	// multiple of SampleEvery above SampleFirst up to SampleWide, and
+	// SampleSparse for each multiple of SampleSparse above: total, since
+	// total is a multiple of SampleSparse.
+	weight := SampleFirst + (SampleWide/SampleEvery-SampleFirst/SampleEvery)*SampleEvery +
+		(total/SampleSparse-SampleWide/SampleSparse)*SampleSparse
+	require.Equal(t, total, weight)
 	require.Equal(t, uint64(3000*weight), n.Sum(at, RT))
 	require.Equal(t, 3000.0*float64(weight)/total, n.AvgRT(at))
 	require.Equal(t, int64(0), n.Concurrency()+total)
+}
+
+// TestSampleWeightRepresentsEachRequestOnce: a batch that straddles
+// SampleWide weighs both ranges, and over any split of a bucket's request
+// numbers beyond the first SampleFirst into batches the weights add up to
+// the count whenever it ends on a multiple of SampleSparse: each request is
+// represented once, by the next multiple of its range's period.
+func TestSampleWeightRepresentsEachRequestOnce(t *testing.T) {
+	tests := []struct {
+		before, after uint64
+		want          int64
+	}{
+		{0, 1, 1},
+		{15, 40, 25}, // starts among the first: the whole batch for itself
+		{16, 31, 0},
+		{16, 32, SampleEvery},
+		{1000, 1100, 2*SampleEvery + SampleSparse}, // 1008, 1024; 1088
+		{1024, 1087, 0},
+		{1087, 1088, SampleSparse},
+		{2000, 2000 + 10*SampleSparse, 10 * SampleSparse},
+	}
+	for _, tt := range tests {
+		require.Equal(t, tt.want, sampleWeight(tt.before, tt.after, tt.after-tt.before), "sampleWeight(%d, %d)", tt.before, tt.after)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := 0; round < 200; round++ {
+		end := uint64(SampleWide + SampleSparse*(1+rng.IntN(200)))
+		var sum int64
+		for n := uint64(0); n < SampleFirst; n++ { // singles: a batch that
+			// starts among the first SampleFirst weighs itself whole, and
+			// one reaching past them overlaps the next multiple's share
+			sum += sampleWeight(n, n+1, 1)
+		}
+		for n := uint64(SampleFirst); n < end; {
+			b := min(uint64(1+rng.IntN(100)), end-n)
+			sum += sampleWeight(n, n+b, b)
+			n += b
+		}
+		require.Equal(t, int64(end), sum, "round %d", round)
+	}
 }
