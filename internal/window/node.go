@@ -631,7 +631,7 @@ func (n *Node) AddComplete(now, rt, batch int64, failed bool) {
 	if failed {
 		n.sec.AddSumAt(slot, ep, Error, clampAdd(batch))
 	}
-	n.addConc(ep, -batch)
+	n.concurrency.Add(-batch)
 }
 
 // AddCompleteUntimed is AddComplete for an exit whose response time was
@@ -655,7 +655,7 @@ func (n *Node) AddCompleteUntimed(now, batch int64, failed bool) {
 	if failed {
 		n.sec.AddSumAt(slot, ep, Error, b)
 	}
-	n.addConc(ep, -batch)
+	n.concurrency.Add(-batch)
 }
 
 // Concurrency returns the number of requests in flight.
@@ -827,9 +827,10 @@ func (n *Node) HistoryLen() int { return int(n.keep) }
 // next, counted twice in that one result. It allocates the result only.
 //
 // A second's MaxConcurrency is the larger of the highest concurrency a pass
-// of the second left (kept by AddPass) and the concurrency at the second's
-// start, which is not kept but follows from the counts: the concurrency now,
-// less the passes since, plus the exits since.
+// of the second left (kept by AddPass; sampled on a striped node, see
+// stripe.go) and the concurrency at the second's start, which is not kept
+// but follows from the counts: the concurrency now, less the passes since,
+// plus the exits since.
 //
 // complexity: reads the ring of seconds in one pass and rebuilds each second's concurrency from the counts; the hot counters stay in one place
 func (n *Node) History(now int64, since time.Duration) []stat.Second {

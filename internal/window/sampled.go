@@ -54,7 +54,7 @@ func (n *Node) AddCompleteSampled(now, batch int64, failed bool) int64 {
 		if failed {
 			n.sec.AddSumAt(slot, ep, Error, b)
 		}
-		n.addConc(ep, -batch)
+		n.concurrency.Add(-batch)
 	}
 	before := after - min(after, b)
 	if before < SampleFirst {

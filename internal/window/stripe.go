@@ -13,9 +13,10 @@ import (
 //
 // A node starts with none: a call writes the concurrency word and the
 // bucket slot of the second-level window, as it always did, and a node
-// that no two cores write at once never pays for stripes. The concurrency
-// word is written with a compare-and-swap, and a failed one (another core
-// wrote the word between the load and the swap) is contention; when
+// that no two cores write at once never pays for stripes. A pass writes
+// the concurrency word with a compare-and-swap (an exit with an add), and
+// a failed one (another core wrote the word between the load and the
+// swap) is contention; when
 // stripeAfter of them fall in one 100 ms bucket, the node makes its
 // stripes (LongAdder's cells, made on contention, as Java's Striped64 and
 // Sentinel's metric buckets do). From then on a call writes the stripe of
@@ -38,12 +39,13 @@ import (
 //   - Concurrency is the node's word plus every stripe's share: exact when
 //     no call races the reader.
 //   - MaxConcurrency: a pass does not know the node's concurrency without
-//     reading every stripe, so a striped pass records no maximum. Each
-//     stripe's first pass of a bucket raises the bucket's maximum to the
-//     concurrency it reads then (one read of the stripes per stripe and
-//     bucket), and History adds the concurrency at each second's start,
-//     as before; the maximum of a second is then a lower bound of the
-//     highest concurrency, sampled.
+//     reading every stripe, so a striped pass records no maximum of its
+//     own. A stripe's first pass of a bucket, and one in maxEvery after,
+//     raises the bucket's maximum to the concurrency it reads then (every
+//     stripe's share), and History adds the concurrency at each second's
+//     start, as before: the maximum of a second is then the highest of
+//     those samples, a lower bound of the highest concurrency, where an
+//     unstriped node's is exact.
 //   - RT sampling for readers (SampleFirst) numbers the exits of a bucket
 //     per stripe: the first SampleFirst exits of each stripe in a bucket
 //     are timed, then one in SampleEvery. Each stripe's sample is the
@@ -113,13 +115,23 @@ func (n *Node) stripe() *stripeSet {
 // Striped reports whether the node has made stripes (see stripeAfter).
 func (n *Node) Striped() bool { return n.stripes.Load() != nil }
 
-// addConc adds d to the node's concurrency word, counting a failed
+// Stripe makes the node's stripes now, as contention would (for tests of
+// the engine on a striped node).
+func (n *Node) Stripe() { n.stripe() }
+
+// addConc adds d to the node's concurrency word (for a pass), counting a failed
 // compare-and-swap as contention at bucket ep, and returns the new value.
 func (n *Node) addConc(ep, d int64) int64 {
 	old := n.concurrency.Load()
-	if n.concurrency.CompareAndSwap(old, old+d) {
-		return old + d
+	if !n.concurrency.CompareAndSwap(old, old+d) {
+		return n.addConcContended(ep, d)
 	}
+	return old + d
+}
+
+// addConcContended is addConc after a failed compare-and-swap (kept out of
+// line, so that addConc inlines).
+func (n *Node) addConcContended(ep, d int64) int64 {
 	n.contention(ep)
 	return n.concurrency.Add(d)
 }
@@ -368,12 +380,17 @@ func (n *Node) maxCompleteStriped(epoch, skip int64) uint64 {
 // passStriped is AddPass on a striped node.
 func (n *Node) passStriped(st *stripeSet, s *stripe, ep int64, b uint64, batch int64) {
 	s.conc.Add(batch)
-	if n.stripeAdd(s, Pass, ep, b) == b {
-		// The stripe's first pass of the bucket (or a saturated word):
+	if after := n.stripeAdd(s, Pass, ep, b); after == b || after/maxEvery != (after-b)/maxEvery {
+		// The stripe's first pass of the bucket, or one in maxEvery:
 		// the bucket's maximum concurrency, sampled.
 		n.sec.RaiseAt(n.slot(ep), ep, MaxConcurrency, n.concurrency.Load()+st.conc())
 	}
 }
+
+// maxEvery is how many passes of a stripe in a bucket, beyond the first,
+// pass between two samples of a striped node's concurrency for the
+// bucket's maximum: each sample reads every stripe's line.
+const maxEvery = 64
 
 // completeStriped is AddComplete on a striped node.
 func (n *Node) completeStriped(s *stripe, ep int64, us, batch int64, failed bool) {
