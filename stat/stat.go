@@ -115,7 +115,8 @@ type Second struct {
 	// instant of the second (by batch): the number in flight at its start,
 	// or right after one of its passes, whichever is highest. On a
 	// resource whose calls contend across cores (its counters striped),
-	// the passes' numbers are sampled, and it is a lower bound.
+	// the passes' numbers are sampled, and a peak between two samples can
+	// be missed.
 	MaxConcurrency int64
 	// ShadowBlock counts the requests of the second that rules in shadow
 	// mode would have refused (see Snapshot.ShadowBlockedBy).

@@ -83,6 +83,16 @@ func BenchmarkNodePassExit(b *testing.B) {
 			n.AddCompleteUntimed(now, 1, false)
 		}
 	})
+	b.Run("serial-striped", func(b *testing.B) {
+		n := NewNode()
+		n.stripe()
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			now := int64(i) * 1000
+			n.AddPass(now, 1)
+			n.AddCompleteUntimed(now, 1, false)
+		}
+	})
 	b.Run("parallel", func(b *testing.B) { run(b, NewNode()) })
 	b.Run("parallel-striped", func(b *testing.B) {
 		n := NewNode()

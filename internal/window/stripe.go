@@ -44,8 +44,10 @@ import (
 //     raises the bucket's maximum to the concurrency it reads then (every
 //     stripe's share), and History adds the concurrency at each second's
 //     start, as before: the maximum of a second is then the highest of
-//     those samples, a lower bound of the highest concurrency, where an
-//     unstriped node's is exact.
+//     those samples, which can miss a peak between two of them, where an
+//     unstriped node's is exact. (A sample reads the stripes one after
+//     another, so like every figure read while calls race it, it may be
+//     off by what raced.)
 //   - RT sampling for readers (SampleFirst) numbers the exits of a bucket
 //     per stripe: the first SampleFirst exits of each stripe in a bucket
 //     are timed, then one in SampleEvery. Each stripe's sample is the
