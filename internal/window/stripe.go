@@ -66,16 +66,16 @@ const stripeAfter = 64
 // maxStripes caps the stripes of a node (their memory: 128 bytes each).
 const maxStripes = 64
 
-// stripedMetrics are the metrics a stripe keeps: those a pass and an exit
-// write. MaxConcurrency and Block stay in the second-level window.
-var stripedMetrics = [...]Metric{Pass, Complete, Untimed, RT, MinRT, Error}
-
 // stripe is one processor's share of a node's hot counters, two lines in
 // all so that no line of it is shared with a neighbour stripe (nor fetched
 // with one, by processors that fetch lines in pairs).
 type stripe struct {
-	conc  atomic.Int64               // concurrency: passes less exits through this stripe
-	words [metricCount]atomic.Uint64 // packed (epoch, value) by metric; see stripedMetrics
+	conc atomic.Int64 // concurrency: passes less exits through this stripe
+	// words holds, by metric, a packed (epoch, value) word for each metric
+	// a pass or an exit writes: Pass, Complete, Untimed, RT, MinRT and
+	// Error (Block and MaxConcurrency stay in the second-level window, and
+	// their words here stay zero).
+	words [metricCount]atomic.Uint64
 	_     [2*CacheLine - 8 - 8*int(metricCount)]byte
 }
 
