@@ -421,8 +421,8 @@ func (n *Node) AddPass(now, batch int64) {
 		return
 	}
 	slot := n.slot(ep)
-	n.sec.AddSumAt(slot, ep, Pass, clampAdd(batch))
-	c := n.addConc(ep, batch)
+	n.addPass(&slot[Pass], ep, clampAdd(batch))
+	c := n.concurrency.Add(batch)
 	if w := slot[MaxConcurrency].Load(); w>>valueBits != uint64(ep)&epochMask || int64(w&valueMask) < c {
 		n.sec.RaiseAt(slot, ep, MaxConcurrency, c)
 	}

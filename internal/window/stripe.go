@@ -13,10 +13,10 @@ import (
 //
 // A node starts with none: a call writes the concurrency word and the
 // bucket slot of the second-level window, as it always did, and a node
-// that no two cores write at once never pays for stripes. A pass writes
-// the concurrency word with a compare-and-swap (an exit with an add), and
-// a failed one (another core wrote the word between the load and the
-// swap) is contention; when
+// that no two cores write at once never pays for stripes. A pass loads its
+// bucket's pass count before it adds to it, and an add that finds another
+// value than the load (another core wrote the word in between) is
+// contention; when
 // stripeAfter of them fall in one 100 ms bucket, the node makes its
 // stripes (LongAdder's cells, made on contention, as Java's Striped64 and
 // Sentinel's metric buckets do). From then on a call writes the stripe of
@@ -56,10 +56,10 @@ import (
 // Refusals (Block) are not striped: the refusal path writes its own
 // counters by type anyway.
 
-// stripeAfter is the number of failed compare-and-swaps of the concurrency
-// word in one 100 ms bucket after which a node makes its stripes. Cores that
-// share a resource at full speed fail thousands of times a bucket; resources
-// that two cores meet on by chance (round-robin over many) almost never fail
+// stripeAfter is the number of contended pass counts (see addPass) in one
+// 100 ms bucket after which a node makes its stripes. Cores that share a
+// resource at full speed contend thousands of times a bucket; resources
+// that two cores meet on by chance (round-robin over many) almost never do
 // this often in one bucket, so they stay unstriped and pay no memory.
 const stripeAfter = 64
 
@@ -121,25 +121,24 @@ func (n *Node) Striped() bool { return n.stripes.Load() != nil }
 // the engine on a striped node).
 func (n *Node) Stripe() { n.stripe() }
 
-// addConc adds d to the node's concurrency word (for a pass), counting a failed
-// compare-and-swap as contention at bucket ep, and returns the new value.
-func (n *Node) addConc(ep, d int64) int64 {
-	old := n.concurrency.Load()
-	if !n.concurrency.CompareAndSwap(old, old+d) {
-		return n.addConcContended(ep, d)
+// addPass adds v to the Pass word w of the bucket slot of ep, as addSum
+// does, and notes contention when another caller changed the word between
+// this one's load and its add: the add's result tells, so an uncontended
+// pass pays nothing for the watch.
+func (n *Node) addPass(w *atomic.Uint64, ep int64, v uint64) {
+	e := uint64(ep) & epochMask
+	old := w.Load()
+	if isStale(old, e) || old&valueMask+v > valueMask-valueHeadroom {
+		n.sec.addSum(w, Pass, ep, e, v) // a reset or saturation: rare
+		return
 	}
-	return old + d
+	if w.Add(v)-v != old {
+		n.contention(ep)
+	}
 }
 
-// addConcContended is addConc after a failed compare-and-swap (kept out of
-// line, so that addConc inlines).
-func (n *Node) addConcContended(ep, d int64) int64 {
-	n.contention(ep)
-	return n.concurrency.Add(d)
-}
-
-// contention notes a failed compare-and-swap at bucket ep and makes the
-// stripes at the stripeAfter-th of a bucket. The count is a heuristic: a
+// contention notes a contended pass at bucket ep and makes the stripes at
+// the stripeAfter-th of a bucket. The count is a heuristic: a
 // racing reset may drop a few.
 func (n *Node) contention(ep int64) {
 	e := uint64(ep) & epochMask

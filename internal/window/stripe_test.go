@@ -108,8 +108,8 @@ func TestStripedCountsExactUnderConcurrency(t *testing.T) {
 }
 
 // TestNodeStripesOnContention: a node makes its stripes once stripeAfter
-// compare-and-swaps of its concurrency fail in one bucket, not before, and
-// failures spread over buckets do not add up.
+// of its passes contend in one bucket, not before, and contention spread
+// over buckets does not add up.
 func TestNodeStripesOnContention(t *testing.T) {
 	n := NewNode()
 	for i := range stripeAfter - 1 {
