@@ -122,8 +122,8 @@ type Node struct {
 	// node, with the stripes' shares: see stripe.go).
 	concurrency atomic.Int64
 	// stripes are the node's striped hot counters, nil until calls on
-	// several cores at once contend for concurrency (contended counts
-	// the failed compare-and-swaps of a bucket). Once they exist,
+	// several cores at once contend for the node (contended counts the
+	// contended passes of a bucket, see addPass). Once they exist,
 	// concurrency's line is only read, like the header.
 	stripes   atomic.Pointer[stripeSet]
 	contended atomic.Uint64
