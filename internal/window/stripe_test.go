@@ -1,6 +1,7 @@
 package window
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -122,4 +123,60 @@ func TestNodeStripesOnContention(t *testing.T) {
 	require.False(t, n.Striped())
 	n.contention(1000)
 	require.True(t, n.Striped())
+}
+
+// TestStripedNodeEqualsPlain feeds the same seeded timeline to a node that
+// counts in stripes (each pass and exit through a stripe the timeline
+// picks) and to one that does not, and compares the figures the engine's
+// checks read: the sums with and without the current bucket, FreeAt,
+// RecentMinRT, the maximum completion rate, and a WindowCache over each
+// (Sums and Best, cold and warm), with clock steps within a bucket, across
+// one, and past the one-second window and the RT memory.
+func TestStripedNodeEqualsPlain(t *testing.T) {
+	steps := []time.Duration{0, 30 * time.Millisecond, 70 * time.Millisecond, 5 * time.Millisecond, 250 * time.Millisecond, time.Second, 1100 * time.Millisecond, 3 * time.Second}
+	for seed := uint64(1); seed <= 4; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 5))
+		plain, striped := NewNode(), NewNode()
+		st := striped.stripe()
+		wp, ws := NewWindowCache(plain), NewWindowCache(striped)
+		now := int64(time.Hour) + rng.Int64N(int64(BucketWidth))
+		for i := range conformance.Steps(600) {
+			now += int64(steps[rng.IntN(len(steps))]) + rng.Int64N(int64(time.Millisecond))
+			ep := now / int64(BucketWidth)
+			s := &st.stripe[rng.IntN(len(st.stripe))]
+			batch := 1 + rng.Int64N(4)
+			rt := rng.Int64N(int64(200 * time.Millisecond))
+			failed := rng.IntN(5) == 0
+			plain.AddPass(now, batch)
+			striped.passStriped(st, s, ep, uint64(batch), batch)
+			if rng.IntN(2) == 0 {
+				plain.AddComplete(now, rt, batch, failed)
+				striped.completeStriped(s, ep, rt/1000, batch, failed)
+			} else {
+				plain.AddCompleteUntimed(now, batch, failed)
+				striped.untimedStriped(s, ep, uint64(batch), batch, failed)
+			}
+			at := fmt.Sprintf("seed %d step %d", seed, i)
+			for _, m := range []Metric{Pass, Complete, Error, RT, Untimed} {
+				require.Equal(t, plain.Sum(now, m), striped.Sum(now, m), "Sum %d %s", m, at)
+				require.Equal(t, plain.SumBefore(now, m), striped.SumBefore(now, m), "SumBefore %d %s", m, at)
+			}
+			require.Equal(t, plain.FreeAt(now, Pass, 7), striped.FreeAt(now, Pass, 7), at)
+			require.Equal(t, plain.Concurrency(), striped.Concurrency(), at)
+			require.Equal(t, plain.MaxCompletePerSecond(now), striped.MaxCompletePerSecond(now), at)
+			pr, pok := plain.RecentMinRT(now)
+			sr, sok := striped.RecentMinRT(now)
+			require.Equal(t, pok, sok, at)
+			require.Equal(t, pr, sr, at)
+			for range 2 { // a cold read (fill) and a warm one
+				p1, c1, r1 := wp.Sums(now)
+				p2, c2, r2 := ws.Sums(now)
+				require.Equal(t, [3]uint64{p1, c1, r1}, [3]uint64{p2, c2, r2}, "Sums %s", at)
+				m1, n1, ok1 := wp.Best(now)
+				m2, n2, ok2 := ws.Best(now)
+				require.Equal(t, [2]uint64{m1, n1}, [2]uint64{m2, n2}, "Best %s", at)
+				require.Equal(t, ok1, ok2, at)
+			}
+		}
+	}
 }
