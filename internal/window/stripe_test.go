@@ -180,3 +180,29 @@ func TestStripedNodeEqualsPlain(t *testing.T) {
 		}
 	}
 }
+
+// TestStripeOlderReadingKeepsItsBucket: a caller whose clock reading is a
+// bucket older than the one its stripe holds (another goroutine on the same
+// P read the clock later and wrote first) counts in its own bucket, through
+// the second-level window's slot, as on a node without stripes.
+func TestStripeOlderReadingKeepsItsBucket(t *testing.T) {
+	n := NewNode()
+	st := n.stripe()
+	s := &st.stripe[0]
+	const ep = 100
+	at := func(e int64) int64 { return e * int64(BucketWidth) }
+	n.passStriped(st, s, ep+1, 1, 1)
+	n.passStriped(st, s, ep, 2, 2)
+	n.completeStriped(s, ep+1, 900, 1, false)
+	n.completeStriped(s, ep, 300, 2, true)
+	require.Equal(t, uint64(2), n.Bucket(at(ep), Pass))
+	require.Equal(t, uint64(1), n.Bucket(at(ep+1), Pass))
+	require.Equal(t, uint64(2), n.Bucket(at(ep), Complete))
+	require.Equal(t, uint64(2), n.Bucket(at(ep), Error))
+	require.Equal(t, uint64(600), n.Bucket(at(ep), RT))
+	require.Equal(t, uint64(900), n.Bucket(at(ep+1), RT))
+	h := n.sec.Value(ep, MinRT)
+	require.Equal(t, uint64(300), h, "the older bucket's minimum is its own")
+	require.Equal(t, uint64(3), n.Sum(at(ep+1), Pass))
+	require.Equal(t, int64(0), n.Concurrency())
+}
