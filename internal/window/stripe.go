@@ -63,8 +63,13 @@ import (
 // this often in one bucket, so they stay unstriped and pay no memory.
 const stripeAfter = 64
 
-// maxStripes caps the stripes of a node (their memory: 128 bytes each).
-const maxStripes = 64
+// maxStripes caps the stripes of a node: their memory (128 bytes each),
+// and what a reader of a striped node pays, one or two lines a stripe.
+// Concurrency is read on every entry by a system rule on inbound
+// concurrency and by a concurrency rule on another resource, so on a host
+// with more Ps than stripes, Ps share stripes (P mod stripes) rather than
+// make those checks read a line per P.
+const maxStripes = 16
 
 // stripe is one processor's share of a node's hot counters, two lines in
 // all so that no line of it is shared with a neighbour stripe (nor fetched
