@@ -206,3 +206,36 @@ func TestStripeOlderReadingKeepsItsBucket(t *testing.T) {
 	require.Equal(t, uint64(3), n.Sum(at(ep+1), Pass))
 	require.Equal(t, int64(0), n.Concurrency())
 }
+
+// TestStripedCallsLeaveSharedWordsAlone: once a node has its stripes, a
+// pass and an exit in a bucket its stripe already holds write neither the
+// concurrency word nor any word of the second-level window (the maximum
+// concurrency is written at the stripe's first pass of the bucket only,
+// while it rises): the lines every call wrote before, which the cores then
+// passed back and forth, are not written per call.
+func TestStripedCallsLeaveSharedWordsAlone(t *testing.T) {
+	n := NewNode()
+	n.stripe()
+	now := int64(time.Hour) + int64(BucketWidth)/2
+	n.AddPass(now, 1) // the stripe's first pass of the bucket, and its first exit
+	n.AddCompleteUntimed(now, 1, false)
+	conc := n.concurrency.Load()
+	var before [len(n.secWords)]uint64
+	for i := range n.secWords {
+		before[i] = n.secWords[i].Load()
+	}
+	for range 1000 {
+		n.AddPass(now, 1)
+		n.AddCompleteUntimed(now, 1, false)
+		if w := n.AddCompleteSampled(now, 0, false); w > 0 { // batch 0: counts nothing
+			n.AddSampledRT(now, int64(time.Millisecond), w)
+		}
+	}
+	require.Equal(t, conc, n.concurrency.Load())
+	for i := range n.secWords {
+		require.Equal(t, before[i], n.secWords[i].Load(), "word %d of the second-level window", i)
+	}
+	require.Equal(t, uint64(1001), n.Sum(now, Pass))
+	require.Equal(t, uint64(1001), n.Sum(now, Complete))
+	require.Zero(t, n.Concurrency())
+}
