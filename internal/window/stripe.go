@@ -64,25 +64,36 @@ import (
 const stripeAfter = 64
 
 // maxStripes caps the stripes of a node: their memory (128 bytes each),
-// and what a reader of a striped node pays, one or two lines a stripe.
+// and what a reader of a striped node pays, one line a stripe.
 // Concurrency is read on every entry by a system rule on inbound
 // concurrency and by a concurrency rule on another resource, so on a host
 // with more Ps than stripes, Ps share stripes (P mod stripes) rather than
 // make those checks read a line per P.
 const maxStripes = 16
 
-// stripe is one processor's share of a node's hot counters, two lines in
-// all so that no line of it is shared with a neighbour stripe (nor fetched
-// with one, by processors that fetch lines in pairs).
+// stripe is one processor's share of a node's hot counters: one line of
+// words, and a line of padding so that no line of it is shared with a
+// neighbour stripe (nor fetched with one, by processors that fetch lines in
+// pairs). A node's stripes are one allocation of a power of two of them, in
+// a size class whose objects start on a multiple of their size, so each
+// stripe's words sit on one line: a reader of a figure reads one line a
+// stripe.
 type stripe struct {
-	conc atomic.Int64 // concurrency: passes less exits through this stripe
 	// words holds, by metric, a packed (epoch, value) word for each metric
 	// a pass or an exit writes: Pass, Complete, Untimed, RT, MinRT and
-	// Error (Block and MaxConcurrency stay in the second-level window, and
-	// their words here stay zero).
+	// Error. Block stays in the second-level window (its word here stays
+	// zero), and so does MaxConcurrency, whose word here (concWord) holds
+	// the stripe's share of the concurrency instead: passes less exits
+	// through the stripe, as an int64.
 	words [metricCount]atomic.Uint64
-	_     [2*CacheLine - 8 - 8*int(metricCount)]byte
+	_     [2*CacheLine - 8*int(metricCount)]byte
 }
+
+// concWord is the word of a stripe that holds its share of the concurrency.
+const concWord = MaxConcurrency
+
+// addConc adds d to the stripe's share of the concurrency.
+func (s *stripe) addConc(d int64) { s.words[concWord].Add(uint64(d)) }
 
 // stripeSet is a node's stripes: a power of two of them, indexed by P.
 type stripeSet struct {
@@ -265,6 +276,9 @@ func (n *Node) flush(m Metric, ep int64, e, old uint64) {
 // MinRT: the smallest, plus one, 0 for none).
 func (st *stripeSet) count(ep int64, m Metric) uint64 {
 	var s uint64
+	if m == concWord {
+		return 0
+	}
 	for i := range st.stripe {
 		x := count(st.stripe[i].words[m].Load(), ep)
 		if nodeKinds[m] != Min {
@@ -282,6 +296,9 @@ func (st *stripeSet) count(ep int64, m Metric) uint64 {
 func (st *stripeSet) sum(epoch int64, m Metric, from, to int) uint64 {
 	e := uint64(epoch) & epochMask
 	var s uint64
+	if m == concWord {
+		return 0
+	}
 	for i := range st.stripe {
 		w := st.stripe[i].words[m].Load()
 		if d := (e - w>>valueBits) & epochMask; d >= uint64(from) && d < uint64(to) || d == epochMask {
@@ -296,6 +313,9 @@ func (st *stripeSet) sum(epoch int64, m Metric, from, to int) uint64 {
 func (st *stripeSet) minOf(epoch int64, m Metric) uint64 {
 	e := uint64(epoch) & epochMask
 	var best uint64
+	if m == concWord {
+		return 0
+	}
 	for i := range st.stripe {
 		w := st.stripe[i].words[m].Load()
 		d := (e - w>>valueBits) & epochMask
@@ -310,13 +330,16 @@ func (st *stripeSet) minOf(epoch int64, m Metric) uint64 {
 func (st *stripeSet) conc() int64 {
 	var c int64
 	for i := range st.stripe {
-		c += st.stripe[i].conc.Load()
+		c += int64(st.stripe[i].words[concWord].Load())
 	}
 	return c
 }
 
 // unretired is LeapArray.Unretired over the stripes' words of metric m.
 func (st *stripeSet) unretired(now int64, m Metric, f func(bucketStart int64, v uint64)) {
+	if m == concWord {
+		return
+	}
 	epoch := now / int64(BucketWidth)
 	e := uint64(epoch) & epochMask
 	for i := range st.stripe {
@@ -385,7 +408,7 @@ func (n *Node) maxCompleteStriped(epoch, skip int64) uint64 {
 
 // passStriped is AddPass on a striped node.
 func (n *Node) passStriped(st *stripeSet, s *stripe, ep int64, b uint64, batch int64) {
-	s.conc.Add(batch)
+	s.addConc(batch)
 	if after := n.stripeAdd(s, Pass, ep, b); after == b || after/maxEvery != (after-b)/maxEvery {
 		// The stripe's first pass of the bucket, or one in maxEvery:
 		// the bucket's maximum concurrency, sampled.
@@ -406,7 +429,7 @@ func (n *Node) completeStriped(s *stripe, ep int64, us, batch int64, failed bool
 	if failed {
 		n.stripeAdd(s, Error, ep, clampAdd(batch))
 	}
-	s.conc.Add(-batch)
+	s.addConc(-batch)
 }
 
 // untimedStriped is AddCompleteUntimed on a striped node.
@@ -415,7 +438,7 @@ func (n *Node) untimedStriped(s *stripe, ep int64, b uint64, batch int64, failed
 	if failed {
 		n.stripeAdd(s, Error, ep, b)
 	}
-	s.conc.Add(-batch)
+	s.addConc(-batch)
 }
 
 // sampledStriped is AddCompleteSampled's count on a striped node: it
@@ -426,6 +449,6 @@ func (n *Node) sampledStriped(s *stripe, ep int64, b uint64, batch int64, failed
 	if failed {
 		n.stripeAdd(s, Error, ep, b)
 	}
-	s.conc.Add(-batch)
+	s.addConc(-batch)
 	return after
 }
