@@ -16,10 +16,9 @@ import (
 // that no two cores write at once never pays for stripes. A pass loads its
 // bucket's pass count before it adds to it, and an add that finds another
 // value than the load (another core wrote the word in between) is
-// contention; when
-// stripeAfter of them fall in one 100 ms bucket, the node makes its
-// stripes (LongAdder's cells, made on contention, as Java's Striped64 and
-// Sentinel's metric buckets do). From then on a call writes the stripe of
+// contention; when stripeAfter of them fall in one 100 ms bucket, the node
+// makes its stripes (LongAdder's cells, made on contention, as Java's
+// Striped64 and Sentinel's metric buckets do). From then on a call writes the stripe of
 // the processor (P) it runs on: its share of the concurrency and, for each
 // metric a pass or an exit writes, one packed word holding the newest
 // bucket the stripe wrote (epoch and value, as a LeapArray counter).
