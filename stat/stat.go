@@ -114,7 +114,10 @@ type Second struct {
 	MeanConcurrency float64
 	// MaxConcurrency is the highest number of requests in flight at any
 	// instant of the second (by batch): the number in flight at its start,
-	// or right after one of its passes, whichever is highest.
+	// or right after one of its passes, whichever is highest. On a
+	// resource whose calls contend across cores (its counters striped),
+	// the passes' numbers are sampled, and a peak between two samples can
+	// be missed.
 	MaxConcurrency int64
 	// ShadowBlock counts the requests of the second that rules in shadow
 	// mode would have refused (see Snapshot.ShadowBlockedBy).

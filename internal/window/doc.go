@@ -6,7 +6,8 @@
 // a one-minute window for reporting; and the system figures read from the
 // engine's inbound node. It is also where sluice decides how request-path
 // data sits in memory (layout.go): CacheLine, Pad and Prefetch, which the
-// engine's resources use too.
+// engine's resources use too; and where a node whose calls contend across
+// cores spreads its hot counters over stripes (stripe.go).
 //
 // All time is passed in as nanoseconds from the engine's monotonic clock
 // (core.Clock), so every window can be driven exactly by a test clock.

@@ -118,8 +118,15 @@ type Node struct {
 	sec     LeapArray[Metric]
 	claimed atomic.Bool
 	_       Pad
-	// concurrency is the number of requests in flight.
+	// concurrency is the number of requests in flight (on a striped
+	// node, with the stripes' shares: see stripe.go).
 	concurrency atomic.Int64
+	// stripes are the node's striped hot counters, nil until calls on
+	// several cores at once contend for the node (contended counts the
+	// contended passes of a bucket, see addPass). Once they exist,
+	// concurrency's line is only read, like the header.
+	stripes   atomic.Pointer[stripeSet]
+	contended atomic.Uint64
 	// read is set when the minute window is made (armMinute): a reader
 	// asked for the node's figures. It shares concurrency's line, which
 	// every call writes anyway, so Exit learns whether anything reads RT
@@ -135,7 +142,7 @@ type Node struct {
 	// which it does in a resource (see the layout test of the sluice
 	// package): the window then spans two lines, not three, and each slot
 	// of secWords one.
-	_         [CacheLine - unsafe.Sizeof(atomic.Int64{}) - 2*unsafe.Sizeof(atomic.Bool{})]byte
+	_         [CacheLine - 2*unsafe.Sizeof(atomic.Int64{}) - unsafe.Sizeof(atomic.Pointer[stripeSet]{}) - 2*unsafe.Sizeof(atomic.Bool{})]byte
 	admitted  Window
 	_         Pad
 	secWords  [secRing * slotWords]atomic.Uint64
@@ -417,8 +424,12 @@ func (n *Node) OwnWindow() *Window { return &n.admitted }
 // the second do not show, History works out from the counts (see History).
 func (n *Node) AddPass(now, batch int64) {
 	ep := now / int64(BucketWidth)
+	if st := n.stripes.Load(); st != nil {
+		n.passStriped(st, st.pick(), ep, clampAdd(batch), batch)
+		return
+	}
 	slot := n.slot(ep)
-	n.sec.AddSumAt(slot, ep, Pass, clampAdd(batch))
+	n.addPass(&slot[Pass], ep, clampAdd(batch))
 	c := n.concurrency.Add(batch)
 	if w := slot[MaxConcurrency].Load(); w>>valueBits != uint64(ep)&epochMask || int64(w&valueMask) < c {
 		n.sec.RaiseAt(slot, ep, MaxConcurrency, c)
@@ -617,6 +628,10 @@ func (n *Node) AddComplete(now, rt, batch int64, failed bool) {
 	} else if us > maxRTMicros {
 		us = maxRTMicros
 	}
+	if st := n.stripes.Load(); st != nil {
+		n.completeStriped(st.pick(), ep, us, batch, failed)
+		return
+	}
 	slot := n.slot(ep)
 	n.sec.AddSumAt(slot, ep, Complete, clampAdd(batch))
 	n.sec.AddSumAt(slot, ep, RT, clampAdd(us*batch))
@@ -638,8 +653,12 @@ func (n *Node) AddComplete(now, rt, batch int64, failed bool) {
 // reading the clock.
 func (n *Node) AddCompleteUntimed(now, batch int64, failed bool) {
 	ep := now / int64(BucketWidth)
-	slot := n.slot(ep)
 	b := clampAdd(batch)
+	if st := n.stripes.Load(); st != nil {
+		n.untimedStriped(st.pick(), ep, b, batch, failed)
+		return
+	}
+	slot := n.slot(ep)
 	n.sec.AddSumAt(slot, ep, Untimed, b)
 	if failed {
 		n.sec.AddSumAt(slot, ep, Error, b)
@@ -648,7 +667,13 @@ func (n *Node) AddCompleteUntimed(now, batch int64, failed bool) {
 }
 
 // Concurrency returns the number of requests in flight.
-func (n *Node) Concurrency() int64 { return n.concurrency.Load() }
+func (n *Node) Concurrency() int64 {
+	c := n.concurrency.Load()
+	if st := n.stripes.Load(); st != nil {
+		c += st.conc()
+	}
+	return c
+}
 
 // Sum returns metric m summed over the one-second window ending at now.
 func (n *Node) Sum(now int64, m Metric) uint64 {
@@ -657,15 +682,21 @@ func (n *Node) Sum(now int64, m Metric) uint64 {
 	if m == Complete {
 		s += n.sec.SumEpoch(ep, Untimed, SecondBuckets)
 	}
+	if st := n.stripes.Load(); st != nil {
+		s += st.sum(ep, m, 0, SecondBuckets)
+		if m == Complete {
+			s += st.sum(ep, Untimed, 0, SecondBuckets)
+		}
+	}
 	return s
 }
 
 // secUnretired is sec.Unretired for metric m as readers see it: Complete
 // is the timed exits' word and the untimed ones'.
 func (n *Node) secUnretired(now int64, m Metric, f func(bucketStart int64, v uint64)) {
-	n.sec.Unretired(now, m, f)
+	n.unretiredSec(now, m, f)
 	if m == Complete {
-		n.sec.Unretired(now, Untimed, f)
+		n.unretiredSec(now, Untimed, f)
 	}
 }
 
@@ -674,6 +705,9 @@ func (n *Node) secUnretired(now int64, m Metric, f func(bucketStart int64, v uin
 // most limit (see Window.FreeAt), in nanoseconds. m is a metric of one
 // counter: not Complete.
 func (n *Node) FreeAt(now int64, m Metric, limit float64) int64 {
+	if n.stripes.Load() != nil {
+		return n.freeAtStriped(now/int64(BucketWidth), m, limit) * int64(BucketWidth)
+	}
 	at, _ := n.sec.FreeAt(now/int64(BucketWidth), m, 0, limit)
 	return at * int64(BucketWidth)
 }
@@ -685,6 +719,9 @@ func (n *Node) QPS(now int64, m Metric) float64 { return float64(n.Sum(now, m)) 
 // microseconds, or zero when nothing completed.
 func (n *Node) AvgRT(now int64) float64 {
 	c := n.sec.SumEpoch(now/int64(BucketWidth), Complete, SecondBuckets) // the timed exits
+	if st := n.stripes.Load(); st != nil {
+		c += st.sum(now/int64(BucketWidth), Complete, 0, SecondBuckets)
+	}
 	if int64(c) <= 0 {
 		return 0
 	}
@@ -695,6 +732,11 @@ func (n *Node) AvgRT(now int64) float64 {
 // microseconds, and false when nothing completed.
 func (n *Node) MinRT(now int64) (int64, bool) {
 	v, ok := n.sec.MinOf(now, MinRT)
+	if st := n.stripes.Load(); st != nil {
+		if x := st.minOf(now/int64(BucketWidth), MinRT); x != 0 && (!ok || x-1 < v) {
+			v, ok = x-1, true
+		}
+	}
 	return int64(v), ok
 }
 
@@ -709,6 +751,13 @@ func (n *Node) MaxCompletePerSecond(now int64) float64 {
 // single bucket of the one-second window ending at bucket epoch, and the
 // bucket after it, leaving out slot skip (-1: none).
 func (n *Node) maxCompleteOf(epoch int64, skip int) uint64 {
+	if n.stripes.Load() != nil {
+		sk := int64(-1 << 62)
+		if skip >= 0 {
+			sk = epoch // the one slot callers leave out is epoch's own
+		}
+		return n.maxCompleteStriped(epoch, sk)
+	}
 	e := uint64(epoch) & epochMask
 	var best uint64
 	for i := 0; i < secRing; i++ {
@@ -732,9 +781,9 @@ func (n *Node) maxCompleteOf(epoch int64, skip int) uint64 {
 // Bucket returns metric m of the single 100 ms bucket that contains t.
 func (n *Node) Bucket(t int64, m Metric) uint64 {
 	ep := t / int64(BucketWidth)
-	v := n.sec.Value(ep, m)
+	v := n.bucketValue(ep, m)
 	if m == Complete {
-		v += n.sec.Value(ep, Untimed)
+		v += n.bucketValue(ep, Untimed)
 	}
 	return v
 }
@@ -790,9 +839,10 @@ func (n *Node) HistoryLen() int { return int(n.keep) }
 // next, counted twice in that one result. It allocates the result only.
 //
 // A second's MaxConcurrency is the larger of the highest concurrency a pass
-// of the second left (kept by AddPass) and the concurrency at the second's
-// start, which is not kept but follows from the counts: the concurrency now,
-// less the passes since, plus the exits since.
+// of the second left (kept by AddPass; sampled on a striped node, see
+// stripe.go) and the concurrency at the second's start, which is not kept
+// but follows from the counts: the concurrency now, less the passes since,
+// plus the exits since.
 //
 // complexity: reads the ring of seconds in one pass and rebuilds each second's concurrency from the counts; the hot counters stay in one place
 func (n *Node) History(now int64, since time.Duration) []stat.Second {
@@ -830,7 +880,7 @@ func (n *Node) History(now int64, since time.Duration) []stat.Second {
 		vals[m] = buf[m*len(out) : (m+1)*len(out)]
 	}
 	mins = vals[MinRT]
-	inFlight := n.concurrency.Load()
+	inFlight := n.Concurrency()
 	var later [metricCount]uint64 // counted after the newest completed second
 	put := func(m Metric, start int64, v uint64) {
 		i := start/int64(time.Second) - first
@@ -873,7 +923,7 @@ func (n *Node) History(now int64, since time.Duration) []stat.Second {
 				}
 			}
 		}
-		n.sec.Unretired(now, m, func(start int64, v uint64) {
+		n.unretiredSec(now, m, func(start int64, v uint64) {
 			put(m, start, v)
 			if m == Untimed {
 				put(Complete, start, v) // untimed exits are exits too

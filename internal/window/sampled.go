@@ -53,13 +53,18 @@ const (
 // its RT for.
 func (n *Node) AddCompleteSampled(now, batch int64, failed bool) int64 {
 	ep := now / int64(BucketWidth)
-	slot := n.slot(ep)
 	b := clampAdd(batch)
-	after := n.sec.addSumAfter(&slot[Complete], Complete, ep, b)
-	if failed {
-		n.sec.AddSumAt(slot, ep, Error, b)
+	var after uint64
+	if st := n.stripes.Load(); st != nil {
+		after = n.sampledStriped(st.pick(), ep, b, batch, failed)
+	} else {
+		slot := n.slot(ep)
+		after = n.sec.addSumAfter(&slot[Complete], Complete, ep, b)
+		if failed {
+			n.sec.AddSumAt(slot, ep, Error, b)
+		}
+		n.concurrency.Add(-batch)
 	}
-	n.concurrency.Add(-batch)
 	return sampleWeight(after-min(after, b), after, b)
 }
 
@@ -88,6 +93,12 @@ func sampleWeight(before, after, b uint64) int64 {
 func (n *Node) AddSampledRT(now, rt, w int64) {
 	ep := now / int64(BucketWidth)
 	us := min(max(rt/1000, 0), maxRTMicros)
+	if st := n.stripes.Load(); st != nil {
+		s := st.pick()
+		n.stripeAdd(s, RT, ep, clampAdd(us*w))
+		n.stripeLower(s, MinRT, ep, uint64(us))
+		return
+	}
 	slot := n.slot(ep)
 	n.sec.AddSumAt(slot, ep, RT, clampAdd(us*w))
 	n.sec.AddMinAt(slot, ep, MinRT, uint64(us))

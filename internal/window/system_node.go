@@ -17,6 +17,12 @@ func (n *Node) SumBefore(now int64, m Metric) uint64 {
 	if m == Complete {
 		s += n.sec.view.sum(ep, int(Untimed), 1, SecondBuckets)
 	}
+	if st := n.stripes.Load(); st != nil {
+		s += st.sum(ep, m, 1, SecondBuckets)
+		if m == Complete {
+			s += st.sum(ep, Untimed, 1, SecondBuckets)
+		}
+	}
 	return s
 }
 
@@ -77,6 +83,11 @@ func (w *WindowCache) Sums(now int64) (pass, complete, rtMicros uint64) {
 	if v := a.words[base+int(RT)].Load(); v>>valueBits == e {
 		rtMicros += v & valueMask
 	}
+	if st := w.node.stripes.Load(); st != nil {
+		pass += st.count(ep, Pass)
+		complete += st.count(ep, Complete) + st.count(ep, Untimed)
+		rtMicros += st.count(ep, RT)
+	}
 	return pass, complete, rtMicros
 }
 
@@ -136,7 +147,7 @@ func (n *Node) minRTSince(now, from, until int64) (uint64, bool) {
 			}
 		})
 	}
-	n.sec.Unretired(now, MinRT, func(start int64, v uint64) {
+	n.unretiredSec(now, MinRT, func(start int64, v uint64) {
 		if start >= from && start < until {
 			take(v)
 		}
@@ -180,6 +191,12 @@ func (w *WindowCache) Best(now int64) (maxComplete, minRT uint64, ok bool) {
 	}
 	if v := a.words[base+int(Untimed)].Load(); v>>valueBits == e {
 		cur += v & valueMask
+	}
+	if st := w.node.stripes.Load(); st != nil {
+		cur += st.count(ep, Complete) + st.count(ep, Untimed)
+		if x := st.count(ep, MinRT); x != 0 && (closedMin == 0 || x < closedMin) {
+			closedMin = x
+		}
 	}
 	maxComplete = max(maxComplete, cur)
 	if v := a.words[base+int(MinRT)].Load(); v>>valueBits == e && v&valueMask != 0 {
