@@ -56,13 +56,13 @@ func TestRedisFleetBoundAndLoss(t *testing.T) {
 	pair := []*Service{a, b}
 
 	// Concurrently from both replicas: exactly 10 admitted.
-	untilRedisDecides(t, pair, func(try int) error {
+	untilRedisDecides(t, fallbacks(pair...), func(try int) error {
 		return fleetRound(t, a, b, ra, rb, request("another", desc("key3", "fleet-"+strconv.Itoa(try)))) // 10 per hour
 	})
 
 	// Part of a limit used, then Redis is lost: the fleet admits the rest.
 	var r2 *pb.RateLimitRequest
-	untilRedisDecides(t, pair, func(try int) error {
+	untilRedisDecides(t, fallbacks(pair...), func(try int) error {
 		r2 = request("another", desc("key3", "loss-"+strconv.Itoa(try)))
 		if got := countOK(t, a, r2, 2) + countOK(t, b, r2, 2); got != 4 {
 			return fmt.Errorf("before the loss: %d", got)
@@ -103,7 +103,7 @@ func TestRedisFleetBoundAndLoss(t *testing.T) {
 		return a.metrics.remote.Load() == 1
 	})
 	// Redis restarted without its data: its count starts again.
-	untilRedisDecides(t, pair[:1], func(try int) error {
+	untilRedisDecides(t, fallbacks(a), func(try int) error {
 		if resp := call(t, a, request("another", desc("key3", "after-"+strconv.Itoa(try)))); resp.Statuses[0].LimitRemaining != 9 {
 			return fmt.Errorf("after restart: %s", summary(resp))
 		}
@@ -157,26 +157,20 @@ func fleetRound(t *testing.T, a, b *Service, ra, rb *redisCounters, r *pb.RateLi
 	return nil
 }
 
-// untilRedisDecides runs step with try 0, 1, ... until a try in which the
-// fallbacks of ss decided nothing (Redis answered each of its requests
-// within the Timeout), for at most 20 s, and fails the test with that try's
-// error. step returns the error of what it asserts of Redis's answers,
-// which a try whose requests the fallback shared does not prove or
-// disprove (step fails the test itself on what holds either way), and
-// uses a new key each try.
-func untilRedisDecides(t *testing.T, ss []*Service, step func(try int) error) {
+// untilRedisDecides runs step with try 0, 1, ... until a try during which
+// offRedis did not change (Redis answered each of its requests within the
+// Timeout: no decision by a fallback, no failed call), for at most 20 s, and
+// fails the test with that try's error. step returns the error of what it
+// asserts of Redis's answers, which a try with decisions off Redis does not
+// prove or disprove (step fails the test itself on what holds either way),
+// and uses a new key or window each try.
+func untilRedisDecides(t *testing.T, offRedis func() uint64, step func(try int) error) {
 	t.Helper()
-	fallbacks := func() (n uint64) {
-		for _, s := range ss {
-			n += s.metrics.fallback.Load()
-		}
-		return n
-	}
 	deadline := time.Now().Add(20 * time.Second)
 	for try := 0; ; try++ {
-		before := fallbacks()
+		before := offRedis()
 		err := step(try)
-		if fallbacks() == before {
+		if offRedis() == before {
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -185,7 +179,18 @@ func untilRedisDecides(t *testing.T, ss []*Service, step func(try int) error) {
 		if time.Now().After(deadline) {
 			t.Fatalf("Redis did not answer every request of a step in time in 20 s (%d tries)", try+1)
 		}
-		t.Logf("try %d: %d decisions by the fallback (%v); again on a new key", try, fallbacks()-before, err)
+		t.Logf("try %d: %d decisions off Redis (%v); again on a new key", try, offRedis()-before, err)
+	}
+}
+
+// fallbacks returns a function that counts the decisions the fallbacks of
+// ss made so far.
+func fallbacks(ss ...*Service) func() uint64 {
+	return func() (n uint64) {
+		for _, s := range ss {
+			n += s.metrics.fallback.Load()
+		}
+		return n
 	}
 }
 
