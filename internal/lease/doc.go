@@ -144,7 +144,8 @@
 // FallbackBlock refuses. The first decision in Fallback at least
 // ProbeInterval after the last probe (or the failure) queues a probe, a
 // Take of one permit of a dedicated budget (Config.ProbeKey), without
-// waiting for it. On its success the Manager calls OnRecover (the engine
+// waiting for it, once it is decided itself (so the probe's payback counts
+// it). On its success the Manager calls OnRecover (the engine
 // beats), queues for each local share a partial Take of its admissions in
 // the last Interval times N, at most the budget (a payback, whose grant is
 // spent), and returns to Remote; the paybacks go in the next Take, ahead of

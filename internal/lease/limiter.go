@@ -785,12 +785,24 @@ func (l *Limiter) Closed() bool { return l.isClosed() }
 // this instance has not used of it lately (the Store's recent grants count
 // against it, and nothing is left if the Store ran short lately), and late
 // calls admit at most a fiftieth of it per Interval (see allowLate).
+//
+// In Fallback mode the probe, when one is due, is queued after the local
+// decision: the probe's payback (see payback) then counts this call's
+// admission, which it could miss when queued first (the store goroutine may
+// probe and pay back before the decision is recorded).
 func (l *Limiter) fallback(n, now int64) Result {
 	remote := l.m.Mode() != Fallback
+	l.stats.fallbacks.Add(1)
+	r := l.decideFallback(n, now, remote)
 	if !remote {
 		l.m.maybeProbe(now)
 	}
-	l.stats.fallbacks.Add(1)
+	return r
+}
+
+// decideFallback decides n permits at now by the fallback policy, as a late
+// call while the Manager is Remote when remote is set.
+func (l *Limiter) decideFallback(n, now int64, remote bool) Result {
 	switch l.spec.Fallback {
 	case FallbackPass:
 		return Result{Admitted: true, By: ByFallback}
