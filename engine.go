@@ -76,8 +76,8 @@ const defaultHistory = 5 * time.Minute
 // for them, so that many resources nobody looks at stay small (about
 // 2 KiB each). The first Snapshot or History of a resource (or Each) makes
 // its one-minute window, which serves the last 64 seconds: their counts
-// (1.1 KiB), and from the first History on their RT, MinRT and
-// MaxConcurrency (1 KiB more); the first History asking for more than that
+// and RT sums (1.4 KiB), and from the first History on their MinRT and
+// MaxConcurrency (512 bytes more); the first History asking for more than that
 // makes the window of older seconds: 56 bytes per second, rounded up to a
 // power of two seconds,
 // 14 KiB for the default five minutes (256 seconds beyond the minute

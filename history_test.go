@@ -143,8 +143,8 @@ func TestHistoryLengths(t *testing.T) {
 
 // TestHistoryMemory reports what history costs a resource once a reader
 // asked for it, and checks it against WithHistory's documented figures:
-// the minute window's extras (RT, MinRT and MaxConcurrency of its 64
-// seconds, 1 KiB, which History makes and a resource without history never
+// the minute window's extras (MinRT and MaxConcurrency of its 64 seconds,
+// 512 bytes, which History makes and a resource without history never
 // does), and 56 bytes per second beyond the minute window's 64, rounded up
 // to a power of two.
 func TestHistoryMemory(t *testing.T) {
@@ -157,7 +157,7 @@ func TestHistoryMemory(t *testing.T) {
 		}
 		return least
 	}
-	const minuteExtras = 64 * 16
+	const minuteExtras = 64 * 8
 	base := perResource(0)
 	t.Logf("a resource without history: %d bytes", base)
 	for _, tt := range []struct {

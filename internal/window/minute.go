@@ -9,9 +9,11 @@ import (
 
 // countMetrics is the number of metrics the minute window always keeps:
 // the counts Pass, Block, Complete and Error, which Snapshot, Total and the
-// exporters read. The other kept metrics (RT, MinRT, MaxConcurrency) are
-// the minute window's extras, made when a reader first needs them.
-const countMetrics = int(RT)
+// exporters read, and the RT sum, without which a second's AvgRT in a later
+// History would divide a partial sum by a whole count. The other kept
+// metrics (MinRT, MaxConcurrency) are the minute window's extras, made when
+// a reader first needs them.
+const countMetrics = int(RT) + 1
 
 // minuteWindow is a node's minute window: the last minuteRing seconds that
 // left the second-level window, as compact counts (see
@@ -22,9 +24,9 @@ const countMetrics = int(RT)
 // minuteRing in (head-minuteRing, head]; a second that arrives beyond head
 // first moves the seconds it pushes out (the slots between head and it) on,
 // through retire, to the history window or the totals. A count is then a
-// 32-bit word, not a 64-bit one of which 28 bits were the epoch: 1 KiB for
-// the four counts of 64 seconds, where the seven packed words of the
-// LeapArray before took 3.5 KiB (4 KiB in its size class).
+// 32-bit word, not a 64-bit one of which 28 bits were the epoch: 1.25 KiB
+// for the four counts and the RT sum of 64 seconds, where the seven packed
+// words of the LeapArray before took 3.5 KiB (4 KiB in its size class).
 //
 // A count never wraps: the word's upper half is in hi, made the first time
 // a count of the window passes 2^32 (a second-level bucket may carry up to
@@ -47,12 +49,11 @@ type minuteWindow struct {
 	lo     [minuteRing * countMetrics]atomic.Uint32 // by slot, then metric
 }
 
-// minuteExtras are the minute window's RT, MinRT and MaxConcurrency, by
-// slot: what History and the engine's inbound node read, and Snapshot does
-// not. A MinRT is kept plus one (zero: none); MinRT and MaxConcurrency
-// values are at most MaxAdd, so 32 bits hold them.
+// minuteExtras are the minute window's MinRT and MaxConcurrency, by slot:
+// what History and the engine's inbound node read, and Snapshot does not.
+// A MinRT is kept plus one (zero: none); MinRT and MaxConcurrency values
+// are at most MaxAdd, so 32 bits hold them.
 type minuteExtras [minuteRing]struct {
-	rt     atomic.Uint64
 	minRT  atomic.Uint32
 	maxCon atomic.Uint32
 }
@@ -116,9 +117,6 @@ func (w *minuteWindow) addLocked(m Metric, s int64, v uint64) bool {
 	}
 	i := int(s & (minuteRing - 1))
 	switch m {
-	case RT:
-		x := &ext[i].rt
-		x.Store(satAdd(x.Load(), v))
 	case MinRT:
 		x := &ext[i].minRT
 		if c, v1 := x.Load(), uint32(min(v, MaxAdd)+1); c == 0 || v1 < c {
@@ -199,9 +197,6 @@ func (w *minuteWindow) evict(i int, sec int64) {
 		return
 	}
 	x := &ext[i]
-	if v := x.rt.Swap(0); v != 0 {
-		w.retire(RT, start, v)
-	}
 	if v := x.minRT.Swap(0); v != 0 {
 		w.retire(MinRT, start, uint64(v-1))
 	}
@@ -247,8 +242,6 @@ func (w *minuteWindow) load(m Metric, col *[minuteRing]uint64) {
 		switch {
 		case ext == nil:
 			col[i] = 0
-		case m == RT:
-			col[i] = ext[i].rt.Load()
 		case m == MinRT:
 			col[i] = uint64(ext[i].minRT.Load())
 		default:

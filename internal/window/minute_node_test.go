@@ -153,11 +153,11 @@ func compareSnapshotReader(t *testing.T, n *Node, m *nodeModel, now int64) {
 }
 
 // TestHistoryAfterSnapshotMakesExtras: a resource that Snapshot read keeps
-// counts only; the first History makes the extras, and from then on the
-// seconds that reach the minute window carry their RT, MinRT and
-// MaxConcurrency. A second that reached it before shows its counts and no
-// RT figures (as a first read sees only what the second-level window
-// still holds); the totals keep every RT.
+// counts and the RT sum only; the first History makes the extras, and from
+// then on the seconds that reach the minute window carry their MinRT and
+// MaxConcurrency too. A second that reached it before shows its counts and
+// its AvgRT, exact (a partial RT sum over a whole count would not be), and
+// no MinRT; the totals keep every RT.
 func TestHistoryAfterSnapshotMakesExtras(t *testing.T) {
 	n := new(Node)
 	n.InitHistory(time.Minute)
@@ -175,8 +175,8 @@ func TestHistoryAfterSnapshotMakesExtras(t *testing.T) {
 	require.Len(t, h, 2)
 	assert.Equal(t, uint64(1), h[0].Pass)
 	assert.Equal(t, uint64(1), h[0].Complete)
-	assert.Zero(t, h[0].AvgRT, "retired before the extras were made")
-	assert.Zero(t, h[0].MinRT)
+	assert.Equal(t, 5*time.Millisecond, h[0].AvgRT, "retired before the extras were made: the RT sum is kept")
+	assert.Zero(t, h[0].MinRT, "retired before the extras were made")
 	assert.Equal(t, 7*time.Millisecond, h[1].AvgRT, "in the second-level window")
 	exit(3300*ms, 9*ms) // bucket 33, slot 1: second 1 retires, with its RT
 	_, inMinute := n.minute.Load().valueOK(1, RT)
@@ -185,7 +185,8 @@ func TestHistoryAfterSnapshotMakesExtras(t *testing.T) {
 	h = n.History(now, time.Minute)
 	require.Len(t, h, 4)
 	assert.Equal(t, uint64(1), h[0].Pass)
-	assert.Zero(t, h[0].AvgRT)
+	assert.Equal(t, 5*time.Millisecond, h[0].AvgRT)
+	assert.Zero(t, h[0].MinRT)
 	assert.Equal(t, 7*time.Millisecond, h[1].AvgRT)
 	assert.Equal(t, 7*time.Millisecond, h[1].MinRT)
 	assert.Equal(t, int64(1), h[1].MaxConcurrency)

@@ -222,11 +222,11 @@ const minuteRing = 64
 // The windows that serve reports are made when a reader first asks for
 // them, not here (see docs/design/architecture.md, "Memory per resource"):
 //
-//   - The minute window's counts (Pass, Block, Complete and Error of 64
-//     one-second slots, 1,152 bytes with its header; see minuteWindow) are
-//     made by the first MinuteSum, Snapshot or History (armMinute); its RT,
-//     MinRT and MaxConcurrency (1 KiB) by the first History, or MinuteSum
-//     of RT, which read them.
+//   - The minute window's counts (Pass, Block, Complete, Error and the RT
+//     sum of 64 one-second slots, 1,408 bytes with its header; see
+//     minuteWindow) are made by the first MinuteSum, Snapshot or History
+//     (armMinute); its MinRT and MaxConcurrency (512 bytes) by the first
+//     History, or MinuteSum of them, which read them.
 //   - The history window beyond the minute (RingSize(keep-64s) slots of
 //     seven words: 14 KiB for five minutes) is made by the first
 //     History call that asks for more than the minute window holds
