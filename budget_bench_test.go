@@ -38,6 +38,7 @@ func BenchmarkEntryExitBudget(b *testing.B) {
 				}
 				b.ReportAllocs()
 				b.ResetTimer()
+				cpu := processCPU()
 				for i := 0; i < b.N; i++ {
 					p, err := g.Entry("r", opts...)
 					if err != nil {
@@ -45,6 +46,7 @@ func BenchmarkEntryExitBudget(b *testing.B) {
 					}
 					p.Exit()
 				}
+				reportCPU(b, cpu)
 			})
 		}
 	}
