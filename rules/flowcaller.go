@@ -16,7 +16,6 @@ const callerOther = "other"
 // per-caller rule cannot use: a per-caller rule keeps one count per caller
 // in a bounded table (the param rules' machinery), which counts whole
 // requests of the rule's own resource with the direct strategy.
-// complexity: one check per field a per-caller rule cannot use, a line each
 func (r *Flow) validateCaller(c *check) {
 	if r.Caller == "" || c.err != nil {
 		return
