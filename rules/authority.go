@@ -33,8 +33,10 @@ type Authority struct {
 func (r *Authority) validate() error {
 	c := &check{kind: "authority", resource: r.Resource}
 	c.fail(r.Resource == "", "Resource", "must not be empty")
-	c.fail(len(r.Allow) > 0 && len(r.Deny) > 0, "Deny", "must be empty when Allow is set: a rule is an allow list or a deny list (use two resources, or list in Allow only those allowed)")
-	c.fail(len(r.Allow) == 0 && len(r.Deny) == 0 && !r.Strict, "Allow", "must list callers, or Deny must, or Strict be set: this rule refuses nothing")
+	c.fail(len(r.Allow) > 0 && len(r.Deny) > 0, "Deny", "must be empty when Allow is set: a rule is an allow list "+
+		"or a deny list (use two resources, or list in Allow only those allowed)")
+	c.fail(len(r.Allow) == 0 && len(r.Deny) == 0 && !r.Strict, "Allow",
+		"must list callers, or Deny must, or Strict be set: this rule refuses nothing")
 	c.callers("Allow", r.Allow)
 	c.callers("Deny", r.Deny)
 	return c.err

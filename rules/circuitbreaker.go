@@ -50,7 +50,7 @@ type CircuitBreaker struct {
 const maxMinRequests = 1e9
 
 // validate reports the first problem with the rule as an *Error, or nil.
-// complexity: one bounds check per field, a line each (&& and || of the checks count)
+// complexity: one bounds check per field (&& and || of the checks count)
 func (r *CircuitBreaker) validate() error {
 	c := &check{kind: "circuit breaker", resource: r.Resource}
 	c.fail(r.Resource == "", "Resource", "must not be empty")
@@ -58,13 +58,21 @@ func (r *CircuitBreaker) validate() error {
 	t, strategy, iv := r.Threshold, cmp.Or(r.Strategy, SlowRequestRatio), r.StatInterval
 	slow := strategy == SlowRequestRatio
 	c.fail(math.IsNaN(t) || math.IsInf(t, 0), "Threshold", "must be a finite number, got %v", t)
-	c.fail(r.Strategy == ErrorCount && (t < 1 || t > MaxThreshold || t != math.Trunc(t)), "Threshold", "must be a whole number in [1, %g] for the error-count strategy, got %v", MaxThreshold, t)
-	c.fail(r.Strategy != ErrorCount && (t < 0 || t > 1), "Threshold", "must be a ratio in [0, 1] for the %s strategy, got %v", string(strategy), t)
-	c.fail(slow && (r.MaxAllowedRT <= 0 || r.MaxAllowedRT > time.Hour), "MaxAllowedRT", "must be in (0, 1h] for the slow-request-ratio strategy, got %v", r.MaxAllowedRT)
-	c.fail(!slow && r.MaxAllowedRT != 0, "MaxAllowedRT", "is only used with the slow-request-ratio strategy; leave it zero")
-	c.fail(r.MinRequestAmount < 0 || r.MinRequestAmount > maxMinRequests, "MinRequestAmount", "must be in [0, %g], got %d", float64(maxMinRequests), r.MinRequestAmount)
-	c.fail(iv != 0 && (iv < 10*time.Millisecond || iv > time.Hour || iv%time.Millisecond != 0), "StatInterval", "must be a whole number of milliseconds in [10ms, 1h], got %v", iv)
-	c.fail(r.RetryTimeout <= 0 || r.RetryTimeout > 24*time.Hour, "RetryTimeout", "must be in (0, 24h], got %v", r.RetryTimeout)
-	c.fail(r.Probes < 0 || r.Probes > ruledef.MaxProbes, "Probes", "must be in [0, %d], got %d", ruledef.MaxProbes, r.Probes)
+	c.fail(r.Strategy == ErrorCount && (t < 1 || t > MaxThreshold || t != math.Trunc(t)), "Threshold",
+		"must be a whole number in [1, %g] for the error-count strategy, got %v", MaxThreshold, t)
+	c.fail(r.Strategy != ErrorCount && (t < 0 || t > 1), "Threshold",
+		"must be a ratio in [0, 1] for the %s strategy, got %v", string(strategy), t)
+	c.fail(slow && (r.MaxAllowedRT <= 0 || r.MaxAllowedRT > time.Hour), "MaxAllowedRT",
+		"must be in (0, 1h] for the slow-request-ratio strategy, got %v", r.MaxAllowedRT)
+	c.fail(!slow && r.MaxAllowedRT != 0, "MaxAllowedRT",
+		"is only used with the slow-request-ratio strategy; leave it zero")
+	c.fail(r.MinRequestAmount < 0 || r.MinRequestAmount > maxMinRequests, "MinRequestAmount",
+		"must be in [0, %g], got %d", float64(maxMinRequests), r.MinRequestAmount)
+	c.fail(iv != 0 && (iv < 10*time.Millisecond || iv > time.Hour || iv%time.Millisecond != 0), "StatInterval",
+		"must be a whole number of milliseconds in [10ms, 1h], got %v", iv)
+	c.fail(r.RetryTimeout <= 0 || r.RetryTimeout > 24*time.Hour, "RetryTimeout",
+		"must be in (0, 24h], got %v", r.RetryTimeout)
+	c.fail(r.Probes < 0 || r.Probes > ruledef.MaxProbes, "Probes",
+		"must be in [0, %d], got %d", ruledef.MaxProbes, r.Probes)
 	return c.err
 }

@@ -38,9 +38,11 @@ type Cluster struct {
 func (cl *Cluster) validate(c *check, metric FlowMetric) {
 	enum(c, "Cluster.Mode", cl.Mode, true, ClusterTotal, ClusterPerInstance)
 	enum(c, "Cluster.Fallback", cl.Fallback, true, FallbackLocal, FallbackPass, FallbackBlock)
-	c.fail(math.IsNaN(cl.LocalThreshold) || math.IsInf(cl.LocalThreshold, 0) || cl.LocalThreshold < 0 || cl.LocalThreshold > MaxThreshold,
-		"Cluster.LocalThreshold", "must be in [0, %g], got %v", MaxThreshold, cl.LocalThreshold)
-	c.fail(cl.LocalThreshold != 0 && cmp.Or(cl.Fallback, FallbackLocal) != FallbackLocal, "Cluster.LocalThreshold", "is only used with the local fallback; leave it zero or set Fallback local")
+	lt := cl.LocalThreshold
+	c.fail(math.IsNaN(lt) || math.IsInf(lt, 0) || lt < 0 || lt > MaxThreshold,
+		"Cluster.LocalThreshold", "must be in [0, %g], got %v", MaxThreshold, lt)
+	c.fail(lt != 0 && cmp.Or(cl.Fallback, FallbackLocal) != FallbackLocal, "Cluster.LocalThreshold",
+		"is only used with the local fallback; leave it zero or set Fallback local")
 	c.fail(cl.Strict && cl.Leases, "Cluster.Leases", "contradicts Strict (every entry asks the store); set one of them")
 	cl.validateConcurrency(c, metric == Concurrency)
 	c.callers("Cluster.Apps", cl.Apps)
@@ -48,8 +50,12 @@ func (cl *Cluster) validate(c *check, metric FlowMetric) {
 
 // validateConcurrency checks a fleet-wide in-flight limit's section (docs/cluster-limits.md).
 func (cl *Cluster) validateConcurrency(c *check, conc bool) {
-	c.fail(conc && cl.Mode == ClusterPerInstance, "Cluster.Mode", "per-instance is a local concurrency limit: drop the cluster section, or use mode total for a fleet-wide one")
-	c.fail(conc && cl.Strict, "Cluster.Strict", "has no meaning for the concurrency metric (every entry takes its slot in the store); leave it false")
-	c.fail(conc && cl.Leases, "Cluster.Leases", "has no meaning for the concurrency metric (slots are taken per entry); leave it false")
-	c.fail(conc && cl.LocalThreshold != math.Trunc(cl.LocalThreshold), "Cluster.LocalThreshold", "must be a whole number of in-flight requests for the concurrency metric, got %v", cl.LocalThreshold)
+	c.fail(conc && cl.Mode == ClusterPerInstance, "Cluster.Mode",
+		"per-instance is a local concurrency limit: drop the cluster section, or use mode total for a fleet-wide one")
+	c.fail(conc && cl.Strict, "Cluster.Strict",
+		"has no meaning for the concurrency metric (every entry takes its slot in the store); leave it false")
+	c.fail(conc && cl.Leases, "Cluster.Leases",
+		"has no meaning for the concurrency metric (slots are taken per entry); leave it false")
+	c.fail(conc && cl.LocalThreshold != math.Trunc(cl.LocalThreshold), "Cluster.LocalThreshold",
+		"must be a whole number of in-flight requests for the concurrency metric, got %v", cl.LocalThreshold)
 }

@@ -83,7 +83,8 @@ func raise(field, what string) string {
 }
 
 func tooLarge(size int64, limit int) error {
-	return fmt.Errorf("rules: document is %d bytes, more than the limit of %d bytes; %s", size, limit, raise("MaxBytes", "it"))
+	return fmt.Errorf("rules: document is %d bytes, more than the limit of %d bytes; %s",
+		size, limit, raise("MaxBytes", "it"))
 }
 
 // document is a rule document: a Set, and isolation rules, which become
@@ -125,12 +126,18 @@ func (l DecodeLimits) Decode(data []byte, format Format) (Set, error) {
 	var doc document
 	root, err := parse(data, format)
 	if err == nil {
-		d := &decoder{maxValues: cmp.Or(max(l.MaxValues, 0), 1<<20), maxRules: cmp.Or(max(l.MaxRules, 0), DefaultMaxRules), maxName: cmp.Or(max(l.MaxNameBytes, 0), DefaultMaxNameBytes)}
+		d := &decoder{
+			maxValues: cmp.Or(max(l.MaxValues, 0), 1<<20),
+			maxRules:  cmp.Or(max(l.MaxRules, 0), DefaultMaxRules),
+			maxName:   cmp.Or(max(l.MaxNameBytes, 0), DefaultMaxNameBytes),
+		}
 		if de := d.value(root, reflect.ValueOf(&doc).Elem()); de != nil {
 			err = de.err()
 		}
 	}
-	s := Set{Flow: doc.Flow, System: doc.System, CircuitBreaker: doc.CircuitBreaker, Param: doc.Param, Authority: doc.Authority}
+	s := Set{
+		Flow: doc.Flow, System: doc.System, CircuitBreaker: doc.CircuitBreaker, Param: doc.Param, Authority: doc.Authority,
+	}
 	for i, r := range doc.Isolation {
 		s.Flow = append(s.Flow, Flow{ID: r.ID, Resource: r.Resource, Metric: Concurrency, Threshold: float64(r.Threshold)})
 		if e, ok := s.Flow[len(s.Flow)-1].validate().(*Error); ok && err == nil {
@@ -322,7 +329,8 @@ func (e *decodeErr) err() error {
 		re.Field, re.Reason = e.path[2], strings.Join(append(e.path[3:len(e.path):len(e.path)], reason), ": ")
 	}
 	for i := 0; e.rule.Kind == yaml.MappingNode && i < len(e.rule.Content); i += 2 {
-		if k, v := e.rule.Content[i], deref(e.rule.Content[i+1]); k.Value == "resource" && v.Kind == yaml.ScalarNode && tagOf(v) == "!!str" {
+		k, v := e.rule.Content[i], deref(e.rule.Content[i+1])
+		if k.Value == "resource" && v.Kind == yaml.ScalarNode && tagOf(v) == "!!str" {
 			re.Resource = v.Value
 		}
 	}
@@ -352,7 +360,8 @@ func (d *decoder) count(n *yaml.Node) *decodeErr {
 	if d.values++; d.values <= d.maxValues {
 		return nil
 	}
-	return &decodeErr{limit: fmt.Errorf("rules: document has more than %d values%s (a YAML alias counts its values at every use); %s",
+	return &decodeErr{limit: fmt.Errorf(
+		"rules: document has more than %d values%s (a YAML alias counts its values at every use); %s",
 		d.maxValues, at(n.Line), raise("MaxValues", "it"))}
 }
 
@@ -360,12 +369,13 @@ func (d *decoder) long(s string, line int) *decodeErr {
 	if len(s) <= d.maxName {
 		return nil
 	}
-	return &decodeErr{msg: fmt.Sprintf("is %d bytes, more than the limit of %d", len(s), d.maxName), line: line, hint: "; " + raise("MaxNameBytes", "it")}
+	return &decodeErr{msg: fmt.Sprintf("is %d bytes, more than the limit of %d", len(s), d.maxName), line: line,
+		hint: "; " + raise("MaxNameBytes", "it")}
 }
 
 // value stores n into v (addressable), refusing what the document did not
 // mean as a value of v's type, such as a number for a string.
-// complexity: a case per kind of YAML value and Go type the decoder accepts, each refusing what the document did not mean
+// complexity: a case per kind of YAML value and Go type it accepts, each refusing what the document did not mean
 func (d *decoder) value(n *yaml.Node, v reflect.Value) *decodeErr {
 	if err := d.count(n); err != nil {
 		return err
@@ -378,8 +388,11 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value) *decodeErr {
 		v.SetZero()
 	case t == durationType && isNumber(n):
 		if f, err := parseFloat(n.Value); err != nil || f != 0 {
-			return &decodeErr{msg: fmt.Sprintf("want a duration string such as \"500ms\", got the number %s", clip(n.Value, 40)), line: n.Line,
-				hint: fmt.Sprintf(" (a bare number has no unit; write \"%sms\" for milliseconds)", clip(n.Value, 40))}
+			return &decodeErr{
+				msg:  fmt.Sprintf("want a duration string such as \"500ms\", got the number %s", clip(n.Value, 40)),
+				line: n.Line,
+				hint: fmt.Sprintf(" (a bare number has no unit; write \"%sms\" for milliseconds)", clip(n.Value, 40)),
+			}
 		}
 		v.SetInt(0)
 	case t == durationType && !str:
@@ -387,7 +400,8 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value) *decodeErr {
 	case t == durationType:
 		dur, err := time.ParseDuration(strings.TrimSpace(n.Value))
 		if err != nil {
-			return &decodeErr{msg: fmt.Sprintf("want a duration such as \"500ms\" or \"1m30s\", got %q", clip(n.Value, 40)), line: n.Line}
+			return &decodeErr{msg: fmt.Sprintf("want a duration such as \"500ms\" or \"1m30s\", got %q", clip(n.Value, 40)),
+				line: n.Line}
 		}
 		v.SetInt(int64(dur))
 	case k == reflect.Pointer:
@@ -399,10 +413,13 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value) *decodeErr {
 		return d.fields(n, v)
 	case k == reflect.Slice: // of rules, or a flow rule's tiers
 		if n.Kind != yaml.SequenceNode {
-			return mismatch(map[bool]string{true: "a list of tiers", false: "a list of rules"}[t == reflect.TypeFor[[]Tier]()], n)
+			want := map[bool]string{true: "a list of tiers", false: "a list of rules"}[t == reflect.TypeFor[[]Tier]()]
+			return mismatch(want, n)
 		} else if len(n.Content) > d.maxRules {
-			return &decodeErr{msg: fmt.Sprintf("%d rules, more than the limit of %d rules of one kind", len(n.Content), d.maxRules),
-				line: n.Line, hint: "; " + raise("MaxRules", "them")}
+			return &decodeErr{
+				msg:  fmt.Sprintf("%d rules, more than the limit of %d rules of one kind", len(n.Content), d.maxRules),
+				line: n.Line, hint: "; " + raise("MaxRules", "them"),
+			}
 		}
 		if v.SetZero(); len(n.Content) > 0 { // an empty list reads back as nil, as Encode leaves it out
 			v.Set(reflect.MakeSlice(t, len(n.Content), len(n.Content)))
@@ -424,7 +441,8 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value) *decodeErr {
 			key, e := deref(n.Content[i]), reflect.New(t.Elem()).Elem()
 			if err := d.count(key); err != nil {
 				return err
-			} else if kt := tagOf(key); key.Kind != yaml.ScalarNode || kt != "!!str" && kt != "!!int" && kt != "!!float" && kt != "!!bool" {
+			} else if kt := tagOf(key); key.Kind != yaml.ScalarNode ||
+				kt != "!!str" && kt != "!!int" && kt != "!!float" && kt != "!!bool" {
 				return mismatch("a string or number as a key", key)
 			} else if v.MapIndex(reflect.ValueOf(key.Value)).IsValid() {
 				return (&decodeErr{msg: "given twice", line: key.Line}).in(strconv.Quote(clip(key.Value, 40)))
@@ -450,7 +468,8 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value) *decodeErr {
 		f, err := parseFloat(n.Value)
 		if k != reflect.Float64 {
 			if err != nil || f != math.Trunc(f) || math.Abs(f) >= 1<<53 || v.OverflowInt(int64(f)) {
-				return &decodeErr{msg: fmt.Sprintf("want a whole number that fits in %d bits, got %s", t.Bits(), clip(n.Value, 40)), line: n.Line}
+				return &decodeErr{msg: fmt.Sprintf("want a whole number that fits in %d bits, got %s",
+					t.Bits(), clip(n.Value, 40)), line: n.Line}
 			}
 			v.SetInt(int64(f))
 		} else if errors.Is(err, strconv.ErrRange) {
@@ -473,12 +492,16 @@ func (d *decoder) fields(n *yaml.Node, v reflect.Value) *decodeErr {
 		what = "rule kind"
 	}
 	if n.Kind != yaml.MappingNode {
-		return mismatch(map[bool]string{true: "a map of fields", false: "a map of rule kinds (flow, isolation, ...) at the top of the document"}[what == "field"], n)
+		return mismatch(map[bool]string{
+			true:  "a map of fields",
+			false: "a map of rule kinds (flow, isolation, ...) at the top of the document",
+		}[what == "field"], n)
 	}
 	for i := 0; i < len(n.Content); i += 2 {
 		if n.Content[i].ShortTag() == "!!merge" {
 			if d.merges++; d.merges > maxDepth { // merges count no value before they recurse
-				return &decodeErr{msg: fmt.Sprintf("merge keys nested deeper than %d (does a map merge itself?)", maxDepth), line: n.Content[i].Line}
+				return &decodeErr{msg: fmt.Sprintf("merge keys nested deeper than %d (does a map merge itself?)", maxDepth),
+					line: n.Content[i].Line}
 			}
 			maps := []*yaml.Node{deref(n.Content[i+1])}
 			if maps[0].Kind == yaml.SequenceNode {
@@ -514,7 +537,8 @@ func (d *decoder) fields(n *yaml.Node, v reflect.Value) *decodeErr {
 			if what == "rule kind" {
 				hint += "; the kinds are " + strings.Join(names, ", ")
 			}
-			return &decodeErr{msg: fmt.Sprintf("unknown %s %q", what, clip(key.Value, 40)), line: key.Line, hint: hint, unknown: key.Value}
+			return &decodeErr{msg: fmt.Sprintf("unknown %s %q", what, clip(key.Value, 40)), line: key.Line, hint: hint,
+				unknown: key.Value}
 		case seen[f] > 0:
 			return (&decodeErr{msg: fmt.Sprintf("given twice, at lines %d and %d", seen[f], key.Line)}).in(fs[f].Name)
 		}

@@ -110,7 +110,8 @@ func toNode(v reflect.Value) (*yaml.Node, error) {
 		for i := 0; i < v.NumField(); i++ {
 			name, opts, _ := strings.Cut(v.Type().Field(i).Tag.Get("yaml"), ",")
 			fv := v.Field(i)
-			if opts == "omitempty" && (fv.IsZero() || (fv.Kind() == reflect.Slice || fv.Kind() == reflect.Map) && fv.Len() == 0) {
+			if opts == "omitempty" &&
+				(fv.IsZero() || (fv.Kind() == reflect.Slice || fv.Kind() == reflect.Map) && fv.Len() == 0) {
 				continue
 			}
 			item, err := toNode(fv)

@@ -36,7 +36,7 @@ const (
 	InboundConcurrency SystemMetric = "concurrency" // inbound requests in flight
 	InboundAvgRT       SystemMetric = "avg-rt"      // mean RT of the last second's inbound requests, in ms
 	Load1              SystemMetric = "load1"       // the host's one-minute load average
-	CPUUsage           SystemMetric = "cpu-usage"   // the share of the CPU the process may use (its cgroup quota, or the host)
+	CPUUsage           SystemMetric = "cpu-usage"   // CPU use as a share of the process's cgroup quota, or of the host
 )
 
 // SystemStrategy is how a system rule decides once its metric is over the

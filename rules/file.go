@@ -46,7 +46,8 @@ func (e *PathError) Unwrap() error { return e.Err }
 // when it is no regular file (opening a FIFO waits) or holds over limit bytes.
 func readFile(path string, limit int) ([]byte, error) {
 	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
-		return nil, &PathError{Path: path, Err: errors.New("rules: not a regular file (only a regular file, or a symbolic link to one, is read)")}
+		return nil, &PathError{Path: path,
+			Err: errors.New("rules: not a regular file (only a regular file, or a symbolic link to one, is read)")}
 	}
 	f, err := os.Open(path)
 	if err != nil {

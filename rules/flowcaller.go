@@ -16,7 +16,6 @@ const callerOther = "other"
 // per-caller rule cannot use: a per-caller rule keeps one count per caller
 // in a bounded table (the param rules' machinery), which counts whole
 // requests of the rule's own resource with the direct strategy.
-// complexity: one check per field a per-caller rule cannot use, a line each
 func (r *Flow) validateCaller(c *check) {
 	if r.Caller == "" || c.err != nil {
 		return
@@ -31,7 +30,8 @@ func (r *Flow) validateCaller(c *check) {
 	c.fail(r.WarmUp != nil, "WarmUp", "must be empty: %s", why)
 	c.fail(r.Bucket != nil, "Bucket", "must be empty: %s", why)
 	c.fail(r.Quota != nil, "Quota", "is not available to a per-caller rule; leave it empty")
-	c.fail(r.Threshold != math.Trunc(r.Threshold) || r.Threshold < 1, "Threshold", "must be a whole number of at least 1: %s, got %v", why, r.Threshold)
+	c.fail(r.Threshold != math.Trunc(r.Threshold) || r.Threshold < 1, "Threshold",
+		"must be a whole number of at least 1: %s, got %v", why, r.Threshold)
 	c.fail(r.Exact, "Exact", "is not available to a per-caller rule; leave it false")
 	c.fail(r.RefResource != "", "RefResource", "must be empty: %s", why)
 	c.fail(len(r.Tiers) > 0, "Tiers", "must be empty: %s", why)
@@ -39,7 +39,10 @@ func (r *Flow) validateCaller(c *check) {
 	c.fail(r.PriorityWait != 0, "PriorityWait", "must be zero: %s", why)
 	if cl := r.Cluster; cl != nil {
 		c.fail(cmp.Or(cl.Fallback, FallbackLocal) == FallbackLocal && cl.LocalThreshold != math.Trunc(cl.LocalThreshold),
-			"Cluster.LocalThreshold", "must be a whole number for a per-caller rule (each caller's local bucket counts whole requests), got %v", cl.LocalThreshold)
-		c.fail(len(cl.Apps) > 0, "Cluster.Apps", "has no meaning on a per-caller rule (Caller chooses its callers); use an authority rule to refuse the others")
+			"Cluster.LocalThreshold",
+			"must be a whole number for a per-caller rule (each caller's local bucket counts whole requests), got %v",
+			cl.LocalThreshold)
+		c.fail(len(cl.Apps) > 0, "Cluster.Apps",
+			"has no meaning on a per-caller rule (Caller chooses its callers); use an authority rule to refuse the others")
 	}
 }

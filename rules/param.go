@@ -75,8 +75,8 @@ func (r *Param) validate() error {
 			"(sentinel-golang ignores a BurstCount there: drop it when migrating)")
 	r.Throttle.validate(c, r.Metric, false)
 	c.fail(r.Metric == Concurrency && r.window() != ruledef.ParamDuration, "Duration",
-		"has no meaning for the concurrency metric; leave it zero (or 1s, sentinel-golang's default DurationInSec: 1), got %v",
-		r.Duration)
+		"has no meaning for the concurrency metric; leave it zero "+
+			"(or 1s, sentinel-golang's default DurationInSec: 1), got %v", r.Duration)
 	d := r.Duration
 	c.fail(d != 0 && (!in(d, time.Millisecond, ruledef.MaxParamDuration) || d%time.Millisecond != 0),
 		"Duration", "must be a whole number of milliseconds in [1ms, %v], got %v", ruledef.MaxParamDuration, r.Duration)
@@ -95,7 +95,8 @@ func (r *Param) validate() error {
 		cl.validate(c, r.Metric)
 		c.fail(cmp.Or(cl.Fallback, FallbackLocal) == FallbackLocal && cl.LocalThreshold != math.Trunc(cl.LocalThreshold),
 			"Cluster.LocalThreshold",
-			"must be a whole number for a param rule (each value's local bucket counts whole requests), got %v", cl.LocalThreshold)
+			"must be a whole number for a param rule (each value's local bucket counts whole requests), got %v",
+			cl.LocalThreshold)
 	}
 	return c.err
 }

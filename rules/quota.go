@@ -43,17 +43,20 @@ var weekdays = [...]string{"sunday", "monday", "tuesday", "wednesday", "thursday
 // validate checks the quota section of a rule whose threshold is t.
 func (q *Quota) validate(c *check, t float64) {
 	enum(c, "Quota.Period", q.Period, false, periods[:]...)
-	c.fail(len(q.Zone) > 128, "Quota.Zone", "must be an IANA time zone name (such as Europe/Berlin), got %q", clip(q.Zone, 40))
+	c.fail(len(q.Zone) > 128, "Quota.Zone",
+		"must be an IANA time zone name (such as Europe/Berlin), got %q", clip(q.Zone, 40))
 	if c.err == nil && q.Zone != "" {
 		_, err := ruledef.LoadZone(q.Zone)
-		c.fail(err != nil, "Quota.Zone", "unknown time zone %q (want an IANA name such as Europe/Berlin, or empty for UTC; a host without a zone database needs a program that imports time/tzdata)", q.Zone)
+		c.fail(err != nil, "Quota.Zone", "unknown time zone %q (want an IANA name such as Europe/Berlin, or empty "+
+			"for UTC; a host without a zone database needs a program that imports time/tzdata)", q.Zone)
 	}
 	known := false
 	for _, d := range weekdays {
 		known = known || q.WeekStart == d
 	}
 	c.fail(q.WeekStart != "" && q.Period != "week", "Quota.WeekStart", "is only used with period week; leave it empty")
-	c.fail(q.WeekStart != "" && !known, "Quota.WeekStart", "unknown day %q (want one of %s)", clip(q.WeekStart, 40), strings.Join(weekdays[:], ", "))
+	c.fail(q.WeekStart != "" && !known, "Quota.WeekStart", "unknown day %q (want one of %s)",
+		clip(q.WeekStart, 40), strings.Join(weekdays[:], ", "))
 	c.fail(t != math.Trunc(t), "Threshold", "must be a whole number of units per %s for a quota, got %v", q.Period, t)
 }
 
@@ -65,17 +68,22 @@ func (r *Flow) validateQuota(c *check) {
 		return
 	}
 	q.validate(c, r.Threshold)
-	c.fail(cmp.Or(r.Metric, QPS) != QPS, "Quota", "needs the qps metric (a quota counts admissions, not requests in flight)")
-	c.fail(r.WarmUp != nil || r.Bucket != nil, "Quota", "takes neither WarmUp nor Bucket (a quota counts units per calendar period)")
+	c.fail(cmp.Or(r.Metric, QPS) != QPS, "Quota",
+		"needs the qps metric (a quota counts admissions, not requests in flight)")
+	c.fail(r.WarmUp != nil || r.Bucket != nil, "Quota",
+		"takes neither WarmUp nor Bucket (a quota counts units per calendar period)")
 	c.fail(r.Throttle != nil, "Quota", "takes no Throttle (a request cannot wait for the next period)")
-	c.fail(r.StatInterval != 0, "StatInterval", "has no meaning with a quota (Quota.Period is the interval); leave it zero")
+	c.fail(r.StatInterval != 0, "StatInterval",
+		"has no meaning with a quota (Quota.Period is the interval); leave it zero")
 	c.fail(r.Exact, "Exact", "has no meaning with a quota (a quota's count is exact); leave it false")
 	c.fail(r.RefResource != "", "RefResource", "a quota counts the rule's own resource only")
 	c.fail(len(r.Tiers) > 0, "Tiers", "have no meaning with a quota")
 	c.fail(r.Adaptive != nil, "Adaptive", "has no meaning with a quota")
 	c.fail(r.PriorityWait != 0, "PriorityWait", "has no meaning with a quota (the next bucket is the next period)")
-	c.fail(r.Cluster != nil && r.Cluster.Mode == ClusterPerInstance, "Cluster.Mode", "must be total for a quota (the store keeps the fleet's count)")
-	c.fail(r.Cluster != nil && r.Cluster.Leases, "Cluster.Leases", "has no meaning with a quota (every entry asks the store)")
+	c.fail(r.Cluster != nil && r.Cluster.Mode == ClusterPerInstance, "Cluster.Mode",
+		"must be total for a quota (the store keeps the fleet's count)")
+	c.fail(r.Cluster != nil && r.Cluster.Leases, "Cluster.Leases",
+		"has no meaning with a quota (every entry asks the store)")
 }
 
 // validateQuota checks a param rule's quota section, if it has one.
@@ -85,12 +93,15 @@ func (r *Param) validateQuota(c *check) {
 		return
 	}
 	q.validate(c, float64(r.Threshold))
-	c.fail(cmp.Or(r.Metric, QPS) != QPS, "Quota", "needs the qps metric (a quota counts admissions, not requests in flight)")
+	c.fail(cmp.Or(r.Metric, QPS) != QPS, "Quota",
+		"needs the qps metric (a quota counts admissions, not requests in flight)")
 	c.fail(r.Throttle != nil, "Quota", "takes no Throttle (a request cannot wait for the next period)")
 	c.fail(r.Duration != 0, "Duration", "has no meaning with a quota (Quota.Period is the interval); leave it zero")
 	c.fail(r.Burst != 0, "Burst", "has no meaning with a quota (Threshold is the whole period's budget); leave it zero")
-	c.fail(r.Cluster != nil && r.Cluster.Mode == ClusterPerInstance, "Cluster.Mode", "must be total for a quota (the store keeps the fleet's count)")
-	c.fail(r.Cluster != nil && r.Cluster.Leases, "Cluster.Leases", "has no meaning with a quota (every entry asks the store)")
+	c.fail(r.Cluster != nil && r.Cluster.Mode == ClusterPerInstance, "Cluster.Mode",
+		"must be total for a quota (the store keeps the fleet's count)")
+	c.fail(r.Cluster != nil && r.Cluster.Leases, "Cluster.Leases",
+		"has no meaning with a quota (every entry asks the store)")
 }
 
 // quotaKey is what makes a quota distinct in Set.Validate's duplicate

@@ -48,7 +48,8 @@ func (s *Set) Validate() error {
 	}
 	return cmp.Or(
 		validateList("flow", s.Flow, (*Flow).validate, func(r *Flow) flowKey {
-			return flowKey{r.Resource, r.RefResource, cmp.Or(r.Metric, QPS), r.WarmUp != nil, r.Bucket != nil, r.Throttle != nil, r.interval(), quotaKey(r.Quota), r.Caller}
+			return flowKey{r.Resource, r.RefResource, cmp.Or(r.Metric, QPS), r.WarmUp != nil, r.Bucket != nil,
+				r.Throttle != nil, r.interval(), quotaKey(r.Quota), r.Caller}
 		}, "resource, metric, sections (warmUp, bucket, throttle), statInterval, refResource, caller and quota"),
 		validateList("system", s.System, (*System).validate, func(r *System) SystemMetric { return r.Metric },
 			"metric (the process takes one system rule per metric)"),
@@ -65,7 +66,9 @@ func (s *Set) Validate() error {
 
 // validateList validates each rule of rs, then refuses it if its key equals
 // an earlier rule's, naming the earlier rule and what the key holds (same).
-func validateList[R any, K comparable](kind string, rs []R, validate func(*R) error, key func(*R) K, same string) error {
+func validateList[R any, K comparable](
+	kind string, rs []R, validate func(*R) error, key func(*R) K, same string,
+) error {
 	seen := make(map[K]int, len(rs))
 	for i := range rs {
 		r := &rs[i]
@@ -75,8 +78,8 @@ func validateList[R any, K comparable](kind string, rs []R, validate func(*R) er
 				if utf8.ValidString(s) {
 					return nil
 				}
-				return fieldErr(kind, resourceOf(reflect.ValueOf(r).Elem()), field, "%s%q is not valid UTF-8, which no rule document can hold",
-					map[bool]string{true: "key "}[key], clip(s, 40))
+				return fieldErr(kind, resourceOf(reflect.ValueOf(r).Elem()), field,
+					"%s%q is not valid UTF-8, which no rule document can hold", map[bool]string{true: "key "}[key], clip(s, 40))
 			})
 		}
 		if err != nil {
@@ -84,7 +87,8 @@ func validateList[R any, K comparable](kind string, rs []R, validate func(*R) er
 			return err
 		}
 		if j, ok := seen[key(r)]; ok {
-			return &Error{Kind: kind, Index: i, Resource: resourceOf(reflect.ValueOf(r).Elem()), Reason: fmt.Sprintf("duplicates rule %d: both have the same %s; keep one", j, same)}
+			return &Error{Kind: kind, Index: i, Resource: resourceOf(reflect.ValueOf(r).Elem()),
+				Reason: fmt.Sprintf("duplicates rule %d: both have the same %s; keep one", j, same)}
 		}
 		seen[key(r)] = i
 	}

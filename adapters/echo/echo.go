@@ -228,8 +228,6 @@ func (m *middleware) handle(c echo.Context, next echo.HandlerFunc) error {
 }
 
 // serve runs next inside an entry of name.
-//
-// complexity: the request path (options, entry, refusal, RateLimit fields, exit) in one function, so that the options, arguments and budget stay on the stack
 func (cf *config) serve(g *sluice.Engine, name string, c echo.Context, next echo.HandlerFunc) (err error) {
 	opts := [4]sluice.EntryOption{sluice.WithTraffic(sluice.Inbound)}
 	n := 1

@@ -64,8 +64,6 @@ var schemaVersionWanted = SchemaVersion
 // a time, each recorded in sluice_schema with its name and time, under a
 // lock (two stores opened at once migrate once). It refuses a schema newer
 // than this package knows, and a destructive migration unless allowed.
-//
-// complexity: the lock, the version read, and each migration's checks and steps, in the order they must happen
 func migrate(ctx context.Context, db *sql.DB, d *dialect, allowDestructive bool) error {
 	ms, err := migrations(d.name)
 	if err != nil {

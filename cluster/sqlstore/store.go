@@ -288,8 +288,6 @@ func (s *Store) History(ctx context.Context, app string, limit int) ([]cluster.R
 //
 // Author is required; Author and app are at most 256 bytes, Comment at most
 // 4 KiB.
-//
-// complexity: checks each field, then the transaction's steps, each with its own error
 func (s *Store) Save(ctx context.Context, app string, base int64, v cluster.RuleVersion) (cluster.RuleVersion, error) {
 	if err := checkName("app", app); err != nil {
 		return cluster.RuleVersion{}, err

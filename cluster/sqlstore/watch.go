@@ -30,8 +30,6 @@ const notifyChannel = "sluice_rules"
 // while it was down is not missed. A lost connection is told to
 // Config.OnWatchError and tried again (100 ms, doubling to 5 s); Watch
 // goes on meanwhile.
-//
-// complexity: one loop over three sources (notifications, the poll's ticks, ctx), each with its own handling
 func (s *Store) Watch(ctx context.Context, app string, changed func(version int64)) error {
 	if err := checkName("app", app); err != nil {
 		return err
