@@ -15,13 +15,18 @@ import (
 // caller by the param rules' machinery (internal/param): each caller's
 // count lives in a bounded table of that rule (10,000 callers for an
 // "other" rule; when full, the quietest is forgotten, never one with requests
-// in flight), keyed by the caller. A QPS rule gives each caller a token
-// bucket of Threshold tokens earning Threshold per StatInterval; a
+// in flight), keyed by the caller. A QPS rule counts each caller as
+// Sentinel's limitApp rules count an origin in its origin node: a sliding
+// window of StatInterval in two buckets of StatInterval/2 aligned on the
+// clock, an entry of n passing while the two buckets hold at most
+// Threshold-n (param.BuildCallers; param rules keep their token buckets); a
 // concurrency rule an in-flight count; throttle a pacing schedule. They
 // are checked after the flow rules without Caller, and refuse as flow
 // rules do (BlockFlow). A cluster one gives each caller a budget in
 // the cluster store shared by the fleet (a key per caller, named by a
-// digest of the caller), as a cluster param rule does per value.
+// digest of the caller), as a cluster param rule does per value: for QPS
+// a sliding window of Threshold per StatInterval, whose local fallback
+// share is a token bucket (internal/param, checkShare).
 
 // callerOther is Flow.Caller's value for each caller without a rule of its own.
 const callerOther = "other"
@@ -111,7 +116,7 @@ func (eng *Engine) stageCallerFlows(rs []rules.Flow) error {
 	for i := range rs {
 		ps[i] = callerParam(&rs[i])
 	}
-	ctl, err := param.Build(ps, eng.callers.ctl, eng.cluster.params())
+	ctl, err := param.BuildCallers(ps, eng.callers.ctl, eng.cluster.params())
 	if err != nil {
 		return err
 	}

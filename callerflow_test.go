@@ -86,7 +86,7 @@ func TestCallerFlowSentinelCases(t *testing.T) {
 // TestCallerFlowConcurrent: 64 goroutines enter for 1,000 callers at once
 // under an "other" rule of 3 per second on a manual clock: each caller
 // passes exactly 3 per second, in the first second and after the clock
-// moves on (its bucket refilled), and a named partner its own 7.
+// moves on (its window emptied), and a named partner its own 7.
 func TestCallerFlowConcurrent(t *testing.T) {
 	g, clk := newTestEngine(t, 0)
 	require.NoError(t, g.LoadRules(rules.Set{Flow: []rules.Flow{
@@ -129,6 +129,72 @@ func TestCallerFlowConcurrent(t *testing.T) {
 	}
 }
 
+// TestCallerFlowWindowConcurrent: 64 goroutines enter for 1,000 callers
+// and a named partner at instants just before and after the edges of the
+// window's buckets (half a second of a one-second StatInterval): at 0,
+// 1s-1ns, 1s, 1.5s-1ns, 1.5s, 2.5s-1ns and 2.5s. Each caller passes at most
+// its threshold in every two consecutive buckets, exactly what Sentinel's
+// origin node admits (a token bucket passed 2 more of 3 at 1s-1ns, and 6
+// more of 7 for the partner).
+func TestCallerFlowWindowConcurrent(t *testing.T) {
+	g, clk := newTestEngine(t, 0)
+	require.NoError(t, g.LoadRules(rules.Set{Flow: []rules.Flow{
+		{Resource: "api", Threshold: 3, Caller: "other"},
+		{Resource: "api", Threshold: 7, Caller: "partner"},
+	}}))
+	const callers, workers, tries = 1000, 64, 4 // 16 tries per caller and instant
+	names := make([]string, callers+1)
+	for i := range callers {
+		names[i] = fmt.Sprintf("svc-%d", i)
+	}
+	names[callers] = "partner"
+	const ms = int64(time.Millisecond)
+	at := []int64{0, 1000*ms - 1, 1000 * ms, 1500*ms - 1, 1500 * ms, 2500*ms - 1, 2500 * ms}
+	// What each instant passes for a threshold of 3 and of 7: the window
+	// is the bucket of the instant and the one before.
+	want := map[int64][]int64{3: {3, 0, 3, 0, 0, 3, 0}, 7: {7, 0, 7, 0, 0, 7, 0}}
+	passed := make([][]int64, len(names)) // by caller, by instant
+	for i := range passed {
+		passed[i] = make([]int64, len(at))
+	}
+	for k, now := range at {
+		clk.Set(now)
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range tries {
+					for i := w; i < len(names); i += workers / 4 {
+						if p, err := g.Entry("api", WithCaller(names[i])); err == nil {
+							atomic.AddInt64(&passed[i][k], 1)
+							p.Exit()
+						}
+					}
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	for i, n := range names {
+		limit := int64(3)
+		if n == "partner" {
+			limit = 7
+		}
+		// Every window of two consecutive half-second buckets.
+		for b := int64(0); b < 3000*ms; b += 500 * ms {
+			sum := int64(0)
+			for k, now := range at {
+				if now >= b && now < b+1000*ms {
+					sum += passed[i][k]
+				}
+			}
+			require.LessOrEqual(t, sum, limit, "caller %s in [%v, %v)", n, time.Duration(b), time.Duration(b+1000*ms))
+		}
+		require.Equal(t, want[limit], passed[i], "caller %s at %v", n, at)
+	}
+}
+
 // TestCallerFlowReload: a reload that keeps an "other" rule counting the
 // same way keeps each caller's count, whatever else changes (a named rule
 // added, the threshold raised); a caller given a rule of its own leaves the
@@ -145,7 +211,7 @@ func TestCallerFlowReload(t *testing.T) {
 	assert.Equal(t, 1, callerAdmitted(t, g, "api", "b", 5), "b has a rule of its own now, counted afresh")
 	set.Flow[0].Threshold = 4
 	require.NoError(t, g.LoadRules(set))
-	assert.Equal(t, 0, callerAdmitted(t, g, "api", "a", 5), "the bucket keeps its tokens (none) at a new size")
+	assert.Equal(t, 1, callerAdmitted(t, g, "api", "a", 5), "the window keeps its count of 3, now of 4")
 	clk.Advance(time.Second)
 	assert.Equal(t, 4, callerAdmitted(t, g, "api", "a", 6))
 	// An invalid load changes nothing.
@@ -199,6 +265,77 @@ func TestCallerFlowMemoryBound(t *testing.T) {
 	assert.Less(t, grew, int64(16<<20), "the heap grew by more than 16 MiB")
 }
 
+// TestCallerFlowClusterWindow: a cluster per-caller rule asks the store
+// for a sliding window per caller (under a key of its own), so a caller
+// that spent its 5 at the start of a minute gets none a nanosecond before
+// the minute ends, where a token bucket had earned it 4 more.
+func TestCallerFlowClusterWindow(t *testing.T) {
+	clk := sluicetest.NewManualClock(1_000_000_000_000)
+	st := newFakeStore(clk)
+	g := New(WithClock(clk), WithCluster(st, ClusterConfig{App: "shop", Timeout: time.Hour}))
+	t.Cleanup(func() { _ = g.Close() })
+	require.NoError(t, g.LoadRules(rules.Set{Flow: []rules.Flow{
+		{Resource: "post", Threshold: 5, StatInterval: time.Minute, Caller: "other", Cluster: &rules.Cluster{}},
+	}}))
+	enter := func(n int) int {
+		ok := 0
+		for range n {
+			if p, err := g.Entry("post", WithCaller("svc")); err == nil {
+				ok++
+				p.Exit()
+			}
+		}
+		return ok
+	}
+	require.Equal(t, 5, enter(8))
+	clk.Advance(time.Minute - 1)
+	require.Equal(t, 0, enter(8), "within the minute")
+	clk.Advance(1)
+	require.Equal(t, 5, enter(8), "the first 5 have left the window")
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	require.Len(t, st.log, 1, "one sliding window: the caller's")
+	for k := range st.log {
+		require.Contains(t, k, "/window/60000ms/")
+	}
+	require.Empty(t, st.tb, "no token bucket")
+}
+
+// TestCallerFlowClusterWindowFallback: while the store fails, a
+// per-caller cluster rule's local share admits the caller's 5 of the
+// minute; once the store answers again, what the share admitted is
+// charged to the caller's window first, so the minute holds 5, not 10.
+func TestCallerFlowClusterWindowFallback(t *testing.T) {
+	clk := sluicetest.NewManualClock(1_000_000_000_000)
+	st := newFakeStore(clk)
+	g := New(WithClock(clk), WithCluster(st, ClusterConfig{App: "shop", Timeout: time.Hour, ExpectedInstances: 1}))
+	t.Cleanup(func() { _ = g.Close() })
+	require.NoError(t, g.LoadRules(rules.Set{Flow: []rules.Flow{
+		{Resource: "post", Threshold: 5, StatInterval: time.Minute, Caller: "other", Cluster: &rules.Cluster{}},
+	}}))
+	enter := func(n int) int {
+		ok := 0
+		for range n {
+			if p, err := g.Entry("post", WithCaller("svc")); err == nil {
+				ok++
+				p.Exit()
+			}
+		}
+		return ok
+	}
+	require.Equal(t, 5, enter(8), "the store's window")
+	clk.Advance(time.Minute)
+	st.setDown(true)
+	require.Equal(t, 5, enter(8), "the local share, refilled over the minute")
+	st.setDown(false)
+	clk.Advance(2 * time.Second) // past the probe interval
+	require.Equal(t, 0, enter(1), "decided by the share, which queued a probe")
+	require.Eventually(t, func() bool { s, _ := g.ClusterStatus(); return !s.Fallback }, 5*time.Second, time.Millisecond)
+	require.Equal(t, 0, enter(8), "the share's 5 were charged to the window")
+	clk.Advance(time.Minute)
+	require.Equal(t, 5, enter(8))
+}
+
 // TestCallerFlowCluster: a cluster "other" rule of 5 per minute gives each
 // caller a budget shared by two instances: whichever instance a caller's
 // requests reach, it passes exactly 5 per minute, minute after minute; a
@@ -239,4 +376,21 @@ func TestCallerFlowCluster(t *testing.T) {
 		assert.Equal(t, 10, callerAdmitted(t, gs[0], "post", "", 10), "no caller: no per-caller rule")
 		clk.Advance(time.Minute)
 	}
+}
+
+// TestCallerFlowWindowAllocs: the check of a tracked caller by a per-caller
+// QPS rule's window allocates nothing.
+func TestCallerFlowWindowAllocs(t *testing.T) {
+	g, clk := newTestEngine(t, 0)
+	require.NoError(t, g.LoadRules(rules.Set{Flow: []rules.Flow{{Resource: "api", Threshold: 1e9, Caller: "other"}}}))
+	enter := func() {
+		clk.Advance(time.Millisecond) // the window's buckets roll too
+		p, err := g.Entry("api", WithCaller("orders-service"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Exit()
+	}
+	enter() // tracked from now on
+	require.Zero(t, testing.AllocsPerRun(1000, enter))
 }

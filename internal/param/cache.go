@@ -143,6 +143,14 @@ func (e *keyState) Release(x entry.ExitInfo) {
 			}
 			s.mu.Unlock()
 		}
+	case modeWindow:
+		if x.Blocked {
+			s.mu.Lock()
+			if c := s.resolve(e); c != nil {
+				unwindow(c, x.Start, x.Batch, s.window)
+			}
+			s.mu.Unlock()
+		}
 	}
 }
 
@@ -181,6 +189,7 @@ type shard struct {
 	cap      int
 	smallCap int
 	mode     mode
+	window   int64    // the rule's Duration in ns (modeWindow: see unwindow)
 	_        [64]byte // keep neighbouring shards' mutexes off this cache line
 }
 

@@ -67,8 +67,8 @@ type clusterCtl struct {
 	// instance are charged to the share, its refusals empty it.
 	books bool
 	// owed is what the local share admitted that the store has not been
-	// charged for yet, per value (a strict token-bucket rule whose
-	// fallback is local; nil otherwise).
+	// charged for yet, per value (a strict token-bucket or sliding-window
+	// rule whose fallback is local; nil otherwise).
 	owed *owed
 }
 
@@ -85,14 +85,21 @@ func digestOf(key string) digest {
 	return digest(sum[:digestLen])
 }
 
-func newClusterCtl(r *rules.Param, rm *Remote) *clusterCtl {
+// newClusterCtl returns the cluster side of rule r counted in mode m: a
+// per-caller rule's (modeWindow) budget per caller is a sliding window,
+// under a key of its own ("window" where a token bucket's says "reject").
+func newClusterCtl(r *rules.Param, rm *Remote, m mode) *clusterCtl {
 	arg := "i" + strconv.Itoa(r.Index)
 	if r.Key != "" {
 		arg = "k" + r.Key
 	}
+	behavior := behaviorKey(r)
+	if m == modeWindow {
+		behavior = "window"
+	}
 	cc := &clusterCtl{
 		mgr: rm.mgr,
-		prefix: rm.app + "/param/" + r.Resource + "/" + arg + "/" + behaviorKey(r) + "/" +
+		prefix: rm.app + "/param/" + r.Resource + "/" + arg + "/" + behavior + "/" +
 			strconv.FormatInt(cmp.Or(r.Duration, ruledef.ParamDuration).Milliseconds(), 10) + "ms/",
 		alg:         cluster.TokenBucket,
 		interval:    cmp.Or(r.Duration, ruledef.ParamDuration),
@@ -106,12 +113,14 @@ func newClusterCtl(r *rules.Param, rm *Remote) *clusterCtl {
 	}
 	if r.Throttle != nil {
 		cc.alg = cluster.Pacing
+	} else if m == modeWindow {
+		cc.alg = cluster.SlidingWindow
 	}
 	if r.Cluster.Leases {
 		cc.leases = newLeaseCache(cmp.Or(r.Capacity, ruledef.ParamCapacity))
 	} else if cmp.Or(cc.fallback, rules.FallbackLocal) == rules.FallbackLocal {
 		cc.books = true
-		if cc.alg == cluster.TokenBucket {
+		if cc.alg != cluster.Pacing {
 			cc.owed = &owed{m: make(map[digest]int64), cap: cmp.Or(r.Capacity, ruledef.ParamCapacity)}
 		}
 	}
@@ -130,11 +139,23 @@ func (c *Controller) termsOf(t int64, live int) terms {
 	if c.cl.perInstance {
 		k = int64(max(live, 1))
 	}
-	if c.cl.alg == cluster.Pacing {
+	switch c.cl.alg {
+	case cluster.Pacing:
 		return terms{limit: float64(t * k), maxQueue: time.Duration(c.maxQueue)}
+	case cluster.SlidingWindow: // a per-caller rule: t per window of Duration
+		return terms{limit: float64(t * k)}
 	}
 	// The bucket of a local rule: t per Duration, up to t+Burst stored.
 	return terms{limit: float64(t * k), burst: float64((t + c.burst) * k)}
+}
+
+// most returns the most permits the budget holds at once: a token
+// bucket's Burst, a sliding window's Limit (its burst is zero).
+func (tm terms) most() int64 {
+	if tm.burst == 0 {
+		return int64(tm.limit)
+	}
+	return int64(tm.burst)
 }
 
 func (cc *clusterCtl) budget(d *digest, tm terms) cluster.Budget {
@@ -174,7 +195,7 @@ func (c *Controller) checkCluster(ctx context.Context, ec *entry.Context, key st
 		// held beyond this instance's local admissions, if anything.
 		var owe int64
 		if cc.owed != nil && cc.mgr.Mode() == lease.Remote {
-			owe = min(cc.owed.take(&d), int64(tm.burst))
+			owe = min(cc.owed.take(&d), tm.most())
 		}
 		a := cc.mgr.ChargeAndAsk(ctx, cc.budget(&d, tm), ec.Start, ec.Batch, owe)
 		if owe > 0 && a.By == lease.ByFallback {
@@ -245,7 +266,7 @@ func (c *Controller) checkFallback(ctx context.Context, ec *entry.Context, key s
 	}
 	sh := c.share(key, t, live)
 	var be *core.BlockError
-	if c.mode == modeReject {
+	if c.mode != modeThrottle { // a token bucket, a per-caller window's too
 		be = c.checkShare(ec, key, sh, since)
 	} else {
 		be = c.paceShare(ctx, ec, key, sh, since, clk)
@@ -336,7 +357,7 @@ func (c *Controller) checkShare(ec *entry.Context, key string, sh shareOf, since
 // than its share holds nothing while the store fails, until the debt is
 // refilled. A throttle rule's share is a schedule: see chargePace.
 func (c *Controller) chargeShare(key string, sh shareOf, n, now int64) {
-	if c.mode != modeReject {
+	if c.mode == modeThrottle {
 		c.chargePace(key, sh, n, now)
 		return
 	}
@@ -431,7 +452,8 @@ func satMul(a, b int64) int64 {
 // (while the store failed, or after a late call) that the store has not
 // been charged for. The value's next remote decision charges them to the
 // store first, in the same Take (lease.Manager.ChargeAndAsk), partial, at
-// most the bucket: so a
+// most the bucket (a per-caller rule's sliding window: at most its Limit,
+// counted in the window at the charge, later than they passed): so a
 // store that kept its buckets, refilled on its clock while the shares
 // admitted, is left with what it holds beyond the fleet's local
 // admissions, as if it had decided them (each instance charges its own,

@@ -446,7 +446,7 @@ func TestClusterNeedsRemote(t *testing.T) {
 func TestDigestKeys(t *testing.T) {
 	rm := NewRemote(nil, "app")
 	r := rules.Param{Resource: "r", Index: 2, Threshold: 1, Cluster: &rules.Cluster{}}
-	cc := newClusterCtl(&r, rm)
+	cc := newClusterCtl(&r, rm, modeReject)
 	k := func(v string) string { d := digestOf(v); return cc.budget(&d, terms{limit: 1}).Key }
 	assert.Equal(t, k("alice"), newClusterCtlKey(&r, "alice"))
 	assert.NotEqual(t, k("alice"), k("alicf"))
@@ -458,7 +458,7 @@ func TestDigestKeys(t *testing.T) {
 // newClusterCtlKey builds the key of v through a second controller, as
 // another instance would.
 func newClusterCtlKey(r *rules.Param, v string) string {
-	cc := newClusterCtl(r, NewRemote(nil, "app"))
+	cc := newClusterCtl(r, NewRemote(nil, "app"), modeReject)
 	d := digestOf(v)
 	return cc.budget(&d, terms{limit: 1}).Key
 }

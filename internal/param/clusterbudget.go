@@ -15,7 +15,8 @@ import (
 // its own: Limit and Window are the fleet's budget for the value (the
 // bucket of Threshold+Burst refilled at Threshold per Duration, times the
 // live instances for a per-instance rule; with throttle, the requests an
-// idle schedule admits at once and the time they take), Remaining the
+// idle schedule admits at once and the time they take; a per-caller rule's
+// sliding window: Threshold per Duration), Remaining the
 // permits this instance holds in the value's leases (none without Leases,
 // nor under throttle: the store holds the rest, which other instances may
 // spend first), Reset the refusal's RetryAfter, or on a pass Window (by
@@ -27,11 +28,14 @@ func (c *Controller) clusterBudget(ec *entry.Context, be *core.BlockError, key s
 	cc := c.cl
 	tm := c.termsOf(t, cc.mgr.Live())
 	var bg core.Budget
-	if cc.alg == cluster.Pacing {
+	switch cc.alg {
+	case cluster.Pacing:
 		cost := float64(cc.interval) / tm.limit
 		limit := math.Floor(float64(tm.maxQueue)/cost) + 1
 		bg = core.Budget{Limit: limit, Window: time.Duration(min(limit*cost, math.MaxInt64))}
-	} else {
+	case cluster.SlidingWindow:
+		bg = core.Budget{Limit: tm.limit, Window: cc.interval}
+	default:
 		bg = core.Budget{Limit: tm.burst, Window: time.Duration(min(tm.burst*float64(cc.interval)/tm.limit, math.MaxInt64))}
 	}
 	if be != nil {

@@ -21,6 +21,7 @@ const (
 	modeReject      mode = iota // QPS, reject: token bucket per value
 	modeThrottle                // QPS, throttle: pacer per value
 	modeConcurrency             // in-flight counter per value
+	modeWindow                  // QPS, reject, per caller: a sliding window of two buckets per value (window.go)
 )
 
 // Controller enforces one param rule. It is safe for concurrent use.
@@ -208,6 +209,8 @@ func (c *Controller) checkLocal(ctx context.Context, ec *entry.Context, key stri
 		// now when an entry that started later took the lock first.
 		retry := satAdd(c.wait(n-have, part, t), last-now)
 		return c.refused(ec, float64(size-have), float64(size), retry, "")
+	case modeWindow:
+		return c.checkWindow(ec, s, &r, t)
 	case modeConcurrency:
 		s.mu.Lock()
 		e := s.get(&r, 0, 0)
@@ -427,9 +430,23 @@ func (c *Controller) stateKey() stateKey {
 //
 // The error names the offending rule's index, resource and field (an
 // *rules.Error).
-//
-// complexity: validates each rule, builds its controller and carries state over from the old one
 func Build(rs []rules.Param, old map[string][]*Controller, rm *Remote) (map[string][]*Controller, error) {
+	return build(rs, old, rm, false)
+}
+
+// BuildCallers is Build for the param rules that count per caller what a
+// per-caller flow rule counts (rules.Flow.Caller): a QPS rule with the
+// reject behavior counts each caller in a sliding window of its Duration
+// made of two buckets (modeWindow, see window.go), as Sentinel counts an
+// origin in its origin node, instead of a token bucket; a cluster one asks
+// the store for a sliding-window budget per caller. Throttle and
+// concurrency rules are Build's.
+func BuildCallers(rs []rules.Param, old map[string][]*Controller, rm *Remote) (map[string][]*Controller, error) {
+	return build(rs, old, rm, true)
+}
+
+// complexity: validates each rule, builds its controller and carries state over from the old one
+func build(rs []rules.Param, old map[string][]*Controller, rm *Remote, callers bool) (map[string][]*Controller, error) {
 	for i := range rs {
 		if err := (&rules.Set{Param: rs[i : i+1]}).Validate(); err != nil {
 			err.(*rules.Error).Index = i
@@ -453,10 +470,13 @@ func Build(rs []rules.Param, old map[string][]*Controller, rm *Remote) (map[stri
 	out := make(map[string][]*Controller, len(rs))
 	for i := range rs {
 		c := newController(rs[i])
+		if callers && c.mode == modeReject && rs[i].Quota == nil {
+			c.mode = modeWindow
+		}
 		if rs[i].Quota != nil {
 			c.q = newQuotaCtl(&c.rule, rm)
 		} else if rs[i].Cluster != nil {
-			c.cl = newClusterCtl(&c.rule, rm)
+			c.cl = newClusterCtl(&c.rule, rm, c.mode)
 		}
 		k := c.stateKey()
 		if prev := pool[k]; len(prev) > 0 {
@@ -474,6 +494,9 @@ func Build(rs []rules.Param, old map[string][]*Controller, rm *Remote) (map[stri
 			pool[k] = prev[1:]
 		} else {
 			c.cache = newCache(cmp.Or(rs[i].Capacity, ruledef.ParamCapacity), c.mode)
+			for j := range c.cache.shards {
+				c.cache.shards[j].window = int64(c.window)
+			}
 		}
 		out[c.rule.Resource] = append(out[c.rule.Resource], c)
 	}
