@@ -139,6 +139,7 @@ type Config struct {
 type Manager struct {
 	store      cluster.Store
 	clock      core.Clock
+	wallOff    func() int64 // what turns a reading of clock into Unix ns, now
 	timeout    time.Duration
 	floor      time.Duration // least deadline of a call
 	tripAfter  int64
@@ -220,6 +221,7 @@ type call struct {
 	grant cluster.Grant
 	err   error
 	lim   *Limiter      // the limiter whose lease this refills; nil if strict
+	sent  int64         // clock ns when the Take carrying it was sent
 	paid  bool          // a payback (see Limiter.payback): the grant is spent
 	state atomic.Uint32 // strict: callPending, callDone or callAbandoned
 	done  chan struct{} // closed once grant and err are final
@@ -232,8 +234,28 @@ const (
 )
 
 type give struct {
-	b cluster.Budget
-	n int64
+	b     cluster.Budget
+	n     int64
+	until int64 // clock ns: dropped rather than sent at or after (see Limiter.retireLocked)
+}
+
+// noEnd is the until of a give that may be sent whenever.
+const noEnd = int64(math.MaxInt64)
+
+// wallOffset returns what turns a reading of c into Unix ns at the time of
+// the call: for the system clock, from a fresh reading of the wall clock,
+// so that a stepped or slewed wall clock (which the Store's clock follows)
+// is followed too; for any other clock, clock.WallOffset (a manual clock
+// is read as Unix ns).
+func wallOffset(c core.Clock) func() int64 {
+	if c == clock.System() {
+		return func() int64 {
+			r := c.Nanotime()
+			return time.Now().UnixNano() - r
+		}
+	}
+	off := clock.WallOffset(c)
+	return func() int64 { return off }
 }
 
 var (
@@ -258,6 +280,7 @@ func New(cfg Config) (*Manager, error) {
 	if m.clock == nil {
 		m.clock = clock.System()
 	}
+	m.wallOff = wallOffset(m.clock)
 	if m.timeout == 0 {
 		m.timeout = DefaultTimeout
 	}
@@ -489,10 +512,11 @@ func (m *Manager) submit(c *call) bool {
 	return true
 }
 
-// giveBack queues n unused permits of b for a Give. Permits are dropped
-// (counted in Stats.Dropped) while the Store is failing and once the
-// Manager has stopped.
-func (m *Manager) giveBack(b cluster.Budget, n int64) {
+// giveBack queues n unused permits of b for a Give, to be sent before
+// until (clock ns; noEnd for no such bound) or not at all. Permits are
+// dropped (counted in Stats.Dropped) while the Store is failing, once the
+// Manager has stopped, and when until has passed before the Give is sent.
+func (m *Manager) giveBack(b cluster.Budget, n, until int64) {
 	if n <= 0 {
 		return
 	}
@@ -507,12 +531,12 @@ func (m *Manager) giveBack(b cluster.Budget, n int64) {
 		return
 	}
 	for i := range m.gives {
-		if m.gives[i].b == b {
+		if m.gives[i].b == b && m.gives[i].until == until {
 			m.gives[i].n += n
 			return
 		}
 	}
-	m.gives = append(m.gives, give{b, n})
+	m.gives = append(m.gives, give{b, n, until})
 	m.wakeLocked()
 }
 
@@ -604,6 +628,9 @@ func (m *Manager) take(batch []*call) {
 	m.stats.requests.Add(int64(len(reqs)))
 	epoch := m.epoch.Load()
 	start := m.clock.Nanotime()
+	for _, c := range batch {
+		c.sent = start
+	}
 	ctx, cancel := callContext(context.Background(), m.clock, m.deadline())
 	err := m.store.Take(ctx, reqs, grants)
 	now := m.clock.Nanotime()
@@ -646,7 +673,7 @@ func (m *Manager) deliver(c *call, now int64) {
 		m.stats.paid.Add(c.grant.N)
 	}
 	if !c.state.CompareAndSwap(callPending, callDone) && c.err == nil {
-		m.giveBack(c.req.Budget, c.grant.N)
+		m.giveBack(c.req.Budget, c.grant.N, noEnd)
 	}
 	close(c.done)
 }
@@ -657,9 +684,13 @@ func (m *Manager) give(g give) {
 		m.stats.dropped.Add(g.n)
 		return
 	}
-	m.stats.gives.Add(1)
 	epoch := m.epoch.Load()
 	start := m.clock.Nanotime()
+	if start >= g.until {
+		m.stats.dropped.Add(g.n)
+		return
+	}
+	m.stats.gives.Add(1)
 	ctx, cancel := callContext(context.Background(), m.clock, m.deadline())
 	err := m.store.Give(ctx, g.b, g.n)
 	if err != nil {
