@@ -565,12 +565,23 @@ func (l *Limiter) sizeLocked(now int64) (k, low int64) {
 	}
 	l.sampleAt, l.sampleConsumed = now, total
 	capN := max(toInt(l.limit/(2*live)), 1)
-	k = clampInt(toInt(math.Ceil(l.rate*float64(l.horizon))), 1, capN)
+	k = clampInt(toInt(math.Ceil(l.rate*float64(l.horizonAt(now)))), 1, capN)
 	low = k / 4
 	if rtt := l.m.rtt.Load(); rtt > 0 {
 		low = max(low, toInt(math.Ceil(l.rate*float64(2*rtt))))
 	}
 	return k, min(low, k/2)
+}
+
+// horizonAt returns the demand a lease asked for at now is sized for: the
+// horizon, or for an aligned lease what is left of the aligned interval if
+// less (what is left of a lease at the interval's end is wasted).
+func (l *Limiter) horizonAt(now int64) int64 {
+	if l.aligned == 0 {
+		return l.horizon
+	}
+	_, until, _ := l.windowOf(now, now)
+	return max(min(l.horizon, until-now), 1)
 }
 
 // usedOf returns the permits of ls claimed so far.
