@@ -178,7 +178,7 @@ type lease struct {
 	used    atomic.Int64 // Pacing: index of the next permit
 	expires int64        // count: clock ns at which the permits left become unusable
 	from    int64        // count: clock ns before which they are unusable (the aligned interval's start)
-	until   int64        // count: clock ns of the aligned interval's end; left permits are not given back after it
+	until   int64        // count: clock ns of the aligned interval's end (noEnd if not aligned)
 	low     int64        // a claim that leaves at most low permits starts the next refill
 	granted int64
 	start   int64 // clock ns when the grant arrived
@@ -700,11 +700,11 @@ func (l *Limiter) newLease(g cluster.Grant, now, from, until int64) *lease {
 
 // retireLocked takes every unclaimed permit of ls, which must no longer be
 // l.cur, and gives back those the Store can take back: all of a token
-// bucket's, a sliding window's while their aligned interval lasts (a Give
-// takes back the window's newest permits, which after the interval's end
-// may be the next interval's grants: the Give is sent before that end or
-// not at all, see Manager.give), a Pacing lease's not yet due.
-// l.mu must be held.
+// bucket's, a Pacing lease's not yet due, a sliding window's (aligned)
+// only by a Give that the Store decides before the interval's end (see
+// Manager.give): a Give takes back the window's newest permits, which
+// after the end could be the next interval's grants to others. l.mu must
+// be held.
 func (l *Limiter) retireLocked(ls *lease, now int64) {
 	if ls == emptyLease {
 		return
@@ -726,7 +726,7 @@ func (l *Limiter) retireLocked(ls *lease, now int64) {
 	} else {
 		left = ls.avail.Swap(0)
 		l.consumed += ls.granted - left
-		if b.Algorithm == cluster.SlidingWindow && (now >= ls.until || now-ls.start >= int64(b.Interval)) {
+		if l.aligned != 0 && now >= ls.until {
 			l.m.stats.dropped.Add(left)
 			left = 0
 		}

@@ -236,10 +236,10 @@ const (
 type give struct {
 	b     cluster.Budget
 	n     int64
-	until int64 // clock ns: dropped rather than sent at or after (see Limiter.retireLocked)
+	until int64 // clock ns: the Store must decide it before (see Manager.give); noEnd for no bound
 }
 
-// noEnd is the until of a give that may be sent whenever.
+// noEnd is the until of a give that the Store may decide whenever.
 const noEnd = int64(math.MaxInt64)
 
 // wallOffset returns what turns a reading of c into Unix ns at the time of
@@ -436,7 +436,8 @@ type ManagerStats struct {
 	Probes int64
 	// Late is the number of calls that passed their deadline; Paid the
 	// permits charged to the Store on recovery for the local admissions
-	// of the fallback.
+	// of the fallback, and again for a sliding-window Give not answered
+	// before its aligned interval ended (see Manager.give).
 	Late, Paid int64
 }
 
@@ -512,10 +513,10 @@ func (m *Manager) submit(c *call) bool {
 	return true
 }
 
-// giveBack queues n unused permits of b for a Give, to be sent before
-// until (clock ns; noEnd for no such bound) or not at all. Permits are
-// dropped (counted in Stats.Dropped) while the Store is failing, once the
-// Manager has stopped, and when until has passed before the Give is sent.
+// giveBack queues n unused permits of b for a Give that the Store must
+// decide before until (clock ns; noEnd for no bound, see give). Permits are
+// dropped (counted in Stats.Dropped) while the Store is failing and once
+// the Manager has stopped.
 func (m *Manager) giveBack(b cluster.Budget, n, until int64) {
 	if n <= 0 {
 		return
@@ -679,6 +680,15 @@ func (m *Manager) deliver(c *call, now int64) {
 }
 
 // give sends one Give.
+//
+// A Give with an until (a sliding-window lease's leftovers, see the
+// package's Accuracy) must be decided by the Store before until: the Store
+// takes back the window's newest permits, which after until may be the
+// next aligned interval's grants to other instances. It is sent only if
+// its deadline ends before until, else dropped; and if it is not answered
+// before until (it failed, or passed its deadline: the Store may still
+// decide it later), its permits are charged again with a Take whose grant
+// is spent, like a payback, queued at once.
 func (m *Manager) give(g give) {
 	if m.Mode() == Fallback {
 		m.stats.dropped.Add(g.n)
@@ -686,22 +696,27 @@ func (m *Manager) give(g give) {
 	}
 	epoch := m.epoch.Load()
 	start := m.clock.Nanotime()
-	if start >= g.until {
+	dl := m.deadline()
+	if g.until != noEnd && start+int64(dl) >= g.until {
 		m.stats.dropped.Add(g.n)
 		return
 	}
 	m.stats.gives.Add(1)
-	ctx, cancel := callContext(context.Background(), m.clock, m.deadline())
+	ctx, cancel := callContext(context.Background(), m.clock, dl)
 	err := m.store.Give(ctx, g.b, g.n)
+	now := m.clock.Nanotime()
+	if g.until != noEnd && (err != nil || now >= g.until) {
+		m.submit(&call{req: cluster.Request{Budget: g.b, N: g.n, Partial: true}, paid: true, done: make(chan struct{})})
+	}
 	if err != nil {
 		m.stats.dropped.Add(g.n)
-		m.failed(ctx, start, m.clock.Nanotime(), epoch, fmt.Errorf("sluice: cluster store: give: %w", err))
+		m.failed(ctx, start, now, epoch, fmt.Errorf("sluice: cluster store: give: %w", err))
 		cancel()
 		m.trs.Drain()
 		return
 	}
 	cancel()
-	m.observeLatency(m.clock.Nanotime() - start)
+	m.observeLatency(now - start)
 	m.stats.given.Add(g.n)
 }
 
