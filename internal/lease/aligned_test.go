@@ -232,3 +232,51 @@ func TestAlignedRefillAcrossBoundary(t *testing.T) {
 	}
 	t.Logf("the new second admitted %d; the late grant of %d dropped", in, first)
 }
+
+// TestAlignedGiveBeforeEnd: a sliding-window lease's leftovers go back
+// only by a Give the Store decides before the lease's aligned interval
+// ends. A Give whose deadline would end after it is not sent (the permits
+// are dropped); a Give not answered before the end (here: it passes its
+// deadline) is charged again at once by a Take whose grant is spent, for
+// the Store may decide the Give after the end and take back the next
+// interval's grants.
+func TestAlignedGiveBeforeEnd(t *testing.T) {
+	e := newEnv(t, Config{})
+	b := window("give", 100)
+	sec := int64(time.Second)
+	e.clk.Set(unixStart/sec*sec + 100*int64(time.Millisecond))
+	until := unixStart/sec*sec + sec
+	l := e.limiter(t, Spec{Budget: b})
+	acquire(t, l, 1)
+	e.m.waitIdle()
+	_, granted, _ := e.st.counts(b.Key)
+
+	// The call's deadline would end after the interval: dropped, nothing
+	// sent.
+	calls := e.st.giveCalls
+	dropped := e.m.Stats().Dropped
+	e.m.give(give{b: b, n: 2, until: e.clk.Nanotime() + 1})
+	if e.st.giveCalls != calls || e.m.Stats().Dropped != dropped+2 {
+		t.Fatalf("a Give too close to the end: %d calls (had %d), dropped %d (had %d), want none and 2 more",
+			e.st.giveCalls, calls, e.m.Stats().Dropped, dropped)
+	}
+
+	// Sent in time, answered after the end: charged again.
+	e.st.mu.Lock()
+	e.st.delay = 50 * time.Millisecond
+	e.st.mu.Unlock()
+	e.st.set(slow)
+	done := make(chan struct{})
+	go func() { e.m.give(give{b: b, n: 3, until: until}); close(done) }()
+	e.blockUntil(t, 2) // the store's delay and the call's deadline
+	e.st.set(answer)
+	e.clk.Set(until + int64(time.Millisecond))
+	<-done
+	e.m.waitIdle()
+	if p := e.m.Stats().Paid; p != 3 {
+		t.Errorf("paid %d, want the Give's 3 charged again", p)
+	}
+	if _, g, _ := e.st.counts(b.Key); g != granted+3 {
+		t.Errorf("granted %d, want %d + 3", g, granted)
+	}
+}
