@@ -63,14 +63,17 @@ type faultLine struct {
 	Second   int            `json:"s"`
 	Admitted map[string]int `json:"a,omitempty"`
 	Fallback int            `json:"f,omitempty"` // decisions of any rule by a fallback
-	Mode     string         `json:"m,omitempty"` // at the end of the second
-	Live     int            `json:"l,omitempty"`
-	Source   string         `json:"src,omitempty"`
-	Done     bool           `json:"done,omitempty"`
-	Users    map[string]int `json:"u,omitempty"`
-	Trans    int            `json:"t,omitempty"`    // transitions so far
-	Logs     int            `json:"logs,omitempty"` // go-redis's log lines, through SetLogger
-	Err      string         `json:"err,omitempty"`
+	// Straddled: admissions of any rule by an Entry that began in this
+	// second and returned in a later one, counted in no second.
+	Straddled int            `json:"st,omitempty"`
+	Mode      string         `json:"m,omitempty"` // at the end of the second
+	Live      int            `json:"l,omitempty"`
+	Source    string         `json:"src,omitempty"`
+	Done      bool           `json:"done,omitempty"`
+	Users     map[string]int `json:"u,omitempty"`
+	Trans     int            `json:"t,omitempty"`    // transitions so far
+	Logs      int            `json:"logs,omitempty"` // go-redis's log lines, through SetLogger
+	Err       string         `json:"err,omitempty"`
 }
 
 // faultClient is the go-redis client of an instance, as docs/design/cluster.md
@@ -135,8 +138,9 @@ func faultChild() int {
 	time.Sleep(time.Until(start))
 
 	users := map[string]int{}
-	// Every entry counts in the aligned second it began in, whatever the
-	// loop's pace on a busy host; the lines go out at the end.
+	// Every admission counts in the aligned second of its decision (see
+	// entry), whatever the loop's pace on a busy host; the lines go out at
+	// the end.
 	lines := make([]faultLine, sp.Seconds)
 	for s := range lines {
 		lines[s] = faultLine{Instance: idx, Second: s, Admitted: map[string]int{}}
@@ -148,15 +152,27 @@ func faultChild() int {
 		trans.Unlock()
 	}
 	sent := map[string]int{}
+	// An admission counts in the aligned second of the readings just
+	// before and just after its Entry (its decision lies between them), as
+	// in TestProcessFleetSharesBudget: on a busy host a goroutine can be
+	// descheduled in an Entry across a boundary, and the reading before
+	// would count a decision of the next second in this one. When the
+	// readings straddle a boundary the admission is Straddled, in no
+	// second.
 	entry := func(res string, opts ...sluice.EntryOption) bool {
 		sec := int(time.Since(start) / time.Second)
 		if sec >= sp.Seconds {
 			return false
 		}
 		p, err := g.Entry(res, opts...)
+		after := int(time.Since(start) / time.Second)
 		if err == nil {
 			p.Exit()
-			lines[sec].Admitted[res]++
+			if after == sec {
+				lines[sec].Admitted[res]++
+			} else {
+				lines[sec].Straddled++
+			}
 			return true
 		}
 		if strings.Contains(err.Error(), "fallback") {
@@ -334,6 +350,7 @@ func (r *faultRun) check() {
 		live int
 		src  string
 		fb   int
+		st   int
 		tr   int
 		seen bool
 	}
@@ -358,7 +375,7 @@ func (r *faultRun) check() {
 				users[u] += k
 			}
 		case l.Second >= 0 && l.Second < secs && l.Instance >= 0 && l.Instance < n:
-			table[l.Second][l.Instance] = cell{l.Admitted, l.Mode, l.Live, l.Source, l.Fallback, l.Trans, true}
+			table[l.Second][l.Instance] = cell{l.Admitted, l.Mode, l.Live, l.Source, l.Fallback, l.Straddled, l.Trans, true}
 		}
 	}
 	if done != n {
@@ -403,7 +420,7 @@ func (r *faultRun) check() {
 				t.Errorf("second %d: no report from instance %d", s, i)
 				continue
 			}
-			fmt.Fprintf(&b, " [%s live %d %s fb %d tr %d]", c.mode, c.live, c.src, c.fb, c.tr)
+			fmt.Fprintf(&b, " [%s live %d %s fb %d st %d tr %d]", c.mode, c.live, c.src, c.fb, c.st, c.tr)
 		}
 		b.WriteString("\n")
 	}

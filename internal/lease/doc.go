@@ -29,13 +29,14 @@
 // with no clock read (the caller passes now) and no allocation.
 //
 // A lease lives for its lifetime L (Spec.Lifetime, by default Interval/10):
-// a count lease's permits are unusable L after its grant arrived; a Pacing
-// permit that is more than L past due is skipped. Unused permits go back
+// a count lease's permits are unusable L after its grant arrived (a
+// sliding window's also outside the aligned interval of its grant, see
+// Accuracy); a Pacing permit that is more than L past due is skipped. Unused permits go back
 // with Store.Give when a lease expires or is replaced, when the Limiter is
 // closed (rule change or removal) and when the Manager closes, except those
-// the Store cannot take back (a sliding window's from a grant older than
-// Interval, which has left the window anyway; Pacing permits already due)
-// and those held when the Store failed; these are dropped and counted in
+// the Store cannot take back (a sliding window's once their aligned
+// interval is about to end, see Accuracy; Pacing permits already due) and
+// those held when the Store failed; these are dropped and counted in
 // ManagerStats.Dropped.
 //
 // Sizing. Let N be the live instance count (Manager.SetLive, at least 1), W
@@ -83,16 +84,59 @@
 //
 // Leasing shifts admissions in time: a permit granted at g is used in [g,
 // g+L] (Pacing: in [due, due+L+RTT], never before the Store's due time;
-// waits are computed from the arrival of the grant). Hence, with H(t) the
-// permits the fleet holds in leases at t (all granted within L before t):
+// waits are computed from the arrival of the grant). A SlidingWindow lease
+// is held to the aligned interval of its grant instead (below). With H(t)
+// the permits the fleet holds in leases at t (all granted within L before
+// t):
 //
-//   - SlidingWindow: any window [t, t+Interval) admits at most Limit + H(t).
-//     The window's own grants, net of what was given back, are at most
-//     Limit, and the rest were held at t. H(t) <= 0.75·Limit by the cap,
-//     and at a steady fleet rate ρ about ρ·L (Limit/10 with the defaults).
+//   - SlidingWindow: every aligned interval [k·Interval, (k+1)·Interval) of
+//     Unix time admits at most Limit, exactly, on the Store's clock.
 //   - TokenBucket: any span [t, t+D] admits at most Burst plus
 //     D·Limit/Interval plus H(t), so at most Burst + (D+L)·Limit/Interval.
 //   - Pacing: any span D admits at most (D + L + Timeout)/step + 1.
+//
+// Aligned leases. A SlidingWindow count lease may be used only in the
+// aligned interval in which its Take was both sent and answered, read on
+// the Manager's clock as Unix time (the system clock: the wall clock read
+// at the answer, so that a stepped wall clock is followed; any other clock:
+// internal/clock.WallOffset, a manual clock's readings being Unix ns). The
+// Store decided between the two, so in that interval; its window is exact,
+// so the grants it decides in any aligned interval are at most Limit. The
+// lease expires at min(arrival + L, the interval's end), and a claim at a
+// reading before the interval's start fails (the caller reads the clock
+// again), so every admission, counted at the reading it was decided at,
+// lies in the interval of its grant. A grant whose Take was sent in one
+// interval and answered in the next may be either's: it is not used, and
+// not given back either (a Give takes back the window's newest permits,
+// which may be the new interval's grants to others, and the new interval
+// would admit them again); it is dropped (ManagerStats.Dropped), and the
+// callers that waited for it are not refused for it: they wait for the
+// next refill, sent at once, within their ctx and the Timeout (a Store
+// that ran short in that answer may have done so in the old interval).
+// For the same reason a lease's leftovers go back only by a Give whose
+// deadline ends before the interval does (else they are dropped), and a
+// Give not answered before the end (it failed, or passed its deadline: a
+// paused or slow Store decides it whenever it reads it) is charged again
+// at once by a Take whose grant is spent (ManagerStats.Paid). What is
+// left: that Take decided an interval later still lets the interval after
+// the Give's admit the Give's permits again. The bound holds on the Store's clock as far as the
+// instance's clock agrees with it: on one host exactly; across hosts an
+// aligned interval admits at most the grants of a span of Interval + 2δ,
+// δ the largest skew between an instance's clock and the Store's (about
+// Limit·(1 + 2δ/Interval) at a steady rate, 1 % for 5 ms of skew on 1 s;
+// at most 2·Limit). Any window of Interval, aligned or not, still admits
+// at most Limit + H(t) (its own grants are at most Limit, the rest were
+// held at t; H(t) <= 0.75·Limit by the cap). Costs: a lease ends at every
+// interval's end, so at most one refill more per Interval per limiter; a
+// lease asked for near the end is sized for the demand of what is left of
+// the interval; what is held at the end, and a prefetch answered after
+// it, is dropped and counts in the Store's window until it leaves it
+// (under-admission at most what the fleet held at the end); and a budget
+// whose
+// Interval is not well above the Store's round trip has most refills
+// straddle a boundary, its callers then waiting up to the Timeout. Token
+// buckets and Pacing are not aligned: their bounds are over spans, not
+// windows.
 //
 // A shorter Lifetime tightens these and costs more round trips (W shrinks
 // with it); Strict removes them.

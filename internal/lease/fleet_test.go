@@ -137,7 +137,12 @@ func TestFleet(t *testing.T) {
 			}
 			// Under overload the fleet got most of the budget: 1000/s over
 			// two overloaded seconds plus the first burst.
-			t.Logf("granted %d, admitted %d, given back %d, dropped %d", granted, admitted, given, dropped)
+			var refills int64
+			for _, l := range ls {
+				refills += l.Stats().Refills
+			}
+			t.Logf("granted %d, admitted %d, given back %d, dropped %d; refills %.1f per second per instance",
+				granted, admitted, given, dropped, float64(refills)/(steps/1000.0)/n)
 			if admitted < 2500 {
 				t.Fatalf("admitted only %d", admitted)
 			}

@@ -135,6 +135,7 @@ type Limiter struct {
 	clock    core.Clock
 	kind     kind
 	life     int64 // Lifetime, ns
+	aligned  int64 // SlidingWindow count leases: Interval, ns (see windowOf); 0 otherwise
 	maxQueue int64 // Pacing: MaxQueue, ns
 
 	m        *Manager
@@ -176,6 +177,8 @@ type lease struct {
 	avail   atomic.Int64 // count: permits left
 	used    atomic.Int64 // Pacing: index of the next permit
 	expires int64        // count: clock ns at which the permits left become unusable
+	from    int64        // count: clock ns before which they are unusable (the aligned interval's start)
+	until   int64        // count: clock ns of the aligned interval's end (noEnd if not aligned)
 	low     int64        // a claim that leaves at most low permits starts the next refill
 	granted int64
 	start   int64 // clock ns when the grant arrived
@@ -185,7 +188,7 @@ type lease struct {
 
 // emptyLease stands for no lease: it has no permits and is always expired.
 // It is never written.
-var emptyLease = &lease{expires: math.MinInt64}
+var emptyLease = &lease{expires: math.MinInt64, from: math.MinInt64, until: noEnd}
 
 // horizonMax is the most demand a lease is sized for.
 const horizonMax = int64(100 * time.Millisecond)
@@ -210,6 +213,9 @@ func (m *Manager) NewLimiter(spec Spec) (*Limiter, error) {
 	l.horizon = max(min(horizonMax, l.life/2), 1)
 	l.fairRate = b.Limit / float64(b.Interval)
 	l.limit = b.Limit
+	if !spec.Strict && b.Algorithm == cluster.SlidingWindow {
+		l.aligned = int64(b.Interval)
+	}
 	switch {
 	case spec.Strict:
 		l.kind = kindStrict
@@ -323,7 +329,7 @@ const (
 // claimCount takes n permits from the count lease ls if it has them and has
 // not expired at now.
 func claimCount(ls *lease, now, n int64) claimStatus {
-	if now >= ls.expires {
+	if now >= ls.expires || now < ls.from {
 		return claimEmpty
 	}
 	for v := ls.avail.Load(); v >= n; v = ls.avail.Load() {
@@ -559,12 +565,23 @@ func (l *Limiter) sizeLocked(now int64) (k, low int64) {
 	}
 	l.sampleAt, l.sampleConsumed = now, total
 	capN := max(toInt(l.limit/(2*live)), 1)
-	k = clampInt(toInt(math.Ceil(l.rate*float64(l.horizon))), 1, capN)
+	k = clampInt(toInt(math.Ceil(l.rate*float64(l.horizonAt(now)))), 1, capN)
 	low = k / 4
 	if rtt := l.m.rtt.Load(); rtt > 0 {
 		low = max(low, toInt(math.Ceil(l.rate*float64(2*rtt))))
 	}
 	return k, min(low, k/2)
+}
+
+// horizonAt returns the demand a lease asked for at now is sized for: the
+// horizon, or for an aligned lease what is left of the aligned interval if
+// less (what is left of a lease at the interval's end is wasted).
+func (l *Limiter) horizonAt(now int64) int64 {
+	if l.aligned == 0 {
+		return l.horizon
+	}
+	_, until, _ := l.windowOf(now, now)
+	return max(min(l.horizon, until-now), 1)
 }
 
 // usedOf returns the permits of ls claimed so far.
@@ -588,8 +605,18 @@ func (l *Limiter) refilled(c *call, now int64) {
 			l.lastDry = now
 		}
 	}
+	from, until, inside := l.windowOf(c.sent, now)
 	switch {
 	case c.err != nil:
+	case !inside:
+		// Sent in one aligned interval and arrived in the next: the
+		// Store may have decided in either, so the grant may not be used
+		// in the new one, and arrived too late for the old one. It is not
+		// given back either: a Give takes back the window's newest
+		// permits, which may be the new interval's grants to others. Its
+		// answer (a short Store too) may be the old interval's: callers
+		// waiting for it ask again, within their own deadline.
+		l.m.stats.dropped.Add(max(g.N, 0))
 	case g.N <= 0:
 		l.dryUntil = now + l.backoff(g.RetryAfter)
 	default:
@@ -598,7 +625,7 @@ func (l *Limiter) refilled(c *call, now int64) {
 			// after a while.
 			l.dryUntil = now + l.backoff(g.RetryAfter)
 		}
-		ls := l.newLease(g, now)
+		ls := l.newLease(g, now, from, until)
 		cur := l.cur.Load()
 		switch {
 		case l.closed || l.m.Mode() == Fallback:
@@ -625,9 +652,39 @@ func (l *Limiter) backoff(retryAfter time.Duration) int64 {
 	return clampInt(int64(retryAfter), max(l.horizon/10, 1), l.horizon)
 }
 
-// newLease builds the lease of grant g, arrived at now.
-func (l *Limiter) newLease(g cluster.Grant, now int64) *lease {
-	ls := &lease{granted: g.N, start: now, low: min(l.low, g.N/2)}
+// windowOf returns, for a refill sent at sent that arrived at now (clock
+// ns), the aligned interval in which its lease may be used, [from, until)
+// in clock ns, and whether sent and now lie in one aligned interval, the
+// only case in which the Store's decision is known to lie in it. Only
+// sliding-window count leases are aligned; others get an unbounded
+// interval. The aligned intervals are [k·Interval, (k+1)·Interval) of Unix
+// time, read from the Manager's clock (see wallOffset).
+func (l *Limiter) windowOf(sent, now int64) (from, until int64, inside bool) {
+	if l.aligned == 0 {
+		return math.MinInt64, noEnd, true
+	}
+	off := l.m.wallOff()
+	k := floorDiv(now+off, l.aligned)
+	if floorDiv(sent+off, l.aligned) != k {
+		return 0, 0, false
+	}
+	from = k*l.aligned - off
+	return from, from + l.aligned, true
+}
+
+// floorDiv returns floor(a/b) for b > 0.
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b < 0 {
+		q--
+	}
+	return q
+}
+
+// newLease builds the lease of grant g, arrived at now, usable in [from,
+// until) (see windowOf).
+func (l *Limiter) newLease(g cluster.Grant, now, from, until int64) *lease {
+	ls := &lease{granted: g.N, start: now, low: min(l.low, g.N/2), from: from, until: until}
 	if l.kind == kindPace {
 		// The Store's wait counts from its decision, which came before
 		// now: permits are due no earlier than the Store scheduled them.
@@ -636,16 +693,18 @@ func (l *Limiter) newLease(g cluster.Grant, now int64) *lease {
 		ls.expires = ls.base + (g.N-1)*l.step + l.life
 	} else {
 		ls.avail.Store(g.N)
-		ls.expires = now + l.life
+		ls.expires = min(now+l.life, until)
 	}
 	return ls
 }
 
 // retireLocked takes every unclaimed permit of ls, which must no longer be
 // l.cur, and gives back those the Store can take back: all of a token
-// bucket's, a sliding window's while their grant is younger than Interval
-// (an older grant has left the window), a Pacing lease's not yet due.
-// l.mu must be held.
+// bucket's, a Pacing lease's not yet due, a sliding window's (aligned)
+// only by a Give that the Store decides before the interval's end (see
+// Manager.give): a Give takes back the window's newest permits, which
+// after the end could be the next interval's grants to others. l.mu must
+// be held.
 func (l *Limiter) retireLocked(ls *lease, now int64) {
 	if ls == emptyLease {
 		return
@@ -667,7 +726,7 @@ func (l *Limiter) retireLocked(ls *lease, now int64) {
 	} else {
 		left = ls.avail.Swap(0)
 		l.consumed += ls.granted - left
-		if b.Algorithm == cluster.SlidingWindow && now-ls.start >= int64(b.Interval) {
+		if l.aligned != 0 && now >= ls.until {
 			l.m.stats.dropped.Add(left)
 			left = 0
 		}
@@ -676,7 +735,7 @@ func (l *Limiter) retireLocked(ls *lease, now int64) {
 		if now >= ls.expires {
 			l.stats.expired.Add(left)
 		}
-		l.m.giveBack(*b, left)
+		l.m.giveBack(*b, left, ls.until)
 	}
 }
 

@@ -139,6 +139,7 @@ type Config struct {
 type Manager struct {
 	store      cluster.Store
 	clock      core.Clock
+	wallOff    func() int64 // what turns a reading of clock into Unix ns, now
 	timeout    time.Duration
 	floor      time.Duration // least deadline of a call
 	tripAfter  int64
@@ -220,6 +221,7 @@ type call struct {
 	grant cluster.Grant
 	err   error
 	lim   *Limiter      // the limiter whose lease this refills; nil if strict
+	sent  int64         // clock ns when the Take carrying it was sent
 	paid  bool          // a payback (see Limiter.payback): the grant is spent
 	state atomic.Uint32 // strict: callPending, callDone or callAbandoned
 	done  chan struct{} // closed once grant and err are final
@@ -232,8 +234,28 @@ const (
 )
 
 type give struct {
-	b cluster.Budget
-	n int64
+	b     cluster.Budget
+	n     int64
+	until int64 // clock ns: the Store must decide it before (see Manager.give); noEnd for no bound
+}
+
+// noEnd is the until of a give that the Store may decide whenever.
+const noEnd = int64(math.MaxInt64)
+
+// wallOffset returns what turns a reading of c into Unix ns at the time of
+// the call: for the system clock, from a fresh reading of the wall clock,
+// so that a stepped or slewed wall clock (which the Store's clock follows)
+// is followed too; for any other clock, clock.WallOffset (a manual clock
+// is read as Unix ns).
+func wallOffset(c core.Clock) func() int64 {
+	if c == clock.System() {
+		return func() int64 {
+			r := c.Nanotime()
+			return time.Now().UnixNano() - r
+		}
+	}
+	off := clock.WallOffset(c)
+	return func() int64 { return off }
 }
 
 var (
@@ -258,6 +280,7 @@ func New(cfg Config) (*Manager, error) {
 	if m.clock == nil {
 		m.clock = clock.System()
 	}
+	m.wallOff = wallOffset(m.clock)
 	if m.timeout == 0 {
 		m.timeout = DefaultTimeout
 	}
@@ -413,7 +436,8 @@ type ManagerStats struct {
 	Probes int64
 	// Late is the number of calls that passed their deadline; Paid the
 	// permits charged to the Store on recovery for the local admissions
-	// of the fallback.
+	// of the fallback, and again for a sliding-window Give not answered
+	// before its aligned interval ended (see Manager.give).
 	Late, Paid int64
 }
 
@@ -489,10 +513,11 @@ func (m *Manager) submit(c *call) bool {
 	return true
 }
 
-// giveBack queues n unused permits of b for a Give. Permits are dropped
-// (counted in Stats.Dropped) while the Store is failing and once the
-// Manager has stopped.
-func (m *Manager) giveBack(b cluster.Budget, n int64) {
+// giveBack queues n unused permits of b for a Give that the Store must
+// decide before until (clock ns; noEnd for no bound, see give). Permits are
+// dropped (counted in Stats.Dropped) while the Store is failing and once
+// the Manager has stopped.
+func (m *Manager) giveBack(b cluster.Budget, n, until int64) {
 	if n <= 0 {
 		return
 	}
@@ -507,12 +532,12 @@ func (m *Manager) giveBack(b cluster.Budget, n int64) {
 		return
 	}
 	for i := range m.gives {
-		if m.gives[i].b == b {
+		if m.gives[i].b == b && m.gives[i].until == until {
 			m.gives[i].n += n
 			return
 		}
 	}
-	m.gives = append(m.gives, give{b, n})
+	m.gives = append(m.gives, give{b, n, until})
 	m.wakeLocked()
 }
 
@@ -604,6 +629,9 @@ func (m *Manager) take(batch []*call) {
 	m.stats.requests.Add(int64(len(reqs)))
 	epoch := m.epoch.Load()
 	start := m.clock.Nanotime()
+	for _, c := range batch {
+		c.sent = start
+	}
 	ctx, cancel := callContext(context.Background(), m.clock, m.deadline())
 	err := m.store.Take(ctx, reqs, grants)
 	now := m.clock.Nanotime()
@@ -646,31 +674,49 @@ func (m *Manager) deliver(c *call, now int64) {
 		m.stats.paid.Add(c.grant.N)
 	}
 	if !c.state.CompareAndSwap(callPending, callDone) && c.err == nil {
-		m.giveBack(c.req.Budget, c.grant.N)
+		m.giveBack(c.req.Budget, c.grant.N, noEnd)
 	}
 	close(c.done)
 }
 
 // give sends one Give.
+//
+// A Give with an until (a sliding-window lease's leftovers, see the
+// package's Accuracy) must be decided by the Store before until: the Store
+// takes back the window's newest permits, which after until may be the
+// next aligned interval's grants to other instances. It is sent only if
+// its deadline ends before until, else dropped; and if it is not answered
+// before until (it failed, or passed its deadline: the Store may still
+// decide it later), its permits are charged again with a Take whose grant
+// is spent, like a payback, queued at once.
 func (m *Manager) give(g give) {
 	if m.Mode() == Fallback {
 		m.stats.dropped.Add(g.n)
 		return
 	}
-	m.stats.gives.Add(1)
 	epoch := m.epoch.Load()
 	start := m.clock.Nanotime()
-	ctx, cancel := callContext(context.Background(), m.clock, m.deadline())
+	dl := m.deadline()
+	if g.until != noEnd && start+int64(dl) >= g.until {
+		m.stats.dropped.Add(g.n)
+		return
+	}
+	m.stats.gives.Add(1)
+	ctx, cancel := callContext(context.Background(), m.clock, dl)
 	err := m.store.Give(ctx, g.b, g.n)
+	now := m.clock.Nanotime()
+	if g.until != noEnd && (err != nil || now >= g.until) {
+		m.submit(&call{req: cluster.Request{Budget: g.b, N: g.n, Partial: true}, paid: true, done: make(chan struct{})})
+	}
 	if err != nil {
 		m.stats.dropped.Add(g.n)
-		m.failed(ctx, start, m.clock.Nanotime(), epoch, fmt.Errorf("sluice: cluster store: give: %w", err))
+		m.failed(ctx, start, now, epoch, fmt.Errorf("sluice: cluster store: give: %w", err))
 		cancel()
 		m.trs.Drain()
 		return
 	}
 	cancel()
-	m.observeLatency(m.clock.Nanotime() - start)
+	m.observeLatency(now - start)
 	m.stats.given.Add(g.n)
 }
 
