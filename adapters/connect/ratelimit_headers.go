@@ -51,12 +51,23 @@ func setRateLimitFields(h http.Header, b *sluice.Budget, x bool) {
 		return
 	}
 	policy, state := refusal.RateLimitFields(*b)
-	h[refusal.PolicyField] = []string{policy}
-	h[refusal.RateLimitField] = []string{state}
+	h[policyKey] = []string{policy}
+	h[rateLimitKey] = []string{state}
 	if x {
 		l, r, t := refusal.XRateLimitFields(*b)
-		h[refusal.XLimitField] = []string{l}
-		h[refusal.XRemainField] = []string{r}
-		h[refusal.XResetField] = []string{t}
+		h[xLimitKey] = []string{l}
+		h[xRemainKey] = []string{r}
+		h[xResetKey] = []string{t}
 	}
 }
+
+// The fields' keys in an http.Header, canonical as Header.Set would make
+// them, so that Header.Get and a later Set of the same field find them
+// (the names on the wire are case-insensitive).
+var (
+	policyKey    = http.CanonicalHeaderKey(refusal.PolicyField)
+	rateLimitKey = http.CanonicalHeaderKey(refusal.RateLimitField)
+	xLimitKey    = http.CanonicalHeaderKey(refusal.XLimitField)
+	xRemainKey   = http.CanonicalHeaderKey(refusal.XRemainField)
+	xResetKey    = http.CanonicalHeaderKey(refusal.XResetField)
+)

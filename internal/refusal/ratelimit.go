@@ -37,20 +37,23 @@ const DefaultPolicy = "default"
 // structured-field String; q is the Limit rounded down, w the Window and t
 // the Reset in whole seconds rounded up (w at least 1), r the Remaining.
 func RateLimitFields(b core.Budget) (policy, state string) {
-	name := sfString(b.Rule.ID)
-	p := make([]byte, 0, len(name)+32)
-	p = append(p, name...)
-	p = append(p, ";q="...)
-	p = strconv.AppendInt(p, quota(b.Limit), 10)
-	p = append(p, ";w="...)
-	p = strconv.AppendInt(p, max(Seconds(b.Window), 1), 10)
-	s := make([]byte, 0, len(name)+32)
-	s = append(s, name...)
-	s = append(s, ";r="...)
-	s = strconv.AppendInt(s, max(b.Remaining, 0), 10)
-	s = append(s, ";t="...)
-	s = strconv.AppendInt(s, Seconds(b.Reset), 10)
-	return string(p), string(s)
+	// Both values are built in one buffer on the stack and made one string
+	// (a single allocation), which policy and state slice.
+	var buf [2 * (2*maxPolicyName + 2 + 48)]byte
+	out := appendSFString(buf[:0], b.Rule.ID)
+	name := len(out)
+	out = append(out, ";q="...)
+	out = strconv.AppendInt(out, quota(b.Limit), 10)
+	out = append(out, ";w="...)
+	out = strconv.AppendInt(out, max(Seconds(b.Window), 1), 10)
+	split := len(out)
+	out = append(out, out[:name]...)
+	out = append(out, ";r="...)
+	out = strconv.AppendInt(out, max(b.Remaining, 0), 10)
+	out = append(out, ";t="...)
+	out = strconv.AppendInt(out, Seconds(b.Reset), 10)
+	all := string(out)
+	return all[:split], all[split:]
 }
 
 // XRateLimitFields returns the values of X-RateLimit-Limit,
@@ -80,29 +83,28 @@ func quota(l float64) int64 {
 // maxPolicyName bounds the rule ID a policy name carries.
 const maxPolicyName = 64
 
-// sfString returns id as a structured-field String (RFC 8941 3.3.3):
-// quoted, with '"' and '\' escaped; a character outside printable ASCII
-// becomes '_', and an ID longer than 64 bytes is cut. An empty id is
+// appendSFString appends id to dst as a structured-field String (RFC 8941
+// 3.3.3): quoted, with '"' and '\' escaped; a character outside printable
+// ASCII becomes '_', and an ID longer than 64 bytes is cut. An empty id is
 // "default".
-func sfString(id string) string {
+func appendSFString(dst []byte, id string) []byte {
 	if id == "" {
 		id = DefaultPolicy
 	}
 	if len(id) > maxPolicyName {
 		id = id[:maxPolicyName]
 	}
-	b := make([]byte, 0, len(id)+2)
-	b = append(b, '"')
+	dst = append(dst, '"')
 	for i := 0; i < len(id); i++ {
 		c := id[i]
 		switch {
 		case c == '"' || c == '\\':
-			b = append(b, '\\', c)
+			dst = append(dst, '\\', c)
 		case c < 0x20 || c > 0x7e:
-			b = append(b, '_')
+			dst = append(dst, '_')
 		default:
-			b = append(b, c)
+			dst = append(dst, c)
 		}
 	}
-	return string(append(b, '"'))
+	return append(dst, '"')
 }

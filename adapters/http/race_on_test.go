@@ -1,0 +1,5 @@
+//go:build race
+
+package sluicehttp_test
+
+const raceEnabled = true
