@@ -34,6 +34,7 @@ func (f failingFrames) Frames(ctx context.Context, app string, since int64) ([]c
 // requests passed and blocked per second over the last 5 complete seconds,
 // from the frames the instances publish.
 func TestBrowserAppsHealth(t *testing.T) {
+	browserTest(t)
 	ctx := newBrowser(t)
 	bg := context.Background()
 	tel := memstore.New(time.Now)

@@ -28,6 +28,7 @@ import (
 // and adds a rule for a hostile name from its row, which is saved for
 // exactly that name; no payload runs.
 func TestBrowserResourceTable(t *testing.T) {
+	browserTest(t)
 	ctx := newBrowser(t)
 	rdb := redistest.Start(t).Client(t)
 	rs := sluiceredis.NewRuleStore(rdb, sluiceredis.RuleStoreConfig{Prefix: "res"})
@@ -98,11 +99,10 @@ func TestBrowserResourceTable(t *testing.T) {
 	// Per instance, on demand; the rule that applies.
 	row := `#resources tr[data-resource="res-00420"]`
 	var text string
-	require.NoError(t, chromedp.Run(ctx,
-		chromedp.Text(row+` td.rules`, &text, chromedp.ByQuery),
-		chromedp.Click(row+` button.per-instance-toggle`, chromedp.ByQuery),
-		chromedp.WaitVisible(`tr.instances-of tr[data-instance="shop-2"]`, chromedp.ByQuery),
-	))
+	// The table's rows are redrawn every 5 s until one is open per instance.
+	require.NoError(t, onNode(ctx, chromedp.Text(row+` td.rules`, &text, chromedp.ByQuery)))
+	require.NoError(t, onNode(ctx, chromedp.Click(row+` button.per-instance-toggle`, chromedp.ByQuery)))
+	require.NoError(t, chromedp.Run(ctx, chromedp.WaitVisible(`tr.instances-of tr[data-instance="shop-2"]`, chromedp.ByQuery)))
 	require.Equal(t, "flow 50/s", text)
 	var per string
 	require.NoError(t, chromedp.Run(ctx, chromedp.Text(`tr.instances-of`, &per, chromedp.ByQuery)))
@@ -167,10 +167,8 @@ func TestBrowserResourceTable(t *testing.T) {
 	))
 	require.False(t, xss)
 	require.Zero(t, imgs)
-	require.NoError(t, chromedp.Run(ctx,
-		chromedp.Click(`#resources tbody tr:first-child a.add-rule`, chromedp.ByQuery),
-		chromedp.WaitVisible("#adding", chromedp.ByID),
-	))
+	require.NoError(t, onNode(ctx, chromedp.Click(`#resources tbody tr:first-child a.add-rule`, chromedp.ByQuery)))
+	require.NoError(t, chromedp.Run(ctx, chromedp.WaitVisible("#adding", chromedp.ByID)))
 	var doc string
 	require.NoError(t, chromedp.Run(ctx, chromedp.Value("#doc", &doc, chromedp.ByID)))
 	require.Contains(t, doc, "threshold: 100")
@@ -218,6 +216,7 @@ func TestBrowserResourceTable(t *testing.T) {
 // a page of each kind, the editor with the whole document, and the time
 // the browser took to load it (logged: timing is the host's).
 func TestBrowserRules10k(t *testing.T) {
+	browserTest(t)
 	ctx := newBrowser(t)
 	rdb := redistest.Start(t).Client(t)
 	rs := sluiceredis.NewRuleStore(rdb, sluiceredis.RuleStoreConfig{Prefix: "r10k"})

@@ -23,6 +23,7 @@ import (
 // comes back (empty): the page says so, the instance is healthy again,
 // and the seconds without frames are a gap in the chart.
 func TestBrowserStoreLost(t *testing.T) {
+	browserTest(t)
 	ctx := newBrowser(t)
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
