@@ -46,17 +46,21 @@ TEST_BESIDE := standalone-compile consumer fuzz-ci
 # and timers.
 PKGS := $(addsuffix /...,$(MODULES))
 TEST_P ?= 4
+# Each stage's line gives its wall time and the CPU time (user and system)
+# of its processes, waited for: what it costs the cores besides how long it
+# took (the shell's times builtin, before and after).
 test:
-	@t0=$$(date +%s); stage() { t=$$(date +%s); \
+	@t0=$$(date +%s); tf=$$(mktemp); cpu() { awk 'NR == 2 { split($$1, u, /[ms]/); split($$2, s, /[ms]/); printf "%d\n", u[1]*60 + u[2] + s[1]*60 + s[2] + 0.5 }' $$tf; }; \
+	stage() { t=$$(date +%s); times >$$tf; c=$$(cpu); \
 		if ! $(MAKE) --no-print-directory $$1; then echo "== stage $$1 FAILED after $$(( $$(date +%s) - t ))s"; return 1; fi; \
-		echo "== stage $$1: $$(( $$(date +%s) - t ))s"; }; \
+		times >$$tf; echo "== stage $$1: $$(( $$(date +%s) - t ))s (CPU $$(( $$(cpu) - c ))s)"; }; \
 	for s in $(TEST_STAGES); do stage $$s || exit 1; done; \
 	beside=$$(mktemp); echo "== stages $(TEST_BESIDE) started beside $(TEST_AFTER) (output below, after them)"; \
-	( for s in $(TEST_BESIDE); do stage $$s || exit 1; done ) </dev/null >$$beside 2>&1 & pid=$$!; \
+	( tf=$$tf.beside; for s in $(TEST_BESIDE); do stage $$s || { rm -f $$tf; exit 1; }; done; rm -f $$tf ) </dev/null >$$beside 2>&1 & pid=$$!; \
 	ok=yes; for s in $(TEST_AFTER); do stage $$s || { ok=; break; }; done; \
-	if ! wait $$pid; then ok=; fi; echo "== output of $(TEST_BESIDE):"; cat $$beside; rm -f $$beside; \
+	if ! wait $$pid; then ok=; fi; times >$$tf; c=$$(cpu); rm -f $$tf; echo "== output of $(TEST_BESIDE):"; cat $$beside; rm -f $$beside; \
 	if [ -z "$$ok" ]; then echo "== make test FAILED after $$(( $$(date +%s) - t0 ))s"; exit 1; fi; \
-	echo "== make test: $$(( $$(date +%s) - t0 ))s"
+	echo "== make test: $$(( $$(date +%s) - t0 ))s (CPU $${c}s)"
 
 ## check: the everyday loop (under 2 minutes): gofmt, the module
 ## boundaries, go vet of every module, the complexity check, and the root
@@ -125,14 +129,16 @@ vet:
 # test starts them first instead of after the packages sorted before them.
 SLOWEST := github.com/sluice-go/sluice/dashboard github.com/sluice-go/sluice/cluster/redis github.com/sluice-go/sluice/cluster/sqlstore github.com/sluice-go/sluice/examples/benchcompare
 # The dashboard's browser tests (TestBrowser*, each driving a headless
-# Chromium) run in a go test of their own beside the rest: the dashboard's
-# package alone took 412 s of a 514 s race stage on 2026-12-02, the
+# Chromium) run in a go test of their own beside the rest, BROWSER_P at a
+# time (the tests hold at most 4 Chromiums at once whatever it is): one
+# after another they took 472 s of a 496 s race stage on 2026-12-02, the
 # stage's longest path, most of it waiting on the browser.
 BROWSER_TESTS := ^TestBrowser
+BROWSER_P ?= 4
 race:
 	@if [ -z "$(RACE)" ]; then echo "WARNING: no C compiler for the race detector; running tests without -race (install gcc to enable it)"; fi
 	@pkgs=$$(printf '%s\n' $(SLOWEST); $(GO) list $(PKGS) | grep -v -x -F $(addprefix -e ,$(SIMULATIONS) $(SLOWEST))) && \
-	out=$$(mktemp) && { $(GO) test $(RACE) -count=1 -timeout 20m -run '$(BROWSER_TESTS)' github.com/sluice-go/sluice/dashboard >$$out 2>&1 & pid=$$!; } && \
+	out=$$(mktemp) && { $(GO) test $(RACE) -count=1 -timeout 20m -parallel $(BROWSER_P) -run '$(BROWSER_TESTS)' github.com/sluice-go/sluice/dashboard >$$out 2>&1 & pid=$$!; } && \
 	ok=yes; $(GO) test $(RACE) -p $(TEST_P) -count=1 -timeout 20m -skip '$(BROWSER_TESTS)' $$pkgs || ok=; \
 	wait $$pid || ok=; echo "== the dashboard's browser tests:"; cat $$out; rm -f $$out; [ -n "$$ok" ]
 
@@ -145,9 +151,14 @@ SIMULATIONS := github.com/sluice-go/sluice/internal/adaptive github.com/sluice-g
 simulations:
 	@$(GO) test -count=1 $(SIMULATIONS)
 
+# The allocation tests (every Test, Example or Fuzz of the root module whose
+# name has "Alloc" in it), in the packages that have one: go test -run of
+# every package linked 42 test binaries (all the root module's) to run those of 5.
 allocs:
 	@echo "== allocation tests (no -race)"
-	@$(GO) test -count=1 -run 'Alloc' ./...
+	@pkgs=$$($(GO) list -f '{{.Dir}}' ./... | while read -r d; do \
+		if grep -qE '^func (Test|Example|Fuzz)[A-Za-z0-9_]*Alloc' "$$d"/*_test.go 2>/dev/null; then echo "$$d"; fi; done) && \
+	$(GO) test -count=1 -run 'Alloc' $$pkgs
 
 ## standalone: each module on its own, without the workspace: what a program
 ## that requires it builds (the sibling modules it requires come from the

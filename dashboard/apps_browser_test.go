@@ -34,17 +34,19 @@ func (f failingFrames) Frames(ctx context.Context, app string, since int64) ([]c
 // requests passed and blocked per second over the last 5 complete seconds,
 // from the frames the instances publish.
 func TestBrowserAppsHealth(t *testing.T) {
+	browserTest(t)
 	ctx := newBrowser(t)
 	bg := context.Background()
 	tel := memstore.New(time.Now)
 	now := time.Now().Unix()
 	// Two instances, 10 passed and 2 blocked a second each, in every
-	// second the page may count (it reads its own clock later).
+	// second the page may count (it reads its own clock later: 28 s later
+	// on a loaded host, so up to the browser's bound of 5 minutes).
 	for _, id := range []string{"shop-1", "shop-2"} {
-		for s := now - 10; s <= now+10; s++ {
+		for s := now - 10; s <= now+300; s++ {
 			f := cluster.Frame{App: "shop", Instance: id, Second: s}
 			f.Resources = []cluster.ResourceSecond{{Resource: "GET /api", Second: stat.Second{Pass: 7, Block: 2}}, {Resource: "GET /b", Second: stat.Second{Pass: 3}}}
-			require.NoError(t, tel.Publish(bg, f, 100, time.Hour))
+			require.NoError(t, tel.Publish(bg, f, 400, time.Hour))
 		}
 	}
 	f := newFleet(t, func(c *dashboard.Config) { c.Telemetry = failingFrames{Telemetry: tel, app: "billing"} })

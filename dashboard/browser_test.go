@@ -44,6 +44,25 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
+// maxBrowsers bounds the browser tests that run at once, each with its
+// Chromium and the servers it starts. They spend most of their time
+// waiting (on the page's timers, on the servers, on the browser), so a few
+// share two cores; one after another they took most of make test's time.
+const maxBrowsers = 4
+
+var browserSlots = make(chan struct{}, maxBrowsers)
+
+// browserTest runs t beside the other browser tests (t.Parallel), once
+// one of the maxBrowsers slots is free; the slot is freed after t's
+// cleanups (its browser killed, its servers stopped). go test's -parallel
+// bounds them too: it is the number of cores unless set.
+func browserTest(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+	browserSlots <- struct{}{}
+	t.Cleanup(func() { <-browserSlots })
+}
+
 // newBrowser starts a headless Chromium owned by t: its process is killed
 // and waited for at the end of the test.
 func newBrowser(t *testing.T) context.Context {
@@ -62,7 +81,9 @@ func newBrowser(t *testing.T) context.Context {
 	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	// A bound for a browser that stops answering, not for a slow host: four
+	// tests at a time beside three busy loops, TestBrowser took 97 s.
+	ctx, cancelTimeout := context.WithTimeout(ctx, 5*time.Minute)
 	t.Cleanup(func() {
 		cancelTimeout()
 		cancel()
@@ -91,6 +112,23 @@ func newBrowser(t *testing.T) context.Context {
 		require.NotEmpty(t, processesWith(profile), "the browser's processes are found by their profile")
 	}
 	return ctx
+}
+
+// onNode runs action, which finds a node of the page and then acts on it,
+// again when the page replaced the node in between (a table redrawn by its
+// refresh: "Could not find node with given id"), up to 10 times. Such an
+// error comes before the action reaches the page (a click is sent once its
+// node's box is known), so nothing is done twice.
+func onNode(ctx context.Context, action chromedp.Action) error {
+	var err error
+	for range 10 {
+		err = chromedp.Run(ctx, action)
+		if err == nil || !strings.Contains(err.Error(), "Could not find node with given id") &&
+			!strings.Contains(err.Error(), "No node with given id found") {
+			return err
+		}
+	}
+	return err
 }
 
 // processesWith returns the processes whose command line contains s
@@ -240,6 +278,7 @@ func waitThreshold(t *testing.T, ins []*instanceLoad, want float64) {
 // named, saves a valid one that both instances apply, rolls back, and finds
 // both changes in the audit log.
 func TestBrowser(t *testing.T) {
+	browserTest(t)
 	ctx := newBrowser(t)
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)

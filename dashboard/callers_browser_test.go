@@ -28,6 +28,7 @@ import (
 // names as text (no payload runs), the long one cut and marked. A caller
 // no entry may carry (1 KiB) is refused by the engine and never shown.
 func TestBrowserTopRefusedCallers(t *testing.T) {
+	browserTest(t)
 	ctx := newBrowser(t)
 	bg := context.Background()
 	rs, _ := sluicetest.NewRuleStore(nil)
@@ -77,9 +78,9 @@ func TestBrowserTopRefusedCallers(t *testing.T) {
 	require.NoError(t, chromedp.Run(ctx,
 		chromedp.Navigate(web.URL+"/apps/shop"),
 		chromedp.WaitVisible(row, chromedp.ByQuery),
-		chromedp.Click(row+` button.per-instance-toggle`, chromedp.ByQuery),
-		chromedp.WaitVisible(`tr.instances-of div.refused-callers`, chromedp.ByQuery),
 	))
+	require.NoError(t, onNode(ctx, chromedp.Click(row+` button.per-instance-toggle`, chromedp.ByQuery)))
+	require.NoError(t, chromedp.Run(ctx, chromedp.WaitVisible(`tr.instances-of div.refused-callers`, chromedp.ByQuery)))
 	var shown struct {
 		Heading string
 		Names   []string

@@ -26,6 +26,7 @@ import (
 // empty); the time axis names its times in UTC, for a viewer in
 // Kathmandu (UTC+5:45) too.
 func TestBrowserChartHistory(t *testing.T) {
+	browserTest(t)
 	ctx := newBrowser(t)
 	bg := context.Background()
 	now := time.Now().Unix()

@@ -29,6 +29,7 @@ import (
 // The views name it "concurrency 8 in flight" and its refusals "blocked
 // by concurrency limit", not "flow".
 func TestBrowserConcurrencyForm(t *testing.T) {
+	browserTest(t)
 	ctx := newBrowser(t)
 	bg := context.Background()
 	tel := memstore.New(time.Now)

@@ -28,6 +28,7 @@ const hostileResource = "x\": {y: 1} # <img src=x onerror=\"window.__xss=1\"> \\
 // param rule with exceptions. A number the form cannot write is refused
 // in the form, naming the field, and the text is left as it was.
 func TestBrowserRuleForms(t *testing.T) {
+	browserTest(t)
 	ctx := newBrowser(t)
 	rdb := redistest.Start(t).Client(t)
 	rs := sluiceredis.NewRuleStore(rdb, sluiceredis.RuleStoreConfig{Prefix: "forms"})

@@ -22,6 +22,7 @@ import (
 // all; the dashboard refuses it by the browser's Sec-Fetch-Site and
 // Origin, and the victim stays logged out. Her own login still works.
 func TestBrowserLoginCSRFFromAnotherPort(t *testing.T) {
+	browserTest(t)
 	ctx := newBrowser(t)
 	f := newFleet(t, nil)
 	dash := f.srv.URL

@@ -90,6 +90,7 @@ func (c *wallClock) Advance(d time.Duration) {
 // 7 s after Redis died as testers measured it), and says when the store
 // was last read in full.
 func TestBrowserOutageDatedAtFirstFailedRead(t *testing.T) {
+	browserTest(t)
 	ctx := newBrowser(t)
 	wall := &wallClock{t: time.Now().Add(5 * time.Hour).Truncate(time.Second)}
 	var store *slowDownStore

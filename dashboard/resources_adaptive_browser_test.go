@@ -21,6 +21,7 @@ import (
 // resource has no such rule, tier 0 of a tiered rule shown), and so do its
 // rows per instance; a hostile resource name carrying them stays text.
 func TestBrowserResourceLimits(t *testing.T) {
+	browserTest(t)
 	ctx := newBrowser(t)
 	bg := context.Background()
 	tel := memstore.New(time.Now)

@@ -16,6 +16,7 @@ import (
 // name from traffic, shown as text, its handler never run), then retires
 // shop, whose instance still reports, by forcing it.
 func TestBrowserFleetApps(t *testing.T) {
+	browserTest(t)
 	ctx := newBrowser(t)
 	f := newFleet(t, withRedisTelemetry(t))
 	base := f.srv.URL

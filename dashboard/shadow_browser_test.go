@@ -22,6 +22,7 @@ import (
 // the form back, tiers included; unticking shadow the same way enforces it
 // again.
 func TestBrowserShadowFlip(t *testing.T) {
+	browserTest(t)
 	ctx := newBrowser(t)
 	rdb := redistest.Start(t).Client(t)
 	rs := sluiceredis.NewRuleStore(rdb, sluiceredis.RuleStoreConfig{Prefix: "shadow"})

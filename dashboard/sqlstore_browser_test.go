@@ -24,8 +24,10 @@ import (
 // an editor changes a threshold in Chromium, confirms, both instances
 // apply it, and the audit log, read from the database, names the change.
 func TestBrowserRuleChangeOnSQL(t *testing.T) {
+	t.Parallel() // each database's subtest takes a browser slot of its own
 	for _, kind := range []string{sqltest.Postgres, sqltest.MariaDB} {
 		t.Run(kind, func(t *testing.T) {
+			browserTest(t)
 			ctx := newBrowser(t)
 			db := sqltest.Start(t, kind)
 			rs, err := sqlstore.Open(context.Background(), db.URL(db.NewDatabase(t), "", ""), sqlstore.Config{})

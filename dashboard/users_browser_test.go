@@ -13,6 +13,7 @@ import (
 // admin adds a viewer of shop, and the viewer logs in with the initial
 // password and sees shop.
 func TestBrowserUsers(t *testing.T) {
+	browserTest(t)
 	ctx := newBrowser(t)
 	f, path := newUsersFleet(t, nil)
 	base := f.srv.URL
@@ -54,6 +55,7 @@ func TestBrowserUsers(t *testing.T) {
 // without the confirmation (a script, a browser ignoring the form's
 // rules) deletes nothing either: 400.
 func TestBrowserDeleteUserConfirmed(t *testing.T) {
+	browserTest(t)
 	ctx := newBrowser(t)
 	f, path := newUsersFleet(t, nil)
 	base := f.srv.URL
