@@ -37,7 +37,8 @@ func TestAllocRateLimitHeaders(t *testing.T) {
 	if with-without > 2 {
 		t.Errorf("the RateLimit fields cost %v allocations a request (%v without them, %v with), want at most 2", with-without, without, with)
 	}
-	if w := (&discard{h: http.Header{}}); w != nil {
+	{
+		w := &discard{h: http.Header{}}
 		m := http.NewServeMux()
 		m.Handle("GET /r", sluicehttp.Middleware(g, sluicehttp.WithRateLimitHeaders(false))(ok))
 		m.ServeHTTP(w, httptest.NewRequest("GET", "/r", nil))
