@@ -134,7 +134,7 @@ SLOWEST := github.com/sluice-go/sluice/dashboard github.com/sluice-go/sluice/clu
 # after another they took 472 s of a 496 s race stage on 2026-12-02, the
 # stage's longest path, most of it waiting on the browser.
 BROWSER_TESTS := ^TestBrowser
-BROWSER_P ?= 4
+BROWSER_P ?= 1
 race:
 	@if [ -z "$(RACE)" ]; then echo "WARNING: no C compiler for the race detector; running tests without -race (install gcc to enable it)"; fi
 	@pkgs=$$(printf '%s\n' $(SLOWEST); $(GO) list $(PKGS) | grep -v -x -F $(addprefix -e ,$(SIMULATIONS) $(SLOWEST))) && \

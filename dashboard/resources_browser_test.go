@@ -113,8 +113,11 @@ func TestBrowserResourceTable(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return chromedp.Run(ctx, chromedp.Text("#res-count", &count, chromedp.ByID)) == nil && count == want
 	}, 30*time.Second, 100*time.Millisecond, "the table's count: %q", &count)
-	var rows []string
+	// Each read decodes into a slice of its own: Eventually runs its
+	// condition on another goroutine, which must not write into a slice
+	// the test still holds.
 	readRows := func() []string {
+		var rows []string
 		require.NoError(t, chromedp.Run(ctx, chromedp.Evaluate(
 			`[...document.querySelectorAll("#resources tbody tr[data-resource]")].map((tr) => tr.dataset.resource)`, &rows)))
 		return rows
@@ -123,14 +126,15 @@ func TestBrowserResourceTable(t *testing.T) {
 
 	// Search.
 	require.NoError(t, chromedp.Run(ctx, chromedp.SendKeys("#res-q", "RES-0042", chromedp.ByID)))
-	require.Eventually(t, func() bool { return len(readRows()) == 10 }, 10*time.Second, 50*time.Millisecond, "%v", rows)
+	require.Eventually(t, func() bool { return len(readRows()) == 10 }, 30*time.Second, 50*time.Millisecond,
+		"rows shown after the search: want 10")
 	require.NoError(t, chromedp.Run(ctx, chromedp.Text("#res-count", &count, chromedp.ByID)))
 	require.Equal(t, fmt.Sprintf("1\u201310 of 10 matching (%d in all)", 10000+len(hostile)), count)
 	// Sort by name, then descending.
 	require.NoError(t, chromedp.Run(ctx, chromedp.Click(`button.sort[data-sort="resource"]`, chromedp.ByQuery)))
-	require.Eventually(t, func() bool { return readRows()[0] == "res-00420" }, 10*time.Second, 50*time.Millisecond, "%v", rows)
+	require.Eventually(t, func() bool { r := readRows(); return len(r) > 0 && r[0] == "res-00420" }, 10*time.Second, 50*time.Millisecond, "the first row after sorting")
 	require.NoError(t, chromedp.Run(ctx, chromedp.Click(`button.sort[data-sort="resource"]`, chromedp.ByQuery)))
-	require.Eventually(t, func() bool { return readRows()[0] == "res-00429" }, 10*time.Second, 50*time.Millisecond, "%v", rows)
+	require.Eventually(t, func() bool { r := readRows(); return len(r) > 0 && r[0] == "res-00429" }, 10*time.Second, 50*time.Millisecond, "the first row after sorting descending")
 	var sortState string
 	require.NoError(t, chromedp.Run(ctx, chromedp.AttributeValue(`th:has(> button[data-sort="resource"])`, "aria-sort", &sortState, nil, chromedp.ByQuery)))
 	require.Equal(t, "descending", sortState)
@@ -197,7 +201,7 @@ func TestBrowserResourceTable(t *testing.T) {
 	// saves a rule for exactly that name.
 	require.NoError(t, chromedp.Run(ctx, chromedp.Evaluate(`(() => { const q = document.getElementById("res-q");
 		q.value = "onerror"; q.dispatchEvent(new Event("input")); })()`, nil)))
-	require.Eventually(t, func() bool { r := readRows(); return len(r) == 2 }, 10*time.Second, 50*time.Millisecond, "%v", rows)
+	require.Eventually(t, func() bool { r := readRows(); return len(r) == 2 }, 10*time.Second, 50*time.Millisecond, "two rows")
 	var xss bool
 	var imgs int
 	require.NoError(t, chromedp.Run(ctx,
